@@ -1,0 +1,42 @@
+"""Atomic file writes: write to a temporary file beside the target, then rename over it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; on success rename it to ``target``.
+
+    On an exception the temporary file is removed and ``target`` is left as it was.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp_path.unlink()
+        raise
+
+
+def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``target`` atomically."""
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_with(target: str | os.PathLike[str], writer: Callable[[IO[bytes]], None]) -> None:
+    """Call ``writer`` with a binary file object and move what it wrote to ``target`` atomically."""
+    with atomic_path(target) as tmp, open(tmp, "wb") as fh:
+        writer(fh)

@@ -1,0 +1,91 @@
+"""Turn the columns an adapter extracted into a finished event table and ``Run``.
+
+Adapters hand over plain arrays in the order the native profiler wrote events. This module
+sorts them by start time, remaps row links, nests host events per thread and assigns every
+event to its step, so all adapters share one implementation of those rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from perfkit_core import schema, structure
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.run import Run
+
+
+def _take(value: Any, order: np.ndarray) -> Any:
+    import pandas as pd
+
+    if isinstance(value, pd.Categorical):
+        return pd.Categorical.from_codes(value.codes[order], dtype=value.dtype)
+    return np.asarray(value)[order]
+
+
+def finish_events(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
+    """Return the finished event table for ``n`` events given as ``columns`` in native order.
+
+    ``columns`` follows ``perfkit_core.schema``; row-link columns (``forward_op``) hold native
+    row positions. For rows of kind ``step``, ``step`` holds the step number; it is replaced by
+    the step assignment of every row. ``parent`` is computed here and must not be given.
+    """
+    if "parent" in columns:
+        raise ValueError("parent is computed by finish_events")
+    start = np.asarray(columns["start_ns"], dtype=np.int64)
+    dur = np.asarray(columns["dur_ns"], dtype=np.int64)
+    order = np.lexsort((-dur, start))
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.arange(n, dtype=np.int64)
+    sorted_cols: dict[str, Any] = {}
+    for name, value in columns.items():
+        taken = _take(value, order)
+        if name in schema.ROW_LINK_COLUMNS:
+            taken = np.where(taken >= 0, inverse[np.maximum(taken, 0)], -1)
+        sorted_cols[name] = taken
+    events = schema.build_events(sorted_cols, n=n)
+
+    tid = events["tid"].to_numpy()
+    host = (events["stream"].to_numpy() < 0) & (tid >= 0)
+    group = structure.group_codes(
+        events["rank"].to_numpy(), events["pid"].to_numpy(), tid
+    )
+    events["parent"] = structure.nest(group, events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), host)
+    step_numbers = events["step"].to_numpy().copy()
+    events["step"] = structure.assign_steps(events, step_numbers)
+    return events
+
+
+def step_list(events: pd.DataFrame) -> list[int]:
+    """Return the step numbers of the run's step spans, in time order, without repeats."""
+    steps = events.loc[events["kind"] == "step", "step"].to_numpy()
+    seen: dict[int, None] = {}
+    for s in steps.tolist():
+        if s >= 0:
+            seen.setdefault(int(s), None)
+    return list(seen)
+
+
+def make_run(events: pd.DataFrame, meta: Mapping[str, Any]) -> Run:
+    """Return a ``Run`` of ``events`` with ``meta`` completed (schema version, steps, span, ranks)."""
+    from perfkit_core.run import Run
+
+    full = dict(meta)
+    full["schema_version"] = schema.SCHEMA_VERSION
+    full["steps"] = step_list(events)
+    ranks = sorted({int(r) for r in np.unique(events["rank"].to_numpy())}) or [int(full.get("rank", 0))]
+    full.setdefault("rank", ranks[0])
+    full["ranks"] = ranks
+    full.setdefault("world_size", 1)
+    if len(events):
+        start = events["start_ns"].to_numpy()
+        end = start + events["dur_ns"].to_numpy()
+        full["span_ns"] = [int(start.min()), int(end.max())]
+    else:
+        full["span_ns"] = [0, 0]
+    return Run(events, full)

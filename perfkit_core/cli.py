@@ -1,0 +1,157 @@
+"""The ``perfkit`` command line. Bad input prints one line and exits 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from perfkit_core.errors import TraceError, UnknownViewError
+
+DEFAULT_VIEWS = "operator,user"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):
+        return _jsonable(value.item())
+    return value
+
+
+def frame_records(frame: Any) -> list[dict[str, Any]]:
+    """Rows of a DataFrame as JSON-ready dicts (NaN becomes null)."""
+    return [{k: _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="perfkit", prog_name="perfkit")
+def cli() -> None:
+    """Unified summaries of PyTorch and PaddlePaddle profiler traces."""
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--views", default=DEFAULT_VIEWS, show_default=True, help="Comma-separated views to show.")
+@click.option("--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True)
+@click.option("--top", type=int, default=30, show_default=True, help="Rows per table (0: all).")
+@click.option("--sort-by", default="cpu_total", show_default=True, help="cpu_total, cpu_self, cpu_avg, cpu_max, cpu_min, gpu_total, ..., calls, name.")
+@click.option("--group-by-input-shape", is_flag=True, help="One row per operator and input shapes.")
+@click.option("--group-by-stack-n", type=int, default=0, help="One row per operator and its top N stack frames.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write to this file instead of standard output.")
+def report(
+    path: Path,
+    views: str,
+    time_unit: str,
+    top: int,
+    sort_by: str,
+    group_by_input_shape: bool,
+    group_by_stack_n: int,
+    fmt: str,
+    output: Path | None,
+) -> None:
+    """Print the summaries of the run or trace at PATH."""
+    from perfkit_core.loading import load
+    from perfkit_core.render.text import render_report
+    from perfkit_core.views import get_view
+
+    names = [v.strip() for v in views.split(",") if v.strip()]
+    for name in names:
+        get_view(name)
+    run = load(path)
+    table_options = {"sort_by": sort_by, "group_by_input_shape": group_by_input_shape, "group_by_stack_n": group_by_stack_n}
+    options = {name: table_options for name in names if name in ("operator", "user")}
+    if fmt == "json":
+        payload = {
+            "meta": run.meta,
+            "views": {name: frame_records(run.summary(name, **options.get(name, {}), **({"top": top} if top and name in options else {}))) for name in names},
+        }
+        text = json.dumps(payload, indent=1, default=str) + "\n"
+    else:
+        text = render_report(run, names, time_unit=time_unit, top=top or None, options=options)
+    _emit(text, output)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from perfkit_core.atomic import write_bytes
+
+    write_bytes(output, text.encode())
+    click.echo(f"wrote {output}", err=True)
+
+
+@cli.command()
+def info() -> None:
+    """List the installed adapters, plugins and views."""
+    from perfkit_core.plugins import framework_infos, get_plugin_manager
+    from perfkit_core.views import registered_views
+
+    pm = get_plugin_manager()
+    click.echo("Plugins:")
+    for name, _plugin in pm.list_name_plugin():
+        click.echo(f"  {name}")
+    click.echo("Frameworks:")
+    for entry in framework_infos(pm):
+        state = f"installed ({entry.get('version')})" if entry.get("installed") else "not installed"
+        click.echo(f"  {entry['framework']}: {state}")
+    click.echo("Views:")
+    for name, spec in sorted(registered_views().items()):
+        click.echo(f"  {name}: {spec.description}")
+
+
+@cli.command()
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("perfkit_demo"), show_default=True)
+@click.option("--steps", type=int, default=20, show_default=True)
+def demo(out_dir: Path, steps: int) -> None:
+    """Profile a small training loop in every installed framework and write the report."""
+    from perfkit_core.loading import load
+    from perfkit_core.plugins import get_plugin_manager
+    from perfkit_core.render.text import render_report
+
+    results = get_plugin_manager().hook.perfkit_demo(directory=out_dir, steps=steps)
+    runs = [Path(p) for result in results if result for p in result]
+    if not runs:
+        raise click.ClickException("no framework is installed: pip install 'perfkit[torch]' or 'perfkit[paddle]'")
+    for run_dir in runs:
+        text = render_report(load(run_dir), top=15)
+        report_path = run_dir / "report.txt"
+        from perfkit_core.atomic import write_bytes
+
+        write_bytes(report_path, text.encode())
+        click.echo(text)
+        click.echo(f"run saved in {run_dir}; report in {report_path}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code (2 with one line on stderr for bad input)."""
+    try:
+        result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
+    except TraceError as exc:
+        click.echo(f"perfkit: error: {exc}", err=True)
+        return 2
+    except UnknownViewError as exc:
+        click.echo(f"perfkit: error: {exc}", err=True)
+        return 2
+    except click.exceptions.Abort:
+        click.echo("perfkit: aborted", err=True)
+        return 1
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    return result if isinstance(result, int) else 0
+
+
+def console_main() -> None:
+    """Entry point of the ``perfkit`` console script."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    console_main()

@@ -1,0 +1,88 @@
+"""Every hook perfkit calls, in one place.
+
+A plugin is a module or object with functions marked ``@perfkit_core.hookimpl`` whose names are
+the hook names below. perfkit's own adapters (``perfkit_torch``, ``perfkit_paddle``) are plugins
+registered through the entry-point group ``perfkit``; third-party plugins register the same way.
+Runtime types are imported only for type checking, so this module can never join an import cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.run import Run
+
+PROJECT_NAME = "perfkit"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+#: A loader a plugin hands back for a file it claims: called with the path, returns a ``Run``.
+TraceLoader = Callable[[Path], "Run"]
+#: What ``perfkit_register_views`` receives: ``register(name, function, description)``.
+ViewRegistrar = Callable[[str, Callable[..., "pd.DataFrame"], str], None]
+
+
+@hookspec(firstresult=True)
+def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
+    """Claim a trace file that this plugin can read.
+
+    Called by ``perfkit_core.load()`` for every file that is not a saved run, once per file,
+    until a plugin claims it.
+
+    :param path: the file to be read.
+    :param head: the file's first 64 KiB, already decompressed when the file is gzip; may be
+        shorter for small files, and empty for an empty file.
+    :returns: a callable ``loader(path) -> Run`` when this plugin reads the file, else ``None``.
+        The loader raises ``perfkit_core.TraceError`` naming the file for bad input.
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec
+def perfkit_register_views(register: ViewRegistrar) -> None:
+    """Add summary views, the tables ``Run.summary(view)`` returns.
+
+    Called once per plugin manager, the first time a view is looked up.
+
+    :param register: call ``register(name, function, description)`` for each view. ``function``
+        is called as ``function(run, **options)`` and returns a ``pandas.DataFrame`` whose key
+        column is ``name`` and whose other columns are snake_case with the unit in the name
+        (``cpu_total_ns``). A later registration of the same name replaces an earlier one, so a
+        plugin can override a built-in view.
+    :returns: nothing; results are ignored. Every plugin's implementation is called.
+    """
+
+
+@hookspec
+def perfkit_framework_info() -> dict[str, Any] | None:
+    """Describe the framework this plugin adapts, for ``perfkit info`` and ``perfkit demo``.
+
+    Called each time the installed adapters are listed. Must not import the framework at
+    module import time; may import it inside the function.
+
+    :returns: ``{"framework": name, "installed": bool, "version": str | None}`` or ``None`` for
+        plugins that adapt no framework. Results of all plugins are collected into a list.
+    """
+
+
+@hookspec
+def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
+    """Profile a small training loop with this plugin's framework, on the CPU.
+
+    Called by ``perfkit demo`` once per plugin. The loop runs under the framework's own profiler
+    with the plugin's ``on_trace_ready`` handler and saves its runs under ``directory``.
+
+    :param directory: folder for this plugin's runs (created by the plugin as needed).
+    :param steps: number of training steps to run (a few more may run as warm-up).
+    :returns: the saved run folders, or ``None`` when the framework is not installed. Results
+        of all plugins are collected into a list.
+    """

@@ -1,0 +1,123 @@
+"""``load(path)``: a saved run, a trace file an installed adapter claims, or a folder of ranks."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfkit_core.errors import TraceError
+from perfkit_core.run import Run, is_saved_run
+
+if TYPE_CHECKING:
+    import pluggy
+
+HEAD_BYTES = 64 * 1024
+#: File names a folder of per-rank traces may hold.
+TRACE_SUFFIXES = (".json", ".json.gz", ".pb")
+
+
+def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    """Return the first ``size`` bytes of ``path``, decompressed when it is gzip."""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+            fh.seek(0)
+            if magic != b"\x1f\x8b":
+                return fh.read(size)
+            with gzip.GzipFile(fileobj=fh) as gz:
+                return gz.read(size)
+    except IsADirectoryError:
+        raise TraceError(path, "is a directory") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise TraceError(path, f"broken gzip data: {exc}") from None
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
+
+
+def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None) -> Run:
+    """Return the ``Run`` at ``path``.
+
+    ``path`` may be a directory written by ``Run.save``, a trace file that an installed adapter
+    claims (``perfkit_claim_trace``), or a directory of per-rank trace files of one job, which
+    are loaded one by one and combined (the ``rank`` column tells them apart). Raises
+    ``TraceError`` naming the file and the reason for anything it cannot read.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(path, "no such file or directory")
+    if is_saved_run(path):
+        return Run.read(path)
+    if path.is_dir():
+        files = trace_files(path)
+        if not files:
+            raise TraceError(path, "holds neither a saved perfkit run nor trace files")
+        return combine_runs([load_trace_file(f, pm=pm) for f in files])
+    return load_trace_file(path, pm=pm)
+
+
+def trace_files(directory: Path) -> list[Path]:
+    """Return the trace files directly inside ``directory``, sorted by name."""
+    return sorted(
+        p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")
+    )
+
+
+def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Run:
+    """Return the ``Run`` of one trace file, read by the first adapter that claims it."""
+    from perfkit_core.plugins import get_plugin_manager
+
+    head = read_head(path)
+    if not head.strip():
+        raise TraceError(path, "the file is empty")
+    pm = pm or get_plugin_manager()
+    loader = pm.hook.perfkit_claim_trace(path=path, head=head)
+    if loader is None:
+        adapters = ", ".join(sorted(n for n, _ in pm.list_name_plugin() if not n.startswith("perfkit_core")))
+        raise TraceError(
+            path,
+            "not a trace any installed adapter reads "
+            f"(adapters: {adapters or 'none'}; expected a torch or paddle profiler export)",
+        )
+    run = loader(path)
+    if not isinstance(run, Run):
+        raise TraceError(path, f"the loader returned {type(run).__name__}, not a Run")
+    return run
+
+
+def combine_runs(runs: list[Run]) -> Run:
+    """Return one ``Run`` holding every rank of ``runs`` (one distributed job).
+
+    Ranks must be distinct and the framework the same; ``TraceError`` otherwise.
+    """
+    from perfkit_core import schema
+    from perfkit_core.builder import make_run
+
+    if len(runs) == 1:
+        return runs[0]
+    frameworks = {r.framework for r in runs}
+    if len(frameworks) > 1:
+        raise TraceError(runs[0].meta.get("source", "?"), f"traces of different frameworks in one job: {sorted(frameworks)}")
+    seen: dict[int, str] = {}
+    for run in runs:
+        for rank in run.meta.get("ranks", [run.meta.get("rank", 0)]):
+            source = str(run.meta.get("source", "?"))
+            if rank in seen:
+                raise TraceError(source, f"rank {rank} is also in {seen[rank]}; a job holds each rank once")
+            seen[rank] = source
+    events = schema.concat_events([r.events for r in runs])
+    first = runs[0].meta
+    meta: dict[str, Any] = {
+        "framework": first.get("framework"),
+        "framework_version": first.get("framework_version"),
+        "host": first.get("host"),
+        "devices": first.get("devices", []),
+        "world_size": max(int(r.meta.get("world_size", 1)) for r in runs),
+        "source": [r.meta.get("source") for r in runs],
+        "accounting": {str(r.meta.get("rank", 0)): r.meta.get("accounting") for r in runs},
+        "per_rank": {str(r.meta.get("rank", 0)): {k: r.meta.get(k) for k in ("host", "devices", "source", "span_ns")} for r in runs},
+        "extra": first.get("extra", {}),
+    }
+    return make_run(events, meta)

@@ -1,0 +1,1 @@
+"""Renderers: turn summary DataFrames into text (and, later, HTML and exports)."""

@@ -1,0 +1,139 @@
+"""Aligned text tables with one time unit, in the style of Paddle's ``prof.summary()``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.run import Run
+
+#: Time units a report can use, with their size in ns.
+TIME_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
+TABLE_WIDTH_MIN = 60
+
+
+def _label(column: str, unit: str) -> str:
+    """Header for a column: ``cpu_total_ns`` -> ``CPU total (ms)``."""
+    base = column
+    suffix = ""
+    if column.endswith("_ns"):
+        base, suffix = column[:-3], f" ({unit})"
+    elif column.endswith("_pct"):
+        base, suffix = column[:-4], " (%)"
+    words = base.split("_")
+    words = [w.upper() if w in ("cpu", "gpu", "ips") else w for w in words]
+    text = " ".join(words)
+    return (text[:1].upper() + text[1:]) + suffix
+
+
+def _cell(value: Any, column: str, unit: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if column.endswith("_ns"):
+        return f"{value / TIME_UNITS[unit]:.3f}"
+    if column.endswith("_pct"):
+        return f"{value:.2f}"
+    if isinstance(value, float):
+        return f"{value:.3f}" if not value.is_integer() else str(int(value))
+    text = str(value)
+    return text.replace("\n", " <- ")
+
+
+def format_table(
+    frame: pd.DataFrame,
+    title: str,
+    *,
+    time_unit: str = "ms",
+    max_name_width: int = 60,
+    note: str | None = None,
+) -> str:
+    """Return ``frame`` as an aligned text table under a ``title`` banner.
+
+    Columns ending in ``_ns`` are shown in ``time_unit``; text columns are left-aligned and cut to
+    ``max_name_width`` characters (with ``...``); numbers are right-aligned. NaN shows as ``-``.
+    """
+    if time_unit not in TIME_UNITS:
+        raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
+    columns = list(frame.columns)
+    headers = [_label(c, time_unit) for c in columns]
+    text_cols = {c for c in columns if frame[c].dtype == object or str(frame[c].dtype) in ("category", "string", "str")}
+    body: list[list[str]] = []
+    for row in frame.itertuples(index=False, name=None):
+        cells = []
+        for column, value in zip(columns, row):
+            cell = _cell(value, column, time_unit)
+            if column in text_cols and len(cell) > max_name_width:
+                cell = cell[: max_name_width - 3] + "..."
+            cells.append(cell)
+        body.append(cells)
+    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = []
+        for column, cell, width in zip(columns, cells, widths):
+            parts.append(cell.ljust(width) if column in text_cols else cell.rjust(width))
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    total = max(len(rule), TABLE_WIDTH_MIN)
+    banner = f" {title} ".center(total, "-")
+    out = [banner, f"Time unit: {time_unit}"]
+    if note:
+        out.append(note)
+    out += [rule, line(headers), rule]
+    out += [line(r) for r in body] if body else ["(no rows)"]
+    out.append(rule)
+    return "\n".join(out)
+
+
+VIEW_TITLES = {"operator": "Operator Summary", "user": "UserDefined Summary"}
+
+
+def run_header(run: Run) -> str:
+    """Return a few lines describing ``run``: framework, source, ranks, steps, events, span."""
+    meta = run.meta
+    span = meta.get("span_ns") or [0, 0]
+    devices = ", ".join(str(d.get("name")) for d in meta.get("devices") or []) or "none recorded"
+    lines = [
+        f"Framework:   {meta.get('framework')} {meta.get('framework_version') or ''}".rstrip(),
+        f"Source:      {meta.get('source') or '-'}",
+        f"Ranks:       {', '.join(map(str, meta.get('ranks', [])))} (world size {meta.get('world_size', 1)})",
+        f"Steps:       {len(meta.get('steps', []))}",
+        f"Events:      {len(run.events)}",
+        f"Profiled:    {(span[1] - span[0]) / 1e6:.3f} ms",
+        f"Devices:     {devices}",
+    ]
+    return "\n".join(lines)
+
+
+def _has_device_events(run: Run) -> bool:
+    return bool((run.events["stream"].to_numpy() >= 0).any())
+
+
+def render_report(
+    run: Run,
+    views: Iterable[str] = ("operator", "user"),
+    *,
+    time_unit: str = "ms",
+    top: int | None = 30,
+    options: dict[str, Any] | None = None,
+) -> str:
+    """Return the text report of ``run``: a header and one table per view."""
+    parts = [run_header(run)]
+    for view in views:
+        frame = run.summary(view, **(options or {}).get(view, {}))
+        shown = frame.head(top) if top else frame
+        notes = []
+        if top and len(frame) > top:
+            notes.append(f"Top {len(shown)} of {len(frame)} rows")
+        gpu_cols = [c for c in shown.columns if c.startswith("gpu_")]
+        if gpu_cols and shown[gpu_cols].isna().all().all() and not _has_device_events(run):
+            shown = shown.drop(columns=gpu_cols)
+            notes.append("No device events were recorded: GPU columns omitted")
+        note = "; ".join(notes) or None
+        parts.append(format_table(shown, VIEW_TITLES.get(view, f"{view} summary".title()), time_unit=time_unit, note=note))
+    return "\n\n".join(parts) + "\n"

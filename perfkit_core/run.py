@@ -1,0 +1,115 @@
+"""``Run``: one profiled run (one or several ranks) as an event table plus metadata."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfkit_core import schema
+from perfkit_core.atomic import atomic_path, write_bytes
+from perfkit_core.errors import TraceError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+EVENTS_FILE = "events.parquet"
+META_FILE = "meta.json"
+
+
+class Run:
+    """A profiled run: ``events`` (the event table, see ``docs/schema.md``) and ``meta``.
+
+    Build one with ``perfkit_core.load(path)`` or an adapter's ``on_trace_ready`` handler.
+    """
+
+    def __init__(self, events: pd.DataFrame, meta: dict[str, Any] | None = None) -> None:
+        schema.validate_events(events)
+        self.events = events
+        self.meta: dict[str, Any] = dict(meta or {})
+        self.meta.setdefault("schema_version", schema.SCHEMA_VERSION)
+        self._cache: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"Run(framework={self.meta.get('framework')!r}, events={len(self.events)}, "
+            f"ranks={self.meta.get('ranks', [self.meta.get('rank', 0)])}, "
+            f"steps={len(self.meta.get('steps', []))})"
+        )
+
+    @property
+    def framework(self) -> str:
+        """Name of the framework that recorded the run (``torch`` or ``paddle``)."""
+        return str(self.meta.get("framework", ""))
+
+    def summary(self, view: str, **options: Any) -> pd.DataFrame:
+        """Return the summary table ``view`` (``operator``, ``user``, ...) as a DataFrame.
+
+        The key column is ``name``; other columns are snake_case with the unit in the name
+        (``cpu_total_ns``). ``options`` are passed to the view (see ``perfkit_core.views``).
+        Raises ``perfkit_core.errors.UnknownViewError`` for a view no plugin provides.
+        """
+        from perfkit_core.views import get_view
+
+        return get_view(view).function(self, **options)
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.
+
+        Each file is written atomically; ``meta.json`` is written last, so a directory with a
+        ``meta.json`` always holds a complete run.
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        table = pa.Table.from_pandas(self.events, preserve_index=False)
+        with atomic_path(directory / EVENTS_FILE) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+        meta = dict(self.meta, schema_version=self.meta.get("schema_version", schema.SCHEMA_VERSION))
+        write_bytes(directory / META_FILE, json.dumps(meta, indent=1, default=str).encode())
+        return directory
+
+    @classmethod
+    def read(cls, directory: str | os.PathLike[str]) -> Run:
+        """Return the run saved in ``directory`` by ``Run.save``.
+
+        Raises ``TraceError`` when the directory holds no complete run or a newer major schema.
+        """
+        import pyarrow.parquet as pq
+
+        directory = Path(directory)
+        meta_path = directory / META_FILE
+        events_path = directory / EVENTS_FILE
+        try:
+            meta = json.loads(meta_path.read_text())
+        except FileNotFoundError:
+            raise TraceError(directory, f"not a saved perfkit run ({META_FILE} is missing)") from None
+        except (OSError, ValueError) as exc:
+            raise TraceError(meta_path, f"unreadable run metadata: {exc}") from None
+        if not isinstance(meta, dict):
+            raise TraceError(meta_path, "run metadata is not a JSON object")
+        version = str(meta.get("schema_version", "0"))
+        if version.split(".")[0] != schema.SCHEMA_VERSION.split(".")[0]:
+            raise TraceError(
+                directory,
+                f"saved with schema {version}, this perfkit reads schema {schema.SCHEMA_VERSION}",
+            )
+        try:
+            events = pq.read_table(events_path).to_pandas()
+        except FileNotFoundError:
+            raise TraceError(directory, f"{EVENTS_FILE} is missing") from None
+        except Exception as exc:
+            raise TraceError(events_path, f"unreadable event table: {exc}") from None
+        try:
+            return cls(events, meta)
+        except ValueError as exc:
+            raise TraceError(events_path, str(exc)) from None
+
+
+def is_saved_run(path: str | os.PathLike[str]) -> bool:
+    """Return True when ``path`` is a directory written by ``Run.save``."""
+    path = Path(path)
+    return path.is_dir() and (path / META_FILE).is_file()

@@ -1,0 +1,221 @@
+"""The event table: one schema for every framework.
+
+Every event a native profiler recorded becomes one row of a pandas DataFrame whose columns are
+listed in :data:`COLUMNS`. Times are int64 nanoseconds, strings are categorical, links between
+rows are int64 row positions (``-1`` for none), and measures that a profiler may not record are
+float64 with NaN for "not recorded". ``docs/schema.md`` is generated from this module, so the
+reference can never drift from the code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Version of the event-table layout, stored in every saved run's metadata. Bump the minor
+#: number for added columns or kinds, the major number for anything that changes a meaning.
+SCHEMA_VERSION = "1.0"
+
+#: Every value the ``kind`` column can take, with what it means.
+KINDS: dict[str, str] = {
+    "step": "one training step (torch ProfilerStep#N, paddle ProfileStep)",
+    "operator": "a framework operator on the host (aten::addmm, matmul_v2, ...)",
+    "operator_inner": "a stage inside an operator (paddle infer_meta, compute, kernel launch)",
+    "kernel": "a device kernel",
+    "memcpy": "a device memory copy (HtoD, DtoH, DtoD, PtoP)",
+    "memset": "a device memory set",
+    "runtime": "a device runtime or driver call on the host (cudaLaunchKernel, cudaMemcpyAsync)",
+    "communication": "a collective or point-to-point communication (NCCL/gloo ops and kernels)",
+    "dataloader": "fetching a batch from the data loader",
+    "forward": "a span that marks the forward pass",
+    "backward": "a span that marks (part of) the backward pass",
+    "optimizer": "an optimizer step or zero_grad span",
+    "user": "a user-defined span (record_function, RecordEvent, perfkit_core.annotate)",
+    "python": "a Python function call recorded by the profiler's Python tracer",
+    "memory": "an allocation (bytes > 0) or free (bytes < 0) instant",
+    "other": "anything else; the native category is kept in `category`",
+}
+
+KIND_ORDER: tuple[str, ...] = tuple(KINDS)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the event table: its name, storage dtype, unit and meaning."""
+
+    name: str
+    dtype: str
+    unit: str
+    description: str
+    missing: Any = None
+
+
+#: The columns of the event table, in order. ``dtype`` "category" means pandas categorical
+#: strings; "int64" columns use ``missing`` (usually -1) where a value does not apply.
+COLUMNS: tuple[Column, ...] = (
+    Column("rank", "int32", "", "rank of the process in a distributed job (0 when not distributed)", 0),
+    Column("kind", "category", "", "what the event is; one of the kinds listed below"),
+    Column("name", "category", "", "the event's name as the framework recorded it"),
+    Column("category", "category", "", "the raw native category (Kineto `cat`, Paddle TracerEventType)"),
+    Column("framework", "category", "", "framework that recorded the event: `torch` or `paddle`"),
+    Column("start_ns", "int64", "ns", "start time, nanoseconds since the Unix epoch where the source says so"),
+    Column("dur_ns", "int64", "ns", "duration; 0 for instant events such as memory events"),
+    Column("device_type", "category", "", "`cpu` for host events; `gpu` (or the accelerator's type) for device events and device memory"),
+    Column("device_index", "int32", "", "index of the device; -1 for host events and host memory", -1),
+    Column("pid", "int64", "", "process id of the host process; -1 when unknown", -1),
+    Column("tid", "int64", "", "host thread id; -1 for events that ran on a device", -1),
+    Column("stream", "int64", "", "device stream (queue) id; -1 for host events", -1),
+    Column("step", "int64", "", "number of the training step the event belongs to (a device event belongs to the step that launched it); -1 outside steps", -1),
+    Column("parent", "int64", "row", "row of the innermost host event on the same thread that encloses this one; -1 for a root", -1),
+    Column("correlation", "int64", "", "id shared by a runtime launch and the device events it launched; -1 for none", -1),
+    Column("external_id", "int64", "", "the framework's id tying device work to the operator that issued it (Kineto `External id`); -1 for none", -1),
+    Column("sequence", "int64", "", "autograd sequence number tying a forward op to its backward; -1 for none", -1),
+    Column("forward_op", "int64", "row", "for a backward op, the row of the forward op it differentiates (fwdbwd flow); -1 for none", -1),
+    Column("input_shapes", "category", "", "input shapes as recorded, e.g. `[[64, 64], [64]]`; empty when not recorded"),
+    Column("input_dtypes", "category", "", "input dtypes as recorded, e.g. `[\"float\", \"float\"]`; empty when not recorded"),
+    Column("stack", "category", "", "recorded call stack, innermost frame first, frames separated by newlines; empty when not recorded"),
+    Column("flops", "float64", "FLOP", "floating-point operations the op performed; NaN when not recorded", np.nan),
+    Column("bytes", "float64", "B", "bytes copied or set (memcpy, memset); bytes allocated (> 0) or freed (< 0) for memory events; NaN otherwise", np.nan),
+    Column("allocated_bytes", "float64", "B", "memory events: bytes allocated on the device after the event; NaN otherwise", np.nan),
+    Column("reserved_bytes", "float64", "B", "memory events: bytes reserved by the allocator after the event; NaN otherwise", np.nan),
+    Column("grid", "category", "", "kernel grid dimensions `x,y,z`; empty otherwise"),
+    Column("block", "category", "", "kernel block dimensions `x,y,z`; empty otherwise"),
+    Column("registers", "float64", "", "registers per thread of a kernel; NaN when not recorded", np.nan),
+    Column("shared_memory", "float64", "B", "shared memory per block of a kernel; NaN when not recorded", np.nan),
+    Column("occupancy_pct", "float64", "%", "estimated achieved occupancy of a kernel; NaN when not recorded", np.nan),
+)
+
+COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+COLUMNS_BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+#: Columns that hold row positions; they shift when tables are concatenated.
+ROW_LINK_COLUMNS: tuple[str, ...] = ("parent", "forward_op")
+#: Keys of `Run.meta` and what they hold (documented in docs/schema.md).
+META_KEYS: dict[str, str] = {
+    "schema_version": "version of this schema the run was written with",
+    "framework": "`torch` or `paddle`",
+    "framework_version": "version of the framework that recorded the run, when known",
+    "host": "host name, when recorded",
+    "devices": "list of devices: index, name, total memory (bytes), compute capability, SM count",
+    "rank": "rank of the process (for a run of several ranks: the lowest)",
+    "ranks": "every rank the run holds",
+    "world_size": "number of ranks in the job (1 when not distributed)",
+    "steps": "step numbers found in the run, in order",
+    "source": "path of the trace the run was loaded from, when it came from a file",
+    "span_ns": "[start, end] of the profiled window, in ns",
+    "accounting": "how every native event was used: rows, flow events turned into links, metadata",
+    "extra": "framework-specific facts (profiler options, distributed backend, ...)",
+}
+
+
+def categorical(values: Any, categories: Any = None) -> pd.Categorical:
+    """Return a pandas Categorical of ``values`` (strings), optionally with fixed categories."""
+    import pandas as pd
+
+    if categories is not None:
+        return pd.Categorical(values, categories=list(categories))
+    return pd.Categorical(values)
+
+
+def build_events(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
+    """Return an event table from a mapping of column name to array-like.
+
+    Missing columns are filled with their ``missing`` value (or empty strings for categoricals);
+    dtypes are coerced to the schema's. ``n`` is the row count when ``columns`` may be empty.
+    Unknown column names raise ``ValueError``.
+    """
+    import pandas as pd
+
+    unknown = set(columns) - set(COLUMN_NAMES)
+    if unknown:
+        raise ValueError(f"unknown event columns: {sorted(unknown)}")
+    if n is None:
+        lengths = {len(v) for v in columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"event columns differ in length: {sorted(lengths)}")
+        n = lengths.pop() if lengths else 0
+    data: dict[str, Any] = {}
+    for col in COLUMNS:
+        value = columns.get(col.name)
+        if col.dtype == "category":
+            if value is None:
+                data[col.name] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]) if n else pd.Categorical([], categories=[""])
+            elif col.name == "kind":
+                data[col.name] = _kind_categorical(value)
+            elif isinstance(value, pd.Categorical):
+                data[col.name] = value
+            else:
+                data[col.name] = pd.Categorical(value)
+        else:
+            if value is None:
+                data[col.name] = np.full(n, col.missing, dtype=col.dtype)
+            else:
+                data[col.name] = np.asarray(value).astype(col.dtype, copy=False)
+    return pd.DataFrame(data, copy=False)
+
+
+def _kind_categorical(value: Any) -> pd.Categorical:
+    import pandas as pd
+
+    cat = value if isinstance(value, pd.Categorical) else pd.Categorical(value)
+    bad = set(cat.categories) - set(KIND_ORDER)
+    if bad:
+        raise ValueError(f"unknown event kinds: {sorted(bad)}")
+    return cat.set_categories(list(KIND_ORDER))
+
+
+def empty_events() -> pd.DataFrame:
+    """Return an event table with every column and no rows."""
+    return build_events({}, n=0)
+
+
+def validate_events(events: pd.DataFrame) -> None:
+    """Raise ``ValueError`` when ``events`` does not follow the schema (columns, dtypes, kinds)."""
+    missing = [c for c in COLUMN_NAMES if c not in events.columns]
+    if missing:
+        raise ValueError(f"event table lacks columns {missing}")
+    for col in COLUMNS:
+        dtype = events[col.name].dtype
+        if col.dtype == "category":
+            if str(dtype) != "category":
+                raise ValueError(f"column {col.name!r} should be categorical, is {dtype}")
+        elif str(dtype) != col.dtype:
+            raise ValueError(f"column {col.name!r} should be {col.dtype}, is {dtype}")
+    kinds = set(events["kind"].cat.categories)
+    if not kinds <= set(KIND_ORDER):
+        raise ValueError(f"unknown event kinds {sorted(kinds - set(KIND_ORDER))}")
+
+
+def concat_events(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Return one event table made of ``tables`` in order, shifting row links to stay valid."""
+    import pandas as pd
+    from pandas.api.types import union_categoricals
+
+    if not tables:
+        return empty_events()
+    if len(tables) == 1:
+        return tables[0]
+    offset = 0
+    shifted = []
+    for table in tables:
+        t = table.copy()
+        for link in ROW_LINK_COLUMNS:
+            values = t[link].to_numpy()
+            t[link] = np.where(values >= 0, values + offset, -1)
+        offset += len(t)
+        shifted.append(t)
+    data: dict[str, Any] = {}
+    for col in COLUMNS:
+        if col.dtype == "category":
+            merged = union_categoricals([t[col.name].array for t in shifted], ignore_order=True)
+            if col.name == "kind":
+                merged = merged.set_categories(list(KIND_ORDER))
+            data[col.name] = merged
+        else:
+            data[col.name] = np.concatenate([t[col.name].to_numpy() for t in shifted])
+    return pd.DataFrame(data, copy=False)

@@ -1,0 +1,218 @@
+"""Links between events, computed in bulk with numpy: nesting, launches, steps, tree sums.
+
+Everything here works on whole columns; no Python object is made per event.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.run import Run
+
+
+def previous_at_least(values: np.ndarray, thresholds: np.ndarray, *, window: int = 8) -> np.ndarray:
+    """For each position i, return the largest j < i with ``values[j] >= thresholds[i]``, or -1.
+
+    The nearest ``window`` positions are tried first (in event trees most parents are close);
+    the rest are answered with a sparse table of running maxima and binary lifting: O(n log n)
+    time and memory, all in numpy.
+    """
+    n = len(values)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    pending = np.ones(n, dtype=bool)
+    pending[0] = False
+    for d in range(1, min(window, n - 1) + 1):
+        idx = np.flatnonzero(pending[d:]) + d
+        hit = idx[values[idx - d] >= thresholds[idx]]
+        out[hit] = hit - d
+        pending[hit] = False
+    queries = np.flatnonzero(pending)
+    if len(queries) == 0:
+        return out
+    levels = [np.asarray(values)]
+    width = 1
+    while width * 2 <= n:
+        prev = levels[-1]
+        nxt = prev.copy()
+        nxt[width:] = np.maximum(prev[width:], prev[:-width])
+        levels.append(nxt)
+        width *= 2
+    want = thresholds[queries]
+    pos = queries - 1
+    for k in range(len(levels) - 1, -1, -1):
+        valid = pos >= 0
+        idx = np.where(valid, pos, 0)
+        skip = valid & (levels[k][idx] < want)
+        pos = np.where(skip, pos - (1 << k), pos)
+    out[queries] = np.where(pos >= 0, pos, -1)
+    return out
+
+
+def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Return the row of the innermost enclosing event for each row, -1 for roots.
+
+    Only rows where ``mask`` is true take part; events nest when they share ``group`` (one value
+    per host thread) and one's interval holds the other's. An event is enclosed by the nearest
+    earlier-starting event of its group that ends at or after its end (for zero-length events:
+    strictly after its start). Rows must not be pre-sorted; ties in start put longer events
+    first, then row order.
+    """
+    n = len(start)
+    parent = np.full(n, -1, dtype=np.int64)
+    rows = np.flatnonzero(mask)
+    if len(rows) == 0:
+        return parent
+    g = group[rows]
+    s = start[rows]
+    d = dur[rows]
+    order = np.lexsort((rows, -d, s, g))
+    srows = rows[order]
+    sg, ss, sd = g[order], s[order], d[order]
+    end = ss + sd
+    threshold = np.where(sd > 0, end, ss + 1)
+    found = previous_at_least(end, threshold)
+    group_start = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
+    first_of_group = np.repeat(group_start, np.diff(np.r_[group_start, len(sg)]))
+    ok = found >= first_of_group
+    parent[srows[ok]] = srows[found[ok]]
+    return parent
+
+
+def group_codes(*columns: np.ndarray) -> np.ndarray:
+    """Return one int64 code per row for the combination of integer ``columns`` (for grouping)."""
+    import pandas as pd
+
+    combined = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(column)
+        combined = combined * (len(uniques) + 1) + codes
+        combined = pd.factorize(combined)[0].astype(np.int64)
+    return combined
+
+
+def launcher_rows(events: pd.DataFrame) -> np.ndarray:
+    """Return, for each row, the row of the host runtime call that launched it (or -1).
+
+    Device events (``stream >= 0``) are matched to host ``runtime`` events of the same rank with
+    the same ``correlation``.
+    """
+    n = len(events)
+    out = np.full(n, -1, dtype=np.int64)
+    corr = events["correlation"].to_numpy()
+    rank = events["rank"].to_numpy().astype(np.int64)
+    host = events["stream"].to_numpy() < 0
+    runtime = host & (events["kind"].to_numpy() == "runtime") & (corr >= 0)
+    device = ~host & (corr >= 0)
+    if not runtime.any() or not device.any():
+        return out
+    rt_rows = np.flatnonzero(runtime)
+    key_rt = (rank[rt_rows] << 40) + corr[rt_rows]
+    order = np.argsort(key_rt, kind="stable")
+    key_sorted = key_rt[order]
+    dev_rows = np.flatnonzero(device)
+    key_dev = (rank[dev_rows] << 40) + corr[dev_rows]
+    pos = np.searchsorted(key_sorted, key_dev)
+    pos_c = np.minimum(pos, len(key_sorted) - 1)
+    hit = key_sorted[pos_c] == key_dev
+    out[dev_rows[hit]] = rt_rows[order[pos_c[hit]]]
+    return out
+
+
+def assign_steps(events: pd.DataFrame, step_numbers: np.ndarray) -> np.ndarray:
+    """Return the step number of each row: the step span (``kind == "step"``, per rank) that holds
+    the event's start; a device event takes the step of the host call that launched it.
+
+    ``step_numbers`` gives, for every row, the step number of step rows (other rows ignored).
+    Rows outside every step get -1.
+    """
+    n = len(events)
+    out = np.full(n, -1, dtype=np.int64)
+    kind = events["kind"].to_numpy()
+    is_step = kind == "step"
+    if not is_step.any():
+        return out
+    start = events["start_ns"].to_numpy()
+    end = start + events["dur_ns"].to_numpy()
+    rank = events["rank"].to_numpy()
+    when = start.copy()
+    launcher = launcher_rows(events)
+    launched = launcher >= 0
+    when[launched] = start[launcher[launched]]
+    for r in np.unique(rank[is_step]):
+        srows = np.flatnonzero(is_step & (rank == r))
+        srows = srows[np.argsort(start[srows], kind="stable")]
+        s_start, s_end = start[srows], end[srows]
+        in_rank = np.flatnonzero(rank == r)
+        idx = np.searchsorted(s_start, when[in_rank], side="right") - 1
+        ok = idx >= 0
+        inside = np.zeros(len(in_rank), dtype=bool)
+        inside[ok] = when[in_rank[ok]] < s_end[idx[ok]]
+        out[in_rank[inside]] = step_numbers[srows[idx[inside]]]
+    return out
+
+
+def depth(parent: np.ndarray) -> np.ndarray:
+    """Return each row's nesting depth (0 for roots) from a ``parent`` column."""
+    d = np.zeros(len(parent), dtype=np.int64)
+    cur = parent.copy()
+    active = cur >= 0
+    while active.any():
+        d[active] += 1
+        cur[active] = parent[cur[active]]
+        active = cur >= 0
+    return d
+
+
+def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Return, for each row, ``values`` summed over the row and all its descendants."""
+    total = values.astype(np.float64, copy=True)
+    if len(parent) == 0:
+        return total
+    d = depth(parent)
+    for level in range(int(d.max()), 0, -1):
+        rows = np.flatnonzero(d == level)
+        np.add.at(total, parent[rows], total[rows])
+    return total
+
+
+def children_sum(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Return, for each row, ``values`` summed over its direct children."""
+    has = parent >= 0
+    return np.bincount(parent[has], weights=values[has], minlength=len(parent))
+
+
+def device_time_by_launcher(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """Return (self, total) device time in ns per row, cached on the run.
+
+    ``self``: device time of the events launched by the row's direct runtime children (or by the
+    row itself when it is a runtime call). ``total``: the same over the row's whole subtree.
+    Rows of a run without device events get NaN.
+    """
+    cached = run._cache.get("device_time")
+    if cached is not None:
+        return cached
+    events = run.events
+    n = len(events)
+    parent = events["parent"].to_numpy()
+    launcher = launcher_rows(events)
+    if not (events["stream"].to_numpy() >= 0).any():
+        nan = np.full(n, np.nan)
+        run._cache["device_time"] = (nan, nan)
+        return nan, nan
+    dur = events["dur_ns"].to_numpy().astype(np.float64)
+    has = launcher >= 0
+    by_launcher = np.bincount(launcher[has], weights=dur[has], minlength=n)
+    # by_launcher is non-zero on runtime calls only; an op's own device time is that of the
+    # runtime calls it made directly.
+    is_runtime = events["kind"].to_numpy() == "runtime"
+    self_dev = np.where(is_runtime, by_launcher, children_sum(parent, by_launcher))
+    total = subtree_sums(parent, by_launcher)
+    run._cache["device_time"] = (self_dev, total)
+    return self_dev, total

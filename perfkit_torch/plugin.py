@@ -1,0 +1,59 @@
+"""perfkit plugin for PyTorch: claims Kineto chrome traces. Never imports torch at import time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfkit_core.hookspecs import TraceLoader, hookimpl
+
+_PADDLE_MARKERS = (b'"ExtraInfo"', b"ProfileStep", b"(Python)", b"(GPU)")
+
+
+def looks_like_kineto(path: Path, head: bytes) -> bool:
+    """Return True when ``head`` (the file's first bytes) looks like a torch chrome trace."""
+    text = head.lstrip()
+    if path.name.endswith((".paddle_trace.json", ".paddle_trace.json.gz")):
+        return False
+    if text[:1] == b"[":
+        return b'"ph"' in text
+    if text[:1] != b"{":
+        return False
+    if any(marker in text for marker in _PADDLE_MARKERS):
+        return False
+    return any(key in text for key in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"'))
+
+
+@hookimpl
+def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
+    """Claim ``.json``/``.json.gz`` Kineto traces (and legacy bare-list exports, to explain them)."""
+    if not looks_like_kineto(path, head):
+        return None
+    from perfkit_torch.kineto import load_kineto
+
+    return load_kineto
+
+
+@hookimpl
+def perfkit_framework_info() -> dict[str, Any]:
+    """Say whether torch is installed, and which version, without importing it."""
+    import importlib.metadata
+
+    try:
+        version: str | None = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    return {"framework": "torch", "installed": version is not None, "version": version}
+
+
+@hookimpl
+def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
+    """Profile a small MLP training loop with torch on the CPU, if torch is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    from perfkit_torch.demo import train_mlp
+
+    runs, _ = train_mlp(Path(directory) / "torch", steps=steps)
+    return runs
