@@ -50,12 +50,13 @@ def finish_events(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
         sorted_cols[name] = taken
     events = schema.build_events(sorted_cols, n=n)
 
-    tid = events["tid"].to_numpy()
-    host = (events["stream"].to_numpy() < 0) & (tid >= 0)
+    host = events["stream"].to_numpy() < 0
     group = structure.group_codes(
-        events["rank"].to_numpy(), events["pid"].to_numpy(), tid
+        events["rank"].to_numpy(), events["pid"].to_numpy(), events["tid"].to_numpy()
     )
-    events["parent"] = structure.nest(group, events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), host)
+    events["parent"] = structure.nest(
+        group, events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), host
+    )
     step_numbers = events["step"].to_numpy().copy()
     events["step"] = structure.assign_steps(events, step_numbers)
     return events
@@ -78,7 +79,9 @@ def make_run(events: pd.DataFrame, meta: Mapping[str, Any]) -> Run:
     full = dict(meta)
     full["schema_version"] = schema.SCHEMA_VERSION
     full["steps"] = step_list(events)
-    ranks = sorted({int(r) for r in np.unique(events["rank"].to_numpy())}) or [int(full.get("rank", 0))]
+    ranks = sorted({int(r) for r in np.unique(events["rank"].to_numpy())}) or [
+        int(full.get("rank", 0))
+    ]
     full.setdefault("rank", ranks[0])
     full["ranks"] = ranks
     full.setdefault("world_size", 1)

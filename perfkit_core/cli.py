@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from perfkit_core.errors import TraceError, UnknownViewError
+from perfkit_core.views import SORT_KEYS
 
 DEFAULT_VIEWS = "operator,user"
 
@@ -36,20 +37,46 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--views", default=DEFAULT_VIEWS, show_default=True, help="Comma-separated views to show.")
-@click.option("--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True)
+@click.option(
+    "--views", default=DEFAULT_VIEWS, show_default=True, help="Comma-separated views to show."
+)
+@click.option(
+    "--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True
+)
 @click.option("--top", type=int, default=30, show_default=True, help="Rows per table (0: all).")
-@click.option("--sort-by", default="cpu_total", show_default=True, help="cpu_total, cpu_self, cpu_avg, cpu_max, cpu_min, gpu_total, ..., calls, name.")
+@click.option(
+    "--sort-by",
+    type=click.Choice([*SORT_KEYS, "name"]),
+    default="cpu_total",
+    show_default=True,
+    help="Sort key of the operator and user tables.",
+)
+@click.option(
+    "--rank", type=int, default=None, help="Only this rank (default: all ranks together)."
+)
 @click.option("--group-by-input-shape", is_flag=True, help="One row per operator and input shapes.")
-@click.option("--group-by-stack-n", type=int, default=0, help="One row per operator and its top N stack frames.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write to this file instead of standard output.")
+@click.option(
+    "--group-by-stack-n",
+    type=int,
+    default=0,
+    help="One row per operator and its top N stack frames.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Write to this file instead of standard output.",
+)
 def report(
     path: Path,
     views: str,
     time_unit: str,
     top: int,
     sort_by: str,
+    rank: int | None,
     group_by_input_shape: bool,
     group_by_stack_n: int,
     fmt: str,
@@ -64,12 +91,26 @@ def report(
     for name in names:
         get_view(name)
     run = load(path)
-    table_options = {"sort_by": sort_by, "group_by_input_shape": group_by_input_shape, "group_by_stack_n": group_by_stack_n}
+    table_options = {
+        "sort_by": sort_by,
+        "rank": rank,
+        "group_by_input_shape": group_by_input_shape,
+        "group_by_stack_n": group_by_stack_n,
+    }
     options = {name: table_options for name in names if name in ("operator", "user")}
     if fmt == "json":
         payload = {
             "meta": run.meta,
-            "views": {name: frame_records(run.summary(name, **options.get(name, {}), **({"top": top} if top and name in options else {}))) for name in names},
+            "views": {
+                name: frame_records(
+                    run.summary(
+                        name,
+                        **options.get(name, {}),
+                        **({"top": top} if top and name in options else {}),
+                    )
+                )
+                for name in names
+            },
         }
         text = json.dumps(payload, indent=1, default=str) + "\n"
     else:
@@ -90,12 +131,12 @@ def _emit(text: str, output: Path | None) -> None:
 @cli.command()
 def info() -> None:
     """List the installed adapters, plugins and views."""
-    from perfkit_core.plugins import framework_infos, get_plugin_manager
+    from perfkit_core.plugins import framework_infos, get_plugin_manager, plugin_names
     from perfkit_core.views import registered_views
 
     pm = get_plugin_manager()
     click.echo("Plugins:")
-    for name, _plugin in pm.list_name_plugin():
+    for name in plugin_names(pm):
         click.echo(f"  {name}")
     click.echo("Frameworks:")
     for entry in framework_infos(pm):
@@ -107,7 +148,13 @@ def info() -> None:
 
 
 @cli.command()
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("perfkit_demo"), show_default=True)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=Path("perfkit_demo"),
+    show_default=True,
+)
 @click.option("--steps", type=int, default=20, show_default=True)
 def demo(out_dir: Path, steps: int) -> None:
     """Profile a small training loop in every installed framework and write the report."""
@@ -118,7 +165,9 @@ def demo(out_dir: Path, steps: int) -> None:
     results = get_plugin_manager().hook.perfkit_demo(directory=out_dir, steps=steps)
     runs = [Path(p) for result in results if result for p in result]
     if not runs:
-        raise click.ClickException("no framework is installed: pip install 'perfkit[torch]' or 'perfkit[paddle]'")
+        raise click.ClickException(
+            "no framework is installed: pip install 'perfkit[torch]' or 'perfkit[paddle]'"
+        )
     for run_dir in runs:
         text = render_report(load(run_dir), top=15)
         report_path = run_dir / "report.txt"

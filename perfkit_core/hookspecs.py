@@ -51,7 +51,8 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
 def perfkit_register_views(register: ViewRegistrar) -> None:
     """Add summary views, the tables ``Run.summary(view)`` returns.
 
-    Called once per plugin manager, the first time a view is looked up.
+    Called once per process (again after ``perfkit_core.plugins.reset_plugin_manager()``), the
+    first time a view is looked up, for every plugin of the process-wide plugin manager.
 
     :param register: call ``register(name, function, description)`` for each view. ``function``
         is called as ``function(run, **options)`` and returns a ``pandas.DataFrame`` whose key

@@ -61,13 +61,15 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
 def trace_files(directory: Path) -> list[Path]:
     """Return the trace files directly inside ``directory``, sorted by name."""
     return sorted(
-        p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")
+        p
+        for p in directory.iterdir()
+        if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")
     )
 
 
 def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Run:
     """Return the ``Run`` of one trace file, read by the first adapter that claims it."""
-    from perfkit_core.plugins import get_plugin_manager
+    from perfkit_core.plugins import get_plugin_manager, plugin_names
 
     head = read_head(path)
     if not head.strip():
@@ -75,7 +77,9 @@ def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Ru
     pm = pm or get_plugin_manager()
     loader = pm.hook.perfkit_claim_trace(path=path, head=head)
     if loader is None:
-        adapters = ", ".join(sorted(n for n, _ in pm.list_name_plugin() if not n.startswith("perfkit_core")))
+        adapters = ", ".join(
+            sorted(n for n in plugin_names(pm) if not n.startswith("perfkit_core"))
+        )
         raise TraceError(
             path,
             "not a trace any installed adapter reads "
@@ -99,13 +103,18 @@ def combine_runs(runs: list[Run]) -> Run:
         return runs[0]
     frameworks = {r.framework for r in runs}
     if len(frameworks) > 1:
-        raise TraceError(runs[0].meta.get("source", "?"), f"traces of different frameworks in one job: {sorted(frameworks)}")
+        raise TraceError(
+            runs[0].meta.get("source", "?"),
+            f"traces of different frameworks in one job: {sorted(frameworks)}",
+        )
     seen: dict[int, str] = {}
     for run in runs:
         for rank in run.meta.get("ranks", [run.meta.get("rank", 0)]):
             source = str(run.meta.get("source", "?"))
             if rank in seen:
-                raise TraceError(source, f"rank {rank} is also in {seen[rank]}; a job holds each rank once")
+                raise TraceError(
+                    source, f"rank {rank} is also in {seen[rank]}; a job holds each rank once"
+                )
             seen[rank] = source
     events = schema.concat_events([r.events for r in runs])
     first = runs[0].meta
@@ -117,7 +126,12 @@ def combine_runs(runs: list[Run]) -> Run:
         "world_size": max(int(r.meta.get("world_size", 1)) for r in runs),
         "source": [r.meta.get("source") for r in runs],
         "accounting": {str(r.meta.get("rank", 0)): r.meta.get("accounting") for r in runs},
-        "per_rank": {str(r.meta.get("rank", 0)): {k: r.meta.get(k) for k in ("host", "devices", "source", "span_ns")} for r in runs},
+        "per_rank": {
+            str(r.meta.get("rank", 0)): {
+                k: r.meta.get(k) for k in ("host", "devices", "source", "span_ns")
+            }
+            for r in runs
+        },
         "extra": first.get("extra", {}),
     }
     return make_run(events, meta)

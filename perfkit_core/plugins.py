@@ -107,3 +107,9 @@ def framework_infos(pm: pluggy.PluginManager | None = None) -> list[dict[str, An
     """Return what every installed adapter says about its framework (see the hook)."""
     pm = pm or get_plugin_manager()
     return [info for info in pm.hook.perfkit_framework_info() if info]
+
+
+def plugin_names(pm: pluggy.PluginManager | None = None) -> list[str]:
+    """Return the names of the registered plugins (blocked names excluded), in load order."""
+    pm = pm or get_plugin_manager()
+    return [name for name, plugin in pm.list_name_plugin() if plugin is not None]

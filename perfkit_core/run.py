@@ -68,7 +68,9 @@ class Run:
         table = pa.Table.from_pandas(self.events, preserve_index=False)
         with atomic_path(directory / EVENTS_FILE) as tmp:
             pq.write_table(table, tmp, compression="zstd")
-        meta = dict(self.meta, schema_version=self.meta.get("schema_version", schema.SCHEMA_VERSION))
+        meta = dict(
+            self.meta, schema_version=self.meta.get("schema_version", schema.SCHEMA_VERSION)
+        )
         write_bytes(directory / META_FILE, json.dumps(meta, indent=1, default=str).encode())
         return directory
 
@@ -86,7 +88,9 @@ class Run:
         try:
             meta = json.loads(meta_path.read_text())
         except FileNotFoundError:
-            raise TraceError(directory, f"not a saved perfkit run ({META_FILE} is missing)") from None
+            raise TraceError(
+                directory, f"not a saved perfkit run ({META_FILE} is missing)"
+            ) from None
         except (OSError, ValueError) as exc:
             raise TraceError(meta_path, f"unreadable run metadata: {exc}") from None
         if not isinstance(meta, dict):

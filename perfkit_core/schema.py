@@ -36,7 +36,7 @@ KINDS: dict[str, str] = {
     "forward": "a span that marks the forward pass",
     "backward": "a span that marks (part of) the backward pass",
     "optimizer": "an optimizer step or zero_grad span",
-    "user": "a user-defined span (record_function, RecordEvent, perfkit_core.annotate)",
+    "user": "a user-defined span (torch record_function, paddle RecordEvent)",
     "python": "a Python function call recorded by the profiler's Python tracer",
     "memory": "an allocation (bytes > 0) or free (bytes < 0) instant",
     "other": "anything else; the native category is kept in `category`",
@@ -59,36 +59,151 @@ class Column:
 #: The columns of the event table, in order. ``dtype`` "category" means pandas categorical
 #: strings; "int64" columns use ``missing`` (usually -1) where a value does not apply.
 COLUMNS: tuple[Column, ...] = (
-    Column("rank", "int32", "", "rank of the process in a distributed job (0 when not distributed)", 0),
+    Column(
+        "rank", "int32", "", "rank of the process in a distributed job (0 when not distributed)", 0
+    ),
     Column("kind", "category", "", "what the event is; one of the kinds listed below"),
     Column("name", "category", "", "the event's name as the framework recorded it"),
-    Column("category", "category", "", "the raw native category (Kineto `cat`, Paddle TracerEventType)"),
+    Column(
+        "category", "category", "", "the raw native category (Kineto `cat`, Paddle TracerEventType)"
+    ),
     Column("framework", "category", "", "framework that recorded the event: `torch` or `paddle`"),
-    Column("start_ns", "int64", "ns", "start time, nanoseconds since the Unix epoch where the source says so"),
+    Column(
+        "start_ns",
+        "int64",
+        "ns",
+        "start time, nanoseconds since the Unix epoch where the source says so",
+    ),
     Column("dur_ns", "int64", "ns", "duration; 0 for instant events such as memory events"),
-    Column("device_type", "category", "", "`cpu` for host events; `gpu` (or the accelerator's type) for device events and device memory"),
-    Column("device_index", "int32", "", "index of the device; -1 for host events and host memory", -1),
+    Column(
+        "device_type",
+        "category",
+        "",
+        "`cpu` for host events; `gpu` (or the accelerator's type) for device events and device memory",
+    ),
+    Column(
+        "device_index", "int32", "", "index of the device; -1 for host events and host memory", -1
+    ),
     Column("pid", "int64", "", "process id of the host process; -1 when unknown", -1),
-    Column("tid", "int64", "", "host thread id; -1 for events that ran on a device", -1),
+    Column(
+        "tid",
+        "int64",
+        "",
+        "host thread id as recorded (may be negative when the profiler wrapped it); -1 for events that ran on a device or have no thread",
+        -1,
+    ),
     Column("stream", "int64", "", "device stream (queue) id; -1 for host events", -1),
-    Column("step", "int64", "", "number of the training step the event belongs to (a device event belongs to the step that launched it); -1 outside steps", -1),
-    Column("parent", "int64", "row", "row of the innermost host event on the same thread that encloses this one; -1 for a root", -1),
-    Column("correlation", "int64", "", "id shared by a runtime launch and the device events it launched; -1 for none", -1),
-    Column("external_id", "int64", "", "the framework's id tying device work to the operator that issued it (Kineto `External id`); -1 for none", -1),
-    Column("sequence", "int64", "", "autograd sequence number tying a forward op to its backward; -1 for none", -1),
-    Column("forward_op", "int64", "row", "for a backward op, the row of the forward op it differentiates (fwdbwd flow); -1 for none", -1),
-    Column("input_shapes", "category", "", "input shapes as recorded, e.g. `[[64, 64], [64]]`; empty when not recorded"),
-    Column("input_dtypes", "category", "", "input dtypes as recorded, e.g. `[\"float\", \"float\"]`; empty when not recorded"),
-    Column("stack", "category", "", "recorded call stack, innermost frame first, frames separated by newlines; empty when not recorded"),
-    Column("flops", "float64", "FLOP", "floating-point operations the op performed; NaN when not recorded", np.nan),
-    Column("bytes", "float64", "B", "bytes copied or set (memcpy, memset); bytes allocated (> 0) or freed (< 0) for memory events; NaN otherwise", np.nan),
-    Column("allocated_bytes", "float64", "B", "memory events: bytes allocated on the device after the event; NaN otherwise", np.nan),
-    Column("reserved_bytes", "float64", "B", "memory events: bytes reserved by the allocator after the event; NaN otherwise", np.nan),
+    Column(
+        "step",
+        "int64",
+        "",
+        "number of the training step the event belongs to (a device event belongs to the step that launched it); -1 outside steps",
+        -1,
+    ),
+    Column(
+        "parent",
+        "int64",
+        "row",
+        "row of the innermost host event on the same thread that encloses this one; -1 for a root",
+        -1,
+    ),
+    Column(
+        "correlation",
+        "int64",
+        "",
+        "id shared by a runtime launch and the device events it launched; -1 for none",
+        -1,
+    ),
+    Column(
+        "external_id",
+        "int64",
+        "",
+        "the framework's id tying device work to the operator that issued it (Kineto `External id`); -1 for none",
+        -1,
+    ),
+    Column(
+        "sequence",
+        "int64",
+        "",
+        "autograd sequence number tying a forward op to its backward; -1 for none",
+        -1,
+    ),
+    Column(
+        "forward_op",
+        "int64",
+        "row",
+        "for a backward op, the row of the forward op it differentiates (fwdbwd flow); -1 for none",
+        -1,
+    ),
+    Column(
+        "input_shapes",
+        "category",
+        "",
+        "input shapes as recorded, e.g. `[[64, 64], [64]]`; empty when not recorded",
+    ),
+    Column(
+        "input_dtypes",
+        "category",
+        "",
+        'input dtypes as recorded, e.g. `["float", "float"]`; empty when not recorded',
+    ),
+    Column(
+        "stack",
+        "category",
+        "",
+        "recorded call stack, innermost frame first, frames separated by newlines; empty when not recorded",
+    ),
+    Column(
+        "flops",
+        "float64",
+        "FLOP",
+        "floating-point operations the op performed; NaN when not recorded",
+        np.nan,
+    ),
+    Column(
+        "bytes",
+        "float64",
+        "B",
+        "bytes copied or set (memcpy, memset); bytes allocated (> 0) or freed (< 0) for memory events; NaN otherwise",
+        np.nan,
+    ),
+    Column(
+        "allocated_bytes",
+        "float64",
+        "B",
+        "memory events: bytes allocated on the device after the event; NaN otherwise",
+        np.nan,
+    ),
+    Column(
+        "reserved_bytes",
+        "float64",
+        "B",
+        "memory events: bytes reserved by the allocator after the event; NaN otherwise",
+        np.nan,
+    ),
     Column("grid", "category", "", "kernel grid dimensions `x,y,z`; empty otherwise"),
     Column("block", "category", "", "kernel block dimensions `x,y,z`; empty otherwise"),
-    Column("registers", "float64", "", "registers per thread of a kernel; NaN when not recorded", np.nan),
-    Column("shared_memory", "float64", "B", "shared memory per block of a kernel; NaN when not recorded", np.nan),
-    Column("occupancy_pct", "float64", "%", "estimated achieved occupancy of a kernel; NaN when not recorded", np.nan),
+    Column(
+        "registers",
+        "float64",
+        "",
+        "registers per thread of a kernel; NaN when not recorded",
+        np.nan,
+    ),
+    Column(
+        "shared_memory",
+        "float64",
+        "B",
+        "shared memory per block of a kernel; NaN when not recorded",
+        np.nan,
+    ),
+    Column(
+        "occupancy_pct",
+        "float64",
+        "%",
+        "estimated achieved occupancy of a kernel; NaN when not recorded",
+        np.nan,
+    ),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
@@ -106,9 +221,11 @@ META_KEYS: dict[str, str] = {
     "ranks": "every rank the run holds",
     "world_size": "number of ranks in the job (1 when not distributed)",
     "steps": "step numbers found in the run, in order",
-    "source": "path of the trace the run was loaded from, when it came from a file",
+    "source": "path of the trace the run was loaded from (a list for several ranks); null when the native trace was not kept",
     "span_ns": "[start, end] of the profiled window, in ns",
-    "accounting": "how every native event was used: rows, flow events turned into links, metadata",
+    "accounting": "how every native event was used: rows, flow events turned into links, metadata (for a run of several ranks: one entry per rank)",
+    "threads": "host thread names by thread id, where the trace names them",
+    "per_rank": "for a run of several ranks: host, devices, source and span of each rank",
     "extra": "framework-specific facts (profiler options, distributed backend, ...)",
 }
 
@@ -144,7 +261,11 @@ def build_events(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFra
         value = columns.get(col.name)
         if col.dtype == "category":
             if value is None:
-                data[col.name] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]) if n else pd.Categorical([], categories=[""])
+                data[col.name] = (
+                    pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""])
+                    if n
+                    else pd.Categorical([], categories=[""])
+                )
             elif col.name == "kind":
                 data[col.name] = _kind_categorical(value)
             elif isinstance(value, pd.Categorical):

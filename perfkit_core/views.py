@@ -52,7 +52,9 @@ def registered_views() -> dict[str, ViewSpec]:
 
             found: dict[str, ViewSpec] = {}
 
-            def register(name: str, function: Callable[..., pd.DataFrame], description: str = "") -> None:
+            def register(
+                name: str, function: Callable[..., pd.DataFrame], description: str = ""
+            ) -> None:
                 found[name] = ViewSpec(name, function, description)
 
             hook = get_plugin_manager().hook.perfkit_register_views
@@ -74,7 +76,19 @@ def get_view(name: str) -> ViewSpec:
 # ---------------------------------------------------------------------------------------------
 # Host-event tables (operator, user)
 
-SORT_KEYS = ("calls", "cpu_total", "cpu_self", "cpu_avg", "cpu_max", "cpu_min", "gpu_total", "gpu_self", "gpu_avg", "gpu_max", "gpu_min")
+SORT_KEYS = (
+    "calls",
+    "cpu_total",
+    "cpu_self",
+    "cpu_avg",
+    "cpu_max",
+    "cpu_min",
+    "gpu_total",
+    "gpu_self",
+    "gpu_avg",
+    "gpu_max",
+    "gpu_min",
+)
 
 
 def host_self_time(run: Run) -> np.ndarray:
@@ -222,7 +236,9 @@ def user_view(run: Run, **options: Any) -> pd.DataFrame:
 
 
 @hookimpl
-def perfkit_register_views(register: Callable[[str, Callable[..., pd.DataFrame], str], None]) -> None:
+def perfkit_register_views(
+    register: Callable[[str, Callable[..., pd.DataFrame], str], None],
+) -> None:
     """Register the built-in views."""
     register("operator", operator_view, "calls, CPU and GPU time per operator")
     register("user", user_view, "calls, CPU and GPU time per user-defined span")

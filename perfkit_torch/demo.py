@@ -32,7 +32,9 @@ def train_mlp(
     model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     total = steps + 2
-    data = torch.utils.data.TensorDataset(torch.randn(total * batch_size, width), torch.randint(0, 10, (total * batch_size,)))
+    data = torch.utils.data.TensorDataset(
+        torch.randn(total * batch_size, width), torch.randint(0, 10, (total * batch_size,))
+    )
     loader = torch.utils.data.DataLoader(data, batch_size=batch_size)
     handler = on_trace_ready(directory, worker_name="torch_mlp")
     with profile(

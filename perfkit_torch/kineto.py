@@ -50,7 +50,6 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     total_allocated: float | None = msgspec.field(name="Total Allocated", default=None)
     total_reserved: float | None = msgspec.field(name="Total Reserved", default=None)
     meta_name: str = msgspec.field(name="name", default="")
-    labels: str = ""
 
 
 _NO_ARGS = _Args()
@@ -69,11 +68,11 @@ class _Event(msgspec.Struct, gc=False, frozen=True):
 
 
 class _Trace(msgspec.Struct, gc=False):
-    traceEvents: list[_Event] | None = None  # noqa: N815 (the file's own key)
-    schemaVersion: int | str | None = None  # noqa: N815
-    deviceProperties: list[dict[str, Any]] = []  # noqa: N815, RUF012
-    distributedInfo: dict[str, Any] = {}  # noqa: N815, RUF012
-    baseTimeNanoseconds: int = 0  # noqa: N815
+    traceEvents: list[_Event] | None = None
+    schemaVersion: int | str | None = None
+    deviceProperties: list[dict[str, Any]] = []
+    distributedInfo: dict[str, Any] = {}
+    baseTimeNanoseconds: int = 0
     host_name: str | None = None
     record_shapes: int | None = None
     profile_memory: int | None = None
@@ -202,7 +201,7 @@ def _int_id(value: int | str | None, *, device: bool = False) -> int:
     return -1
 
 
-def _to_ns(values: list[float]) -> np.ndarray:
+def _to_ns(values: Any) -> np.ndarray:
     """Microsecond floats to int64 ns without losing whole microseconds on epoch-sized values."""
     arr = np.asarray(values, dtype=np.float64)
     whole = np.floor(arr)
@@ -269,7 +268,9 @@ def _scatter_categorical(n: int, rows: np.ndarray, values: Any) -> Any:
     return pd.Categorical.from_codes(codes, categories=categories)
 
 
-def load_kineto(path: str | Path, data: bytes | None = None, *, extra_meta: dict[str, Any] | None = None) -> Run:
+def load_kineto(
+    path: str | Path, data: bytes | None = None, *, extra_meta: dict[str, Any] | None = None
+) -> Run:
     """Return the ``Run`` recorded in the Kineto chrome trace at ``path`` (``.json`` or ``.json.gz``).
 
     ``data`` may hold the file's (decompressed) bytes when the caller already has them.
@@ -318,12 +319,19 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     n_names = max(len(name_uniques), 1)
     pair = cat_codes.astype(np.int64) * n_names + name_codes
     pair_uniques, pair_inverse = np.unique(pair, return_inverse=True)
-    pair_kinds = [classify(str(cat_uniques[p // n_names]), str(name_uniques[p % n_names])) for p in pair_uniques.tolist()]
+    pair_kinds = [
+        classify(str(cat_uniques[p // n_names]), str(name_uniques[p % n_names]))
+        for p in pair_uniques.tolist()
+    ]
     kind = np.asarray(pair_kinds, dtype=object)[pair_inverse]
     step_number = np.full(n, -1, dtype=np.int64)
     is_step = kind == "step"
     if is_step.any():
-        step_of_name = {i: int(m.group(1)) for i, nm in enumerate(name_uniques) if (m := _STEP_RE.match(str(nm)))}
+        step_of_name = {
+            i: int(m.group(1))
+            for i, nm in enumerate(name_uniques)
+            if (m := _STEP_RE.match(str(nm)))
+        }
         codes = name_codes[is_step]
         step_number[is_step] = [step_of_name.get(c, -1) for c in codes.tolist()]
 
@@ -406,9 +414,17 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
         "reserved_bytes": reserved,
     }
     if len(dev_rows):
-        columns["grid"] = _scatter_categorical(n, dev_rows, _categorical_from_raw([a.grid for a in dev_args], dims=True))
-        columns["block"] = _scatter_categorical(n, dev_rows, _categorical_from_raw([a.block for a in dev_args], dims=True))
-        for column, attr in (("registers", "registers"), ("shared_memory", "shared_memory"), ("occupancy_pct", "occupancy")):
+        columns["grid"] = _scatter_categorical(
+            n, dev_rows, _categorical_from_raw([a.grid for a in dev_args], dims=True)
+        )
+        columns["block"] = _scatter_categorical(
+            n, dev_rows, _categorical_from_raw([a.block for a in dev_args], dims=True)
+        )
+        for column, attr in (
+            ("registers", "registers"),
+            ("shared_memory", "shared_memory"),
+            ("occupancy_pct", "occupancy"),
+        ):
             full = np.full(n, np.nan)
             full[dev_rows] = _floats(dev_args, attr)
             columns[column] = full
@@ -525,7 +541,9 @@ def _bind_fwdbwd(
         "launch_flow_events": sum(1 for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES),
         "fwdbwd_flow_events": len(fb),
     }
-    counts["other_flow_events"] = len(flows) - counts["launch_flow_events"] - counts["fwdbwd_flow_events"]
+    counts["other_flow_events"] = (
+        len(flows) - counts["launch_flow_events"] - counts["fwdbwd_flow_events"]
+    )
     if not fb:
         counts["fwdbwd_links"] = 0
         return forward_op, counts
@@ -552,7 +570,9 @@ def _bind_fwdbwd(
         }
     )
     merged = flow_table.merge(table, on=["pid", "tid", "ts"], how="inner")
-    merged = merged.sort_values(["has_seq", "dur"], ascending=False, kind="stable").drop_duplicates(["id", "ph"])
+    merged = merged.sort_values(["has_seq", "dur"], ascending=False, kind="stable").drop_duplicates(
+        ["id", "ph"]
+    )
     src = merged[merged["ph"] == "s"].set_index("id")["row"]
     dst = merged[merged["ph"] == "f"].set_index("id")["row"]
     both = src.index.intersection(dst.index)

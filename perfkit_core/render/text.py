@@ -60,11 +60,15 @@ def format_table(
         raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
     columns = list(frame.columns)
     headers = [_label(c, time_unit) for c in columns]
-    text_cols = {c for c in columns if frame[c].dtype == object or str(frame[c].dtype) in ("category", "string", "str")}
+    text_cols = {
+        c
+        for c in columns
+        if frame[c].dtype == object or str(frame[c].dtype) in ("category", "string", "str")
+    }
     body: list[list[str]] = []
     for row in frame.itertuples(index=False, name=None):
         cells = []
-        for column, value in zip(columns, row):
+        for column, value in zip(columns, row, strict=True):
             cell = _cell(value, column, time_unit)
             if column in text_cols and len(cell) > max_name_width:
                 cell = cell[: max_name_width - 3] + "..."
@@ -74,7 +78,7 @@ def format_table(
 
     def line(cells: Sequence[str]) -> str:
         parts = []
-        for column, cell, width in zip(columns, cells, widths):
+        for column, cell, width in zip(columns, cells, widths, strict=True):
             parts.append(cell.ljust(width) if column in text_cols else cell.rjust(width))
         return "  ".join(parts).rstrip()
 
@@ -135,5 +139,12 @@ def render_report(
             shown = shown.drop(columns=gpu_cols)
             notes.append("No device events were recorded: GPU columns omitted")
         note = "; ".join(notes) or None
-        parts.append(format_table(shown, VIEW_TITLES.get(view, f"{view} summary".title()), time_unit=time_unit, note=note))
+        parts.append(
+            format_table(
+                shown,
+                VIEW_TITLES.get(view, f"{view} summary".title()),
+                time_unit=time_unit,
+                note=note,
+            )
+        )
     return "\n\n".join(parts) + "\n"

@@ -1,0 +1,58 @@
+"""Shared pytest fixtures: the real traces in ../shared/traces and real torch CPU profiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+TRACES = Path(os.environ.get("PERFKIT_SHARED_TRACES", ROOT.parent / "shared" / "traces"))
+
+GPU_TRACES = {
+    "resnet_nw0": "torch-gpu/resnet50_v100_num_workers_0.pt.trace.json.gz",
+    "resnet_nw4": "torch-gpu/resnet50_v100_num_workers_4.pt.trace.json.gz",
+    "a100_rank3": "torch-gpu/a100_8gpu_rank3.json.gz",
+    "v100_rank1": "torch-gpu/v100_2gpu_rank1.json.gz",
+}
+CPU_TRACES = {
+    "rank_non_gpu": "torch-cpu/rank_non_gpu.json.gz",
+    "gloo_rank34": "torch-cpu/gloo_cpu_only_rank34.pt.trace.json.gz",
+}
+ALL_TRACES = {**GPU_TRACES, **CPU_TRACES}
+
+
+def shared_trace(key: str) -> Path:
+    """Return the path of a real trace in ../shared/traces, or skip the test when it is absent."""
+    path = TRACES / ALL_TRACES[key]
+    if not path.is_file():
+        pytest.skip(f"real trace {ALL_TRACES[key]} not found under {TRACES}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def traces_dir() -> Path:
+    if not TRACES.is_dir():
+        pytest.skip(f"shared traces folder {TRACES} not found")
+    return TRACES
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plugin_manager(monkeypatch: pytest.MonkeyPatch):
+    """Every test starts with a plugin manager built from its own environment."""
+    monkeypatch.delenv("PERFKIT_DISABLE_PLUGINS", raising=False)
+    from perfkit_core.plugins import reset_plugin_manager
+
+    reset_plugin_manager()
+    yield
+    reset_plugin_manager()
+
+
+@pytest.fixture(scope="session")
+def torch_profile(tmp_path_factory: pytest.TempPathFactory):
+    """A real torch CPU profile of a small MLP (4 steps), with torch's key_averages of it."""
+    pytest.importorskip("torch")
+    from tests.torch_profiles import record
+
+    return record(tmp_path_factory.mktemp("torch_profile"), profile_memory=True)

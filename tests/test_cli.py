@@ -1,0 +1,90 @@
+"""The perfkit command line on real traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import perfkit_core
+from conftest import shared_trace
+from perfkit_core.cli import main
+
+
+def test_report_prints_aligned_tables(capsys):
+    path = shared_trace("resnet_nw4")
+    assert main(["report", str(path), "--top", "5", "--time-unit", "us"]) == 0
+    out = capsys.readouterr().out
+    assert "Operator Summary" in out and "Time unit: us" in out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("Name"))
+    assert "CPU total (us)" in header and "GPU total (us)" in header
+    # The first operator row equals the view's top row, converted to us.
+    ops = perfkit_core.load(path).summary("operator")
+    top = ops.iloc[0]
+    row = lines[lines.index(header) + 2]
+    assert row.startswith(str(top["name"])[:20])
+    assert f"{top['cpu_total_ns'] / 1000:.3f}" in row
+
+
+def test_report_json(capsys):
+    path = shared_trace("rank_non_gpu")
+    assert (
+        main(["report", str(path), "--format", "json", "--views", "operator,user", "--top", "0"])
+        == 0
+    )
+    payload = json.loads(capsys.readouterr().out)
+    run = perfkit_core.load(path)
+    ops = run.summary("operator")
+    assert len(payload["views"]["operator"]) == len(ops)
+    assert payload["views"]["operator"][0]["cpu_total_ns"] == int(ops.iloc[0]["cpu_total_ns"])
+    assert payload["views"]["operator"][0]["gpu_total_ns"] is None  # no GPU: not a zero
+    assert payload["meta"]["framework"] == "torch"
+
+
+def test_report_cpu_only_omits_gpu_columns(capsys):
+    assert main(["report", str(shared_trace("rank_non_gpu")), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU total" not in out
+    assert "No device events were recorded" in out
+
+
+def test_report_group_by_shape_and_output_file(tmp_path, capsys):
+    out_file = tmp_path / "report.txt"
+    assert (
+        main(
+            [
+                "report",
+                str(shared_trace("rank_non_gpu")),
+                "--group-by-input-shape",
+                "-o",
+                str(out_file),
+            ]
+        )
+        == 0
+    )
+    text = out_file.read_text()
+    assert "Input shapes" in text
+
+
+def test_bad_sort_key_is_a_usage_error(capsys):
+    code = main(["report", str(shared_trace("rank_non_gpu")), "--sort-by", "bogus"])
+    assert code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_info_lists_plugins_and_views(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "torch" in out and "operator" in out and "user" in out
+
+
+def test_demo_writes_a_run_and_report(tmp_path, capsys):
+    pytest.importorskip("torch")
+    assert main(["demo", "--out", str(tmp_path), "--steps", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Operator Summary" in out
+    reports = list(tmp_path.rglob("report.txt"))
+    assert len(reports) == 1
+    run = perfkit_core.load(reports[0].parent)
+    assert run.meta["steps"] == [2, 3, 4]

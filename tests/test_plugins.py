@@ -1,0 +1,275 @@
+"""The plugin system: hook specs, the manager factory, blocking, broken plugins, discovery."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import types
+import warnings
+
+import pluggy
+import pytest
+
+import perfkit_core
+from perfkit_core import hookspecs, plugins
+from perfkit_core.hookspecs import hookimpl
+
+HOOKS = [
+    name
+    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+    if name.startswith("perfkit_")
+]
+#: Where each hook is exercised by a test (a meta-test checks the list is complete).
+TESTED_BY = {
+    "perfkit_claim_trace": "test_claim_trace_hook_dispatches_to_first_claimant",
+    "perfkit_register_views": "test_register_views_hook_adds_a_view",
+    "perfkit_framework_info": "test_framework_info_hook",
+    "perfkit_demo": "test_demo_hook_is_collected",
+}
+
+
+def test_every_hook_is_documented_prefixed_and_tested():
+    assert HOOKS, "no hooks found"
+    for name in HOOKS:
+        fn = getattr(hookspecs, name)
+        doc = inspect.getdoc(fn) or ""
+        assert "Called" in doc and ("returns" in doc.lower()), name
+        assert name in TESTED_BY, f"{name} has no test listed"
+        assert TESTED_BY[name] in globals(), TESTED_BY[name]
+
+
+def test_claim_trace_is_firstresult():
+    assert hookspecs.perfkit_claim_trace.perfkit_spec["firstresult"] is True
+    assert not hookspecs.perfkit_register_views.perfkit_spec.get("firstresult")
+
+
+def test_factory_registers_builtins_and_entry_points():
+    pm = plugins.make_plugin_manager()
+    names = set(plugins.plugin_names(pm))
+    assert "perfkit_core.views" in names
+    assert {"torch", "paddle"} <= names
+
+
+def test_disable_env_blocks_named_plugins(monkeypatch, traces_dir):
+    monkeypatch.setenv("PERFKIT_DISABLE_PLUGINS", "torch, paddle")
+    plugins.reset_plugin_manager()
+    pm = plugins.get_plugin_manager()
+    names = set(plugins.plugin_names(pm))
+    assert "torch" not in names and "paddle" not in names
+    with pytest.raises(perfkit_core.TraceError, match="not a trace any installed adapter reads"):
+        perfkit_core.load(traces_dir / "torch-cpu" / "rank_non_gpu.json.gz")
+
+
+class FakeEntryPoint:
+    def __init__(self, name, target, loader):
+        self.name, self.value, self._loader = name, target, loader
+
+    def load(self):
+        return self._loader()
+
+
+def test_broken_plugin_is_reported_once_and_skipped(monkeypatch):
+    def explode():
+        raise ImportError("missing dependency frobnicate")
+
+    monkeypatch.setattr(
+        plugins, "_entry_points", lambda: [FakeEntryPoint("broken", "broken_pkg.plugin", explode)]
+    )
+    monkeypatch.setattr(plugins, "_reported_failures", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pm1 = plugins.make_plugin_manager()
+        pm2 = plugins.make_plugin_manager()
+    messages = [str(w.message) for w in caught if "broken" in str(w.message)]
+    assert len(messages) == 1
+    assert "frobnicate" in messages[0] and "skipped" in messages[0]
+    assert not pm1.has_plugin("broken") and not pm2.has_plugin("broken")
+    assert pm1.has_plugin("perfkit_core.views")
+
+
+def test_misspelled_hook_is_caught_by_check_pending(monkeypatch):
+    module = types.ModuleType("typo_plugin")
+
+    @hookimpl
+    def perfkit_register_veiws(register):  # misspelled on purpose
+        pass
+
+    module.perfkit_register_veiws = perfkit_register_veiws
+    monkeypatch.setattr(
+        plugins, "_entry_points", lambda: [FakeEntryPoint("typo", "typo_plugin", lambda: module)]
+    )
+    with pytest.raises(pluggy.PluginValidationError):
+        plugins.make_plugin_manager()
+
+
+def test_entry_point_discovery_without_installing(monkeypatch, tmp_path):
+    module = types.ModuleType("extra_views")
+
+    @hookimpl
+    def perfkit_register_views(register):
+        register(
+            "calls_only",
+            lambda run, **_: run.summary("operator")[["name", "calls"]],
+            "calls per op",
+        )
+
+    module.perfkit_register_views = perfkit_register_views
+    real = plugins._entry_points
+    monkeypatch.setattr(
+        plugins,
+        "_entry_points",
+        lambda: [*real(), FakeEntryPoint("extra", "extra_views", lambda: module)],
+    )
+    plugins.reset_plugin_manager()
+    from perfkit_core.views import registered_views
+
+    assert "calls_only" in registered_views()
+
+
+def test_register_views_hook_adds_a_view(tmp_path):
+    class OnePlugin:
+        @hookimpl
+        def perfkit_register_views(self, register):
+            register(
+                "kinds",
+                lambda run, **_: (
+                    run.events["kind"].value_counts().rename_axis("name").reset_index(name="events")
+                ),
+                "events per kind",
+            )
+
+    pm = plugins.get_plugin_manager()
+    plugin = OnePlugin()
+    pm.register(plugin, name="one-test-plugin")
+    try:
+        from perfkit_core.views import clear_view_cache
+
+        clear_view_cache()
+        run = perfkit_core.load(_tiny_trace(tmp_path))
+        table = run.summary("kinds")
+        assert table.set_index("name").loc["operator", "events"] == 2
+    finally:
+        pm.unregister(plugin)
+        from perfkit_core.views import clear_view_cache
+
+        clear_view_cache()
+    with pytest.raises(KeyError):
+        run.summary("kinds")
+
+
+def _tiny_trace(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schemaVersion": 1,
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::mm",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 1,
+                        "dur": 5,
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::add",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 2,
+                        "dur": 1,
+                    },
+                ],
+            }
+        )
+    )
+    return path
+
+
+def test_claim_trace_hook_dispatches_to_first_claimant(tmp_path):
+    seen = []
+
+    class Claimer:
+        @hookimpl(tryfirst=True)
+        def perfkit_claim_trace(self, path, head):
+            seen.append(head[:1])
+            if path.suffix == ".mine":
+                from perfkit_core.builder import finish_events, make_run
+
+                return lambda p: make_run(
+                    finish_events(
+                        {"kind": ["user"], "name": ["x"], "start_ns": [0], "dur_ns": [10]}, 1
+                    ),
+                    {"framework": "custom", "source": str(p)},
+                )
+            return None
+
+    pm = plugins.get_plugin_manager()
+    plugin = Claimer()
+    pm.register(plugin, name="claimer")
+    try:
+        mine = tmp_path / "a.mine"
+        mine.write_text("anything")
+        run = perfkit_core.load(mine)
+        assert run.framework == "custom" and len(run.events) == 1
+        # Files it declines still reach the torch adapter.
+        assert perfkit_core.load(_tiny_trace(tmp_path)).framework == "torch"
+        assert seen == [b"a", b"{"]
+    finally:
+        pm.unregister(plugin)
+
+
+def test_framework_info_hook():
+    infos = {i["framework"]: i for i in plugins.framework_infos()}
+    assert set(infos) >= {"torch", "paddle"}
+    for info in infos.values():
+        assert info["installed"] == (info["version"] is not None)
+
+
+def test_demo_hook_is_collected(tmp_path):
+    class FakeDemo:
+        @hookimpl
+        def perfkit_demo(self, directory, steps):
+            return [directory / f"fake{steps}"]
+
+    pm = plugins.make_plugin_manager(disabled={"torch", "paddle"})
+    pm.register(FakeDemo(), name="fake-demo")
+    results = pm.hook.perfkit_demo(directory=tmp_path, steps=3)
+    assert [tmp_path / "fake3"] in results
+
+
+def test_import_perfkit_core_needs_no_framework():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None\n"
+        "sys.modules['paddle'] = None\n"
+        "import perfkit_core, perfkit_torch, perfkit_paddle\n"
+        "assert 'pandas' not in sys.modules, 'pandas imported eagerly'\n"
+        "print(perfkit_core.SCHEMA_VERSION)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == perfkit_core.SCHEMA_VERSION
+
+
+def test_loading_a_trace_needs_no_framework(traces_dir):
+    import subprocess
+    import sys
+
+    path = traces_dir / "torch-cpu" / "rank_non_gpu.json.gz"
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None\n"
+        "import perfkit_core\n"
+        f"run = perfkit_core.load({str(path)!r})\n"
+        "print(len(run.events))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) > 2000

@@ -1,0 +1,134 @@
+"""Saving and loading runs: Parquet + JSON, atomic, schema-versioned; the schema helpers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfkit_core
+from conftest import shared_trace
+from perfkit_core import schema
+from perfkit_core.builder import finish_events, make_run
+from perfkit_core.run import Run
+
+
+def small_run() -> Run:
+    columns = {
+        "kind": ["step", "operator", "operator", "runtime", "kernel", "memory"],
+        "name": ["ProfilerStep#3", "aten::mm", "aten::t", "cudaLaunchKernel", "gemm", "[memory]"],
+        "start_ns": [0, 10, 12, 20, 40, 15],
+        "dur_ns": [100, 30, 2, 5, 20, 0],
+        "tid": [1, 1, 1, 1, -1, 1],
+        "stream": [-1, -1, -1, -1, 7, -1],
+        "correlation": [-1, -1, -1, 5, 5, -1],
+        "step": [3, -1, -1, -1, -1, -1],
+        "bytes": [np.nan, np.nan, np.nan, np.nan, np.nan, 256.0],
+    }
+    return make_run(finish_events(columns, 6), {"framework": "torch"})
+
+
+def test_finish_events_nests_sorts_and_assigns_steps():
+    run = small_run()
+    ev = run.events
+    names = ev["name"].astype(str).tolist()
+    assert names == [
+        "ProfilerStep#3",
+        "aten::mm",
+        "aten::t",
+        "[memory]",
+        "cudaLaunchKernel",
+        "gemm",
+    ]
+    parent = {names[i]: (names[p] if p >= 0 else None) for i, p in enumerate(ev["parent"])}
+    assert parent == {
+        "ProfilerStep#3": None,
+        "aten::mm": "ProfilerStep#3",
+        "aten::t": "aten::mm",
+        "[memory]": "aten::mm",
+        "cudaLaunchKernel": "aten::mm",
+        "gemm": None,
+    }
+    assert ev["step"].tolist() == [3] * 6
+    assert run.meta["steps"] == [3]
+    assert run.meta["span_ns"] == [0, 100]
+
+
+def test_operator_view_gpu_time_follows_launches():
+    ops = small_run().summary("operator").set_index("name")
+    assert ops.loc["aten::mm", "gpu_total_ns"] == 20
+    assert ops.loc["aten::mm", "gpu_self_ns"] == 20
+    assert ops.loc["aten::t", "gpu_total_ns"] == 0
+    assert ops.loc["aten::mm", "cpu_self_ns"] == 30 - 2 - 5
+
+
+def test_save_and_load_round_trip(tmp_path):
+    run = small_run()
+    target = run.save(tmp_path / "run")
+    assert sorted(p.name for p in target.iterdir()) == ["events.parquet", "meta.json"]
+    back = perfkit_core.load(target)
+    pd.testing.assert_frame_equal(back.events, run.events)
+    assert back.meta == json.loads(json.dumps(run.meta))
+    assert json.loads((target / "meta.json").read_text())["schema_version"] == schema.SCHEMA_VERSION
+
+
+def test_real_trace_round_trip(tmp_path):
+    run = perfkit_core.load(shared_trace("resnet_nw4"))
+    back = perfkit_core.load(run.save(tmp_path / "r"))
+    pd.testing.assert_frame_equal(back.events, run.events)
+    assert back.summary("operator").equals(run.summary("operator"))
+
+
+def test_failed_save_keeps_the_previous_run(tmp_path, monkeypatch):
+    run = small_run()
+    target = run.save(tmp_path / "run")
+    before = (target / "events.parquet").read_bytes()
+    import pyarrow.parquet as pq
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pq, "write_table", broken)
+    with pytest.raises(OSError):
+        run.save(target)
+    assert (target / "events.parquet").read_bytes() == before
+    assert sorted(p.name for p in target.iterdir()) == ["events.parquet", "meta.json"]
+
+
+def test_newer_schema_is_refused(tmp_path):
+    target = small_run().save(tmp_path / "run")
+    meta = json.loads((target / "meta.json").read_text())
+    meta["schema_version"] = "99.0"
+    (target / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(perfkit_core.TraceError, match=r"schema 99\.0"):
+        perfkit_core.load(target)
+
+
+def test_corrupt_event_table_is_a_trace_error(tmp_path):
+    target = small_run().save(tmp_path / "run")
+    (target / "events.parquet").write_bytes(b"not parquet")
+    with pytest.raises(perfkit_core.TraceError, match=r"events\.parquet"):
+        perfkit_core.load(target)
+
+
+def test_build_events_fills_and_checks():
+    ev = schema.build_events({"kind": ["kernel"], "name": ["k"], "start_ns": [1], "dur_ns": [2]})
+    schema.validate_events(ev)
+    assert ev.loc[0, "parent"] == -1 and np.isnan(ev.loc[0, "flops"])
+    assert list(ev.columns) == list(schema.COLUMN_NAMES)
+    with pytest.raises(ValueError, match="unknown event kinds"):
+        schema.build_events({"kind": ["banana"], "start_ns": [0], "dur_ns": [0]})
+    with pytest.raises(ValueError, match="unknown event columns"):
+        schema.build_events({"colour": [1]})
+
+
+def test_concat_shifts_row_links():
+    a = small_run().events
+    b = small_run().events.assign(rank=np.int32(1))
+    both = schema.concat_events([a, b])
+    assert len(both) == 12
+    parent = both["parent"].to_numpy()
+    assert (parent[6:][parent[6:] >= 0] >= 6).all()
+    assert both["kind"].cat.categories.tolist() == list(schema.KINDS)
