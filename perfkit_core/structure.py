@@ -26,16 +26,14 @@ def previous_at_least(values: np.ndarray, thresholds: np.ndarray, *, window: int
     out = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return out
-    pending = np.ones(n, dtype=bool)
-    pending[0] = False
+    queries = np.arange(1, n, dtype=np.int64)
     for d in range(1, min(window, n - 1) + 1):
-        idx = np.flatnonzero(pending[d:]) + d
-        hit = idx[values[idx - d] >= thresholds[idx]]
-        out[hit] = hit - d
-        pending[hit] = False
-    queries = np.flatnonzero(pending)
-    if len(queries) == 0:
-        return out
+        queries = queries[queries >= d]
+        hit = values[queries - d] >= thresholds[queries]
+        out[queries[hit]] = queries[hit] - d
+        queries = queries[~hit]
+        if len(queries) == 0:
+            return out
     levels = [np.asarray(values)]
     width = 1
     while width * 2 <= n:

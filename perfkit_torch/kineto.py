@@ -300,13 +300,13 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     events = trace.traceEvents or []
     n_in_file = len(events)
 
-    phase = np.asarray(list(map(_get_ph, events)))
-    is_flow = np.isin(phase, list(FLOW_PHASES))
-    is_meta = phase == "M"
+    phase_codes, phases = pd.factorize(np.asarray(list(map(_get_ph, events)), dtype=object))
+    is_flow = np.isin(phase_codes, [i for i, p in enumerate(phases) if p in FLOW_PHASES])
+    is_meta = np.isin(phase_codes, [i for i, p in enumerate(phases) if p == "M"])
     rows: list[_Event] = list(compress(events, (~is_flow & ~is_meta).tolist()))
     flows: list[_Event] = list(compress(events, is_flow.tolist()))
     metadata: list[_Event] = list(compress(events, is_meta.tolist()))
-    del events, phase
+    del events, phase_codes
     n = len(rows)
     if n == 0:
         raise TraceError(path, "the trace holds no events, only metadata and flows")
