@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def train_mlp(
     directory: Path,
     *,
     steps: int = 20,
+    chain: Sequence[Callable[[Any], Any]] = (),
+    keep_trace: bool = False,
     blocks: int = 4,
     width: int = 64,
     batch_size: int = 32,
@@ -16,9 +20,10 @@ def train_mlp(
     profile_memory: bool = False,
     with_stack: bool = False,
     seed: int = 0,
-) -> tuple[list[Path], object]:
+) -> tuple[list[Path], Any]:
     """Train a ``blocks``-block MLP for ``steps`` profiled steps on the CPU (after one wait and
-    one warm-up step), saving one perfkit run under ``directory``. Returns (run folders, profiler).
+    one warm-up step), saving one perfkit run under ``directory``. ``chain`` and ``keep_trace``
+    go to the handler. Returns (run folders, handler).
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -36,7 +41,7 @@ def train_mlp(
         torch.randn(total * batch_size, width), torch.randint(0, 10, (total * batch_size,))
     )
     loader = torch.utils.data.DataLoader(data, batch_size=batch_size)
-    handler = on_trace_ready(directory, worker_name="torch_mlp")
+    handler = on_trace_ready(directory, worker_name="torch_mlp", chain=chain, keep_trace=keep_trace)
     with profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
@@ -53,4 +58,4 @@ def train_mlp(
                 loss.backward()
             optimizer.step()
             prof.step()
-    return handler.runs, prof
+    return handler.runs, handler

@@ -63,7 +63,7 @@ def test_user_view_matches_key_averages(torch_profile):
     run = perfkit_core.load(torch_profile.runs[0])
     user = run.summary("user").set_index("name")
     theirs = _torch_totals(torch_profile.key_averages)
-    for name in ("model_forward", "model_backward"):
+    for name in ("forward_and_loss", "backward"):
         assert user.loc[name, "calls"] == theirs[name][0] == 4
         assert user.loc[name, "cpu_total_ns"] == pytest.approx(theirs[name][1], rel=0.01)
 
