@@ -13,6 +13,7 @@ def train_mlp(
     steps: int = 20,
     chain: Sequence[Callable[[Any], Any]] = (),
     keep_trace: bool = False,
+    background: bool = True,
     blocks: int = 4,
     width: int = 64,
     batch_size: int = 32,
@@ -41,7 +42,13 @@ def train_mlp(
         torch.randn(total * batch_size, width), torch.randint(0, 10, (total * batch_size,))
     )
     loader = torch.utils.data.DataLoader(data, batch_size=batch_size)
-    handler = on_trace_ready(directory, worker_name="torch_mlp", chain=chain, keep_trace=keep_trace)
+    handler = on_trace_ready(
+        directory,
+        worker_name="torch_mlp",
+        chain=chain,
+        keep_trace=keep_trace,
+        background=background,
+    )
     with profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import socket
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -23,11 +24,15 @@ class TraceHandler:
     """Callable for ``torch.profiler.profile(on_trace_ready=...)`` that saves perfkit runs.
 
     Each call (one per active cycle of the profiler's schedule) exports the profile with
-    ``prof.export_chrome_trace``, converts it into a ``perfkit_core.Run``, saves it in its own
-    folder under ``dir_name`` and appends that folder to ``runs``. Handlers given in ``chain``
-    are called afterwards with the same profiler, whatever happened here; their
-    ``prof.export_chrome_trace(path)`` copies the trace exported here, because torch cannot
-    export one profile twice.
+    ``prof.export_chrome_trace`` into its own folder under ``dir_name``, converts it into a
+    ``perfkit_core.Run`` and saves the run there. With ``background=True`` (the default) the
+    conversion runs in a helper process, so the training loop only waits for the export; reading
+    ``runs`` or ``failures``, or calling ``wait()``, waits for the conversions still running, and
+    they are finished before the interpreter exits.
+
+    Handlers given in ``chain`` are called after the export with the same profiler, whatever
+    happened here; their ``prof.export_chrome_trace(path)`` copies the trace exported here,
+    because torch cannot export one profile twice.
 
     The handler never raises into the training loop: when anything fails it warns once, keeps
     the native chrome trace in the run's folder (so nothing recorded is lost) and records the
@@ -41,33 +46,55 @@ class TraceHandler:
         worker_name: str | None = None,
         chain: Iterable[Callable[[Any], Any]] = (),
         keep_trace: bool = False,
+        background: bool = True,
     ) -> None:
         self.dir_name = Path(dir_name)
         self.worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         self.chain = list(chain)
         self.keep_trace = keep_trace
-        self.runs: list[Path] = []
-        self.failures: list[tuple[Path, str]] = []
+        self.background = background
+        self._runs: list[Path] = []
+        self._failures: list[tuple[Path, str]] = []
+        self._outstanding: set[Path] = set()
+        self._state = threading.Condition()
         self._warned = False
         self._warned_chain: set[str] = set()
 
+    @property
+    def runs(self) -> list[Path]:
+        """Folders of the saved runs, in the order they were saved (waits for pending ones)."""
+        self.wait()
+        with self._state:
+            return list(self._runs)
+
+    @property
+    def failures(self) -> list[tuple[Path, str]]:
+        """(native trace kept, reason) for each cycle that was not saved (waits for pending ones)."""
+        self.wait()
+        with self._state:
+            return list(self._failures)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every conversion this handler started has ended; False on timeout."""
+        with self._state:
+            return self._state.wait_for(lambda: not self._outstanding, timeout=timeout)
+
     def __call__(self, prof: Any) -> None:
-        trace_path: Path | None = None
-        saved = False
+        exported: tuple[Path, Path] | None = None
         try:
-            trace_path, saved = self._handle(prof)
+            exported = self._export(prof)
         finally:
             try:
                 if self.chain:
-                    # torch cannot export one profile twice (a second export crashes the
-                    # process later), so chained handlers get the trace exported above.
-                    shared = ExportedProfile(prof, trace_path)
+                    # torch cannot export one profile twice (a second export raises, and an
+                    # exception here crashes the process when the profiler exits), so chained
+                    # handlers get the trace exported above.
+                    shared = ExportedProfile(prof, exported[1] if exported else None)
                     for handler in self.chain:
                         self._call_chained(handler, shared)
             finally:
-                if saved and not self.keep_trace and trace_path is not None:
-                    with contextlib.suppress(OSError):
-                        trace_path.unlink()
+                if exported is not None:
+                    self._convert(*exported, prof)
 
     def _call_chained(self, handler: Callable[[Any], Any], prof: Any) -> None:
         # An exception escaping on_trace_ready leaves torch's profiler half stopped (torch 2.x
@@ -77,9 +104,8 @@ class TraceHandler:
             handler(prof)
         except Exception as exc:
             name = getattr(handler, "__qualname__", repr(handler))
-            key = f"chain:{name}"
-            if key not in self._warned_chain:
-                self._warned_chain.add(key)
+            if name not in self._warned_chain:
+                self._warned_chain.add(name)
                 warnings.warn(
                     f"perfkit: chained handler {name} failed ({type(exc).__name__}: {exc}); "
                     "training goes on",
@@ -98,43 +124,71 @@ class TraceHandler:
             candidate = self.dir_name / f"{stem}.{suffix}"
         return candidate
 
-    def _handle(self, prof: Any) -> tuple[Path | None, bool]:
-        """Export, convert and save; return (native trace path or None, whether the run saved)."""
+    def _export(self, prof: Any) -> tuple[Path, Path] | None:
+        """Export the native trace into a new run folder; return (run folder, trace) or None."""
         run_dir: Path | None = None
-        trace_path: Path | None = None
-        exported = False
         try:
             run_dir = self._run_dir(prof)
             run_dir.mkdir(parents=True, exist_ok=False)
             trace_path = run_dir / NATIVE_TRACE_NAME
             prof.export_chrome_trace(str(trace_path))
-            exported = True
-            run = convert(trace_path, prof, worker_name=self.worker_name)
-            if not self.keep_trace:
-                run.meta["source"] = None  # the native trace is removed once the run is saved
-            run.save(run_dir)
         except Exception as exc:
-            self._fail(run_dir, trace_path if exported else None, exc)
-            return (trace_path if exported else None), False
-        self.runs.append(run_dir)
-        return trace_path, True
+            self._finished(run_dir or self.dir_name, None, f"{type(exc).__name__}: {exc}")
+            return None
+        return run_dir, trace_path
 
-    def _fail(self, run_dir: Path | None, trace_path: Path | None, exc: BaseException) -> None:
-        kept = trace_path if trace_path is not None and trace_path.is_file() else None
-        reason = f"{type(exc).__name__}: {exc}"
+    def _convert(self, run_dir: Path, trace_path: Path, prof: Any) -> None:
+        """Convert and save, in the helper process or here; never raises."""
+        meta = run_metadata(prof, worker_name=self.worker_name)
+        with self._state:
+            self._outstanding.add(run_dir)
+        if self.background:
+            from perfkit_core.background import shared_converter
+
+            try:
+                shared_converter().submit(
+                    trace_path,
+                    run_dir,
+                    meta,
+                    keep_trace=self.keep_trace,
+                    done=lambda d, err: self._finished(d, trace_path, err),
+                )
+                return
+            except Exception as exc:
+                logger.info("perfkit: converting in-process (%s)", exc)
+        try:
+            from perfkit_core.background import convert_file
+
+            convert_file(trace_path, run_dir, meta, keep_trace=self.keep_trace)
+        except Exception as exc:
+            self._finished(run_dir, trace_path, f"{type(exc).__name__}: {exc}")
+        else:
+            self._finished(run_dir, trace_path, None)
+
+    def _finished(self, run_dir: Path, trace_path: Path | None, error: str | None) -> None:
+        with self._state:
+            self._outstanding.discard(run_dir)
+            if error is None:
+                self._runs.append(run_dir)
+            else:
+                kept = trace_path if trace_path is not None and trace_path.is_file() else None
+                self._failures.append((kept or run_dir, error))
+                first = not self._warned
+                self._warned = True
+            self._state.notify_all()
+        if error is None:
+            return
         where = str(kept) if kept else "nowhere: the profiler could not export it"
-        self.failures.append((kept or Path(run_dir or self.dir_name), reason))
-        if not self._warned:
-            self._warned = True
+        if first:
             warnings.warn(
-                f"perfkit: could not save this profile as a perfkit run ({reason}); "
+                f"perfkit: could not save this profile as a perfkit run ({error}); "
                 f"the native trace is kept at {where}. Training goes on; later failures are "
                 "logged, not warned.",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=2,
             )
         else:
-            logger.warning("perfkit: profile not converted (%s); native trace at %s", reason, where)
+            logger.warning("perfkit: profile not converted (%s); native trace at %s", error, where)
 
 
 class ExportedProfile:
@@ -170,25 +224,19 @@ class ExportedProfile:
             shutil.copyfile(source, target)
 
 
-def convert(trace_path: Path, prof: Any = None, *, worker_name: str | None = None) -> Any:
-    """Return the ``Run`` of a chrome trace ``prof`` just exported to ``trace_path``."""
-    from perfkit_torch.kineto import load_kineto
-
-    extra: dict[str, Any] = {"framework": "torch", "host": socket.gethostname()}
+def run_metadata(prof: Any = None, *, worker_name: str | None = None) -> dict[str, Any]:
+    """Return what the handler adds to a run's metadata: torch version, host, worker, step."""
+    meta: dict[str, Any] = {"framework": "torch", "host": socket.gethostname()}
     with contextlib.suppress(Exception):
         import torch
 
-        extra["framework_version"] = torch.__version__
-    run = load_kineto(trace_path, extra_meta=extra)
-    run.meta.setdefault("extra", {})
-    run.meta["extra"].update(
-        {
-            "worker_name": worker_name,
-            "profiler_step_num": getattr(prof, "step_num", None),
-            "converted_at": time.time(),
-        }
-    )
-    return run
+        meta["framework_version"] = torch.__version__
+    meta["extra"] = {
+        "worker_name": worker_name,
+        "profiler_step_num": getattr(prof, "step_num", None),
+        "exported_at": time.time(),
+    }
+    return meta
 
 
 def on_trace_ready(
@@ -197,6 +245,7 @@ def on_trace_ready(
     worker_name: str | None = None,
     chain: Iterable[Callable[[Any], Any]] = (),
     keep_trace: bool = False,
+    background: bool = True,
 ) -> TraceHandler:
     """Return a handler for ``torch.profiler.profile(on_trace_ready=...)``.
 
@@ -205,5 +254,9 @@ def on_trace_ready(
     ``worker_name`` defaults to ``<host>_<pid>``. ``chain`` holds other handlers to call after
     this one, such as ``torch.profiler.tensorboard_trace_handler(...)``. ``keep_trace=True``
     keeps the native chrome trace beside the run (it is always kept when conversion fails).
+    ``background=True`` converts in a helper process so the training loop waits only for the
+    export; ``False`` converts before the call returns.
     """
-    return TraceHandler(dir_name, worker_name=worker_name, chain=chain, keep_trace=keep_trace)
+    return TraceHandler(
+        dir_name, worker_name=worker_name, chain=chain, keep_trace=keep_trace, background=background
+    )

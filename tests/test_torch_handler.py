@@ -149,7 +149,7 @@ def test_handler_never_raises_and_keeps_the_native_trace(tmp_path, monkeypatch):
 
     calls = []
     handler = handler_mod.on_trace_ready(
-        tmp_path, worker_name="w", chain=[lambda p: calls.append(p.step_num)]
+        tmp_path, worker_name="w", chain=[lambda p: calls.append(p.step_num)], background=False
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -242,3 +242,45 @@ def test_failing_chained_handler_is_contained(tmp_path):
                 prof.step()
     assert len(handler.runs) == 1
     assert any("user handler bug" in str(w.message) for w in caught)
+
+
+def test_background_conversion_failure_is_reported_and_trace_kept(tmp_path):
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import perfkit_torch
+
+    def truncate(prof):
+        # Runs after the export and before the conversion: damage the exported trace.
+        path = tmp_path / "copy.json"
+        prof.export_chrome_trace(str(path))
+        data = path.read_bytes()
+        (next(tmp_path.glob("w.step*")) / "trace.pt.trace.json").write_bytes(data[: len(data) // 2])
+
+    handler = perfkit_torch.on_trace_ready(tmp_path, worker_name="w", chain=[truncate])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=0, warmup=1, active=1, repeat=1),
+            on_trace_ready=handler,
+        ) as prof:
+            for _ in range(2):
+                torch.relu(torch.randn(4, 4))
+                prof.step()
+        assert handler.wait(timeout=120)
+    assert handler.runs == []
+    ((kept, reason),) = handler.failures
+    assert kept.name == "trace.pt.trace.json" and kept.is_file()
+    assert "truncated" in reason
+    assert any("truncated" in str(w.message) for w in caught)
+
+
+def test_synchronous_and_background_runs_are_equal(tmp_path):
+    from tests.torch_profiles import record
+
+    a = perfkit_core.load(record(tmp_path / "bg", steps=2, blocks=1).runs[0])
+    b_prof = record(tmp_path / "sync", steps=2, blocks=1, background=False)
+    b = perfkit_core.load(b_prof.runs[0])
+    assert a.meta["framework_version"] == b.meta["framework_version"] == torch.__version__
+    assert a.meta["extra"]["worker_name"] == b.meta["extra"]["worker_name"] == "torch_mlp"
+    assert set(a.events["name"].astype(str)) == set(b.events["name"].astype(str))
