@@ -248,12 +248,17 @@ def _floats(objs: list[Any], attr: str) -> np.ndarray:
 
 
 def _ids(rows: list[_Event], attr: str, *, device: bool = False) -> np.ndarray:
-    """Integer ids (pid/tid); Kineto writes ints, older traces strings like "25738" or "stream 7"."""
-    values = list(map(attrgetter(attr), rows))
-    odd = [i for i, v in enumerate(values) if type(v) is not int]
-    for i in odd:
-        values[i] = _int_id(values[i], device=device)
-    return np.array(values, dtype=np.int64)
+    """Integer ids (pid/tid); Kineto writes ints, older traces strings like "25738" or "stream 7".
+
+    Ids repeat a lot, so only the distinct values are converted.
+    """
+    import pandas as pd
+
+    codes, uniques = pd.factorize(np.asarray(list(map(attrgetter(attr), rows)), dtype=object))
+    converted = np.array(
+        [v if type(v) is int else _int_id(v, device=device) for v in uniques], dtype=np.int64
+    )
+    return converted[codes] if len(codes) else np.empty(0, dtype=np.int64)
 
 
 def _scatter_categorical(n: int, rows: np.ndarray, values: Any) -> Any:
