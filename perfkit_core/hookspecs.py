@@ -9,6 +9,7 @@ Runtime types are imported only for type checking, so this module can never join
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,4 +87,19 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
     :param steps: number of training steps to run (a few more may run as warm-up).
     :returns: the saved run folders, or ``None`` when the framework is not installed. Results
         of all plugins are collected into a list.
+    """
+
+
+@hookspec
+def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
+    """Open a named span through this plugin's framework (``perfkit_core.annotate``).
+
+    Called each time an ``annotate(name)`` block or decorated function is entered. Must not
+    import its framework: a plugin whose framework the program has not imported returns
+    ``None``.
+
+    :param name: the span's name, as the user gave it.
+    :returns: an unentered context manager that records the span in the framework's profiler
+        (``torch.profiler.record_function``, ``paddle.profiler.RecordEvent``), or ``None``.
+        Results of all plugins are collected; perfkit enters them all.
     """

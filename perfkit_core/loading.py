@@ -37,6 +37,20 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
 
 
+def read_trace_bytes(path: Path) -> bytes:
+    """Return the bytes of a trace file, decompressed when it is gzip; TraceError when unreadable."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceError(path, f"broken gzip data: {exc}") from None
+    return data
+
+
 def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None) -> Run:
     """Return the ``Run`` at ``path``.
 

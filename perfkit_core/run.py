@@ -29,7 +29,7 @@ class Run:
         self.events = events
         self.meta: dict[str, Any] = dict(meta or {})
         self.meta.setdefault("schema_version", schema.SCHEMA_VERSION)
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return (

@@ -186,14 +186,18 @@ def children_sum(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.bincount(parent[has], weights=values[has], minlength=len(parent))
 
 
-def device_time_by_launcher(run: Run) -> tuple[np.ndarray, np.ndarray]:
+def device_time_by_launcher(
+    run: Run, kinds: tuple[str, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Return (self, total) device time in ns per row, cached on the run.
 
     ``self``: device time of the events launched by the row's direct runtime children (or by the
     row itself when it is a runtime call). ``total``: the same over the row's whole subtree.
+    ``kinds`` limits the device events counted (e.g. kernels only); None counts all of them.
     Rows of a run without device events get NaN.
     """
-    cached = run._cache.get("device_time")
+    key = ("device_time", kinds)
+    cached = run._cache.get(key)
     if cached is not None:
         return cached
     events = run.events
@@ -202,15 +206,45 @@ def device_time_by_launcher(run: Run) -> tuple[np.ndarray, np.ndarray]:
     launcher = launcher_rows(events)
     if not (events["stream"].to_numpy() >= 0).any():
         nan = np.full(n, np.nan)
-        run._cache["device_time"] = (nan, nan)
+        run._cache[key] = (nan, nan)
         return nan, nan
     dur = events["dur_ns"].to_numpy().astype(np.float64)
     has = launcher >= 0
+    if kinds is not None:
+        has &= events["kind"].isin(list(kinds)).to_numpy()
     by_launcher = np.bincount(launcher[has], weights=dur[has], minlength=n)
     # by_launcher is non-zero on runtime calls only; an op's own device time is that of the
     # runtime calls it made directly.
     is_runtime = events["kind"].to_numpy() == "runtime"
     self_dev = np.where(is_runtime, by_launcher, children_sum(parent, by_launcher))
     total = subtree_sums(parent, by_launcher)
-    run._cache["device_time"] = (self_dev, total)
+    run._cache[key] = (self_dev, total)
     return self_dev, total
+
+
+def has_ancestor(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    """Return, for each row, whether any ancestor (parent, grandparent, ...) has ``flag`` set."""
+    out = np.zeros(len(parent), dtype=bool)
+    cur = parent.copy()
+    active = cur >= 0
+    while active.any():
+        idx = np.flatnonzero(active)
+        out[idx] |= flag[cur[idx]]
+        cur[idx] = parent[cur[idx]]
+        active = (cur >= 0) & ~out
+    return out
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Return the total length of the union of intervals [start, end)."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    running_end = np.maximum.accumulate(e)
+    new_block = np.r_[True, s[1:] > running_end[:-1]]
+    block_id = np.cumsum(new_block) - 1
+    block_start = s[new_block]
+    block_end = np.zeros(block_id[-1] + 1, dtype=np.int64)
+    np.maximum.at(block_end, block_id, e)
+    return int((block_end - block_start).sum())

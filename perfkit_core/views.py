@@ -242,3 +242,121 @@ def perfkit_register_views(
     """Register the built-in views."""
     register("operator", operator_view, "calls, CPU and GPU time per operator")
     register("user", user_view, "calls, CPU and GPU time per user-defined span")
+    register(
+        "model",
+        model_view,
+        "step time by training phase: dataloader, forward, backward, optimization, others",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Model view: where each step's time goes, by training phase
+
+#: Rows of the model view and the event kind behind each phase row.
+MODEL_PHASES: tuple[tuple[str, str], ...] = (
+    ("dataloader", "dataloader"),
+    ("forward", "forward"),
+    ("backward", "backward"),
+    ("optimization", "optimizer"),
+)
+GPU_KINDS = ("kernel", "communication")
+
+
+def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
+    """Step time split into phases: rows ``step``, ``dataloader``, ``forward``, ``backward``,
+    ``optimization``, ``others``.
+
+    A phase row sums the outermost events of that phase's kind (an event inside another phase
+    event is not counted again), as Paddle's Model Summary does. ``others`` is the step time no
+    phase covers. CPU ratios are shares of the merged step time; GPU time is the kernel time
+    launched within the events, and GPU ratios are shares of the steps' kernel time. GPU columns
+    are NaN when no device events were recorded. When the run has no steps, the whole profiled
+    span counts as one step and ``frame.attrs["note"]`` says so.
+    """
+    import pandas as pd
+
+    events = run.events
+    host = events["stream"].to_numpy() < 0
+    if rank is not None:
+        host &= events["rank"].to_numpy() == rank
+    kind = events["kind"].to_numpy()
+    parent = events["parent"].to_numpy()
+    start = events["start_ns"].to_numpy()
+    dur = events["dur_ns"].to_numpy()
+    _, gpu_total = structure.device_time_by_launcher(run, GPU_KINDS)
+    has_gpu = not np.isnan(gpu_total).all()
+    phase_kinds = [k for _, k in MODEL_PHASES]
+    is_phase = np.isin(kind, phase_kinds)
+    outermost = is_phase & ~structure.has_ancestor(parent, is_phase) & host
+    note = None
+    step_rows = np.flatnonzero((kind == "step") & host)
+    if len(step_rows):
+        step_durs = dur[step_rows]
+        step_gpu = gpu_total[step_rows]
+        step_total = structure.union_length(start[step_rows], start[step_rows] + dur[step_rows])
+    else:
+        note = "no steps were recorded: the whole profiled span counts as one step"
+        lo = int(start[host].min()) if host.any() else 0
+        hi = int((start[host] + dur[host]).max()) if host.any() else 0
+        step_durs = np.array([hi - lo])
+        roots = host & (parent < 0)
+        step_gpu = np.array([np.nansum(gpu_total[roots]) if has_gpu else np.nan])
+        step_total = hi - lo
+    step_gpu_total = float(np.nansum(step_gpu)) if has_gpu else np.nan
+
+    def row(name: str, cpu: np.ndarray, gpu: np.ndarray) -> dict[str, Any]:
+        calls = len(cpu)
+        total = int(cpu.sum())
+        gpu_sum = float(np.nansum(gpu)) if has_gpu else np.nan
+        return {
+            "name": name,
+            "calls": calls,
+            "cpu_total_ns": total,
+            "cpu_avg_ns": total / calls if calls else np.nan,
+            "cpu_max_ns": float(cpu.max()) if calls else np.nan,
+            "cpu_min_ns": float(cpu.min()) if calls else np.nan,
+            "cpu_ratio_pct": 100.0 * total / step_total if step_total else np.nan,
+            "gpu_total_ns": gpu_sum,
+            "gpu_avg_ns": gpu_sum / calls if calls and has_gpu else np.nan,
+            "gpu_max_ns": float(np.nanmax(gpu)) if calls and has_gpu else np.nan,
+            "gpu_min_ns": float(np.nanmin(gpu)) if calls and has_gpu else np.nan,
+            "gpu_ratio_pct": 100.0 * gpu_sum / step_gpu_total
+            if has_gpu and step_gpu_total
+            else np.nan,
+        }
+
+    rows = [row("step", step_durs, step_gpu)]
+    phase_cpu = 0
+    phase_gpu = 0.0
+    for label, phase_kind in MODEL_PHASES:
+        sel = np.flatnonzero(outermost & (kind == phase_kind))
+        r = row(label, dur[sel], gpu_total[sel])
+        phase_cpu += r["cpu_total_ns"]
+        phase_gpu += 0.0 if np.isnan(r["gpu_total_ns"]) else r["gpu_total_ns"]
+        rows.append(r)
+    others_cpu = step_total - phase_cpu
+    others_gpu = step_gpu_total - phase_gpu if has_gpu else np.nan
+    rows.append(
+        {
+            "name": "others",
+            "calls": 0,
+            "cpu_total_ns": int(others_cpu),
+            "cpu_avg_ns": np.nan,
+            "cpu_max_ns": np.nan,
+            "cpu_min_ns": np.nan,
+            "cpu_ratio_pct": 100.0 * others_cpu / step_total if step_total else np.nan,
+            "gpu_total_ns": others_gpu,
+            "gpu_avg_ns": np.nan,
+            "gpu_max_ns": np.nan,
+            "gpu_min_ns": np.nan,
+            "gpu_ratio_pct": 100.0 * others_gpu / step_gpu_total
+            if has_gpu and step_gpu_total
+            else np.nan,
+        }
+    )
+    frame = pd.DataFrame(rows)
+    frame.loc[0, "cpu_total_ns"] = int(step_total)
+    frame.loc[0, "cpu_ratio_pct"] = 100.0 if step_total else np.nan
+    if note:
+        frame.attrs["note"] = note
+    return frame

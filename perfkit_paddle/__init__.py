@@ -1,7 +1,40 @@
 """perfkit adapter for PaddlePaddle.
 
-The handler for ``paddle.profiler.Profiler(on_trace_ready=...)`` and the Paddle trace loaders
-are not built yet; today this package only tells ``perfkit info`` whether paddle is installed.
+``perfkit_paddle.on_trace_ready(dir_name)`` returns a handler for
+``paddle.profiler.Profiler(on_trace_ready=...)`` that converts each profiled span straight from
+``prof.profiler_result`` into a saved perfkit run. ``load_paddle_json`` and ``load_paddle_pb``
+read Paddle's exports. paddle is imported only when a handler runs or a ``.pb`` is read.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfkit_paddle.chrome import load_paddle_json, load_paddle_pb
+    from perfkit_paddle.handler import TraceHandler, on_trace_ready
+    from perfkit_paddle.result import run_from_result
+
+__all__ = [
+    "TraceHandler",
+    "load_paddle_json",
+    "load_paddle_pb",
+    "on_trace_ready",
+    "run_from_result",
+]
+
+_LAZY = {
+    "on_trace_ready": "perfkit_paddle.handler",
+    "TraceHandler": "perfkit_paddle.handler",
+    "load_paddle_json": "perfkit_paddle.chrome",
+    "load_paddle_pb": "perfkit_paddle.chrome",
+    "run_from_result": "perfkit_paddle.result",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'perfkit_paddle' has no attribute {name!r}")

@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
-from perfkit_core.hookspecs import hookimpl
+from perfkit_core.hookspecs import TraceLoader, hookimpl
+
+_MARKERS = (b'"ExtraInfo"', b'(Python)"', b'(C++)"', b'"span_indx"', b'"span_index"')
+
+
+@hookimpl
+def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
+    """Claim Paddle's exports: ``.paddle_trace.json`` (by name or content) and ``.paddle_trace.pb``."""
+    name = path.name
+    if name.endswith(".pb"):
+        from perfkit_paddle.chrome import load_paddle_pb
+
+        return load_paddle_pb
+    text = head.lstrip()
+    if name.endswith((".paddle_trace.json", ".paddle_trace.json.gz")) or (
+        text[:1] == b"{" and any(marker in text for marker in _MARKERS)
+    ):
+        from perfkit_paddle.chrome import load_paddle_json
+
+        return load_paddle_json
+    return None
 
 
 @hookimpl
@@ -20,3 +43,26 @@ def perfkit_framework_info() -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return {"framework": "paddle", "installed": version is not None, "version": version}
+
+
+@hookimpl
+def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
+    """Profile a small MLP training loop with paddle on the CPU, if paddle is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("paddle") is None:
+        return None
+    from perfkit_paddle.demo import train_mlp
+
+    runs, _ = train_mlp(Path(directory) / "paddle", steps=steps)
+    return runs
+
+
+@hookimpl
+def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
+    """A ``paddle.profiler.RecordEvent`` span, when the program has imported paddle."""
+    if "paddle" not in sys.modules:
+        return None
+    from paddle.profiler import RecordEvent
+
+    return RecordEvent(name)

@@ -8,9 +8,7 @@ then every column is built in one pass. Works without torch installed.
 from __future__ import annotations
 
 import gc
-import gzip
 import re
-import zlib
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
@@ -20,6 +18,7 @@ import msgspec
 import numpy as np
 
 from perfkit_core.errors import TraceError
+from perfkit_core.loading import read_trace_bytes
 
 if TYPE_CHECKING:
     from perfkit_core.run import Run
@@ -144,20 +143,6 @@ def classify(category: str, name: str) -> str:
         if name.startswith(_COMM_PREFIXES):
             return "communication"
     return kind
-
-
-def read_trace_bytes(path: Path) -> bytes:
-    """Return the bytes of a trace file, decompressed when it is gzip; TraceError when unreadable."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(path, f"broken gzip data: {exc}") from None
-    return data
 
 
 def decode(path: Path, data: bytes) -> _Trace:

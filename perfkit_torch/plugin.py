@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +59,13 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
 
     runs, _ = train_mlp(Path(directory) / "torch", steps=steps)
     return runs
+
+
+@hookimpl
+def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
+    """A ``torch.profiler.record_function`` span, when the program has imported torch."""
+    if "torch" not in sys.modules:
+        return None
+    from torch.profiler import record_function
+
+    return record_function(name)

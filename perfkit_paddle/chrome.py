@@ -1,0 +1,306 @@
+"""Read Paddle's exports: ``*.paddle_trace.json`` (chrome tracing) and ``*.paddle_trace.pb``.
+
+The JSON layout is Paddle's ``ChromeTracingLogger``: names carry a ``[<duration> ms]`` suffix,
+host thread ids look like ``123(Python)`` or ``123(C++)``, ``cat`` is the TracerEventType name,
+device events use the device id as ``pid`` and the stream as ``tid``, launches are linked to
+kernels by ``correlation id`` (and ``s``/``f`` flow events carrying the same id), and the event
+list ends with an empty ``{}``. ``ts`` is whole microseconds; each host event also carries its
+start and end relative to the profiler's start with nanosecond precision (``start_time``,
+``end_time``), which is used to recover nanosecond timestamps.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+
+from perfkit_core.errors import TraceError
+from perfkit_paddle.kinds import DEVICE_TYPES, MEMORY_TYPES, TYPE_KINDS, parse_place
+
+if TYPE_CHECKING:
+    from perfkit_core.run import Run
+
+_NONE = msgspec.Raw(b"")
+
+
+class _Args(msgspec.Struct, gc=False, frozen=True):
+    start_time: str = ""
+    end_time: str = ""
+    correlation: int = msgspec.field(name="correlation id", default=-1)
+    device: int = -1
+    stream: int = -1
+    nbytes: float | None = msgspec.field(name="bytes", default=None)
+    registers: float | None = msgspec.field(name="registers per thread", default=None)
+    shared_memory: float | None = msgspec.field(name="shared memory", default=None)
+    occupancy: float | None = msgspec.field(name="theoretical achieved occupancy %", default=None)
+    grid: msgspec.Raw = _NONE
+    block: msgspec.Raw = _NONE
+    place: str = ""
+    increase_bytes: float | None = None
+    current_allocated: float | None = None
+    current_reserved: float | None = None
+    input_shapes: msgspec.Raw = _NONE
+    input_dtypes: msgspec.Raw = _NONE
+    callstack: str = ""
+    meta_name: str = msgspec.field(name="name", default="")
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False, frozen=True):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float = 0.0
+    dur: float = 0.0
+    id: int | str | None = None
+    args: _Args = _NO_ARGS
+
+
+class _Trace(msgspec.Struct, gc=False):
+    traceEvents: list[_Event] | None = None
+    schemaVersion: str | int | None = None
+    deviceProperties: list[dict[str, Any]] = []
+    ExtraInfo: dict[str, str] = {}
+
+
+_DECODER = msgspec.json.Decoder(_Trace)
+_SUFFIX_RE = re.compile(r"\[[0-9.]+ ?(?:ns|us|ms|s)\]$")
+_US_RE = re.compile(r"^\s*(-?[0-9.]+)\s*us\s*$")
+
+
+def _thread_id(value: int | str | None) -> int:
+    """``"123(Python)"`` -> 123; ints pass; anything else -> -1."""
+    if type(value) is int:
+        return value
+    m = re.match(r"^\s*(-?\d+)", str(value or ""))
+    return int(m.group(1)) if m else -1
+
+
+def _rel_ns(text: str) -> int:
+    m = _US_RE.match(text)
+    return round(float(m.group(1)) * 1000) if m else -1
+
+
+def load_paddle_json(path: str | Path) -> Run:
+    """Return the ``Run`` in a Paddle chrome-tracing export; TraceError for bad input."""
+    import gc
+
+    from perfkit_core.builder import finish_events, make_run
+    from perfkit_core.loading import read_trace_bytes
+    from perfkit_paddle.result import _Columns, columns_to_events, extra_info_meta
+
+    path = Path(path)
+    data = read_trace_bytes(path)
+    if not data or data.isspace():
+        raise TraceError(path, "the file is empty")
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            trace = _DECODER.decode(data)
+        except msgspec.ValidationError as exc:
+            raise TraceError(path, f"not a Paddle trace: {exc}") from None
+        except msgspec.DecodeError as exc:
+            if "truncated" in str(exc).lower():
+                raise TraceError(
+                    path, "truncated JSON: the file ends before the trace does"
+                ) from None
+            raise TraceError(path, f"malformed JSON: {exc}") from None
+        if trace.traceEvents is None:
+            raise TraceError(path, "a JSON object without 'traceEvents': not a chrome trace")
+        cols = _Columns()
+        rel_start: list[int] = []
+        n_flows = n_meta = n_empty = 0
+        for e in trace.traceEvents:
+            ph = e.ph
+            if ph in ("s", "f", "t"):
+                n_flows += 1
+                continue
+            if ph == "M":
+                n_meta += 1
+                continue
+            if not ph:
+                n_empty += 1  # the "{}" Paddle writes after the last event
+                continue
+            _add_event(cols, e, rel_start)
+        n = len(cols)
+        if n == 0:
+            raise TraceError(path, "the trace holds no events")
+        known = set(TYPE_KINDS) | MEMORY_TYPES
+        if not known.intersection(cols.type):
+            found = ", ".join(sorted(set(cols.type))[:5])
+            raise TraceError(
+                path, f"not a Paddle trace: no event has a Paddle event type (categories: {found})"
+            )
+        start = np.asarray(cols.start, dtype=np.int64)
+        rel = np.asarray(rel_start, dtype=np.int64)
+        has_rel = rel >= 0
+        if has_rel.any():
+            # ts is whole microseconds (floor); start_time is ns-exact but relative to the
+            # profiler's start. That start is the latest lower bound ts*1000 - relative.
+            origin = int((start[has_rel] - rel[has_rel]).max())
+            precise = origin + rel
+            start = np.where(has_rel, precise, start)
+            cols.start = start.tolist()
+            cols.end = (start + np.asarray(cols.end, dtype=np.int64)).tolist()
+        else:
+            cols.end = (start + np.asarray(cols.end, dtype=np.int64)).tolist()
+        events = finish_events(columns_to_events(cols), n)
+    finally:
+        if was_enabled:
+            gc.enable()
+    info = extra_info_meta(trace.ExtraInfo)
+    meta = {
+        "framework": "paddle",
+        "framework_version": None,
+        "host": None,
+        "devices": _devices(trace.deviceProperties),
+        "rank": 0,
+        "world_size": 1,
+        "source": str(path),
+        "accounting": {
+            "events_in_file": len(trace.traceEvents),
+            "rows": n,
+            "flow_events": n_flows,
+            "metadata_events": n_meta,
+            "empty_events": n_empty,
+        },
+        "threads": info["threads"],
+        "extra": {
+            "cpu_utilization": info["cpu_utilization"],
+            "schema_version": trace.schemaVersion,
+        },
+    }
+    return make_run(events, meta)
+
+
+def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
+    a = e.args
+    cat = e.cat
+    name = _SUFFIX_RE.sub("", e.name)
+    ts_ns = round(e.ts * 1000)
+    dur_ns = round(e.dur * 1000)
+    c.type.append(cat)
+    c.name.append(name)
+    c.start.append(ts_ns)
+    c.end.append(dur_ns)  # duration for now; turned into end times once starts are exact
+    nan = float("nan")
+    if cat in DEVICE_TYPES:
+        rel_start.append(-1)
+        c.pid.append(-1)
+        c.tid.append(-1)
+        c.stream.append(a.stream if a.stream >= 0 else _thread_id(e.tid))
+        c.device_index.append(a.device if a.device >= 0 else _thread_id(e.pid))
+        c.device_type.append("gpu")
+        c.correlation.append(a.correlation)
+        c.nbytes.append(a.nbytes if a.nbytes is not None else nan)
+        c.allocated.append(nan)
+        c.reserved.append(nan)
+        is_kernel = cat == "Kernel"
+        c.grid.append(bytes(a.grid).decode().strip("[]").replace(" ", "") if is_kernel else "")
+        c.block.append(bytes(a.block).decode().strip("[]").replace(" ", "") if is_kernel else "")
+        c.registers.append(a.registers if is_kernel and a.registers is not None else nan)
+        c.shared_memory.append(
+            a.shared_memory if is_kernel and a.shared_memory is not None else nan
+        )
+        c.occupancy.append(a.occupancy if is_kernel and a.occupancy is not None else nan)
+        c.shapes.append("")
+        c.dtypes.append("")
+        c.stack.append("")
+        return
+    c.pid.append(_thread_id(e.pid))
+    c.tid.append(_thread_id(e.tid))
+    c.stream.append(-1)
+    c.correlation.append(a.correlation)
+    c.grid.append("")
+    c.block.append("")
+    c.registers.append(nan)
+    c.shared_memory.append(nan)
+    c.occupancy.append(nan)
+    if cat in MEMORY_TYPES:
+        rel_start.append(-1)
+        device_type, device_index = parse_place(a.place)
+        c.device_type.append(device_type)
+        c.device_index.append(device_index)
+        c.nbytes.append(a.increase_bytes if a.increase_bytes is not None else nan)
+        c.allocated.append(a.current_allocated if a.current_allocated is not None else nan)
+        c.reserved.append(a.current_reserved if a.current_reserved is not None else nan)
+        c.shapes.append("")
+        c.dtypes.append("")
+        c.stack.append("")
+        return
+    rel_start.append(_rel_ns(a.start_time) if a.start_time else -1)
+    c.device_type.append("cpu")
+    c.device_index.append(-1)
+    c.nbytes.append(nan)
+    c.allocated.append(nan)
+    c.reserved.append(nan)
+    shapes = bytes(a.input_shapes).decode()
+    dtypes = bytes(a.input_dtypes).decode()
+    c.shapes.append("" if shapes in ("", "{}") else shapes)
+    c.dtypes.append("" if dtypes in ("", "{}") else dtypes)
+    c.stack.append(a.callstack)
+
+
+def _devices(props: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for p in props or []:
+        major, minor = p.get("computeMajor"), p.get("computeMinor")
+        out.append(
+            {
+                "type": "gpu",
+                "index": p.get("id"),
+                "name": p.get("name"),
+                "total_memory_bytes": p.get("totalGlobalMem"),
+                "compute_capability": f"{major}.{minor}" if major is not None else None,
+                "sm_count": p.get("smCount"),
+            }
+        )
+    return out
+
+
+def paddle_available() -> bool:
+    """Whether paddle can be imported, without importing it."""
+    import importlib.util
+    import sys
+
+    if "paddle" in sys.modules:
+        return sys.modules["paddle"] is not None
+    try:
+        return importlib.util.find_spec("paddle") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def load_paddle_pb(path: str | Path) -> Run:
+    """Return the ``Run`` in a Paddle protobuf export, read through paddle's own loader."""
+    path = Path(path)
+    if not paddle_available():
+        raise TraceError(
+            path,
+            "reading a .paddle_trace.pb needs paddle: pip install paddlepaddle (or export with format='json')",
+        )
+    if path.stat().st_size == 0:
+        raise TraceError(path, "the file is empty")
+    from paddle.profiler import load_profiler_result
+
+    from perfkit_paddle.result import run_from_result
+
+    try:
+        result = load_profiler_result(str(path))
+    except Exception as exc:
+        raise TraceError(path, f"paddle could not read it: {type(exc).__name__}: {exc}") from None
+    if result is None:
+        raise TraceError(path, "paddle could not read it as a profiler result")
+    try:
+        return run_from_result(result, source=str(path))
+    except ValueError as exc:
+        raise TraceError(path, str(exc)) from None

@@ -1,0 +1,65 @@
+"""A small training loop profiled with ``paddle.profiler`` and perfkit's handler (``perfkit demo``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def train_mlp(
+    directory: Path,
+    *,
+    steps: int = 20,
+    chain: Sequence[Callable[[Any], Any]] = (),
+    keep_trace: bool = False,
+    blocks: int = 4,
+    width: int = 64,
+    batch_size: int = 32,
+    record_shapes: bool = True,
+    profile_memory: bool = False,
+    seed: int = 0,
+) -> tuple[list[Path], Any]:
+    """Train a ``blocks``-block MLP (Linear, LayerNorm, ReLU) with Adam for ``steps`` profiled
+    steps on the CPU (after two unprofiled ones), reading batches from a ``paddle.io.DataLoader``,
+    saving one perfkit run under ``directory``. Returns (run folders, handler).
+    """
+    import numpy as np
+    import paddle
+    import paddle.profiler as profiler
+
+    from perfkit_paddle.handler import on_trace_ready
+
+    paddle.seed(seed)
+    paddle.set_device("cpu")
+    layers: list[paddle.nn.Layer] = []
+    for _ in range(blocks):
+        layers += [paddle.nn.Linear(width, width), paddle.nn.LayerNorm(width), paddle.nn.ReLU()]
+    model = paddle.nn.Sequential(*layers, paddle.nn.Linear(width, 10))
+    optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
+    total = steps + 2
+    rng = np.random.default_rng(seed)
+    inputs = rng.standard_normal((total * batch_size, width)).astype("float32")
+    labels = rng.integers(0, 10, (total * batch_size, 1)).astype("int64")
+    dataset = paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(labels)])
+    loader = paddle.io.DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
+    handler = on_trace_ready(
+        directory, worker_name="paddle_mlp", chain=chain, keep_trace=keep_trace
+    )
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU],
+        scheduler=(2, 2 + steps),
+        on_trace_ready=handler,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+    )
+    prof.start()
+    for x, y in loader:
+        with profiler.RecordEvent("forward_and_loss"):
+            loss = paddle.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+        prof.step(num_samples=batch_size)
+    prof.stop()
+    return handler.runs, handler

@@ -1,0 +1,308 @@
+"""Convert Paddle's ``ProfilerResult`` (``prof.profiler_result``) straight into a perfkit ``Run``.
+
+``get_data()`` gives one root ``HostPythonNode`` per thread; host nodes hold ``children_node``,
+``runtime_node`` (runtime calls, themselves host nodes holding the ``device_node`` they
+launched), ``device_node`` and ``mem_node``. One iterative walk collects every node into
+columns; no JSON is written or read. paddle is never imported here: the nodes come from the
+caller.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from perfkit_paddle.kinds import classify, parse_place, step_number
+
+if TYPE_CHECKING:
+    from perfkit_core.run import Run
+
+
+class _Columns:
+    """Lists filled by the walk, one entry per event."""
+
+    def __init__(self) -> None:
+        self.type: list[str] = []
+        self.name: list[str] = []
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.pid: list[int] = []
+        self.tid: list[int] = []
+        self.stream: list[int] = []
+        self.device_index: list[int] = []
+        self.device_type: list[str] = []
+        self.correlation: list[int] = []
+        self.shapes: list[str] = []
+        self.dtypes: list[str] = []
+        self.stack: list[str] = []
+        self.nbytes: list[float] = []
+        self.allocated: list[float] = []
+        self.reserved: list[float] = []
+        self.grid: list[str] = []
+        self.block: list[str] = []
+        self.registers: list[float] = []
+        self.shared_memory: list[float] = []
+        self.occupancy: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+_NAN = float("nan")
+
+
+def _text(value: Any) -> str:
+    if not value:
+        return ""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    return str(value)
+
+
+def _type_name(value: Any, cache: dict[Any, str]) -> str:
+    name = cache.get(value)
+    if name is None:
+        name = getattr(value, "name", None) or str(value).rsplit(".", 1)[-1]
+        cache[value] = name
+    return name
+
+
+def walk(trees: dict[Any, Any]) -> _Columns:
+    """Collect every node of ``trees`` (``ProfilerResult.get_data()``) into columns."""
+    cols = _Columns()
+    types: dict[Any, str] = {}
+    c = cols
+    for root in trees.values():
+        # The root of each thread is a placeholder spanning all time; its children are real.
+        stack = list(root.children_node)
+        for m in root.mem_node:
+            _add_memory(c, m, types)
+        while stack:
+            node = stack.pop()
+            _add_host(c, node, types)
+            stack.extend(node.children_node)
+            for rt in node.runtime_node:
+                _add_host(c, rt, types)
+                for dev in rt.device_node:
+                    _add_device(c, dev, types, rt)
+            for dev in node.device_node:
+                _add_device(c, dev, types, node)
+            for m in node.mem_node:
+                _add_memory(c, m, types)
+    return cols
+
+
+def _add_host(c: _Columns, node: Any, types: dict[Any, str]) -> None:
+    c.type.append(_type_name(node.type, types))
+    c.name.append(node.name)
+    c.start.append(node.start_ns)
+    c.end.append(node.end_ns)
+    c.pid.append(node.process_id)
+    c.tid.append(node.thread_id)
+    c.stream.append(-1)
+    c.device_index.append(-1)
+    c.device_type.append("cpu")
+    c.correlation.append(node.correlation_id if node.correlation_id else -1)
+    c.shapes.append(_text(node.input_shapes))
+    c.dtypes.append(_text(node.dtypes))
+    c.stack.append(node.callstack or "")
+    c.nbytes.append(_NAN)
+    c.allocated.append(_NAN)
+    c.reserved.append(_NAN)
+    c.grid.append("")
+    c.block.append("")
+    c.registers.append(_NAN)
+    c.shared_memory.append(_NAN)
+    c.occupancy.append(_NAN)
+
+
+def _add_device(c: _Columns, dev: Any, types: dict[Any, str], launcher: Any) -> None:
+    type_name = _type_name(dev.type, types)
+    c.type.append(type_name)
+    c.name.append(dev.name)
+    c.start.append(dev.start_ns)
+    c.end.append(dev.end_ns)
+    c.pid.append(launcher.process_id)
+    c.tid.append(-1)
+    c.stream.append(dev.stream_id)
+    c.device_index.append(dev.device_id)
+    c.device_type.append("gpu")
+    c.correlation.append(dev.correlation_id)
+    c.shapes.append("")
+    c.dtypes.append("")
+    c.stack.append("")
+    c.nbytes.append(float(dev.num_bytes) if type_name in ("Memcpy", "Memset") else _NAN)
+    c.allocated.append(_NAN)
+    c.reserved.append(_NAN)
+    if type_name == "Kernel":
+        c.grid.append(f"{dev.grid_x},{dev.grid_y},{dev.grid_z}")
+        c.block.append(f"{dev.block_x},{dev.block_y},{dev.block_z}")
+        c.registers.append(float(dev.registers_per_thread))
+        c.shared_memory.append(float(dev.shared_memory))
+        c.occupancy.append(float(dev.occupancy) * 100.0)
+    else:
+        c.grid.append("")
+        c.block.append("")
+        c.registers.append(_NAN)
+        c.shared_memory.append(_NAN)
+        c.occupancy.append(_NAN)
+
+
+def _add_memory(c: _Columns, m: Any, types: dict[Any, str]) -> None:
+    device_type, device_index = parse_place(str(m.place))
+    c.type.append(_type_name(m.type, types))
+    c.name.append("[memory]")
+    c.start.append(m.timestamp_ns)
+    c.end.append(m.timestamp_ns)
+    c.pid.append(m.process_id)
+    c.tid.append(m.thread_id)
+    c.stream.append(-1)
+    c.device_index.append(device_index)
+    c.device_type.append(device_type)
+    c.correlation.append(-1)
+    c.shapes.append("")
+    c.dtypes.append("")
+    c.stack.append("")
+    c.nbytes.append(float(m.increase_bytes))
+    c.allocated.append(float(m.current_allocated))
+    c.reserved.append(float(m.current_reserved))
+    c.grid.append("")
+    c.block.append("")
+    c.registers.append(_NAN)
+    c.shared_memory.append(_NAN)
+    c.occupancy.append(_NAN)
+
+
+def columns_to_events(cols: _Columns | Any, *, rank: int = 0) -> dict[str, Any]:
+    """Turn collected columns into event-table columns (kinds, categoricals, arrays)."""
+    import pandas as pd
+
+    n = len(cols.name)
+    type_codes, type_uniques = pd.factorize(np.asarray(cols.type, dtype=object))
+    name_codes, name_uniques = pd.factorize(np.asarray(cols.name, dtype=object))
+    n_names = max(len(name_uniques), 1)
+    pair_uniques, pair_inverse = np.unique(
+        type_codes.astype(np.int64) * n_names + name_codes, return_inverse=True
+    )
+    pair_kinds = [
+        classify(str(type_uniques[p // n_names]), str(name_uniques[p % n_names]))
+        for p in pair_uniques.tolist()
+    ]
+    kinds = pd.Categorical.from_codes(*_dedupe(pair_inverse, pair_kinds))
+    steps = np.full(n, -1, dtype=np.int64)
+    is_step = np.asarray(kinds == "step")
+    if is_step.any():
+        numbers = {i: step_number(str(nm)) for i, nm in enumerate(name_uniques)}
+        steps[is_step] = [numbers[c] for c in name_codes[is_step].tolist()]
+    start = np.asarray(cols.start, dtype=np.int64)
+    end = np.asarray(cols.end, dtype=np.int64)
+    return {
+        "rank": np.full(n, rank, dtype=np.int32),
+        "kind": kinds,
+        "name": pd.Categorical.from_codes(name_codes, categories=[str(x) for x in name_uniques]),
+        "category": pd.Categorical.from_codes(
+            type_codes, categories=[str(x) for x in type_uniques]
+        ),
+        "framework": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=["paddle"]),
+        "start_ns": start,
+        "dur_ns": np.maximum(end - start, 0),
+        "device_type": pd.Categorical(cols.device_type),
+        "device_index": np.asarray(cols.device_index, dtype=np.int32),
+        "pid": np.asarray(cols.pid, dtype=np.int64),
+        "tid": np.asarray(cols.tid, dtype=np.int64),
+        "stream": np.asarray(cols.stream, dtype=np.int64),
+        "step": steps,
+        "correlation": np.asarray(cols.correlation, dtype=np.int64),
+        "input_shapes": pd.Categorical(cols.shapes),
+        "input_dtypes": pd.Categorical(cols.dtypes),
+        "stack": pd.Categorical(cols.stack),
+        "bytes": np.asarray(cols.nbytes, dtype=np.float64),
+        "allocated_bytes": np.asarray(cols.allocated, dtype=np.float64),
+        "reserved_bytes": np.asarray(cols.reserved, dtype=np.float64),
+        "grid": pd.Categorical(cols.grid),
+        "block": pd.Categorical(cols.block),
+        "registers": np.asarray(cols.registers, dtype=np.float64),
+        "shared_memory": np.asarray(cols.shared_memory, dtype=np.float64),
+        "occupancy_pct": np.asarray(cols.occupancy, dtype=np.float64),
+    }
+
+
+def _dedupe(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
+    uniq: dict[str, int] = {}
+    remap = np.array([uniq.setdefault(label, len(uniq)) for label in labels], dtype=np.int64)
+    return (remap[codes] if len(codes) else codes.astype(np.int64)), list(uniq)
+
+
+def extra_info_meta(extra_info: dict[str, str]) -> dict[str, Any]:
+    """Split Paddle's ``get_extra_info()`` into thread names and CPU utilization (fractions)."""
+    threads: dict[str, str] = {}
+    utilization: dict[str, float] = {}
+    for key, value in (extra_info or {}).items():
+        if key.isdigit():
+            threads[key] = value
+        elif "Utilization" in key:
+            try:
+                utilization[key.lower().replace(" ", "_")] = float(value)
+            except ValueError:
+                continue
+    return {"threads": threads, "cpu_utilization": utilization}
+
+
+def run_from_result(
+    result: Any,
+    *,
+    source: str | None = None,
+    extra_meta: dict[str, Any] | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+) -> Run:
+    """Return the ``Run`` held by a Paddle ``ProfilerResult`` (``prof.profiler_result``).
+
+    Raises ``ValueError`` when the result holds no events.
+    """
+    from perfkit_core.builder import finish_events, make_run
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        cols = walk(result.get_data())
+        n = len(cols)
+        if n == 0:
+            raise ValueError("the profile holds no events")
+        if "ProfileStep" not in cols.type:
+            raise ValueError("no ProfileStep events: the profiler recorded no step (call prof.step() in the training loop)")
+        events = finish_events(columns_to_events(cols, rank=rank), n)
+    finally:
+        if was_enabled:
+            gc.enable()
+    info = extra_info_meta(_call(result, "get_extra_info") or {})
+    meta: dict[str, Any] = {
+        "framework": "paddle",
+        "framework_version": None,
+        "host": None,
+        "devices": [],
+        "rank": rank,
+        "world_size": world_size,
+        "source": source,
+        "accounting": {"events_in_profile": n, "rows": n},
+        "threads": info["threads"],
+        "extra": {
+            "cpu_utilization": info["cpu_utilization"],
+            "span_index": _call(result, "get_span_index"),
+            "profiler_result_version": _call(result, "get_version"),
+        },
+    }
+    if extra_meta:
+        extra = dict(extra_meta)
+        meta["extra"].update(extra.pop("extra", None) or {})
+        meta.update(extra)
+    return make_run(events, meta)
+
+
+def _call(obj: Any, method: str) -> Any:
+    try:
+        return getattr(obj, method)()
+    except Exception:
+        return None
