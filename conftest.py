@@ -56,3 +56,12 @@ def torch_profile(tmp_path_factory: pytest.TempPathFactory):
     from tests.torch_profiles import record
 
     return record(tmp_path_factory.mktemp("torch_profile"), profile_memory=True)
+
+
+@pytest.fixture(scope="session")
+def paddle_profile(tmp_path_factory: pytest.TempPathFactory):
+    """A real paddle CPU profile of a small MLP (4 steps), with Paddle's own statistics of it."""
+    pytest.importorskip("paddle")
+    from tests.paddle_profiles import record
+
+    return record(tmp_path_factory.mktemp("paddle_profile"), profile_memory=True, keep_trace=True)

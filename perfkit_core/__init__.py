@@ -16,7 +16,7 @@ from perfkit_core.schema import COLUMNS, KINDS, SCHEMA_VERSION
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from perfkit_core.annotate import annotate
+    from perfkit_core.annotation import annotate
     from perfkit_core.loading import load
     from perfkit_core.plugins import get_plugin_manager
     from perfkit_core.run import Run
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 _LAZY = {
-    "annotate": ("perfkit_core.annotate", "annotate"),
+    "annotate": ("perfkit_core.annotation", "annotate"),
     "Run": ("perfkit_core.run", "Run"),
     "load": ("perfkit_core.loading", "load"),
     "get_plugin_manager": ("perfkit_core.plugins", "get_plugin_manager"),

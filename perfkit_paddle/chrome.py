@@ -140,6 +140,11 @@ def load_paddle_json(path: str | Path) -> Run:
             raise TraceError(
                 path, f"not a Paddle trace: no event has a Paddle event type (categories: {found})"
             )
+        if "ProfileStep" not in cols.type:
+            raise TraceError(
+                path,
+                "no ProfileStep events: the profiler recorded no step (call prof.step() in the training loop)",
+            )
         start = np.asarray(cols.start, dtype=np.int64)
         rel = np.asarray(rel_start, dtype=np.int64)
         has_rel = rel >= 0
@@ -299,7 +304,11 @@ def load_paddle_pb(path: str | Path) -> Run:
     except Exception as exc:
         raise TraceError(path, f"paddle could not read it: {type(exc).__name__}: {exc}") from None
     if result is None:
-        raise TraceError(path, "paddle could not read it as a profiler result")
+        raise TraceError(
+            path,
+            "paddle could not read it back as a profiler result (Paddle 3.x writes .pb exports of "
+            "dygraph runs that its own reader rejects); export with format='json' instead",
+        )
     try:
         return run_from_result(result, source=str(path))
     except ValueError as exc:

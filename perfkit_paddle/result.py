@@ -272,7 +272,9 @@ def run_from_result(
         if n == 0:
             raise ValueError("the profile holds no events")
         if "ProfileStep" not in cols.type:
-            raise ValueError("no ProfileStep events: the profiler recorded no step (call prof.step() in the training loop)")
+            raise ValueError(
+                "no ProfileStep events: the profiler recorded no step (call prof.step() in the training loop)"
+            )
         events = finish_events(columns_to_events(cols, rank=rank), n)
     finally:
         if was_enabled:

@@ -25,6 +25,7 @@ TESTED_BY = {
     "perfkit_register_views": "test_register_views_hook_adds_a_view",
     "perfkit_framework_info": "test_framework_info_hook",
     "perfkit_demo": "test_demo_hook_is_collected",
+    "perfkit_annotation": "test_annotation_hook_opens_every_span",
 }
 
 
@@ -273,3 +274,51 @@ def test_loading_a_trace_needs_no_framework(traces_dir):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) > 2000
+
+
+def test_annotation_hook_opens_every_span():
+    entered = []
+
+    class Span:
+        def __init__(self, tag, name):
+            self.tag, self.name = tag, name
+
+        def __enter__(self):
+            entered.append(("enter", self.tag, self.name))
+
+        def __exit__(self, *exc):
+            entered.append(("exit", self.tag, self.name))
+
+    class Two:
+        @hookimpl
+        def perfkit_annotation(self, name):
+            return Span("two", name)
+
+    class Absent:
+        @hookimpl
+        def perfkit_annotation(self, name):
+            return None
+
+    pm = plugins.get_plugin_manager()
+    two, absent = Two(), Absent()
+    pm.register(two, name="two")
+    pm.register(absent, name="absent")
+    try:
+
+        @perfkit_core.annotate("decorated")
+        def work():
+            entered.append(("body",))
+
+        work()
+        with perfkit_core.annotate("block"):
+            pass
+    finally:
+        pm.unregister(two)
+        pm.unregister(absent)
+    assert [e for e in entered if e[0] != "body" and e[1] == "two"] == [
+        ("enter", "two", "decorated"),
+        ("exit", "two", "decorated"),
+        ("enter", "two", "block"),
+        ("exit", "two", "block"),
+    ]
+    assert ("body",) in entered

@@ -1,0 +1,326 @@
+"""The Paddle adapter on real paddle CPU runs, checked against Paddle's own statistics."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import perfkit_core
+from perfkit_core import TraceError
+from perfkit_core.cli import main
+
+paddle = pytest.importorskip("paddle")
+
+
+def test_handler_saves_one_run_per_span(paddle_profile):
+    assert len(paddle_profile.runs) == 1
+    run = perfkit_core.load(paddle_profile.runs[0])
+    assert run.framework == "paddle"
+    assert run.meta["framework_version"] == paddle.__version__
+    assert run.meta["steps"] == [2, 3, 4, 5]
+    assert "MainThread" in run.meta["threads"].values()
+
+
+def test_operator_counts_and_totals_match_paddles_tree(paddle_profile):
+    ops = perfkit_core.load(paddle_profile.runs[0]).summary("operator").set_index("name")
+    tree = paddle_profile.tree_ops
+    assert set(ops.index) == set(tree)
+    for name, (count, total_ns) in tree.items():
+        assert ops.loc[name, "calls"] == count, name
+        assert ops.loc[name, "cpu_total_ns"] == pytest.approx(total_ns, rel=0.01), name
+
+
+def test_operator_view_matches_paddle_statistics(paddle_profile):
+    ops = perfkit_core.load(paddle_profile.runs[0]).summary("operator").set_index("name")
+    items = paddle_profile.statistic.event_summary.items
+    assert set(items) == set(ops.index)
+    for name, item in items.items():
+        assert ops.loc[name, "calls"] == item.call
+        assert ops.loc[name, "cpu_total_ns"] == pytest.approx(item.cpu_time, rel=0.01)
+        assert ops.loc[name, "cpu_max_ns"] == item.max_cpu_time
+        assert ops.loc[name, "cpu_min_ns"] == item.min_cpu_time
+
+
+def test_model_view_matches_paddle_statistics(paddle_profile):
+    model = perfkit_core.load(paddle_profile.runs[0]).summary("model").set_index("name")
+    theirs = paddle_profile.statistic.event_summary.model_perspective_items
+    mapping = {
+        "ProfileStep": "step",
+        "Dataloader": "dataloader",
+        "Forward": "forward",
+        "Backward": "backward",
+        "Optimization": "optimization",
+    }
+    for their_name, ours in mapping.items():
+        item = theirs[their_name]
+        assert model.loc[ours, "calls"] == item.call, ours
+        assert model.loc[ours, "cpu_total_ns"] == pytest.approx(item.cpu_time, rel=0.01), ours
+        assert model.loc[ours, "cpu_max_ns"] == item.max_cpu_time
+        assert model.loc[ours, "cpu_min_ns"] == item.min_cpu_time
+    step = theirs["ProfileStep"].cpu_time
+    phases = sum(theirs[k].cpu_time for k in ("Dataloader", "Forward", "Backward", "Optimization"))
+    assert model.loc["others", "cpu_total_ns"] == pytest.approx(step - phases, rel=0.01)
+    assert model["gpu_total_ns"].isna().all()  # a CPU run: not measured, not zero
+
+
+def _printed_rows(text: str, title: str) -> dict[str, tuple[str, list[float]]]:
+    """Rows of one table of Paddle's printed summary: name -> (calls, CPU figures)."""
+    block = text.split(title, 1)[1].split("Note:", 1)[0].split("\n\n\n", 1)[0]
+    rows = {}
+    for line in block.splitlines():
+        m = re.match(r"^\s*(\S.*?)\s{2,}(\d+|-)\s{2,}([-0-9./ ]+?)\s{2,}", line)
+        if m:
+            figures = [
+                float(x) if x.strip() not in ("-",) else np.nan for x in m.group(3).split("/")
+            ]
+            rows[m.group(1).strip()] = (m.group(2), figures)
+    return rows
+
+
+def test_model_and_user_views_agree_with_printed_summary(paddle_profile):
+    run = perfkit_core.load(paddle_profile.runs[0])
+    printed = _printed_rows(paddle_profile.summary_text, "Model Summary")
+    model = run.summary("model").set_index("name")
+    names = {
+        "ProfileStep": "step",
+        "Dataloader": "dataloader",
+        "Forward": "forward",
+        "Backward": "backward",
+        "Optimization": "optimization",
+        "Others": "others",
+    }
+    assert set(printed) == set(names)
+    for their_name, ours in names.items():
+        calls, figures = printed[their_name]
+        if calls != "-":
+            assert int(calls) == model.loc[ours, "calls"]
+        total_us, ratio = figures[0], figures[-1]
+        assert model.loc[ours, "cpu_total_ns"] / 1000 == pytest.approx(total_us, rel=0.01, abs=0.01)
+        assert model.loc[ours, "cpu_ratio_pct"] == pytest.approx(ratio, abs=0.01)
+    user_printed = _printed_rows(paddle_profile.summary_text, "UserDefined Summary")
+    user = run.summary("user").set_index("name")
+    assert set(user_printed) == set(user.index) == {"forward_and_loss"}
+    for name, (calls, figures) in user_printed.items():
+        assert int(calls) == user.loc[name, "calls"]
+        assert user.loc[name, "cpu_total_ns"] / 1000 == pytest.approx(
+            figures[0], rel=0.01, abs=0.01
+        )
+
+
+def test_nesting_matches_paddles_tree(paddle_profile):
+    run = perfkit_core.load(paddle_profile.runs[0])
+    ev = run.events
+    host = ev[(ev["stream"] < 0) & (ev["kind"] != "memory")]
+    names = ev["name"].astype(str).to_numpy()
+    mismatched = 0
+    for row in host.itertuples():
+        key = (row.tid, row.start_ns, row.start_ns + row.dur_ns, str(row.name))
+        expected = paddle_profile.tree_parents.get(key, "missing")
+        got = names[row.parent] if row.parent >= 0 else None
+        mismatched += expected != got
+    assert mismatched == 0
+
+
+def test_operator_inner_stages_hang_under_their_operator(paddle_profile):
+    ev = perfkit_core.load(paddle_profile.runs[0]).events
+    inner = ev[ev["kind"] == "operator_inner"]
+    assert len(inner) > 0
+    parents = inner["parent"].to_numpy()
+    parent_kind = ev["kind"].to_numpy()[parents]
+    under_op = parent_kind == "operator"
+    # Paddle itself records a few stages straight under a span (e.g. `full` inside `backward`).
+    assert under_op.mean() > 0.5
+    names = ev["name"].astype(str).to_numpy()
+    for child, parent in zip(
+        inner["name"].astype(str)[under_op], names[parents[under_op]], strict=True
+    ):
+        assert child.split(" ")[0].rstrip("_") in parent or parent.startswith("Global_"), (
+            child,
+            parent,
+        )
+
+
+def test_json_and_pb_exports_load_to_the_same_tables(paddle_profile, tmp_path):
+    run_dir = paddle_profile.runs[0]
+    direct = perfkit_core.load(run_dir)
+    from_json = perfkit_core.load(run_dir / "trace.paddle_trace.json")
+    assert from_json.meta["accounting"]["rows"] == len(direct.events)
+    for view in ("operator", "user", "model"):
+        a = direct.summary(view).set_index("name").sort_index()
+        b = from_json.summary(view).set_index("name").sort_index()
+        assert (a["calls"] == b["calls"]).all(), view
+        np.testing.assert_allclose(
+            a["cpu_total_ns"], b["cpu_total_ns"], rtol=1e-6, atol=1, err_msg=view
+        )
+    acc = from_json.meta["accounting"]
+    assert (
+        acc["rows"] + acc["flow_events"] + acc["metadata_events"] + acc["empty_events"]
+        == acc["events_in_file"]
+    )
+
+
+def test_pb_export_loads(tmp_path):
+    from tests.paddle_profiles import record
+
+    pb = tmp_path / "span.paddle_trace.pb"
+
+    def export_pb(prof):
+        prof.export(str(pb), format="pb")
+
+    prof = record(tmp_path / "runs", steps=2, blocks=1, chain=[export_pb])
+    try:
+        from_pb = perfkit_core.load(pb)
+    except TraceError as exc:
+        # Paddle 3.3 writes dygraph kernel-launch events its own .pb reader rejects; perfkit
+        # must then say so in one line naming the file.
+        assert str(pb) in str(exc) and "format='json'" in str(exc)
+        return
+    direct = perfkit_core.load(prof.runs[0])
+    assert len(from_pb.events) == len(direct.events)
+    assert from_pb.summary("operator")["calls"].sum() == direct.summary("operator")["calls"].sum()
+
+
+def test_handler_chains_with_export_chrome_tracing(tmp_path):
+    from paddle.profiler import export_chrome_tracing
+
+    from tests.paddle_profiles import record
+
+    prof = record(
+        tmp_path / "runs",
+        steps=2,
+        blocks=1,
+        chain=[export_chrome_tracing(str(tmp_path / "native"))],
+    )
+    exported = list((tmp_path / "native").glob("*.json"))
+    assert len(prof.runs) == 1 and len(exported) == 1
+    assert (
+        perfkit_core.load(exported[0]).summary("operator")["calls"].sum()
+        == perfkit_core.load(prof.runs[0]).summary("operator")["calls"].sum()
+    )
+
+
+def test_handler_never_raises_and_keeps_paddles_export(tmp_path, monkeypatch):
+    import perfkit_paddle.result as result_mod
+    from tests.paddle_profiles import record
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("conversion exploded")
+
+    monkeypatch.setattr(result_mod, "run_from_result", broken)
+    from perfkit_paddle.demo import train_mlp
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs, handler = train_mlp(tmp_path, steps=2, blocks=1, width=16)
+    assert runs == []
+    ((kept, reason),) = handler.failures
+    assert kept.name == "trace.paddle_trace.json" and kept.is_file()
+    assert "conversion exploded" in reason
+    ours = [w for w in caught if "perfkit" in str(w.message)]
+    assert len(ours) == 1 and str(kept) in str(ours[0].message)
+    assert perfkit_core.load(kept).framework == "paddle"  # nothing recorded is lost
+    del record
+
+
+BAD = {
+    "truncated.paddle_trace.json": (
+        b'{"schemaVersion": "1.0.2", "traceEvents": [ {"name": "ProfileStep#1[1 ms]", "ph": "X"',
+        "truncated",
+    ),
+    "foreign.paddle_trace.json": (
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::add",
+                        "ts": 1,
+                        "dur": 1,
+                        "pid": 1,
+                        "tid": 1,
+                    }
+                ]
+            }
+        ).encode(),
+        "not a Paddle trace",
+    ),
+    "nosteps.paddle_trace.json": (
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "Operator",
+                        "name": "add dygraph[1.000 us]",
+                        "ts": 1,
+                        "dur": 1,
+                        "pid": 1,
+                        "tid": "1(C++)",
+                    },
+                    {},
+                ]
+            }
+        ).encode(),
+        "no ProfileStep",
+    ),
+    "empty.paddle_trace.json": (b"", "empty"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_paddle_files(tmp_path, name, capsys):
+    data, reason = BAD[name]
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(TraceError, match=re.escape(reason)) as info:
+        perfkit_core.load(path)
+    assert str(path) in str(info.value)
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err
+
+
+def test_pb_without_paddle_is_a_clear_error(tmp_path, monkeypatch):
+    import perfkit_paddle.chrome as chrome
+
+    monkeypatch.setattr(chrome, "paddle_available", lambda: False)
+    path = tmp_path / "x.paddle_trace.pb"
+    path.write_bytes(b"\x08\x01")
+    with pytest.raises(TraceError, match="needs paddle"):
+        perfkit_core.load(path)
+
+
+def test_every_tracer_event_type_is_mapped():
+    from paddle.profiler import TracerEventType
+
+    from perfkit_paddle.kinds import TYPE_KINDS, classify
+
+    for member in TracerEventType.__members__:
+        assert member in TYPE_KINDS, member
+    assert classify("SomeFutureType", "x") == "other"
+    assert classify("Kernel", "ncclKernel_AllReduce") == "communication"
+    assert classify("Free", "[memory]") == "memory"
+
+
+def test_annotate_records_a_paddle_span(tmp_path):
+    import paddle.profiler as profiler
+
+    from perfkit_paddle.handler import on_trace_ready
+
+    handler = on_trace_ready(tmp_path)
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU], scheduler=(0, 2), on_trace_ready=handler
+    )
+    prof.start()
+    for _ in range(2):
+        with perfkit_core.annotate("shared_block"):
+            paddle.randn([4, 4]).sum()
+        prof.step()
+    prof.stop()
+    user = perfkit_core.load(handler.runs[0]).summary("user").set_index("name")
+    assert user.loc["shared_block", "calls"] == 2
