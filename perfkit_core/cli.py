@@ -13,7 +13,7 @@ import click
 from perfkit_core.errors import TraceError, UnknownViewError
 from perfkit_core.views import SORT_KEYS
 
-DEFAULT_VIEWS = "operator,user"
+DEFAULT_VIEWS = "model,operator,user"
 
 
 def _jsonable(value: Any) -> Any:

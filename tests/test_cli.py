@@ -13,7 +13,9 @@ from perfkit_core.cli import main
 
 def test_report_prints_aligned_tables(capsys):
     path = shared_trace("resnet_nw4")
-    assert main(["report", str(path), "--top", "5", "--time-unit", "us"]) == 0
+    assert (
+        main(["report", str(path), "--top", "5", "--time-unit", "us", "--views", "operator"]) == 0
+    )
     out = capsys.readouterr().out
     assert "Operator Summary" in out and "Time unit: us" in out
     lines = out.splitlines()
@@ -94,3 +96,24 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
 
     if importlib.util.find_spec("paddle") is not None:
         assert frameworks["paddle"].meta["steps"] == [2, 3, 4]
+
+
+def test_report_model_view_numbers(capsys):
+    path = shared_trace("resnet_nw0")
+    assert main(["report", str(path), "--views", "model", "--format", "json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["views"]["model"]}
+    run = perfkit_core.load(path)
+    ev = run.events
+    steps = ev[ev["kind"] == "step"]
+    loaders = ev[ev["kind"] == "dataloader"]
+    assert rows["step"]["cpu_total_ns"] == int(steps["dur_ns"].sum())
+    assert rows["dataloader"]["cpu_total_ns"] == int(loaders["dur_ns"].sum())
+    assert rows["dataloader"]["calls"] == len(loaders) == 6
+    share = 100 * loaders["dur_ns"].sum() / steps["dur_ns"].sum()
+    assert rows["dataloader"]["cpu_ratio_pct"] == pytest.approx(share)
+    assert 30 < share < 50  # single-process DataLoader: a large share of each step
+    parts = sum(
+        rows[k]["cpu_total_ns"]
+        for k in ("dataloader", "forward", "backward", "optimization", "others")
+    )
+    assert parts == rows["step"]["cpu_total_ns"]

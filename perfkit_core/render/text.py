@@ -94,7 +94,11 @@ def format_table(
     return "\n".join(out)
 
 
-VIEW_TITLES = {"operator": "Operator Summary", "user": "UserDefined Summary"}
+VIEW_TITLES = {
+    "model": "Model Summary",
+    "operator": "Operator Summary",
+    "user": "UserDefined Summary",
+}
 
 
 def run_header(run: Run) -> str:
@@ -120,7 +124,7 @@ def _has_device_events(run: Run) -> bool:
 
 def render_report(
     run: Run,
-    views: Iterable[str] = ("operator", "user"),
+    views: Iterable[str] = ("model", "operator", "user"),
     *,
     time_unit: str = "ms",
     top: int | None = 30,
@@ -131,7 +135,7 @@ def render_report(
     for view in views:
         frame = run.summary(view, **(options or {}).get(view, {}))
         shown = frame.head(top) if top else frame
-        notes = []
+        notes = [str(frame.attrs["note"])] if frame.attrs.get("note") else []
         if top and len(frame) > top:
             notes.append(f"Top {len(shown)} of {len(frame)} rows")
         gpu_cols = [c for c in shown.columns if c.startswith("gpu_")]
