@@ -247,6 +247,42 @@ def perfkit_register_views(
         model_view,
         "step time by training phase: dataloader, forward, backward, optimization, others",
     )
+    from perfkit_core import summaries
+
+    register(
+        "overview",
+        summaries.overview_view,
+        "time per event kind, overlaps merged, host and device side",
+    )
+    register(
+        "device",
+        summaries.device_view,
+        "CPU utilization where recorded, and each GPU's busy share of the steps",
+    )
+    register(
+        "kernel", summaries.kernel_view, "calls, time, launch shape and occupancy per GPU kernel"
+    )
+    register(
+        "memcpy",
+        summaries.memcpy_view,
+        "device copies and sets by direction, host memory and sync: time, bytes, GB/s",
+    )
+    register(
+        "memory",
+        summaries.memory_view,
+        "allocations and frees per op (by='device': peaks per device)",
+    )
+    register(
+        "distributed", summaries.distributed_view, "communication, computation and their overlap"
+    )
+    register(
+        "steps", summaries.steps_view, "one row per step: duration, data loading, device busy time"
+    )
+    register(
+        "benchmark",
+        summaries.benchmark_view,
+        "reader_cost, batch_cost and ips per step, warm-up left out",
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ def _label(column: str, unit: str) -> str:
         base, suffix = column[:-3], f" ({unit})"
     elif column.endswith("_pct"):
         base, suffix = column[:-4], " (%)"
+    if base == "gb_per_s":
+        return "GB/s"
     words = base.split("_")
     words = [w.upper() if w in ("cpu", "gpu", "ips") else w for w in words]
     text = " ".join(words)
@@ -85,7 +87,9 @@ def format_table(
     rule = "  ".join("-" * w for w in widths)
     total = max(len(rule), TABLE_WIDTH_MIN)
     banner = f" {title} ".center(total, "-")
-    out = [banner, f"Time unit: {time_unit}"]
+    out = [banner]
+    if any(c.endswith("_ns") for c in columns):
+        out.append(f"Time unit: {time_unit}")
     if note:
         out.append(note)
     out += [rule, line(headers), rule]

@@ -1,0 +1,314 @@
+"""Every summary view recomputed another way, on the real GPU traces and real CPU runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+import perfkit_core
+from conftest import GPU_TRACES, shared_trace
+from perfkit_core.summaries import intersect_length, merge_intervals
+
+VIEWS = (
+    "model",
+    "overview",
+    "device",
+    "operator",
+    "user",
+    "kernel",
+    "memcpy",
+    "memory",
+    "distributed",
+    "steps",
+    "benchmark",
+)
+
+
+def raw(key):
+    with gzip.open(shared_trace(key)) as fh:
+        return json.load(fh)["traceEvents"]
+
+
+@pytest.fixture(scope="module", params=sorted(GPU_TRACES))
+def gpu_run(request):
+    return request.param, perfkit_core.load(shared_trace(request.param))
+
+
+def test_kernel_view_equals_raw_kernel_events(gpu_run):
+    key, run = gpu_run
+    calls, total = Counter(), Counter()
+    for e in raw(key):
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel"):
+            calls[e["name"]] += 1
+            total[e["name"]] += round(e["dur"] * 1000)
+    kernels = run.summary("kernel").set_index("name")
+    assert dict(kernels["calls"]) == dict(calls)
+    assert {k: int(v) for k, v in kernels["gpu_total_ns"].items()} == dict(total)
+    assert kernels["gpu_ratio_pct"].sum() == pytest.approx(100.0)
+    assert ((kernels["gpu_ratio_pct"] >= 0) & (kernels["gpu_ratio_pct"] <= 100)).all()
+
+
+def test_memcpy_view_counts_raw_copies(gpu_run):
+    key, run = gpu_run
+    events = [
+        e
+        for e in raw(key)
+        if e.get("ph") == "X" and e.get("cat") in ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
+    ]
+    view = run.summary("memcpy")
+    assert view["calls"].sum() == len(events)
+    assert view["gpu_total_ns"].sum() == sum(round(e["dur"] * 1000) for e in events)
+    assert view["bytes"].sum() == sum(e["args"].get("bytes", 0) for e in events)
+    by_dir = view.groupby("direction")["calls"].sum().to_dict()
+    raw_dir = Counter(
+        (
+            "HtoD"
+            if "HtoD" in e["name"]
+            else "DtoH"
+            if "DtoH" in e["name"]
+            else "DtoD"
+            if "DtoD" in e["name"]
+            else ""
+        )
+        for e in events
+    )
+    assert {k: v for k, v in by_dir.items()} == {k: v for k, v in raw_dir.items()}
+
+
+def test_overview_merged_times_stay_within_wall_time(gpu_run):
+    _, run = gpu_run
+    view = run.summary("overview").set_index("name")
+    step_total = view.loc["step", "cpu_time_ns"]
+    ev = run.events
+    steps = ev[ev["kind"] == "step"]
+    assert step_total == int(steps["dur_ns"].sum())  # steps do not overlap
+    for name, row in view.iterrows():
+        for col in ("cpu_ratio_pct", "gpu_ratio_pct"):
+            if not math.isnan(row[col]):
+                assert 0 <= row[col] <= 100, (name, col)
+        for col in ("cpu_time_ns", "gpu_time_ns"):
+            if not math.isnan(row[col]):
+                assert row[col] <= step_total
+                if name != "step":
+                    kind_rows = ev[ev["kind"] == name]
+                    assert row[col] <= kind_rows["dur_ns"].sum()
+
+
+def test_device_view_is_merged_device_time(gpu_run):
+    _, run = gpu_run
+    view = run.summary("device")
+    ev = run.events
+    dev = ev[(ev["stream"] >= 0) & ev["kind"].isin(["kernel", "communication", "memcpy", "memset"])]
+    steps = ev[ev["kind"] == "step"]
+    window = merge_intervals(
+        steps["start_ns"].to_numpy(), (steps["start_ns"] + steps["dur_ns"]).to_numpy()
+    )
+    busy = merge_intervals(dev["start_ns"].to_numpy(), (dev["start_ns"] + dev["dur_ns"]).to_numpy())
+    expected = intersect_length(busy, window)
+    gpu = view[view["name"].str.startswith("GPU")]
+    assert len(gpu) == 1
+    assert int(gpu["busy_ns"].iloc[0]) == expected
+    assert 0 < gpu["utilization_pct"].iloc[0] <= 100
+
+
+def test_model_view_dataloader_equals_dataloader_spans(gpu_run):
+    _, run = gpu_run
+    model = run.summary("model").set_index("name")
+    ev = run.events
+    spans = ev[ev["kind"] == "dataloader"]
+    assert model.loc["dataloader", "calls"] == len(spans)
+    assert model.loc["dataloader", "cpu_total_ns"] == spans["dur_ns"].sum()
+    parts = model.loc[
+        ["dataloader", "forward", "backward", "optimization", "others"], "cpu_total_ns"
+    ].sum()
+    assert parts == model.loc["step", "cpu_total_ns"]
+    assert ((model["cpu_ratio_pct"].dropna() >= 0) & (model["cpu_ratio_pct"].dropna() <= 100)).all()
+
+
+def test_distributed_view_on_nccl_jobs():
+    run = perfkit_core.load(shared_trace("a100_rank3"))
+    view = run.summary("distributed").set_index("name")
+    ev = run.events
+    comm = ev[(ev["kind"] == "communication") & (ev["stream"] >= 0)]
+    assert len(comm) > 0
+    assert view.loc["communication", "time_ns"] <= comm["dur_ns"].sum()
+    assert view.loc["overlap", "time_ns"] <= min(
+        view.loc["communication", "time_ns"], view.loc["computation", "time_ns"]
+    )
+    assert ((view["ratio_pct"] >= 0) & (view["ratio_pct"] <= 100)).all()
+
+
+def test_steps_and_benchmark_views():
+    run = perfkit_core.load(shared_trace("resnet_nw0"))
+    steps = run.summary("steps")
+    ev = run.events
+    spans = ev[ev["kind"] == "step"].sort_values("start_ns")
+    assert steps["dur_ns"].tolist() == spans["dur_ns"].tolist()
+    loaders = ev[ev["kind"] == "dataloader"].groupby("step")["dur_ns"].sum()
+    assert steps.set_index("step")["dataloader_ns"].to_dict() == loaders.to_dict()
+    bench = run.summary("benchmark").set_index("name")
+    kept = spans["dur_ns"].to_numpy()[1:] / 1e9  # 6 steps: the first is warm-up
+    assert bench.loc["batch_cost", "avg"] == pytest.approx(kept.mean())
+    assert bench.loc["batch_cost", "max"] == pytest.approx(kept.max())
+    assert bench.loc["ips", "avg"] == pytest.approx(len(kept) / kept.sum())
+    assert "5 of 6 steps" in bench.attrs["note"]
+    with_batch = run.summary("benchmark", batch_size=32).set_index("name")
+    assert with_batch.loc["ips_samples", "avg"] == pytest.approx(32 * len(kept) / kept.sum())
+
+
+def test_memory_view_recomputes_from_raw_memory_events():
+    key = "resnet_nw0"
+    events = [e for e in raw(key) if e.get("name") == "[memory]"]
+    run = perfkit_core.load(shared_trace(key))
+    by_device = run.summary("memory", by="device").set_index("name")
+    allocs = defaultdict(int)
+    peak = defaultdict(int)
+    for e in events:
+        a = e["args"]
+        dev = "cpu" if a["Device Type"] == 0 else f"gpu:{a['Device Id']}"
+        if a["Bytes"] > 0:
+            allocs[dev] += a["Bytes"]
+        if "Total Allocated" in a:
+            peak[dev] = max(peak[dev], a["Total Allocated"])
+    assert {k: int(v) for k, v in by_device["allocated_bytes"].items()} == dict(allocs)
+    by_op = run.summary("memory")
+    assert by_op["allocated_bytes"].sum() == sum(allocs.values())
+    assert by_op["allocations"].sum() == sum(1 for e in events if e["args"]["Bytes"] > 0)
+
+
+def test_cpu_runs_say_gpu_was_not_measured(torch_profile, paddle_profile):
+    for run in (
+        perfkit_core.load(torch_profile.runs[0]),
+        perfkit_core.load(paddle_profile.runs[0]),
+    ):
+        assert run.summary("kernel").empty and "no kernels" in run.summary("kernel").attrs["note"]
+        assert run.summary("memcpy").empty
+        over = run.summary("overview")
+        assert over["gpu_time_ns"].isna().all()
+        assert run.summary("model")["gpu_total_ns"].isna().all()
+        assert run.summary("memory")["allocations"].sum() > 0  # both recorded memory
+
+
+def test_trace_without_steps_counts_the_whole_span(tmp_path):
+    path = tmp_path / "nosteps.json"
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::mm",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 0,
+                        "dur": 10,
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::add",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 20,
+                        "dur": 5,
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::add",
+                        "pid": 1,
+                        "tid": 2,
+                        "ts": 22,
+                        "dur": 5,
+                    },
+                ]
+            }
+        )
+    )
+    run = perfkit_core.load(path)
+    for view in VIEWS:
+        frame = run.summary(view)  # never a crash
+        assert frame is not None
+    model = run.summary("model").set_index("name")
+    assert model.loc["step", "cpu_total_ns"] == 27_000
+    assert "no steps" in run.summary("model").attrs["note"]
+    over = run.summary("overview").set_index("name")
+    assert over.loc["operator", "cpu_time_ns"] == 10_000 + 7_000  # two threads overlap 20-27 us
+
+
+def test_overlapping_same_thread_events_and_clock_skew(tmp_path):
+    path = tmp_path / "odd.json"
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "b",
+            "pid": 1,
+            "tid": 1,
+            "ts": 30,
+            "dur": 30,
+        },  # overlaps a, not nested
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 35,
+            "dur": 2,
+            "args": {"correlation": 7},
+        },
+        # device clock behind the host's: the kernel "starts" before its launch
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 5,
+            "dur": 4,
+            "args": {"correlation": 7, "device": 0, "stream": 7},
+        },
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    run = perfkit_core.load(path)
+    for view in VIEWS:
+        run.summary(view)
+    ev = run.events.set_index(run.events["name"].astype(str))
+    assert ev.loc["k", "step"] == 1  # the step of its launch, not of its skewed start
+    ops = run.summary("operator").set_index("name")
+    assert (ops["cpu_self_ns"] >= 0).all()
+    assert ops.loc["b", "gpu_total_ns"] == 4000
+
+
+def test_views_agree_between_saved_and_loaded_runs(tmp_path):
+    run = perfkit_core.load(shared_trace("v100_rank1"))
+    back = perfkit_core.load(run.save(tmp_path / "r"))
+    for view in VIEWS:
+        a, b = run.summary(view), back.summary(view)
+        assert a.equals(b), view
+
+
+def test_interval_helpers():
+    s, e = merge_intervals(np.array([5, 0, 20, 8]), np.array([10, 6, 30, 9]))
+    assert s.tolist() == [0, 20] and e.tolist() == [10, 30]
+    assert (
+        intersect_length((np.array([0]), np.array([10])), (np.array([5, 8]), np.array([6, 20])))
+        == 3
+    )
