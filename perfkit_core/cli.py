@@ -56,6 +56,12 @@ def cli() -> None:
 )
 @click.option("--group-by-input-shape", is_flag=True, help="One row per operator and input shapes.")
 @click.option(
+    "--op-detail", is_flag=True, help="Show each operator's inner stages and kernels under it."
+)
+@click.option(
+    "--by-thread", is_flag=True, help="One row per operator and thread instead of threads merged."
+)
+@click.option(
     "--group-by-stack-n",
     type=int,
     default=0,
@@ -78,6 +84,8 @@ def report(
     sort_by: str,
     rank: int | None,
     group_by_input_shape: bool,
+    op_detail: bool,
+    by_thread: bool,
     group_by_stack_n: int,
     fmt: str,
     output: Path | None,
@@ -96,8 +104,13 @@ def report(
         "rank": rank,
         "group_by_input_shape": group_by_input_shape,
         "group_by_stack_n": group_by_stack_n,
+        "by_thread": by_thread,
     }
-    options = {name: table_options for name in names if name in ("operator", "user")}
+    options: dict[str, dict[str, Any]] = {
+        name: dict(table_options) for name in names if name in ("operator", "user")
+    }
+    if "operator" in options:
+        options["operator"]["op_detail"] = op_detail
     if fmt == "json":
         payload = {
             "meta": run.meta,

@@ -115,19 +115,23 @@ def _frame(rows: list[dict[str, Any]], columns: list[str], note: str | None = No
 # overview
 
 
-def overview_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
+def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.DataFrame:
     """Time per event kind with overlaps merged, host side and device side, within the steps.
 
-    Rows: ``step`` then every kind present. ``cpu_time_ns`` is the union of the kind's host
+    Rows: ``step`` then every kind present (``by="category"``: every native category, such as
+    Paddle's TracerEventType names, as Paddle's Overview Summary lists them). ``cpu_time_ns`` is the union of the kind's host
     intervals over all threads, ``gpu_time_ns`` the union of its device intervals over all
     streams and devices, both clipped to the step intervals; ratios are shares of the merged step
     time. Kinds overlap (an operator holds its runtime calls), so ratios do not add up to 100.
     """
+    if by not in ("kind", "category"):
+        raise ValueError(f"by must be 'kind' or 'category', not {by!r}")
     ev = run.events
     window, has_steps = step_window(run, rank)
     total = _length(window)
     sel = np.ones(len(ev), dtype=bool) if rank is None else ev["rank"].to_numpy() == rank
     kind = ev["kind"].to_numpy()
+    groups = kind if by == "kind" else ev["category"].astype(str).to_numpy()
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     device = ev["stream"].to_numpy() >= 0
@@ -144,10 +148,13 @@ def overview_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     ]
     from perfkit_core.schema import KIND_ORDER
 
-    for k in KIND_ORDER:
-        if k in ("step", "memory"):
-            continue
-        mask = sel & (kind == k)
+    if by == "kind":
+        names = [k for k in KIND_ORDER if k not in ("step", "memory")]
+    else:
+        skip = set(np.unique(groups[np.isin(kind, ["step", "memory"])]).tolist())
+        names = sorted(set(np.unique(groups[sel]).tolist()) - skip)
+    for k in names:
+        mask = sel & (groups == k)
         if not mask.any():
             continue
         host_rows = mask & ~device

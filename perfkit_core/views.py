@@ -136,10 +136,11 @@ def host_event_table(
     group_by_input_shape: bool = False,
     group_by_stack_n: int = 0,
     rank: int | None = None,
+    by_thread: bool = False,
     sort_by: str = "cpu_total",
     top: int | None = None,
 ) -> pd.DataFrame:
-    """Return one row per name (and shape / stack when asked) of host events of ``kinds``.
+    """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``.
 
     Columns: ``name``, [``input_shapes``], [``stack``], ``calls``, ``cpu_total_ns``,
     ``cpu_self_ns``, ``cpu_avg_ns``, ``cpu_max_ns``, ``cpu_min_ns``, ``gpu_total_ns``,
@@ -147,6 +148,9 @@ def host_event_table(
     the run recorded no device events). CPU time is wall time on the host thread; self time
     excludes nested host events and is never negative. GPU time is the device time of the work
     the event launched (total: itself and everything nested in it; self: launched directly).
+    Where the profiler recorded FLOPs, ``flops`` sums them and ``gflops_per_s`` divides them by
+    the GPU time (the CPU time when no GPU time was recorded); both are NaN otherwise.
+    ``by_thread`` adds the ``tid`` key (one row per thread instead of threads merged).
     """
     import pandas as pd
 
@@ -165,9 +169,13 @@ def host_event_table(
             "self": host_self_time(run)[rows],
             "gpu_total": gpu_total[rows],
             "gpu_self": gpu_self[rows],
+            "flops": events["flops"].to_numpy()[rows],
         }
     )
     keys = ["name"]
+    if by_thread:
+        frame["tid"] = events["tid"].to_numpy()[rows]
+        keys.append("tid")
     if group_by_input_shape:
         frame["input_shapes"] = events["input_shapes"].to_numpy()[rows].astype(object)
         keys.append("input_shapes")
@@ -190,8 +198,15 @@ def host_event_table(
         gpu_self_ns=("gpu_self", "sum"),
         gpu_max_ns=("gpu_total", "max"),
         gpu_min_ns=("gpu_total", "min"),
+        flops=("flops", lambda f: f.sum(min_count=1)),
     ).reset_index()
     has_gpu = not np.isnan(gpu_total).all()
+    seconds = (
+        np.where(out["gpu_total_ns"].fillna(0) > 0, out["gpu_total_ns"], out["cpu_total_ns"]) / 1e9
+    )
+    out["gflops_per_s"] = np.where(
+        seconds > 0, out["flops"] / 1e9 / np.where(seconds > 0, seconds, 1), np.nan
+    )
     out["cpu_avg_ns"] = out["cpu_total_ns"] / out["calls"]
     out["gpu_avg_ns"] = out["gpu_total_ns"] / out["calls"]
     if not has_gpu:
@@ -210,6 +225,8 @@ def host_event_table(
         "gpu_avg_ns",
         "gpu_max_ns",
         "gpu_min_ns",
+        "flops",
+        "gflops_per_s",
     ]
     out = out[ordered]
     out["calls"] = out["calls"].astype(np.int64)
@@ -225,9 +242,77 @@ def host_event_table(
     return out.reset_index(drop=True)
 
 
-def operator_view(run: Run, **options: Any) -> pd.DataFrame:
-    """Operators: calls and CPU/GPU time per operator name (see ``host_event_table``)."""
-    return host_event_table(run, ("operator",), **options)
+def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.DataFrame:
+    """Operators: calls and CPU/GPU time per operator name (see ``host_event_table``).
+
+    ``op_detail=True`` follows each operator row with its detail rows (column ``level`` 1,
+    ``detail_of`` naming the operator): the inner stages recorded directly inside it (Paddle's
+    infer_meta, kernel launch, compute, ...) with their CPU time, then the device kernels its
+    runtime calls launched with their GPU time, as Paddle's operator view with op_detail does.
+    """
+    import pandas as pd
+
+    table = host_event_table(run, ("operator",), **options)
+    if not op_detail:
+        return table
+    ev = run.events
+    names = ev["name"].astype(str).to_numpy()
+    kind = ev["kind"].to_numpy()
+    parent = ev["parent"].to_numpy()
+    dur = ev["dur_ns"].to_numpy()
+    parts = []
+    inner = np.flatnonzero((kind == "operator_inner") & (parent >= 0))
+    inner = inner[kind[parent[inner]] == "operator"]
+    if len(inner):
+        f = pd.DataFrame(
+            {"detail_of": names[parent[inner]], "name": names[inner], "dur": dur[inner]}
+        )
+        g = f.groupby(["detail_of", "name"], sort=False).agg(
+            calls=("dur", "size"),
+            cpu_total_ns=("dur", "sum"),
+            cpu_max_ns=("dur", "max"),
+            cpu_min_ns=("dur", "min"),
+        )
+        g = g.reset_index()
+        g["cpu_avg_ns"] = g["cpu_total_ns"] / g["calls"]
+        parts.append(g.sort_values("cpu_total_ns", ascending=False, kind="stable"))
+    launcher = structure.launcher_rows(ev)
+    dev = np.flatnonzero(launcher >= 0)
+    op_of = np.where(dev.size > 0, parent[launcher[dev]], -1) if dev.size else dev
+    if dev.size:
+        ok = op_of >= 0
+        dev, op_of = dev[ok], op_of[ok]
+        ok = kind[op_of] == "operator"
+        dev, op_of = dev[ok], op_of[ok]
+    if len(dev):
+        f = pd.DataFrame({"detail_of": names[op_of], "name": names[dev], "dur": dur[dev]})
+        g = f.groupby(["detail_of", "name"], sort=False).agg(
+            calls=("dur", "size"),
+            gpu_total_ns=("dur", "sum"),
+            gpu_max_ns=("dur", "max"),
+            gpu_min_ns=("dur", "min"),
+        )
+        g = g.reset_index()
+        g["gpu_avg_ns"] = g["gpu_total_ns"] / g["calls"]
+        parts.append(g.sort_values("gpu_total_ns", ascending=False, kind="stable"))
+    table = table.assign(level=0, detail_of="")
+    if not parts:
+        return table
+    detail = pd.concat(parts, ignore_index=True).assign(level=1)
+    by_op = {name: grp for name, grp in detail.groupby("detail_of", sort=False)}
+    pieces = []
+    for _, row in table.iterrows():
+        pieces.append(row.to_frame().T)
+        extra = by_op.get(row["name"])
+        if extra is not None:
+            pieces.append(extra.reindex(columns=table.columns))
+    out = pd.concat(pieces, ignore_index=True)
+    for col in ("calls", "level"):
+        out[col] = out[col].astype(np.int64)
+    for col in table.columns:
+        if col.endswith(("_ns", "_pct", "_per_s")) or col == "flops":
+            out[col] = out[col].astype(np.float64)
+    return out
 
 
 def user_view(run: Run, **options: Any) -> pd.DataFrame:

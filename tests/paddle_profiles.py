@@ -19,6 +19,9 @@ class PaddleProfile:
     summary_text: str = ""
     tree_ops: dict[str, tuple[int, int]] = field(default_factory=dict)
     tree_parents: dict[tuple[int, int, int, str], str | None] = field(default_factory=dict)
+    #: Paddle's merged CPU time and call count per TracerEventType name (TimeRangeSummary).
+    cpu_range_sums: dict[str, int] = field(default_factory=dict)
+    call_times: dict[str, int] = field(default_factory=dict)
     handler: Any = None
 
 
@@ -42,6 +45,13 @@ def record(
         result = prof.profiler_result
         trees = result.get_data()
         captured.statistic = StatisticData(trees, result.get_extra_info())
+        # Paddle's enum objects point into the profile, which is freed after this callback:
+        # keep plain names and numbers only.
+        ranges = captured.statistic.time_range_summary
+        captured.cpu_range_sums = {
+            key.name: int(value) for key, value in ranges.CPUTimeRangeSum.items()
+        }
+        captured.call_times = {key.name: int(value) for key, value in ranges.call_times.items()}
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
             prof.summary(time_unit="us", op_detail=True)

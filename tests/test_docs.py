@@ -174,3 +174,85 @@ def test_index_mentions_only_existing_cli_options() -> None:
     assert not missing, f"docs/index.md names options `perfkit report` lacks: {sorted(missing)}"
     assert "--rank" not in help_text or "There is no `--rank`" not in text
     assert "(schema.md)" in text and "(hooks.md)" in text
+
+
+# the Paddle sections of schema.md ---------------------------------------------------------------
+
+DIFFERS_HEADING = "### Where perfkit differs from Paddle's summary on purpose, and why"
+
+
+def test_schema_doc_lists_every_paddle_event_type() -> None:
+    from perfkit_paddle.kinds import MEMORY_TYPES, TYPE_KINDS
+
+    text = (DOCS / "schema.md").read_text(encoding="utf-8")
+    assert "## How Paddle event types map to kinds" in text
+    for type_name, kind in TYPE_KINDS.items():
+        assert f"| `{type_name}` | `{kind}` |" in text, (
+            f"Paddle event type {type_name} missing from docs/schema.md"
+        )
+    for type_name in MEMORY_TYPES:
+        assert f"| `{type_name}` | `memory` |" in text, (
+            f"Paddle memory type {type_name} missing from docs/schema.md"
+        )
+
+
+def test_schema_doc_has_the_differs_on_purpose_section() -> None:
+    text = (DOCS / "schema.md").read_text(encoding="utf-8")
+    assert text.count(DIFFERS_HEADING) == 1, "the 'differs on purpose' section is missing"
+    section = text.split(DIFFERS_HEADING, 1)[1].split("\n## ", 1)[0]
+    for needle in (
+        "`UserDefined`",  # (a) Paddle's own C++ spans are kind `other`
+        "`PythonUserDefined`",
+        "never negative",  # (b) self time is clipped
+        "NaN",  # (c) GPU columns without device events
+        "`matmul dygraph`",  # (d) names kept as recorded
+        "format='json'",  # (e) .pb of dygraph runs
+        "microsecond",  # (f) memory events of a JSON export
+    ):
+        assert needle in section, f"the 'differs on purpose' section no longer mentions {needle}"
+
+
+def test_generating_the_docs_never_imports_paddle() -> None:
+    code = (
+        "import runpy, sys; "
+        f"runpy.run_path({str(GEN_DOCS)!r}, run_name='perfkit_docs_check')['render_schema'](); "
+        "assert 'paddle' not in sys.modules, 'docs/gen_docs.py imported paddle'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# index.md ---------------------------------------------------------------------------------------
+
+
+def test_index_python_examples_parse() -> None:
+    import ast
+
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks, "docs/index.md has no Python example"
+    for block in blocks:
+        ast.parse(block)
+
+
+def test_index_documents_paddle_annotate_and_the_model_view() -> None:
+    from perfkit_core.views import model_view
+
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    for needle in (
+        "## Profile a training loop with PaddlePaddle",
+        "perfkit_paddle.on_trace_ready(",
+        "prof.step()",
+        ".paddle_trace.json",
+        "perfkit_core.annotate(",
+        "## The model view",
+        'run.summary("model")',
+        "--views model",
+    ):
+        assert needle in text, f"docs/index.md no longer mentions {needle}"
+    rows = model_view(_small_run())["name"].tolist()
+    section = text.split("## The model view", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.M)
+    assert documented == rows, f"the model view's rows are {rows}, docs/index.md lists {documented}"

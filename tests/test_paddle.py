@@ -324,3 +324,38 @@ def test_annotate_records_a_paddle_span(tmp_path):
     prof.stop()
     user = perfkit_core.load(handler.runs[0]).summary("user").set_index("name")
     assert user.loc["shared_block", "calls"] == 2
+
+
+def test_overview_by_category_matches_paddles_time_ranges(paddle_profile):
+    run = perfkit_core.load(paddle_profile.runs[0])
+    view = run.summary("overview", by="category").set_index("name")
+    theirs = paddle_profile.cpu_range_sums
+    assert view.loc["step", "cpu_time_ns"] == pytest.approx(theirs["ProfileStep"], rel=0.01)
+    checked = 0
+    for name in view.index:
+        if name == "step" or name not in theirs:
+            continue
+        # Paddle merges the whole profile; perfkit clips to the steps, which hold every event here.
+        assert view.loc[name, "cpu_time_ns"] == pytest.approx(theirs[name], rel=0.01), name
+        assert view.loc[name, "calls"] == paddle_profile.call_times[name], name
+        checked += 1
+    assert checked >= 5
+
+
+def test_op_detail_matches_paddles_operator_inners(paddle_profile):
+    table = perfkit_core.load(paddle_profile.runs[0]).summary("operator", op_detail=True)
+    detail = table[table["level"] == 1]
+    items = paddle_profile.statistic.event_summary.items
+    expected = {
+        (op, name): (inner.call, inner.cpu_time)
+        for op, item in items.items()
+        for name, inner in item.operator_inners.items()
+    }
+    got = {(r.detail_of, r.name): (r.calls, r.cpu_total_ns) for r in detail.itertuples()}
+    assert set(got) == set(expected)
+    for key, (calls, total) in expected.items():
+        assert got[key][0] == calls, key
+        assert got[key][1] == pytest.approx(total, rel=0.01), key
+    # Each detail row sits right under its operator.
+    ops = table["name"].where(table["level"] == 0).ffill()
+    assert (ops[table["level"] == 1] == table.loc[table["level"] == 1, "detail_of"]).all()

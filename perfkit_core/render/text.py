@@ -26,6 +26,10 @@ def _label(column: str, unit: str) -> str:
         base, suffix = column[:-4], " (%)"
     if base == "gb_per_s":
         return "GB/s"
+    if base == "gflops_per_s":
+        return "GFLOP/s"
+    if base == "flops":
+        return "FLOPs"
     words = base.split("_")
     words = [w.upper() if w in ("cpu", "gpu", "ips") else w for w in words]
     text = " ".join(words)
@@ -122,6 +126,15 @@ def run_header(run: Run) -> str:
     return "\n".join(lines)
 
 
+def _indent_detail(frame: pd.DataFrame) -> pd.DataFrame:
+    """Detail rows (level 1) shown indented under their parent row, as Paddle's op_detail."""
+    out = frame.copy()
+    out["name"] = [
+        ("  " + str(n)) if lvl else str(n) for n, lvl in zip(out["name"], out["level"], strict=True)
+    ]
+    return out.drop(columns=[c for c in ("level", "detail_of") if c in out.columns])
+
+
 def _has_device_events(run: Run) -> bool:
     return bool((run.events["stream"].to_numpy() >= 0).any())
 
@@ -138,6 +151,8 @@ def render_report(
     parts = [run_header(run)]
     for view in views:
         frame = run.summary(view, **(options or {}).get(view, {}))
+        if "level" in frame.columns:
+            frame = _indent_detail(frame)
         shown = frame.head(top) if top else frame
         notes = [str(frame.attrs["note"])] if frame.attrs.get("note") else []
         if top and len(frame) > top:
@@ -146,6 +161,10 @@ def render_report(
         if gpu_cols and shown[gpu_cols].isna().all().all() and not _has_device_events(run):
             shown = shown.drop(columns=gpu_cols)
             notes.append("No device events were recorded: GPU columns omitted")
+        unrecorded = [
+            c for c in ("flops", "gflops_per_s") if c in shown.columns and shown[c].isna().all()
+        ]
+        shown = shown.drop(columns=unrecorded)
         note = "; ".join(notes) or None
         parts.append(
             format_table(
