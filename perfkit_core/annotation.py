@@ -32,9 +32,13 @@ class annotate(ContextDecorator):
         from perfkit_core.plugins import get_plugin_manager
 
         stack = ExitStack()
-        for span in get_plugin_manager().hook.perfkit_annotation(name=self.name):
-            if span is not None:
-                stack.enter_context(span)
+        try:
+            for span in get_plugin_manager().hook.perfkit_annotation(name=self.name):
+                if span is not None:
+                    stack.enter_context(span)
+        except BaseException:
+            stack.close()  # close the spans already opened, then let the error through
+            raise
         stacks = self._local.__dict__.setdefault("stacks", [])
         stacks.append(stack)
         return self

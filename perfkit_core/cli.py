@@ -99,36 +99,49 @@ def report(
     for name in names:
         get_view(name)
     run = load(path)
-    table_options = {
+    requested = {
         "sort_by": sort_by,
         "rank": rank,
         "group_by_input_shape": group_by_input_shape,
         "group_by_stack_n": group_by_stack_n,
         "by_thread": by_thread,
+        "op_detail": op_detail,
     }
-    options: dict[str, dict[str, Any]] = {
-        name: dict(table_options) for name in names if name in ("operator", "user")
-    }
-    if "operator" in options:
-        options["operator"]["op_detail"] = op_detail
+    options = {name: _options_for(name, requested) for name in names}
     if fmt == "json":
         payload = {
             "meta": run.meta,
             "views": {
-                name: frame_records(
-                    run.summary(
-                        name,
-                        **options.get(name, {}),
-                        **({"top": top} if top and name in options else {}),
-                    )
-                )
-                for name in names
+                name: frame_records(_top(run.summary(name, **options[name]), top)) for name in names
             },
         }
         text = json.dumps(payload, indent=1, default=str) + "\n"
     else:
         text = render_report(run, names, time_unit=time_unit, top=top or None, options=options)
     _emit(text, output)
+
+
+def _top(frame: Any, top: int) -> Any:
+    return frame.head(top) if top else frame
+
+
+def _options_for(view: str, requested: dict[str, Any]) -> dict[str, Any]:
+    """The report options ``view`` accepts (by its signature), leaving out unset ones."""
+    import inspect
+
+    from perfkit_core.views import get_view, host_event_table
+
+    params = inspect.signature(get_view(view).function).parameters
+    accepted = set(params)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        # operator and user pass their options on to host_event_table
+        accepted |= set(inspect.signature(host_event_table).parameters)
+    defaults = {"sort_by": "cpu_total", "rank": None, "group_by_stack_n": 0}
+    return {
+        key: value
+        for key, value in requested.items()
+        if key in accepted and value is not False and defaults.get(key, object()) != value
+    }
 
 
 def _emit(text: str, output: Path | None) -> None:

@@ -8,6 +8,8 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from perfkit_core.errors import TraceError
 from perfkit_core.run import Run, is_saved_run
 
@@ -105,6 +107,11 @@ def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Ru
     return run
 
 
+def _ranks_collide(runs: list[Run]) -> bool:
+    ranks = [rank for r in runs for rank in r.meta.get("ranks", [r.meta.get("rank", 0)])]
+    return len(ranks) != len(set(ranks))
+
+
 def combine_runs(runs: list[Run]) -> Run:
     """Return one ``Run`` holding every rank of ``runs`` (one distributed job).
 
@@ -121,6 +128,13 @@ def combine_runs(runs: list[Run]) -> Run:
             runs[0].meta.get("source", "?"),
             f"traces of different frameworks in one job: {sorted(frameworks)}",
         )
+    if _ranks_collide(runs) and not any(r.meta.get("rank_recorded", True) for r in runs):
+        # None of the traces says which rank it is (Paddle's exports do not): number them in
+        # file-name order, as the folder lists them.
+        for index, run in enumerate(runs):
+            run.events["rank"] = np.int32(index)
+            run.meta["rank"] = index
+            run.meta["ranks"] = [index]
     seen: dict[int, str] = {}
     for run in runs:
         for rank in run.meta.get("ranks", [run.meta.get("rank", 0)]):

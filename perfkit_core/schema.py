@@ -84,7 +84,13 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "device_index", "int32", "", "index of the device; -1 for host events and host memory", -1
     ),
-    Column("pid", "int64", "", "process id of the host process; -1 when unknown", -1),
+    Column(
+        "pid",
+        "int64",
+        "",
+        "process id of the host process; -1 for device events and when unknown",
+        -1,
+    ),
     Column(
         "tid",
         "int64",
@@ -219,6 +225,7 @@ META_KEYS: dict[str, str] = {
     "devices": "list of devices: index, name, total memory (bytes), compute capability, SM count",
     "rank": "rank of the process (for a run of several ranks: the lowest)",
     "ranks": "every rank the run holds",
+    "rank_recorded": "false when the trace did not say its rank (rank 0 assumed; a folder of such traces is numbered in file-name order)",
     "world_size": "number of ranks in the job (1 when not distributed)",
     "steps": "step numbers found in the run, in order",
     "source": "path of the trace the run was loaded from (a list for several ranks); null when the native trace was not kept",

@@ -412,6 +412,9 @@ def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     note = None
     step_rows = np.flatnonzero((kind == "step") & host)
     if len(step_rows):
+        # Phases are parts of steps: time spent outside every step is not shared out.
+        outermost &= events["step"].to_numpy() >= 0
+    if len(step_rows):
         step_durs = dur[step_rows]
         step_gpu = gpu_total[step_rows]
         step_total = structure.union_length(start[step_rows], start[step_rows] + dur[step_rows])

@@ -84,6 +84,23 @@ def _thread_id(value: int | str | None) -> int:
     return int(m.group(1)) if m else -1
 
 
+_NORMALIZED: dict[bytes, str] = {}
+
+
+def _normalized(raw: bytes) -> str:
+    """Compact JSON text of a recorded value (shapes, dtypes); "" when empty. Cached per text."""
+    text = _NORMALIZED.get(raw)
+    if text is None:
+        from perfkit_paddle.result import compact_json
+
+        try:
+            text = compact_json(msgspec.json.decode(raw)) if raw.strip() else ""
+        except msgspec.DecodeError:
+            text = raw.decode("utf-8", "replace")
+        _NORMALIZED[raw] = text
+    return text
+
+
 def _rel_ns(text: str) -> int:
     m = _US_RE.match(text)
     return round(float(m.group(1)) * 1000) if m else -1
@@ -169,6 +186,7 @@ def load_paddle_json(path: str | Path) -> Run:
         "host": None,
         "devices": _devices(trace.deviceProperties),
         "rank": 0,
+        "rank_recorded": False,
         "world_size": 1,
         "source": str(path),
         "accounting": {
@@ -191,7 +209,8 @@ def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
     a = e.args
     cat = e.cat
     name = _SUFFIX_RE.sub("", e.name)
-    ts_ns = round(e.ts * 1000)
+    whole = int(e.ts)
+    ts_ns = whole * 1000 + round((e.ts - whole) * 1000)  # exact for epoch-sized microseconds
     dur_ns = round(e.dur * 1000)
     c.type.append(cat)
     c.name.append(name)
@@ -199,7 +218,7 @@ def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
     c.end.append(dur_ns)  # duration for now; turned into end times once starts are exact
     nan = float("nan")
     if cat in DEVICE_TYPES:
-        rel_start.append(-1)
+        rel_start.append(_rel_ns(a.start_time) if a.start_time else -1)
         c.pid.append(-1)
         c.tid.append(-1)
         c.stream.append(a.stream if a.stream >= 0 else _thread_id(e.tid))
@@ -248,10 +267,8 @@ def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
     c.nbytes.append(nan)
     c.allocated.append(nan)
     c.reserved.append(nan)
-    shapes = bytes(a.input_shapes).decode()
-    dtypes = bytes(a.input_dtypes).decode()
-    c.shapes.append("" if shapes in ("", "{}") else shapes)
-    c.dtypes.append("" if dtypes in ("", "{}") else dtypes)
+    c.shapes.append(_normalized(bytes(a.input_shapes)))
+    c.dtypes.append(_normalized(bytes(a.input_dtypes)))
     c.stack.append(a.callstack)
 
 

@@ -16,7 +16,7 @@ _MARKERS = (b'"ExtraInfo"', b'(Python)"', b'(C++)"', b'"span_indx"', b'"span_ind
 def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
     """Claim Paddle's exports: ``.paddle_trace.json`` (by name or content) and ``.paddle_trace.pb``."""
     name = path.name
-    if name.endswith(".pb"):
+    if name.endswith(".paddle_trace.pb"):
         from perfkit_paddle.chrome import load_paddle_pb
 
         return load_paddle_pb

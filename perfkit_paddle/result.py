@@ -53,12 +53,28 @@ class _Columns:
 _NAN = float("nan")
 
 
-def _text(value: Any) -> str:
+def compact_json(value: Any) -> str:
+    """Recorded shapes or dtypes as compact JSON text (``{"X":[[16,32]]}``); "" when empty.
+
+    Both Paddle paths (the result tree and the JSON export) produce the same text, so grouping
+    by input shape agrees whichever way a run was read.
+    """
     if not value:
         return ""
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {v}" for k, v in value.items())
-    return str(value)
+    import json
+
+    try:
+        return json.dumps(value, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _text(value: Any) -> str:
+    return (
+        compact_json(value)
+        if isinstance(value, (dict, list, tuple))
+        else (str(value) if value else "")
+    )
 
 
 def _type_name(value: Any, cache: dict[Any, str]) -> str:
@@ -70,109 +86,186 @@ def _type_name(value: Any, cache: dict[Any, str]) -> str:
 
 
 def walk(trees: dict[Any, Any]) -> _Columns:
-    """Collect every node of ``trees`` (``ProfilerResult.get_data()``) into columns."""
-    cols = _Columns()
+    """Collect every node of ``trees`` (``ProfilerResult.get_data()``) into columns.
+
+    Host, device and memory nodes are gathered as tuples of only the fields that vary for their
+    kind (one append per node), then transposed into columns.
+    """
     types: dict[Any, str] = {}
-    c = cols
+    host: list[tuple[Any, ...]] = []
+    device: list[tuple[Any, ...]] = []
+    memory: list[tuple[Any, ...]] = []
+    add_host, add_device, add_memory = host.append, device.append, memory.append
     for root in trees.values():
         # The root of each thread is a placeholder spanning all time; its children are real.
         stack = list(root.children_node)
         for m in root.mem_node:
-            _add_memory(c, m, types)
+            add_memory(_memory_tuple(m, types))
         while stack:
             node = stack.pop()
-            _add_host(c, node, types)
+            add_host(
+                (
+                    node.type,
+                    node.name,
+                    node.start_ns,
+                    node.end_ns,
+                    node.process_id,
+                    node.thread_id,
+                    node.correlation_id,
+                    node.input_shapes,
+                    node.dtypes,
+                    node.callstack,
+                )
+            )
             stack.extend(node.children_node)
             for rt in node.runtime_node:
-                _add_host(c, rt, types)
+                add_host(
+                    (
+                        rt.type,
+                        rt.name,
+                        rt.start_ns,
+                        rt.end_ns,
+                        rt.process_id,
+                        rt.thread_id,
+                        rt.correlation_id,
+                        None,
+                        None,
+                        None,
+                    )
+                )
                 for dev in rt.device_node:
-                    _add_device(c, dev, types, rt)
+                    add_device(_device_tuple(dev, types))
             for dev in node.device_node:
-                _add_device(c, dev, types, node)
+                add_device(_device_tuple(dev, types))
             for m in node.mem_node:
-                _add_memory(c, m, types)
-    return cols
+                add_memory(_memory_tuple(m, types))
+    return _assemble(host, device, memory, types)
 
 
-def _add_host(c: _Columns, node: Any, types: dict[Any, str]) -> None:
-    c.type.append(_type_name(node.type, types))
-    c.name.append(node.name)
-    c.start.append(node.start_ns)
-    c.end.append(node.end_ns)
-    c.pid.append(node.process_id)
-    c.tid.append(node.thread_id)
-    c.stream.append(-1)
-    c.device_index.append(-1)
-    c.device_type.append("cpu")
-    c.correlation.append(node.correlation_id if node.correlation_id else -1)
-    c.shapes.append(_text(node.input_shapes))
-    c.dtypes.append(_text(node.dtypes))
-    c.stack.append(node.callstack or "")
-    c.nbytes.append(_NAN)
-    c.allocated.append(_NAN)
-    c.reserved.append(_NAN)
-    c.grid.append("")
-    c.block.append("")
-    c.registers.append(_NAN)
-    c.shared_memory.append(_NAN)
-    c.occupancy.append(_NAN)
-
-
-def _add_device(c: _Columns, dev: Any, types: dict[Any, str], launcher: Any) -> None:
+def _device_tuple(dev: Any, types: dict[Any, str]) -> tuple[Any, ...]:
     type_name = _type_name(dev.type, types)
-    c.type.append(type_name)
-    c.name.append(dev.name)
-    c.start.append(dev.start_ns)
-    c.end.append(dev.end_ns)
-    c.pid.append(launcher.process_id)
-    c.tid.append(-1)
-    c.stream.append(dev.stream_id)
-    c.device_index.append(dev.device_id)
-    c.device_type.append("gpu")
-    c.correlation.append(dev.correlation_id)
-    c.shapes.append("")
-    c.dtypes.append("")
-    c.stack.append("")
-    c.nbytes.append(float(dev.num_bytes) if type_name in ("Memcpy", "Memset") else _NAN)
-    c.allocated.append(_NAN)
-    c.reserved.append(_NAN)
-    if type_name == "Kernel":
-        c.grid.append(f"{dev.grid_x},{dev.grid_y},{dev.grid_z}")
-        c.block.append(f"{dev.block_x},{dev.block_y},{dev.block_z}")
-        c.registers.append(float(dev.registers_per_thread))
-        c.shared_memory.append(float(dev.shared_memory))
-        c.occupancy.append(float(dev.occupancy) * 100.0)
-    else:
+    is_kernel = type_name == "Kernel"
+    return (
+        type_name,
+        dev.name,
+        dev.start_ns,
+        dev.end_ns,
+        dev.stream_id,
+        dev.device_id,
+        dev.correlation_id,
+        float(dev.num_bytes) if type_name in ("Memcpy", "Memset") else _NAN,
+        f"{dev.grid_x},{dev.grid_y},{dev.grid_z}" if is_kernel else "",
+        f"{dev.block_x},{dev.block_y},{dev.block_z}" if is_kernel else "",
+        float(dev.registers_per_thread) if is_kernel else _NAN,
+        float(dev.shared_memory) if is_kernel else _NAN,
+        float(dev.occupancy) * 100.0 if is_kernel else _NAN,
+    )
+
+
+def _memory_tuple(m: Any, types: dict[Any, str]) -> tuple[Any, ...]:
+    device_type, device_index = parse_place(str(m.place))
+    return (
+        _type_name(m.type, types),
+        m.timestamp_ns,
+        m.process_id,
+        m.thread_id,
+        device_type,
+        device_index,
+        float(m.increase_bytes),
+        float(m.current_allocated),
+        float(m.current_reserved),
+    )
+
+
+def _assemble(
+    host: list[tuple[Any, ...]],
+    device: list[tuple[Any, ...]],
+    memory: list[tuple[Any, ...]],
+    types: dict[Any, str],
+) -> _Columns:
+    c = _Columns()
+    nh, nd, nm = len(host), len(device), len(memory)
+    if nh:
+        h_type, h_name, h_start, h_end, h_pid, h_tid, h_corr, h_shapes, h_dtypes, h_stack = zip(
+            *host, strict=True
+        )
+        c.type = [_type_name(t, types) for t in h_type]
+        c.name = list(h_name)
+        c.start = list(h_start)
+        c.end = list(h_end)
+        c.pid = list(h_pid)
+        c.tid = list(h_tid)
+        c.correlation = [x if x else -1 for x in h_corr]
+        c.shapes = [_text(x) if x else "" for x in h_shapes]
+        c.dtypes = [_text(x) if x else "" for x in h_dtypes]
+        c.stack = [x or "" for x in h_stack]
+    c.stream = [-1] * nh
+    c.device_index = [-1] * nh
+    c.device_type = ["cpu"] * nh
+    for col in (c.nbytes, c.allocated, c.reserved, c.registers, c.shared_memory, c.occupancy):
+        col.extend([_NAN] * nh)
+    c.grid = [""] * nh
+    c.block = [""] * nh
+    for (
+        type_name,
+        name,
+        start,
+        end,
+        stream,
+        device_id,
+        corr,
+        nbytes,
+        grid,
+        block,
+        regs,
+        shm,
+        occ,
+    ) in device:
+        c.type.append(type_name)
+        c.name.append(name)
+        c.start.append(start)
+        c.end.append(end)
+        c.pid.append(-1)
+        c.tid.append(-1)
+        c.stream.append(stream)
+        c.device_index.append(device_id)
+        c.device_type.append("gpu")
+        c.correlation.append(corr)
+        c.shapes.append("")
+        c.dtypes.append("")
+        c.stack.append("")
+        c.nbytes.append(nbytes)
+        c.allocated.append(_NAN)
+        c.reserved.append(_NAN)
+        c.grid.append(grid)
+        c.block.append(block)
+        c.registers.append(regs)
+        c.shared_memory.append(shm)
+        c.occupancy.append(occ)
+    for type_name, ts, pid, tid, device_type, device_index, inc, cur_alloc, cur_res in memory:
+        c.type.append(type_name)
+        c.name.append("[memory]")
+        c.start.append(ts)
+        c.end.append(ts)
+        c.pid.append(pid)
+        c.tid.append(tid)
+        c.stream.append(-1)
+        c.device_index.append(device_index)
+        c.device_type.append(device_type)
+        c.correlation.append(-1)
+        c.shapes.append("")
+        c.dtypes.append("")
+        c.stack.append("")
+        c.nbytes.append(inc)
+        c.allocated.append(cur_alloc)
+        c.reserved.append(cur_res)
         c.grid.append("")
         c.block.append("")
         c.registers.append(_NAN)
         c.shared_memory.append(_NAN)
         c.occupancy.append(_NAN)
-
-
-def _add_memory(c: _Columns, m: Any, types: dict[Any, str]) -> None:
-    device_type, device_index = parse_place(str(m.place))
-    c.type.append(_type_name(m.type, types))
-    c.name.append("[memory]")
-    c.start.append(m.timestamp_ns)
-    c.end.append(m.timestamp_ns)
-    c.pid.append(m.process_id)
-    c.tid.append(m.thread_id)
-    c.stream.append(-1)
-    c.device_index.append(device_index)
-    c.device_type.append(device_type)
-    c.correlation.append(-1)
-    c.shapes.append("")
-    c.dtypes.append("")
-    c.stack.append("")
-    c.nbytes.append(float(m.increase_bytes))
-    c.allocated.append(float(m.current_allocated))
-    c.reserved.append(float(m.current_reserved))
-    c.grid.append("")
-    c.block.append("")
-    c.registers.append(_NAN)
-    c.shared_memory.append(_NAN)
-    c.occupancy.append(_NAN)
+    assert len(c.name) == nh + nd + nm
+    return c
 
 
 def columns_to_events(cols: _Columns | Any, *, rank: int = 0) -> dict[str, Any]:

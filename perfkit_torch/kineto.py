@@ -347,6 +347,7 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
         dev_device = _ints(dev_args, "device")
         stream[dev_rows] = np.where(dev_stream >= 0, dev_stream, tid_any[dev_rows])
         device_index[dev_rows] = np.where(dev_device >= 0, dev_device, pid[dev_rows])
+    pid = np.where(on_device, -1, pid)  # Kineto writes the device index as a device event's pid
 
     device_type_codes = np.zeros(n, dtype=np.int8)  # cpu
     device_type_labels = ["cpu", "gpu"]

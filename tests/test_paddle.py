@@ -359,3 +359,31 @@ def test_op_detail_matches_paddles_operator_inners(paddle_profile):
     # Each detail row sits right under its operator.
     ops = table["name"].where(table["level"] == 0).ffill()
     assert (ops[table["level"] == 1] == table.loc[table["level"] == 1, "detail_of"]).all()
+
+
+def test_json_export_keeps_nanosecond_starts(paddle_profile):
+    run_dir = paddle_profile.runs[0]
+    direct = perfkit_core.load(run_dir).events
+    from_json = perfkit_core.load(run_dir / "trace.paddle_trace.json").events
+    host = (direct["stream"] < 0) & (direct["kind"] != "memory")
+    a = direct.loc[host, ["start_ns", "dur_ns"]].sort_values(["start_ns", "dur_ns"]).to_numpy()
+    host_json = (from_json["stream"] < 0) & (from_json["kind"] != "memory")
+    b = (
+        from_json.loc[host_json, ["start_ns", "dur_ns"]]
+        .sort_values(["start_ns", "dur_ns"])
+        .to_numpy()
+    )
+    np.testing.assert_array_equal(a, b)
+    # Memory events carry whole microseconds only, exactly.
+    mem = from_json.loc[from_json["kind"] == "memory", "start_ns"].to_numpy()
+    assert (mem % 1000 == 0).all()
+
+
+def test_folder_of_paddle_exports_is_numbered_by_file_name(paddle_profile, tmp_path):
+    src = paddle_profile.runs[0] / "trace.paddle_trace.json"
+    for i in range(2):
+        (tmp_path / f"worker{i}.paddle_trace.json").write_bytes(src.read_bytes())
+    run = perfkit_core.load(tmp_path)
+    assert run.meta["ranks"] == [0, 1]
+    per_rank = run.events.groupby("rank").size().tolist()
+    assert per_rank[0] == per_rank[1] == len(perfkit_core.load(src).events)

@@ -312,3 +312,77 @@ def test_interval_helpers():
         intersect_length((np.array([0]), np.array([10])), (np.array([5, 8]), np.array([6, 20])))
         == 3
     )
+
+
+def test_phase_time_outside_steps_is_not_shared_out(tmp_path):
+    path = tmp_path / "outside.json"
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "user_annotation",
+                        "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 0,
+                        "dur": 70,
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "user_annotation",
+                        "name": "ProfilerStep#3",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 100,
+                        "dur": 100,
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "user_annotation",
+                        "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 100,
+                        "dur": 20,
+                    },
+                ]
+            }
+        )
+    )
+    model = perfkit_core.load(path).summary("model").set_index("name")
+    assert model.loc["dataloader", "cpu_total_ns"] == 20_000
+    assert model.loc["others", "cpu_total_ns"] == 80_000
+    assert (model["cpu_ratio_pct"].dropna() >= 0).all()
+
+
+def test_cli_passes_rank_and_top_to_every_view(tmp_path, capsys):
+    from perfkit_core.cli import main
+
+    for key in ("a100_rank3", "v100_rank1"):
+        src = shared_trace(key)
+        (tmp_path / src.name).write_bytes(src.read_bytes())
+    assert (
+        main(
+            [
+                "report",
+                str(tmp_path),
+                "--views",
+                "model,kernel,steps",
+                "--rank",
+                "1",
+                "--top",
+                "2",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
+    views = json.loads(capsys.readouterr().out)["views"]
+    run = perfkit_core.load(tmp_path)
+    expected = run.summary("model", rank=1).head(2)
+    assert [r["cpu_total_ns"] for r in views["model"]] == expected["cpu_total_ns"].tolist()
+    assert len(views["kernel"]) == 2
+    assert {r["rank"] for r in views["steps"]} == {1}
