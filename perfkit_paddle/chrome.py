@@ -6,7 +6,9 @@ device events use the device id as ``pid`` and the stream as ``tid``, launches a
 kernels by ``correlation id`` (and ``s``/``f`` flow events carrying the same id), and the event
 list ends with an empty ``{}``. ``ts`` is whole microseconds; each host event also carries its
 start and end relative to the profiler's start with nanosecond precision (``start_time``,
-``end_time``), which is used to recover nanosecond timestamps.
+``end_time``). The profiler's start itself is not written; its latest lower bound over all
+events (``ts * 1000 - start_time``) is used, which puts every start within a few nanoseconds
+of the truth (durations are exact).
 """
 
 from __future__ import annotations

@@ -97,31 +97,56 @@ def walk(trees: dict[Any, Any]) -> _Columns:
     memory: list[tuple[Any, ...]] = []
     add_host, add_device, add_memory = host.append, device.append, memory.append
     for root in trees.values():
-        # The root of each thread is a placeholder spanning all time; its children are real.
+        # The root of each thread is a placeholder spanning all time; its children are real,
+        # and every node of one tree ran on the same process and thread.
         stack = list(root.children_node)
+        if not stack:
+            for m in root.mem_node:
+                add_memory(_memory_tuple(m, types))
+            continue
+        pid, tid = stack[0].process_id, stack[0].thread_id  # the placeholder root holds zeros
         for m in root.mem_node:
             add_memory(_memory_tuple(m, types))
         while stack:
             node = stack.pop()
-            add_host(
-                (
-                    node.type,
-                    node.name,
-                    node.start_ns,
-                    node.end_ns,
-                    node.process_id,
-                    node.thread_id,
-                    node.correlation_id,
-                    node.input_shapes,
-                    node.dtypes,
-                    node.callstack,
+            node_type = node.type
+            type_name = types.get(node_type) or _type_name(node_type, types)
+            if type_name == "Operator":
+                # Only operators carry shapes, dtypes and a call stack.
+                add_host(
+                    (
+                        type_name,
+                        node.name,
+                        node.start_ns,
+                        node.end_ns,
+                        pid,
+                        tid,
+                        -1,
+                        node.input_shapes,
+                        node.dtypes,
+                        node.callstack,
+                    )
                 )
-            )
+            else:
+                add_host(
+                    (
+                        type_name,
+                        node.name,
+                        node.start_ns,
+                        node.end_ns,
+                        pid,
+                        tid,
+                        -1,
+                        None,
+                        None,
+                        None,
+                    )
+                )
             stack.extend(node.children_node)
             for rt in node.runtime_node:
                 add_host(
                     (
-                        rt.type,
+                        _type_name(rt.type, types),
                         rt.name,
                         rt.start_ns,
                         rt.end_ns,
@@ -189,7 +214,7 @@ def _assemble(
         h_type, h_name, h_start, h_end, h_pid, h_tid, h_corr, h_shapes, h_dtypes, h_stack = zip(
             *host, strict=True
         )
-        c.type = [_type_name(t, types) for t in h_type]
+        c.type = list(h_type)
         c.name = list(h_name)
         c.start = list(h_start)
         c.end = list(h_end)
