@@ -6,11 +6,14 @@ Usage::
     python docs/gen_docs.py --check  # exit 1, naming the stale files, if they are out of date
 
 Everything that can be read from the code is: the columns, kinds and meta keys come from
-``perfkit_core.schema``, the Kineto category tables from ``perfkit_torch.kineto``, the hooks
-(signatures, ``firstresult``, docstrings) from ``perfkit_core.hookspecs``, the plugin discovery
-constants from ``perfkit_core.plugins`` and the entry points from ``pyproject.toml``. The prose
-around them is written here; every example of a Kineto naming rule is run through
-``perfkit_torch.kineto.classify`` while generating, so a rule that stops holding fails loudly.
+``perfkit_core.schema``, the Kineto category tables from ``perfkit_torch.kineto``, the Paddle
+event-type tables from ``perfkit_paddle.kinds`` and the Paddle JSON fields from
+``perfkit_paddle.chrome``, the hooks (signatures, ``firstresult``, docstrings) from
+``perfkit_core.hookspecs``, the plugin discovery constants from ``perfkit_core.plugins`` and the
+entry points from ``pyproject.toml``. The prose around them is written here; every example of a
+Kineto naming rule is run through ``perfkit_torch.kineto.classify``, and every Paddle example
+through ``perfkit_paddle.kinds.classify`` (and the JSON helpers of ``perfkit_paddle.chrome``),
+while generating, so a rule that stops holding fails loudly. paddle itself is never imported.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ except ModuleNotFoundError:  # Python 3.10
 import msgspec
 
 from perfkit_core import hookspecs, plugins, run, schema
+from perfkit_paddle import chrome as paddle_chrome
+from perfkit_paddle import kinds as paddle_kinds
 from perfkit_torch import kineto
 
 DOCS_DIR = Path(__file__).resolve().parent
@@ -83,12 +88,15 @@ def join_blocks(blocks: Sequence[str]) -> str:
 SCHEMA_INTRO = """\
 Every event a native profiler recorded becomes one row of a pandas `DataFrame`, `Run.events`,
 whatever framework recorded it. This page lists its columns, the values of `kind`, the keys of
-`Run.meta`, and how the PyTorch adapter maps Kineto traces onto them.
+`Run.meta`, how the PyTorch adapter maps Kineto traces onto them, how the PaddlePaddle adapter
+maps Paddle's event types onto them, and where perfkit's Paddle tables differ from Paddle's own
+summary on purpose.
 
 ## Conventions
 
 - **Times are int64 nanoseconds.** `start_ns` and `dur_ns` are exact integers; `start_ns` counts
-  from the Unix epoch where the source says so (for Kineto: `baseTimeNanoseconds` + `ts`).
+  from the Unix epoch where the source says so (for Kineto: `baseTimeNanoseconds` + `ts`;
+  for Paddle: the profiler's own nanosecond clock).
   Instant events (memory events) have `dur_ns == 0`.
 - **Strings are pandas categoricals** (`category` dtype). A string that was not recorded is the
   empty string `""`, never `None` or NaN (`input_shapes`, `stack`, `grid`, ...).
@@ -295,6 +303,296 @@ def kineto_section() -> str:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# schema.md: Paddle
+
+#: ``classify()`` examples: (TracerEventType name, event name, the kind the docs say it gets).
+PADDLE_CLASSIFY_EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    ("Allocate", "[memory]", "memory"),
+    ("ReservedFree", "[memory]", "memory"),
+    ("Kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm, ...)", "communication"),
+    ("Kernel", "volta_sgemm_128x64_nn", "kernel"),
+    ("ProfileStep", "ProfileStep#5", "step"),
+    ("Operator", "matmul dygraph", "operator"),
+    ("UserDefined", "relu pybind_imperative_func", "other"),
+    ("UserDefined", "backward", "other"),
+    ("PythonUserDefined", "forward_and_loss", "user"),
+    ("SomeFutureType", "anything", "other"),
+)
+
+#: ``parse_place()`` examples: (``place`` arg, device_type, device_index).
+PADDLE_PLACE_EXAMPLES: tuple[tuple[str, str, int], ...] = (
+    ("Place(cpu)", "cpu", -1),
+    ("Place(gpu:0)", "gpu", 0),
+    ("Place(gpu:1)", "gpu", 1),
+    ("Place(gpu_pinned)", "cpu", -1),
+    ("Place(xpu:2)", "xpu", 2),
+)
+
+#: Columns ``load_paddle_json`` fills from an event's ``args``: ``_Args`` field -> column(s).
+PADDLE_ARG_COLUMNS: dict[str, tuple[str, ...]] = {
+    "start_time": ("start_ns",),
+    "correlation": ("correlation",),
+    "device": ("device_index",),
+    "stream": ("stream",),
+    "nbytes": ("bytes",),
+    "increase_bytes": ("bytes",),
+    "current_allocated": ("allocated_bytes",),
+    "current_reserved": ("reserved_bytes",),
+    "place": ("device_type", "device_index"),
+    "registers": ("registers",),
+    "shared_memory": ("shared_memory",),
+    "occupancy": ("occupancy_pct",),
+    "grid": ("grid",),
+    "block": ("block",),
+    "input_shapes": ("input_shapes",),
+    "input_dtypes": ("input_dtypes",),
+    "callstack": ("stack",),
+}
+
+#: Examples of the JSON helpers of ``perfkit_paddle.chrome``: (what, input, expected output).
+PADDLE_JSON_EXAMPLES: tuple[tuple[str, str, object], ...] = (
+    ("name", "matmul dygraph[63.825 us]", "matmul dygraph"),
+    ("name", "ProfileStep#1[1.270 ms]", "ProfileStep#1"),
+    ("tid", "12796(Python)", 12796),
+    ("tid", "12796(C++)", 12796),
+    ("start_time", "326.275 us", 326275),
+)
+
+
+def check_paddle_examples() -> None:
+    """Raise ``AssertionError`` when a Paddle example no longer holds as the docs state it."""
+
+    def fail(what: str) -> None:
+        raise AssertionError(
+            f"docs/gen_docs.py: {what}; update the Paddle tables and prose in docs/gen_docs.py"
+        )
+
+    for type_name, name, kind in PADDLE_CLASSIFY_EXAMPLES:
+        got = paddle_kinds.classify(type_name, name)
+        if got != kind:
+            fail(f"classify({type_name!r}, {name!r}) is {got!r}, the docs say {kind!r}")
+    for type_name, kind in paddle_kinds.TYPE_KINDS.items():
+        if kind not in schema.KINDS:
+            fail(f"TYPE_KINDS maps {type_name!r} to {kind!r}, which is not a kind")
+    if paddle_kinds.step_number("ProfileStep#5") != 5 or paddle_kinds.step_number("x") != -1:
+        fail("step_number() no longer reads ProfileStep#N")
+    for place, device_type, index in PADDLE_PLACE_EXAMPLES:
+        got_place = paddle_kinds.parse_place(place)
+        if got_place != (device_type, index):
+            fail(f"parse_place({place!r}) is {got_place!r}, the docs say {(device_type, index)!r}")
+    helpers: dict[str, Callable[[str], object]] = {
+        "name": lambda text: paddle_chrome._SUFFIX_RE.sub("", text),
+        "tid": paddle_chrome._thread_id,
+        "start_time": paddle_chrome._rel_ns,
+    }
+    for what, text, expected in PADDLE_JSON_EXAMPLES:
+        got_value = helpers[what](text)
+        if got_value != expected:
+            fail(f"the JSON reader turns {what} {text!r} into {got_value!r}, not {expected!r}")
+
+
+def paddle_type_rows() -> list[list[str]]:
+    """One row per TracerEventType and TracerMemEventType name perfkit knows."""
+    rows = []
+    for type_name, kind in paddle_kinds.TYPE_KINDS.items():
+        where = "device" if type_name in paddle_kinds.DEVICE_TYPES else "host"
+        rows.append([code(type_name), code(kind), where])
+    for type_name in sorted(paddle_kinds.MEMORY_TYPES):
+        rows.append([code(type_name), code("memory"), "host (memory instant)"])
+    return rows
+
+
+def paddle_arg_rows() -> list[list[str]]:
+    """``args`` keys of Paddle's JSON export, by the column they fill."""
+    fields = {f.name: f.encode_name for f in msgspec.structs.fields(paddle_chrome._Args)}
+    for attr, columns in PADDLE_ARG_COLUMNS.items():
+        if attr not in fields or any(c not in schema.COLUMN_NAMES for c in columns):
+            raise AssertionError(f"docs/gen_docs.py: PADDLE_ARG_COLUMNS entry {attr!r} is stale")
+    by_column: dict[str, list[str]] = {}
+    for attr, columns in PADDLE_ARG_COLUMNS.items():
+        for column in columns:
+            by_column.setdefault(column, []).append(code(fields[attr]))
+    return [[code(c), ", ".join(by_column[c])] for c in schema.COLUMN_NAMES if c in by_column]
+
+
+def paddle_section() -> str:
+    """The "How Paddle event types map to kinds" section."""
+    from perfkit_paddle import plugin as paddle_plugin
+
+    check_paddle_examples()
+    example_rows = [
+        [code(t), code(n), code(paddle_kinds.classify(t, n))]
+        for t, n, _ in PADDLE_CLASSIFY_EXAMPLES
+    ]
+    place_rows = [
+        [code(p), code(paddle_kinds.parse_place(p)[0]), code(paddle_kinds.parse_place(p)[1])]
+        for p, _, _ in PADDLE_PLACE_EXAMPLES
+    ]
+    json_rows = [
+        [what, code(text), code(expected)] for what, text, expected in PADDLE_JSON_EXAMPLES
+    ]
+    device_types = ", ".join(code(t) for t in sorted(paddle_kinds.DEVICE_TYPES))
+    markers = ", ".join(code(m.decode()) for m in paddle_plugin._MARKERS)
+    return join_blocks(
+        [
+            "## How Paddle event types map to kinds",
+            "`perfkit_paddle` reads what `paddle.profiler` records in two ways: its handler "
+            "(`perfkit_paddle.on_trace_ready`) converts `prof.profiler_result` directly, walking "
+            "Paddle's event tree, and `perfkit_core.load` reads Paddle's exports "
+            "(`*.paddle_trace.json`, and `*.paddle_trace.pb` through paddle itself). Both give "
+            "every event its `kind` with `perfkit_paddle.kinds.classify(type_name, name)`, from "
+            "the event's `TracerEventType` (or `TracerMemEventType`) name, which is always kept "
+            "in the `category` column.",
+            "### Event types",
+            "`perfkit_paddle.kinds.TYPE_KINDS` and `MEMORY_TYPES`. Events of the device types "
+            f"({device_types}) get `stream` and `device_index`, `tid == -1` and "
+            '`device_type == "gpu"`; all others are host events with `device_type == "cpu"` '
+            "(memory instants take theirs from the allocation's place, below).",
+            table(["Paddle type", "kind", "runs on"], paddle_type_rows()),
+            "`classify()` gives `memory` to every memory type, then looks the type up in "
+            "`TYPE_KINDS`; a type not listed there (one a newer Paddle adds) gives `other`, with "
+            "its name kept in `category`. A `Kernel` whose name contains `nccl` (any case) is "
+            "`communication`. No other rule looks at the name: the name is kept as recorded. "
+            "`UserDefined` is Paddle's own C++ spans, not the user's (see *Where perfkit differs "
+            "from Paddle's summary on purpose* below). "
+            "These examples are checked against `classify()` every time this page is generated:",
+            table(["Paddle type", "name", "kind"], example_rows),
+            "A `ProfileStep#N` event is a step span; `N` becomes its `step` number, and every "
+            "other event takes the number of the step span that holds its start (a device event: "
+            "the start of the runtime call that launched it). A profile without any "
+            "`ProfileStep` event (no `prof.step()` in the loop) is refused: the loaders raise "
+            "`perfkit_core.TraceError`, and the handler records a failure and keeps Paddle's "
+            "JSON export instead.",
+            "### Memory events",
+            "Paddle's memory instants (`Allocate`, `Free`, `ReservedAllocate`, `ReservedFree`) "
+            "become rows named `[memory]` of kind `memory` with `dur_ns == 0`: `bytes` is "
+            "Paddle's `increase_bytes` (negative for a free), `allocated_bytes` and "
+            "`reserved_bytes` are `current_allocated` and `current_reserved`, the totals after "
+            "the event. `device_type` and `device_index` come from the event's place; pinned "
+            "host memory counts as `cpu`:",
+            table(["place", "device_type", "device_index"], place_rows),
+            "### Columns read from Paddle's JSON export",
+            "`perfkit_paddle.load_paddle_json` reads the chrome-tracing file that "
+            '`prof.export(path, format="json")` and `paddle.profiler.export_chrome_tracing(dir)` '
+            "write (plain or gzip). perfkit claims a file for it when its name ends with "
+            "`.paddle_trace.json` or `.paddle_trace.json.gz`, or when it is a JSON object whose "
+            f"first 64 KiB hold one of {markers}; any `.pb` file goes to the `.pb` reader. From "
+            "each event:",
+            table(
+                ["column", "JSON field"],
+                [
+                    [code("category"), "`cat`"],
+                    [code("kind"), "`cat` and `name`, through `classify()`"],
+                    [code("name"), "`name` without the `[<duration> ms]` suffix Paddle adds"],
+                    [code("start_ns"), "`ts` (µs) × 1000; host events: see *Times* below"],
+                    [code("dur_ns"), "`dur` (µs with three decimals) × 1000"],
+                    [code("pid"), "host events: `pid`; device events: -1"],
+                    [code("tid"), "host events: the number in `tid`; device events: -1"],
+                    [code("stream"), "device events: `args.stream`, else `tid`"],
+                    [
+                        code("device_index"),
+                        "device events: `args.device`, else `pid`; memory: `args.place`",
+                    ],
+                ],
+            ),
+            "and from its `args`:",
+            table(["column", "Paddle args key(s)"], paddle_arg_rows()),
+            "`grid` and `block` (`[x, y, z]`) become `x,y,z`; `input_shapes` and `input_dtypes` "
+            'keep the recorded JSON text (an empty `{}` becomes `""`); `callstack` is kept as '
+            "recorded. These conversions are checked every time this page is generated:",
+            table(["field", "in the file", "in the table"], json_rows),
+            "**Times.** Paddle writes `ts` in whole microseconds, so by itself it cannot order "
+            "events less than a microsecond apart. Host events also carry `start_time`, their "
+            "start relative to the profiler's start with nanosecond digits. perfkit takes the "
+            "profiler's start to be the latest `ts × 1000 − start_time` over the host events and "
+            "sets each host event's `start_ns` to that start plus its `start_time`: host events "
+            "are placed to the nanosecond relative to each other, and their absolute times "
+            "agree with the profiler's clock to within a microsecond. Device events and memory "
+            "instants keep `ts × 1000`, whole microseconds (Paddle writes no `start_time` for "
+            "memory instants).",
+            "**Everything else in the file.** Flow events (phases `s`, `f`, `t`, the arrows from "
+            "a launch to its kernel) are counted and dropped: `correlation` carries the same "
+            "link. Metadata events (phase `M`) are counted and dropped; thread names come from "
+            '`ExtraInfo` instead, whose numeric keys go to `meta["threads"]` (tid -> name) and '
+            'whose `... Utilization` entries go to `meta["extra"]["cpu_utilization"]` '
+            "(fractions, keys lower-cased with `_`). The empty `{}` Paddle writes after the last "
+            'event is counted too, so `meta["accounting"]` adds up: '
+            "`rows + flow_events + metadata_events + empty_events == events_in_file`. "
+            '`deviceProperties` become `meta["devices"]` and `schemaVersion` '
+            '`meta["extra"]["schema_version"]`. The file names no rank, no host and no paddle '
+            "version: a run read from it is rank 0 of a world of 1, so a folder of several "
+            "ranks' JSON exports cannot be combined into one run (perfkit refuses two rank 0s).",
+            "### Converting `prof.profiler_result` directly",
+            "The handler (and `perfkit_paddle.run_from_result(prof.profiler_result)`) walks "
+            "`profiler_result.get_data()`: one tree per thread, whose host nodes hold their "
+            "children, the runtime calls they made (host rows) with the device work each call "
+            "launched (device rows), device work of their own and memory instants. It gives the "
+            "same columns and kinds as the JSON reader, except that:",
+            "- every time, memory instants and device events included, is the node's own "
+            "`start_ns`/`end_ns`, exact to the nanosecond;\n"
+            "- a device row's `pid` is the pid of the host node that launched it;\n"
+            "- `input_shapes` and `input_dtypes` are Paddle's dicts written as `key: value` "
+            "pairs joined by `, `;\n"
+            '- `meta["accounting"]` is `{"events_in_profile": n, "rows": n}` (every node is a '
+            'row), and `meta["extra"]` holds `cpu_utilization`, `span_index` and '
+            "`profiler_result_version`;\n"
+            "- the handler adds `framework_version`, `host`, and in `extra` `worker_name`, "
+            "`profiler_step_num` and `converted_at` (Unix time); `rank` and `world_size` come "
+            "from `PADDLE_TRAINER_ID` and `PADDLE_TRAINERS_NUM` (set by "
+            "`paddle.distributed.launch`), else 0 and 1; `source` is null unless "
+            "`keep_trace=True` kept Paddle's JSON export beside the run.",
+        ]
+    )
+
+
+PADDLE_DIFFERENCES = """\
+### Where perfkit differs from Paddle's summary on purpose, and why
+
+The `operator`, `user` and `model` views of a Paddle run are built to match the tables of
+Paddle's own `prof.summary()` for the same profile (calls and CPU times agree). They differ on
+purpose in these points:
+
+- **`UserDefined` events are kind `other`, so the `user` view holds only `PythonUserDefined`
+  spans.** Paddle opens `UserDefined` spans of its own in C++ around every Python API call and
+  around the backward pass (`relu pybind_imperative_func`, `__mul__ pybind_patch_func`,
+  `backward`, ...). They are not the user's spans, and Paddle's own UserDefined Summary leaves
+  them out too. The spans a program opens with `paddle.profiler.RecordEvent` or
+  `perfkit_core.annotate` are `PythonUserDefined`, kind `user`, so the `user` view has the same
+  rows as Paddle's UserDefined Summary. The `UserDefined` rows stay in the event table
+  (`category == "UserDefined"`) and nest like any host event.
+- **Self CPU time is never negative.** `cpu_self_ns` is an event's duration less the durations
+  of the host events nested directly in it, clipped at 0. Children that overlap each other or
+  slightly misplaced timestamps can make the plain difference negative; torch's
+  `key_averages()` tables then print a negative Self CPU, and Paddle's statistics compute self
+  time by the same subtraction with no floor. A negative time is never a measurement, so
+  perfkit shows 0.
+- **GPU columns are NaN when no device events were recorded.** Paddle prints `0.00` in every
+  GPU column of a CPU-only profile, which reads like a measured zero. perfkit's views hold NaN
+  there (`null` with `--format json`); the text report leaves those columns out with the note
+  "No device events were recorded: GPU columns omitted", and a NaN cell shows as `-`. In a run
+  that has device events, an event that launched no device work shows a GPU time of 0.
+- **Operator names are kept as recorded** (`matmul dygraph`, `Global_MatmulGradNode`), as
+  Paddle's tables show them, so a row of a perfkit table can be found in Paddle's by its name.
+  perfkit does not strip ` dygraph` or map names to op types; it only removes the
+  `[1.234 ms]` duration suffix the JSON export appends to every name.
+- **`.pb` exports of dygraph runs cannot be read back.** perfkit reads `.paddle_trace.pb`
+  through Paddle's own `paddle.profiler.load_profiler_result`, and Paddle 3.3 cannot read the
+  `.pb` it writes for a dygraph run (its protobuf parser rejects events whose
+  `host_trace_event.type` is missing). perfkit then raises a `TraceError` naming the file and
+  saying to export with `format='json'`. Export JSON (`prof.export(path, format="json")` or
+  `paddle.profiler.export_chrome_tracing(dir)`), or use perfkit's handler, which needs no
+  export.
+- **Memory events from a JSON export keep microsecond timestamps.** Paddle writes memory
+  instants with the whole-microsecond `ts` only, so they cannot be placed to the nanosecond as
+  host events are, and an allocation made right at the start or end of an operator can nest
+  under a neighbouring event instead. The handler converts `prof.profiler_result` with every
+  time in nanoseconds; use its runs when memory per operator matters.
+- **The `model` view always has its six rows.** Paddle's Model Summary leaves out a phase it
+  saw no event of (a loop without `paddle.io.DataLoader` has no Dataloader row); perfkit keeps
+  the row with 0 calls and 0 time, so the table has the same shape for every run."""
+
+
 SAVED_RUNS = f"""\
 ## Saved runs
 
@@ -306,8 +604,8 @@ A saved run is a folder holding two files:
 
 `Run.save(folder)` writes each file atomically (to a temporary file beside it, then renamed
 over it) and writes `{run.META_FILE}` last, so a folder that has a `{run.META_FILE}` always
-holds a complete run. `perfkit_torch.on_trace_ready(dir)` saves one such folder per profiled
-cycle. Load one with `perfkit_core.load(folder)` (or `perfkit_core.run.Run.read(folder)`); a run
+holds a complete run. `perfkit_torch.on_trace_ready(dir)` and `perfkit_paddle.on_trace_ready(dir)`
+save one such folder per profiled cycle. Load one with `perfkit_core.load(folder)` (or `perfkit_core.run.Run.read(folder)`); a run
 saved with a different major schema version raises `perfkit_core.TraceError`.
 
 ```python
@@ -342,11 +640,14 @@ def render_schema() -> str:
             "categories are always all of them, in this order.",
             table(["kind", "meaning"], kind_rows),
             "## Run metadata",
-            "Keys of `Run.meta` (`perfkit_core.schema.META_KEYS`). Adapters may add more "
-            "(the torch adapter adds `threads`; a run combined from several rank files adds "
-            "`per_rank`).",
+            "Keys of `Run.meta` (`perfkit_core.schema.META_KEYS`). Not every run has every "
+            "key: `threads` is filled where the trace names threads (torch and Paddle), and "
+            "`per_rank` only in a run combined from several rank files. What each adapter "
+            "puts in `accounting` and `extra` is described in its section below.",
             table(["key", "holds"], meta_rows),
             kineto_section(),
+            paddle_section(),
+            PADDLE_DIFFERENCES,
             SAVED_RUNS,
         ]
     )
