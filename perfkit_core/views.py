@@ -6,6 +6,7 @@ A view is a function ``view(run, **options) -> DataFrame`` registered through th
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -381,6 +382,64 @@ MODEL_PHASES: tuple[tuple[str, str], ...] = (
     ("optimization", "optimizer"),
 )
 GPU_KINDS = ("kernel", "communication")
+_BACKWARD_OP_RE = re.compile(r"Backward\d*$")
+
+
+def _kernel_time_per_step(events: pd.DataFrame, step_rows: np.ndarray) -> np.ndarray:
+    """Kernel time (ns) of the device work assigned to each step span in ``step_rows``."""
+    kernels = (events["stream"].to_numpy() >= 0) & events["kind"].isin(list(GPU_KINDS)).to_numpy()
+    step_of = events["step"].to_numpy()
+    rank = events["rank"].to_numpy()
+    dur = events["dur_ns"].to_numpy()
+    out = np.zeros(len(step_rows))
+    for i, s in enumerate(step_rows.tolist()):
+        out[i] = dur[kernels & (step_of == step_of[s]) & (rank == rank[s])].sum()
+    return out
+
+
+def _derived_forward(
+    events: pd.DataFrame,
+    kind: np.ndarray,
+    outermost_phase: np.ndarray,
+    step_rows: np.ndarray,
+    kernel_ns: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Forward time per step for frameworks that mark no forward spans (torch).
+
+    Rule: the forward pass of a step is the step's top-level work (events directly inside the
+    step span, other than data loading and optimizer spans) before the step's first backward
+    event; its CPU time is the union of those events clipped at that first backward event (the
+    whole step when it has none). Its GPU time is the kernel time launched from the step's
+    thread in that window outside any phase span.
+    """
+    start = events["start_ns"].to_numpy()
+    end = start + events["dur_ns"].to_numpy()
+    parent = events["parent"].to_numpy()
+    step_of = events["step"].to_numpy()
+    rank = events["rank"].to_numpy()
+    tid = events["tid"].to_numpy()
+    in_phase = outermost_phase | structure.has_ancestor(parent, outermost_phase)
+    launcher = structure.launcher_rows(events)
+    is_kernel = np.isin(events["kind"].to_numpy(), GPU_KINDS) & (launcher >= 0)
+    backward = outermost_phase & (kind == "backward")
+    cpu, gpu = [], []
+    for s in step_rows.tolist():
+        same = (step_of == step_of[s]) & (rank == rank[s])
+        b = np.flatnonzero(backward & same)
+        limit = int(start[b].min()) if len(b) else int(end[s])
+        top = np.flatnonzero(
+            (parent == s)
+            & ~np.isin(kind, ["dataloader", "optimizer", "backward", "memory"])
+            & (start < limit)
+        )
+        if len(top) == 0:
+            continue
+        cpu.append(structure.union_length(start[top], np.minimum(end[top], limit)))
+        k = np.flatnonzero(is_kernel & same)
+        lk = launcher[k]
+        mine = (start[lk] >= start[s]) & (start[lk] < limit) & (tid[lk] == tid[s]) & ~in_phase[lk]
+        gpu.append(float(kernel_ns[k[mine]].sum()))
+    return np.asarray(cpu, dtype=np.int64), np.asarray(gpu, dtype=np.float64)
 
 
 def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
@@ -407,6 +466,17 @@ def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     _, gpu_total = structure.device_time_by_launcher(run, GPU_KINDS)
     has_gpu = not np.isnan(gpu_total).all()
     phase_kinds = [k for _, k in MODEL_PHASES]
+    kind = kind.copy()
+    derived = not (host & (kind == "forward")).any()
+    if derived and not (host & (kind == "backward")).any():
+        # Older torch traces record no autograd spans: their backward ops are named *Backward*.
+        names = events["name"].astype(str).to_numpy()
+        backward_op = (
+            host & (kind == "operator") & np.array([bool(_BACKWARD_OP_RE.search(n)) for n in names])
+            if host.any()
+            else host
+        )
+        kind[backward_op] = "backward"
     is_phase = np.isin(kind, phase_kinds)
     outermost = is_phase & ~structure.has_ancestor(parent, is_phase) & host
     note = None
@@ -416,7 +486,10 @@ def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
         outermost &= events["step"].to_numpy() >= 0
     if len(step_rows):
         step_durs = dur[step_rows]
-        step_gpu = gpu_total[step_rows]
+        # A step's GPU time is that of the kernels launched in it, from any thread.
+        step_gpu = (
+            _kernel_time_per_step(events, step_rows) if has_gpu else np.full(len(step_rows), np.nan)
+        )
         step_total = structure.union_length(start[step_rows], start[step_rows] + dur[step_rows])
     else:
         note = "no steps were recorded: the whole profiled span counts as one step"
@@ -454,7 +527,14 @@ def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     phase_gpu = 0.0
     for label, phase_kind in MODEL_PHASES:
         sel = np.flatnonzero(outermost & (kind == phase_kind))
-        r = row(label, dur[sel], gpu_total[sel])
+        if phase_kind == "forward" and derived and len(step_rows):
+            cpu_fwd, gpu_fwd = _derived_forward(
+                events, kind, outermost, step_rows, dur.astype(np.float64)
+            )
+            r = row(label, cpu_fwd, gpu_fwd)
+            note = "forward derived: the step's top-level work before its first backward event"
+        else:
+            r = row(label, dur[sel], gpu_total[sel])
         phase_cpu += r["cpu_total_ns"]
         phase_gpu += 0.0 if np.isnan(r["gpu_total_ns"]) else r["gpu_total_ns"]
         rows.append(r)

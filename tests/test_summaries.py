@@ -386,3 +386,77 @@ def test_cli_passes_rank_and_top_to_every_view(tmp_path, capsys):
     assert [r["cpu_total_ns"] for r in views["model"]] == expected["cpu_total_ns"].tolist()
     assert len(views["kernel"]) == 2
     assert {r["rank"] for r in views["steps"]} == {1}
+
+
+def test_torch_forward_is_derived_by_the_documented_rule(tmp_path):
+    path = tmp_path / "phases.json"
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+        },
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::linear",
+            "pid": 1,
+            "tid": 1,
+            "ts": 15,
+            "dur": 20,
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 40, "dur": 15},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "autograd::engine::evaluate_function: AddmmBackward0",
+            "pid": 1,
+            "tid": 1,
+            "ts": 50,
+            "dur": 20,
+        },
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "Optimizer.step#SGD.step",
+            "pid": 1,
+            "tid": 1,
+            "ts": 80,
+            "dur": 10,
+        },
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    model = perfkit_core.load(path).summary("model").set_index("name")
+    # forward: linear (15-35) and relu clipped at the first backward event (40-50) = 30 us
+    assert model.loc["forward", "cpu_total_ns"] == 30_000
+    assert model.loc["forward", "calls"] == 1
+    assert model.loc["backward", "cpu_total_ns"] == 20_000
+    assert model.loc["others", "cpu_total_ns"] == 100_000 - 10_000 - 30_000 - 20_000 - 10_000
+
+
+@pytest.mark.parametrize("key", ["resnet_nw0", "a100_rank3"])
+def test_torch_model_view_adds_up_on_real_traces(key):
+    model = perfkit_core.load(shared_trace(key)).summary("model").set_index("name")
+    assert model.loc["forward", "calls"] == model.loc["step", "calls"] == 6
+    parts = ["dataloader", "forward", "backward", "optimization", "others"]
+    assert model.loc[parts, "cpu_total_ns"].sum() == model.loc["step", "cpu_total_ns"]
+    assert model.loc[parts, "gpu_total_ns"].sum() == pytest.approx(
+        model.loc["step", "gpu_total_ns"]
+    )
+    assert (model.loc[parts, "cpu_total_ns"] >= 0).all() and (
+        model.loc[parts, "gpu_total_ns"] >= 0
+    ).all()
+    assert model.loc["backward", "gpu_total_ns"] > model.loc["forward", "gpu_total_ns"] > 0
