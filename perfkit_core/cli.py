@@ -71,6 +71,13 @@ def cli() -> None:
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
 @click.option(
+    "--advice/--no-advice",
+    "with_advice",
+    default=True,
+    show_default=True,
+    help="Put the advice findings before the tables.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(path_type=Path),
@@ -88,6 +95,7 @@ def report(
     by_thread: bool,
     group_by_stack_n: int,
     fmt: str,
+    with_advice: bool,
     output: Path | None,
 ) -> None:
     """Print the summaries of the run or trace at PATH."""
@@ -117,7 +125,9 @@ def report(
         }
         text = json.dumps(payload, indent=1, default=str) + "\n"
     else:
-        text = render_report(run, names, time_unit=time_unit, top=top or None, options=options)
+        text = render_report(
+            run, names, time_unit=time_unit, top=top or None, options=options, advice=with_advice
+        )
     _emit(text, output)
 
 
@@ -152,6 +162,38 @@ def _emit(text: str, output: Path | None) -> None:
 
     write_bytes(output, text.encode())
     click.echo(f"wrote {output}", err=True)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option("--rules", default=None, help="Comma-separated rule ids to run (default: all).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Write to this file instead of standard output.",
+)
+def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None:
+    """Print what to change, most valuable first, with the evidence and estimated saving."""
+    from perfkit_core.loading import load
+    from perfkit_core.render.text import render_findings
+
+    run = load(path)
+    findings = run.advise(rules=[r.strip() for r in rules.split(",")] if rules else None)
+    if fmt == "json":
+        text = json.dumps([f.to_dict() for f in findings], indent=1, default=_json_default) + "\n"
+    else:
+        text = render_findings(findings)
+    _emit(text, output)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return _jsonable(value.item())
+    return str(value)
 
 
 @cli.command()

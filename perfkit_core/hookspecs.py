@@ -103,3 +103,35 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
         (``torch.profiler.record_function``, ``paddle.profiler.RecordEvent``), or ``None``.
         Results of all plugins are collected; perfkit enters them all.
     """
+
+
+@hookspec
+def perfkit_register_advisors(register: Callable[[str, Callable[..., Any], str], None]) -> None:
+    """Add advice rules, run by ``Run.advise()`` and ``perfkit advise``.
+
+    Called once per process (again after ``perfkit_core.plugins.reset_plugin_manager()``), the
+    first time advice is asked for, for every plugin of the process-wide plugin manager.
+
+    :param register: call ``register(rule_id, function, description)`` for each rule.
+        ``function(context)`` receives a ``perfkit_core.advice.Context`` (``run``, ``step_ns``,
+        ``steps``, ``has_device``, ``framework``) and returns a ``Finding``, a list of them, or
+        ``None``. A rule must read only ``context.run.events`` / ``.meta`` and its views, and
+        must not claim a ``saving_ns`` larger than the time it is based on. A later
+        registration of the same id replaces an earlier one.
+    :returns: nothing; results are ignored. Every plugin's implementation is called.
+    """
+
+
+@hookspec(firstresult=True)
+def perfkit_remedy(finding: Any, framework: str) -> str | None:
+    """Say what to change for a finding, with code in the run's own framework.
+
+    Called once per finding by ``Run.advise()``, after the rules ran.
+
+    :param finding: the ``perfkit_core.advice.Finding`` (``rule``, ``id``, ``evidence``).
+    :param framework: the run's framework, ``torch`` or ``paddle``.
+    :returns: the remedy text (may hold code lines) when this plugin adapts ``framework`` and
+        knows the rule, else ``None``; perfkit then falls back to a framework-neutral sentence.
+
+    Stops at the first non-None result (``firstresult``).
+    """

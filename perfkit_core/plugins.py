@@ -17,7 +17,7 @@ from perfkit_core import hookspecs
 #: Entry-point group third-party plugins (and perfkit's own adapters) register under.
 ENTRY_POINT_GROUP = "perfkit"
 #: Plugins that ship inside perfkit_core, registered before any entry point, in this order.
-BUILTIN_PLUGINS: tuple[str, ...] = ("perfkit_core.views",)
+BUILTIN_PLUGINS: tuple[str, ...] = ("perfkit_core.views", "perfkit_core.advice")
 #: Environment variable with comma-separated plugin names to block (``torch,paddle,...``).
 DISABLE_ENV = "PERFKIT_DISABLE_PLUGINS"
 
@@ -98,9 +98,10 @@ def reset_plugin_manager() -> None:
     global _manager
     with _lock:
         _manager = None
-    from perfkit_core import views
+    from perfkit_core import advice, views
 
     views.clear_view_cache()
+    advice.clear_advisor_cache()
 
 
 def framework_infos(pm: pluggy.PluginManager | None = None) -> list[dict[str, Any]]:

@@ -54,6 +54,17 @@ class Run:
 
         return get_view(view).function(self, **options)
 
+    def advise(self, *, rules: list[str] | None = None) -> list[Any]:
+        """Return the advice findings for this run, the largest estimated saving first.
+
+        Each is a ``perfkit_core.advice.Finding`` with ``id``, ``title``, ``severity``,
+        ``evidence``, ``saving_ns`` (ns over the profiled steps) and ``remedy`` (in this run's
+        framework). ``rules`` limits the rules run (ids as in ``perfkit advise --rules``).
+        """
+        from perfkit_core.advice import advise
+
+        return advise(self, rules=rules)
+
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.
 

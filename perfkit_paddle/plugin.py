@@ -66,3 +66,13 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
     from paddle.profiler import RecordEvent
 
     return RecordEvent(name)
+
+
+@hookimpl
+def perfkit_remedy(finding: Any, framework: str) -> str | None:
+    """The paddle code to change for a finding on a paddle run."""
+    if framework != "paddle":
+        return None
+    from perfkit_paddle.remedies import remedy
+
+    return remedy(finding)

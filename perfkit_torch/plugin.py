@@ -69,3 +69,13 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
     from torch.profiler import record_function
 
     return record_function(name)
+
+
+@hookimpl
+def perfkit_remedy(finding: Any, framework: str) -> str | None:
+    """The torch code to change for a finding on a torch run."""
+    if framework != "torch":
+        return None
+    from perfkit_torch.remedies import remedy
+
+    return remedy(finding)

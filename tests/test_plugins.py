@@ -26,6 +26,8 @@ TESTED_BY = {
     "perfkit_framework_info": "test_framework_info_hook",
     "perfkit_demo": "test_demo_hook_is_collected",
     "perfkit_annotation": "test_annotation_hook_opens_every_span",
+    "perfkit_register_advisors": "test_register_advisors_hook_adds_a_rule",
+    "perfkit_remedy": "test_remedy_hook_gives_framework_code",
 }
 
 
@@ -322,3 +324,49 @@ def test_annotation_hook_opens_every_span():
         ("exit", "two", "block"),
     ]
     assert ("body",) in entered
+
+
+def test_register_advisors_hook_adds_a_rule(tmp_path):
+    from perfkit_core.advice import Finding, clear_advisor_cache
+
+    class OneRule:
+        @hookimpl
+        def perfkit_register_advisors(self, register):
+            def too_many_adds(ctx):
+                adds = int((ctx.run.events["name"] == "aten::add").sum())
+                if adds:
+                    return Finding(
+                        id="too-many-adds",
+                        title=f"{adds} adds",
+                        severity="low",
+                        saving_ns=0.0,
+                        evidence={"adds": adds},
+                    )
+                return None
+
+            register("too-many-adds", too_many_adds, "counts adds")
+
+    pm = plugins.get_plugin_manager()
+    plugin = OneRule()
+    pm.register(plugin, name="one-rule")
+    try:
+        clear_advisor_cache()
+        findings = perfkit_core.load(_tiny_trace(tmp_path)).advise()
+        assert [f.id for f in findings] == ["too-many-adds"]
+        assert findings[0].evidence["adds"] == 1
+    finally:
+        pm.unregister(plugin)
+        clear_advisor_cache()
+    assert perfkit_core.load(_tiny_trace(tmp_path)).advise() == []
+
+
+def test_remedy_hook_gives_framework_code():
+    from perfkit_core.advice import Finding
+
+    pm = plugins.get_plugin_manager()
+    finding = Finding(id="amp", title="t", severity="high", saving_ns=1.0, rule="amp")
+    torch_text = pm.hook.perfkit_remedy(finding=finding, framework="torch")
+    paddle_text = pm.hook.perfkit_remedy(finding=finding, framework="paddle")
+    assert "torch.autocast" in torch_text
+    assert "paddle.amp.auto_cast" in paddle_text
+    assert pm.hook.perfkit_remedy(finding=finding, framework="jax") is None

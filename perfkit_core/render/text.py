@@ -146,9 +146,14 @@ def render_report(
     time_unit: str = "ms",
     top: int | None = 30,
     options: dict[str, Any] | None = None,
+    advice: bool = False,
 ) -> str:
     """Return the text report of ``run``: a header and one table per view."""
     parts = [run_header(run)]
+    if advice:
+        findings = run.advise()
+        if findings:
+            parts.append(render_findings(findings, time_unit=time_unit).rstrip())
     for view in views:
         frame = run.summary(view, **(options or {}).get(view, {}))
         if "level" in frame.columns:
@@ -175,3 +180,40 @@ def render_report(
             )
         )
     return "\n\n".join(parts) + "\n"
+
+
+def render_findings(findings: list[Any], *, time_unit: str = "ms") -> str:
+    """Return advice findings as text: one block per finding, most valuable first."""
+    if not findings:
+        return "No advice: no rule found anything worth changing in this run.\n"
+    scale = TIME_UNITS[time_unit]
+    blocks = []
+    for i, f in enumerate(findings, 1):
+        step = f.evidence.get("step_time_ns") or 0
+        share = f" ({100.0 * f.saving_ns / step:.1f}% of step time)" if step else ""
+        lines = [
+            f"{i}. [{f.severity}] {f.title}",
+            f"   id: {f.id}    estimated saving: {f.saving_ns / scale:.3f} {time_unit}{share} over the profiled steps",
+            "   evidence:",
+        ]
+        for key, value in f.evidence.items():
+            if key in ("step_time_ns", "steps"):
+                continue
+            lines.append(f"     {key}: {_evidence_text(key, value, time_unit)}")
+        if f.remedy:
+            lines.append("   remedy:")
+            lines += [f"     {line}" for line in str(f.remedy).splitlines()]
+        blocks.append("\n".join(lines))
+    return " Advice ".center(60, "-") + "\n" + "\n\n".join(blocks) + "\n"
+
+
+def _evidence_text(key: str, value: Any, unit: str) -> str:
+    if isinstance(value, list):
+        return "; ".join(_evidence_text("", v, unit) for v in value[:5])
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_evidence_text(k, v, unit)}" for k, v in value.items())
+    if isinstance(value, float) and key.endswith("_ns"):
+        return f"{value / TIME_UNITS[unit]:.3f} {unit}"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)

@@ -1,0 +1,63 @@
+"""What to change, in PaddlePaddle code, for each advice rule (``perfkit_remedy``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+REMEDIES: dict[str, str] = {
+    "input-pipeline": (
+        "Load batches in worker processes so loading overlaps the step:\n"
+        "    loader = paddle.io.DataLoader(dataset, batch_size=..., num_workers=4,\n"
+        "                                  use_shared_memory=True, prefetch_factor=2,\n"
+        "                                  persistent_workers=True)"
+    ),
+    "placement": (
+        "Run the ops that only feed host logic on the CPU so their results need no copy back:\n"
+        "static graph:\n"
+        "    with paddle.static.device_guard('cpu'):\n"
+        "        step_var = paddle.increment(step_var)  # control flow, shape arithmetic\n"
+        "dygraph: create those tensors on the host, paddle.to_tensor(v, place=paddle.CPUPlace()),\n"
+        "and call .numpy() / .item() only when logging (every N steps)."
+    ),
+    "cpu-bound-op": (
+        "Look at the op's host-side implementation (its infer_meta and kernel launch stages in\n"
+        "perfkit report --op-detail), or convert the model with paddle.jit.to_static to cut\n"
+        "per-op host work."
+    ),
+    "launch-bound": (
+        "Launch fewer, larger kernels: convert with paddle.jit.to_static (and enable CUDA Graph\n"
+        "via paddle.jit.to_static(..., full_graph=True) with build_strategy), fuse ops, raise the\n"
+        "batch size."
+    ),
+    "low-gpu-utilization": (
+        "Give the GPU more work per step: larger batches, DataLoader workers, no .numpy() in the\n"
+        "step, paddle.jit.to_static for many small ops."
+    ),
+    "communication": (
+        "Overlap communication with backward: paddle.DataParallel(model, comm_buffer_size=25,\n"
+        "last_comm_buffer_size=1); with fleet, strategy.fuse_all_reduce_ops = True."
+    ),
+    "amp": (
+        "Run matmuls and convolutions in reduced precision on tensor cores:\n"
+        "    scaler = paddle.amp.GradScaler()\n"
+        "    with paddle.amp.auto_cast(level='O1', dtype='bfloat16'):\n"
+        "        loss = model(x)"
+    ),
+    "memory-pressure": (
+        "Lower peak memory: smaller batch or gradient accumulation, recompute\n"
+        "(paddle.distributed.fleet.utils.recompute), and check paddle.device.cuda.max_memory_reserved()."
+    ),
+    "pageable-memcpy": (
+        "Copy from pinned memory: paddle.io.DataLoader(..., use_shared_memory=True) and\n"
+        "tensor.pin_memory() before .cuda(blocking=False)."
+    ),
+}
+
+
+def remedy(finding: Any) -> str | None:
+    """The paddle remedy for ``finding`` (by its rule), naming the ops it found where useful."""
+    text = REMEDIES.get(getattr(finding, "rule", ""))
+    if text and finding.rule == "placement":
+        ops = ", ".join(o["op"] for o in finding.evidence.get("ops", [])[:3])
+        text = f"Ops to look at: {ops}.\n{text}" if ops else text
+    return text
