@@ -422,16 +422,13 @@ def _derived_forward(
     launcher = structure.launcher_rows(events)
     is_kernel = np.isin(events["kind"].to_numpy(), GPU_KINDS) & (launcher >= 0)
     backward = outermost_phase & (kind == "backward")
+    not_forward = np.isin(kind, ["dataloader", "optimizer", "backward", "memory"])
     cpu, gpu = [], []
     for s in step_rows.tolist():
         same = (step_of == step_of[s]) & (rank == rank[s])
         b = np.flatnonzero(backward & same)
         limit = int(start[b].min()) if len(b) else int(end[s])
-        top = np.flatnonzero(
-            (parent == s)
-            & ~np.isin(kind, ["dataloader", "optimizer", "backward", "memory"])
-            & (start < limit)
-        )
+        top = np.flatnonzero((parent == s) & ~not_forward & (start < limit))
         if len(top) == 0:
             continue
         cpu.append(structure.union_length(start[top], np.minimum(end[top], limit)))

@@ -390,3 +390,12 @@ def test_folder_of_paddle_exports_is_numbered_by_file_name(paddle_profile, tmp_p
     assert run.meta["ranks"] == [0, 1]
     per_rank = run.events.groupby("rank").size().tolist()
     assert per_rank[0] == per_rank[1] == len(perfkit_core.load(src).events)
+
+
+def test_device_view_reports_recorded_cpu_utilization(paddle_profile):
+    run = perfkit_core.load(paddle_profile.runs[0])
+    device = run.summary("device").set_index("name")
+    recorded = run.meta["extra"]["cpu_utilization"]
+    assert device.loc["CPU (process)", "utilization_pct"] == pytest.approx(100 * recorded["process_cpu_utilization"])
+    assert device.loc["CPU (system)", "utilization_pct"] == pytest.approx(100 * recorded["system_cpu_utilization"])
+    assert device.loc["CPU (process)", "utilization_pct"] > 0  # Paddle's own table prints 0.00 here
