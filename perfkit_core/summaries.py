@@ -191,25 +191,44 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
 
 
 def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
-    """Utilization per device: the CPU figures the profiler recorded (Paddle records process and
-    system CPU utilization), and for each GPU the merged time it ran kernels or copies over the
-    merged step time, in percent (``utilization_pct``)."""
+    """Utilization per device, in percent (``utilization_pct``) of the merged step time.
+
+    ``CPU (host threads busy)``: the summed time host threads spent inside recorded events,
+    measured from the events for every framework (100% = one thread busy throughout). The CPU
+    figures a profiler records itself (Paddle: process and system) follow as ``... recorded``;
+    a recorded process figure of 0 while the events show host work is reported as not measured
+    (NaN), not as a measured zero. Each GPU: the merged time it ran kernels, copies or sets.
+    """
     ev = run.events
     window, has_steps = step_window(run, rank)
     total = _length(window)
-    rows: list[dict[str, Any]] = []
+    host_busy = _host_threads_busy(run, window, rank)
+    rows: list[dict[str, Any]] = [
+        {
+            "name": "CPU (host threads busy)",
+            "utilization_pct": 100.0 * host_busy / total if total else math.nan,
+            "busy_ns": host_busy,
+            "window_ns": total,
+        }
+    ]
+    notes: list[str] = []
     cpu = (run.meta.get("extra") or {}).get("cpu_utilization") or {}
-    labels = {"process_cpu_utilization": "CPU (process)", "system_cpu_utilization": "CPU (system)"}
+    labels = {
+        "process_cpu_utilization": "CPU (process, recorded)",
+        "system_cpu_utilization": "CPU (system, recorded)",
+    }
     for key, label in labels.items():
-        if key in cpu:
-            rows.append(
-                {
-                    "name": label,
-                    "utilization_pct": 100.0 * float(cpu[key]),
-                    "busy_ns": math.nan,
-                    "window_ns": total,
-                }
+        if key not in cpu:
+            continue
+        value = 100.0 * float(cpu[key])
+        if key == "process_cpu_utilization" and value == 0.0 and host_busy > 0:
+            value = math.nan
+            notes.append(
+                "the profiler recorded 0% process CPU although its events show host work: not measured"
             )
+        rows.append(
+            {"name": label, "utilization_pct": value, "busy_ns": math.nan, "window_ns": total}
+        )
     sel = ev["stream"].to_numpy() >= 0
     sel &= ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
     if rank is not None:
@@ -228,8 +247,9 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     multi_rank = len({k[0] for k in keys}) > 1
     for r, t, i in keys:
         rows_sel = sel & (ranks == r) & (dev_type == t) & (dev_index == i)
-        busy = _length(clip_to(start[rows_sel], end[rows_sel], step_window(run, r)[0]))
-        win = _length(step_window(run, r)[0])
+        rank_window = step_window(run, r)[0]
+        busy = _length(clip_to(start[rows_sel], end[rows_sel], rank_window))
+        win = _length(rank_window)
         name = f"{t.upper()} {i}" + (f" (rank {r})" if multi_rank else "")
         rows.append(
             {
@@ -239,10 +259,28 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
                 "window_ns": win,
             }
         )
-    note = _no_step_note(has_steps)
-    if not rows:
-        note = (note + "; " if note else "") + "no device utilization was recorded"
+    note = "; ".join(n for n in [_no_step_note(has_steps), *notes] if n) or None
     return _frame(rows, ["name", "utilization_pct", "busy_ns", "window_ns"], note)
+
+
+def _host_threads_busy(run: Run, window: tuple[np.ndarray, np.ndarray], rank: int | None) -> int:
+    """Sum over host threads of the time each spent inside a recorded event, within ``window``."""
+    ev = run.events
+    sel = (
+        (ev["stream"].to_numpy() < 0)
+        & (ev["dur_ns"].to_numpy() > 0)
+        & (ev["kind"].to_numpy() != "step")
+    )
+    if rank is not None:
+        sel &= ev["rank"].to_numpy() == rank
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    group = structure.group_codes(ev["rank"].to_numpy(), ev["pid"].to_numpy(), ev["tid"].to_numpy())
+    busy = 0
+    for g in np.unique(group[sel]).tolist():
+        rows = sel & (group == g)
+        busy += _length(clip_to(start[rows], end[rows], window))
+    return busy
 
 
 # ---------------------------------------------------------------------------------------------

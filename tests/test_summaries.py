@@ -110,6 +110,15 @@ def test_device_view_is_merged_device_time(gpu_run):
     )
     busy = merge_intervals(dev["start_ns"].to_numpy(), (dev["start_ns"] + dev["dur_ns"]).to_numpy())
     expected = intersect_length(busy, window)
+    host = view.set_index("name").loc["CPU (host threads busy)"]
+    host_rows = ev[(ev["stream"] < 0) & (ev["dur_ns"] > 0) & (ev["kind"] != "step")]
+    expected_host = 0
+    for _, group in host_rows.groupby(["rank", "pid", "tid"]):
+        merged = merge_intervals(
+            group["start_ns"].to_numpy(), (group["start_ns"] + group["dur_ns"]).to_numpy()
+        )
+        expected_host += intersect_length(merged, window)
+    assert host["busy_ns"] == expected_host
     gpu = view[view["name"].str.startswith("GPU")]
     assert len(gpu) == 1
     assert int(gpu["busy_ns"].iloc[0]) == expected
