@@ -196,6 +196,104 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+@cli.command("compare")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--labels", default=None, help="Comma-separated names for the runs (default: file names)."
+)
+@click.option(
+    "--batch-sizes", default=None, help="Comma-separated batch size of each run (for --per sample)."
+)
+@click.option("--per", type=click.Choice(["step", "sample"]), default="step", show_default=True)
+@click.option("--views", default="steps,phases,totals,family,ops", show_default=True)
+@click.option(
+    "--top", type=int, default=20, show_default=True, help="Rows of the ops table (0: all)."
+)
+@click.option(
+    "--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--fail-on-regression",
+    "fail_pct",
+    type=float,
+    default=None,
+    help="Exit 1 when the last run is worse than the first by more than this percent (and than the noise).",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["step_time", "dataloader", "gpu_busy"]),
+    default="step_time",
+    show_default=True,
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Write to this file instead of standard output.",
+)
+def compare_command(
+    paths: tuple[Path, ...],
+    labels: str | None,
+    batch_sizes: str | None,
+    per: str,
+    views: str,
+    top: int,
+    time_unit: str,
+    fmt: str,
+    fail_pct: float | None,
+    metric: str,
+    output: Path | None,
+) -> int:
+    """Compare runs or traces side by side; optionally gate on a regression."""
+    from perfkit_core.compare import compare
+
+    if len(paths) < 2:
+        raise click.UsageError("compare needs at least two runs or traces")
+    names = [v.strip() for v in views.split(",") if v.strip()]
+    sizes = [int(x) if x.strip() else None for x in batch_sizes.split(",")] if batch_sizes else None
+    try:
+        comparison = compare(
+            *paths, labels=labels.split(",") if labels else None, batch_sizes=sizes, per=per
+        )
+        tables = {name: comparison.summary(name) for name in names}
+    except (ValueError, KeyError) as exc:
+        raise click.UsageError(str(exc).strip("'\"")) from None
+    if "ops" in tables and top:
+        tables["ops"] = tables["ops"].head(top)
+    gate = comparison.gate(fail_pct, metric) if fail_pct is not None else None
+    if fmt == "json":
+        payload: dict[str, Any] = {
+            "labels": comparison.labels,
+            "per": per,
+            "tables": {k: frame_records(v) for k, v in tables.items()},
+        }
+        if gate is not None:
+            payload["gate"] = gate.to_dict()
+        text = json.dumps(payload, indent=1, default=_json_default) + "\n"
+    elif fmt == "html":
+        from perfkit_core.render.html import render_comparison_html
+
+        text = render_comparison_html(comparison, tables, gate)
+    else:
+        from perfkit_core.render.text import render_comparison
+
+        text = render_comparison(comparison, tables, time_unit=time_unit)
+        if gate is not None:
+            text += gate.message + "\n"
+    _emit(text, output)
+    if gate is not None:
+        click.echo(gate.message, err=True)
+        return 1 if gate.regressed else 0
+    return 0
+
+
 @cli.command()
 def info() -> None:
     """List the installed adapters, plugins and views."""
@@ -236,14 +334,36 @@ def demo(out_dir: Path, steps: int) -> None:
         raise click.ClickException(
             "no framework is installed: pip install 'perfkit[torch]' or 'perfkit[paddle]'"
         )
-    for run_dir in runs:
-        text = render_report(load(run_dir), top=15)
-        report_path = run_dir / "report.txt"
-        from perfkit_core.atomic import write_bytes
+    from perfkit_core.atomic import write_bytes
 
+    loaded = []
+    for run_dir in runs:
+        run = load(run_dir)
+        loaded.append(run)
+        text = render_report(run, top=15, advice=True)
+        report_path = run_dir / "report.txt"
         write_bytes(report_path, text.encode())
         click.echo(text)
         click.echo(f"run saved in {run_dir}; report in {report_path}\n")
+    frameworks = {run.framework: (run_dir, run) for run_dir, run in zip(runs, loaded, strict=True)}
+    if {"torch", "paddle"} <= set(frameworks):
+        from perfkit_core.compare import compare
+        from perfkit_core.render.html import render_comparison_html
+        from perfkit_core.render.text import render_comparison
+
+        comparison = compare(
+            frameworks["torch"][1], frameworks["paddle"][1], labels=["torch", "paddle"]
+        )
+        tables = {name: comparison.summary(name) for name in ("steps", "phases", "family")}
+        text = render_comparison(comparison, tables)
+        write_bytes(out_dir / "comparison.txt", text.encode())
+        write_bytes(
+            out_dir / "comparison.html", render_comparison_html(comparison, tables).encode()
+        )
+        click.echo(text)
+        click.echo(
+            f"torch and paddle compared in {out_dir / 'comparison.txt'} and {out_dir / 'comparison.html'}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,3 +76,30 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
     from perfkit_paddle.remedies import remedy
 
     return remedy(finding)
+
+
+_PADDLE_FAMILIES = {
+    "matmul": "matmul",
+    "matmul_v2": "matmul",
+    "linear": "matmul",
+    "layer_norm": "norm",
+    "batch_norm": "norm",
+    "cross_entropy_with_softmax": "loss",
+    "softmax_with_cross_entropy": "loss",
+    "mean_all": "loss",
+    "GradNodeAccumulation": "optimizer",
+}
+
+
+@hookimpl
+def perfkit_op_family(name: str, framework: str) -> str | None:
+    """Families of paddle op names (``matmul dygraph``, ``Global_MatmulGradNode``, ``adam_``)."""
+    if framework != "paddle":
+        return None
+    from perfkit_core.families import family_of, normalize
+
+    base = normalize(name)
+    for key, family in _PADDLE_FAMILIES.items():
+        if base == key.lower():
+            return family
+    return family_of(name)

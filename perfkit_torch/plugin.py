@@ -79,3 +79,37 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
     from perfkit_torch.remedies import remedy
 
     return remedy(finding)
+
+
+_TORCH_FAMILIES = {
+    "aten::linear": "matmul",
+    "aten::addmm": "matmul",
+    "aten::mm": "matmul",
+    "aten::bmm": "matmul",
+    "aten::matmul": "matmul",
+    "aten::t": "elementwise",
+    "aten::layer_norm": "norm",
+    "aten::native_layer_norm": "norm",
+    "aten::cross_entropy_loss": "loss",
+    "aten::nll_loss_nd": "loss",
+    "aten::zero_": "elementwise",
+    "aten::to": "memcpy",
+    "aten::item": "memcpy",
+    "aten::_local_scalar_dense": "memcpy",
+}
+
+
+@hookimpl
+def perfkit_op_family(name: str, framework: str) -> str | None:
+    """Families of torch op names: exact names first, then the neutral rules on the rest."""
+    if framework != "torch":
+        return None
+    if name in _TORCH_FAMILIES:
+        return _TORCH_FAMILIES[name]
+    if name.startswith("autograd::engine::evaluate_function: "):
+        name = name.split(": ", 1)[1]
+    if name == "torch::autograd::AccumulateGrad":
+        return "optimizer"
+    from perfkit_core.families import family_of
+
+    return family_of(name)

@@ -28,6 +28,7 @@ TESTED_BY = {
     "perfkit_annotation": "test_annotation_hook_opens_every_span",
     "perfkit_register_advisors": "test_register_advisors_hook_adds_a_rule",
     "perfkit_remedy": "test_remedy_hook_gives_framework_code",
+    "perfkit_op_family": "test_op_family_hook_maps_names",
 }
 
 
@@ -370,3 +371,16 @@ def test_remedy_hook_gives_framework_code():
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
     assert pm.hook.perfkit_remedy(finding=finding, framework="jax") is None
+
+
+def test_op_family_hook_maps_names():
+    pm = plugins.get_plugin_manager()
+    assert pm.hook.perfkit_op_family(name="aten::addmm", framework="torch") == "matmul"
+    assert pm.hook.perfkit_op_family(name="AddmmBackward0", framework="torch") == "matmul"
+    assert pm.hook.perfkit_op_family(name="matmul dygraph", framework="paddle") == "matmul"
+    assert pm.hook.perfkit_op_family(name="Global_MatmulGradNode", framework="paddle") == "matmul"
+    assert (
+        pm.hook.perfkit_op_family(name="cross_entropy_with_softmax dygraph", framework="paddle")
+        == "loss"
+    )
+    assert pm.hook.perfkit_op_family(name="aten::add", framework="mxnet") is None

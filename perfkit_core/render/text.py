@@ -217,3 +217,37 @@ def _evidence_text(key: str, value: Any, unit: str) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"
     return str(value)
+
+
+COMPARISON_TITLES = {
+    "steps": "Step Time",
+    "phases": "Phases per Step",
+    "totals": "Totals per Step",
+    "family": "Op Families per Step",
+    "ops": "Operators per Step",
+}
+
+
+def render_comparison(comparison: Any, tables: dict[str, Any], *, time_unit: str = "ms") -> str:
+    """Return the comparison tables as text. Columns named after runs hold ns per step (or per
+    sample), shown in ``time_unit``."""
+    parts = [
+        f"Comparing {len(comparison.labels)} runs: "
+        + ", ".join(
+            f"{label} ({run.framework})"
+            for label, run in zip(comparison.labels, comparison.runs, strict=True)
+        )
+    ]
+    for name, frame in tables.items():
+        shown = frame.copy()
+        rename = {label: f"{label}_ns" for label in comparison.labels if label in shown.columns}
+        shown = shown.rename(columns=rename)
+        title = COMPARISON_TITLES.get(name, name)
+        parts.append(
+            format_table(
+                shown,
+                title + (" (per sample)" if comparison.per == "sample" else ""),
+                time_unit=time_unit,
+            )
+        )
+    return "\n\n".join(parts) + "\n"

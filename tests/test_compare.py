@@ -1,0 +1,169 @@
+"""Comparing runs: before/after on the real ResNet traces, torch against paddle on real CPU
+runs of the same MLP, and the regression gate."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import shared_trace
+from perfkit_core.cli import main
+from perfkit_core.compare import compare, family_times
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return compare(shared_trace("resnet_nw0"), shared_trace("resnet_nw4"), labels=["nw0", "nw4"])
+
+
+def test_num_workers_cuts_dataloader_and_step_time(resnet):
+    totals = resnet.summary("totals").set_index("name")
+    assert -99.9 < totals.loc["dataloader", "delta_pct"] < -95  # about 98% less data loading
+    steps = resnet.summary("steps").set_index("name")
+    assert -35 < steps.loc["nw4", "delta_pct"] < -15  # about 25% shorter median step
+    for label, run in zip(resnet.labels, resnet.runs, strict=True):
+        raw = run.events.loc[run.events["kind"] == "step", "dur_ns"].to_numpy()
+        assert steps.loc[label, "median_step_ns"] == np.median(raw)
+    loaders = {
+        label: run.events.loc[run.events["kind"] == "dataloader", "dur_ns"].sum() / 6
+        for label, run in zip(resnet.labels, resnet.runs, strict=True)
+    }
+    assert totals.loc["dataloader", "nw0"] == pytest.approx(loaders["nw0"])
+
+
+def test_ops_table_statuses(resnet):
+    ops = resnet.summary("ops")
+    assert set(ops["status"]) <= {"appeared", "disappeared", "faster", "slower", "same"}
+    gone = ops[ops["status"] == "disappeared"]
+    assert gone["nw4"].isna().all() and gone["nw0"].notna().all()
+    same = ops[ops["status"] == "same"]
+    assert (same["delta_pct"].abs() <= 5).all()
+
+
+def test_gate_both_directions(capsys):
+    a, b = str(shared_trace("resnet_nw0")), str(shared_trace("resnet_nw4"))
+    assert main(["compare", a, b, "--fail-on-regression", "10", "--views", "steps"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ok:")
+    assert (
+        main(
+            ["compare", b, a, "--fail-on-regression", "10", "--views", "steps", "--format", "json"]
+        )
+        == 1
+    )
+    captured = capsys.readouterr()
+    gate = json.loads(captured.out)["gate"]
+    assert gate["regressed"] is True and gate["delta_pct"] > 10
+    assert captured.err.strip().splitlines()[-1].startswith("regression:")
+
+
+def _steps_trace(tmp_path, name, durations_us):
+    events, t = [], 0.0
+    for i, d in enumerate(durations_us):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": d,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 1,
+                "dur": d - 2,
+            }
+        )
+        t += d
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_gate_reports_noise_as_noise(tmp_path):
+    steady = _steps_trace(tmp_path, "a.json", [100, 100, 101, 99, 100, 100])
+    noisy = _steps_trace(tmp_path, "b.json", [80, 140, 90, 150, 100, 130])
+    result = compare(steady, noisy).gate(5)
+    assert not result.regressed and result.message.startswith("noise:")
+    slower = _steps_trace(tmp_path, "c.json", [130, 131, 129, 130, 130, 131])
+    result = compare(steady, slower).gate(5)
+    assert result.regressed and result.delta_pct == pytest.approx(30, abs=1)
+
+
+def test_torch_and_paddle_mlp_fill_the_same_families(torch_profile, paddle_profile):
+    comparison = compare(torch_profile.runs[0], paddle_profile.runs[0], labels=["torch", "paddle"])
+    family = comparison.summary("family").set_index("name")
+    for fam in (
+        "matmul (forward)",
+        "activation (forward)",
+        "loss (forward)",
+        "optimizer (forward)",
+        "matmul (backward)",
+    ):
+        assert family.loc[fam, "torch"] > 0, fam
+        assert family.loc[fam, "paddle"] > 0, fam
+    # Recomputed: the family table is the per-step share of the outermost work of each run.
+    for label, run in zip(comparison.labels, comparison.runs, strict=True):
+        steps = int((run.events["kind"] == "step").sum())
+        expected = {k: v / steps for k, v in family_times(run).items()}
+        got = family[label].dropna().to_dict()
+        assert got == pytest.approx(expected)
+
+
+def test_per_sample_normalization(resnet):
+    per_sample = compare(*resnet.runs, labels=resnet.labels, batch_sizes=[32, 32], per="sample")
+    a = resnet.summary("phases").set_index("name")
+    b = per_sample.summary("phases").set_index("name")
+    assert b.loc["step", "nw0"] == pytest.approx(a.loc["step", "nw0"] / 32)
+    with pytest.raises(ValueError, match="batch size"):
+        compare(*resnet.runs, per="sample")
+
+
+def test_compare_html_is_self_contained_and_escaped(tmp_path):
+    path = tmp_path / "evil.json"
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "user_annotation",
+                        "name": "ProfilerStep#1",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 0,
+                        "dur": 100,
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "<img src=x onerror=alert(1)>",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 1,
+                        "dur": 50,
+                    },
+                ]
+            }
+        )
+    )
+    out = tmp_path / "cmp.html"
+    assert main(["compare", str(path), str(path), "--format", "html", "-o", str(out)]) == 0
+    html = out.read_text()
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "http://" not in html and "https://" not in html
+
+
+def test_compare_needs_two_runs(capsys):
+    assert main(["compare", str(shared_trace("resnet_nw0"))]) == 2
+    assert "at least two" in capsys.readouterr().err
