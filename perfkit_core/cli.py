@@ -68,7 +68,11 @@ def cli() -> None:
     help="One row per operator and its top N stack frames.",
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
 )
 @click.option(
     "--advice/--no-advice",
@@ -124,6 +128,10 @@ def report(
             },
         }
         text = json.dumps(payload, indent=1, default=str) + "\n"
+    elif fmt == "html":
+        from perfkit_core.render.html import render_report_html
+
+        text = render_report_html(run, time_unit=time_unit, top=top or 50)
     else:
         text = render_report(
             run, names, time_unit=time_unit, top=top or None, options=options, advice=with_advice
@@ -294,6 +302,35 @@ def compare_command(
     return 0
 
 
+@cli.command("export")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--to", "to", type=click.Choice(["chrome", "folded", "csv", "parquet", "json"]), required=True
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="File (chrome, folded, json) or folder (csv, parquet).",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["cpu", "gpu"]),
+    default="cpu",
+    show_default=True,
+    help="folded: self CPU time or device time.",
+)
+def export_command(path: Path, to: str, output: Path, metric: str) -> None:
+    """Export a run: chrome trace, folded stacks, or every summary as CSV/Parquet/JSON."""
+    from perfkit_core.export import export
+    from perfkit_core.loading import load
+
+    written = export(load(path), to, output, metric=metric)
+    for target in written:
+        click.echo(f"wrote {target}", err=True)
+
+
 @cli.command()
 def info() -> None:
     """List the installed adapters, plugins and views."""
@@ -368,6 +405,9 @@ def demo(out_dir: Path, steps: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (2 with one line on stderr for bad input)."""
+    from perfkit_core.progress import enable_for_cli
+
+    enable_for_cli()
     try:
         result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
     except TraceError as exc:

@@ -66,12 +66,20 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
         raise TraceError(path, "no such file or directory")
     if is_saved_run(path):
         return Run.read(path)
+    from perfkit_core.progress import stage
+
     if path.is_dir():
         files = trace_files(path)
         if not files:
             raise TraceError(path, "holds neither a saved perfkit run nor trace files")
-        return combine_runs([load_trace_file(f, pm=pm) for f in files])
-    return load_trace_file(path, pm=pm)
+        runs = []
+        with stage(f"loading {path.name}", total=len(files)) as bar:
+            for f in files:
+                runs.append(load_trace_file(f, pm=pm))
+                bar.update(1)
+        return combine_runs(runs)
+    with stage(f"loading {path.name}"):
+        return load_trace_file(path, pm=pm)
 
 
 def trace_files(directory: Path) -> list[Path]:

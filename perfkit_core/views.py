@@ -561,3 +561,62 @@ def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     if note:
         frame.attrs["note"] = note
     return frame
+
+
+def step_phases(run: Run, *, rank: int | None = None) -> pd.DataFrame:
+    """Per step, the time of each model-view phase (ns): columns ``step``, ``dataloader``,
+    ``forward``, ``backward``, ``optimization``, ``others`` (``others`` = step time no phase
+    covers). The same rules as the model view, split by step (for stacked per-step charts)."""
+    import pandas as pd
+
+    events = run.events
+    host = events["stream"].to_numpy() < 0
+    if rank is not None:
+        host &= events["rank"].to_numpy() == rank
+    kind = events["kind"].to_numpy().copy()
+    parent = events["parent"].to_numpy()
+    dur = events["dur_ns"].to_numpy()
+    step_of = events["step"].to_numpy()
+    step_rows = np.flatnonzero((kind == "step") & host)
+    columns = [
+        "name",
+        "step",
+        "dur_ns",
+        "dataloader_ns",
+        "forward_ns",
+        "backward_ns",
+        "optimization_ns",
+        "others_ns",
+    ]
+    if len(step_rows) == 0:
+        return pd.DataFrame(columns=columns)
+    derived = not (host & (kind == "forward")).any()
+    if derived and not (host & (kind == "backward")).any():
+        names = events["name"].astype(str).to_numpy()
+        backward_op = (
+            host & (kind == "operator") & np.array([bool(_BACKWARD_OP_RE.search(n)) for n in names])
+        )
+        kind[backward_op] = "backward"
+    phase_kinds = [k for _, k in MODEL_PHASES]
+    is_phase = np.isin(kind, phase_kinds)
+    outermost = is_phase & ~structure.has_ancestor(parent, is_phase) & host & (step_of >= 0)
+    forward_cpu = None
+    if derived:
+        forward_cpu, _ = _derived_forward(
+            events, kind, outermost, step_rows, dur.astype(np.float64)
+        )
+    rows = []
+    for i, s in enumerate(step_rows.tolist()):
+        in_step = outermost & (step_of == step_of[s])
+        row = {"name": f"step {int(step_of[s])}", "step": int(step_of[s]), "dur_ns": int(dur[s])}
+        total = 0
+        for label, phase_kind in MODEL_PHASES:
+            if phase_kind == "forward" and forward_cpu is not None:
+                value = int(forward_cpu[i]) if i < len(forward_cpu) else 0
+            else:
+                value = int(dur[in_step & (kind == phase_kind)].sum())
+            row[f"{label}_ns"] = value
+            total += value
+        row["others_ns"] = max(int(dur[s]) - total, 0)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)

@@ -161,7 +161,7 @@ def test_compare_html_is_self_contained_and_escaped(tmp_path):
     assert main(["compare", str(path), str(path), "--format", "html", "-o", str(out)]) == 0
     html = out.read_text()
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
-    assert "http://" not in html and "https://" not in html
+    assert "<script src=" not in html and "<link" not in html and 'src="http' not in html
 
 
 def test_compare_needs_two_runs(capsys):

@@ -149,12 +149,40 @@ def render_report(
     advice: bool = False,
 ) -> str:
     """Return the text report of ``run``: a header and one table per view."""
+    from perfkit_core.progress import stage
+
     parts = [run_header(run)]
+    with stage("summaries", total=len(list(views)) + int(advice)) as bar:
+        return _render_report(
+            run,
+            list(views),
+            parts,
+            bar,
+            time_unit=time_unit,
+            top=top,
+            options=options,
+            advice=advice,
+        )
+
+
+def _render_report(
+    run: Run,
+    views: list[str],
+    parts: list[str],
+    bar: Any,
+    *,
+    time_unit: str,
+    top: int | None,
+    options: dict[str, Any] | None,
+    advice: bool,
+) -> str:
     if advice:
+        bar.update(1)
         findings = run.advise()
         if findings:
             parts.append(render_findings(findings, time_unit=time_unit).rstrip())
     for view in views:
+        bar.update(1)
         frame = run.summary(view, **(options or {}).get(view, {}))
         if "level" in frame.columns:
             frame = _indent_detail(frame)
@@ -212,7 +240,7 @@ def _evidence_text(key: str, value: Any, unit: str) -> str:
         return "; ".join(_evidence_text("", v, unit) for v in value[:5])
     if isinstance(value, dict):
         return ", ".join(f"{k}={_evidence_text(k, v, unit)}" for k, v in value.items())
-    if isinstance(value, float) and key.endswith("_ns"):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith("_ns"):
         return f"{value / TIME_UNITS[unit]:.3f} {unit}"
     if isinstance(value, float):
         return f"{value:.2f}"

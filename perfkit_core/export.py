@@ -1,0 +1,212 @@
+"""Exports for other tools: chrome traces (Perfetto, chrome://tracing), folded stacks for
+flamegraph tools, and every summary as CSV, Parquet or JSON. All read only the event table."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from perfkit_core import structure
+from perfkit_core.atomic import write_bytes
+
+if TYPE_CHECKING:
+    from perfkit_core.run import Run
+
+FORMATS = ("chrome", "folded", "csv", "parquet", "json")
+
+
+def chrome_trace(run: Run, *, advice: bool = True) -> dict[str, Any]:
+    """Return the run's events as a chrome trace object (``{"traceEvents": [...]}``).
+
+    Every event with a duration becomes a complete (``X``) event and every instant an ``i``
+    event, on one process per rank and side (host, each device) with threads and streams as
+    lanes; each kernel, copy and set gets a flow arrow (``s``/``f``) from the runtime call that
+    launched it; advice findings become global instant markers at the start of the profile.
+    Times are microseconds from the start of the run.
+    """
+    ev = run.events
+    origin = int(ev["start_ns"].min()) if len(ev) else 0
+    start_us = (ev["start_ns"].to_numpy() - origin) / 1000.0
+    dur_us = ev["dur_ns"].to_numpy() / 1000.0
+    names = ev["name"].astype(str).to_numpy()
+    kinds = ev["kind"].astype(str).to_numpy()
+    cats = ev["category"].astype(str).to_numpy()
+    ranks = ev["rank"].to_numpy()
+    stream = ev["stream"].to_numpy()
+    tid = ev["tid"].to_numpy()
+    dev_index = ev["device_index"].to_numpy()
+    is_instant = (ev["dur_ns"].to_numpy() == 0) & np.isin(kinds, ["memory", "other"])
+    device = stream >= 0
+    pid = np.where(
+        device,
+        ranks.astype(np.int64) * 1000 + 100 + np.maximum(dev_index, 0),
+        ranks.astype(np.int64) * 1000,
+    )
+    lane = np.where(device, stream, tid)
+    out: list[dict[str, Any]] = []
+    for p, r, d in sorted(
+        {(int(a), int(b), bool(c)) for a, b, c in zip(pid, ranks, device, strict=True)}
+    ):
+        label = f"rank {r} " + (f"GPU {p - r * 1000 - 100}" if d else "host")
+        out.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": label}})
+    nbytes = ev["bytes"].to_numpy()
+    for i in range(len(ev)):
+        record: dict[str, Any] = {
+            "ph": "i" if is_instant[i] else "X",
+            "cat": kinds[i],
+            "name": names[i],
+            "pid": int(pid[i]),
+            "tid": int(lane[i]),
+            "ts": round(float(start_us[i]), 3),
+            "args": {"category": cats[i], "step": int(ev["step"].iat[i])},
+        }
+        if is_instant[i]:
+            record["s"] = "t"
+            if not math.isnan(nbytes[i]):
+                record["args"]["bytes"] = float(nbytes[i])
+        else:
+            record["dur"] = round(float(dur_us[i]), 3)
+        out.append(record)
+    launcher = structure.launcher_rows(ev)
+    for flow_id, row in enumerate(np.flatnonzero(launcher >= 0).tolist(), start=1):
+        src = launcher[row]
+        out.append(
+            {
+                "ph": "s",
+                "id": flow_id,
+                "cat": "launch",
+                "name": "launch",
+                "pid": int(pid[src]),
+                "tid": int(lane[src]),
+                "ts": round(float(start_us[src]), 3),
+            }
+        )
+        out.append(
+            {
+                "ph": "f",
+                "bp": "e",
+                "id": flow_id,
+                "cat": "launch",
+                "name": "launch",
+                "pid": int(pid[row]),
+                "tid": int(lane[row]),
+                "ts": round(float(start_us[row]), 3),
+            }
+        )
+    if advice:
+        for finding in run.advise():
+            out.append(
+                {
+                    "ph": "i",
+                    "s": "g",
+                    "cat": "advice",
+                    "name": f"advice: {finding.title}",
+                    "pid": 0,
+                    "tid": 0,
+                    "ts": 0,
+                    "args": {
+                        "id": finding.id,
+                        "saving_ns": finding.saving_ns,
+                        "remedy": finding.remedy,
+                    },
+                }
+            )
+    return {
+        "traceEvents": out,
+        "displayTimeUnit": "ms",
+        "otherData": {"producer": "perfkit", "framework": run.framework},
+    }
+
+
+def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
+    """Return ``frame;frame;... count`` lines (outermost frame first), like torch's
+    ``export_stacks``: ``metric="cpu"`` counts each host event's self time, ``"gpu"`` the
+    device time of the kernels, copies and sets launched (the device event is the leaf frame),
+    in whole microseconds; zero counts are left out."""
+    from perfkit_core.views import host_self_time
+
+    if metric not in ("cpu", "gpu"):
+        raise ValueError("metric must be 'cpu' or 'gpu'")
+    ev = run.events
+    names = ev["name"].astype(str).to_numpy()
+    parent = ev["parent"].to_numpy()
+    host = (ev["stream"].to_numpy() < 0) & (ev["kind"].to_numpy() != "memory")
+    if metric == "cpu":
+        rows = np.flatnonzero(host)
+        weights = host_self_time(run)[rows] / 1000.0
+        leaves = rows
+        extra = [None] * len(rows)
+    else:
+        launcher = structure.launcher_rows(ev)
+        rows = np.flatnonzero(launcher >= 0)
+        weights = ev["dur_ns"].to_numpy()[rows] / 1000.0
+        leaves = launcher[rows]
+        extra = [names[r] for r in rows.tolist()]
+    counts: dict[str, float] = {}
+    cache: dict[int, str] = {}
+    for leaf, weight, tail in zip(leaves.tolist(), weights.tolist(), extra, strict=True):
+        if weight <= 0:
+            continue
+        stack = cache.get(leaf)
+        if stack is None:
+            frames = []
+            node = leaf
+            while node >= 0:
+                frames.append(names[node].replace(";", ":"))
+                node = parent[node]
+            stack = ";".join(reversed(frames))
+            cache[leaf] = stack
+        key = stack if tail is None else f"{stack};{tail.replace(';', ':')}"
+        counts[key] = counts.get(key, 0.0) + weight
+    return [
+        f"{stack} {round(count)}" for stack, count in sorted(counts.items()) if round(count) > 0
+    ]
+
+
+def summaries(run: Run) -> dict[str, Any]:
+    """Every registered summary view of ``run`` as DataFrames, by view name."""
+    from perfkit_core.views import registered_views
+
+    return {name: run.summary(name) for name in registered_views()}
+
+
+def export(run: Run, to: str, output: str | Path, *, metric: str = "cpu") -> list[Path]:
+    """Write ``run`` in format ``to`` (one of ``FORMATS``) to ``output``; return the files written.
+
+    ``chrome`` and ``folded`` write one file; ``json`` writes one file holding every summary;
+    ``csv`` and ``parquet`` write one file per summary into the folder ``output``.
+    """
+    output = Path(output)
+    if to == "chrome":
+        write_bytes(output, json.dumps(chrome_trace(run), default=float).encode())
+        return [output]
+    if to == "folded":
+        write_bytes(output, ("\n".join(folded_stacks(run, metric=metric)) + "\n").encode())
+        return [output]
+    tables = summaries(run)
+    if to == "json":
+        from perfkit_core.cli import frame_records
+
+        payload = {name: frame_records(frame) for name, frame in tables.items()}
+        write_bytes(output, json.dumps(payload, indent=1, default=str).encode())
+        return [output]
+    if to in ("csv", "parquet"):
+        output.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, frame in tables.items():
+            target = output / f"{name}.{to}"
+            if to == "csv":
+                write_bytes(target, frame.to_csv(index=False).encode())
+            else:
+                import io
+
+                buffer = io.BytesIO()
+                frame.to_parquet(buffer, index=False)
+                write_bytes(target, buffer.getvalue())
+            written.append(target)
+        return written
+    raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {to!r}")
