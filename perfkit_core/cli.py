@@ -372,6 +372,7 @@ def demo(out_dir: Path, steps: int) -> None:
             "no framework is installed: pip install 'perfkit[torch]' or 'perfkit[paddle]'"
         )
     from perfkit_core.atomic import write_bytes
+    from perfkit_core.render.html import render_report_html
 
     loaded = []
     for run_dir in runs:
@@ -380,8 +381,10 @@ def demo(out_dir: Path, steps: int) -> None:
         text = render_report(run, top=15, advice=True)
         report_path = run_dir / "report.txt"
         write_bytes(report_path, text.encode())
+        html_path = run_dir / "report.html"
+        write_bytes(html_path, render_report_html(run).encode())
         click.echo(text)
-        click.echo(f"run saved in {run_dir}; report in {report_path}\n")
+        click.echo(f"run saved in {run_dir}; report in {report_path} and {html_path}\n")
     frameworks = {run.framework: (run_dir, run) for run_dir, run in zip(runs, loaded, strict=True)}
     if {"torch", "paddle"} <= set(frameworks):
         from perfkit_core.compare import compare

@@ -87,6 +87,7 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Operator Summary" in out
     reports = sorted(tmp_path.rglob("report.txt"))
+    assert len(list(tmp_path.rglob("report.html"))) == len(reports)
     frameworks = {
         perfkit_core.load(r.parent).framework: perfkit_core.load(r.parent) for r in reports
     }
