@@ -1,8 +1,8 @@
-"""Generate ``docs/schema.md`` and ``docs/hooks.md`` from the code, so the reference cannot drift.
+"""Generate the reference pages in ``docs/`` from the code, so the reference cannot drift.
 
 Usage::
 
-    python docs/gen_docs.py          # (re)write docs/schema.md and docs/hooks.md
+    python docs/gen_docs.py          # (re)write schema.md, hooks.md, views.md and advice.md
     python docs/gen_docs.py --check  # exit 1, naming the stale files, if they are out of date
 
 Everything that can be read from the code is: the columns, kinds and meta keys come from
@@ -14,14 +14,27 @@ entry points from ``pyproject.toml``. The prose around them is written here; eve
 Kineto naming rule is run through ``perfkit_torch.kineto.classify``, and every Paddle example
 through ``perfkit_paddle.kinds.classify`` (and the JSON helpers of ``perfkit_paddle.chrome``),
 while generating, so a rule that stops holding fails loudly. paddle itself is never imported.
+
+``views.md`` documents every view perfkit registers (``perfkit_core.views.registered_views``):
+docstrings, options from the signatures, the ``perfkit report`` flag that reaches each option
+(read from ``perfkit_core.cli``), and the columns each view actually returns on a small synthetic
+run built here through ``perfkit_core.builder``. ``advice.md`` documents every rule of
+``perfkit_core.advice.BUILTIN_RULES``: docstrings, the threshold constants each uses with their
+current values, a hand-written rationale per rule, and the torch and Paddle remedies; its example
+plugin is registered, run on the synthetic run and unregistered every time the page is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import inspect
+import json
+import re
 import sys
+import textwrap
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,16 +45,23 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 import msgspec
+import numpy as np
 
-from perfkit_core import hookspecs, plugins, run, schema
+from perfkit_core import advice, builder, hookspecs, plugins, run, schema, summaries, views
+from perfkit_core import cli as pk_cli
+from perfkit_core.render import text as pk_text
 from perfkit_paddle import chrome as paddle_chrome
 from perfkit_paddle import kinds as paddle_kinds
+from perfkit_paddle import remedies as paddle_remedies
 from perfkit_torch import kineto
+from perfkit_torch import remedies as torch_remedies
 
 DOCS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = DOCS_DIR.parent
 SCHEMA_MD = DOCS_DIR / "schema.md"
 HOOKS_MD = DOCS_DIR / "hooks.md"
+VIEWS_MD = DOCS_DIR / "views.md"
+ADVICE_MD = DOCS_DIR / "advice.md"
 HOOK_PREFIX = "perfkit_"
 
 GENERATED_NOTE = (
@@ -931,12 +951,1364 @@ def render_hooks() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# A small synthetic run: every view and rule documented below is computed on it
+
+_SGEMM = {"grid": "4,2,1", "block": "256,1,1", "registers": 57.0, "shared_memory": 16384.0}
+_MM_FLOPS = 2.0 * 64 * 128 * 256
+
+#: One step of the synthetic run: (kind, name, category, start in the step (ns), duration (ns),
+#: other columns). ``corr`` gives the correlation id within the step; events with a ``stream``
+#: ran on GPU 0, memory events record GPU 0 memory, everything else ran on host thread 1.
+SYNTHETIC_STEP: tuple[tuple[str, str, str, int, int, dict[str, Any]], ...] = (
+    ("step", "ProfilerStep#{step}", "user_annotation", 0, 1_000_000, {}),
+    (
+        "dataloader",
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        "user_annotation",
+        10_000,
+        100_000,
+        {},
+    ),
+    ("operator", "aten::copy_", "cpu_op", 120_000, 25_000, {}),
+    ("runtime", "cudaMemcpyAsync", "cuda_runtime", 125_000, 15_000, {"corr": 2}),
+    (
+        "memcpy",
+        "Memcpy HtoD (Pageable -> Device)",
+        "gpu_memcpy",
+        130_000,
+        12_000,
+        {"corr": 2, "stream": 7, "bytes": float(1 << 20)},
+    ),
+    ("operator", "aten::linear", "cpu_op", 150_000, 250_000, {"input_shapes": "[[64, 128]]"}),
+    ("operator", "aten::addmm", "cpu_op", 160_000, 230_000, {"flops": _MM_FLOPS}),
+    (
+        "memory",
+        "[memory]",
+        "cpu_instant_event",
+        170_000,
+        0,
+        {"bytes": 65536.0, "allocated_bytes": 1048576.0, "reserved_bytes": 2097152.0},
+    ),
+    ("runtime", "cudaLaunchKernel", "cuda_runtime", 200_000, 10_000, {"corr": 1}),
+    (
+        "kernel",
+        "volta_sgemm_128x64_nn",
+        "kernel",
+        220_000,
+        160_000,
+        {"corr": 1, "stream": 7, "occupancy_pct": 25.0, **_SGEMM},
+    ),
+    ("user", "compute_loss", "user_annotation", 400_000, 40_000, {}),
+    (
+        "backward",
+        "autograd::engine::evaluate_function: AddmmBackward0",
+        "cpu_op",
+        450_000,
+        250_000,
+        {},
+    ),
+    ("operator", "AddmmBackward0", "cpu_op", 455_000, 240_000, {}),
+    ("operator", "aten::mm", "cpu_op", 460_000, 230_000, {"flops": _MM_FLOPS}),
+    ("runtime", "cudaLaunchKernel", "cuda_runtime", 470_000, 10_000, {"corr": 3}),
+    (
+        "kernel",
+        "volta_sgemm_128x64_nt",
+        "kernel",
+        485_000,
+        195_000,
+        {"corr": 3, "stream": 7, "occupancy_pct": 25.0, **_SGEMM},
+    ),
+    ("communication", "nccl:all_reduce", "cpu_op", 705_000, 15_000, {}),
+    ("runtime", "cudaLaunchKernel", "cuda_runtime", 706_000, 6_000, {"corr": 4}),
+    (
+        "communication",
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+        "kernel",
+        715_000,
+        85_000,
+        {"corr": 4, "stream": 20, "grid": "2,1,1", "block": "544,1,1"},
+    ),
+    ("optimizer", "Optimizer.step#SGD.step", "user_annotation", 750_000, 100_000, {}),
+    ("operator", "aten::add_", "cpu_op", 760_000, 80_000, {}),
+    ("runtime", "cudaLaunchKernel", "cuda_runtime", 770_000, 5_000, {"corr": 5}),
+    (
+        "kernel",
+        "vectorized_elementwise_kernel",
+        "kernel",
+        780_000,
+        10_000,
+        {"corr": 5, "stream": 7, "grid": "64,1,1", "block": "128,1,1"},
+    ),
+    ("operator", "aten::zero_", "cpu_op", 860_000, 10_000, {}),
+    ("runtime", "cudaMemsetAsync", "cuda_runtime", 862_000, 4_000, {"corr": 6}),
+    (
+        "memset",
+        "Memset (Device)",
+        "gpu_memset",
+        866_000,
+        1_000,
+        {"corr": 6, "stream": 7, "bytes": 4096.0},
+    ),
+    (
+        "memory",
+        "[memory]",
+        "cpu_instant_event",
+        880_000,
+        0,
+        {"bytes": -65536.0, "allocated_bytes": 983040.0, "reserved_bytes": 2097152.0},
+    ),
+)
+SYNTHETIC_STEP_NS = 1_000_000
+
+
+def synthetic_rows(
+    steps: int, template: Sequence[tuple[Any, ...]] = SYNTHETIC_STEP
+) -> list[dict[str, Any]]:
+    """The synthetic run's events, ``steps`` repeats of ``template``, as one dict per event."""
+    rows = []
+    for step in range(1, steps + 1):
+        offset = step * SYNTHETIC_STEP_NS
+        for kind, name, category, start, dur, extra in template:
+            row = {
+                "kind": kind,
+                "name": name.format(step=step),
+                "category": category,
+                "start_ns": offset + start,
+                "dur_ns": dur,
+                "framework": "torch",
+            }
+            other = dict(extra)
+            if "corr" in other:
+                row["correlation"] = 100 * step + other.pop("corr")
+            if "stream" in other:
+                row |= {"pid": -1, "tid": -1, "device_type": "gpu", "device_index": 0}
+            elif kind == "memory":
+                row |= {"pid": 100, "tid": 1, "device_type": "gpu", "device_index": 0}
+            else:
+                row |= {"pid": 100, "tid": 1, "device_type": "cpu"}
+            if kind == "step":
+                row["step"] = step
+            rows.append(row | other)
+    return rows
+
+
+def synthetic_run(
+    steps: int = 3,
+    template: Sequence[tuple[Any, ...]] = SYNTHETIC_STEP,
+    device_memory: int = 16 * 2**30,
+) -> run.Run:
+    """A small torch-like GPU run, built through ``perfkit_core.builder`` as an adapter builds one.
+
+    Each 1 ms step holds data loading, a host-to-device copy, a forward op launching a kernel,
+    a user span, a backward op launching a kernel, an all-reduce, an optimizer step, a memset,
+    and an allocation and a free.
+    """
+    rows = synthetic_rows(steps, template)
+    n = len(rows)
+    columns: dict[str, Any] = {}
+    for col in schema.COLUMNS:
+        if col.name == "parent" or all(col.name not in r for r in rows):
+            continue
+        values = [r.get(col.name) for r in rows]
+        if col.dtype == "category":
+            columns[col.name] = ["" if v is None else v for v in values]
+        else:
+            filled = [col.missing if v is None else v for v in values]
+            columns[col.name] = np.asarray(filled, dtype=col.dtype)
+    devices = [{"index": 0, "name": "Synthetic GPU", "total_memory_bytes": device_memory}]
+    meta = {"framework": "torch", "devices": devices}
+    return builder.make_run(builder.finish_events(columns, n), meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# views.md
+
+#: perfkit's own packages: the views they register are documented (a third-party plugin's are not).
+OWN_PACKAGES = ("perfkit_core", "perfkit_torch", "perfkit_paddle")
+
+#: Options computed for each view besides its defaults, so options that add or change columns
+#: (or rows) are documented with the columns they give.
+VIEW_VARIANTS: dict[str, tuple[dict[str, Any], ...]] = {
+    "operator": (
+        {"op_detail": True},
+        {"group_by_input_shape": True},
+        {"group_by_stack_n": 2},
+        {"by_thread": True},
+    ),
+    "user": ({"group_by_input_shape": True}, {"group_by_stack_n": 2}, {"by_thread": True}),
+    "overview": ({"by": "category"},),
+    "memory": ({"by": "device"},),
+    "benchmark": ({"batch_size": 32},),
+}
+
+#: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
+FIXED_ROW_VIEWS = ("model", "distributed", "benchmark")
+
+_HOST_COLUMNS: dict[str, str] = {
+    "calls": "number of calls",
+    "cpu_total_ns": "summed wall time of the calls on their host thread",
+    "cpu_self_ns": "summed self time: each call's duration less the host events nested in it, "
+    "never below 0",
+    "cpu_avg_ns": "`cpu_total_ns` per call",
+    "cpu_max_ns": "longest call",
+    "cpu_min_ns": "shortest call",
+    "gpu_total_ns": "device time of the work the calls launched, themselves and everything "
+    "nested in them; NaN when the run recorded no device events",
+    "gpu_self_ns": "device time of the work the calls launched directly",
+    "gpu_avg_ns": "`gpu_total_ns` per call",
+    "gpu_max_ns": "largest `gpu_total_ns` of one call",
+    "gpu_min_ns": "smallest `gpu_total_ns` of one call",
+    "flops": "summed floating-point operations, where the profiler recorded them (torch "
+    "`with_flops=True`); NaN otherwise",
+    "gflops_per_s": "`flops` over the GPU time (the CPU time when no GPU time was recorded), "
+    "in 10^9 FLOP per second; NaN without `flops`",
+    "input_shapes": "input shapes as recorded (only with `group_by_input_shape`)",
+    "stack": "top N frames of the recorded call stack, innermost first, newline-separated; the "
+    "enclosing Python function events when no stack was recorded (only with "
+    "`group_by_stack_n`)",
+    "tid": "host thread id (only with `by_thread`)",
+}
+
+#: What every column of every view means (the unit comes from the column's name). The generator
+#: fails if a view computes a column missing here, or if a column here is no longer computed.
+VIEW_COLUMNS: dict[str, dict[str, str]] = {
+    "operator": {
+        "name": "operator name, as the framework recorded it (`aten::addmm`, `matmul dygraph`); "
+        "with `op_detail`, also the name of a detail row",
+        **_HOST_COLUMNS,
+        "level": "0 for an operator row, 1 for a detail row under it (only with `op_detail`)",
+        "detail_of": "the operator a detail row belongs to; empty for operator rows (only with "
+        "`op_detail`)",
+    },
+    "user": {
+        "name": "span name (`record_function`, `RecordEvent`, `perfkit_core.annotate`)",
+        **_HOST_COLUMNS,
+    },
+    "model": {
+        "name": "the phase (rows below)",
+        "calls": "outermost events of the phase; for `step` the number of steps; 0 for `others`",
+        "cpu_total_ns": "summed duration of those events; for `step` the merged step time; for "
+        "`others` the step time no phase row accounts for",
+        "cpu_avg_ns": "per call; NaN for `others`",
+        "cpu_max_ns": "longest call; NaN for `others`",
+        "cpu_min_ns": "shortest call; NaN for `others`",
+        "cpu_ratio_pct": "share of the merged step time",
+        "gpu_total_ns": "kernel time (communication kernels included) launched within the "
+        "events; for `step` the kernels the steps launched; NaN without device events",
+        "gpu_avg_ns": "per call",
+        "gpu_max_ns": "largest of one call",
+        "gpu_min_ns": "smallest of one call",
+        "gpu_ratio_pct": "share of the kernel time the steps launched",
+    },
+    "overview": {
+        "name": "`step`, then every kind present, in the order of `perfkit_core.schema.KINDS`, "
+        "memory instants left out; with `by='category'`: every native category present, "
+        "sorted, except the categories of step spans and memory instants (in a torch run that "
+        "leaves out `user_annotation`, the category `ProfilerStep#N` shares with data-loading, "
+        "optimizer and `record_function` spans)",
+        "calls": "events of the kind; for `step` the number of steps (1 when none were recorded)",
+        "cpu_time_ns": "union of the kind's host intervals over all threads, clipped to the "
+        "steps; NaN when the kind has no host events",
+        "cpu_ratio_pct": "share of the merged step time",
+        "gpu_time_ns": "union of the kind's device intervals over all streams and devices, "
+        "clipped to the steps; NaN when it has no device events",
+        "gpu_ratio_pct": "share of the merged step time",
+    },
+    "device": {
+        "name": "`CPU (host threads busy)`; `CPU (process, recorded)` and `CPU (system, "
+        "recorded)` where the profiler recorded them (Paddle); then `GPU <index>` for each "
+        "device (`GPU <index> (rank <r>)` in a run of several ranks)",
+        "utilization_pct": "`busy_ns` over `window_ns`; for the recorded CPU rows, the "
+        "profiler's own figure",
+        "busy_ns": "host: the time each host thread spent inside recorded events, summed over "
+        "threads (so it can exceed the window); GPU: merged time it ran kernels, copies or "
+        "sets; NaN for the recorded CPU rows",
+        "window_ns": "merged step time of the device's rank",
+    },
+    "kernel": {
+        "name": "kernel name as recorded",
+        "calls": "launches",
+        "gpu_total_ns": "summed device time",
+        "gpu_avg_ns": "per launch",
+        "gpu_max_ns": "longest launch",
+        "gpu_min_ns": "shortest launch",
+        "gpu_ratio_pct": "share of all kernel time (communication kernels included)",
+        "grid": "most common grid `x,y,z`",
+        "block": "most common block `x,y,z`",
+        "registers": "registers per thread (largest recorded)",
+        "shared_memory_bytes": "shared memory per block (largest recorded)",
+        "occupancy_pct": "mean estimated achieved occupancy, where recorded",
+        "tensor_cores": "whether the name marks a tensor-core kernel (below)",
+    },
+    "memcpy": {
+        "name": "the row's operation, direction, host memory and launch joined "
+        "(`Memcpy HtoD pageable async`)",
+        "operation": "`memcpy` or `memset`",
+        "direction": "`HtoD`, `DtoH`, `DtoD`, `PtoP`, ... as named by the event; empty for memsets",
+        "host_memory": "`pageable` or `pinned` for the host side of a host copy, `device` for "
+        "device copies; empty for memsets",
+        "synchronous": "`async` when launched by an `...Async` runtime call, `sync` when by "
+        "another one, empty when the launch was not recorded",
+        "calls": "copies or sets",
+        "gpu_total_ns": "summed device time",
+        "gpu_avg_ns": "per call",
+        "gpu_max_ns": "longest call",
+        "gpu_min_ns": "shortest call",
+        "bytes": "summed bytes; NaN when not recorded",
+        "gb_per_s": "achieved bandwidth: `bytes` over `gpu_total_ns`",
+    },
+    "memory": {
+        "name": "`by='op'`: the host event enclosing the memory event (`(outside any op)` for "
+        "none); `by='device'`: the device",
+        "device": "`gpu:0`, `cpu`, ... (only with `by='op'`)",
+        "allocations": "allocation events",
+        "frees": "free events",
+        "allocated_bytes": "summed bytes allocated",
+        "freed_bytes": "summed bytes freed",
+        "net_bytes": "allocated less freed (only with `by='op'`)",
+        "peak_allocated_bytes": "largest allocator total of allocated bytes after any event "
+        "(only with `by='device'`)",
+        "peak_reserved_bytes": "largest allocator total of reserved bytes after any event (only "
+        "with `by='device'`)",
+    },
+    "distributed": {
+        "name": "`step`, `communication`, `computation`, `overlap` per rank (with ` (rank <r>)` "
+        "in a run of several ranks)",
+        "rank": "the rank",
+        "side": "`gpu` when the rank recorded device events (communication kernels against "
+        "other kernels, copies and sets), `cpu` otherwise (collective ops against other "
+        "operators)",
+        "time_ns": "merged time within the rank's steps",
+        "ratio_pct": "share of the rank's merged step time",
+    },
+    "steps": {
+        "name": "`step <N>`",
+        "rank": "the rank",
+        "step": "the step number",
+        "offset_ns": "start of the step, from the first event of the run",
+        "dur_ns": "the step's duration",
+        "dataloader_ns": "merged data-loading time in the step",
+        "gpu_busy_ns": "merged device time of the work launched in the step; NaN without "
+        "device events; it can exceed `dur_ns` when device work runs on after the step",
+    },
+    "benchmark": {
+        "name": "`reader_cost`, `batch_cost`, `ips`, and `ips_samples` with `batch_size`",
+        "avg": "mean over the kept steps, in the row's `unit`; for `ips` steps over total "
+        "time, not the mean of per-step rates",
+        "max": "largest per-step value, in the row's `unit`",
+        "min": "smallest per-step value, in the row's `unit`",
+        "unit": "`s`, `steps/s` or `samples/s`",
+    },
+}
+
+#: What each view option does; ``(view, option)`` entries win over plain option names.
+OPTION_MEANINGS: dict[Any, str] = {
+    "rank": "only this rank of a run of several ranks (default: all ranks)",
+    "top": "keep the first N rows",
+    "sort_by": "sort key: " + ", ".join(code(k) for k in (*views.SORT_KEYS, "name")),
+    "group_by_input_shape": "one row per name and input shapes",
+    "group_by_stack_n": "one row per name and top N stack frames (0: off)",
+    "by_thread": "one row per name and host thread instead of threads merged",
+    "op_detail": "follow each operator row with its detail rows",
+    ("overview", "by"): "`'kind'`: one row per event kind; `'category'`: one row per native "
+    "category (Paddle's TracerEventType names, Kineto's `cat`)",
+    ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "
+    "row per device with peaks",
+    "warmup": "steps left out at the start of each rank (default: see *Warm-up* below)",
+    "batch_size": "samples per step; adds the `ips_samples` row",
+}
+
+#: Unit conventions, checked against every column of every view: (names, test, unit, report).
+UNIT_RULES: tuple[tuple[str, Callable[[str], bool], str, str, str], ...] = (
+    (
+        "`*_ns`",
+        lambda c: c.endswith("_ns"),
+        "ns",
+        "nanoseconds (int64 or float64)",
+        "converted to `--time-unit` (ms by default), three decimals",
+    ),
+    (
+        "`*_pct`",
+        lambda c: c.endswith("_pct"),
+        "%",
+        "percent, 0 to 100",
+        "two decimals, `(%)` in the header",
+    ),
+    (
+        "`bytes`, `*_bytes`",
+        lambda c: c == "bytes" or c.endswith("_bytes"),
+        "B",
+        "bytes",
+        "as is",
+    ),
+    (
+        "`gb_per_s`",
+        lambda c: c == "gb_per_s",
+        "GB/s",
+        "10^9 bytes per second (bytes per nanosecond)",
+        "header `GB/s`",
+    ),
+    ("`flops`", lambda c: c == "flops", "FLOP", "floating-point operations", "header `FLOPs`"),
+    (
+        "`gflops_per_s`",
+        lambda c: c == "gflops_per_s",
+        "GFLOP/s",
+        "10^9 floating-point operations per second",
+        "header `GFLOP/s`",
+    ),
+)
+
+
+def own_views() -> dict[str, views.ViewSpec]:
+    """The registered views that perfkit's own packages provide, in registration order."""
+    return {
+        name: spec
+        for name, spec in views.registered_views().items()
+        if spec.function.__module__.split(".")[0] in OWN_PACKAGES
+    }
+
+
+def unit_of(column: str) -> str:
+    """The unit a column's name gives it, from ``UNIT_RULES`` (empty for counts and text)."""
+    for _names, test, unit, _long, _report in UNIT_RULES:
+        if test(column):
+            return unit
+    return ""
+
+
+def view_parameters(spec: views.ViewSpec) -> list[inspect.Parameter]:
+    """The options a view takes: its keyword parameters, plus ``host_event_table``'s for a
+    view that passes ``**options`` on (as ``perfkit report`` assumes too)."""
+    params = list(inspect.signature(spec.function).parameters.values())[1:]
+    out = [p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        taken = {p.name for p in out}
+        table_params = inspect.signature(views.host_event_table).parameters.values()
+        out += [p for p in table_params if p.kind is p.KEYWORD_ONLY and p.name not in taken]
+    return out
+
+
+def cli_view_options() -> dict[str, str]:
+    """Options ``perfkit report`` hands to the views: view option name -> command-line flag.
+
+    Read from the ``requested`` dict in ``perfkit_core.cli.report``, so a new one is found.
+    """
+    tree = ast.parse(textwrap.dedent(inspect.getsource(pk_cli.report.callback)))
+    keys: list[str] = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "requested" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+    if not keys:
+        raise AssertionError("docs/gen_docs.py: no `requested = {...}` in perfkit_core.cli.report")
+    flags = {p.name: p for p in pk_cli.report.params}
+    out = {}
+    for key in keys:
+        if key not in flags:
+            raise AssertionError(f"docs/gen_docs.py: report option {key!r} has no CLI flag")
+        out[key] = max(flags[key].opts, key=len)
+    return out
+
+
+def _cli_sample(key: str) -> Any:
+    """A non-default value of the ``perfkit report`` option ``key``."""
+    param = next(p for p in pk_cli.report.params if p.name == key)
+    if getattr(param, "is_flag", False):
+        return True
+    choices = getattr(param.type, "choices", None)
+    if choices:
+        return next(c for c in choices if c != param.default)
+    return (param.default or 0) + 1
+
+
+def cli_flags_for(view: str) -> dict[str, str]:
+    """View option -> the ``perfkit report`` flag that sets it, for ``view``."""
+    flags = cli_view_options()
+    passed = pk_cli._options_for(view, {key: _cli_sample(key) for key in flags})
+    return {key: flags[key] for key in passed}
+
+
+def column_meaning(view: str, column: str) -> str:
+    meanings = VIEW_COLUMNS.get(view)
+    if meanings is None or column not in meanings:
+        raise AssertionError(
+            f"docs/gen_docs.py: view {view!r} has column {column!r}, which VIEW_COLUMNS does not "
+            "describe; add it"
+        )
+    return meanings[column]
+
+
+def option_text(options: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in options.items())
+
+
+def view_tables(
+    name: str, spec: views.ViewSpec, demo: run.Run
+) -> tuple[Any, list[tuple[str, Any]]]:
+    """The view on the synthetic run with its default options, and with each of its variants."""
+    default = spec.function(demo)
+    variants = [(option_text(v), spec.function(demo, **v)) for v in VIEW_VARIANTS.get(name, ())]
+    return default, variants
+
+
+def view_column_rows(name: str, spec: views.ViewSpec, demo: run.Run) -> list[list[str]]:
+    """One row per column the view can have: column, unit, report header, meaning."""
+    default, variants = view_tables(name, spec, demo)
+    params = {p.name: p.default for p in view_parameters(spec)}
+    variant_keys = {k for v in VIEW_VARIANTS.get(name, ()) for k in v}
+    default_label = option_text({k: params[k] for k in sorted(variant_keys) if k in params})
+    shapes = [(default_label, list(default.columns))] + [(t, list(f.columns)) for t, f in variants]
+    order: list[str] = []
+    for _label, columns in shapes:
+        order += [c for c in columns if c not in order]
+    documented = set(VIEW_COLUMNS.get(name, {}))
+    stale = documented - set(order)
+    if stale:
+        raise AssertionError(
+            f"docs/gen_docs.py: VIEW_COLUMNS[{name!r}] describes {sorted(stale)}, which the view "
+            "no longer computes"
+        )
+    rows = []
+    for column in order:
+        present = [label for label, columns in shapes if column in columns]
+        meaning = column_meaning(name, column)
+        if len(present) < len(shapes) and "(only with" not in meaning:
+            meaning += " (only with " + "; ".join(code(p) for p in present) + ")"
+        rows.append([code(column), unit_of(column), pk_text._label(column, "ms"), meaning])
+    return rows
+
+
+def view_row_names(name: str, spec: views.ViewSpec, demo: run.Run) -> str:
+    """The fixed rows of a view, as computed on the synthetic run."""
+    default, variants = view_tables(name, spec, demo)
+    rows = [str(r) for r in default["name"]]
+    text = "Rows: " + ", ".join(code(r) for r in rows) + "."
+    for label, frame in variants:
+        extra = [str(r) for r in frame["name"] if str(r) not in rows]
+        if extra:
+            text += f" With {code(label)}, also " + ", ".join(code(r) for r in extra) + "."
+    return text
+
+
+def option_rows(name: str, spec: views.ViewSpec) -> list[list[str]]:
+    """One row per option of a view: option, default, command line, what it does."""
+    flags = cli_flags_for(name)
+    rows = []
+    for p in view_parameters(spec):
+        meaning = OPTION_MEANINGS.get((name, p.name)) or OPTION_MEANINGS.get(p.name)
+        if meaning is None:
+            raise AssertionError(
+                f"docs/gen_docs.py: option {p.name!r} of view {name!r} is not in OPTION_MEANINGS"
+            )
+        if p.name in flags:
+            cli = code(flags[p.name])
+        elif p.name == "top":
+            cli = "`--top` (the report cuts every table itself)"
+        else:
+            cli = "Python only"
+        default = "" if p.default is p.empty else code(repr(p.default))
+        rows.append([code(p.name), default, cli, meaning])
+    return rows
+
+
+def view_signature(name: str, spec: views.ViewSpec) -> str:
+    """``run.summary("name", option=default, ...)`` for a view."""
+    # Strings in double quotes, as ruff formats the Python blocks of Markdown files.
+    args = [json.dumps(name)] + [
+        f"{p.name}={json.dumps(p.default) if isinstance(p.default, str) else repr(p.default)}"
+        for p in view_parameters(spec)
+    ]
+    one_line = f"run.summary({', '.join(args)})"
+    if len(one_line) <= 88:
+        return one_line
+    return "run.summary(\n" + "".join(f"    {a},\n" for a in args) + ")"
+
+
+def model_extras(demo: run.Run) -> str:
+    """The phase rules of the model view, checked on synthetic runs."""
+    frame = views.model_view(demo)
+    note = str(frame.attrs.get("note", ""))
+    if not note.startswith("forward derived") or int(frame.loc[2, "calls"]) == 0:
+        raise AssertionError("docs/gen_docs.py: the model view no longer derives torch's forward")
+    # An older torch trace: no autograd spans, backward ops named *Backward*.
+    old = [e for e in SYNTHETIC_STEP if not e[1].startswith("autograd::engine")]
+    old_frame = views.model_view(synthetic_run(3, old)).set_index("name")
+    if int(old_frame.loc["backward", "calls"]) != 3:
+        raise AssertionError("docs/gen_docs.py: *Backward ops no longer count as backward")
+    phase_rows = [[code(label), code(kind)] for label, kind in views.MODEL_PHASES]
+    derived = inspect.getdoc(views._derived_forward) or ""
+    derived = derived.split("\n\n", 1)[1] if "\n\n" in derived else derived
+    return join_blocks(
+        [
+            "#### Phases",
+            "Each phase row sums the outermost host events of one kind "
+            "(`perfkit_core.views.MODEL_PHASES`); `step` is the step spans and `others` the "
+            "merged step time no phase row accounts for.",
+            table(["row", "event kind"], phase_rows),
+            "#### The forward phase of torch runs",
+            "Kineto records no forward span. When a run has no host events of kind `forward`, "
+            'the `forward` row is derived instead, and `frame.attrs["note"]` says '
+            f"{code(note)}. The rule (`perfkit_core.views._derived_forward`):",
+            derived,
+            "#### Backward ops of older torch traces",
+            "Older torch traces record no `autograd::engine::evaluate_function: ...` spans. When "
+            "a run has neither `forward` nor `backward` host events, host operators whose name "
+            f"matches the regular expression {code(views._BACKWARD_OP_RE.pattern)} (such as "
+            "`AddmmBackward0`) count as `backward` events.",
+        ]
+    )
+
+
+def benchmark_extras() -> str:
+    """The warm-up rule of the benchmark view, checked on synthetic runs."""
+    n = summaries.DEFAULT_WARMUP_MIN_STEPS
+    notes = []
+    for steps in (n - 1, n):
+        frame = summaries.benchmark_view(synthetic_run(steps))
+        notes.append((steps, str(frame.attrs.get("note", ""))))
+    if "warm-up" in notes[0][1] or "warm-up" not in notes[1][1]:
+        raise AssertionError("docs/gen_docs.py: the benchmark warm-up rule changed")
+    comment = constant_comment(summaries, "DEFAULT_WARMUP_MIN_STEPS")
+    return join_blocks(
+        [
+            "#### Warm-up",
+            f"`perfkit_core.summaries.DEFAULT_WARMUP_MIN_STEPS = {n}`: {comment}",
+            'The note in `frame.attrs["note"]` says what was kept, for example '
+            + " and ".join(f"{code(text)} ({steps} steps)" for steps, text in notes)
+            + ". Pass `warmup=` to choose (`warmup=0` keeps every step). When warm-up would "
+            "leave no step, every step is kept.",
+        ]
+    )
+
+
+VIEW_EXTRAS: dict[str, Callable[[run.Run], str]] = {
+    "model": model_extras,
+    "benchmark": lambda _demo: benchmark_extras(),
+    "kernel": lambda _demo: (
+        "`tensor_cores` is true when the kernel name matches "
+        f"{code(summaries.TENSOR_CORE_RE.pattern)} (case-insensitive). It is read from the "
+        "name only: a tensor-core kernel whose name carries none of these markers shows "
+        "`False`."
+    ),
+}
+
+
+def view_section(name: str, spec: views.ViewSpec, demo: run.Run) -> str:
+    doc = inspect.getdoc(spec.function) or ""
+    blocks = [
+        f"### `{name}`",
+        f"*{spec.description}*",
+        f"```python\n{view_signature(name, spec)}\n```",
+        doc,
+    ]
+    if view_parameters(spec) and any(
+        p.kind is p.VAR_KEYWORD for p in inspect.signature(spec.function).parameters.values()
+    ):
+        table_doc = inspect.getdoc(views.host_event_table) or ""
+        blocks.append(
+            "The table is built by `perfkit_core.views.host_event_table`, which takes the "
+            "options below:\n\n" + table_doc
+        )
+    blocks += [
+        "**Options**",
+        table(["option", "default", "perfkit report", "what it does"], option_rows(name, spec)),
+        "**Columns**",
+        table(["column", "unit", "report header", "meaning"], view_column_rows(name, spec, demo)),
+    ]
+    if name in FIXED_ROW_VIEWS:
+        blocks.append(view_row_names(name, spec, demo))
+    if name in VIEW_EXTRAS:
+        blocks.append(VIEW_EXTRAS[name](demo))
+    return join_blocks(blocks)
+
+
+def units_section(found: dict[str, views.ViewSpec], demo: run.Run) -> str:
+    """The units table, listing the columns each convention covers across all views."""
+    columns: set[str] = set()
+    for name, spec in found.items():
+        default, variants = view_tables(name, spec, demo)
+        columns |= set(default.columns)
+        for _label, frame in variants:
+            columns |= set(frame.columns)
+    rows = []
+    for names, test, _unit, long_unit, report in UNIT_RULES:
+        hits = sorted(c for c in columns if test(c))
+        if not hits:
+            raise AssertionError(f"docs/gen_docs.py: no view has a {names} column any more")
+        rows.append([names, long_unit, report, ", ".join(code(c) for c in hits)])
+    with_rank = [
+        name for name, spec in found.items() if "rank" in {p.name for p in view_parameters(spec)}
+    ]
+    without = [name for name in found if name not in with_rank]
+    rank_text = (
+        "Every view takes `rank=`"
+        if not without
+        else "All views but " + ", ".join(code(v) for v in without) + " take `rank=`"
+    )
+    return join_blocks(
+        [
+            "## Conventions",
+            "Every view returns a pandas `DataFrame` whose key column is `name`. The other "
+            "columns are snake_case and carry their unit in their name:",
+            table(["column name", "unit", "in the text report", "columns"], rows),
+            "Other columns are counts (`calls`, `allocations`), ids (`rank`, `step`, `tid`) or "
+            "text. The `benchmark` view is the one exception: its `avg`, `max` and `min` are in "
+            "the unit its `unit` column names (seconds, steps/s, samples/s), as in Paddle's "
+            "benchmark summary.",
+            "- **NaN means not measured**, never zero: GPU columns of a run without device "
+            "events, `flops` the profiler did not record, a share of an empty window. With "
+            "`--format json` NaN becomes `null`; the text report shows `-`, leaves out GPU "
+            "columns entirely when the run recorded no device events (and says so), and leaves "
+            "out `flops` and `gflops_per_s` when they are all NaN.\n"
+            '- **Notes.** A view that had to assume something says so in `frame.attrs["note"]` '
+            "(no steps recorded, forward derived, warm-up left out, ...); the text report prints "
+            "the note under the table's title.\n"
+            "- **Steps are the window.** Shares are of the merged step time (overlapping step "
+            "spans counted once); a run with no step spans uses the whole profiled span as one "
+            "step and notes it.\n"
+            f"- **`rank`.** {rank_text} (and `perfkit report --rank`) to look at one rank of a "
+            "run combined from several rank files; without it, all ranks count together.",
+        ]
+    )
+
+
+def render_views() -> str:
+    """Return the text of ``docs/views.md``."""
+    found = own_views()
+    demo = synthetic_run()
+    overview = [
+        [
+            f"[`{name}`](#{name})",
+            spec.description,
+            ", ".join(code(p.name) for p in view_parameters(spec)),
+        ]
+        for name, spec in found.items()
+    ]
+    return join_blocks(
+        [
+            GENERATED_NOTE,
+            "# perfkit views",
+            "A view is a summary table of a run: `run.summary(name, **options)` returns it as a "
+            "pandas `DataFrame`, and `perfkit report PATH --views a,b,...` prints it. Views are "
+            "registered through the `perfkit_register_views` hook ([hooks](hooks.md)); these "
+            "are the ones perfkit's own packages register. Each reads only "
+            "the event table ([schema](schema.md)) and the run's metadata, never a framework "
+            "object, so the same view serves a torch run and a Paddle run.",
+            table(["view", "what it shows", "options"], overview),
+            "The columns below are not typed in by hand: they are the columns each view "
+            "returns on a small synthetic torch-like GPU run (data loading, copies, forward and "
+            "backward kernels, an all-reduce, an optimizer step, allocations) that "
+            "`docs/gen_docs.py` builds and runs every time it writes this page.",
+            units_section(found, demo),
+            cli_section(found),
+            "## Views",
+            *[view_section(name, spec, demo) for name, spec in found.items()],
+        ]
+    )
+
+
+def cli_section(found: dict[str, views.ViewSpec]) -> str:
+    """Which ``perfkit report`` option reaches which view."""
+    flags = cli_view_options()
+    rows = []
+    for key, flag in flags.items():
+        takers = [name for name in found if key in cli_flags_for(name)]
+        rows.append([code(flag), code(key), ", ".join(code(v) for v in takers) or "none"])
+    python_only: list[str] = []
+    for spec in found.values():
+        for p in view_parameters(spec):
+            if p.name not in flags and p.name != "top" and p.name not in python_only:
+                python_only.append(p.name)
+    return join_blocks(
+        [
+            "## Options from the command line",
+            "`perfkit report` hands each view the options it accepts, judged by the view "
+            "function's signature (a view taking `**options` gets `host_event_table`'s), and "
+            "leaves out options left at their defaults:",
+            table(["perfkit report", "view option", "views that take it"], rows),
+            "`--top N` is not passed on: the report cuts every table to its first N rows itself "
+            "(`0` shows all), in text and JSON output. Options without a flag ("
+            + ", ".join(code(o) for o in python_only)
+            + ') are set from Python: `run.summary("memory", by="device")`.',
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# advice.md
+
+
+def constant_comment(module: types.ModuleType, name: str) -> str:
+    """The ``#:`` comment lines right above the module-level assignment of ``name``."""
+    source = inspect.getsource(module)
+    lines = source.splitlines()
+    for node in ast.parse(source).body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == name
+        ):
+            comment: list[str] = []
+            i = node.lineno - 2
+            while i >= 0 and lines[i].lstrip().startswith("#:"):
+                comment.insert(0, lines[i].lstrip()[2:].strip())
+                i -= 1
+            return " ".join(comment)
+    raise AssertionError(f"docs/gen_docs.py: {module.__name__}.{name} is not assigned at top level")
+
+
+#: Meaning of threshold constants that have no ``#:`` comment of their own in perfkit_core.advice.
+CONSTANT_NOTES: dict[str, str] = {
+    "COMMUNICATION_MIN_POOR_OVERLAP_PCT": "... the poorly-overlapped trigger applies only when "
+    "communication takes at least this share of step time.",
+}
+
+
+def advice_constants() -> dict[str, float]:
+    """The numeric threshold constants of ``perfkit_core.advice``, in source order."""
+    source = inspect.getsource(advice)
+    out: dict[str, float] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if (
+                isinstance(target, ast.Name)
+                and target.id.isupper()
+                and not target.id.startswith("_")
+            ):
+                value = getattr(advice, target.id)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    out[target.id] = value
+    return out
+
+
+SEVERITY_CONSTANTS = ("SEVERITY_HIGH_PCT", "SEVERITY_MEDIUM_PCT")
+
+
+def rule_constants(function: Callable[..., Any]) -> list[str]:
+    """The threshold constants a rule uses: named in its code or its docstring, in source order."""
+    known = advice_constants()
+    source = textwrap.dedent(inspect.getsource(function))
+    used = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    used |= set(re.findall(r"\b[A-Z][A-Z0-9_]+\b", inspect.getdoc(function) or ""))
+    return [name for name in known if name in used and name not in SEVERITY_CONSTANTS]
+
+
+def constant_value(name: str, value: float) -> str:
+    """A threshold's value with its unit, read from its name."""
+    if name.endswith("_PCT"):
+        return f"{value:g}%"
+    if name.endswith("_NS"):
+        return f"{value:,} ns ({value / 1000:g} µs)"
+    if name.endswith("SPEEDUP"):
+        return f"{value:g}×"
+    raise AssertionError(f"docs/gen_docs.py: no unit known for the advice constant {name}")
+
+
+def constant_meaning(name: str) -> str:
+    text = constant_comment(advice, name) or CONSTANT_NOTES.get(name, "")
+    if not text:
+        raise AssertionError(
+            f"docs/gen_docs.py: perfkit_core.advice.{name} has no `#:` comment; add one or an "
+            "entry in CONSTANT_NOTES"
+        )
+    return text
+
+
+def mark_constants(text: str) -> str:
+    """``text`` with the advice constants it names set in code spans."""
+    names = sorted(advice_constants(), key=len, reverse=True)
+    pattern = re.compile(r"(?<![`\w])(" + "|".join(map(re.escape, names)) + r")(?![`\w])")
+    return pattern.sub(r"`\1`", text)
+
+
+#: Why each rule's defaults are what they are. Hand-written: the reasoning and the sources it
+#: rests on; the values themselves are read from perfkit_core.advice.
+RULE_RATIONALE: dict[str, str] = {
+    "input-pipeline": (
+        "Data loading done inside the training process is time the device waits, and it is "
+        "usually the cheapest thing to fix: one `DataLoader` argument. Paddle's profiler guide "
+        "([模型性能分析](https://github.com/PaddlePaddle/docs/blob/develop/docs/guides/"
+        "performance_improving/profiling_model.md)) profiles a small CIFAR-10 model whose "
+        "single-process `DataLoader` took 48% of the step in the Model Summary; with "
+        "`num_workers=4` data loading fell to 2% of the step and throughput, measured with "
+        "the profiler off, rose from 39 to 151 steps/s (an earlier revision of the guide "
+        "reported about 50% and 31 to 101 steps/s). Paddle's auto-tuning guide "
+        "([训练全流程自动调优](https://github.com/PaddlePaddle/docs/blob/develop/docs/guides/"
+        "performance_improving/training_improving_model_cn.md)) reports the same shape for "
+        "the JDE detection model: data loading at 51.7% of the time, 0.56% once `num_workers` "
+        "was tuned, 9.14 to 13.60 samples/s. Those runs sit far above the threshold. 5% is a "
+        "rule of thumb for where loading becomes worth a look: below it the best possible "
+        "gain is under 5%, and worker processes cost CPU cores and memory. The saving assumes "
+        "background workers hide all of the loading, which holds only if they keep up with "
+        "the step."
+    ),
+    "placement": (
+        "A device-to-host copy or a synchronization costs more than its own time: while the "
+        "host waits it queues no work, so the device drains and then idles until the host "
+        "catches up, and that idle time is not in the estimate. It is also cheap to remove "
+        "(read values less often, keep values that only feed host logic on the host). Hence "
+        "the low bar of 1% of step time, a rule of thumb. Paddle's device-switching guide "
+        "([运行时设备切换](https://github.com/PaddlePaddle/docs/blob/release/2.6/docs/guides/"
+        "performance_improving/device_switching.md)) shows the mechanism: `shape` leaves its "
+        "output on the CPU, so `slice` copies it to the GPU and `crop_tensor` copies the "
+        'result back (`GpuMemcpySync`); running `slice` under `device_guard("cpu")` removed '
+        "both synchronous copies, and the profiled total for 10 runs went from 26.6 ms to "
+        "14.5 ms. In a control-flow case of Paddle's benchmark suite "
+        "([PaddlePaddle/benchmark#433](https://github.com/PaddlePaddle/benchmark/pull/433)), "
+        "placing ops on the CPU with `device_guard` cut the copies from 10,000 to 6,000 over "
+        "1,000 runs and the executor's total time from 953 ms to 598 ms."
+    ),
+    "cpu-bound-op": (
+        "In a GPU run an operator should mostly queue device work and return. One whose time "
+        "is at least 90% host-only is doing its work on the CPU (shape arithmetic, a host "
+        "fallback, a Python-side loop) while the device waits; 90% keeps out ops that launch "
+        "real kernels. 5% of step time, the same bar as data loading, keeps the list to ops "
+        "worth changing code for. Both are rules of thumb. The saving, all of the host-only "
+        "time, is an upper bound: a fixed op still needs some host time. The rule judges by "
+        "the numbers, not by what the op does: an op that is host-only by design (an "
+        "allocation such as `aten::empty`) is reported when it is called often enough, and "
+        "then the fix is fewer calls, not a faster op. For a Paddle run, `perfkit report "
+        "--op-detail` splits an op's host time into its stages (infer_meta, compute, kernel "
+        "launch)."
+    ),
+    "launch-bound": (
+        "Launching a kernel costs the host a few microseconds: the CUDA launch call plus the "
+        "framework's dispatch, commonly 5-10 µs per op in eager PyTorch or Paddle (a rule of "
+        "thumb, not a measurement). When the median kernel runs for less than 20 µs, two to "
+        "four launches' worth, the host can at best queue work as fast as the device finishes "
+        "it, and any extra host work leaves the device idle. The median is only a pre-filter: "
+        "the rule also needs measured evidence, the device busy less than "
+        "`LOW_GPU_UTIL_PCT` of the step and more host time in launch calls than device time "
+        "in the kernels. The remedies (CUDA Graphs, compiling and fusing, larger batches) all "
+        "cut launches per unit of work."
+    ),
+    "low-gpu-utilization": (
+        "A training step should keep its device busy most of the time; below half, the "
+        "device waits for the host more than it works. 50% is a rule of thumb chosen to flag "
+        "clear cases only; the more specific rules (input-pipeline, placement, launch-bound, "
+        "cpu-bound-op) usually say why. Busy time merges kernels, copies and sets over all "
+        "streams, so concurrent work is not counted twice. The saving, the idle time, is an "
+        "upper bound: the step cannot get shorter than its busy time, and idle time goes away "
+        "only with the host work that causes it."
+    ),
+    "communication": (
+        "Data-parallel training hides gradient all-reduce behind the backward pass: PyTorch's "
+        "`DistributedDataParallel` and Paddle's `DataParallel` bucket gradients and start "
+        "communicating as buckets fill. Communication above 10% of the step is worth a look "
+        "even when overlapped, since communication kernels run on the same GPU and compete "
+        "with computation for its SMs and memory bandwidth. Communication less than half "
+        "overlapped is exposed time the step waits for, but it is reported on that ground "
+        "only from 5% of the step, as small exposed transfers cost little. All three values "
+        "are rules of thumb. The saving counts only the communication not overlapped with "
+        "computation."
+    ),
+    "amp": (
+        "Tensor cores run fp16 and bf16 matrix math several times faster than fp32 math on "
+        "the CUDA cores: NVIDIA's datasheet for the V100 (SXM2) lists 15.7 TFLOPS fp32 "
+        "against 125 TFLOPS of tensor operations (8× at peak), and NVIDIA quotes speed-ups "
+        "of up to 3× for whole "
+        "models trained with automatic mixed precision. Real kernels rarely reach peak and "
+        "only matmul and convolution kernels gain much, so the rule assumes a conservative "
+        "2× on those kernels alone. With 20% of kernel time the floor, a 2× gain is worth at "
+        "least 10% of kernel time; below that, mixed precision is hardly worth the numerical "
+        "care it needs (a rule of thumb). Kernels are recognised by name only (patterns "
+        "above), and so is tensor-core use: the rule reads no dtypes, fires only when no "
+        "kernel of the run has a tensor-core name, and stays silent as soon as one has."
+    ),
+    "memory-pressure": (
+        "Caching allocators (PyTorch's, Paddle's) keep freed blocks reserved. A run whose "
+        "peak reaches 90% of the device's memory is close to an out-of-memory error: a "
+        "slightly larger batch, a longer sequence or fragmentation can push it over, and near "
+        "the limit the allocator starts returning cached blocks to the driver and retrying, "
+        "which costs time. 90% is the usual safety margin, a rule of thumb. The finding "
+        "estimates no time saving (0) and is always `medium`: it warns of a risk. It needs "
+        "memory events (`profile_memory=True`) and the device's memory size in "
+        '`meta["devices"]`.'
+    ),
+    "pageable-memcpy": (
+        "A host-to-device copy from pageable memory cannot be a true asynchronous DMA: the "
+        "driver first stages the data through a pinned buffer, and the launching call "
+        "returns only once the data is staged, so the host is held for about the transfer. "
+        "Pinning is a one-argument change (`pin_memory=True` in PyTorch), so the bar is low: "
+        "0.5% of step time, a rule of thumb. The saving is the host time blocked in the copy "
+        "launches, since a pinned, non-blocking copy returns at once."
+    ),
+}
+
+#: What each field of a Finding holds.
+FINDING_FIELDS: dict[str, str] = {
+    "id": "what was found: the rule id, or the rule id and a detail (`cpu-bound-op:aten::empty`, "
+    "one finding per op)",
+    "title": "one line saying what was found, with the key figure",
+    "severity": "`high`, `medium` or `low`; computed from the saving (below) when the rule "
+    "leaves it empty",
+    "saving_ns": "estimated time the change would save over the profiled steps at best, in ns "
+    "(never negative)",
+    "evidence": "the figures behind the finding (times in ns, shares in percent); perfkit adds "
+    "`step_time_ns` and `steps`",
+    "remedy": "what to change, with code in the run's framework",
+    "rule": "the id the rule was registered under (filled in by perfkit)",
+}
+
+#: What each field of the Context a rule receives holds.
+CONTEXT_FIELDS: dict[str, str] = {
+    "run": "the `Run`: read `run.events`, `run.meta` and `run.summary(...)`",
+    "step_ns": "merged step time of the run, in ns (the whole profiled span without steps)",
+    "steps": "number of step spans (1 without steps)",
+    "has_device": "whether the run recorded any device event",
+    "framework": "`torch` or `paddle`",
+}
+
+#: A complete third-party plugin adding one advice rule and its remedies.
+EXAMPLE_ADVISOR = '''\
+"""perfkit_optim_advice: a perfkit plugin adding the ``optimizer-share`` advice rule."""
+
+from __future__ import annotations
+
+import perfkit_core
+from perfkit_core.advice import Context, Finding
+
+#: optimizer-share: the optimizer step takes at least this share of step time.
+OPTIMIZER_MIN_PCT = 8.0
+#: assumed speed-up of a fused (multi-tensor) optimizer step over a per-parameter loop.
+FUSED_SPEEDUP = 2.0
+
+
+def rule_optimizer_share(ctx: Context) -> Finding | None:
+    """The optimizer step takes at least OPTIMIZER_MIN_PCT of step time.
+
+    Saving: the optimizer time times (1 - 1/FUSED_SPEEDUP).
+    """
+    phases = ctx.run.summary("model").set_index("name")
+    optimizer_ns = float(phases.loc["optimization", "cpu_total_ns"])
+    share = 100.0 * optimizer_ns / ctx.step_ns if ctx.step_ns else 0.0
+    if share < OPTIMIZER_MIN_PCT:
+        return None
+    return Finding(
+        id="optimizer-share",
+        title=f"The optimizer step takes {share:.1f}% of each step",
+        severity="",  # left empty: perfkit computes it from the saving
+        saving_ns=optimizer_ns * (1.0 - 1.0 / FUSED_SPEEDUP),
+        evidence={"optimizer_ns": optimizer_ns, "optimizer_pct": share},
+    )
+
+
+REMEDIES = {
+    "torch": "Use a fused optimizer: torch.optim.AdamW(model.parameters(), fused=True)",
+    "paddle": "Update all parameters at once: paddle.optimizer.Adam(..., use_multi_tensor=True)",
+}
+
+
+@perfkit_core.hookimpl
+def perfkit_register_advisors(register):
+    register(
+        "optimizer-share",
+        rule_optimizer_share,
+        "the optimizer step takes a large share of each step",
+    )
+
+
+@perfkit_core.hookimpl
+def perfkit_remedy(finding, framework):
+    if finding.rule != "optimizer-share":
+        return None  # leave the other rules to the framework adapters
+    return REMEDIES.get(framework)
+'''
+
+EXAMPLE_ADVISOR_PYPROJECT = """\
+[project]
+name = "perfkit-optim-advice"
+version = "0.1.0"
+dependencies = ["perfkit"]
+
+[project.entry-points.{group}]
+optim_advice = "perfkit_optim_advice"
+"""
+
+EXAMPLE_ADVISOR_TRY = """\
+import perfkit_core
+import perfkit_optim_advice
+from perfkit_core.advice import clear_advisor_cache
+
+perfkit_core.get_plugin_manager().register(perfkit_optim_advice, name="optim_advice")
+clear_advisor_cache()  # rules are looked up once; forget them so the new one is found
+"""
+
+EXAMPLE_ADVISOR_USE = """\
+import perfkit_core
+
+run = perfkit_core.load("./perfkit_runs/myhost_1234.step10")
+for finding in run.advise(rules=["optimizer-share"]):
+    print(finding.severity, finding.title)
+    print(finding.remedy)
+"""
+
+EXAMPLE_ADVISOR_RULE = "optimizer-share"
+EXAMPLE_ADVISOR_NAME = "optim_advice"
+
+
+def run_example_advisor(demo: run.Run) -> list[Any]:
+    """Register the example plugin as its "try it" snippet does, advise on ``demo``, unregister.
+
+    Returns the findings of the example rule; raises ``AssertionError`` when it does not work.
+    """
+    module = types.ModuleType("perfkit_optim_advice")
+    exec(compile(EXAMPLE_ADVISOR, "perfkit_optim_advice.py", "exec"), module.__dict__)
+    # The hooks validate on an isolated plugin manager first (misspelled hooks raise here).
+    isolated = plugins.make_plugin_manager(disabled=(), load_entry_points=False)
+    isolated.register(module, name=EXAMPLE_ADVISOR_NAME)
+    isolated.check_pending()
+    saved = sys.modules.get("perfkit_optim_advice")
+    sys.modules["perfkit_optim_advice"] = module
+    pm = plugins.get_plugin_manager()
+    try:
+        exec(compile(EXAMPLE_ADVISOR_TRY, "try_advisor.py", "exec"), {})
+        findings = demo.advise(rules=[EXAMPLE_ADVISOR_RULE])
+    finally:
+        if pm.has_plugin(EXAMPLE_ADVISOR_NAME):
+            pm.unregister(name=EXAMPLE_ADVISOR_NAME)
+        advice.clear_advisor_cache()
+        if saved is None:
+            sys.modules.pop("perfkit_optim_advice", None)
+        else:
+            sys.modules["perfkit_optim_advice"] = saved
+    if (
+        len(findings) != 1
+        or findings[0].rule != EXAMPLE_ADVISOR_RULE
+        or findings[0].remedy != module.REMEDIES[demo.framework]
+        or findings[0].severity not in ("high", "medium", "low")
+    ):
+        raise AssertionError(f"docs/gen_docs.py: the example advice plugin gave {findings!r}")
+    return findings
+
+
+def check_advice_ordering(demo: run.Run) -> list[Any]:
+    """Run every built-in rule on ``demo``; check the order and severities the page describes."""
+    findings = advice.advise(demo, rules=[rule_id for rule_id, _f, _d in advice.BUILTIN_RULES])
+    keys = [(-f.saving_ns, f.id) for f in findings]
+    if keys != sorted(keys) or not findings:
+        raise AssertionError("docs/gen_docs.py: findings are no longer ordered by saving, then id")
+    # A device whose memory the synthetic run's 2 MiB peak fills: a warning, no time saving.
+    pressed = advice.advise(synthetic_run(device_memory=2 * 2**20), rules=["memory-pressure"])
+    if [(f.severity, f.saving_ns) for f in pressed] != [("medium", 0.0)]:
+        raise AssertionError("docs/gen_docs.py: memory-pressure no longer warns at medium, 0 ns")
+    high, medium = advice.SEVERITY_HIGH_PCT, advice.SEVERITY_MEDIUM_PCT
+    for share, expected in ((high, "high"), (medium, "medium"), (medium / 2, "low")):
+        got = advice._severity(share * 1000.0, 100_000)
+        if got != expected:
+            raise AssertionError(
+                f"docs/gen_docs.py: a {share}% saving is {got!r}, not {expected!r}"
+            )
+    return findings
+
+
+def check_remedy_tables() -> None:
+    """Every built-in rule has a torch remedy, a paddle remedy and a generic one, and no more."""
+    ids = {rule_id for rule_id, _f, _d in advice.BUILTIN_RULES}
+    tables = {
+        "perfkit_torch.remedies.REMEDIES": set(torch_remedies.REMEDIES),
+        "perfkit_paddle.remedies.REMEDIES": set(paddle_remedies.REMEDIES),
+        "perfkit_core.advice.GENERIC_REMEDIES": set(advice.GENERIC_REMEDIES),
+        "RULE_RATIONALE in docs/gen_docs.py": set(RULE_RATIONALE),
+    }
+    for where, keys in tables.items():
+        if keys != ids:
+            raise AssertionError(
+                f"docs/gen_docs.py: {where} covers {sorted(keys ^ ids)} differently from "
+                "perfkit_core.advice.BUILTIN_RULES"
+            )
+    used = {c for _r, function, _d in advice.BUILTIN_RULES for c in rule_constants(function)}
+    unused = set(advice_constants()) - used - set(SEVERITY_CONSTANTS)
+    if unused:
+        raise AssertionError(
+            f"docs/gen_docs.py: no rule uses the advice constants {sorted(unused)}"
+        )
+
+
+def fields_table(cls: type, meanings: dict[str, str]) -> str:
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields]
+    if set(names) != set(meanings):
+        raise AssertionError(
+            f"docs/gen_docs.py: {cls.__name__} has fields {names}; update the field table"
+        )
+    rows = []
+    for f in fields:
+        ftype = f.type if isinstance(f.type, str) else inspect.formatannotation(f.type)
+        if f.default is not dataclasses.MISSING:
+            default = code(repr(f.default))
+        elif f.default_factory is not dataclasses.MISSING:
+            default = code(repr(f.default_factory()))
+        else:
+            default = "required"
+        rows.append([code(f.name), code(ftype), default, meanings[f.name]])
+    return table(["field", "type", "default", "holds"], rows)
+
+
+def remedy_block(text: str) -> str:
+    return f"```text\n{text.rstrip()}\n```"
+
+
+def rule_section(rule_id: str, function: Callable[..., Any], description: str) -> str:
+    constants = rule_constants(function)
+    values = advice_constants()
+    rows = [
+        [code(name), constant_value(name, values[name]), mark_constants(constant_meaning(name))]
+        for name in constants
+    ]
+    doc = mark_constants(inspect.getdoc(function) or "")
+    extra = ""
+    if rule_id == "amp":
+        extra = (
+            "Kernel names matched as matmul/convolution (`perfkit_core.advice._MATMUL_CONV_RE`, "
+            f"case-insensitive): {code(advice._MATMUL_CONV_RE.pattern)}; as tensor-core kernels "
+            "(the kernel view's `tensor_cores`): "
+            f"{code(summaries.TENSOR_CORE_RE.pattern)}."
+        )
+    placement_note = ""
+    if rule_id == "placement":
+        placement_note = (
+            "Both remedies start with `Ops to look at: ...`, naming the first three ops of the "
+            "finding's evidence."
+        )
+    return join_blocks(
+        [
+            f"### `{rule_id}`",
+            f"*{description}* (`perfkit_core.advice.{function.__name__}`)",
+            doc,
+            table(["threshold", "value", "meaning"], rows) if rows else "",
+            extra,
+            "**Why these defaults.** " + mark_constants(RULE_RATIONALE[rule_id]),
+            "**What to change.** PyTorch (`perfkit_torch.remedies`):",
+            remedy_block(torch_remedies.REMEDIES[rule_id]),
+            "PaddlePaddle (`perfkit_paddle.remedies`):",
+            remedy_block(paddle_remedies.REMEDIES[rule_id]),
+            placement_note,
+            f"Any other framework: {advice.GENERIC_REMEDIES[rule_id]}",
+        ]
+    )
+
+
+def example_finding_json(finding: Any) -> str:
+    data = finding.to_dict()
+    return json.dumps(data, indent=1, default=str)
+
+
+def render_advice() -> str:
+    """Return the text of ``docs/advice.md``."""
+    check_remedy_tables()
+    demo = synthetic_run()
+    check_advice_ordering(demo)
+    example = run_example_advisor(synthetic_run())
+    group = plugins.ENTRY_POINT_GROUP
+    module_doc = (inspect.getdoc(advice) or "").split("\n\n", 1)
+    overview = [
+        [
+            f"[`{rule_id}`](#{rule_id})",
+            description,
+            ", ".join(
+                f"{code(c)} = {constant_value(c, advice_constants()[c])}"
+                for c in rule_constants(function)
+            ),
+        ]
+        for rule_id, function, description in advice.BUILTIN_RULES
+    ]
+    high, medium = advice.SEVERITY_HIGH_PCT, advice.SEVERITY_MEDIUM_PCT
+    return join_blocks(
+        [
+            GENERATED_NOTE,
+            "# perfkit advice",
+            "`perfkit advise PATH` and `run.advise()` read a run and say what to change, most "
+            "valuable first: each finding names the problem, the evidence behind it, the time "
+            "it would save at best and the code to change in the run's own framework. "
+            "`perfkit report` prints the same findings before its tables (`--no-advice` "
+            "leaves them out).",
+            "```sh\n"
+            "perfkit advise ./perfkit_runs/<run>\n"
+            "perfkit advise trace.json.gz --rules input-pipeline,placement --format json "
+            "-o advice.json\n"
+            "```",
+            "```python\n"
+            "import perfkit_core\n\n"
+            'run = perfkit_core.load("./perfkit_runs/<run>")\n'
+            "for finding in run.advise():\n"
+            "    print(finding.severity, finding.title, finding.saving_ns)\n"
+            "```",
+            module_doc[1] if len(module_doc) > 1 else "",
+            table(["rule", "looks for", "thresholds"], overview),
+            "## Findings",
+            "`run.advise(rules=None)` returns a list of `perfkit_core.advice.Finding`; "
+            "`perfkit advise --format json` prints the same as a list of objects "
+            "(`Finding.to_dict()`).",
+            fields_table(advice.Finding, FINDING_FIELDS),
+            "**Order.** Findings come largest `saving_ns` first; equal savings are ordered by "
+            "`id`.",
+            "**Severity.** A rule may set `severity` itself (`memory-pressure` always says "
+            "`medium`, as it saves no time). Otherwise perfkit sets it from the saving's share "
+            "of the merged step time: "
+            f"`high` from `SEVERITY_HIGH_PCT` = {high:g}%, `medium` from "
+            f"`SEVERITY_MEDIUM_PCT` = {medium:g}%, `low` below. The text output prints each "
+            "saving with its share of step time.",
+            "**Step time.** `step_time_ns` in the evidence is the merged time of the step "
+            "spans (overlapping spans counted once), the window every share is measured "
+            "against; a run without step spans uses its whole profiled span.",
+            "**Remedies.** After the rules ran, perfkit asks the plugins for each finding's "
+            "remedy through the `perfkit_remedy` hook ([hooks](hooks.md)), with the run's "
+            "framework: `perfkit_torch` answers for torch runs, `perfkit_paddle` for Paddle "
+            "runs, each from its `remedies.REMEDIES` table. When no plugin answers, the "
+            "framework-neutral sentence of `perfkit_core.advice.GENERIC_REMEDIES` is used. A "
+            "rule that fills `remedy` itself keeps it.",
+            "## Rules",
+            "Each rule reads only the event table and the run's metadata, and states its "
+            "trigger and how it estimates `saving_ns` in its docstring, shown below. The "
+            "thresholds are constants at the top of `perfkit_core/advice.py`; the values here "
+            "are read from that module every time this page is generated.",
+            *[rule_section(r, f, d) for r, f, d in advice.BUILTIN_RULES],
+            "## Writing your own rule",
+            "A rule is a function `rule(context) -> Finding | list[Finding] | None` registered "
+            "through the `perfkit_register_advisors` hook; it may come with remedies through "
+            "`perfkit_remedy`. The `context` it receives (`perfkit_core.advice.Context`):",
+            fields_table(advice.Context, CONTEXT_FIELDS),
+            "A rule must read only `context.run.events`, `.meta` and its views, state its "
+            "thresholds, and never claim a `saving_ns` larger than the time it is based on. "
+            "This plugin adds an `optimizer-share` rule with a remedy for each framework. Save "
+            "it as `perfkit_optim_advice.py`:",
+            f"```python\n{EXAMPLE_ADVISOR.rstrip()}\n```",
+            "`perfkit_remedy` is *firstresult* and a plugin registered later is asked first, "
+            "so the plugin answers for its own rule and returns `None` for every other one. "
+            f"Register the module under the entry-point group `{group}` in the plugin's "
+            "`pyproject.toml`:",
+            f"```toml\n{EXAMPLE_ADVISOR_PYPROJECT.format(group=group).rstrip()}\n```",
+            "After `pip install .`, `perfkit advise` runs the rule with the built-in ones "
+            "(`--rules optimizer-share` runs it alone), and from Python:",
+            f"```python\n{EXAMPLE_ADVISOR_USE.rstrip()}\n```",
+            "To try the module without installing it, register it by hand:",
+            f"```python\n{EXAMPLE_ADVISOR_TRY.rstrip()}\n```",
+            "`docs/gen_docs.py` does exactly this every time it writes this page and runs the "
+            "rule on its synthetic run (1 ms steps whose optimizer step takes 0.1 ms); the "
+            "finding it gets, as `perfkit advise --format json` prints it:",
+            f"```json\n{example_finding_json(example[0])}\n```",
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Command line
 
 
 def generate() -> dict[Path, str]:
     """Return every generated file and its text."""
-    return {SCHEMA_MD: render_schema(), HOOKS_MD: render_hooks()}
+    return {
+        SCHEMA_MD: render_schema(),
+        HOOKS_MD: render_hooks(),
+        VIEWS_MD: render_views(),
+        ADVICE_MD: render_advice(),
+    }
 
 
 def stale_files(generated: dict[Path, str] | None = None) -> list[Path]:

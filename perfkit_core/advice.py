@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core import structure
+from perfkit_core.families import normalize
 from perfkit_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -36,8 +37,17 @@ INPUT_PIPELINE_MIN_PCT = 5.0
 CPU_BOUND_MIN_STEP_PCT = 5.0
 #: ... and at least this share of its own time is host-only (not matched by device time).
 CPU_BOUND_MIN_HOST_PCT = 90.0
-#: placement: ops that force copies or syncs, holding the host at least this share of step time.
+#: ... unless at least this share of its time is spent waiting for the device (placement's case).
+CPU_BOUND_MAX_WAITING_PCT = 50.0
+#: Allocation ops are host-only by design; the allocator, not the op, is what to look at.
+ALLOCATION_OPS = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_"})
+#: placement: ops that force copies or syncs, holding the host at least this share of step time,
 PLACEMENT_MIN_STEP_PCT = 1.0
+#: ... while their own device work is under this share of their host time ("little device work").
+PLACEMENT_MAX_DEVICE_PCT = 50.0
+#: Nested ops repeat their children's time: a culprit whose calls mostly (over this share) run
+#: inside another culprit is left to the outer one.
+_NESTED_MAJORITY = 0.5
 #: launch-bound: median kernel shorter than this, GPU busy under LOW_GPU_UTIL_PCT, and host
 #: launch time above the kernels' device time.
 LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS = 20_000
@@ -48,6 +58,7 @@ COMMUNICATION_MIN_PCT = 10.0
 #: ... less than this share of it overlapped with computation (when it takes at least
 #: COMMUNICATION_MIN_POOR_OVERLAP_PCT of the step: tiny, unoverlapped transfers cost little).
 COMMUNICATION_MIN_OVERLAP_PCT = 50.0
+#: communication: poorly overlapped communication must take at least this share of step time.
 COMMUNICATION_MIN_POOR_OVERLAP_PCT = 5.0
 #: amp: fp32 matmul/conv kernels take at least this share of kernel time, none on tensor cores.
 AMP_MIN_KERNEL_PCT = 20.0
@@ -67,9 +78,8 @@ _SYNC_RE = re.compile(
     r"Synchronize|^cudaMemcpy$|^cudaMemcpy2D$|^hipMemcpy$",
     re.IGNORECASE,
 )
-_MATMUL_CONV_RE = re.compile(
-    r"gemm|conv|cutlass|cudnn|implicit_?gemm|wgrad|dgrad|sgemm|matmul", re.IGNORECASE
-)
+_MATMUL_CONV_RE = re.compile(r"gemm|conv|cutlass|wgrad|dgrad|matmul|implicit", re.IGNORECASE)
+_NORM_RE = re.compile(r"\bbn_|batch_?norm|layer_?norm|_norm", re.IGNORECASE)
 
 
 @dataclass
@@ -295,7 +305,9 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
         host_only = max(cpu - gpu, 0.0)
         if 100.0 * host_only / cpu < CPU_BOUND_MIN_HOST_PCT:
             continue
-        if waiting.get(name, 0.0) >= 0.5 * cpu:
+        if waiting.get(name, 0.0) >= CPU_BOUND_MAX_WAITING_PCT / 100.0 * cpu:
+            continue
+        if normalize(name) in ALLOCATION_OPS:
             continue
         candidates.append(name)
         findings.append(
@@ -339,7 +351,7 @@ def _mostly_nested(events: pd.DataFrame, names: list[str]) -> set[str]:
             )
             inside[idx[hit]] = True
             cur[idx] = parent[cur[idx]]
-        if len(rows) and inside.mean() > 0.5:
+        if len(rows) and inside.mean() > _NESTED_MAJORITY:
             inner.add(name)
     return inner
 
@@ -449,7 +461,11 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
         agg["cpu_ns"] += dur[row]
         agg["gpu_ns"] += 0.0 if math.isnan(gpu_total[row]) else gpu_total[row]
     # Little device work of their own: the op's kernels are a small part of its host time.
-    culprits = {n: a for n, a in by_name.items() if a["gpu_ns"] < 0.5 * a["cpu_ns"]}
+    culprits = {
+        n: a
+        for n, a in by_name.items()
+        if a["gpu_ns"] < PLACEMENT_MAX_DEVICE_PCT / 100.0 * a["cpu_ns"]
+    }
     blocked = sum(min(a["blocked"], a["cpu_ns"]) for a in culprits.values())
     if not culprits or 100.0 * blocked / ctx.step_ns < PLACEMENT_MIN_STEP_PCT:
         return None
@@ -608,14 +624,15 @@ def rule_amp(ctx: Context) -> Finding | None:
     kernels = ctx.run.summary("kernel")
     if kernels.empty or kernels["tensor_cores"].any():
         return None
-    heavy = kernels[kernels["name"].str.contains(_MATMUL_CONV_RE)]
+    names = kernels["name"]
+    heavy = kernels[names.str.contains(_MATMUL_CONV_RE) & ~names.str.contains(_NORM_RE)]
     total = float(kernels["gpu_total_ns"].sum())
     heavy_ns = float(heavy["gpu_total_ns"].sum())
     if not total or 100.0 * heavy_ns / total < AMP_MIN_KERNEL_PCT:
         return None
     return Finding(
         id="amp",
-        title=f"fp32 matmul/convolution kernels take {100.0 * heavy_ns / total:.0f}% of GPU time and none run on tensor cores",
+        title=f"matmul/convolution kernels take {100.0 * heavy_ns / total:.0f}% of GPU time and none run on tensor cores",
         severity="",
         saving_ns=heavy_ns * (1.0 - 1.0 / AMP_SPEEDUP),
         evidence={
@@ -688,7 +705,7 @@ def rule_pageable_memcpy(ctx: Context) -> Finding | None:
         return None
     return Finding(
         id="pageable-memcpy",
-        title=f"{len(copies)} host-to-device copies from pageable memory hold the host {blocked / 1e6:.1f} ms",
+        title=f"{len(copies)} host-to-device copies from pageable memory hold the host {blocked / 1e6:.3f} ms",
         severity="",
         saving_ns=blocked,
         evidence={

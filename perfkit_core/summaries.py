@@ -148,13 +148,14 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     ]
     from perfkit_core.schema import KIND_ORDER
 
+    counted = sel & ~np.isin(kind, ["step", "memory"])
     if by == "kind":
         names = [k for k in KIND_ORDER if k not in ("step", "memory")]
     else:
-        skip = set(np.unique(groups[np.isin(kind, ["step", "memory"])]).tolist())
-        names = sorted(set(np.unique(groups[sel]).tolist()) - skip)
+        # Only the step spans and memory instants are left out, not their whole categories.
+        names = sorted(set(np.unique(groups[counted]).tolist()))
     for k in names:
-        mask = sel & (groups == k)
+        mask = counted & (groups == k)
         if not mask.any():
             continue
         host_rows = mask & ~device

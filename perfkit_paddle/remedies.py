@@ -25,9 +25,8 @@ REMEDIES: dict[str, str] = {
         "per-op host work."
     ),
     "launch-bound": (
-        "Launch fewer, larger kernels: convert with paddle.jit.to_static (and enable CUDA Graph\n"
-        "via paddle.jit.to_static(..., full_graph=True) with build_strategy), fuse ops, raise the\n"
-        "batch size."
+        "Launch fewer, larger kernels: convert with paddle.jit.to_static so ops fuse, capture the\n"
+        "step with paddle.device.cuda.graphs.CUDAGraph, raise the batch size."
     ),
     "low-gpu-utilization": (
         "Give the GPU more work per step: larger batches, DataLoader workers, no .numpy() in the\n"
@@ -48,8 +47,8 @@ REMEDIES: dict[str, str] = {
         "(paddle.distributed.fleet.utils.recompute), and check paddle.device.cuda.max_memory_reserved()."
     ),
     "pageable-memcpy": (
-        "Copy from pinned memory: paddle.io.DataLoader(..., use_shared_memory=True) and\n"
-        "tensor.pin_memory() before .cuda(blocking=False)."
+        "Copy from pinned memory, asynchronously: tensor.pin_memory() (or create the tensor on\n"
+        "paddle.CUDAPinnedPlace()), then x.cuda(blocking=False)."
     ),
 }
 

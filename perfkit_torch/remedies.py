@@ -25,7 +25,8 @@ REMEDIES: dict[str, str] = {
     ),
     "launch-bound": (
         "Launch fewer, larger kernels: torch.compile(model, mode='reduce-overhead') (CUDA Graphs),\n"
-        "or capture the step with torch.cuda.graphs; fuse elementwise ops; raise the batch size."
+        "or capture the step with torch.cuda.graph / torch.cuda.make_graphed_callables; fuse\n"
+        "elementwise ops; raise the batch size."
     ),
     "low-gpu-utilization": (
         "Give the GPU more work per step and remove host stalls: larger batches, DataLoader\n"

@@ -18,6 +18,13 @@ from perfkit_core import hookspecs, schema
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCS = REPO_ROOT / "docs"
 GEN_DOCS = DOCS / "gen_docs.py"
+#: The pages docs/gen_docs.py writes, by the module attribute holding each path.
+GENERATED = {
+    "schema.md": "SCHEMA_MD",
+    "hooks.md": "HOOKS_MD",
+    "views.md": "VIEWS_MD",
+    "advice.md": "ADVICE_MD",
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +48,9 @@ def hook_specs() -> dict[str, Any]:
 
 
 def test_generated_docs_are_current(gen_docs: types.ModuleType) -> None:
-    stale = gen_docs.stale_files()
+    generated = gen_docs.generate()
+    assert {p.name for p in generated} == set(GENERATED), "a generated page is not generated"
+    stale = gen_docs.stale_files(generated)
     assert not stale, (
         f"stale generated docs: {[p.name for p in stale]}; run `python docs/gen_docs.py`"
     )
@@ -64,17 +73,19 @@ def test_check_mode_names_stale_files(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(gen_docs, "SCHEMA_MD", tmp_path / "schema.md")
-    monkeypatch.setattr(gen_docs, "HOOKS_MD", tmp_path / "hooks.md")
+    for name, attr in GENERATED.items():
+        monkeypatch.setattr(gen_docs, attr, tmp_path / name)
     assert gen_docs.main(["--check"]) == 1  # missing files are stale
     assert gen_docs.main([]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(GENERATED)
     assert gen_docs.main(["--check"]) == 0
-    (tmp_path / "hooks.md").write_text("edited by hand\n", encoding="utf-8")
+    for name in ("hooks.md", "advice.md"):
+        (tmp_path / name).write_text("edited by hand\n", encoding="utf-8")
     capsys.readouterr()
     assert gen_docs.main(["--check"]) == 1
     out = capsys.readouterr().out
-    assert "hooks.md" in out
-    assert "schema.md" not in out
+    assert "hooks.md" in out and "advice.md" in out
+    assert "schema.md" not in out and "views.md" not in out
 
 
 # (b) schema.md covers every column and kind ----------------------------------------------------
@@ -161,19 +172,45 @@ def test_example_plugin_registers_a_working_view(
         clear_view_cache()
 
 
-def test_index_mentions_only_existing_cli_options() -> None:
+def _help(*args: str) -> str:
     from click.testing import CliRunner
 
     from perfkit_core.cli import cli
 
-    help_text = CliRunner().invoke(cli, ["report", "--help"]).output
+    return CliRunner().invoke(cli, [*args, "--help"]).output
+
+
+def test_index_mentions_only_existing_cli_options() -> None:
+    report_help = _help("report")
+    help_text = "\n".join(_help(cmd) for cmd in ("report", "advise", "info", "demo"))
     text = (DOCS / "index.md").read_text(encoding="utf-8")
     options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
     assert options, "docs/index.md names no CLI option"
     missing = {o for o in options if o not in help_text} - {"--rank"}  # said not to exist
-    assert not missing, f"docs/index.md names options `perfkit report` lacks: {sorted(missing)}"
-    assert "--rank" not in help_text or "There is no `--rank`" not in text
-    assert "(schema.md)" in text and "(hooks.md)" in text
+    assert not missing, f"docs/index.md names options no perfkit command has: {sorted(missing)}"
+    assert "--rank" not in report_help or "There is no `--rank`" not in text
+    for page in GENERATED:
+        assert f"({page})" in text, f"docs/index.md does not link {page}"
+
+
+def test_index_option_table_covers_the_report_options() -> None:
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    table = text.split("## Read a report", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(?:-o, )?(--[a-z][a-z-]*)", table, flags=re.M))
+    if "| `--advice / --no-advice` |" in table:
+        listed.add("--no-advice")
+    flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", _help("report"))) - {"--help"}
+    missing = flags - listed
+    assert not missing, f"the option table of docs/index.md lacks {sorted(missing)}"
+
+
+def test_index_mentions_every_cli_command() -> None:
+    from perfkit_core.cli import cli
+
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    for command in ("report", "advise", "info", "demo"):
+        assert command in cli.commands, f"perfkit has no `{command}` command any more"
+        assert f"`perfkit {command}" in text, f"docs/index.md does not mention perfkit {command}"
 
 
 # the Paddle sections of schema.md ---------------------------------------------------------------
@@ -256,3 +293,159 @@ def test_index_documents_paddle_annotate_and_the_model_view() -> None:
     section = text.split("## The model view", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.M)
     assert documented == rows, f"the model view's rows are {rows}, docs/index.md lists {documented}"
+
+
+def test_index_lists_every_view_and_rule() -> None:
+    from perfkit_core.advice import BUILTIN_RULES
+    from perfkit_core.views import registered_views
+
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    views = text.split("\n## Views\n", 1)[1].split("\n## ", 1)[0]
+    for name, spec in registered_views().items():
+        if spec.function.__module__.split(".")[0] in (
+            "perfkit_core",
+            "perfkit_torch",
+            "perfkit_paddle",
+        ):
+            assert f"- [`{name}`](views.md#{name})" in views, f"docs/index.md omits view {name}"
+    advice = text.split("\n## Advice\n", 1)[1].split("\n## ", 1)[0]
+    for rule_id, _function, _description in BUILTIN_RULES:
+        assert f"`{rule_id}`" in advice, f"the advice section of docs/index.md omits {rule_id}"
+
+
+# views.md --------------------------------------------------------------------------------------
+
+
+def _section(text: str, heading: str) -> str:
+    assert heading in text, f"{heading!r} is missing"
+    return text.split(heading, 1)[1].split("\n### ", 1)[0]
+
+
+def test_views_doc_lists_every_registered_view(gen_docs: types.ModuleType) -> None:
+    from perfkit_core.views import registered_views
+
+    text = (DOCS / "views.md").read_text(encoding="utf-8")
+    own = {
+        name
+        for name, spec in registered_views().items()
+        if spec.function.__module__.split(".")[0] in gen_docs.OWN_PACKAGES
+    }
+    assert own, "no views registered"
+    assert own == set(gen_docs.own_views())
+    for name in own:
+        assert f"\n### `{name}`\n" in text, f"view {name} missing from docs/views.md"
+        assert f"[`{name}`](#{name})" in text, f"view {name} missing from the views table"
+
+
+def test_views_doc_columns_are_what_the_views_return(gen_docs: types.ModuleType) -> None:
+    text = (DOCS / "views.md").read_text(encoding="utf-8")
+    demo = gen_docs.synthetic_run()
+    for name, spec in gen_docs.own_views().items():
+        section = _section(text, f"\n### `{name}`\n")
+        frames = [spec.function(demo)]
+        frames += [spec.function(demo, **v) for v in gen_docs.VIEW_VARIANTS.get(name, ())]
+        for frame in frames:
+            for column in frame.columns:
+                assert f"| `{column}` |" in section, f"docs/views.md: {name} lacks {column}"
+        for option in gen_docs.view_parameters(spec):
+            assert f"| `{option.name}` |" in section, f"docs/views.md: {name} lacks {option.name}"
+
+
+def test_views_doc_states_units_and_the_derivation_rules() -> None:
+    from perfkit_core import summaries, views
+
+    text = (DOCS / "views.md").read_text(encoding="utf-8")
+    for needle in ("`*_ns`", "`*_pct`", "`gb_per_s`", "NaN means not measured"):
+        assert needle in text, f"docs/views.md does not explain {needle}"
+    model = " ".join(_section(text, "\n### `model`\n").split())
+    rule = (inspect.getdoc(views._derived_forward) or "").split("\n\n", 1)[1]
+    assert " ".join(rule.split()) in model, "the forward-derivation rule is not quoted"
+    assert views._BACKWARD_OP_RE.pattern in model
+    benchmark = _section(text, "\n### `benchmark`\n")
+    assert f"DEFAULT_WARMUP_MIN_STEPS = {summaries.DEFAULT_WARMUP_MIN_STEPS}" in benchmark
+
+
+# advice.md -------------------------------------------------------------------------------------
+
+
+def test_advice_doc_covers_every_rule_and_threshold(gen_docs: types.ModuleType) -> None:
+    from perfkit_core import advice
+    from perfkit_paddle.remedies import REMEDIES as PADDLE
+    from perfkit_torch.remedies import REMEDIES as TORCH
+
+    text = (DOCS / "advice.md").read_text(encoding="utf-8")
+    constants = gen_docs.advice_constants()
+    covered: set[str] = set()
+    for rule_id, function, _description in advice.BUILTIN_RULES:
+        section = _section(text, f"\n### `{rule_id}`\n")
+        names = gen_docs.rule_constants(function)
+        # every constant the rule's docstring names is among them
+        named = set(re.findall(r"\b[A-Z][A-Z0-9_]+_(?:PCT|NS)\b", function.__doc__ or ""))
+        assert named <= set(names), f"{rule_id}: docstring names {named - set(names)}"
+        for name in names:
+            value = gen_docs.constant_value(name, constants[name])
+            assert f"| `{name}` | {value} |" in section, f"{rule_id}: threshold {name} missing"
+        covered |= set(names)
+        assert "**Why these defaults.**" in section, f"{rule_id} has no rationale"
+        assert TORCH[rule_id].rstrip() in section, f"{rule_id}: torch remedy missing"
+        assert PADDLE[rule_id].rstrip() in section, f"{rule_id}: paddle remedy missing"
+    assert covered == set(constants) - set(gen_docs.SEVERITY_CONSTANTS)
+    for name in gen_docs.SEVERITY_CONSTANTS:
+        assert f"`{name}` = {getattr(advice, name):g}%" in text
+
+
+def test_advice_doc_describes_findings() -> None:
+    import dataclasses
+
+    from perfkit_core.advice import Context, Finding
+
+    text = (DOCS / "advice.md").read_text(encoding="utf-8")
+    for cls in (Finding, Context):
+        for field in dataclasses.fields(cls):
+            assert f"| `{field.name}` |" in text, f"docs/advice.md: {cls.__name__}.{field.name}"
+
+
+def test_docs_python_examples_parse() -> None:
+    import ast
+
+    for page in ("views.md", "advice.md"):
+        text = (DOCS / page).read_text(encoding="utf-8")
+        blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+        assert blocks, f"docs/{page} has no Python example"
+        for block in blocks:
+            ast.parse(block)
+
+
+def test_advice_example_plugin_is_the_one_shown_and_works(gen_docs: types.ModuleType) -> None:
+    import ast
+
+    from perfkit_core.advice import registered_advisors
+    from perfkit_core.plugins import get_plugin_manager
+
+    text = (DOCS / "advice.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert gen_docs.EXAMPLE_ADVISOR in blocks, "the example plugin in docs/advice.md is stale"
+    assert gen_docs.EXAMPLE_ADVISOR_TRY in blocks
+    ast.parse(gen_docs.EXAMPLE_ADVISOR)
+    assert "[project.entry-points.perfkit]\noptim_advice = " in text
+
+    findings = gen_docs.run_example_advisor(gen_docs.synthetic_run())
+    assert [f.id for f in findings] == [gen_docs.EXAMPLE_ADVISOR_RULE]
+    assert findings[0].remedy.startswith("Use a fused optimizer")
+    # registered for the run only: the process-wide plugin manager is as it was
+    assert not get_plugin_manager().has_plugin(gen_docs.EXAMPLE_ADVISOR_NAME)
+    assert gen_docs.EXAMPLE_ADVISOR_RULE not in registered_advisors()
+    assert "perfkit_optim_advice" not in sys.modules
+
+
+def test_generating_the_new_pages_never_imports_paddle() -> None:
+    code = (
+        "import runpy, sys; "
+        f"g = runpy.run_path({str(GEN_DOCS)!r}, run_name='perfkit_docs_check'); "
+        "g['render_views'](); g['render_advice'](); "
+        "assert 'paddle' not in sys.modules, 'docs/gen_docs.py imported paddle'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

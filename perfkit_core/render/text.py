@@ -44,7 +44,9 @@ def _cell(value: Any, column: str, unit: str) -> str:
     if column.endswith("_pct"):
         return f"{value:.2f}"
     if isinstance(value, float):
-        return f"{value:.3f}" if not value.is_integer() else str(int(value))
+        if value.is_integer():
+            return str(int(value))
+        return f"{value:.3f}" if abs(value) >= 1 else f"{value:.4g}"
     text = str(value)
     return text.replace("\n", " <- ")
 
