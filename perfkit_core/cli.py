@@ -123,11 +123,12 @@ def report(
     if fmt == "json":
         payload = {
             "meta": run.meta,
+            "advice": [f.to_dict() for f in run.advise()] if with_advice else [],
             "views": {
                 name: frame_records(_top(run.summary(name, **options[name]), top)) for name in names
             },
         }
-        text = json.dumps(payload, indent=1, default=str) + "\n"
+        text = json.dumps(payload, indent=1, default=_json_default) + "\n"
     elif fmt == "html":
         from perfkit_core.render.html import render_report_html
 

@@ -182,7 +182,9 @@ def _help(*args: str) -> str:
 
 def test_index_mentions_only_existing_cli_options() -> None:
     report_help = _help("report")
-    help_text = "\n".join(_help(cmd) for cmd in ("report", "advise", "info", "demo"))
+    help_text = "\n".join(
+        _help(cmd) for cmd in ("report", "advise", "info", "demo", "compare", "export")
+    )
     text = (DOCS / "index.md").read_text(encoding="utf-8")
     options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
     assert options, "docs/index.md names no CLI option"
@@ -208,7 +210,7 @@ def test_index_mentions_every_cli_command() -> None:
     from perfkit_core.cli import cli
 
     text = (DOCS / "index.md").read_text(encoding="utf-8")
-    for command in ("report", "advise", "info", "demo"):
+    for command in ("report", "advise", "info", "demo", "compare", "export"):
         assert command in cli.commands, f"perfkit has no `{command}` command any more"
         assert f"`perfkit {command}" in text, f"docs/index.md does not mention perfkit {command}"
 
