@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
-import time
-import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from perfkit_core.handlers import Failures, default_worker_name, handler_metadata, new_run_dir
 
 logger = logging.getLogger("perfkit.paddle")
 
@@ -39,13 +38,16 @@ class TraceHandler:
         keep_trace: bool = False,
     ) -> None:
         self.dir_name = Path(dir_name)
-        self.worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
+        self.worker_name = worker_name or default_worker_name()
         self.chain = list(chain)
         self.keep_trace = keep_trace
         self.runs: list[Path] = []
-        self.failures: list[tuple[Path, str]] = []
-        self._warned = False
-        self._warned_chain: set[str] = set()
+        self._failures_log = Failures()
+
+    @property
+    def failures(self) -> list[tuple[Path, str]]:
+        """(native trace kept, reason) for each span that was not saved."""
+        return list(self._failures_log.items)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Conversions finish inside the call; kept for the same interface as the torch handler."""
@@ -56,34 +58,14 @@ class TraceHandler:
             self._handle(prof)
         finally:
             for handler in self.chain:
-                try:
-                    handler(prof)
-                except Exception as exc:
-                    name = getattr(handler, "__qualname__", repr(handler))
-                    if name not in self._warned_chain:
-                        self._warned_chain.add(name)
-                        warnings.warn(
-                            f"perfkit: chained handler {name} failed ({type(exc).__name__}: {exc}); training goes on",
-                            RuntimeWarning,
-                            stacklevel=2,
-                        )
-
-    def _run_dir(self, prof: Any) -> Path:
-        step = getattr(prof, "step_num", None)
-        stem = f"{self.worker_name}.step{step}" if step is not None else self.worker_name
-        candidate = self.dir_name / stem
-        suffix = 1
-        while candidate.exists():
-            suffix += 1
-            candidate = self.dir_name / f"{stem}.{suffix}"
-        return candidate
+                self._failures_log.call_chained(handler, prof)
 
     def _handle(self, prof: Any) -> None:
         run_dir = self.dir_name
         try:
             from perfkit_paddle.result import run_from_result
 
-            run_dir = self._run_dir(prof)
+            run_dir = new_run_dir(self.dir_name, self.worker_name, getattr(prof, "step_num", None))
             run_dir.mkdir(parents=True, exist_ok=False)
             rank, world = _rank_and_world()
             run = run_from_result(
@@ -111,19 +93,7 @@ class TraceHandler:
                 prof.export(str(kept), format="json")
         except Exception:
             kept = None
-        reason = f"{type(exc).__name__}: {exc}"
-        where = str(kept) if kept else "nowhere: Paddle could not export it either"
-        self.failures.append((kept or run_dir, reason))
-        if not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"perfkit: could not save this profile as a perfkit run ({reason}); the native "
-                f"trace is kept at {where}. Training goes on; later failures are logged, not warned.",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        else:
-            logger.warning("perfkit: profile not converted (%s); native trace at %s", reason, where)
+        self._failures_log.record(kept, run_dir, f"{type(exc).__name__}: {exc}")
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -138,19 +108,14 @@ def _rank_and_world() -> tuple[int, int]:
 
 def run_metadata(prof: Any = None, *, worker_name: str | None = None) -> dict[str, Any]:
     """What the handler adds to a run's metadata: paddle version, host, worker, step."""
-    meta: dict[str, Any] = {"framework": "paddle", "host": socket.gethostname()}
+    version = None
     try:
         import paddle
 
-        meta["framework_version"] = paddle.__version__
+        version = paddle.__version__
     except Exception:
-        meta["framework_version"] = None
-    meta["extra"] = {
-        "worker_name": worker_name,
-        "profiler_step_num": getattr(prof, "step_num", None),
-        "converted_at": time.time(),
-    }
-    return meta
+        version = None
+    return handler_metadata("paddle", version, prof, worker_name)
 
 
 def on_trace_ready(

@@ -7,13 +7,12 @@ import gzip
 import logging
 import os
 import shutil
-import socket
 import threading
-import time
-import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from perfkit_core.handlers import Failures, default_worker_name, handler_metadata, new_run_dir
 
 logger = logging.getLogger("perfkit.torch")
 
@@ -49,16 +48,14 @@ class TraceHandler:
         background: bool = True,
     ) -> None:
         self.dir_name = Path(dir_name)
-        self.worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
+        self.worker_name = worker_name or default_worker_name()
         self.chain = list(chain)
         self.keep_trace = keep_trace
         self.background = background
         self._runs: list[Path] = []
-        self._failures: list[tuple[Path, str]] = []
+        self._failures_log = Failures()
         self._outstanding: set[Path] = set()
         self._state = threading.Condition()
-        self._warned = False
-        self._warned_chain: set[str] = set()
 
     @property
     def runs(self) -> list[Path]:
@@ -72,7 +69,7 @@ class TraceHandler:
         """(native trace kept, reason) for each cycle that was not saved (waits for pending ones)."""
         self.wait()
         with self._state:
-            return list(self._failures)
+            return list(self._failures_log.items)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every conversion this handler started has ended; False on timeout."""
@@ -91,44 +88,16 @@ class TraceHandler:
                     # handlers get the trace exported above.
                     shared = ExportedProfile(prof, exported[1] if exported else None)
                     for handler in self.chain:
-                        self._call_chained(handler, shared)
+                        self._failures_log.call_chained(handler, shared)
             finally:
                 if exported is not None:
                     self._convert(*exported, prof)
-
-    def _call_chained(self, handler: Callable[[Any], Any], prof: Any) -> None:
-        # An exception escaping on_trace_ready leaves torch's profiler half stopped (torch 2.x
-        # then crashes the process when the profiler exits), so a chained handler's error is
-        # reported and contained like our own.
-        try:
-            handler(prof)
-        except Exception as exc:
-            name = getattr(handler, "__qualname__", repr(handler))
-            if name not in self._warned_chain:
-                self._warned_chain.add(name)
-                warnings.warn(
-                    f"perfkit: chained handler {name} failed ({type(exc).__name__}: {exc}); "
-                    "training goes on",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
-            logger.debug("chained handler %s failed", name, exc_info=True)
-
-    def _run_dir(self, prof: Any) -> Path:
-        step = getattr(prof, "step_num", None)
-        stem = f"{self.worker_name}.step{step}" if step is not None else self.worker_name
-        candidate = self.dir_name / stem
-        suffix = 1
-        while candidate.exists():
-            suffix += 1
-            candidate = self.dir_name / f"{stem}.{suffix}"
-        return candidate
 
     def _export(self, prof: Any) -> tuple[Path, Path] | None:
         """Export the native trace into a new run folder; return (run folder, trace) or None."""
         run_dir: Path | None = None
         try:
-            run_dir = self._run_dir(prof)
+            run_dir = new_run_dir(self.dir_name, self.worker_name, getattr(prof, "step_num", None))
             run_dir.mkdir(parents=True, exist_ok=False)
             trace_path = run_dir / NATIVE_TRACE_NAME
             prof.export_chrome_trace(str(trace_path))
@@ -172,23 +141,8 @@ class TraceHandler:
                 self._runs.append(run_dir)
             else:
                 kept = trace_path if trace_path is not None and trace_path.is_file() else None
-                self._failures.append((kept or run_dir, error))
-                first = not self._warned
-                self._warned = True
+                self._failures_log.record(kept, run_dir, error)
             self._state.notify_all()
-        if error is None:
-            return
-        where = str(kept) if kept else "nowhere: the profiler could not export it"
-        if first:
-            warnings.warn(
-                f"perfkit: could not save this profile as a perfkit run ({error}); "
-                f"the native trace is kept at {where}. Training goes on; later failures are "
-                "logged, not warned.",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        else:
-            logger.warning("perfkit: profile not converted (%s); native trace at %s", error, where)
 
 
 class ExportedProfile:
@@ -226,17 +180,12 @@ class ExportedProfile:
 
 def run_metadata(prof: Any = None, *, worker_name: str | None = None) -> dict[str, Any]:
     """Return what the handler adds to a run's metadata: torch version, host, worker, step."""
-    meta: dict[str, Any] = {"framework": "torch", "host": socket.gethostname()}
+    version = None
     with contextlib.suppress(Exception):
         import torch
 
-        meta["framework_version"] = torch.__version__
-    meta["extra"] = {
-        "worker_name": worker_name,
-        "profiler_step_num": getattr(prof, "step_num", None),
-        "exported_at": time.time(),
-    }
-    return meta
+        version = torch.__version__
+    return handler_metadata("torch", version, prof, worker_name)
 
 
 def on_trace_ready(
