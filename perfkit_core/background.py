@@ -53,6 +53,12 @@ class BackgroundConverter:
     def _start(self) -> subprocess.Popen[bytes]:
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # The helper must import the same perfkit (and plugins) as this process, even when the
+        # program extended sys.path at run time.
+        paths = [p for p in sys.path if p] + [
+            p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
+        ]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         proc = subprocess.Popen(
             [sys.executable, "-m", "perfkit_core.background"],
             stdin=subprocess.PIPE,

@@ -71,6 +71,12 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
     if path.is_dir():
         files = trace_files(path)
         if not files:
+            saved = sorted(p.name for p in path.iterdir() if is_saved_run(p))
+            if saved:
+                shown = ", ".join(saved[:5]) + (", ..." if len(saved) > 5 else "")
+                raise TraceError(
+                    path, f"a folder of {len(saved)} saved runs ({shown}): give one of them"
+                )
             raise TraceError(path, "holds neither a saved perfkit run nor trace files")
         runs = []
         with stage(f"loading {path.name}", total=len(files)) as bar:

@@ -127,3 +127,16 @@ def test_unknown_view_is_one_line(tmp_path, capsys):
     assert main(["report", str(path), "--views", "operator,nonsense"]) == 2
     err = capsys.readouterr().err
     assert "unknown view 'nonsense'" in err and err.count("\n") == 1
+
+
+def test_folder_of_saved_runs_names_them(tmp_path):
+    import shutil
+
+    from conftest import shared_trace
+
+    run = perfkit_core.load(shared_trace("gloo_rank34"))
+    run.save(tmp_path / "w.step1")
+    run.save(tmp_path / "w.step2")
+    with pytest.raises(TraceError, match=r"2 saved runs .*w\.step1, w\.step2"):
+        perfkit_core.load(tmp_path)
+    shutil.rmtree(tmp_path / "w.step2")
