@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from perfkit_core.devices import devices_from_properties
 from perfkit_core.errors import TraceError
 from perfkit_paddle.kinds import DEVICE_TYPES, MEMORY_TYPES, TYPE_KINDS, parse_place
 
@@ -186,7 +187,7 @@ def load_paddle_json(path: str | Path) -> Run:
         "framework": "paddle",
         "framework_version": None,
         "host": None,
-        "devices": _devices(trace.deviceProperties),
+        "devices": devices_from_properties(trace.deviceProperties),
         "rank": 0,
         "rank_recorded": False,
         "world_size": 1,
@@ -272,23 +273,6 @@ def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
     c.shapes.append(_normalized(bytes(a.input_shapes)))
     c.dtypes.append(_normalized(bytes(a.input_dtypes)))
     c.stack.append(a.callstack)
-
-
-def _devices(props: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for p in props or []:
-        major, minor = p.get("computeMajor"), p.get("computeMinor")
-        out.append(
-            {
-                "type": "gpu",
-                "index": p.get("id"),
-                "name": p.get("name"),
-                "total_memory_bytes": p.get("totalGlobalMem"),
-                "compute_capability": f"{major}.{minor}" if major is not None else None,
-                "sm_count": p.get("smCount"),
-            }
-        )
-    return out
 
 
 def paddle_available() -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from perfkit_core.devices import devices_from_properties
 from perfkit_core.errors import TraceError
 from perfkit_core.loading import read_trace_bytes
 
@@ -436,7 +437,7 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
         "framework": "torch",
         "framework_version": None,
         "host": trace.host_name,
-        "devices": _devices(trace.deviceProperties),
+        "devices": devices_from_properties(trace.deviceProperties),
         "rank": rank,
         "world_size": world_size,
         "source": str(path),
@@ -484,25 +485,6 @@ def _rank_info(info: dict[str, Any]) -> tuple[int, int]:
         return int(rank), max(int(world), 1)
     except (TypeError, ValueError):
         return 0, 1
-
-
-def _devices(props: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    devices = []
-    for p in props or []:
-        if not isinstance(p, dict):
-            continue
-        major, minor = p.get("computeMajor"), p.get("computeMinor")
-        devices.append(
-            {
-                "type": "gpu",
-                "index": p.get("id"),
-                "name": p.get("name"),
-                "total_memory_bytes": p.get("totalGlobalMem"),
-                "compute_capability": f"{major}.{minor}" if major is not None else None,
-                "sm_count": p.get("numSms"),
-            }
-        )
-    return devices
 
 
 def _thread_names(metadata: list[_Event]) -> dict[str, str]:
