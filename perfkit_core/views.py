@@ -439,6 +439,36 @@ def _derived_forward(
     return np.asarray(cpu, dtype=np.int64), np.asarray(gpu, dtype=np.float64)
 
 
+def _phase_events(
+    run: Run, rank: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The model view's classification, shared by ``model_view`` and ``step_phases``.
+
+    Returns (host mask, kinds with old-style ``*Backward`` ops counted as backward, outermost
+    phase events, step rows, whether forward must be derived). When steps were recorded, only
+    phase events inside a step count: time outside every step is not shared out.
+    """
+    events = run.events
+    host = events["stream"].to_numpy() < 0
+    if rank is not None:
+        host &= events["rank"].to_numpy() == rank
+    kind = events["kind"].to_numpy().copy()
+    derived = not (host & (kind == "forward")).any()
+    if derived and not (host & (kind == "backward")).any() and host.any():
+        # Older torch traces record no autograd spans: their backward ops are named *Backward*.
+        names = events["name"].astype(str).to_numpy()
+        backward_op = (
+            host & (kind == "operator") & np.array([bool(_BACKWARD_OP_RE.search(n)) for n in names])
+        )
+        kind[backward_op] = "backward"
+    is_phase = np.isin(kind, [k for _, k in MODEL_PHASES])
+    outermost = is_phase & ~structure.has_ancestor(events["parent"].to_numpy(), is_phase) & host
+    step_rows = np.flatnonzero((kind == "step") & host)
+    if len(step_rows):
+        outermost &= events["step"].to_numpy() >= 0
+    return host, kind, outermost, step_rows, derived
+
+
 def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     """Step time split into phases: rows ``step``, ``dataloader``, ``forward``, ``backward``,
     ``optimization``, ``others``.
@@ -453,34 +483,13 @@ def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     import pandas as pd
 
     events = run.events
-    host = events["stream"].to_numpy() < 0
-    if rank is not None:
-        host &= events["rank"].to_numpy() == rank
-    kind = events["kind"].to_numpy()
+    host, kind, outermost, step_rows, derived = _phase_events(run, rank)
     parent = events["parent"].to_numpy()
     start = events["start_ns"].to_numpy()
     dur = events["dur_ns"].to_numpy()
     _, gpu_total = structure.device_time_by_launcher(run, GPU_KINDS)
     has_gpu = not np.isnan(gpu_total).all()
-    phase_kinds = [k for _, k in MODEL_PHASES]
-    kind = kind.copy()
-    derived = not (host & (kind == "forward")).any()
-    if derived and not (host & (kind == "backward")).any():
-        # Older torch traces record no autograd spans: their backward ops are named *Backward*.
-        names = events["name"].astype(str).to_numpy()
-        backward_op = (
-            host & (kind == "operator") & np.array([bool(_BACKWARD_OP_RE.search(n)) for n in names])
-            if host.any()
-            else host
-        )
-        kind[backward_op] = "backward"
-    is_phase = np.isin(kind, phase_kinds)
-    outermost = is_phase & ~structure.has_ancestor(parent, is_phase) & host
     note = None
-    step_rows = np.flatnonzero((kind == "step") & host)
-    if len(step_rows):
-        # Phases are parts of steps: time spent outside every step is not shared out.
-        outermost &= events["step"].to_numpy() >= 0
     if len(step_rows):
         step_durs = dur[step_rows]
         # A step's GPU time is that of the kernels launched in it, from any thread.
@@ -570,14 +579,9 @@ def step_phases(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     import pandas as pd
 
     events = run.events
-    host = events["stream"].to_numpy() < 0
-    if rank is not None:
-        host &= events["rank"].to_numpy() == rank
-    kind = events["kind"].to_numpy().copy()
-    parent = events["parent"].to_numpy()
+    _, kind, outermost, step_rows, derived = _phase_events(run, rank)
     dur = events["dur_ns"].to_numpy()
     step_of = events["step"].to_numpy()
-    step_rows = np.flatnonzero((kind == "step") & host)
     columns = [
         "name",
         "step",
@@ -590,16 +594,6 @@ def step_phases(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     ]
     if len(step_rows) == 0:
         return pd.DataFrame(columns=columns)
-    derived = not (host & (kind == "forward")).any()
-    if derived and not (host & (kind == "backward")).any():
-        names = events["name"].astype(str).to_numpy()
-        backward_op = (
-            host & (kind == "operator") & np.array([bool(_BACKWARD_OP_RE.search(n)) for n in names])
-        )
-        kind[backward_op] = "backward"
-    phase_kinds = [k for _, k in MODEL_PHASES]
-    is_phase = np.isin(kind, phase_kinds)
-    outermost = is_phase & ~structure.has_ancestor(parent, is_phase) & host & (step_of >= 0)
     forward_cpu = None
     if derived:
         forward_cpu, _ = _derived_forward(
