@@ -362,10 +362,11 @@ def _sync_rows(events: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(runtime & names.str.contains(_SYNC_RE).to_numpy())
 
 
-def _waiting_rows(events: pd.DataFrame) -> np.ndarray:
+def _waiting_rows(run: Run) -> np.ndarray:
     """Runtime calls in which the host waits for the device: syncs, and launches of
     device-to-host copies (they return once the copy is done)."""
-    launcher = structure.launcher_rows(events)
+    events = run.events
+    launcher = structure.run_launchers(run)
     dtoh = (events["kind"] == "memcpy").to_numpy() & events["name"].astype(str).str.contains(
         "DtoH"
     ).to_numpy()
@@ -378,7 +379,7 @@ def _sync_time_by_op(ctx: Context) -> dict[str, float]:
     cached = ctx.run._cache.get("advice_sync_by_op")
     if cached is None:
         ev = ctx.run.events
-        rows = _waiting_rows(ev)
+        rows = _waiting_rows(ctx.run)
         names = ev["name"].astype(str).to_numpy()
         dur = ev["dur_ns"].to_numpy()
         cached = {}
@@ -408,7 +409,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     names = ev["name"].astype(str).to_numpy()
     kind = ev["kind"].to_numpy()
     dur = ev["dur_ns"].to_numpy().astype(np.float64)
-    launcher = structure.launcher_rows(ev)
+    launcher = structure.run_launchers(ctx.run)
     dtoh = np.flatnonzero(
         (kind == "memcpy") & ev["name"].astype(str).str.contains("DtoH").to_numpy()
     )
@@ -698,7 +699,7 @@ def rule_pageable_memcpy(ctx: Context) -> Finding | None:
     )
     if len(copies) == 0:
         return None
-    launcher = structure.launcher_rows(ev)[copies]
+    launcher = structure.run_launchers(ctx.run)[copies]
     dur = ev["dur_ns"].to_numpy()
     blocked = float(dur[launcher[launcher >= 0]].sum())
     if 100.0 * blocked / ctx.step_ns < PAGEABLE_MIN_STEP_PCT:

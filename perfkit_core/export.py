@@ -71,7 +71,7 @@ def chrome_trace(run: Run, *, advice: bool = True) -> dict[str, Any]:
         else:
             record["dur"] = round(float(dur_us[i]), 3)
         out.append(record)
-    launcher = structure.launcher_rows(ev)
+    launcher = structure.run_launchers(run)
     for flow_id, row in enumerate(np.flatnonzero(launcher >= 0).tolist(), start=1):
         src = launcher[row]
         out.append(
@@ -141,7 +141,7 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
         leaves = rows
         extra = [None] * len(rows)
     else:
-        launcher = structure.launcher_rows(ev)
+        launcher = structure.run_launchers(run)
         rows = np.flatnonzero(launcher >= 0)
         weights = ev["dur_ns"].to_numpy()[rows] / 1000.0
         leaves = launcher[rows]

@@ -123,6 +123,15 @@ def launcher_rows(events: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def run_launchers(run: Run) -> np.ndarray:
+    """``launcher_rows(run.events)``, computed once per run (views, advice and exports share it)."""
+    cached = run._cache.get("launchers")
+    if cached is None:
+        cached = launcher_rows(run.events)
+        run._cache["launchers"] = cached
+    return cached
+
+
 def assign_steps(events: pd.DataFrame, step_numbers: np.ndarray) -> np.ndarray:
     """Return the step number of each row: the step span (``kind == "step"``, per rank) that holds
     the event's start; a device event takes the step of the host call that launched it.
@@ -203,7 +212,7 @@ def device_time_by_launcher(
     events = run.events
     n = len(events)
     parent = events["parent"].to_numpy()
-    launcher = launcher_rows(events)
+    launcher = run_launchers(run)
     if not (events["stream"].to_numpy() >= 0).any():
         nan = np.full(n, np.nan)
         run._cache[key] = (nan, nan)

@@ -387,7 +387,7 @@ def memcpy_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     rows = np.flatnonzero(sel)
     names = ev["name"].astype(str).to_numpy()
     kinds = ev["kind"].astype(str).to_numpy()
-    launcher = structure.launcher_rows(ev)
+    launcher = structure.run_launchers(run)
     launch_names = np.where(launcher >= 0, names[np.maximum(launcher, 0)], "")
     records = []
     for r in rows.tolist():

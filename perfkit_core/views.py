@@ -277,7 +277,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
         g = g.reset_index()
         g["cpu_avg_ns"] = g["cpu_total_ns"] / g["calls"]
         parts.append(g.sort_values("cpu_total_ns", ascending=False, kind="stable"))
-    launcher = structure.launcher_rows(ev)
+    launcher = structure.run_launchers(run)
     dev = np.flatnonzero(launcher >= 0)
     op_of = np.where(dev.size > 0, parent[launcher[dev]], -1) if dev.size else dev
     if dev.size:
