@@ -115,6 +115,37 @@ def _env() -> Any:
     return jinja2.Environment(autoescape=True)
 
 
+def _page(
+    *,
+    title: str,
+    subtitle: str,
+    charts: list[dict[str, str]],
+    specs: list[dict[str, Any]],
+    tables: list[dict[str, Any]],
+    meta: list[tuple[str, Any]] | None = None,
+    findings: list[dict[str, Any]] | None = None,
+    gate: Any = None,
+) -> str:
+    """Render the one page template with the inlined style, script and Chart.js."""
+    return (
+        _env()
+        .from_string(_PAGE)
+        .render(
+            title=title,
+            subtitle=subtitle,
+            meta=meta,
+            findings=findings,
+            charts=charts,
+            chart_specs=_json(specs),
+            tables=tables,
+            style=_STYLE,
+            script=_SCRIPT,
+            chartjs=_chartjs(),
+            gate=gate,
+        )
+    )
+
+
 def _table(
     table_id: str, title: str, frame: Any, *, time_unit: str = "ms", note: str | None = None
 ) -> dict[str, Any]:
@@ -351,19 +382,14 @@ def render_report_html(run: Any, *, time_unit: str = "ms", top: int = 50) -> str
                 note=frame.attrs.get("note"),
             )
         )
-    template = _env().from_string(_PAGE)
-    return template.render(
+    return _page(
         title="perfkit report",
         subtitle=f"Times in {time_unit}.",
         meta=info,
         findings=findings,
         charts=charts,
-        chart_specs=_json(specs),
+        specs=specs,
         tables=tables,
-        style=_STYLE,
-        script=_SCRIPT,
-        chartjs=_chartjs(),
-        gate=None,
     )
 
 
@@ -426,20 +452,11 @@ def render_comparison_html(comparison: Any, tables: dict[str, Any], gate: Any = 
                 shown,
             )
         )
-    return (
-        _env()
-        .from_string(_PAGE)
-        .render(
-            title="perfkit comparison",
-            subtitle=f"{subtitle}. Times in ms per {comparison.per}.",
-            meta=None,
-            findings=None,
-            charts=charts,
-            chart_specs=_json(specs),
-            tables=rendered,
-            style=_STYLE,
-            script=_SCRIPT,
-            chartjs=_chartjs(),
-            gate=gate,
-        )
+    return _page(
+        title="perfkit comparison",
+        subtitle=f"{subtitle}. Times in ms per {comparison.per}.",
+        charts=charts,
+        specs=specs,
+        tables=rendered,
+        gate=gate,
     )
