@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,22 +10,10 @@ from typing import Any
 import click
 
 from perfkit_core.errors import TraceError, UnknownViewError
+from perfkit_core.records import frame_records, jsonable
 from perfkit_core.views import SORT_KEYS
 
 DEFAULT_VIEWS = "model,operator,user"
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "item"):
-        return _jsonable(value.item())
-    return value
-
-
-def frame_records(frame: Any) -> list[dict[str, Any]]:
-    """Rows of a DataFrame as JSON-ready dicts (NaN becomes null)."""
-    return [{k: _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -201,7 +188,7 @@ def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None
 
 def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):
-        return _jsonable(value.item())
+        return jsonable(value.item())
     return str(value)
 
 

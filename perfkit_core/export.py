@@ -189,7 +189,7 @@ def export(run: Run, to: str, output: str | Path, *, metric: str = "cpu") -> lis
         return [output]
     tables = summaries(run)
     if to == "json":
-        from perfkit_core.cli import frame_records
+        from perfkit_core.records import frame_records
 
         payload = {name: frame_records(frame) for name, frame in tables.items()}
         write_bytes(output, json.dumps(payload, indent=1, default=str).encode())

@@ -14,6 +14,7 @@ of the truth (durations are exact).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,21 +88,15 @@ def _thread_id(value: int | str | None) -> int:
     return int(m.group(1)) if m else -1
 
 
-_NORMALIZED: dict[bytes, str] = {}
-
-
+@lru_cache(maxsize=4096)
 def _normalized(raw: bytes) -> str:
     """Compact JSON text of a recorded value (shapes, dtypes); "" when empty. Cached per text."""
-    text = _NORMALIZED.get(raw)
-    if text is None:
-        from perfkit_paddle.result import compact_json
+    from perfkit_paddle.result import compact_json
 
-        try:
-            text = compact_json(msgspec.json.decode(raw)) if raw.strip() else ""
-        except msgspec.DecodeError:
-            text = raw.decode("utf-8", "replace")
-        _NORMALIZED[raw] = text
-    return text
+    try:
+        return compact_json(msgspec.json.decode(raw)) if raw.strip() else ""
+    except msgspec.DecodeError:
+        return raw.decode("utf-8", "replace")
 
 
 def _rel_ns(text: str) -> int:
