@@ -190,25 +190,6 @@ def advise(run: Run, *, rules: list[str] | None = None) -> list[Finding]:
     return findings
 
 
-def findings_frame(findings: list[Finding]) -> pd.DataFrame:
-    """Findings as a table: id, severity, saving_ns, saving_pct, title."""
-    import pandas as pd
-
-    rows = [
-        {
-            "name": f.id,
-            "severity": f.severity,
-            "saving_ns": f.saving_ns,
-            "saving_pct": 100.0 * f.saving_ns / f.evidence["step_time_ns"]
-            if f.evidence.get("step_time_ns")
-            else math.nan,
-            "title": f.title,
-        }
-        for f in findings
-    ]
-    return pd.DataFrame(rows, columns=["name", "severity", "saving_ns", "saving_pct", "title"])
-
-
 GENERIC_REMEDIES = {
     "input-pipeline": "Load data in background workers and overlap it with compute (more loader workers, pinned memory, prefetching).",
     "cpu-bound-op": "Look at the op's host-side implementation, or replace it with a device-side equivalent.",

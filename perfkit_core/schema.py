@@ -237,15 +237,6 @@ META_KEYS: dict[str, str] = {
 }
 
 
-def categorical(values: Any, categories: Any = None) -> pd.Categorical:
-    """Return a pandas Categorical of ``values`` (strings), optionally with fixed categories."""
-    import pandas as pd
-
-    if categories is not None:
-        return pd.Categorical(values, categories=list(categories))
-    return pd.Categorical(values)
-
-
 def build_events(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFrame:
     """Return an event table from a mapping of column name to array-like.
 
