@@ -15,8 +15,8 @@ import argparse
 from pathlib import Path
 
 import perfkit_core
-from perfkit_core.compare import compare
-from perfkit_core.render.text import render_comparison
+from perfkit_core.comparison import compare
+from perfkit_core.report.text import render_comparison
 
 
 def main() -> None:

@@ -1,8 +1,14 @@
 """perfkit core: one event model for every framework's profiler, with summaries and reports.
 
 ``perfkit_core.load(path)`` returns a ``Run`` from a saved run, a trace file any installed
-adapter reads, or a folder of per-rank traces. Importing this package is cheap: pandas and the
-rest load on first use.
+adapter reads, or a folder of per-rank traces; ``perfkit_core.compare(a, b)`` lines runs up
+side by side; ``perfkit_core.annotate(name)`` marks a span for whichever framework is running.
+Importing this package is cheap: pandas and the rest load on first use.
+
+The sub-packages follow the flow of data, and import only the ones before them:
+``plugins`` (hook specs, plugin manager) -> ``events`` (schema, ``Run``, building, loading) ->
+``capture`` (what runs inside training) and ``views`` (summary tables) -> ``compare`` ->
+``advice`` -> ``report`` -> ``cli``.
 """
 
 from __future__ import annotations
@@ -10,16 +16,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import TraceError
-from perfkit_core.hookspecs import hookimpl, hookspec
-from perfkit_core.schema import COLUMNS, KINDS, SCHEMA_VERSION
+from perfkit_core.plugins.hookspecs import hookimpl, hookspec
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if TYPE_CHECKING:
-    from perfkit_core.annotation import annotate
-    from perfkit_core.loading import load
-    from perfkit_core.plugins import get_plugin_manager
-    from perfkit_core.run import Run
+    from perfkit_core.capture.annotate import annotate
+    from perfkit_core.comparison.compare import compare
+    from perfkit_core.events.loading import load
+    from perfkit_core.events.run import Run
+    from perfkit_core.events.schema import COLUMNS, KINDS, SCHEMA_VERSION
+    from perfkit_core.plugins.manager import get_plugin_manager
 
 __all__ = [
     "COLUMNS",
@@ -29,6 +36,7 @@ __all__ = [
     "TraceError",
     "__version__",
     "annotate",
+    "compare",
     "get_plugin_manager",
     "hookimpl",
     "hookspec",
@@ -36,10 +44,14 @@ __all__ = [
 ]
 
 _LAZY = {
-    "annotate": ("perfkit_core.annotation", "annotate"),
-    "Run": ("perfkit_core.run", "Run"),
-    "load": ("perfkit_core.loading", "load"),
-    "get_plugin_manager": ("perfkit_core.plugins", "get_plugin_manager"),
+    "annotate": "perfkit_core.capture.annotate",
+    "compare": "perfkit_core.comparison.compare",
+    "Run": "perfkit_core.events.run",
+    "load": "perfkit_core.events.loading",
+    "COLUMNS": "perfkit_core.events.schema",
+    "KINDS": "perfkit_core.events.schema",
+    "SCHEMA_VERSION": "perfkit_core.events.schema",
+    "get_plugin_manager": "perfkit_core.plugins.manager",
 }
 
 
@@ -47,6 +59,5 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'perfkit_core' has no attribute {name!r}")

@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from perfkit_core.errors import TraceError, UnknownViewError
-from perfkit_core.records import frame_records, jsonable
-from perfkit_core.views import SORT_KEYS
+from perfkit_core.report.json import frame_records, jsonable
+from perfkit_core.views.operators import SORT_KEYS
 
 DEFAULT_VIEWS = "model,operator,user"
 
@@ -90,8 +90,8 @@ def report(
     output: Path | None,
 ) -> None:
     """Print the summaries of the run or trace at PATH."""
-    from perfkit_core.loading import load
-    from perfkit_core.render.text import render_report
+    from perfkit_core.events.loading import load
+    from perfkit_core.report.text import render_report
     from perfkit_core.views import get_view
 
     names = [v.strip() for v in views.split(",") if v.strip()]
@@ -117,7 +117,7 @@ def report(
         }
         text = json.dumps(payload, indent=1, default=_json_default) + "\n"
     elif fmt == "html":
-        from perfkit_core.render.html import render_report_html
+        from perfkit_core.report.html import render_report_html
 
         text = render_report_html(run, time_unit=time_unit, top=top or 50)
     else:
@@ -135,7 +135,8 @@ def _options_for(view: str, requested: dict[str, Any]) -> dict[str, Any]:
     """The report options ``view`` accepts (by its signature), leaving out unset ones."""
     import inspect
 
-    from perfkit_core.views import get_view, host_event_table
+    from perfkit_core.views import get_view
+    from perfkit_core.views.operators import host_event_table
 
     params = inspect.signature(get_view(view).function).parameters
     accepted = set(params)
@@ -154,7 +155,7 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    from perfkit_core.atomic import write_bytes
+    from perfkit_core.events.atomic import write_bytes
 
     write_bytes(output, text.encode())
     click.echo(f"wrote {output}", err=True)
@@ -174,8 +175,8 @@ def _emit(text: str, output: Path | None) -> None:
 )
 def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None:
     """Print what to change, most valuable first, with the evidence and estimated saving."""
-    from perfkit_core.loading import load
-    from perfkit_core.render.text import render_findings
+    from perfkit_core.events.loading import load
+    from perfkit_core.report.text import render_findings
 
     run = load(path)
     findings = run.advise(rules=[r.strip() for r in rules.split(",")] if rules else None)
@@ -248,7 +249,7 @@ def compare_command(
     output: Path | None,
 ) -> int:
     """Compare runs or traces side by side; optionally gate on a regression."""
-    from perfkit_core.compare import compare
+    from perfkit_core.comparison import compare
 
     if len(paths) < 2:
         raise click.UsageError("compare needs at least two runs or traces")
@@ -274,11 +275,11 @@ def compare_command(
             payload["gate"] = gate.to_dict()
         text = json.dumps(payload, indent=1, default=_json_default) + "\n"
     elif fmt == "html":
-        from perfkit_core.render.html import render_comparison_html
+        from perfkit_core.report.html import render_comparison_html
 
         text = render_comparison_html(comparison, tables, gate)
     else:
-        from perfkit_core.render.text import render_comparison
+        from perfkit_core.report.text import render_comparison
 
         text = render_comparison(comparison, tables, time_unit=time_unit)
         if gate is not None:
@@ -311,8 +312,8 @@ def compare_command(
 )
 def export_command(path: Path, to: str, output: Path, metric: str) -> None:
     """Export a run: chrome trace, folded stacks, or every summary as CSV/Parquet/JSON."""
-    from perfkit_core.export import export
-    from perfkit_core.loading import load
+    from perfkit_core.events.loading import load
+    from perfkit_core.report.export import export
 
     written = export(load(path), to, output, metric=metric)
     for target in written:
@@ -349,9 +350,9 @@ def info() -> None:
 @click.option("--steps", type=int, default=20, show_default=True)
 def demo(out_dir: Path, steps: int) -> None:
     """Profile a small training loop in every installed framework and write the report."""
-    from perfkit_core.loading import load
+    from perfkit_core.events.loading import load
     from perfkit_core.plugins import get_plugin_manager
-    from perfkit_core.render.text import render_report
+    from perfkit_core.report.text import render_report
 
     results = get_plugin_manager().hook.perfkit_demo(directory=out_dir, steps=steps)
     runs = [Path(p) for result in results if result for p in result]
@@ -359,8 +360,8 @@ def demo(out_dir: Path, steps: int) -> None:
         raise click.ClickException(
             "no framework is installed: pip install 'perfkit[torch]' or 'perfkit[paddle]'"
         )
-    from perfkit_core.atomic import write_bytes
-    from perfkit_core.render.html import render_report_html
+    from perfkit_core.events.atomic import write_bytes
+    from perfkit_core.report.html import render_report_html
 
     loaded = []
     for run_dir in runs:
@@ -375,9 +376,9 @@ def demo(out_dir: Path, steps: int) -> None:
         click.echo(f"run saved in {run_dir}; report in {report_path} and {html_path}\n")
     frameworks = {run.framework: (run_dir, run) for run_dir, run in zip(runs, loaded, strict=True)}
     if {"torch", "paddle"} <= set(frameworks):
-        from perfkit_core.compare import compare
-        from perfkit_core.render.html import render_comparison_html
-        from perfkit_core.render.text import render_comparison
+        from perfkit_core.comparison import compare
+        from perfkit_core.report.html import render_comparison_html
+        from perfkit_core.report.text import render_comparison
 
         comparison = compare(
             frameworks["torch"][1], frameworks["paddle"][1], labels=["torch", "paddle"]

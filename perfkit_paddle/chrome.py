@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from perfkit_core.devices import devices_from_properties
-from perfkit_core.errors import TraceError
+from perfkit_core.events import TraceError, devices_from_properties
 from perfkit_paddle.kinds import DEVICE_TYPES, MEMORY_TYPES, TYPE_KINDS, parse_place
 
 if TYPE_CHECKING:
-    from perfkit_core.run import Run
+    from perfkit_core.events import Run
 
 _NONE = msgspec.Raw(b"")
 
@@ -108,8 +107,7 @@ def load_paddle_json(path: str | Path) -> Run:
     """Return the ``Run`` in a Paddle chrome-tracing export; TraceError for bad input."""
     import gc
 
-    from perfkit_core.builder import finish_events, make_run
-    from perfkit_core.loading import read_trace_bytes
+    from perfkit_core.events import finish_events, make_run, read_trace_bytes
     from perfkit_paddle.result import _Columns, columns_to_events, extra_info_meta
 
     path = Path(path)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.handlers import Failures, default_worker_name, handler_metadata, new_run_dir
+from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
 
 logger = logging.getLogger("perfkit.paddle")
 

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.hookspecs import TraceLoader, hookimpl
+from perfkit_core.plugins import TraceLoader, hookimpl
 
 _MARKERS = (b'"ExtraInfo"', b'(Python)"', b'(C++)"', b'"span_indx"', b'"span_index"')
 
@@ -96,7 +96,7 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
     """Families of paddle op names (``matmul dygraph``, ``Global_MatmulGradNode``, ``adam_``)."""
     if framework != "paddle":
         return None
-    from perfkit_core.families import family_of, normalize
+    from perfkit_core.comparison import family_of, normalize
 
     base = normalize(name)
     for key, family in _PADDLE_FAMILIES.items():

@@ -17,7 +17,7 @@ import numpy as np
 from perfkit_paddle.kinds import classify, parse_place, step_number
 
 if TYPE_CHECKING:
-    from perfkit_core.run import Run
+    from perfkit_core.events import Run
 
 
 class _Columns:
@@ -380,7 +380,7 @@ def run_from_result(
 
     Raises ``ValueError`` when the result holds no events.
     """
-    from perfkit_core.builder import finish_events, make_run
+    from perfkit_core.events import finish_events, make_run
 
     was_enabled = gc.isenabled()
     gc.disable()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.handlers import Failures, default_worker_name, handler_metadata, new_run_dir
+from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
 
 logger = logging.getLogger("perfkit.torch")
 
@@ -112,7 +112,7 @@ class TraceHandler:
         with self._state:
             self._outstanding.add(run_dir)
         if self.background:
-            from perfkit_core.background import shared_converter
+            from perfkit_core.capture import shared_converter
 
             try:
                 shared_converter().submit(
@@ -126,7 +126,7 @@ class TraceHandler:
             except Exception as exc:
                 logger.info("perfkit: converting in-process (%s)", exc)
         try:
-            from perfkit_core.background import convert_file
+            from perfkit_core.capture import convert_file
 
             convert_file(trace_path, run_dir, meta, keep_trace=self.keep_trace)
         except Exception as exc:

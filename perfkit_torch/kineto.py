@@ -8,7 +8,6 @@ then every column is built in one pass. Works without torch installed.
 from __future__ import annotations
 
 import gc
-import re
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
@@ -17,174 +16,22 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from perfkit_core.devices import devices_from_properties
-from perfkit_core.errors import TraceError
-from perfkit_core.loading import read_trace_bytes
+from perfkit_core.events import TraceError, devices_from_properties, read_trace_bytes
+from perfkit_torch.kineto_format import (
+    DEVICE_CATEGORIES,
+    FLOW_PHASES,
+    FWDBWD_FLOW_CATEGORY,
+    LAUNCH_FLOW_CATEGORIES,
+    MEMORY_DEVICE_TYPES,
+    STEP_RE,
+    Event,
+    classify,
+    decode,
+    int_id,
+)
 
 if TYPE_CHECKING:
-    from perfkit_core.run import Run
-
-_NONE = msgspec.Raw(b"")
-
-
-class _Args(msgspec.Struct, gc=False, frozen=True):
-    external_id: int = msgspec.field(name="External id", default=-1)
-    external_id_old: int = msgspec.field(name="external id", default=-1)
-    correlation: int = -1
-    sequence: int = msgspec.field(name="Sequence number", default=-1)
-    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NONE)
-    input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NONE)
-    call_stack: str = msgspec.field(name="Call stack", default="")
-    flops: float | None = None
-    device: int = -1
-    stream: int = -1
-    nbytes: float | None = msgspec.field(name="bytes", default=None)
-    registers: float | None = msgspec.field(name="registers per thread", default=None)
-    shared_memory: float | None = msgspec.field(name="shared memory", default=None)
-    occupancy: float | None = msgspec.field(name="est. achieved occupancy %", default=None)
-    grid: msgspec.Raw = _NONE
-    block: msgspec.Raw = _NONE
-    mem_device_type: int = msgspec.field(name="Device Type", default=-1)
-    mem_device_id: int = msgspec.field(name="Device Id", default=-1)
-    mem_bytes: float | None = msgspec.field(name="Bytes", default=None)
-    total_allocated: float | None = msgspec.field(name="Total Allocated", default=None)
-    total_reserved: float | None = msgspec.field(name="Total Reserved", default=None)
-    meta_name: str = msgspec.field(name="name", default="")
-
-
-_NO_ARGS = _Args()
-
-
-class _Event(msgspec.Struct, gc=False, frozen=True):
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: float = 0.0
-    dur: float = 0.0
-    id: int | str | None = None
-    args: _Args = _NO_ARGS
-
-
-class _Trace(msgspec.Struct, gc=False):
-    traceEvents: list[_Event] | None = None
-    schemaVersion: int | str | None = None
-    deviceProperties: list[dict[str, Any]] = []
-    distributedInfo: dict[str, Any] = {}
-    baseTimeNanoseconds: int = 0
-    host_name: str | None = None
-    record_shapes: int | None = None
-    profile_memory: int | None = None
-    with_stack: int | None = None
-    with_flops: int | None = None
-    with_modules: int | None = None
-
-
-_DECODER = msgspec.json.Decoder(_Trace)
-
-#: Kineto categories (lowercased) of events that run on a device, and their kind.
-DEVICE_CATEGORIES: dict[str, str] = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-    "gpu_user_annotation": "user",
-    "cuda_sync": "other",
-}
-#: Kineto categories (lowercased) of host events, and their kind before name rules apply.
-HOST_CATEGORIES: dict[str, str] = {
-    "cpu_op": "operator",
-    "operator": "operator",
-    "user_annotation": "user",
-    "python_function": "python",
-    "cuda_runtime": "runtime",
-    "runtime": "runtime",
-    "cuda_driver": "runtime",
-    "xpu_runtime": "runtime",
-    "xpu_driver": "runtime",
-    "privateuse1_runtime": "runtime",
-    "privateuse1_driver": "runtime",
-    "mtia_runtime": "runtime",
-    "collective_comm": "communication",
-}
-#: Flow categories: launch-to-kernel links (already carried by ``correlation``) and
-#: forward-to-backward links (turned into the ``forward_op`` column).
-LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async", "async_cpu_to_gpu"})
-FWDBWD_FLOW_CATEGORY = "fwdbwd"
-FLOW_PHASES = frozenset({"s", "t", "f"})
-#: c10::DeviceType values of memory events.
-MEMORY_DEVICE_TYPES = {0: "cpu", 1: "gpu", 12: "xpu", 13: "mps", 20: "privateuse1"}
-
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
-
-
-def classify(category: str, name: str) -> str:
-    """Return the perfkit kind of a Kineto event from its category and name."""
-    cat = category.lower()
-    if name == "[memory]":
-        return "memory"
-    if cat in DEVICE_CATEGORIES:
-        kind = DEVICE_CATEGORIES[cat]
-        if kind == "kernel" and "nccl" in name.lower():
-            return "communication"
-        return kind
-    kind = HOST_CATEGORIES.get(cat, "other")
-    if kind in ("operator", "user"):
-        if _STEP_RE.match(name):
-            return "step"
-        if name.startswith("enumerate(DataLoader)#"):
-            return "dataloader"
-        if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
-            return "optimizer"
-        if name.startswith("autograd::engine::evaluate_function: "):
-            return "backward"
-        if name.startswith(_COMM_PREFIXES):
-            return "communication"
-    return kind
-
-
-def decode(path: Path, data: bytes) -> _Trace:
-    """Decode Kineto JSON ``data`` read from ``path``; TraceError with the reason when it is not one."""
-    if not data or data.isspace():
-        raise TraceError(path, "the file is empty")
-    try:
-        trace = _DECODER.decode(data)
-    except msgspec.ValidationError as exc:
-        if data.lstrip()[:1] == b"[":
-            raise TraceError(
-                path,
-                "a bare JSON list of events (the legacy autograd-profiler export); perfkit reads "
-                "Kineto traces, a JSON object with 'traceEvents': record with torch.profiler.profile",
-            ) from None
-        raise TraceError(path, f"not a Kineto trace: {exc}") from None
-    except msgspec.DecodeError as exc:
-        message = str(exc)
-        if "truncated" in message.lower():
-            raise TraceError(path, "truncated JSON: the file ends before the trace does") from None
-        raise TraceError(path, f"malformed JSON: {message}") from None
-    if trace.traceEvents is None:
-        raise TraceError(path, "a JSON object without 'traceEvents': not a chrome trace")
-    if not trace.traceEvents:
-        raise TraceError(path, "the trace holds no events")
-    return trace
-
-
-def _int_id(value: int | str | None, *, device: bool = False) -> int:
-    if type(value) is int:
-        return value
-    if value is None:
-        return -1
-    text = str(value).strip()
-    if text.isdigit():
-        return int(text)
-    if device:
-        m = re.search(r"(\d+)\s*$", text)
-        if m:
-            return int(m.group(1))
-    return -1
+    from perfkit_core.events import Run
 
 
 def _to_ns(values: Any) -> np.ndarray:
@@ -233,7 +80,7 @@ def _floats(objs: list[Any], attr: str) -> np.ndarray:
     return np.array(list(map(attrgetter(attr), objs)), dtype=np.float64)
 
 
-def _ids(rows: list[_Event], attr: str, *, device: bool = False) -> np.ndarray:
+def _ids(rows: list[Event], attr: str, *, device: bool = False) -> np.ndarray:
     """Integer ids (pid/tid); Kineto writes ints, older traces strings like "25738" or "stream 7".
 
     Ids repeat a lot, so only the distinct values are converted.
@@ -242,7 +89,7 @@ def _ids(rows: list[_Event], attr: str, *, device: bool = False) -> np.ndarray:
 
     codes, uniques = pd.factorize(np.asarray(list(map(attrgetter(attr), rows)), dtype=object))
     converted = np.array(
-        [v if type(v) is int else _int_id(v, device=device) for v in uniques], dtype=np.int64
+        [v if type(v) is int else int_id(v, device=device) for v in uniques], dtype=np.int64
     )
     return converted[codes] if len(codes) else np.empty(0, dtype=np.int64)
 
@@ -281,7 +128,7 @@ def load_kineto(
 def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | None) -> Run:
     import pandas as pd
 
-    from perfkit_core.builder import finish_events, make_run
+    from perfkit_core.events import finish_events, make_run
 
     path = Path(path)
     if data is None:
@@ -294,9 +141,9 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     phase_codes, phases = pd.factorize(np.asarray(list(map(_get_ph, events)), dtype=object))
     is_flow = np.isin(phase_codes, [i for i, p in enumerate(phases) if p in FLOW_PHASES])
     is_meta = np.isin(phase_codes, [i for i, p in enumerate(phases) if p == "M"])
-    rows: list[_Event] = list(compress(events, (~is_flow & ~is_meta).tolist()))
-    flows: list[_Event] = list(compress(events, is_flow.tolist()))
-    metadata: list[_Event] = list(compress(events, is_meta.tolist()))
+    rows: list[Event] = list(compress(events, (~is_flow & ~is_meta).tolist()))
+    flows: list[Event] = list(compress(events, is_flow.tolist()))
+    metadata: list[Event] = list(compress(events, is_meta.tolist()))
     del events, phase_codes
     n = len(rows)
     if n == 0:
@@ -319,9 +166,7 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     is_step = kind == "step"
     if is_step.any():
         step_of_name = {
-            i: int(m.group(1))
-            for i, nm in enumerate(name_uniques)
-            if (m := _STEP_RE.match(str(nm)))
+            i: int(m.group(1)) for i, nm in enumerate(name_uniques) if (m := STEP_RE.match(str(nm)))
         }
         codes = name_codes[is_step]
         step_number[is_step] = [step_of_name.get(c, -1) for c in codes.tolist()]
@@ -487,16 +332,16 @@ def _rank_info(info: dict[str, Any]) -> tuple[int, int]:
         return 0, 1
 
 
-def _thread_names(metadata: list[_Event]) -> dict[str, str]:
+def _thread_names(metadata: list[Event]) -> dict[str, str]:
     names: dict[str, str] = {}
     for e in metadata:
         if e.name == "thread_name" and e.args.meta_name:
-            names[str(_int_id(e.tid, device=True))] = e.args.meta_name.strip()
+            names[str(int_id(e.tid, device=True))] = e.args.meta_name.strip()
     return names
 
 
 def _bind_fwdbwd(
-    flows: list[_Event],
+    flows: list[Event],
     pid: np.ndarray,
     tid: np.ndarray,
     start_rel_ns: np.ndarray,
@@ -535,8 +380,8 @@ def _bind_fwdbwd(
     )
     flow_table = pd.DataFrame(
         {
-            "pid": [_int_id(f.pid) for f in fb],
-            "tid": [_int_id(f.tid) for f in fb],
+            "pid": [int_id(f.pid) for f in fb],
+            "tid": [int_id(f.tid) for f in fb],
             "ts": _to_ns([f.ts for f in fb]),
             "id": [str(f.id) for f in fb],
             "ph": [f.ph for f in fb],

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.hookspecs import TraceLoader, hookimpl
+from perfkit_core.plugins import TraceLoader, hookimpl
 
 _PADDLE_MARKERS = (b'"ExtraInfo"', b"ProfileStep", b"(Python)", b"(GPU)")
 
@@ -110,6 +110,6 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
         name = name.split(": ", 1)[1]
     if name == "torch::autograd::AccumulateGrad":
         return "optimizer"
-    from perfkit_core.families import family_of
+    from perfkit_core.comparison import family_of
 
     return family_of(name)

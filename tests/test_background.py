@@ -8,7 +8,7 @@ import pandas as pd
 
 import perfkit_core
 from conftest import shared_trace
-from perfkit_core.background import BackgroundConverter, convert_file
+from perfkit_core.capture.background import BackgroundConverter, convert_file
 
 
 def test_helper_converts_like_a_direct_load(tmp_path):

@@ -107,7 +107,7 @@ def test_schema_doc_lists_every_column_kind_and_meta_key() -> None:
 
 def test_hooks_doc_lists_every_hook() -> None:
     specs = hook_specs()
-    assert specs, "no hook specs found in perfkit_core.hookspecs"
+    assert specs, "no hook specs found in perfkit_core.plugins.hookspecs"
     text = (DOCS / "hooks.md").read_text(encoding="utf-8")
     for name in specs:
         assert f"### `{name}`" in text, f"hook {name} missing from docs/hooks.md"
@@ -124,7 +124,7 @@ def test_hook_docstring_says_what_it_returns(name: str) -> None:
 
 
 def _small_run() -> Any:
-    from perfkit_core.run import Run
+    from perfkit_core.events.run import Run
 
     events = schema.build_events(
         {
@@ -277,7 +277,7 @@ def test_index_python_examples_parse() -> None:
 
 
 def test_index_documents_paddle_annotate_and_the_model_view() -> None:
-    from perfkit_core.views import model_view
+    from perfkit_core.views.phases import model_view
 
     text = (DOCS / "index.md").read_text(encoding="utf-8")
     for needle in (

@@ -106,7 +106,7 @@ def test_nesting_matches_a_stack_walk(key):
 
 @pytest.mark.parametrize("key", sorted(GPU_TRACES))
 def test_kernels_link_to_their_launch_and_step(key):
-    from perfkit_core.structure import launcher_rows
+    from perfkit_core.events.links import launcher_rows
 
     run = perfkit_core.load(shared_trace(key))
     ev = run.events

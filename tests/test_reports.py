@@ -174,7 +174,7 @@ def test_folded_export_lines(tmp_path):
     # Self time: the counts add up to the host events' self time (whole microseconds).
     total = sum(int(line.rsplit(" ", 1)[1]) for line in lines)
     run = perfkit_core.load(shared_trace("rank_non_gpu"))
-    from perfkit_core.views import host_self_time
+    from perfkit_core.views.operators import host_self_time
 
     host = (run.events["stream"] < 0).to_numpy() & (run.events["kind"] != "memory").to_numpy()
     assert total == pytest.approx(host_self_time(run)[host].sum() / 1000, rel=0.01)

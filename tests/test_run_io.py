@@ -10,9 +10,9 @@ import pytest
 
 import perfkit_core
 from conftest import shared_trace
-from perfkit_core import schema
-from perfkit_core.builder import finish_events, make_run
-from perfkit_core.run import Run
+from perfkit_core.events import schema
+from perfkit_core.events.build import finish_events, make_run
+from perfkit_core.events.run import Run
 
 
 def small_run() -> Run:

@@ -12,7 +12,7 @@ import pytest
 
 import perfkit_core
 from conftest import GPU_TRACES, shared_trace
-from perfkit_core.summaries import intersect_length, merge_intervals
+from perfkit_core.events.intervals import intersect_length, merge_intervals
 
 VIEWS = (
     "model",

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core import structure
-from perfkit_core.atomic import write_bytes
+from perfkit_core.events import links
+from perfkit_core.events.atomic import write_bytes
 
 if TYPE_CHECKING:
-    from perfkit_core.run import Run
+    from perfkit_core.events.run import Run
 
 FORMATS = ("chrome", "folded", "csv", "parquet", "json")
 
@@ -71,7 +71,7 @@ def chrome_trace(run: Run, *, advice: bool = True) -> dict[str, Any]:
         else:
             record["dur"] = round(float(dur_us[i]), 3)
         out.append(record)
-    launcher = structure.run_launchers(run)
+    launcher = links.run_launchers(run)
     for flow_id, row in enumerate(np.flatnonzero(launcher >= 0).tolist(), start=1):
         src = launcher[row]
         out.append(
@@ -127,7 +127,7 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
     ``export_stacks``: ``metric="cpu"`` counts each host event's self time, ``"gpu"`` the
     device time of the kernels, copies and sets launched (the device event is the leaf frame),
     in whole microseconds; zero counts are left out."""
-    from perfkit_core.views import host_self_time
+    from perfkit_core.views.operators import host_self_time
 
     if metric not in ("cpu", "gpu"):
         raise ValueError("metric must be 'cpu' or 'gpu'")
@@ -141,7 +141,7 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
         leaves = rows
         extra = [None] * len(rows)
     else:
-        launcher = structure.run_launchers(run)
+        launcher = links.run_launchers(run)
         rows = np.flatnonzero(launcher >= 0)
         weights = ev["dur_ns"].to_numpy()[rows] / 1000.0
         leaves = launcher[rows]
@@ -189,7 +189,7 @@ def export(run: Run, to: str, output: str | Path, *, metric: str = "cpu") -> lis
         return [output]
     tables = summaries(run)
     if to == "json":
-        from perfkit_core.records import frame_records
+        from perfkit_core.report.json import frame_records
 
         payload = {name: frame_records(frame) for name, frame in tables.items()}
         write_bytes(output, json.dumps(payload, indent=1, default=str).encode())

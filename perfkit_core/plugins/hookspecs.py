@@ -18,7 +18,7 @@ import pluggy
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.run import Run
+    from perfkit_core.events.run import Run
 
 PROJECT_NAME = "perfkit"
 
@@ -52,8 +52,9 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
 def perfkit_register_views(register: ViewRegistrar) -> None:
     """Add summary views, the tables ``Run.summary(view)`` returns.
 
-    Called once per process (again after ``perfkit_core.plugins.reset_plugin_manager()``), the
-    first time a view is looked up, for every plugin of the process-wide plugin manager.
+    Called the first time a view is looked up through a plugin manager, and again after a
+    plugin was registered or unregistered on it, for every plugin of that manager (built-ins
+    first).
 
     :param register: call ``register(name, function, description)`` for each view. ``function``
         is called as ``function(run, **options)`` and returns a ``pandas.DataFrame`` whose key
@@ -109,8 +110,9 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
 def perfkit_register_advisors(register: Callable[[str, Callable[..., Any], str], None]) -> None:
     """Add advice rules, run by ``Run.advise()`` and ``perfkit advise``.
 
-    Called once per process (again after ``perfkit_core.plugins.reset_plugin_manager()``), the
-    first time advice is asked for, for every plugin of the process-wide plugin manager.
+    Called the first time advice is asked for through a plugin manager, and again after a
+    plugin was registered or unregistered on it, for every plugin of that manager (built-ins
+    first).
 
     :param register: call ``register(rule_id, function, description)`` for each rule.
         ``function(context)`` receives a ``perfkit_core.advice.Context`` (``run``, ``step_ns``,
@@ -145,7 +147,7 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
 
     :param name: the op name as recorded (``aten::addmm``, ``matmul dygraph``, ...).
     :param framework: the run's framework, ``torch`` or ``paddle``.
-    :returns: one of ``perfkit_core.families.FAMILIES`` when this plugin adapts ``framework``
+    :returns: one of ``perfkit_core.comparison.families.FAMILIES`` when this plugin adapts ``framework``
         and knows the name, else ``None`` (perfkit then applies its framework-neutral rules).
 
     Stops at the first non-None result (``firstresult``).

@@ -1,21 +1,39 @@
-"""``Run``: one profiled run (one or several ranks) as an event table plus metadata."""
+"""``Run``: one profiled run (one or several ranks) as an event table plus metadata.
+
+``Run`` is plain data: the table, the metadata, saving and reading. Its convenience methods
+(``summary``, ``advise``, the notebook view) hand over to the layers above the event table
+(views, advice, report); those are bound late, by name, in ``ANALYSES``, so this layer never
+imports them and the import graph keeps pointing one way.
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core import schema
-from perfkit_core.atomic import atomic_path, write_bytes
 from perfkit_core.errors import TraceError
+from perfkit_core.events import schema
+from perfkit_core.events.atomic import atomic_path, write_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
 
 EVENTS_FILE = "events.parquet"
 META_FILE = "meta.json"
+
+#: What ``Run``'s convenience methods call, as ``module:function`` in the layers above.
+ANALYSES: dict[str, str] = {
+    "summary": "perfkit_core.views.registry:summary",
+    "advise": "perfkit_core.advice.engine:advise",
+}
+
+
+def _analysis(name: str) -> Any:
+    module, function = ANALYSES[name].split(":")
+    return getattr(importlib.import_module(module), function)
 
 
 class Run:
@@ -50,9 +68,8 @@ class Run:
         (``cpu_total_ns``). ``options`` are passed to the view (see ``perfkit_core.views``).
         Raises ``perfkit_core.errors.UnknownViewError`` for a view no plugin provides.
         """
-        from perfkit_core.views import get_view
-
-        return get_view(view).function(self, **options)
+        result: pd.DataFrame = _analysis("summary")(self, view, **options)
+        return result
 
     def advise(self, *, rules: list[str] | None = None) -> list[Any]:
         """Return the advice findings for this run, the largest estimated saving first.
@@ -61,9 +78,7 @@ class Run:
         ``evidence``, ``saving_ns`` (ns over the profiled steps) and ``remedy`` (in this run's
         framework). ``rules`` limits the rules run (ids as in ``perfkit advise --rules``).
         """
-        from perfkit_core.advice import advise
-
-        return advise(self, rules=rules)
+        return list(_analysis("advise")(self, rules=rules))
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.

@@ -3,7 +3,7 @@
 A profiler callback runs inside the training loop, and every second it takes stalls training
 (and, in a distributed job, every other rank). The native export has to happen there, because
 the profiler frees its buffers afterwards; turning the exported file into a run does not.
-``BackgroundConverter`` starts one helper process (``python -m perfkit_core.background``) on
+``BackgroundConverter`` starts one helper process (``python -m perfkit_core.capture.background``) on
 first use and sends it one job per trace over a pipe. The helper loads the file with
 ``perfkit_core.load`` (any installed adapter), adds the given metadata, saves the run and, unless
 asked to keep it, removes the native trace. Jobs run one after the other, in order.
@@ -60,7 +60,7 @@ class BackgroundConverter:
         ]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "perfkit_core.background"],
+            [sys.executable, "-m", "perfkit_core.capture.background"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -185,7 +185,7 @@ def convert_file(trace: Path, run_dir: Path, meta: dict[str, Any], *, keep_trace
 
     The native trace is removed after the run is saved unless ``keep_trace``.
     """
-    from perfkit_core.loading import load
+    from perfkit_core.events.loading import load
 
     run = load(trace)
     extra = dict(meta.pop("extra", None) or {})

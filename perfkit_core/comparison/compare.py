@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core import structure
+from perfkit_core.events import links
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.run import Run
+    from perfkit_core.events.run import Run
 
 #: An op whose time per step changes by less than this (percent) is reported as ``same``.
 SAME_PCT = 5.0
@@ -312,7 +312,7 @@ def family_times(run: Run) -> dict[str, float]:
     inside a backward span or is a gradient op. Time is GPU time (work launched within) when
     the run recorded device events, CPU time otherwise; data loading always counts host time.
     """
-    from perfkit_core.families import direction_of, family_of
+    from perfkit_core.comparison.families import direction_of, family_of
     from perfkit_core.plugins import get_plugin_manager
 
     ev = run.events
@@ -323,9 +323,9 @@ def family_times(run: Run) -> dict[str, float]:
     spans = host & np.isin(kind, ["dataloader", "optimizer", "communication"])
     ops = host & (kind == "operator")
     counted = spans | ops
-    outer = counted & ~structure.has_ancestor(parent, counted)
-    in_backward = structure.has_ancestor(parent, kind == "backward")
-    _, gpu_total = structure.device_time_by_launcher(run)
+    outer = counted & ~links.has_ancestor(parent, counted)
+    in_backward = links.has_ancestor(parent, kind == "backward")
+    _, gpu_total = links.device_time_by_launcher(run)
     use_gpu = not np.isnan(gpu_total).all()
     ev_dur = ev["dur_ns"].to_numpy().astype(float)
     time = gpu_total if use_gpu else ev_dur
@@ -369,8 +369,8 @@ def compare(
     ``labels`` name the runs (default: the file or folder names); ``batch_sizes`` enables
     ``per="sample"`` normalization (times per sample instead of per step).
     """
-    from perfkit_core.loading import load
-    from perfkit_core.run import Run
+    from perfkit_core.events.loading import load
+    from perfkit_core.events.run import Run
 
     if len(runs) < 2:
         raise ValueError("compare needs at least two runs")

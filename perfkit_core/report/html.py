@@ -103,7 +103,7 @@ perfkitCharts({{ chart_specs|safe }});
 @cache
 def _chartjs() -> str:
     return (
-        resources.files("perfkit_core.render")
+        resources.files("perfkit_core.report")
         .joinpath("assets/chart.umd.min.js")
         .read_text(encoding="utf-8")
     )
@@ -149,7 +149,7 @@ def _page(
 def _table(
     table_id: str, title: str, frame: Any, *, time_unit: str = "ms", note: str | None = None
 ) -> dict[str, Any]:
-    from perfkit_core.render.text import TIME_UNITS, _label
+    from perfkit_core.report.text import TIME_UNITS, _label
 
     scale = TIME_UNITS[time_unit]
     rows = []
@@ -216,9 +216,9 @@ def render_report_html(run: Any, *, time_unit: str = "ms", top: int = 50) -> str
     """Return the report of ``run`` as one self-contained HTML page: metadata, advice, per-step
     time breakdown, op-family and event-kind charts, memory curve (where recorded), and sortable,
     searchable tables of the summaries (operators, kernels, ...)."""
-    from perfkit_core.compare import family_times
-    from perfkit_core.render.text import TIME_UNITS, _evidence_text
-    from perfkit_core.views import step_phases
+    from perfkit_core.comparison import family_times
+    from perfkit_core.report.text import TIME_UNITS, _evidence_text
+    from perfkit_core.views.phases import step_phases
 
     scale = TIME_UNITS[time_unit]
     meta = run.meta
@@ -416,7 +416,7 @@ def _memory_curve(run: Any) -> dict[str, list[dict[str, float]]]:
 
 def render_comparison_html(comparison: Any, tables: dict[str, Any], gate: Any = None) -> str:
     """Return the comparison as one self-contained HTML page (no network needed to view it)."""
-    from perfkit_core.render.text import COMPARISON_TITLES
+    from perfkit_core.report.text import COMPARISON_TITLES
 
     subtitle = ", ".join(
         f"{label} ({run.framework})"

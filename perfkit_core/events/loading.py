@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.errors import TraceError
-from perfkit_core.run import Run, is_saved_run
+from perfkit_core.events.run import Run, is_saved_run
 
 if TYPE_CHECKING:
     import pluggy
@@ -131,8 +131,8 @@ def combine_runs(runs: list[Run]) -> Run:
 
     Ranks must be distinct and the framework the same; ``TraceError`` otherwise.
     """
-    from perfkit_core import schema
-    from perfkit_core.builder import make_run
+    from perfkit_core.events import schema
+    from perfkit_core.events.build import make_run
 
     if len(runs) == 1:
         return runs[0]

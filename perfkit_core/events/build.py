@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core import schema, structure
+from perfkit_core.events import links, schema
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.run import Run
+    from perfkit_core.events.run import Run
 
 
 def _take(value: Any, order: np.ndarray) -> Any:
@@ -31,7 +31,7 @@ def _take(value: Any, order: np.ndarray) -> Any:
 def finish_events(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
     """Return the finished event table for ``n`` events given as ``columns`` in native order.
 
-    ``columns`` follows ``perfkit_core.schema``; row-link columns (``forward_op``) hold native
+    ``columns`` follows ``perfkit_core.events.schema``; row-link columns (``forward_op``) hold native
     row positions. For rows of kind ``step``, ``step`` holds the step number; it is replaced by
     the step assignment of every row. ``parent`` is computed here and must not be given.
     """
@@ -51,14 +51,14 @@ def finish_events(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
     events = schema.build_events(sorted_cols, n=n)
 
     host = events["stream"].to_numpy() < 0
-    group = structure.group_codes(
+    group = links.group_codes(
         events["rank"].to_numpy(), events["pid"].to_numpy(), events["tid"].to_numpy()
     )
-    events["parent"] = structure.nest(
+    events["parent"] = links.nest(
         group, events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), host
     )
     step_numbers = events["step"].to_numpy().copy()
-    events["step"] = structure.assign_steps(events, step_numbers)
+    events["step"] = links.assign_steps(events, step_numbers)
     return events
 
 
@@ -74,7 +74,7 @@ def step_list(events: pd.DataFrame) -> list[int]:
 
 def make_run(events: pd.DataFrame, meta: Mapping[str, Any]) -> Run:
     """Return a ``Run`` of ``events`` with ``meta`` completed (schema version, steps, span, ranks)."""
-    from perfkit_core.run import Run
+    from perfkit_core.events.run import Run
 
     full = dict(meta)
     full["schema_version"] = schema.SCHEMA_VERSION

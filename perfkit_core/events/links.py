@@ -12,7 +12,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.run import Run
+    from perfkit_core.events.run import Run
 
 
 def previous_at_least(values: np.ndarray, thresholds: np.ndarray, *, window: int = 8) -> np.ndarray:
@@ -242,18 +242,3 @@ def has_ancestor(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
         cur[idx] = parent[cur[idx]]
         active = (cur >= 0) & ~out
     return out
-
-
-def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Return the total length of the union of intervals [start, end)."""
-    if len(starts) == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    running_end = np.maximum.accumulate(e)
-    new_block = np.r_[True, s[1:] > running_end[:-1]]
-    block_id = np.cumsum(new_block) - 1
-    block_start = s[new_block]
-    block_end = np.zeros(block_id[-1] + 1, dtype=np.int64)
-    np.maximum.at(block_end, block_id, e)
-    return int((block_end - block_start).sum())

@@ -1,4 +1,9 @@
-"""The plugin manager: one factory, built-in plugins in one tuple, entry points, blocking."""
+"""The plugin manager: one factory, built-in plugins in one tuple, entry points, blocking, and
+the registries that collection hooks fill (kept per plugin manager, never cleared from outside).
+
+The built-in plugins are named here as strings and imported by the factory, as entry points are:
+the plugin layer sits below the events, views and advice layers and imports none of them.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +12,18 @@ import importlib.metadata
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
 import pluggy
 
-from perfkit_core import hookspecs
+from perfkit_core.plugins import hookspecs
 
 #: Entry-point group third-party plugins (and perfkit's own adapters) register under.
 ENTRY_POINT_GROUP = "perfkit"
 #: Plugins that ship inside perfkit_core, registered before any entry point, in this order.
-BUILTIN_PLUGINS: tuple[str, ...] = ("perfkit_core.views", "perfkit_core.advice")
+BUILTIN_PLUGINS: tuple[str, ...] = ("perfkit_core.views.builtin", "perfkit_core.advice.rules")
 #: Environment variable with comma-separated plugin names to block (``torch,paddle,...``).
 DISABLE_ENV = "PERFKIT_DISABLE_PLUGINS"
 
@@ -65,8 +71,7 @@ def make_plugin_manager(
     for name in blocked:
         pm.set_blocked(name)
     for module_name in BUILTIN_PLUGINS:
-        short = module_name.rsplit(".", 1)[-1]
-        if short in blocked or module_name in blocked:
+        if module_name in blocked:
             continue
         module = importlib.import_module(module_name)
         pm.register(module, name=module_name)
@@ -94,14 +99,42 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
 
 def reset_plugin_manager() -> None:
-    """Forget the process-wide plugin manager (and its views), so the next use rebuilds it."""
+    """Forget the process-wide plugin manager, so the next use rebuilds it (and its registries)."""
     global _manager
     with _lock:
         _manager = None
-    from perfkit_core import advice, views
 
-    views.clear_view_cache()
-    advice.clear_advisor_cache()
+
+_registries: weakref.WeakKeyDictionary[pluggy.PluginManager, dict[str, tuple[Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+_registries_lock = threading.Lock()
+
+
+def registrations(pm: pluggy.PluginManager, hook_name: str) -> dict[str, tuple[Any, ...]]:
+    """Return what the plugins of ``pm`` register through the collection hook ``hook_name``.
+
+    Every implementation of the hook is called with a ``register(key, *values)`` callback, in
+    registration order (built-ins first), so a plugin registered later replaces an earlier
+    registration of the same key. The result is ``key -> values``. It is kept per plugin
+    manager and built again when the manager's plugins change (a plugin registered or
+    unregistered), so nothing has to clear it.
+    """
+    plugins = tuple(sorted(id(p) for p in pm.get_plugins()))
+    with _registries_lock:
+        per_pm = _registries.setdefault(pm, {})
+        cached = per_pm.get(hook_name)
+        if cached is not None and cached[0] == plugins:
+            return dict(cached[1])
+        found: dict[str, tuple[Any, ...]] = {}
+
+        def register(key: str, *values: Any) -> None:
+            found[key] = values
+
+        for impl in getattr(pm.hook, hook_name).get_hookimpls():
+            impl.function(register=register)
+        per_pm[hook_name] = (plugins, found)
+        return dict(found)
 
 
 def framework_infos(pm: pluggy.PluginManager | None = None) -> list[dict[str, Any]]:

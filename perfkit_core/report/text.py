@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.run import Run
+    from perfkit_core.events.run import Run
 
 #: Time units a report can use, with their size in ns.
 TIME_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}

@@ -1,0 +1,52 @@
+"""The built-in advice rules, registered as a plugin (listed in
+``perfkit_core.plugins.BUILTIN_PLUGINS``): ``host`` (data loading, host-bound ops, placement),
+``device`` (idle GPU, launch-bound, AMP, memory pressure, pageable copies) and
+``communication``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from perfkit_core.advice.engine import Advisor
+from perfkit_core.advice.rules import communication, device, host
+from perfkit_core.plugins import hookimpl
+
+#: (rule id, function, description) of every built-in rule.
+BUILTIN_RULES: tuple[tuple[str, Advisor, str], ...] = (
+    ("input-pipeline", host.rule_input_pipeline, "data loading takes a real share of each step"),
+    (
+        "placement",
+        host.rule_placement,
+        "ops force device-to-host copies or syncs while doing little device work",
+    ),
+    ("cpu-bound-op", host.rule_cpu_bound_op, "an op is mostly host-side in a GPU run"),
+    (
+        "launch-bound",
+        device.rule_launch_bound,
+        "many short kernels; launches can't keep the GPU busy",
+    ),
+    (
+        "low-gpu-utilization",
+        device.rule_low_gpu_utilization,
+        "the GPU is idle for much of the step",
+    ),
+    (
+        "communication",
+        communication.rule_communication,
+        "communication is large or poorly overlapped",
+    ),
+    ("amp", device.rule_amp, "fp32 matmul/conv time with no tensor-core kernels"),
+    (
+        "memory-pressure",
+        device.rule_memory_pressure,
+        "peak device memory close to the device's capacity",
+    ),
+    ("pageable-memcpy", device.rule_pageable_memcpy, "host-to-device copies from pageable memory"),
+)
+
+
+@hookimpl
+def perfkit_register_advisors(register: Callable[[str, Advisor, str], None]) -> None:
+    """Register the built-in rules."""
+    for rule_id, function, description in BUILTIN_RULES:
+        register(rule_id, function, description)

@@ -1,0 +1,217 @@
+"""Rules about the device: idle GPU, launch-bound steps, AMP, memory pressure, pageable copies."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.events import links
+from perfkit_core.events.intervals import (
+    clip_to,
+    step_window,
+)
+from perfkit_core.views.common import DEVICE_KINDS
+
+if TYPE_CHECKING:
+    pass
+
+
+#: launch-bound: median kernel shorter than this, GPU busy under LOW_GPU_UTIL_PCT, and host
+#: launch time above the kernels' device time.
+LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS = 20_000
+#: low-gpu-utilization: GPU busy under this share of step time.
+LOW_GPU_UTIL_PCT = 50.0
+#: amp: fp32 matmul/conv kernels take at least this share of kernel time, none on tensor cores.
+AMP_MIN_KERNEL_PCT = 20.0
+#: amp: assumed speed-up of matmul/conv on tensor cores in reduced precision (conservative;
+#: NVIDIA quotes 2-8x for fp16/bf16 tensor cores over fp32 CUDA cores).
+AMP_SPEEDUP = 2.0
+#: memory-pressure: peak reserved memory above this share of the device's memory.
+MEMORY_PRESSURE_PCT = 90.0
+#: pageable-memcpy: host-to-device copies from pageable memory, at least this share of step time
+#: of host time blocked in their launches.
+PAGEABLE_MIN_STEP_PCT = 0.5
+
+
+_MATMUL_CONV_RE = re.compile(r"gemm|conv|cutlass|wgrad|dgrad|matmul|implicit", re.IGNORECASE)
+_NORM_RE = re.compile(r"\bbn_|batch_?norm|layer_?norm|_norm", re.IGNORECASE)
+
+
+def _gpu_busy(ctx: Context) -> tuple[int, int]:
+    """(merged device busy ns within the steps, kernel count)."""
+    ev = ctx.run.events
+    sel = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    window, _ = step_window(ctx.run)
+    busy = clip_to(start[sel], end[sel], window)
+    return int((busy[1] - busy[0]).sum()), int((ev["kind"] == "kernel").sum())
+
+
+def rule_low_gpu_utilization(ctx: Context) -> Finding | None:
+    """GPU busy (kernels, copies, sets, merged) under LOW_GPU_UTIL_PCT of step time.
+
+    Saving: the GPU's idle time in the steps, an upper bound (the step cannot get shorter than
+    its busy time).
+    """
+    if not ctx.has_device or not ctx.step_ns:
+        return None
+    busy, _ = _gpu_busy(ctx)
+    share = 100.0 * busy / ctx.step_ns
+    if share >= LOW_GPU_UTIL_PCT:
+        return None
+    return Finding(
+        id="low-gpu-utilization",
+        title=f"The GPU is busy only {share:.1f}% of the step",
+        severity="",
+        saving_ns=ctx.step_ns - busy,
+        evidence={"gpu_busy_ns": busy, "gpu_busy_pct": share},
+    )
+
+
+def rule_launch_bound(ctx: Context) -> Finding | None:
+    """Many short kernels: median kernel under LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS, GPU busy under
+    LOW_GPU_UTIL_PCT, and host time in kernel launches above the kernels' device time.
+
+    Saving: launch time beyond device time, at most the GPU's idle time.
+    """
+    if not ctx.has_device or not ctx.step_ns:
+        return None
+    ev = ctx.run.events
+    kernels = ev[(ev["kind"] == "kernel") & (ev["stream"] >= 0)]
+    if kernels.empty:
+        return None
+    median = float(kernels["dur_ns"].median())
+    busy, count = _gpu_busy(ctx)
+    names = ev["name"].astype(str)
+    launches = ev[(ev["kind"] == "runtime") & names.str.contains("Launch", case=False).to_numpy()]
+    launch_ns = float(launches["dur_ns"].sum())
+    kernel_ns = float(kernels["dur_ns"].sum())
+    if (
+        median >= LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS
+        or 100.0 * busy / ctx.step_ns >= LOW_GPU_UTIL_PCT
+        or launch_ns <= kernel_ns
+    ):
+        return None
+    saving = min(launch_ns - kernel_ns, ctx.step_ns - busy)
+    return Finding(
+        id="launch-bound",
+        title=f"{count / max(ctx.steps, 1):.0f} short kernels per step (median {median / 1000:.1f} us): the host cannot launch them fast enough",
+        severity="",
+        saving_ns=saving,
+        evidence={
+            "kernels_per_step": count / max(ctx.steps, 1),
+            "median_kernel_ns": median,
+            "launch_ns": launch_ns,
+            "kernel_ns": kernel_ns,
+            "gpu_busy_ns": busy,
+        },
+    )
+
+
+def rule_amp(ctx: Context) -> Finding | None:
+    """Matmul/convolution kernels take at least AMP_MIN_KERNEL_PCT of kernel time and none of
+    the run's kernels ran on tensor cores.
+
+    Saving: that kernel time times (1 - 1/AMP_SPEEDUP).
+    """
+    if not ctx.has_device:
+        return None
+    kernels = ctx.run.summary("kernel")
+    if kernels.empty or kernels["tensor_cores"].any():
+        return None
+    names = kernels["name"]
+    heavy = kernels[names.str.contains(_MATMUL_CONV_RE) & ~names.str.contains(_NORM_RE)]
+    total = float(kernels["gpu_total_ns"].sum())
+    heavy_ns = float(heavy["gpu_total_ns"].sum())
+    if not total or 100.0 * heavy_ns / total < AMP_MIN_KERNEL_PCT:
+        return None
+    return Finding(
+        id="amp",
+        title=f"matmul/convolution kernels take {100.0 * heavy_ns / total:.0f}% of GPU time and none run on tensor cores",
+        severity="",
+        saving_ns=heavy_ns * (1.0 - 1.0 / AMP_SPEEDUP),
+        evidence={
+            "matmul_conv_ns": heavy_ns,
+            "kernel_ns": total,
+            "top_kernels": heavy.head(5)[["name", "calls", "gpu_total_ns"]].to_dict("records"),
+        },
+    )
+
+
+def rule_memory_pressure(ctx: Context) -> Finding | None:
+    """Peak reserved (or allocated) device memory above MEMORY_PRESSURE_PCT of the device.
+
+    Saving: none in time (0); the risk is running out of memory and allocator thrash.
+    """
+    devices = {
+        d.get("index"): d for d in ctx.run.meta.get("devices") or [] if d.get("total_memory_bytes")
+    }
+    if not devices:
+        return None
+    memory = ctx.run.summary("memory", by="device")
+    if memory.empty:
+        return None
+    worst = None
+    for row in memory.itertuples():
+        if not str(row.name).startswith("gpu:"):
+            continue
+        index = int(str(row.name).split(":")[1])
+        total = devices.get(index, {}).get("total_memory_bytes")
+        peak = float(np.fmax(row.peak_reserved_bytes, row.peak_allocated_bytes))
+        pressured = (
+            bool(total) and not math.isnan(peak) and 100.0 * peak / total >= MEMORY_PRESSURE_PCT
+        )
+        if pressured and (worst is None or peak / total > worst[1] / worst[2]):
+            worst = (index, float(peak), float(total))
+    if worst is None:
+        return None
+    index, peak, total = worst
+    return Finding(
+        id="memory-pressure",
+        title=f"GPU {index} peaks at {100.0 * peak / total:.0f}% of its memory",
+        severity="medium",
+        saving_ns=0.0,
+        evidence={"device": index, "peak_bytes": peak, "total_bytes": total},
+    )
+
+
+def rule_pageable_memcpy(ctx: Context) -> Finding | None:
+    """Host-to-device copies from pageable memory, their launches holding the host at least
+    PAGEABLE_MIN_STEP_PCT of step time.
+
+    Saving: the host time blocked in those copy launches (a pinned, asynchronous copy returns
+    at once).
+    """
+    if not ctx.has_device or not ctx.step_ns:
+        return None
+    ev = ctx.run.events
+    names = ev["name"].astype(str)
+    copies = np.flatnonzero(
+        (
+            (ev["kind"] == "memcpy") & names.str.contains("HtoD") & names.str.contains("Pageable")
+        ).to_numpy()
+    )
+    if len(copies) == 0:
+        return None
+    launcher = links.run_launchers(ctx.run)[copies]
+    dur = ev["dur_ns"].to_numpy()
+    blocked = float(dur[launcher[launcher >= 0]].sum())
+    if 100.0 * blocked / ctx.step_ns < PAGEABLE_MIN_STEP_PCT:
+        return None
+    return Finding(
+        id="pageable-memcpy",
+        title=f"{len(copies)} host-to-device copies from pageable memory hold the host {blocked / 1e6:.3f} ms",
+        severity="",
+        saving_ns=blocked,
+        evidence={
+            "copies": len(copies),
+            "bytes": float(np.nansum(ev["bytes"].to_numpy()[copies])),
+            "copy_ns": float(dur[copies].sum()),
+            "blocked_ns": blocked,
+        },
+    )

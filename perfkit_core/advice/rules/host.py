@@ -1,0 +1,323 @@
+"""Rules about host-side time: data loading, host-bound ops and device_guard-style placement."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.comparison.families import normalize
+from perfkit_core.events import links
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.events.run import Run
+
+
+# ------------------------------------------------------------------ thresholds (documented)
+#: input-pipeline: data loading takes at least this share of step time.
+INPUT_PIPELINE_MIN_PCT = 5.0
+#: cpu-bound-op: the op takes at least this share of step time ...
+CPU_BOUND_MIN_STEP_PCT = 5.0
+#: ... and at least this share of its own time is host-only (not matched by device time).
+CPU_BOUND_MIN_HOST_PCT = 90.0
+#: ... unless at least this share of its time is spent waiting for the device (placement's case).
+CPU_BOUND_MAX_WAITING_PCT = 50.0
+#: Allocation ops are host-only by design; the allocator, not the op, is what to look at.
+ALLOCATION_OPS = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_"})
+#: placement: ops that force copies or syncs, holding the host at least this share of step time,
+PLACEMENT_MIN_STEP_PCT = 1.0
+#: ... while their own device work is under this share of their host time ("little device work").
+PLACEMENT_MAX_DEVICE_PCT = 50.0
+#: Nested ops repeat their children's time: a culprit whose calls mostly (over this share) run
+#: inside another culprit is left to the outer one.
+_NESTED_MAJORITY = 0.5
+
+_SYNC_RE = re.compile(
+    r"Synchronize|^cudaMemcpy$|^cudaMemcpy2D$|^hipMemcpy$",
+    re.IGNORECASE,
+)
+
+# ------------------------------------------------------------------ helpers shared by rules
+
+
+def _ops_table(ctx: Context) -> pd.DataFrame:
+    cached = ctx.run._cache.get("advice_ops")
+    if cached is None:
+        cached = ctx.run.summary("operator").set_index("name")
+        ctx.run._cache["advice_ops"] = cached
+    return cached
+
+
+def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """For each row, its outermost enclosing operator (the op user code called), or -1."""
+    parent = events["parent"].to_numpy()
+    is_op = events["kind"].to_numpy() == "operator"
+    best = np.where(is_op[rows], rows, -1)
+    cur = parent[rows].copy()
+    while (cur >= 0).any():
+        idx = np.flatnonzero(cur >= 0)
+        hit = idx[is_op[cur[idx]]]
+        best[hit] = cur[hit]
+        cur[idx] = parent[cur[idx]]
+    return best
+
+
+# ------------------------------------------------------------------ rules
+
+
+def rule_input_pipeline(ctx: Context) -> Finding | None:
+    """Data loading takes at least INPUT_PIPELINE_MIN_PCT of step time.
+
+    Saving: the data-loading time inside the steps; with loading done in background workers it
+    overlaps compute, so at best all of it leaves the step.
+    """
+    model = ctx.run.summary("model").set_index("name")
+    loading = float(model.loc["dataloader", "cpu_total_ns"])
+    share = 100.0 * loading / ctx.step_ns if ctx.step_ns else 0.0
+    if share < INPUT_PIPELINE_MIN_PCT:
+        return None
+    steps = ctx.run.summary("steps")
+    worst = steps.sort_values("dataloader_ns", ascending=False).head(3)
+    return Finding(
+        id="input-pipeline",
+        title=f"Data loading takes {share:.1f}% of each step",
+        severity="",
+        saving_ns=loading,
+        evidence={
+            "dataloader_ns": loading,
+            "dataloader_pct": share,
+            "dataloader_calls": int(model.loc["dataloader", "calls"]),
+            "worst_steps": [
+                {
+                    "step": int(r.step),
+                    "dataloader_ns": int(r.dataloader_ns),
+                    "dur_ns": int(r.dur_ns),
+                }
+                for r in worst.itertuples()
+            ],
+        },
+    )
+
+
+def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
+    """In a run with a GPU, an op whose time is at least CPU_BOUND_MIN_HOST_PCT host-only and
+    which takes at least CPU_BOUND_MIN_STEP_PCT of step time. Ops whose host time is mostly
+    waiting on the device (syncs, copies) are left to the placement rule.
+
+    Saving: the op's host time beyond its device time (``cpu_total - gpu_total``).
+    """
+    if not ctx.has_device or not ctx.step_ns:
+        return None
+    ops = _ops_table(ctx)
+    waiting = _sync_time_by_op(ctx)
+    findings = []
+    candidates: list[str] = []
+    for name, row in ops.iterrows():
+        cpu = float(row["cpu_total_ns"])
+        gpu = 0.0 if math.isnan(row["gpu_total_ns"]) else float(row["gpu_total_ns"])
+        if 100.0 * cpu / ctx.step_ns < CPU_BOUND_MIN_STEP_PCT or cpu <= 0:
+            continue
+        host_only = max(cpu - gpu, 0.0)
+        if 100.0 * host_only / cpu < CPU_BOUND_MIN_HOST_PCT:
+            continue
+        if waiting.get(name, 0.0) >= CPU_BOUND_MAX_WAITING_PCT / 100.0 * cpu:
+            continue
+        if normalize(name) in ALLOCATION_OPS:
+            continue
+        candidates.append(name)
+        findings.append(
+            Finding(
+                id=f"cpu-bound-op:{name}",
+                title=f"{name} spends {100.0 * host_only / cpu:.0f}% of its time on the host ({100.0 * cpu / ctx.step_ns:.1f}% of step time)",
+                severity="",
+                saving_ns=host_only,
+                evidence={
+                    "op": name,
+                    "calls": int(row["calls"]),
+                    "cpu_total_ns": cpu,
+                    "gpu_total_ns": gpu,
+                    "cpu_self_ns": float(row["cpu_self_ns"]),
+                },
+            )
+        )
+    # Nested ops repeat their children's time: keep the outermost culprits only.
+    inner = _mostly_nested(ctx.run.events, candidates)
+    findings = [f for f in findings if f.evidence["op"] not in inner]
+    findings.sort(key=lambda f: -f.saving_ns)
+    return findings[:3] or None
+
+
+def _mostly_nested(events: pd.DataFrame, names: list[str]) -> set[str]:
+    """Names among ``names`` whose calls mostly run inside a call of another name in ``names``."""
+    if len(names) < 2:
+        return set()
+    all_names = events["name"].astype(str).to_numpy()
+    parent = events["parent"].to_numpy()
+    wanted = set(names)
+    inner = set()
+    for name in names:
+        rows = np.flatnonzero(all_names == name)
+        inside = np.zeros(len(rows), dtype=bool)
+        cur = parent[rows].copy()
+        while (cur >= 0).any():
+            idx = np.flatnonzero(cur >= 0)
+            hit = np.array(
+                [all_names[c] in wanted and all_names[c] != name for c in cur[idx]], dtype=bool
+            )
+            inside[idx[hit]] = True
+            cur[idx] = parent[cur[idx]]
+        if len(rows) and inside.mean() > _NESTED_MAJORITY:
+            inner.add(name)
+    return inner
+
+
+def _sync_rows(events: pd.DataFrame) -> np.ndarray:
+    names = events["name"].astype(str)
+    runtime = (events["kind"] == "runtime").to_numpy()
+    return np.flatnonzero(runtime & names.str.contains(_SYNC_RE).to_numpy())
+
+
+def _waiting_rows(run: Run) -> np.ndarray:
+    """Runtime calls in which the host waits for the device: syncs, and launches of
+    device-to-host copies (they return once the copy is done)."""
+    events = run.events
+    launcher = links.run_launchers(run)
+    dtoh = (events["kind"] == "memcpy").to_numpy() & events["name"].astype(str).str.contains(
+        "DtoH"
+    ).to_numpy()
+    copy_launches = launcher[np.flatnonzero(dtoh)]
+    return np.union1d(_sync_rows(events), copy_launches[copy_launches >= 0])
+
+
+def _sync_time_by_op(ctx: Context) -> dict[str, float]:
+    """Host time each operator name spends waiting for the device (summed over its calls)."""
+    cached = ctx.run._cache.get("advice_sync_by_op")
+    if cached is None:
+        ev = ctx.run.events
+        rows = _waiting_rows(ctx.run)
+        names = ev["name"].astype(str).to_numpy()
+        dur = ev["dur_ns"].to_numpy()
+        cached = {}
+        parent = ev["parent"].to_numpy()
+        is_op = ev["kind"].to_numpy() == "operator"
+        for r in rows.tolist():
+            p = parent[r]
+            while p >= 0:
+                if is_op[p]:
+                    cached[names[p]] = cached.get(names[p], 0.0) + float(dur[r])
+                p = parent[p]
+        ctx.run._cache["advice_sync_by_op"] = cached
+    return cached
+
+
+def rule_placement(ctx: Context) -> list[Finding] | None:
+    """Ops whose execution forces device-to-host copies or host/device synchronizations while
+    doing little device work of their own (``.item()``, ``.cpu()``, ``.tolist()``, control flow
+    on device values, printing a tensor), holding the host at least PLACEMENT_MIN_STEP_PCT of
+    step time. One finding per run, naming the ops with their copies and syncs per step.
+
+    Saving: the host time spent blocked in those syncs and device-to-host copies.
+    """
+    if not ctx.has_device or not ctx.step_ns:
+        return None
+    ev = ctx.run.events
+    names = ev["name"].astype(str).to_numpy()
+    kind = ev["kind"].to_numpy()
+    dur = ev["dur_ns"].to_numpy().astype(np.float64)
+    launcher = links.run_launchers(ctx.run)
+    dtoh = np.flatnonzero(
+        (kind == "memcpy") & ev["name"].astype(str).str.contains("DtoH").to_numpy()
+    )
+    syncs = _sync_rows(ev)
+    culprit_rows: dict[int, dict[str, float]] = {}
+    # device-to-host copies: blame the op that issued the launch; blocked time = launch call
+    copy_launch = launcher[dtoh]
+    ok = copy_launch >= 0
+    owners = _outermost_operator(ev, copy_launch[ok]) if ok.any() else np.empty(0, dtype=np.int64)
+    for owner, launch, copy in zip(
+        owners.tolist(), copy_launch[ok].tolist(), dtoh[ok].tolist(), strict=True
+    ):
+        if owner < 0:
+            continue
+        entry = culprit_rows.setdefault(
+            owner, {"dtoh": 0.0, "syncs": 0.0, "blocked": 0.0, "copy_ns": 0.0}
+        )
+        entry["dtoh"] += 1
+        entry["blocked"] += dur[launch]
+        entry["copy_ns"] += dur[copy]
+    sync_owners = _outermost_operator(ev, syncs) if len(syncs) else np.empty(0, dtype=np.int64)
+    for owner, sync in zip(sync_owners.tolist(), syncs.tolist(), strict=True):
+        if owner < 0:
+            continue
+        entry = culprit_rows.setdefault(
+            owner, {"dtoh": 0.0, "syncs": 0.0, "blocked": 0.0, "copy_ns": 0.0}
+        )
+        entry["syncs"] += 1
+        entry["blocked"] += dur[sync]
+    if not culprit_rows:
+        return None
+    by_name: dict[str, dict[str, float]] = {}
+    _, gpu_total = links.device_time_by_launcher(ctx.run)
+    for row, entry in culprit_rows.items():
+        agg = by_name.setdefault(
+            names[row],
+            {
+                "calls": 0.0,
+                "dtoh": 0.0,
+                "syncs": 0.0,
+                "blocked": 0.0,
+                "copy_ns": 0.0,
+                "cpu_ns": 0.0,
+                "gpu_ns": 0.0,
+            },
+        )
+        agg["calls"] += 1
+        for key in ("dtoh", "syncs", "blocked", "copy_ns"):
+            agg[key] += entry[key]
+        agg["cpu_ns"] += dur[row]
+        agg["gpu_ns"] += 0.0 if math.isnan(gpu_total[row]) else gpu_total[row]
+    # Little device work of their own: the op's kernels are a small part of its host time.
+    culprits = {
+        n: a
+        for n, a in by_name.items()
+        if a["gpu_ns"] < PLACEMENT_MAX_DEVICE_PCT / 100.0 * a["cpu_ns"]
+    }
+    blocked = sum(min(a["blocked"], a["cpu_ns"]) for a in culprits.values())
+    if not culprits or 100.0 * blocked / ctx.step_ns < PLACEMENT_MIN_STEP_PCT:
+        return None
+    ranked = sorted(culprits.items(), key=lambda kv: -kv[1]["blocked"])
+    steps = max(ctx.steps, 1)
+    ops = [
+        {
+            "op": name,
+            "calls": int(a["calls"]),
+            "device_to_host_copies_per_step": a["dtoh"] / steps,
+            "syncs_per_step": a["syncs"] / steps,
+            "blocked_ns": min(a["blocked"], a["cpu_ns"]),
+            "cpu_total_ns": a["cpu_ns"],
+            "gpu_total_ns": a["gpu_ns"],
+        }
+        for name, a in ranked[:5]
+    ]
+    top = ops[0]["op"]
+    return [
+        Finding(
+            id="placement",
+            title=f"{top} and {len(ops) - 1} other op(s) force device-to-host copies or syncs every step"
+            if len(ops) > 1
+            else f"{top} forces device-to-host copies or syncs every step",
+            severity="",
+            saving_ns=blocked,
+            evidence={
+                "ops": ops,
+                "device_to_host_copies_per_step": sum(a["dtoh"] for a in culprits.values()) / steps,
+                "syncs_per_step": sum(a["syncs"] for a in culprits.values()) / steps,
+                "blocked_ns": blocked,
+            },
+        )
+    ]

@@ -1,0 +1,54 @@
+"""The event table and the runs that hold it: what every adapter builds and every view reads.
+
+Modules, in the order data flows through them:
+
+- ``schema``: every column, its dtype and unit, every ``kind`` (``docs/reference/schema.md``).
+- ``build``: turns the columns an adapter extracted into a finished table (sorted, nested,
+  assigned to steps) and a ``Run``.
+- ``links``: links between rows, computed in bulk (nesting, launches, steps, tree sums).
+- ``intervals``: unions and clipping of time intervals; the step window of a run.
+- ``run``: ``Run``, saved as ``events.parquet`` + ``meta.json``.
+- ``loading``: ``load(path)`` for saved runs, trace files and folders of per-rank traces.
+- ``devices``, ``atomic``: device descriptions from traces; atomic file writes.
+
+The names below are the API adapters use (``perfkit-torch`` and ``perfkit-paddle`` use nothing
+else from here).
+"""
+
+from __future__ import annotations
+
+from perfkit_core.errors import TraceError
+from perfkit_core.events.atomic import atomic_path, write_bytes
+from perfkit_core.events.build import finish_events, make_run
+from perfkit_core.events.devices import devices_from_properties
+from perfkit_core.events.loading import combine_runs, load, read_head, read_trace_bytes
+from perfkit_core.events.run import Run, is_saved_run
+from perfkit_core.events.schema import (
+    COLUMNS,
+    KINDS,
+    SCHEMA_VERSION,
+    build_events,
+    concat_events,
+    empty_events,
+)
+
+__all__ = [
+    "COLUMNS",
+    "KINDS",
+    "SCHEMA_VERSION",
+    "Run",
+    "TraceError",
+    "atomic_path",
+    "build_events",
+    "combine_runs",
+    "concat_events",
+    "devices_from_properties",
+    "empty_events",
+    "finish_events",
+    "is_saved_run",
+    "load",
+    "make_run",
+    "read_head",
+    "read_trace_bytes",
+    "write_bytes",
+]

@@ -1,0 +1,38 @@
+"""Plugins: every hook perfkit calls (``hookspecs``) and the plugin manager (``manager``).
+
+This layer imports nothing else from perfkit: events, views, advice and the adapters build on
+it. Plugins mark their hook functions with ``hookimpl``.
+"""
+
+from __future__ import annotations
+
+from perfkit_core.plugins.hookspecs import PROJECT_NAME, TraceLoader, hookimpl, hookspec
+from perfkit_core.plugins.manager import (
+    BUILTIN_PLUGINS,
+    DISABLE_ENV,
+    ENTRY_POINT_GROUP,
+    disabled_plugins,
+    framework_infos,
+    get_plugin_manager,
+    make_plugin_manager,
+    plugin_names,
+    registrations,
+    reset_plugin_manager,
+)
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "DISABLE_ENV",
+    "ENTRY_POINT_GROUP",
+    "PROJECT_NAME",
+    "TraceLoader",
+    "disabled_plugins",
+    "framework_infos",
+    "get_plugin_manager",
+    "hookimpl",
+    "hookspec",
+    "make_plugin_manager",
+    "plugin_names",
+    "registrations",
+    "reset_plugin_manager",
+]

@@ -1,1 +1,0 @@
-"""Renderers: turn summary DataFrames into text (and, later, HTML and exports)."""

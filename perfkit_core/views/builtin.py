@@ -1,0 +1,64 @@
+"""The built-in views, registered as a plugin (listed in ``perfkit_core.plugins.BUILTIN_PLUGINS``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from perfkit_core.plugins import hookimpl
+from perfkit_core.views import distributed, kernels, memory, operators, overview, phases, steps
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: (name, function, description) of every built-in view, in the order reports show them.
+BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
+    ("operator", operators.operator_view, "calls, CPU and GPU time per operator"),
+    ("user", operators.user_view, "calls, CPU and GPU time per user-defined span"),
+    (
+        "model",
+        phases.model_view,
+        "step time by training phase: dataloader, forward, backward, optimization, others",
+    ),
+    (
+        "overview",
+        overview.overview_view,
+        "time per event kind, overlaps merged, host and device side",
+    ),
+    (
+        "device",
+        overview.device_view,
+        "CPU utilization where recorded, and each GPU's busy share of the steps",
+    ),
+    ("kernel", kernels.kernel_view, "calls, time, launch shape and occupancy per GPU kernel"),
+    (
+        "memcpy",
+        memory.memcpy_view,
+        "device copies and sets by direction, host memory and sync: time, bytes, GB/s",
+    ),
+    (
+        "memory",
+        memory.memory_view,
+        "allocations and frees per op (by='device': peaks per device)",
+    ),
+    (
+        "distributed",
+        distributed.distributed_view,
+        "communication, computation and their overlap",
+    ),
+    ("steps", steps.steps_view, "one row per step: duration, data loading, device busy time"),
+    (
+        "benchmark",
+        steps.benchmark_view,
+        "reader_cost, batch_cost and ips per step, warm-up left out",
+    ),
+)
+
+
+@hookimpl
+def perfkit_register_views(
+    register: Callable[[str, Callable[..., pd.DataFrame], str], None],
+) -> None:
+    """Register the built-in views."""
+    for name, function, description in BUILTIN_VIEWS:
+        register(name, function, description)

@@ -1,0 +1,262 @@
+"""The operator and user views: calls, CPU and GPU time per host event name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from perfkit_core.events import links
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.events.run import Run
+
+
+# ---------------------------------------------------------------------------------------------
+# Host-event tables (operator, user)
+
+SORT_KEYS = (
+    "calls",
+    "cpu_total",
+    "cpu_self",
+    "cpu_avg",
+    "cpu_max",
+    "cpu_min",
+    "gpu_total",
+    "gpu_self",
+    "gpu_avg",
+    "gpu_max",
+    "gpu_min",
+)
+
+
+def host_self_time(run: Run) -> np.ndarray:
+    """Return each row's self time in ns: its duration less its host children's, never negative.
+
+    Cached on the run.
+    """
+    cached = run._cache.get("self_ns")
+    if cached is None:
+        events = run.events
+        dur = events["dur_ns"].to_numpy()
+        child = links.children_sum(events["parent"].to_numpy(), dur.astype(np.float64))
+        cached = np.maximum(dur - child.astype(np.int64), 0)
+        run._cache["self_ns"] = cached
+    return cached
+
+
+def _python_stacks(run: Run, rows: np.ndarray, n: int) -> list[str]:
+    """Top ``n`` enclosing Python frames of each row (innermost first), newline-joined."""
+    events = run.events
+    parent = events["parent"].to_numpy()
+    is_python = (events["kind"] == "python").to_numpy()
+    name_codes = events["name"].cat.codes.to_numpy().astype(np.int64)
+    categories = events["name"].cat.categories
+    frames = np.full((len(rows), n), -1, dtype=np.int64)
+    count = np.zeros(len(rows), dtype=np.int64)
+    cur = parent[rows]
+    active = cur >= 0
+    while active.any():
+        idx = np.flatnonzero(active)
+        hit = idx[is_python[cur[idx]]]
+        frames[hit, count[hit]] = name_codes[cur[hit]]
+        count[hit] += 1
+        cur[idx] = parent[cur[idx]]
+        active = (cur >= 0) & (count < n)
+    uniq, inverse = np.unique(frames, axis=0, return_inverse=True)
+    labels = ["\n".join(str(categories[c]) for c in row if c >= 0) for row in uniq]
+    return [labels[i] for i in np.asarray(inverse).reshape(-1)]
+
+
+def host_event_table(
+    run: Run,
+    kinds: Iterable[str],
+    *,
+    group_by_input_shape: bool = False,
+    group_by_stack_n: int = 0,
+    rank: int | None = None,
+    by_thread: bool = False,
+    sort_by: str = "cpu_total",
+    top: int | None = None,
+) -> pd.DataFrame:
+    """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``.
+
+    Columns: ``name``, [``input_shapes``], [``stack``], ``calls``, ``cpu_total_ns``,
+    ``cpu_self_ns``, ``cpu_avg_ns``, ``cpu_max_ns``, ``cpu_min_ns``, ``gpu_total_ns``,
+    ``gpu_self_ns``, ``gpu_avg_ns``, ``gpu_max_ns``, ``gpu_min_ns`` (ns; GPU columns are NaN when
+    the run recorded no device events). CPU time is wall time on the host thread; self time
+    excludes nested host events and is never negative. GPU time is the device time of the work
+    the event launched (total: itself and everything nested in it; self: launched directly).
+    Where the profiler recorded FLOPs, ``flops`` sums them and ``gflops_per_s`` divides them by
+    the GPU time (the CPU time when no GPU time was recorded); both are NaN otherwise.
+    ``by_thread`` adds the ``tid`` key (one row per thread instead of threads merged).
+    """
+    import pandas as pd
+
+    if sort_by not in SORT_KEYS and sort_by != "name":
+        raise ValueError(f"sort_by must be one of {', '.join(SORT_KEYS)} or name, not {sort_by!r}")
+    events = run.events
+    mask = events["kind"].isin(list(kinds)).to_numpy() & (events["stream"].to_numpy() < 0)
+    if rank is not None:
+        mask &= events["rank"].to_numpy() == rank
+    rows = np.flatnonzero(mask)
+    gpu_self, gpu_total = links.device_time_by_launcher(run)
+    frame = pd.DataFrame(
+        {
+            "name": events["name"].to_numpy()[rows].astype(object),
+            "dur": events["dur_ns"].to_numpy()[rows],
+            "self": host_self_time(run)[rows],
+            "gpu_total": gpu_total[rows],
+            "gpu_self": gpu_self[rows],
+            "flops": events["flops"].to_numpy()[rows],
+        }
+    )
+    keys = ["name"]
+    if by_thread:
+        frame["tid"] = events["tid"].to_numpy()[rows]
+        keys.append("tid")
+    if group_by_input_shape:
+        frame["input_shapes"] = events["input_shapes"].to_numpy()[rows].astype(object)
+        keys.append("input_shapes")
+    if group_by_stack_n > 0:
+        recorded = events["stack"].to_numpy()[rows].astype(object)
+        if any(recorded):
+            stacks = ["\n".join(s.split("\n")[:group_by_stack_n]) for s in recorded]
+        else:
+            stacks = _python_stacks(run, rows, group_by_stack_n)
+        frame["stack"] = stacks
+        keys.append("stack")
+    grouped = frame.groupby(keys, sort=False, observed=True, dropna=False)
+    out = grouped.agg(
+        calls=("dur", "size"),
+        cpu_total_ns=("dur", "sum"),
+        cpu_self_ns=("self", "sum"),
+        cpu_max_ns=("dur", "max"),
+        cpu_min_ns=("dur", "min"),
+        gpu_total_ns=("gpu_total", "sum"),
+        gpu_self_ns=("gpu_self", "sum"),
+        gpu_max_ns=("gpu_total", "max"),
+        gpu_min_ns=("gpu_total", "min"),
+        flops=("flops", lambda f: f.sum(min_count=1)),
+    ).reset_index()
+    has_gpu = not np.isnan(gpu_total).all()
+    seconds = (
+        np.where(out["gpu_total_ns"].fillna(0) > 0, out["gpu_total_ns"], out["cpu_total_ns"]) / 1e9
+    )
+    out["gflops_per_s"] = np.where(
+        seconds > 0, out["flops"] / 1e9 / np.where(seconds > 0, seconds, 1), np.nan
+    )
+    out["cpu_avg_ns"] = out["cpu_total_ns"] / out["calls"]
+    out["gpu_avg_ns"] = out["gpu_total_ns"] / out["calls"]
+    if not has_gpu:
+        for col in ("gpu_total_ns", "gpu_self_ns", "gpu_avg_ns", "gpu_max_ns", "gpu_min_ns"):
+            out[col] = np.nan
+    ordered = [
+        *keys,
+        "calls",
+        "cpu_total_ns",
+        "cpu_self_ns",
+        "cpu_avg_ns",
+        "cpu_max_ns",
+        "cpu_min_ns",
+        "gpu_total_ns",
+        "gpu_self_ns",
+        "gpu_avg_ns",
+        "gpu_max_ns",
+        "gpu_min_ns",
+        "flops",
+        "gflops_per_s",
+    ]
+    out = out[ordered]
+    out["calls"] = out["calls"].astype(np.int64)
+    for col in ("cpu_total_ns", "cpu_self_ns", "cpu_max_ns", "cpu_min_ns"):
+        out[col] = out[col].astype(np.int64)
+    if sort_by == "name":
+        out = out.sort_values(keys, kind="stable")
+    else:
+        column = sort_by if sort_by == "calls" else f"{sort_by}_ns"
+        out = out.sort_values([column, "name"], ascending=[False, True], kind="stable")
+    if top is not None:
+        out = out.head(top)
+    return out.reset_index(drop=True)
+
+
+def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.DataFrame:
+    """Operators: calls and CPU/GPU time per operator name (see ``host_event_table``).
+
+    ``op_detail=True`` follows each operator row with its detail rows (column ``level`` 1,
+    ``detail_of`` naming the operator): the inner stages recorded directly inside it (Paddle's
+    infer_meta, kernel launch, compute, ...) with their CPU time, then the device kernels its
+    runtime calls launched with their GPU time, as Paddle's operator view with op_detail does.
+    """
+    import pandas as pd
+
+    table = host_event_table(run, ("operator",), **options)
+    if not op_detail:
+        return table
+    ev = run.events
+    names = ev["name"].astype(str).to_numpy()
+    kind = ev["kind"].to_numpy()
+    parent = ev["parent"].to_numpy()
+    dur = ev["dur_ns"].to_numpy()
+    parts = []
+    inner = np.flatnonzero((kind == "operator_inner") & (parent >= 0))
+    inner = inner[kind[parent[inner]] == "operator"]
+    if len(inner):
+        f = pd.DataFrame(
+            {"detail_of": names[parent[inner]], "name": names[inner], "dur": dur[inner]}
+        )
+        g = f.groupby(["detail_of", "name"], sort=False).agg(
+            calls=("dur", "size"),
+            cpu_total_ns=("dur", "sum"),
+            cpu_max_ns=("dur", "max"),
+            cpu_min_ns=("dur", "min"),
+        )
+        g = g.reset_index()
+        g["cpu_avg_ns"] = g["cpu_total_ns"] / g["calls"]
+        parts.append(g.sort_values("cpu_total_ns", ascending=False, kind="stable"))
+    launcher = links.run_launchers(run)
+    dev = np.flatnonzero(launcher >= 0)
+    op_of = np.where(dev.size > 0, parent[launcher[dev]], -1) if dev.size else dev
+    if dev.size:
+        ok = op_of >= 0
+        dev, op_of = dev[ok], op_of[ok]
+        ok = kind[op_of] == "operator"
+        dev, op_of = dev[ok], op_of[ok]
+    if len(dev):
+        f = pd.DataFrame({"detail_of": names[op_of], "name": names[dev], "dur": dur[dev]})
+        g = f.groupby(["detail_of", "name"], sort=False).agg(
+            calls=("dur", "size"),
+            gpu_total_ns=("dur", "sum"),
+            gpu_max_ns=("dur", "max"),
+            gpu_min_ns=("dur", "min"),
+        )
+        g = g.reset_index()
+        g["gpu_avg_ns"] = g["gpu_total_ns"] / g["calls"]
+        parts.append(g.sort_values("gpu_total_ns", ascending=False, kind="stable"))
+    table = table.assign(level=0, detail_of="")
+    if not parts:
+        return table
+    detail = pd.concat(parts, ignore_index=True).assign(level=1)
+    by_op = {name: grp for name, grp in detail.groupby("detail_of", sort=False)}
+    pieces = []
+    for _, row in table.iterrows():
+        pieces.append(row.to_frame().T)
+        extra = by_op.get(row["name"])
+        if extra is not None:
+            pieces.append(extra.reindex(columns=table.columns))
+    out = pd.concat(pieces, ignore_index=True)
+    for col in ("calls", "level"):
+        out[col] = out[col].astype(np.int64)
+    for col in table.columns:
+        if col.endswith(("_ns", "_pct", "_per_s")) or col == "flops":
+            out[col] = out[col].astype(np.float64)
+    return out
+
+
+def user_view(run: Run, **options: Any) -> pd.DataFrame:
+    """User-defined spans (record_function, RecordEvent): calls and time per span name."""
+    return host_event_table(run, ("user",), **options)

@@ -1,0 +1,179 @@
+"""The Kineto chrome-trace format: the typed structs msgspec decodes a trace into (only the
+fields perfkit uses), the native categories and how each maps to a perfkit kind.
+
+Kineto writes one JSON object with ``traceEvents`` (complete ``X`` events, instants, flows
+``s``/``t``/``f`` and metadata ``M``), ``deviceProperties``, ``distributedInfo`` and
+``baseTimeNanoseconds``. Works without torch installed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from perfkit_core.events import TraceError
+
+_NONE = msgspec.Raw(b"")
+
+
+class _Args(msgspec.Struct, gc=False, frozen=True):
+    external_id: int = msgspec.field(name="External id", default=-1)
+    external_id_old: int = msgspec.field(name="external id", default=-1)
+    correlation: int = -1
+    sequence: int = msgspec.field(name="Sequence number", default=-1)
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NONE)
+    input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NONE)
+    call_stack: str = msgspec.field(name="Call stack", default="")
+    flops: float | None = None
+    device: int = -1
+    stream: int = -1
+    nbytes: float | None = msgspec.field(name="bytes", default=None)
+    registers: float | None = msgspec.field(name="registers per thread", default=None)
+    shared_memory: float | None = msgspec.field(name="shared memory", default=None)
+    occupancy: float | None = msgspec.field(name="est. achieved occupancy %", default=None)
+    grid: msgspec.Raw = _NONE
+    block: msgspec.Raw = _NONE
+    mem_device_type: int = msgspec.field(name="Device Type", default=-1)
+    mem_device_id: int = msgspec.field(name="Device Id", default=-1)
+    mem_bytes: float | None = msgspec.field(name="Bytes", default=None)
+    total_allocated: float | None = msgspec.field(name="Total Allocated", default=None)
+    total_reserved: float | None = msgspec.field(name="Total Reserved", default=None)
+    meta_name: str = msgspec.field(name="name", default="")
+
+
+_NO_ARGS = _Args()
+
+
+class Event(msgspec.Struct, gc=False, frozen=True):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float = 0.0
+    dur: float = 0.0
+    id: int | str | None = None
+    args: _Args = _NO_ARGS
+
+
+class _Trace(msgspec.Struct, gc=False):
+    traceEvents: list[Event] | None = None
+    schemaVersion: int | str | None = None
+    deviceProperties: list[dict[str, Any]] = []
+    distributedInfo: dict[str, Any] = {}
+    baseTimeNanoseconds: int = 0
+    host_name: str | None = None
+    record_shapes: int | None = None
+    profile_memory: int | None = None
+    with_stack: int | None = None
+    with_flops: int | None = None
+    with_modules: int | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Trace)
+
+#: Kineto categories (lowercased) of events that run on a device, and their kind.
+DEVICE_CATEGORIES: dict[str, str] = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "gpu_user_annotation": "user",
+    "cuda_sync": "other",
+}
+#: Kineto categories (lowercased) of host events, and their kind before name rules apply.
+HOST_CATEGORIES: dict[str, str] = {
+    "cpu_op": "operator",
+    "operator": "operator",
+    "user_annotation": "user",
+    "python_function": "python",
+    "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "cuda_driver": "runtime",
+    "xpu_runtime": "runtime",
+    "xpu_driver": "runtime",
+    "privateuse1_runtime": "runtime",
+    "privateuse1_driver": "runtime",
+    "mtia_runtime": "runtime",
+    "collective_comm": "communication",
+}
+#: Flow categories: launch-to-kernel links (already carried by ``correlation``) and
+#: forward-to-backward links (turned into the ``forward_op`` column).
+LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async", "async_cpu_to_gpu"})
+FWDBWD_FLOW_CATEGORY = "fwdbwd"
+FLOW_PHASES = frozenset({"s", "t", "f"})
+#: c10::DeviceType values of memory events.
+MEMORY_DEVICE_TYPES = {0: "cpu", 1: "gpu", 12: "xpu", 13: "mps", 20: "privateuse1"}
+
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
+
+
+def classify(category: str, name: str) -> str:
+    """Return the perfkit kind of a Kineto event from its category and name."""
+    cat = category.lower()
+    if name == "[memory]":
+        return "memory"
+    if cat in DEVICE_CATEGORIES:
+        kind = DEVICE_CATEGORIES[cat]
+        if kind == "kernel" and "nccl" in name.lower():
+            return "communication"
+        return kind
+    kind = HOST_CATEGORIES.get(cat, "other")
+    if kind in ("operator", "user"):
+        if STEP_RE.match(name):
+            return "step"
+        if name.startswith("enumerate(DataLoader)#"):
+            return "dataloader"
+        if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
+            return "optimizer"
+        if name.startswith("autograd::engine::evaluate_function: "):
+            return "backward"
+        if name.startswith(_COMM_PREFIXES):
+            return "communication"
+    return kind
+
+
+def decode(path: Path, data: bytes) -> _Trace:
+    """Decode Kineto JSON ``data`` read from ``path``; TraceError with the reason when it is not one."""
+    if not data or data.isspace():
+        raise TraceError(path, "the file is empty")
+    try:
+        trace = _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        if data.lstrip()[:1] == b"[":
+            raise TraceError(
+                path,
+                "a bare JSON list of events (the legacy autograd-profiler export); perfkit reads "
+                "Kineto traces, a JSON object with 'traceEvents': record with torch.profiler.profile",
+            ) from None
+        raise TraceError(path, f"not a Kineto trace: {exc}") from None
+    except msgspec.DecodeError as exc:
+        message = str(exc)
+        if "truncated" in message.lower():
+            raise TraceError(path, "truncated JSON: the file ends before the trace does") from None
+        raise TraceError(path, f"malformed JSON: {message}") from None
+    if trace.traceEvents is None:
+        raise TraceError(path, "a JSON object without 'traceEvents': not a chrome trace")
+    if not trace.traceEvents:
+        raise TraceError(path, "the trace holds no events")
+    return trace
+
+
+def int_id(value: int | str | None, *, device: bool = False) -> int:
+    if type(value) is int:
+        return value
+    if value is None:
+        return -1
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    if device:
+        m = re.search(r"(\d+)\s*$", text)
+        if m:
+            return int(m.group(1))
+    return -1
