@@ -15,8 +15,7 @@ import argparse
 from pathlib import Path
 
 import perfkit_core
-from perfkit_core.comparison import compare
-from perfkit_core.report.text import render_comparison
+from perfkit_core.report import build_comparison_report, render
 
 
 def main() -> None:
@@ -31,13 +30,12 @@ def main() -> None:
 
     torch_runs, _ = train_torch(args.out / "torch", steps=args.steps)
     paddle_runs, _ = train_paddle(args.out / "paddle", steps=args.steps)
-    comparison = compare(
+    comparison = perfkit_core.compare(
         perfkit_core.load(torch_runs[0]),
         perfkit_core.load(paddle_runs[0]),
         labels=["torch", "paddle"],
     )
-    tables = {name: comparison.summary(name) for name in ("steps", "phases", "family")}
-    print(render_comparison(comparison, tables))
+    print(render(build_comparison_report(comparison, ("steps", "phases", "family"))))
     gate = comparison.gate(10.0)
     print(f"paddle against torch, median step time: {gate.message}")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,10 +9,8 @@ from typing import Any
 import click
 
 from perfkit_core.errors import TraceError, UnknownViewError
-from perfkit_core.report.json import frame_records, jsonable
+from perfkit_core.report.model import DEFAULT_COMPARISON_VIEWS, DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
-
-DEFAULT_VIEWS = "model,operator,user"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,7 +22,10 @@ def cli() -> None:
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option(
-    "--views", default=DEFAULT_VIEWS, show_default=True, help="Comma-separated views to show."
+    "--views",
+    default=",".join(DEFAULT_VIEWS),
+    show_default=True,
+    help="Comma-separated views to show (those with no rows are left out).",
 )
 @click.option(
     "--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True
@@ -91,7 +91,7 @@ def report(
 ) -> None:
     """Print the summaries of the run or trace at PATH."""
     from perfkit_core.events.loading import load
-    from perfkit_core.report.text import render_report
+    from perfkit_core.report.model import build_report
     from perfkit_core.views import get_view
 
     names = [v.strip() for v in views.split(",") if v.strip()]
@@ -107,28 +107,16 @@ def report(
         "op_detail": op_detail,
     }
     options = {name: _options_for(name, requested) for name in names}
-    if fmt == "json":
-        payload = {
-            "meta": run.meta,
-            "advice": [f.to_dict() for f in run.advise()] if with_advice else [],
-            "views": {
-                name: frame_records(_top(run.summary(name, **options[name]), top)) for name in names
-            },
-        }
-        text = json.dumps(payload, indent=1, default=_json_default) + "\n"
-    elif fmt == "html":
-        from perfkit_core.report.html import render_report_html
-
-        text = render_report_html(run, time_unit=time_unit, top=top or 50)
-    else:
-        text = render_report(
-            run, names, time_unit=time_unit, top=top or None, options=options, advice=with_advice
-        )
-    _emit(text, output)
+    report_model = build_report(
+        run, names, time_unit=time_unit, top=top or None, options=options, advice=with_advice
+    )
+    _emit(_render(report_model, fmt), output)
 
 
-def _top(frame: Any, top: int) -> Any:
-    return frame.head(top) if top else frame
+def _render(model: Any, fmt: str) -> str:
+    from perfkit_core.report import render
+
+    return render(model, fmt)
 
 
 def _options_for(view: str, requested: dict[str, Any]) -> dict[str, Any]:
@@ -176,21 +164,13 @@ def _emit(text: str, output: Path | None) -> None:
 def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None:
     """Print what to change, most valuable first, with the evidence and estimated saving."""
     from perfkit_core.events.loading import load
+    from perfkit_core.report.json import dumps
     from perfkit_core.report.text import render_findings
 
     run = load(path)
     findings = run.advise(rules=[r.strip() for r in rules.split(",")] if rules else None)
-    if fmt == "json":
-        text = json.dumps([f.to_dict() for f in findings], indent=1, default=_json_default) + "\n"
-    else:
-        text = render_findings(findings)
+    text = dumps([f.to_dict() for f in findings]) if fmt == "json" else render_findings(findings)
     _emit(text, output)
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return jsonable(value.item())
-    return str(value)
 
 
 @cli.command("compare")
@@ -202,7 +182,7 @@ def _json_default(value: Any) -> Any:
     "--batch-sizes", default=None, help="Comma-separated batch size of each run (for --per sample)."
 )
 @click.option("--per", type=click.Choice(["step", "sample"]), default="step", show_default=True)
-@click.option("--views", default="steps,phases,totals,family,ops", show_default=True)
+@click.option("--views", default=",".join(DEFAULT_COMPARISON_VIEWS), show_default=True)
 @click.option(
     "--top", type=int, default=20, show_default=True, help="Rows of the ops table (0: all)."
 )
@@ -250,6 +230,7 @@ def compare_command(
 ) -> int:
     """Compare runs or traces side by side; optionally gate on a regression."""
     from perfkit_core.comparison import compare
+    from perfkit_core.report.model import build_comparison_report
 
     if len(paths) < 2:
         raise click.UsageError("compare needs at least two runs or traces")
@@ -259,32 +240,13 @@ def compare_command(
         comparison = compare(
             *paths, labels=labels.split(",") if labels else None, batch_sizes=sizes, per=per
         )
-        tables = {name: comparison.summary(name) for name in names}
+        gate = comparison.gate(fail_pct, metric) if fail_pct is not None else None
+        model = build_comparison_report(
+            comparison, names, time_unit=time_unit, top=top or None, gate=gate
+        )
     except (ValueError, KeyError) as exc:
         raise click.UsageError(str(exc).strip("'\"")) from None
-    if "ops" in tables and top:
-        tables["ops"] = tables["ops"].head(top)
-    gate = comparison.gate(fail_pct, metric) if fail_pct is not None else None
-    if fmt == "json":
-        payload: dict[str, Any] = {
-            "labels": comparison.labels,
-            "per": per,
-            "tables": {k: frame_records(v) for k, v in tables.items()},
-        }
-        if gate is not None:
-            payload["gate"] = gate.to_dict()
-        text = json.dumps(payload, indent=1, default=_json_default) + "\n"
-    elif fmt == "html":
-        from perfkit_core.report.html import render_comparison_html
-
-        text = render_comparison_html(comparison, tables, gate)
-    else:
-        from perfkit_core.report.text import render_comparison
-
-        text = render_comparison(comparison, tables, time_unit=time_unit)
-        if gate is not None:
-            text += gate.message + "\n"
-    _emit(text, output)
+    _emit(_render(model, fmt), output)
     if gate is not None:
         click.echo(gate.message, err=True)
         return 1 if gate.regressed else 0
@@ -350,45 +312,38 @@ def info() -> None:
 @click.option("--steps", type=int, default=20, show_default=True)
 def demo(out_dir: Path, steps: int) -> None:
     """Profile a small training loop in every installed framework and write the report."""
+    from perfkit_core.events.atomic import write_bytes
     from perfkit_core.events.loading import load
     from perfkit_core.plugins import get_plugin_manager
-    from perfkit_core.report.text import render_report
+    from perfkit_core.report.model import build_comparison_report, build_report
 
     results = get_plugin_manager().hook.perfkit_demo(directory=out_dir, steps=steps)
     runs = [Path(p) for result in results if result for p in result]
     if not runs:
         raise click.ClickException(
-            "no framework is installed: pip install 'perfkit[torch]' or 'perfkit[paddle]'"
+            "no framework is installed: install torch or paddlepaddle, and its perfkit adapter"
         )
-    from perfkit_core.events.atomic import write_bytes
-    from perfkit_core.report.html import render_report_html
-
     loaded = []
     for run_dir in runs:
         run = load(run_dir)
         loaded.append(run)
-        text = render_report(run, top=15, advice=True)
+        model = build_report(run, top=15)
+        text = _render(model, "text")
         report_path = run_dir / "report.txt"
         write_bytes(report_path, text.encode())
         html_path = run_dir / "report.html"
-        write_bytes(html_path, render_report_html(run).encode())
+        write_bytes(html_path, _render(model, "html").encode())
         click.echo(text)
         click.echo(f"run saved in {run_dir}; report in {report_path} and {html_path}\n")
-    frameworks = {run.framework: (run_dir, run) for run_dir, run in zip(runs, loaded, strict=True)}
+    frameworks = {run.framework: run for run in loaded}
     if {"torch", "paddle"} <= set(frameworks):
         from perfkit_core.comparison import compare
-        from perfkit_core.report.html import render_comparison_html
-        from perfkit_core.report.text import render_comparison
 
-        comparison = compare(
-            frameworks["torch"][1], frameworks["paddle"][1], labels=["torch", "paddle"]
-        )
-        tables = {name: comparison.summary(name) for name in ("steps", "phases", "family")}
-        text = render_comparison(comparison, tables)
+        comparison = compare(frameworks["torch"], frameworks["paddle"], labels=["torch", "paddle"])
+        pair = build_comparison_report(comparison, ("steps", "phases", "family"))
+        text = _render(pair, "text")
         write_bytes(out_dir / "comparison.txt", text.encode())
-        write_bytes(
-            out_dir / "comparison.html", render_comparison_html(comparison, tables).encode()
-        )
+        write_bytes(out_dir / "comparison.html", _render(pair, "html").encode())
         click.echo(text)
         click.echo(
             f"torch and paddle compared in {out_dir / 'comparison.txt'} and {out_dir / 'comparison.html'}"

@@ -96,7 +96,7 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
     """Families of paddle op names (``matmul dygraph``, ``Global_MatmulGradNode``, ``adam_``)."""
     if framework != "paddle":
         return None
-    from perfkit_core.comparison import family_of, normalize
+    from perfkit_core.views import family_of, normalize
 
     base = normalize(name)
     for key, family in _PADDLE_FAMILIES.items():

@@ -110,6 +110,6 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
         name = name.split(": ", 1)[1]
     if name == "torch::autograd::AccumulateGrad":
         return "optimizer"
-    from perfkit_core.comparison import family_of
+    from perfkit_core.views import family_of
 
     return family_of(name)

@@ -38,9 +38,13 @@ def test_report_json(capsys):
     payload = json.loads(capsys.readouterr().out)
     run = perfkit_core.load(path)
     ops = run.summary("operator")
-    assert len(payload["views"]["operator"]) == len(ops)
-    assert payload["views"]["operator"][0]["cpu_total_ns"] == int(ops.iloc[0]["cpu_total_ns"])
-    assert payload["views"]["operator"][0]["gpu_total_ns"] is None  # no GPU: not a zero
+    table = payload["tables"]["operator"]
+    assert len(table["rows"]) == len(ops)
+    assert table["rows"][0]["cpu_total_ns"] == int(ops.iloc[0]["cpu_total_ns"])
+    # No GPU: the GPU columns are left out, with a note, never shown as zeros.
+    assert "gpu_total_ns" not in table["rows"][0]
+    assert "GPU columns omitted" in table["note"]
+    assert {"key": "cpu_total_ns", "label": "CPU total", "unit": "time"} in table["columns"]
     assert payload["meta"]["framework"] == "torch"
 
 
@@ -48,7 +52,7 @@ def test_report_cpu_only_omits_gpu_columns(capsys):
     assert main(["report", str(shared_trace("rank_non_gpu")), "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "GPU total" not in out
-    assert "No device events were recorded" in out
+    assert "no device events were recorded: GPU columns omitted" in out
 
 
 def test_report_group_by_shape_and_output_file(tmp_path, capsys):
@@ -104,7 +108,7 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
 def test_report_model_view_numbers(capsys):
     path = shared_trace("resnet_nw0")
     assert main(["report", str(path), "--views", "model", "--format", "json"]) == 0
-    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["views"]["model"]}
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["tables"]["model"]["rows"]}
     run = perfkit_core.load(path)
     ev = run.events
     steps = ev[ev["kind"] == "step"]

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import shared_trace
 from perfkit_core.cli import main
-from perfkit_core.comparison import compare, family_times
+from perfkit_core.comparison import compare
+from perfkit_core.views.families import family_times
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.events import links
+from perfkit_core.views.families import family_times
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -301,61 +301,6 @@ def _op_time(ops: pd.DataFrame) -> pd.Series:
     """Per-op time to compare: GPU time where device work was recorded, else CPU time."""
     gpu = ops["gpu_total_ns"]
     return gpu.where(gpu.notna() & (gpu > 0), ops["cpu_total_ns"]).astype(float)
-
-
-def family_times(run: Run) -> dict[str, float]:
-    """Time (ns, whole run) per ``family (direction)`` of the run's outermost work.
-
-    Outermost data-loading spans count as ``data``, outermost optimizer spans as ``optimizer``,
-    outermost communication as ``communication``; every other outermost operator gets its
-    family from the run's adapter (``perfkit_op_family``) and is ``backward`` when it runs
-    inside a backward span or is a gradient op. Time is GPU time (work launched within) when
-    the run recorded device events, CPU time otherwise; data loading always counts host time.
-    """
-    from perfkit_core.comparison.families import direction_of, family_of
-    from perfkit_core.plugins import get_plugin_manager
-
-    ev = run.events
-    kind = ev["kind"].to_numpy()
-    parent = ev["parent"].to_numpy()
-    host = ev["stream"].to_numpy() < 0
-    names = ev["name"].astype(str).to_numpy()
-    spans = host & np.isin(kind, ["dataloader", "optimizer", "communication"])
-    ops = host & (kind == "operator")
-    counted = spans | ops
-    outer = counted & ~links.has_ancestor(parent, counted)
-    in_backward = links.has_ancestor(parent, kind == "backward")
-    _, gpu_total = links.device_time_by_launcher(run)
-    use_gpu = not np.isnan(gpu_total).all()
-    ev_dur = ev["dur_ns"].to_numpy().astype(float)
-    time = gpu_total if use_gpu else ev_dur
-    hook = get_plugin_manager().hook.perfkit_op_family
-    cache: dict[str, str] = {}
-    out: dict[str, float] = {}
-    for r in np.flatnonzero(outer).tolist():
-        k = kind[r]
-        name = names[r]
-        if k == "dataloader":
-            family, direction = "data", "forward"
-        elif k == "optimizer":
-            family, direction = "optimizer", "forward"
-        elif k == "communication":
-            family, direction = "communication", "forward"
-        else:
-            known = cache.get(name)
-            if known is None:
-                known = hook(name=name, framework=run.framework) or family_of(name)
-                cache[name] = known
-            family = known
-            direction = (
-                "backward" if in_backward[r] or direction_of(name) == "backward" else "forward"
-            )
-        key = f"{family} ({direction})"
-        # Data loading is host work even in GPU runs: count its host time.
-        chosen = ev_dur[r] if family == "data" else time[r]
-        value = float(chosen) if not math.isnan(chosen) else 0.0
-        out[key] = out.get(key, 0.0) + value
-    return out
 
 
 def compare(

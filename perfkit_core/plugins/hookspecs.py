@@ -143,11 +143,12 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
 def perfkit_op_family(name: str, framework: str) -> str | None:
     """Map a native op name to its canonical family, for comparing runs across frameworks.
 
-    Called by ``perfkit_core.compare`` once per distinct op name of each run.
+    Called by the ``family`` view (and so by ``perfkit_core.compare``) once per distinct op name
+    of each run.
 
     :param name: the op name as recorded (``aten::addmm``, ``matmul dygraph``, ...).
     :param framework: the run's framework, ``torch`` or ``paddle``.
-    :returns: one of ``perfkit_core.comparison.families.FAMILIES`` when this plugin adapts ``framework``
+    :returns: one of ``perfkit_core.views.families.FAMILIES`` when this plugin adapts ``framework``
         and knows the name, else ``None`` (perfkit then applies its framework-neutral rules).
 
     Stops at the first non-None result (``firstresult``).

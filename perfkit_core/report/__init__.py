@@ -1,5 +1,46 @@
-"""Reports: one report model per run (or comparison), and the renderers that only format it.
+"""Reports: one model per run or comparison (``model``), and the renderers that only format it.
 
-- ``text``, ``html``: the text and HTML renderers; ``json``: JSON-ready values.
+- ``model``: ``build_report(run)`` and ``build_comparison_report(comparison)``.
+- ``text``, ``html``, ``json``: the three renderers; ``format``: how values are written.
 - ``export``: chrome traces, folded stacks, and every summary as CSV, Parquet or JSON.
+
+``render(model, "text" | "json" | "html")`` formats either kind of model.
 """
+
+from __future__ import annotations
+
+from perfkit_core.report.model import (
+    ComparisonReport,
+    Report,
+    build_comparison_report,
+    build_report,
+)
+
+FORMATS = ("text", "json", "html")
+
+
+def render(model: Report | ComparisonReport, fmt: str = "text") -> str:
+    """Return a report or comparison model as ``fmt``: ``text``, ``json`` or ``html``."""
+    from perfkit_core.report import html, json, text
+
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if isinstance(model, ComparisonReport):
+        if fmt == "json":
+            return json.dumps(json.comparison_json(model))
+        return (
+            html.render_comparison_html(model) if fmt == "html" else text.render_comparison(model)
+        )
+    if fmt == "json":
+        return json.dumps(json.report_json(model))
+    return html.render_report_html(model) if fmt == "html" else text.render_report(model)
+
+
+__all__ = [
+    "FORMATS",
+    "ComparisonReport",
+    "Report",
+    "build_comparison_report",
+    "build_report",
+    "render",
+]

@@ -1,22 +1,29 @@
-"""Self-contained HTML pages rendered with jinja2, autoescaped: event names are untrusted input.
+"""The HTML renderer: one self-contained page per report model, rendered with jinja2 and
+autoescaped (event names are untrusted input). It formats a ``perfkit_core.report.model`` object
+and computes nothing.
 
 Charts use Chart.js (MIT licence, vendored in ``assets/`` and inlined into the page), so a report
-opens with no network. Tables are sortable (click a header) and searchable (the box above each).
+opens with no network; each chart is drawn from a table of the model, which the page also shows
+(under the chart). Tables are sortable (click a header) and searchable (the box above each).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from perfkit_core.report.format import (
+    TIME_UNITS,
+    evidence_items,
+    format_value,
+    header_label,
+    saving_text,
+)
 
-#: Points of the memory curve kept at most (evenly sampled), to keep reports small.
-MEMORY_POINTS = 1500
-TABLE_ROWS = 200
+if TYPE_CHECKING:
+    from perfkit_core.report.model import Chart, ComparisonReport, Report, Table
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em 2em; color: #222; max-width: 1400px; }
@@ -86,8 +93,9 @@ _PAGE = """<!doctype html>
 <small>{{ f.id }} &middot; estimated saving {{ f.saving }} over the profiled steps</small>
 <ul>{% for k, v in f.evidence %}<li>{{ k }}: {{ v }}</li>{% endfor %}</ul>
 {% if f.remedy %}<pre>{{ f.remedy }}</pre>{% endif %}</div>{% endfor %}{% endif %}
-{% for chart in charts %}<h2>{{ chart.title }}</h2><div class="chart"><canvas id="{{ chart.id }}"></canvas></div>{% endfor %}
-{% for t in tables %}<h2>{{ t.title }}</h2>{% if t.note %}<p><small>{{ t.note }}</small></p>{% endif %}
+{% for t in tables %}<h2>{{ t.title }}</h2>
+{% if t.chart %}<div class="chart"><canvas id="{{ t.chart }}"></canvas></div>{% endif %}
+{% if t.note %}<p><small>{{ t.note }}</small></p>{% endif %}
 <input class="search" id="{{ t.id }}-search" type="search" placeholder="filter by name">
 <table class="data" id="{{ t.id }}"><thead><tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr></thead>
 <tbody>{% for row in t.rows %}<tr>{% for cell in row %}<td data-v="{{ cell[1] }}">{{ cell[0] }}</td>{% endfor %}</tr>{% endfor %}</tbody></table>
@@ -109,17 +117,10 @@ def _chartjs() -> str:
     )
 
 
-def _env() -> Any:
-    import jinja2
-
-    return jinja2.Environment(autoescape=True)
-
-
 def _page(
     *,
     title: str,
     subtitle: str,
-    charts: list[dict[str, str]],
     specs: list[dict[str, Any]],
     tables: list[dict[str, Any]],
     meta: list[tuple[str, Any]] | None = None,
@@ -127,15 +128,16 @@ def _page(
     gate: Any = None,
 ) -> str:
     """Render the one page template with the inlined style, script and Chart.js."""
+    import jinja2
+
     return (
-        _env()
+        jinja2.Environment(autoescape=True)
         .from_string(_PAGE)
         .render(
             title=title,
             subtitle=subtitle,
             meta=meta,
             findings=findings,
-            charts=charts,
             chart_specs=_json(specs),
             tables=tables,
             style=_STYLE,
@@ -146,317 +148,159 @@ def _page(
     )
 
 
-def _table(
-    table_id: str, title: str, frame: Any, *, time_unit: str = "ms", note: str | None = None
-) -> dict[str, Any]:
-    from perfkit_core.report.text import TIME_UNITS, _label
+def _json(value: Any) -> str:
+    # Safe inside <script>: no "</" or "<!--" sequence can end or confuse the script element.
+    return json.dumps(value, default=float).replace("<", "\\u003c")
 
-    scale = TIME_UNITS[time_unit]
+
+def _table(table: Table, time_unit: str) -> dict[str, Any]:
+    """A table as the template wants it: header labels, and per cell (text, sort key)."""
     rows = []
-    for record in frame.head(TABLE_ROWS).itertuples(index=False, name=None):
+    for i, row in enumerate(table.rows):
         cells = []
-        for column, value in zip(frame.columns, record, strict=True):
-            if isinstance(value, (float, np.floating)) and math.isnan(value):
-                cells.append(("-", ""))
-            elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-                value, bool
-            ):
-                number = float(value) / scale if column.endswith("_ns") else float(value)
-                text = (
-                    f"{number:,.3f}"
-                    if column.endswith(("_ns", "_pct", "_per_s")) or not float(value).is_integer()
-                    else f"{int(value):,}"
-                )
-                cells.append((text, repr(number)))
-            else:
-                cells.append((str(value).replace("\n", " <- "), ""))
+        for j, (column, value) in enumerate(zip(table.columns, row, strict=True)):
+            text = format_value(value, column.unit, time_unit)
+            if j == 0 and table.levels and table.levels[i]:
+                text = "\u2003" * table.levels[i] + text
+            key = (
+                repr(float(value))
+                if column.unit != "text" and isinstance(value, (int, float))
+                else ""
+            )
+            cells.append((text, key))
         rows.append(cells)
-    shown = f"top {TABLE_ROWS} of {len(frame)} rows" if len(frame) > TABLE_ROWS else None
     return {
-        "id": table_id,
-        "title": title,
-        "columns": [_label(str(c), time_unit) for c in frame.columns],
+        "id": f"table-{table.id}",
+        "title": table.title,
+        "columns": [header_label(c.label, c.unit, time_unit) for c in table.columns],
         "rows": rows,
-        "note": "; ".join(x for x in (note, shown) if x),
+        "note": table.note,
     }
 
 
-def _json(value: Any) -> str:
-    # Safe inside <script>: no "</" sequences can close the tag.
-    return json.dumps(value, default=float).replace("</", "<\\/")
+def _chart_spec(chart: Chart, table: Table, time_unit: str) -> dict[str, Any]:
+    """The Chart.js configuration of ``chart``, its values read from ``table``."""
+    keys = [c.key for c in table.columns]
+    units = {c.key: c.unit for c in table.columns}
+    labels = [str(row[keys.index(chart.label)]) for row in table.rows]
 
+    def scaled(key: str) -> list[float | None]:
+        scale = (
+            TIME_UNITS[time_unit]
+            if units[key] == "time"
+            else (2**20 if units[key] == "bytes" else 1.0)
+        )
+        return [
+            None if row[keys.index(key)] is None else round(float(row[keys.index(key)]) / scale, 6)
+            for row in table.rows
+        ]
 
-def _bar(
-    chart_id: str,
-    title: str,
-    labels: list[str],
-    datasets: list[dict[str, Any]],
-    *,
-    stacked: bool = False,
-    horizontal: bool = False,
-    unit: str = "ms",
-) -> tuple[dict[str, str], dict[str, Any]]:
-    config = {
-        "type": "bar",
+    palette = [
+        "#e67e22",
+        "#2980b9",
+        "#8e44ad",
+        "#27ae60",
+        "#95a5a6",
+        "#c0392b",
+        "#16a085",
+        "#34495e",
+    ]
+    datasets: list[dict[str, Any]] = [
+        {
+            "label": next(c.label for c in table.columns if c.key == key),
+            "data": scaled(key),
+            "backgroundColor": palette[i % len(palette)],
+            "borderColor": palette[i % len(palette)],
+        }
+        for i, key in enumerate(chart.series)
+    ]
+    unit = (
+        {"time": time_unit, "bytes": "MiB", "pct": "%"}.get(units[chart.series[0]], "")
+        if chart.series
+        else ""
+    )
+    stacked = chart.kind == "stacked"
+    config: dict[str, Any] = {
+        "type": "line" if chart.kind == "line" else "bar",
         "data": {"labels": labels, "datasets": datasets},
         "options": {
             "animation": False,
             "maintainAspectRatio": False,
-            "indexAxis": "y" if horizontal else "x",
+            "indexAxis": "y" if chart.kind == "hbar" else "x",
             "scales": {
                 "x": {"stacked": stacked},
                 "y": {"stacked": stacked, "title": {"display": True, "text": unit}},
             },
         },
     }
-    return {"id": chart_id, "title": title}, {"id": chart_id, "config": config}
+    if chart.kind == "line":
+        for d in datasets:
+            d["pointRadius"] = 0
+            d["borderWidth"] = 1
+    return {"id": chart.id, "config": config}
 
 
-def render_report_html(run: Any, *, time_unit: str = "ms", top: int = 50) -> str:
-    """Return the report of ``run`` as one self-contained HTML page: metadata, advice, per-step
-    time breakdown, op-family and event-kind charts, memory curve (where recorded), and sortable,
-    searchable tables of the summaries (operators, kernels, ...)."""
-    from perfkit_core.comparison import family_times
-    from perfkit_core.report.text import TIME_UNITS, _evidence_text
-    from perfkit_core.views.phases import step_phases
+def _tables(
+    tables: list[Table], charts: list[Chart], time_unit: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(tables for the template, each with the id of the chart drawn over it; Chart.js specs)."""
+    by_table = {chart.table: chart for chart in charts}
+    out, specs = [], []
+    for table in tables:
+        shown = _table(table, time_unit)
+        chart = by_table.get(table.id)
+        shown["chart"] = chart.id if chart else None
+        if chart:
+            specs.append(_chart_spec(chart, table, time_unit))
+        out.append(shown)
+    return out, specs
 
-    scale = TIME_UNITS[time_unit]
-    meta = run.meta
-    span = meta.get("span_ns") or [0, 0]
-    info = [
-        ("Framework", f"{meta.get('framework')} {meta.get('framework_version') or ''}".strip()),
-        ("Source", meta.get("source") or "-"),
-        ("Ranks", ", ".join(map(str, meta.get("ranks", [])))),
-        ("Steps", len(meta.get("steps", []))),
-        ("Events", len(run.events)),
-        ("Profiled", f"{(span[1] - span[0]) / 1e6:.3f} ms"),
-        (
-            "Devices",
-            ", ".join(sorted({str(d.get("name")) for d in meta.get("devices") or []}))
-            or "none recorded",
-        ),
-    ]
-    findings = []
-    for f in run.advise():
-        step = f.evidence.get("step_time_ns") or 0
-        share = f" ({100.0 * f.saving_ns / step:.1f}% of step time)" if step else ""
-        evidence = [
-            (k, _evidence_text(k, v, time_unit))
-            for k, v in f.evidence.items()
-            if k not in ("step_time_ns", "steps")
-        ]
-        findings.append(
+
+def render_report_html(report: Report) -> str:
+    """Return the report as one self-contained HTML page: header, advice, and sortable,
+    searchable tables, some with a chart of their numbers above them."""
+    unit = report.time_unit
+    findings = None
+    if report.findings is not None:
+        findings = [
             {
                 "id": f.id,
                 "severity": f.severity,
                 "title": f.title,
-                "saving": f"{f.saving_ns / scale:.3f} {time_unit}{share}",
-                "evidence": evidence,
+                "saving": saving_text(f, unit),
+                "evidence": evidence_items(f, unit),
                 "remedy": f.remedy,
             }
-        )
-
-    charts: list[dict[str, str]] = []
-    specs: list[dict[str, Any]] = []
-    phases = step_phases(run)
-    if len(phases):
-        colors = {
-            "dataloader": "#e67e22",
-            "forward": "#2980b9",
-            "backward": "#8e44ad",
-            "optimization": "#27ae60",
-            "others": "#95a5a6",
-        }
-        datasets = [
-            {
-                "label": p,
-                "data": (phases[f"{p}_ns"] / scale).round(3).tolist(),
-                "backgroundColor": c,
-            }
-            for p, c in colors.items()
+            for f in report.findings
         ]
-        c, s = _bar(
-            "chart-steps",
-            "Time per step by phase",
-            phases["name"].tolist(),
-            datasets,
-            stacked=True,
-            unit=time_unit,
+    tables, specs = _tables(report.tables, report.charts, unit)
+    meta = [
+        (
+            item.label,
+            format_value(item.value, item.unit, unit) + (f" {unit}" if item.unit == "time" else ""),
         )
-        charts.append(c)
-        specs.append(s)
-    families = family_times(run)
-    if families:
-        items = sorted(families.items(), key=lambda kv: -kv[1])[:20]
-        c, s = _bar(
-            "chart-families",
-            "Time by op family",
-            [k for k, _ in items],
-            [
-                {
-                    "label": time_unit,
-                    "data": [round(v / scale, 3) for _, v in items],
-                    "backgroundColor": "#2980b9",
-                }
-            ],
-            horizontal=True,
-            unit=time_unit,
-        )
-        charts.append(c)
-        specs.append(s)
-    overview = run.summary("overview")
-    kinds = overview[overview["name"] != "step"]
-    if len(kinds):
-        c, s = _bar(
-            "chart-kinds",
-            "Time by event kind (overlaps merged)",
-            kinds["name"].tolist(),
-            [
-                {
-                    "label": "CPU",
-                    "data": [
-                        None if math.isnan(v) else round(v / scale, 3) for v in kinds["cpu_time_ns"]
-                    ],
-                    "backgroundColor": "#34495e",
-                },
-                {
-                    "label": "GPU",
-                    "data": [
-                        None if math.isnan(v) else round(v / scale, 3) for v in kinds["gpu_time_ns"]
-                    ],
-                    "backgroundColor": "#16a085",
-                },
-            ],
-            unit=time_unit,
-        )
-        charts.append(c)
-        specs.append(s)
-    memory = _memory_curve(run)
-    if memory:
-        charts.append({"id": "chart-memory", "title": "Memory allocated over time"})
-        specs.append(
-            {
-                "id": "chart-memory",
-                "config": {
-                    "type": "line",
-                    "data": {
-                        "datasets": [
-                            {"label": name, "data": points, "pointRadius": 0, "borderWidth": 1}
-                            for name, points in memory.items()
-                        ]
-                    },
-                    "options": {
-                        "animation": False,
-                        "maintainAspectRatio": False,
-                        "parsing": False,
-                        "scales": {
-                            "x": {"type": "linear", "title": {"display": True, "text": "ms"}},
-                            "y": {"title": {"display": True, "text": "MB"}},
-                        },
-                    },
-                },
-            }
-        )
-    tables = []
-    for view, title in (
-        ("model", "Model"),
-        ("overview", "Overview"),
-        ("device", "Device"),
-        ("operator", "Operators"),
-        ("kernel", "Kernels"),
-        ("memcpy", "Memory manipulation"),
-        ("user", "User-defined spans"),
-        ("distributed", "Distributed"),
-        ("memory", "Memory by op"),
-        ("benchmark", "Benchmark"),
-    ):
-        frame = run.summary(view)
-        if frame.empty:
-            continue
-        tables.append(
-            _table(
-                f"table-{view}",
-                title,
-                frame.head(top) if view in ("operator", "kernel", "memory") else frame,
-                time_unit=time_unit,
-                note=frame.attrs.get("note"),
-            )
-        )
+        for item in report.header
+    ]
     return _page(
-        title="perfkit report",
-        subtitle=f"Times in {time_unit}.",
-        meta=info,
+        title=report.title,
+        subtitle=f"Times in {unit}.",
+        meta=meta,
         findings=findings,
-        charts=charts,
         specs=specs,
         tables=tables,
     )
 
 
-def _memory_curve(run: Any) -> dict[str, list[dict[str, float]]]:
-    ev = run.events
-    mem = ev[(ev["kind"] == "memory") & ev["allocated_bytes"].notna()]
-    if mem.empty:
-        return {}
-    origin = int(ev["start_ns"].min())
-    curves = {}
-    for (dtype, index), group in mem.groupby(
-        [mem["device_type"].astype(str), mem["device_index"]], sort=True
-    ):
-        group = group.sort_values("start_ns")
-        step = max(len(group) // MEMORY_POINTS, 1)
-        sampled = group.iloc[::step]
-        name = dtype if index < 0 else f"{dtype}:{index}"
-        curves[name] = [
-            {"x": round((t - origin) / 1e6, 3), "y": round(b / 2**20, 3)}
-            for t, b in zip(sampled["start_ns"], sampled["allocated_bytes"], strict=True)
-        ]
-    return curves
-
-
-def render_comparison_html(comparison: Any, tables: dict[str, Any], gate: Any = None) -> str:
+def render_comparison_html(report: ComparisonReport) -> str:
     """Return the comparison as one self-contained HTML page (no network needed to view it)."""
-    from perfkit_core.report.text import COMPARISON_TITLES
-
     subtitle = ", ".join(
-        f"{label} ({run.framework})"
-        for label, run in zip(comparison.labels, comparison.runs, strict=True)
+        f"{label} ({fw})" for label, fw in zip(report.labels, report.frameworks, strict=True)
     )
-    charts, specs = [], []
-    if "family" in tables:
-        fam = tables["family"]
-        c, s = _bar(
-            "chart-families",
-            "Time per step by op family",
-            fam["name"].tolist(),
-            [
-                {
-                    "label": label,
-                    "data": [None if math.isnan(v) else round(v / 1e6, 3) for v in fam[label]],
-                }
-                for label in comparison.labels
-            ],
-            horizontal=True,
-        )
-        charts.append(c)
-        specs.append(s)
-    rendered = []
-    for name, frame in tables.items():
-        shown = frame.rename(
-            columns={label: f"{label}_ns" for label in comparison.labels if label in frame.columns}
-        )
-        rendered.append(
-            _table(
-                f"table-{name}",
-                COMPARISON_TITLES.get(name, name) + f" (per {comparison.per})",
-                shown,
-            )
-        )
+    tables, specs = _tables(report.tables, report.charts, report.time_unit)
     return _page(
-        title="perfkit comparison",
-        subtitle=f"{subtitle}. Times in ms per {comparison.per}.",
-        charts=charts,
+        title=report.title,
+        subtitle=f"{subtitle}. Times in {report.time_unit} per {report.per}.",
         specs=specs,
-        tables=rendered,
-        gate=gate,
+        tables=tables,
+        gate=report.gate,
     )

@@ -1,9 +1,14 @@
-"""Summary tables as JSON-ready data, shared by the CLI and the exports."""
+"""The JSON renderer: a report model as plain JSON-ready data (raw values: times in ns,
+percentages, counts), and the helpers that turn numpy and pandas values into JSON values."""
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfkit_core.report.model import ComparisonReport, Report, Table
 
 
 def jsonable(value: Any) -> Any:
@@ -18,3 +23,54 @@ def jsonable(value: Any) -> Any:
 def frame_records(frame: Any) -> list[dict[str, Any]]:
     """Rows of a DataFrame as JSON-ready dicts (NaN becomes null)."""
     return [{k: jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def _default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return jsonable(value.item())
+    return str(value)
+
+
+def dumps(payload: Any) -> str:
+    """``payload`` as indented JSON text (numpy values unwrapped, anything else as a string)."""
+    return json.dumps(payload, indent=1, default=_default) + "\n"
+
+
+def table_json(table: Table) -> dict[str, Any]:
+    """A table: title, note, columns (key, label, unit) and rows as records."""
+    return {
+        "title": table.title,
+        "note": table.note,
+        "columns": [{"key": c.key, "label": c.label, "unit": c.unit} for c in table.columns],
+        "rows": table.records(),
+        **({"levels": table.levels} if table.levels else {}),
+    }
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """A run's report: header, advice findings (raw evidence), tables by id, charts, metadata."""
+    return {
+        "title": report.title,
+        "time_unit": report.time_unit,
+        "header": [{"label": h.label, "value": h.value, "unit": h.unit} for h in report.header],
+        "advice": [f.to_dict() for f in report.findings or []],
+        "tables": {t.id: table_json(t) for t in report.tables},
+        "charts": [chart.__dict__ for chart in report.charts],
+        "meta": report.meta,
+    }
+
+
+def comparison_json(report: ComparisonReport) -> dict[str, Any]:
+    """A comparison: the runs, tables by id, charts, and the gate when one was asked for."""
+    payload: dict[str, Any] = {
+        "title": report.title,
+        "time_unit": report.time_unit,
+        "per": report.per,
+        "labels": report.labels,
+        "frameworks": report.frameworks,
+        "tables": {t.id: table_json(t) for t in report.tables},
+        "charts": [chart.__dict__ for chart in report.charts],
+    }
+    if report.gate is not None:
+        payload["gate"] = report.gate.to_dict()
+    return payload

@@ -6,7 +6,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from perfkit_core.plugins import hookimpl
-from perfkit_core.views import distributed, kernels, memory, operators, overview, phases, steps
+from perfkit_core.views import (
+    distributed,
+    families,
+    kernels,
+    memory,
+    operators,
+    overview,
+    phases,
+    steps,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,6 +29,8 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         phases.model_view,
         "step time by training phase: dataloader, forward, backward, optimization, others",
     ),
+    ("phases", phases.step_phases, "per step: the model view's phases, for stacked charts"),
+    ("family", families.family_view, "time per step by op family (matmul, conv, ...)"),
     (
         "overview",
         overview.overview_view,
@@ -40,6 +51,11 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "memory",
         memory.memory_view,
         "allocations and frees per op (by='device': peaks per device)",
+    ),
+    (
+        "memory_timeline",
+        memory.memory_timeline_view,
+        "peak allocated memory per device over the profile, in time slices",
     ),
     (
         "distributed",

@@ -194,3 +194,49 @@ def memory_view(run: Run, *, by: str = "op", rank: int | None = None) -> pd.Data
         ["allocated_bytes", "name"], ascending=[False, True], kind="stable"
     )
     return pd.DataFrame(out.reset_index(drop=True))
+
+
+#: Time slices of the memory timeline.
+MEMORY_TIMELINE_SLICES = 24
+
+
+def memory_timeline_view(
+    run: Run, *, slices: int = MEMORY_TIMELINE_SLICES, rank: int | None = None
+) -> pd.DataFrame:
+    """Memory allocated over time: the profile cut into ``slices`` equal time slices, one row per
+    slice (``name`` is its start, ``offset_ns`` from the first event), one column per device
+    with the peak allocated bytes seen in that slice (``<device>_peak_allocated_bytes``).
+    Slices where nothing was allocated or freed are left out."""
+    import pandas as pd
+
+    ev = run.events
+    sel = (ev["kind"].to_numpy() == "memory") & ev["allocated_bytes"].notna().to_numpy()
+    if rank is not None:
+        sel &= ev["rank"].to_numpy() == rank
+    if not sel.any():
+        return view_frame([], ["name", "offset_ns"], "no memory events were recorded")
+    mem = ev[sel]
+    origin = int(ev["start_ns"].min())
+    span = max(int(mem["start_ns"].max()) - origin, 1)
+    edges = np.linspace(0, span, slices + 1)
+    columns: dict[str, list[float]] = {}
+    for (dtype, index), group in mem.groupby(
+        [mem["device_type"].astype(str), mem["device_index"]], sort=True, observed=True
+    ):
+        offset = group["start_ns"].to_numpy() - origin
+        bucket = np.minimum(np.searchsorted(edges, offset, side="right") - 1, slices - 1)
+        peak = pd.Series(group["allocated_bytes"].to_numpy()).groupby(bucket).max()
+        device = dtype if index < 0 else f"{dtype}:{index}"
+        columns[f"{device}_peak_allocated_bytes"] = [
+            float(peak[b]) if b in peak.index else np.nan for b in range(slices)
+        ]
+    frame = pd.DataFrame(
+        {
+            "name": [f"{e / 1e6:.1f} ms" for e in edges[:-1]],
+            "offset_ns": edges[:-1].astype(np.int64),
+            **columns,
+        }
+    )
+    frame = frame.dropna(how="all", subset=list(columns)).reset_index(drop=True)
+    frame.attrs["note"] = f"peak allocated bytes in each of {slices} equal slices of the profile"
+    return frame

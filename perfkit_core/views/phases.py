@@ -220,9 +220,10 @@ def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
 
 
 def step_phases(run: Run, *, rank: int | None = None) -> pd.DataFrame:
-    """Per step, the time of each model-view phase (ns): columns ``step``, ``dataloader``,
-    ``forward``, ``backward``, ``optimization``, ``others`` (``others`` = step time no phase
-    covers). The same rules as the model view, split by step (for stacked per-step charts)."""
+    """Per step, the time of each model-view phase: columns ``name``, ``step``, ``dur_ns``,
+    ``dataloader_ns``, ``forward_ns``, ``backward_ns``, ``optimization_ns``, ``others_ns``
+    (``others`` = step time no phase covers). The same rules as the model view, split by step
+    (for stacked per-step charts)."""
     import pandas as pd
 
     events = run.events

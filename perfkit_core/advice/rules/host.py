@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.advice.engine import Context, Finding
-from perfkit_core.comparison.families import normalize
 from perfkit_core.events import links
+from perfkit_core.views.families import normalize
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,0 +1,108 @@
+"""How report values are written: units, header labels and cells, shared by the text and HTML
+renderers so that a number reads the same in both."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Time units a report can use, with their size in ns.
+TIME_UNITS: dict[str, float] = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
+#: Words written in capitals in column labels.
+_UPPER = {"cpu", "gpu", "ips", "sm"}
+
+
+def column_unit(key: str, values: Any = None) -> str:
+    """The unit of a view column, from its name (and dtype): ``time`` (``*_ns``), ``pct``
+    (``*_pct``), ``bytes`` (``*bytes``), ``rate`` (``*_per_s``), ``count`` (integers),
+    ``number`` (other numbers) or ``text``."""
+    if key.endswith("_ns"):
+        return "time"
+    if key.endswith("_pct"):
+        return "pct"
+    if key.endswith("_per_s"):
+        return "rate"
+    if key == "bytes" or key.endswith("_bytes"):
+        return "bytes"
+    if values is not None:
+        kind = getattr(getattr(values, "dtype", None), "kind", "O")
+        if kind in "iu":
+            return "count"
+        if kind == "f":
+            return "number"
+        if kind == "b":
+            return "text"
+    return "text"
+
+
+def column_label(key: str) -> str:
+    """Header for a column: ``cpu_total_ns`` -> ``CPU total``; the unit is added by the renderer."""
+    base = key
+    for suffix in ("_ns", "_pct"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    special = {"gb_per_s": "GB/s", "gflops_per_s": "GFLOP/s", "flops": "FLOPs"}
+    if base in special:
+        return special[base]
+    words = [w.upper() if w in _UPPER else w for w in base.split("_")]
+    text = " ".join(words)
+    return text[:1].upper() + text[1:]
+
+
+def header_label(label: str, unit: str, time_unit: str) -> str:
+    """A column header with its unit: ``CPU total (ms)``, ``CPU ratio (%)``."""
+    if unit == "time":
+        return f"{label} ({time_unit})"
+    if unit == "pct":
+        return f"{label} (%)"
+    return label
+
+
+def format_value(value: Any, unit: str, time_unit: str = "ms") -> str:
+    """Write ``value`` of ``unit`` for a reader: times in ``time_unit`` with 3 decimals,
+    percentages with 2, counts and bytes whole, other numbers with 3 decimals (4 significant
+    digits below 1); ``-`` for a value that was not measured."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if unit == "time":
+        return f"{float(value) / TIME_UNITS[time_unit]:.3f}"
+    if unit == "pct":
+        return f"{float(value):.2f}"
+    if isinstance(value, (int, float)):
+        number = float(value)
+        if unit in ("count", "bytes") or number.is_integer():
+            return str(round(number))
+        return f"{number:.3f}" if abs(number) >= 1 else f"{number:.4g}"
+    return str(value).replace("\n", " <- ")
+
+
+def evidence_text(key: str, value: Any, time_unit: str) -> str:
+    """A finding's evidence value as text: ``*_ns`` in ``time_unit`` with the unit, lists and
+    dicts inline."""
+    if isinstance(value, list):
+        return "; ".join(evidence_text("", v, time_unit) for v in value[:5])
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={evidence_text(k, v, time_unit)}" for k, v in value.items())
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith("_ns"):
+        return f"{value / TIME_UNITS[time_unit]:.3f} {time_unit}"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def saving_text(finding: Any, time_unit: str) -> str:
+    """``1.234 ms (5.6% of step time)``: a finding's estimated saving and its share of the steps."""
+    step = finding.evidence.get("step_time_ns") or 0
+    share = f" ({100.0 * finding.saving_ns / step:.1f}% of step time)" if step else ""
+    return f"{finding.saving_ns / TIME_UNITS[time_unit]:.3f} {time_unit}{share}"
+
+
+def evidence_items(finding: Any, time_unit: str) -> list[tuple[str, str]]:
+    """A finding's evidence as (key, text) pairs, the context keys every finding has left out."""
+    return [
+        (k, evidence_text(k, v, time_unit))
+        for k, v in finding.evidence.items()
+        if k not in ("step_time_ns", "steps")
+    ]

@@ -1,0 +1,125 @@
+"""One report model, three forms: every number the JSON form holds appears in the same row of
+the text form and of the HTML form, for run reports and comparisons of real runs."""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import re
+from typing import Any
+
+import pytest
+
+import perfkit_core
+from conftest import shared_trace
+from perfkit_core.report import build_comparison_report, build_report, render
+from perfkit_core.report.format import format_value
+
+_TR = re.compile(r"<tr>(.*?)</tr>", re.S)
+_TD = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
+
+
+def html_rows(page: str, table_id: str) -> list[list[str]]:
+    """The cell texts of each body row of the HTML table ``table-<id>``."""
+    start = page.index(f'<table class="data" id="table-{table_id}">')
+    body = page[page.index("<tbody>", start) : page.index("</tbody>", start)]
+    return [
+        [html_lib.unescape(c).replace("\u2003", "") for c in _TD.findall(row)]
+        for row in _TR.findall(body)
+    ]
+
+
+def text_rows(text: str, title: str) -> list[list[str]]:
+    """The cells of each row of the text table under the banner holding ``title``, cut at the
+    column extents its rule line (``-----  ---``) marks."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if f" {title} " in line and line.startswith("-"))
+    rows: list[str] = []
+    rule = ""
+    rules = 0
+    for line in lines[start + 1 :]:
+        if line.startswith("--") and set(line) <= {"-", " "}:
+            rules += 1
+            rule = line
+            if rules == 3:
+                break
+            continue
+        if rules == 2:
+            rows.append(line)
+    extents = [m.span() for m in re.finditer(r"-+", rule)]
+    return [[line[a:b].strip() for a, b in extents] for line in rows]
+
+
+def numbers_of(table: dict[str, Any], row: dict[str, Any], time_unit: str) -> list[str]:
+    return [
+        format_value(row[c["key"]], c["unit"], time_unit)
+        for c in table["columns"]
+        if c["unit"] != "text"
+    ]
+
+
+def check_forms(model: Any) -> int:
+    """Assert every JSON number is in the text and HTML forms of ``model``; return how many."""
+    data = json.loads(render(model, "json"))
+    text = render(model, "text")
+    page = render(model, "html")
+    unit = data["time_unit"]
+    checked = 0
+    assert data["tables"], "the report holds no tables"
+    for table_id, table in data["tables"].items():
+        lines = text_rows(text, table["title"])
+        cells = html_rows(page, table_id)
+        assert len(lines) == len(table["rows"]) == len(cells), table_id
+        for row, text_cells, html_cells in zip(table["rows"], lines, cells, strict=True):
+            wanted = numbers_of(table, row, unit)
+            for form, got in (("text", text_cells), ("html", html_cells)):
+                numeric = [
+                    cell
+                    for cell, c in zip(got, table["columns"], strict=True)
+                    if c["unit"] != "text"
+                ]
+                assert numeric == wanted, (form, table_id, got, wanted)
+            checked += len(wanted)
+    for item in data.get("header", []):
+        value = format_value(item["value"], item["unit"], unit)
+        assert value in text and html_lib.escape(value) in page, item
+        checked += 1
+    for finding in data.get("advice", []):
+        saving = f"{finding['saving_ns'] / {'ms': 1e6, 'us': 1e3, 's': 1e9, 'ns': 1}[unit]:.3f}"
+        assert saving in text and saving in page, finding["id"]
+        checked += 1
+    if data.get("gate"):
+        assert data["gate"]["message"] in text and html_lib.escape(data["gate"]["message"]) in page
+    return checked
+
+
+def test_the_row_check_can_fail() -> None:
+    table = {"columns": [{"key": "name", "unit": "text"}, {"key": "t", "unit": "time"}]}
+    assert numbers_of(table, {"name": "x", "t": 1_500_000}, "ms") == ["1.500"]
+    assert numbers_of(table, {"name": "x", "t": 1_500_000}, "us") == ["1500.000"]
+
+
+@pytest.mark.parametrize("trace", ["resnet_nw0", "a100_rank3", "rank_non_gpu"])
+def test_real_trace_reports_agree_in_every_form(trace: str) -> None:
+    run = perfkit_core.load(shared_trace(trace))
+    assert check_forms(build_report(run, top=20)) > 100
+
+
+def test_torch_cpu_run_report_agrees_in_every_form(torch_profile: Any) -> None:
+    run = perfkit_core.load(torch_profile.runs[0])
+    model = build_report(run, top=10, time_unit="us", options={"operator": {"op_detail": True}})
+    assert check_forms(model) > 50
+
+
+def test_paddle_cpu_run_report_agrees_in_every_form(paddle_profile: Any) -> None:
+    run = perfkit_core.load(paddle_profile.runs[0])
+    model = build_report(run, top=10, options={"operator": {"op_detail": True}})
+    assert check_forms(model) > 50
+
+
+def test_comparison_agrees_in_every_form(torch_profile: Any, paddle_profile: Any) -> None:
+    torch_run = perfkit_core.load(torch_profile.runs[0])
+    paddle_run = perfkit_core.load(paddle_profile.runs[0])
+    comparison = perfkit_core.compare(torch_run, paddle_run, labels=["torch", "paddle"])
+    model = build_comparison_report(comparison, gate=comparison.gate(5.0))
+    assert check_forms(model) > 20
