@@ -284,18 +284,37 @@ def export_command(path: Path, to: str, output: Path, metric: str) -> None:
 
 @cli.command()
 def info() -> None:
-    """List the installed adapters, plugins and views."""
-    from perfkit_core.plugins import framework_infos, get_plugin_manager, plugin_names
+    """List the installed adapters (and how to add a missing one), other plugins and views."""
+    from perfkit_core.plugins import KNOWN_ADAPTERS, framework_infos, get_plugin_manager
+    from perfkit_core.plugins.manager import adapter_distributions
     from perfkit_core.views import registered_views
 
     pm = get_plugin_manager()
+    frameworks = {entry["framework"]: entry for entry in framework_infos(pm)}
+    distributions = adapter_distributions()
+    click.echo("Adapters:")
+    for name, dist in sorted(distributions.items()):
+        entry = frameworks.get(name)
+        if pm.is_blocked(name):
+            state = "disabled by PERFKIT_DISABLE_PLUGINS"
+        elif entry is None:
+            state = "adapts no framework"
+        elif entry.get("installed"):
+            state = f"{name} {entry.get('version')} installed"
+        else:
+            known = next((k for k in KNOWN_ADAPTERS if k.plugin == name), None)
+            hint = f": {known.framework_install}" if known else ""
+            state = f"{name} is not installed{hint}"
+        click.echo(f"  {name} ({dist}): {state}")
+    for known in KNOWN_ADAPTERS:
+        if known.plugin not in distributions:
+            click.echo(
+                f"  {known.plugin}: not installed; to read {known.framework} profiles: {known.install}"
+            )
+    others = [n for n, _ in pm.list_name_plugin() if n not in distributions and _ is not None]
     click.echo("Plugins:")
-    for name in plugin_names(pm):
+    for name in others:
         click.echo(f"  {name}")
-    click.echo("Frameworks:")
-    for entry in framework_infos(pm):
-        state = f"installed ({entry.get('version')})" if entry.get("installed") else "not installed"
-        click.echo(f"  {entry['framework']}: {state}")
     click.echo("Views:")
     for name, spec in sorted(registered_views().items()):
         click.echo(f"  {name}: {spec.description}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -9,6 +10,21 @@ from pathlib import Path
 from typing import Any
 
 from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
+
+
+def _require_framework() -> None:
+    """Raise ImportError with one line saying what to install when paddle is missing."""
+    try:
+        found = importlib.util.find_spec("paddle") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ImportError(
+            "perfkit-paddle needs PaddlePaddle, which is not installed: pip install paddlepaddle (CPU) or paddlepaddle-gpu (CUDA), then use this handler"
+        )
+
+
+_require_framework()
 
 logger = logging.getLogger("perfkit.paddle")
 

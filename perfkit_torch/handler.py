@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import importlib.util
 import logging
 import os
 import shutil
@@ -13,6 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
+
+
+def _require_framework() -> None:
+    """Raise ImportError with one line saying what to install when torch is missing."""
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ImportError(
+            "perfkit-torch needs PyTorch, which is not installed: install your torch build first (CPU or CUDA wheel, see pytorch.org), then use this handler"
+        )
+
+
+_require_framework()
 
 logger = logging.getLogger("perfkit.torch")
 

@@ -99,7 +99,7 @@ def trace_files(directory: Path) -> list[Path]:
 
 def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Run:
     """Return the ``Run`` of one trace file, read by the first adapter that claims it."""
-    from perfkit_core.plugins import get_plugin_manager, plugin_names
+    from perfkit_core.plugins import adapter_for, get_plugin_manager, plugin_names
 
     head = read_head(path)
     if not head.strip():
@@ -107,13 +107,24 @@ def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Ru
     pm = pm or get_plugin_manager()
     loader = pm.hook.perfkit_claim_trace(path=path, head=head)
     if loader is None:
-        adapters = ", ".join(
-            sorted(n for n in plugin_names(pm) if not n.startswith("perfkit_core"))
-        )
+        installed = sorted(n for n in plugin_names(pm) if not n.startswith("perfkit_core"))
+        wanted = adapter_for(path, head)
+        if wanted is not None and pm.is_blocked(wanted.plugin):
+            raise TraceError(
+                path,
+                f"looks like a {wanted.framework} trace, and its adapter ({wanted.plugin}) is "
+                "disabled by PERFKIT_DISABLE_PLUGINS",
+            )
+        if wanted is not None and wanted.plugin not in installed:
+            raise TraceError(
+                path,
+                f"looks like a {wanted.framework} trace, and the {wanted.distribution} adapter "
+                f"is not installed: {wanted.install}",
+            )
         raise TraceError(
             path,
             "not a trace any installed adapter reads "
-            f"(adapters: {adapters or 'none'}; expected a torch or paddle profiler export)",
+            f"(adapters: {', '.join(installed) or 'none'}; run `perfkit info` to add one)",
         )
     run = loader(path)
     if not isinstance(run, Run):

@@ -7,6 +7,7 @@ it. Plugins mark their hook functions with ``hookimpl``.
 from __future__ import annotations
 
 from perfkit_core.plugins.hookspecs import PROJECT_NAME, TraceLoader, hookimpl, hookspec
+from perfkit_core.plugins.known import KNOWN_ADAPTERS, KnownAdapter, adapter_for
 from perfkit_core.plugins.manager import (
     BUILTIN_PLUGINS,
     DISABLE_ENV,
@@ -24,8 +25,11 @@ __all__ = [
     "BUILTIN_PLUGINS",
     "DISABLE_ENV",
     "ENTRY_POINT_GROUP",
+    "KNOWN_ADAPTERS",
     "PROJECT_NAME",
+    "KnownAdapter",
     "TraceLoader",
+    "adapter_for",
     "disabled_plugins",
     "framework_infos",
     "get_plugin_manager",

@@ -55,6 +55,15 @@ def _entry_points() -> Iterable[Any]:
     return importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
 
 
+def adapter_distributions() -> dict[str, str]:
+    """Entry-point name -> ``distribution version`` of every installed plugin distribution."""
+    out = {}
+    for ep in _entry_points():
+        dist = getattr(ep, "dist", None)
+        out[ep.name] = f"{dist.name} {dist.version}" if dist is not None else ep.value
+    return out
+
+
 def make_plugin_manager(
     *, disabled: Iterable[str] | None = None, load_entry_points: bool = True
 ) -> pluggy.PluginManager:
