@@ -110,6 +110,8 @@ FLOW_PHASES = frozenset({"s", "t", "f"})
 MEMORY_DEVICE_TYPES = {0: "cpu", 1: "gpu", 12: "xpu", 13: "mps", 20: "privateuse1"}
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+#: Names of the instants the profiler writes about itself (with an empty category).
+PROFILER_MARKERS = ("Iteration Start: ", "Record Window End")
 _COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
 
 
@@ -118,6 +120,8 @@ def classify(category: str, name: str) -> str:
     cat = category.lower()
     if name == "[memory]":
         return "memory"
+    if cat == "trace" or name.startswith(PROFILER_MARKERS):
+        return "profiler"
     if cat in DEVICE_CATEGORIES:
         kind = DEVICE_CATEGORIES[cat]
         if kind == "kernel" and "nccl" in name.lower():

@@ -111,7 +111,10 @@ def test_device_view_is_merged_device_time(gpu_run):
     busy = merge_intervals(dev["start_ns"].to_numpy(), (dev["start_ns"] + dev["dur_ns"]).to_numpy())
     expected = intersect_length(busy, window)
     host = view.set_index("name").loc["CPU (host threads busy)"]
-    host_rows = ev[(ev["stream"] < 0) & (ev["dur_ns"] > 0) & (ev["kind"] != "step")]
+    # Work on host threads: not the step spans that hold it, nor Kineto's own profiler span
+    # (category "Trace", pid -1), which would count as one more thread busy all along.
+    own_span = ev["category"].astype(str).str.lower() == "trace"
+    host_rows = ev[(ev["stream"] < 0) & (ev["dur_ns"] > 0) & (ev["kind"] != "step") & ~own_span]
     expected_host = 0
     for _, group in host_rows.groupby(["rank", "pid", "tid"]):
         merged = merge_intervals(
@@ -471,3 +474,24 @@ def test_torch_model_view_adds_up_on_real_traces(key):
         model.loc[parts, "gpu_total_ns"] >= 0
     ).all()
     assert model.loc["backward", "gpu_total_ns"] > model.loc["forward", "gpu_total_ns"] > 0
+
+
+def test_single_threaded_cpu_run_is_never_over_100_percent_busy(torch_profile):
+    """The demo trains on one thread: before the profiler's own span was set apart, its
+    `PyTorch Profiler (0)` span counted as a second busy thread (193.9%)."""
+    run = perfkit_core.load(torch_profile.runs[0])
+    host = run.summary("device").set_index("name").loc["CPU (host threads busy)"]
+    assert 50.0 < host["utilization_pct"] <= 100.0
+
+
+def test_profiled_span_ends_with_the_work_not_the_profiler_marker(traces_dir):
+    run = perfkit_core.load(traces_dir / "torch-cpu" / "gloo_cpu_only_rank34.pt.trace.json.gz")
+    ev = run.events
+    marker = ev[ev["name"] == "Record Window End"]
+    assert len(marker) == 1 and (marker["kind"] == "profiler").all()
+    work = ev[~ev["name"].astype(str).isin(["PyTorch Profiler (0)", "Record Window End"])]
+    work = work[~work["name"].astype(str).str.startswith("Iteration Start")]
+    start, end = run.meta["span_ns"]
+    assert start == work["start_ns"].min()
+    assert end == (work["start_ns"] + work["dur_ns"]).max()
+    assert end < marker["start_ns"].iloc[0]

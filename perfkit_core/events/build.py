@@ -85,9 +85,12 @@ def make_run(events: pd.DataFrame, meta: Mapping[str, Any]) -> Run:
     full.setdefault("rank", ranks[0])
     full["ranks"] = ranks
     full.setdefault("world_size", 1)
-    if len(events):
-        start = events["start_ns"].to_numpy()
-        end = start + events["dur_ns"].to_numpy()
+    # The profiled span is that of the recorded work: the profiler's own span and markers (which
+    # run to its "Record Window End", well after the last step) do not stretch it.
+    work = (events["kind"] != "profiler").to_numpy()
+    if work.any():
+        start = events["start_ns"].to_numpy()[work]
+        end = start + events["dur_ns"].to_numpy()[work]
         full["span_ns"] = [int(start.min()), int(end.max())]
     else:
         full["span_ns"] = [0, 0]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: Version of the event-table layout, stored in every saved run's metadata. Bump the minor
 #: number for added columns or kinds, the major number for anything that changes a meaning.
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 #: Every value the ``kind`` column can take, with what it means.
 KINDS: dict[str, str] = {
@@ -39,6 +39,7 @@ KINDS: dict[str, str] = {
     "user": "a user-defined span (torch record_function, paddle RecordEvent)",
     "python": "a Python function call recorded by the profiler's Python tracer",
     "memory": "an allocation (bytes > 0) or free (bytes < 0) instant",
+    "profiler": "the profiler's own spans and markers (Kineto's `PyTorch Profiler (0)` span, `Iteration Start`, `Record Window End`): kept, but not counted as work or as part of the profiled span",
     "other": "anything else; the native category is kept in `category`",
 }
 

@@ -17,6 +17,10 @@ DEVICE_KINDS = ("kernel", "communication", "memcpy", "memset")
 #: Kinds of device events that are kernels (compute and communication).
 KERNEL_KINDS = ("kernel", "communication")
 
+#: Kinds that are not work a thread or device did: step spans (they hold the work), memory
+#: instants, and the profiler's own spans and markers.
+NOT_WORK_KINDS = ("step", "memory", "profiler")
+
 NO_STEPS_NOTE = "no steps were recorded: the whole profiled span counts as one step"
 
 

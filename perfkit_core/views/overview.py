@@ -13,7 +13,7 @@ from perfkit_core.events.intervals import (
     length,
     step_window,
 )
-from perfkit_core.views.common import DEVICE_KINDS, no_step_note, view_frame
+from perfkit_core.views.common import DEVICE_KINDS, NOT_WORK_KINDS, no_step_note, view_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,9 +58,9 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     ]
     from perfkit_core.events.schema import KIND_ORDER
 
-    counted = sel & ~np.isin(kind, ["step", "memory"])
+    counted = sel & ~np.isin(kind, list(NOT_WORK_KINDS))
     if by == "kind":
-        names = [k for k in KIND_ORDER if k not in ("step", "memory")]
+        names = [k for k in KIND_ORDER if k not in NOT_WORK_KINDS]
     else:
         # Only the step spans and memory instants are left out, not their whole categories.
         names = sorted(set(np.unique(groups[counted]).tolist()))
@@ -180,7 +180,7 @@ def _host_threads_busy(run: Run, window: tuple[np.ndarray, np.ndarray], rank: in
     sel = (
         (ev["stream"].to_numpy() < 0)
         & (ev["dur_ns"].to_numpy() > 0)
-        & (ev["kind"].to_numpy() != "step")
+        & ~np.isin(ev["kind"].to_numpy(), list(NOT_WORK_KINDS))
     )
     if rank is not None:
         sel &= ev["rank"].to_numpy() == rank
