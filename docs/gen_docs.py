@@ -6,10 +6,10 @@ Usage::
     python docs/gen_docs.py --check  # exit 1, naming the stale files, if they are out of date
 
 Everything that can be read from the code is: the columns, kinds and meta keys come from
-``perfkit_core.schema``, the Kineto category tables from ``perfkit_torch.kineto``, the Paddle
+``perfkit_core.events.schema``, the Kineto category tables from ``perfkit_torch.kineto``, the Paddle
 event-type tables from ``perfkit_paddle.kinds`` and the Paddle JSON fields from
 ``perfkit_paddle.chrome``, the hooks (signatures, ``firstresult``, docstrings) from
-``perfkit_core.hookspecs``, the plugin discovery constants from ``perfkit_core.plugins`` and the
+``perfkit_core.plugins.hookspecs``, the plugin discovery constants from ``perfkit_core.plugins`` and the
 entry points from ``pyproject.toml``. The prose around them is written here; every example of a
 Kineto naming rule is run through ``perfkit_torch.kineto.classify``, and every Paddle example
 through ``perfkit_paddle.kinds.classify`` (and the JSON helpers of ``perfkit_paddle.chrome``),
@@ -18,7 +18,7 @@ while generating, so a rule that stops holding fails loudly. paddle itself is ne
 ``views.md`` documents every view perfkit registers (``perfkit_core.views.registered_views``):
 docstrings, options from the signatures, the ``perfkit report`` flag that reaches each option
 (read from ``perfkit_core.cli``), and the columns each view actually returns on a small synthetic
-run built here through ``perfkit_core.builder``. ``advice.md`` documents every rule of
+run built here through ``perfkit_core.events.build``. ``advice.md`` documents every rule of
 ``perfkit_core.advice.BUILTIN_RULES``: docstrings, the threshold constants each uses with their
 current values, a hand-written rationale per rule, and the torch and Paddle remedies; its example
 plugin is registered, run on the synthetic run and unregistered every time the page is written.
@@ -49,7 +49,7 @@ import numpy as np
 
 from perfkit_core import advice, builder, hookspecs, plugins, run, schema, summaries, views
 from perfkit_core import cli as pk_cli
-from perfkit_core.render import text as pk_text
+from perfkit_core.report import text as pk_text
 from perfkit_paddle import chrome as paddle_chrome
 from perfkit_paddle import kinds as paddle_kinds
 from perfkit_paddle import remedies as paddle_remedies
@@ -126,7 +126,7 @@ summary on purpose.
   profiler that does not record a measure leaves NaN, never 0.
 - **Row links are row positions.** {row_links} hold the *position* of the linked row in the
   table (use `events.iloc[i]` or a NumPy array, not index labels). Positions stay valid for the
-  table as loaded; `perfkit_core.schema.concat_events` shifts them when it joins tables.
+  table as loaded; `perfkit_core.events.schema.concat_events` shifts them when it joins tables.
 - **Host and device events.** Device events have `stream >= 0` and `tid == -1`; host events
   have `stream == -1` and their thread id in `tid` (-1 when the trace names no thread).
   `parent` nests host events per (rank, pid, tid); a device event is tied to the host launch
@@ -625,7 +625,7 @@ A saved run is a folder holding two files:
 `Run.save(folder)` writes each file atomically (to a temporary file beside it, then renamed
 over it) and writes `{run.META_FILE}` last, so a folder that has a `{run.META_FILE}` always
 holds a complete run. `perfkit_torch.on_trace_ready(dir)` and `perfkit_paddle.on_trace_ready(dir)`
-save one such folder per profiled cycle. Load one with `perfkit_core.load(folder)` (or `perfkit_core.run.Run.read(folder)`); a run
+save one such folder per profiled cycle. Load one with `perfkit_core.load(folder)` (or `perfkit_core.events.run.Run.read(folder)`); a run
 saved with a different major schema version raises `perfkit_core.TraceError`.
 
 ```python
@@ -652,15 +652,15 @@ def render_schema() -> str:
             SCHEMA_INTRO.format(row_links=row_links),
             "## Columns",
             f"The {len(schema.COLUMNS)} columns of `Run.events`, in order "
-            "(`perfkit_core.schema.COLUMNS`). *none* is the value a row holds where the column "
+            "(`perfkit_core.events.schema.COLUMNS`). *none* is the value a row holds where the column "
             "does not apply or was not recorded.",
             table(["column", "dtype", "unit", "none", "meaning"], column_rows()),
             "## Kinds",
-            "Every value of the `kind` column (`perfkit_core.schema.KINDS`); the categorical's "
+            "Every value of the `kind` column (`perfkit_core.events.schema.KINDS`); the categorical's "
             "categories are always all of them, in this order.",
             table(["kind", "meaning"], kind_rows),
             "## Run metadata",
-            "Keys of `Run.meta` (`perfkit_core.schema.META_KEYS`). Not every run has every "
+            "Keys of `Run.meta` (`perfkit_core.events.schema.META_KEYS`). Not every run has every "
             "key: `threads` is filled where the trace names threads (torch and Paddle), and "
             "`per_rank` only in a run combined from several rank files. What each adapter "
             "puts in `accounting` and `extra` is described in its section below.",
@@ -738,7 +738,7 @@ clear_view_cache()  # views are looked up once; forget them so the new one is fo
 
 
 def hook_functions() -> list[Callable[..., Any]]:
-    """Every hook spec in ``perfkit_core.hookspecs``, in the order they are defined."""
+    """Every hook spec in ``perfkit_core.plugins.hookspecs``, in the order they are defined."""
     found = [
         fn
         for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
@@ -1097,7 +1097,7 @@ def synthetic_run(
     template: Sequence[tuple[Any, ...]] = SYNTHETIC_STEP,
     device_memory: int = 16 * 2**30,
 ) -> run.Run:
-    """A small torch-like GPU run, built through ``perfkit_core.builder`` as an adapter builds one.
+    """A small torch-like GPU run, built through ``perfkit_core.events.build`` as an adapter builds one.
 
     Each 1 ms step holds data loading, a host-to-device copy, a forward op launching a kernel,
     a user span, a backward op launching a kernel, an all-reduce, an optimizer step, a memset,
@@ -1201,7 +1201,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "gpu_ratio_pct": "share of the kernel time the steps launched",
     },
     "overview": {
-        "name": "`step`, then every kind present, in the order of `perfkit_core.schema.KINDS`, "
+        "name": "`step`, then every kind present, in the order of `perfkit_core.events.schema.KINDS`, "
         "memory instants left out; with `by='category'`: every native category present, "
         "sorted, except the categories of step spans and memory instants (in a torch run that "
         "leaves out `user_annotation`, the category `ProfilerStep#N` shares with data-loading, "

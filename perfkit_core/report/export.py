@@ -39,7 +39,7 @@ def chrome_trace(run: Run, *, advice: bool = True) -> dict[str, Any]:
     stream = ev["stream"].to_numpy()
     tid = ev["tid"].to_numpy()
     dev_index = ev["device_index"].to_numpy()
-    is_instant = (ev["dur_ns"].to_numpy() == 0) & np.isin(kinds, ["memory", "other"])
+    is_instant = (ev["dur_ns"].to_numpy() == 0) & np.isin(kinds, ["memory", "other", "profiler"])
     device = stream >= 0
     pid = np.where(
         device,
