@@ -1,8 +1,24 @@
-"""What to change, in PaddlePaddle code, for each advice rule (``perfkit_remedy``)."""
+"""What to change, in PaddlePaddle code, for each advice rule (``perfkit_remedy``).
+
+AMP advice follows the GPU's compute capability (bfloat16 from 8.0, float16 with a GradScaler on
+7.x)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+_AMP_BF16 = (
+    "This GPU (compute capability {cc}) runs bfloat16 on tensor cores:\n"
+    "    with paddle.amp.auto_cast(level='O1', dtype='bfloat16'):\n"
+    "        loss = model(x)"
+)
+_AMP_FP16 = (
+    "This GPU (compute capability {cc}) runs float16 on tensor cores (it has no bfloat16):\n"
+    "    scaler = paddle.amp.GradScaler(init_loss_scaling=1024)\n"
+    "    with paddle.amp.auto_cast(level='O1', dtype='float16'):\n"
+    "        loss = model(x)\n"
+    "    scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()"
+)
 
 REMEDIES: dict[str, str] = {
     "input-pipeline": (
@@ -37,10 +53,9 @@ REMEDIES: dict[str, str] = {
         "last_comm_buffer_size=1); with fleet, strategy.fuse_all_reduce_ops = True."
     ),
     "amp": (
-        "Run matmuls and convolutions in reduced precision on tensor cores:\n"
-        "    scaler = paddle.amp.GradScaler()\n"
-        "    with paddle.amp.auto_cast(level='O1', dtype='bfloat16'):\n"
-        "        loss = model(x)"
+        "Run matmuls and convolutions in reduced precision on tensor cores. On compute capability\n"
+        "8.0 or newer (A100, H100): paddle.amp.auto_cast(level='O1', dtype='bfloat16'); on 7.x\n"
+        "(V100, T4): dtype='float16' with scaler = paddle.amp.GradScaler()."
     ),
     "memory-pressure": (
         "Lower peak memory: smaller batch or gradient accumulation, recompute\n"
@@ -50,12 +65,27 @@ REMEDIES: dict[str, str] = {
         "Copy from pinned memory, asynchronously: tensor.pin_memory() (or create the tensor on\n"
         "paddle.CUDAPinnedPlace()), then x.cuda(blocking=False)."
     ),
+    "optimizer": (
+        "Use the multi-tensor implementation, which updates all parameters in a few ops instead\n"
+        "of a loop over them:\n"
+        "    optimizer = paddle.optimizer.AdamW(learning_rate=..., parameters=model.parameters(),\n"
+        "                                       use_multi_tensor=True)"
+    ),
+    "small-ops": (
+        "Convert the model to a static graph so runs of tiny ops are fused and Python dispatch\n"
+        "leaves the step:\n"
+        "    model = paddle.jit.to_static(model)"
+    ),
 }
 
 
 def remedy(finding: Any) -> str | None:
     """The paddle remedy for ``finding`` (by its rule), naming the ops it found where useful."""
-    text = REMEDIES.get(getattr(finding, "rule", ""))
+    rule = getattr(finding, "rule", "")
+    cc = (getattr(finding, "evidence", {}) or {}).get("compute_capability")
+    if rule == "amp" and cc is not None:
+        return (_AMP_BF16 if float(cc) >= 8.0 else _AMP_FP16).format(cc=f"{float(cc):.1f}")
+    text = REMEDIES.get(rule)
     if text and finding.rule == "placement":
         ops = ", ".join(o["op"] for o in finding.evidence.get("ops", [])[:3])
         text = f"Ops to look at: {ops}.\n{text}" if ops else text

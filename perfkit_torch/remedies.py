@@ -1,17 +1,50 @@
-"""What to change, in PyTorch code, for each advice rule (``perfkit_remedy``)."""
+"""What to change, in PyTorch code, for each advice rule (``perfkit_remedy``).
+
+Remedies fit the run: AMP advice follows the GPU's compute capability (bf16 and TF32 from 8.0,
+fp16 with a GradScaler on 7.x), and CPU-only runs get no pinned-memory or non-blocking-copy
+advice, which only helps a GPU.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+_LOADER_GPU = (
+    "Load batches in worker processes, pinned, and prefetched, so loading overlaps the step:\n"
+    "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers=4,\n"
+    "                                         pin_memory=True, prefetch_factor=2,\n"
+    "                                         persistent_workers=True)\n"
+    "and copy with batch = batch.to(device, non_blocking=True)."
+)
+_LOADER_CPU = (
+    "Load batches in worker processes, prefetched, so loading overlaps the step:\n"
+    "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers=4,\n"
+    "                                         prefetch_factor=2, persistent_workers=True)\n"
+    "(leave a core or two to the training process: torch.set_num_threads(...))."
+)
+_AMP_BF16 = (
+    "This GPU (compute capability {cc}) runs bf16 and TF32 on tensor cores:\n"
+    "    torch.backends.cuda.matmul.allow_tf32 = True   # fp32 matmuls on tensor cores\n"
+    "    torch.backends.cudnn.allow_tf32 = True\n"
+    "    with torch.autocast(device_type='cuda', dtype=torch.bfloat16):\n"
+    "        loss = model(x)"
+)
+_AMP_FP16 = (
+    "This GPU (compute capability {cc}) runs fp16 on tensor cores (it has no bf16 or TF32):\n"
+    "    scaler = torch.amp.GradScaler('cuda')\n"
+    "    with torch.autocast(device_type='cuda', dtype=torch.float16):\n"
+    "        loss = model(x)\n"
+    "    scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()"
+)
+_AMP_UNKNOWN = (
+    "Run matmuls and convolutions in reduced precision on tensor cores. On compute capability\n"
+    "8.0 or newer (A100, H100): torch.autocast(device_type='cuda', dtype=torch.bfloat16) and\n"
+    "torch.backends.cuda.matmul.allow_tf32 = True; on 7.x (V100, T4): dtype=torch.float16\n"
+    "with torch.amp.GradScaler('cuda')."
+)
+
 REMEDIES: dict[str, str] = {
-    "input-pipeline": (
-        "Load batches in worker processes, pinned, and prefetched, so loading overlaps the step:\n"
-        "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers=4,\n"
-        "                                         pin_memory=True, prefetch_factor=2,\n"
-        "                                         persistent_workers=True)\n"
-        "and copy with batch = batch.to(device, non_blocking=True)."
-    ),
+    "input-pipeline": _LOADER_GPU,
     "placement": (
         "Stop reading device values on the host every step: keep scalars such as losses as\n"
         "tensors and call .item() / .cpu() / .tolist() only when logging (every N steps);\n"
@@ -37,12 +70,7 @@ REMEDIES: dict[str, str] = {
         "bucket_cap_mb=25, gradient_as_bucket_view=True); avoid extra collectives in the step;\n"
         "consider torch.distributed.algorithms.ddp_comm_hooks (fp16 compression)."
     ),
-    "amp": (
-        "Run matmuls and convolutions in reduced precision on tensor cores:\n"
-        "    with torch.autocast(device_type='cuda', dtype=torch.bfloat16):\n"
-        "        loss = model(x)\n"
-        "(with float16 use torch.amp.GradScaler); torch.backends.cuda.matmul.allow_tf32 = True."
-    ),
+    "amp": _AMP_UNKNOWN,
     "memory-pressure": (
         "Lower peak memory: smaller batch or gradient accumulation, activation checkpointing\n"
         "(torch.utils.checkpoint), set_to_none=True in zero_grad, and check\n"
@@ -53,13 +81,35 @@ REMEDIES: dict[str, str] = {
         "    DataLoader(..., pin_memory=True)  # or tensor.pin_memory()\n"
         "    x = x.to('cuda', non_blocking=True)"
     ),
+    "optimizer": (
+        "Use the fused (or multi-tensor) implementation, one kernel for all parameters instead\n"
+        "of a loop over them:\n"
+        "    optimizer = torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n"
+        "(fused=True exists for Adam, AdamW, SGD and Adagrad; otherwise foreach=True)."
+    ),
+    "small-ops": (
+        "Compile the model so that runs of tiny ops become a few fused kernels and Python\n"
+        "dispatch leaves the step:\n"
+        "    model = torch.compile(model)\n"
+        "and keep per-step Python work (logging, metric bookkeeping) out of the hot loop."
+    ),
 }
 
 
 def remedy(finding: Any) -> str | None:
-    """The torch remedy for ``finding`` (by its rule), naming the ops it found where useful."""
-    text = REMEDIES.get(getattr(finding, "rule", ""))
-    if text and finding.rule == "placement":
-        ops = ", ".join(o["op"] for o in finding.evidence.get("ops", [])[:3])
+    """The torch remedy for ``finding`` (by its rule), fitted to the run's hardware and naming
+    the ops it found where useful."""
+    rule = getattr(finding, "rule", "")
+    evidence = getattr(finding, "evidence", {}) or {}
+    if rule == "input-pipeline" and evidence.get("has_device") is False:
+        return _LOADER_CPU
+    if rule == "amp":
+        cc = evidence.get("compute_capability")
+        if cc is None:
+            return _AMP_UNKNOWN
+        return (_AMP_BF16 if float(cc) >= 8.0 else _AMP_FP16).format(cc=f"{float(cc):.1f}")
+    text = REMEDIES.get(rule)
+    if text and rule == "placement":
+        ops = ", ".join(o["op"] for o in evidence.get("ops", [])[:3])
         text = f"Ops to look at: {ops}.\n{text}" if ops else text
     return text

@@ -160,7 +160,7 @@ def test_compare_html_is_self_contained_and_escaped(tmp_path):
     )
     out = tmp_path / "cmp.html"
     assert main(["compare", str(path), str(path), "--format", "html", "-o", str(out)]) == 0
-    html = out.read_text()
+    html = out.read_text().replace("<wbr>", "")  # perfkit's own wrap points
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "<script src=" not in html and "<link" not in html and 'src="http' not in html
 

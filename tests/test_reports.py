@@ -138,11 +138,12 @@ def evil_trace(tmp_path: Path) -> Path:
 def test_markup_in_names_is_shown_as_text(tmp_path):
     out = tmp_path / "evil.html"
     assert main(["report", str(evil_trace(tmp_path)), "--format", "html", "-o", str(out)]) == 0
-    html = out.read_text()
+    # Names may wrap only where perfkit puts a <wbr>; without them the name is the escaped text.
+    html = out.read_text().replace("<wbr>", "")
     assert EVIL not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "<script>alert(2)" not in html
     if shutil.which("chromium"):
-        dom = dump_dom(out, tmp_path)
+        dom = dump_dom(out, tmp_path).replace("<wbr>", "")
         assert "<img" not in dom.split("<body", 1)[1]
         assert "&lt;img src=x onerror=alert(1)&gt;" in dom
 

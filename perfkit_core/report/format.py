@@ -78,31 +78,8 @@ def format_value(value: Any, unit: str, time_unit: str = "ms") -> str:
     return str(value).replace("\n", " <- ")
 
 
-def evidence_text(key: str, value: Any, time_unit: str) -> str:
-    """A finding's evidence value as text: ``*_ns`` in ``time_unit`` with the unit, lists and
-    dicts inline."""
-    if isinstance(value, list):
-        return "; ".join(evidence_text("", v, time_unit) for v in value[:5])
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={evidence_text(k, v, time_unit)}" for k, v in value.items())
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and key.endswith("_ns"):
-        return f"{value / TIME_UNITS[time_unit]:.3f} {time_unit}"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
-
-
 def saving_text(finding: Any, time_unit: str) -> str:
     """``1.234 ms (5.6% of step time)``: a finding's estimated saving and its share of the steps."""
     step = finding.evidence.get("step_time_ns") or 0
     share = f" ({100.0 * finding.saving_ns / step:.1f}% of step time)" if step else ""
     return f"{finding.saving_ns / TIME_UNITS[time_unit]:.3f} {time_unit}{share}"
-
-
-def evidence_items(finding: Any, time_unit: str) -> list[tuple[str, str]]:
-    """A finding's evidence as (key, text) pairs, the context keys every finding has left out."""
-    return [
-        (k, evidence_text(k, v, time_unit))
-        for k, v in finding.evidence.items()
-        if k not in ("step_time_ns", "steps")
-    ]

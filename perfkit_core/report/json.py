@@ -53,7 +53,18 @@ def report_json(report: Report) -> dict[str, Any]:
         "title": report.title,
         "time_unit": report.time_unit,
         "header": [{"label": h.label, "value": h.value, "unit": h.unit} for h in report.header],
+        "headline": None
+        if report.headline is None
+        else {
+            "items": [
+                {"label": h.label, "value": h.value, "unit": h.unit} for h in report.headline.items
+            ],
+            "phases": [p.__dict__ for p in report.headline.phases],
+            "finding": report.headline.finding.id if report.headline.finding else None,
+            "note": report.headline.note,
+        },
         "advice": [f.to_dict() for f in report.findings or []],
+        "advice_note": report.advice_note,
         "tables": {t.id: table_json(t) for t in report.tables},
         "charts": [chart.__dict__ for chart in report.charts],
         "meta": report.meta,

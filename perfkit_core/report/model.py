@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from perfkit_core.report.format import column_unit
 
 if TYPE_CHECKING:
@@ -62,7 +64,6 @@ RANKED_VIEWS = frozenset({"operator", "user", "kernel", "memory", "memcpy"})
 VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "phases": ("Time per step by phase", "stacked", None),
     "family": ("Time per step by op family", "hbar", ["time_per_step_ns"]),
-    "overview": ("Time by event kind (overlaps merged)", "bar", ["cpu_time_ns", "gpu_time_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
 }
 
@@ -118,9 +119,29 @@ class HeaderItem:
 
 
 @dataclass
+class PhaseShare:
+    """One phase of the headline's stacked bar: its time per step (ns) and share of the step (%)."""
+
+    name: str
+    per_step_ns: float
+    share_pct: float
+
+
+@dataclass
+class Headline:
+    """The answer first: step time and its spread, throughput, where the step goes, and the one
+    change worth most (the top finding, or why there is none)."""
+
+    items: list[HeaderItem]
+    phases: list[PhaseShare]
+    finding: Any | None
+    note: str | None = None
+
+
+@dataclass
 class Report:
-    """Everything a run's report shows, in order: header, findings, tables (charts are drawn
-    over the tables they name)."""
+    """Everything a run's report shows, in order: header, headline, findings, tables (charts
+    are drawn over the tables they name)."""
 
     title: str
     time_unit: str
@@ -129,6 +150,9 @@ class Report:
     tables: list[Table]
     charts: list[Chart]
     meta: dict[str, Any]
+    headline: Headline | None = None
+    #: Why the run got no advice at all (too few steps), when it did not.
+    advice_note: str | None = None
 
     def table(self, table_id: str) -> Table:
         """The table with id ``table_id``."""
@@ -211,11 +235,12 @@ def table_from_frame(
 
 
 def _drop_empty_columns(table: Table, prefixes: Sequence[str], reason: str) -> None:
-    """Remove columns whose key starts with one of ``prefixes`` when every value is missing."""
+    """Remove columns whose key starts with one of ``prefixes`` (``""``: any column) when every
+    value is missing, and add ``reason`` to the note when one was removed."""
     drop = [
         i
         for i, c in enumerate(table.columns)
-        if c.key.startswith(tuple(prefixes)) and all(r[i] is None for r in table.rows)
+        if i and c.key.startswith(tuple(prefixes)) and all(r[i] is None for r in table.rows)
     ]
     if not drop or not table.rows:
         return
@@ -243,6 +268,48 @@ def _header(run: Run) -> list[HeaderItem]:
         HeaderItem("Profiled", int(span[1] - span[0]), "time"),
         HeaderItem("Devices", devices or "none recorded"),
     ]
+
+
+#: Rows of the model view that make up a step, in the headline's stacking order.
+HEADLINE_PHASES = ("dataloader", "forward", "backward", "optimization", "others")
+
+
+def _headline(
+    run: Run, findings: list[Any] | None, batch_size: int | None, note: str | None
+) -> Headline:
+    """The headline: median step time with its interquartile range, throughput (samples/s with
+    a batch size, else steps/s, from the median step), the model view's phases per step, and
+    the top finding."""
+    steps = run.summary("steps")
+    durations = steps["dur_ns"].to_numpy(dtype=np.float64) if len(steps) else np.empty(0)
+    items: list[HeaderItem] = []
+    if len(durations):
+        median = float(np.median(durations))
+        p25, p75 = (float(v) for v in np.percentile(durations, [25, 75]))
+        ranks = steps["rank"].nunique()
+        items += [
+            HeaderItem("Step time (median)", median, "time"),
+            HeaderItem("25th percentile", p25, "time"),
+            HeaderItem("75th percentile", p75, "time"),
+            HeaderItem(
+                "Steps" if ranks == 1 else f"Steps (of {ranks} ranks)", len(durations), "count"
+            ),
+        ]
+        if batch_size:
+            items.append(HeaderItem("Throughput (samples/s)", batch_size * 1e9 / median, "number"))
+        else:
+            items.append(HeaderItem("Throughput (steps/s)", 1e9 / median, "number"))
+    phases: list[PhaseShare] = []
+    model = run.summary("model").set_index("name")
+    count = max(int(model.loc["step", "calls"]), 1) if "step" in model.index else 1
+    for name in HEADLINE_PHASES:
+        if name in model.index:
+            total = float(model.loc[name, "cpu_total_ns"])
+            share = float(model.loc[name, "cpu_ratio_pct"])
+            if total > 0:
+                phases.append(PhaseShare(name, total / count, share))
+    top = findings[0] if findings else None
+    return Headline(items, phases, top, note)
 
 
 def _view_chart(table: Table) -> Chart | None:
@@ -274,10 +341,12 @@ def build_report(
     options: dict[str, dict[str, Any]] | None = None,
     advice: bool = True,
     charts: bool = True,
+    batch_size: int | None = None,
 ) -> Report:
     """Return the report model of ``run``: header, advice findings (when ``advice``), one table
     per view in ``views``, and the charts ``VIEW_CHARTS`` draws over some of them (when
-    ``charts``) (``options[view]`` passed to it; at most ``top`` rows; views with no rows
+    ``charts``), with the headline (step time, throughput with ``batch_size`` samples per step,
+    where the step goes, the top finding) first (``options[view]`` passed to it; at most ``top`` rows; views with no rows
     left out; ``top`` cuts only the views of ranked entries, ``RANKED_VIEWS``). GPU columns are left out of runs that recorded no device events, with a note."""
     from perfkit_core.progress import stage
 
@@ -287,9 +356,13 @@ def build_report(
     tables: list[Table] = []
     chart_list: list[Chart] = []
     findings = None
+    note = None
     with stage("summaries", total=len(views) + int(advice)) as bar:
         if advice:
+            from perfkit_core.advice.engine import advice_note
+
             findings = run.advise()
+            note = advice_note(run)
             bar.update(1)
         for view in views:
             frame = run.summary(view, **options.get(view, {}))
@@ -306,7 +379,7 @@ def build_report(
                 _drop_empty_columns(
                     table, ("gpu_",), "no device events were recorded: GPU columns omitted"
                 )
-            _drop_empty_columns(table, ("flops", "gflops_per_s"), "")
+            _drop_empty_columns(table, ("",), "")
             tables.append(table)
             chart = _view_chart(table) if charts else None
             if chart is not None:
@@ -319,6 +392,8 @@ def build_report(
         tables=tables,
         charts=chart_list,
         meta=run.meta,
+        headline=_headline(run, findings, batch_size, note),
+        advice_note=note,
     )
 
 

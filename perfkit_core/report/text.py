@@ -9,16 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 from perfkit_core.report.format import (
     TIME_UNITS,
-    evidence_items,
     format_value,
     header_label,
     saving_text,
 )
 
 if TYPE_CHECKING:
-    from perfkit_core.report.model import ComparisonReport, Report, Table
+    from perfkit_core.report.model import ComparisonReport, Headline, Report, Table
 
 TABLE_WIDTH_MIN = 60
+#: Width of the headline's stacked bar, in characters.
+BAR_WIDTH = 60
+#: Fill characters of the stacked bar's segments, in phase order.
+BAR_FILLS = "#=*+-"
 #: Text cells longer than this are cut (with ``...``).
 MAX_NAME_WIDTH = 60
 
@@ -79,31 +82,75 @@ def render_header(report: Report) -> str:
     )
 
 
-def render_findings(findings: list[Any], *, time_unit: str = "ms") -> str:
-    """Return advice findings as text: one block per finding, most valuable first."""
+def _item_text(value: object, unit: str, time_unit: str) -> str:
+    return format_value(value, unit, time_unit) + (f" {time_unit}" if unit == "time" else "")
+
+
+def render_headline(headline: Headline, time_unit: str) -> str:
+    """The headline box: step time, throughput, a stacked bar of where the step goes, and the
+    one change to make."""
+    width = max([len(i.label) for i in headline.items] + [len("Where it goes")]) + 2
+    lines = [
+        f"{(item.label + ':').ljust(width)} {_item_text(item.value, item.unit, time_unit)}"
+        for item in headline.items
+    ]
+    if headline.phases:
+        bar = ""
+        for i, phase in enumerate(headline.phases):
+            bar += BAR_FILLS[i % len(BAR_FILLS)] * round(BAR_WIDTH * phase.share_pct / 100.0)
+        legend = ", ".join(
+            f"{BAR_FILLS[i % len(BAR_FILLS)]} {p.name} {format_value(p.share_pct, 'pct')}% "
+            f"({format_value(p.per_step_ns, 'time', time_unit)} {time_unit})"
+            for i, p in enumerate(headline.phases)
+        )
+        lines.append(f"{'Where it goes:'.ljust(width)} [{bar[:BAR_WIDTH].ljust(BAR_WIDTH)}]")
+        lines.append(f"{''.ljust(width)} {legend}")
+    top = headline.finding
+    if top is not None:
+        lines.append(
+            f"{'Change first:'.ljust(width)} [{top.severity}] {top.title}; estimated saving "
+            f"{saving_text(top, time_unit)} (advice 1 below)"
+        )
+    elif headline.note:
+        lines.append(f"{'Advice:'.ljust(width)} {headline.note}")
+    return " Headline ".center(TABLE_WIDTH_MIN, "=") + "\n" + "\n".join(lines)
+
+
+def render_findings(findings: list[Any], *, time_unit: str = "ms", note: str | None = None) -> str:
+    """Return advice findings as text: one block per finding, most valuable first: what is
+    wrong, the estimated saving and how it was estimated, the evidence as sentences, what to
+    change."""
     if not findings:
-        return "No advice: no rule found anything worth changing in this run.\n"
+        return (note or "No advice: no rule found anything worth changing in this run.") + "\n"
     blocks = []
     for i, f in enumerate(findings, 1):
         lines = [
             f"{i}. [{f.severity}] {f.title}",
-            f"   id: {f.id}    estimated saving: {saving_text(f, time_unit)} over the profiled steps",
-            "   evidence:",
+            f"   Estimated saving: {saving_text(f, time_unit)} over the profiled steps ({f.id}).",
         ]
-        lines += [f"     {key}: {text}" for key, text in evidence_items(f, time_unit)]
+        if f.estimate:
+            lines.append(f"   How: {f.estimate}")
+        lines += [f"   - {sentence}" for sentence in f.details]
         if f.remedy:
-            lines.append("   remedy:")
+            lines.append("   What to change:")
             lines += [f"     {line}" for line in str(f.remedy).splitlines()]
         blocks.append("\n".join(lines))
-    return " Advice ".center(60, "-") + "\n" + "\n\n".join(blocks) + "\n"
+    return " Advice ".center(TABLE_WIDTH_MIN, "-") + "\n" + "\n\n".join(blocks) + "\n"
 
 
 def render_report(report: Report) -> str:
-    """Return the text form of a run's report: header, advice, then every table (the tables
-    behind the HTML charts included)."""
-    parts = [render_header(report)]
+    """Return the text form of a run's report: headline, header, advice, then every table (the
+    tables behind the HTML charts included)."""
+    parts = []
+    if report.headline is not None:
+        parts.append(render_headline(report.headline, report.time_unit))
+    parts.append(render_header(report))
     if report.findings is not None:
-        parts.append(render_findings(report.findings, time_unit=report.time_unit).rstrip())
+        parts.append(
+            render_findings(
+                report.findings, time_unit=report.time_unit, note=report.advice_note
+            ).rstrip()
+        )
     parts += [format_table(t, time_unit=report.time_unit) for t in report.tables]
     return "\n\n".join(parts) + "\n"
 

@@ -69,5 +69,8 @@ def distributed_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
                     "ratio_pct": 100.0 * value / total if total else math.nan,
                 }
             )
-    note = None if (kind == "communication").any() else "no communication was recorded"
-    return view_frame(rows, ["name", "rank", "side", "time_ns", "ratio_pct"], note)
+    columns = ["name", "rank", "side", "time_ns", "ratio_pct"]
+    if not (kind == "communication").any():
+        # Nothing distributed to show: an empty table (reports leave the section out).
+        return view_frame([], columns, "no communication was recorded")
+    return view_frame(rows, columns)

@@ -1,14 +1,14 @@
 """The built-in advice rules, registered as a plugin (listed in
 ``perfkit_core.plugins.BUILTIN_PLUGINS``): ``host`` (data loading, host-bound ops, placement),
-``device`` (idle GPU, launch-bound, AMP, memory pressure, pageable copies) and
-``communication``."""
+``device`` (idle GPU, launch-bound, AMP, memory pressure, pageable copies),
+``communication``, and ``cpu`` (optimizer step, tiny ops), which fit CPU-only runs too."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from perfkit_core.advice.engine import Advisor
-from perfkit_core.advice.rules import communication, device, host
+from perfkit_core.advice.rules import communication, cpu, device, host
 from perfkit_core.plugins import hookimpl
 
 #: (rule id, function, description) of every built-in rule.
@@ -42,6 +42,8 @@ BUILTIN_RULES: tuple[tuple[str, Advisor, str], ...] = (
         "peak device memory close to the device's capacity",
     ),
     ("pageable-memcpy", device.rule_pageable_memcpy, "host-to-device copies from pageable memory"),
+    ("optimizer", cpu.rule_optimizer, "the optimizer step takes a large share of each step"),
+    ("small-ops", cpu.rule_small_ops, "many tiny ops: framework overhead rather than math"),
 )
 
 

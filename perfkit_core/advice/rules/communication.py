@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.engine import Context, Finding, duration_text
 
 if TYPE_CHECKING:
     pass
@@ -47,6 +47,12 @@ def rule_communication(ctx: Context) -> Finding | None:
         title=f"Communication takes {share:.1f}% of the step, {overlapped:.0f}% of it overlapped with computation",
         severity="",
         saving_ns=comm - overlap,
+        details=[
+            f"Collectives ran {duration_text(comm)} of {duration_text(ctx.step_ns)} of steps "
+            f"({share:.1f}%); {duration_text(overlap)} of that ran while the GPU also computed, "
+            f"{duration_text(comm - overlap)} did not."
+        ],
+        estimate="The communication time not hidden behind computation.",
         evidence={
             "communication_ns": comm,
             "overlap_ns": overlap,

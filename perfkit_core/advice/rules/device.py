@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.engine import Context, Finding, duration_text, share_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import (
     clip_to,
     step_window,
 )
+from perfkit_core.events.names import short_name
 from perfkit_core.views.common import DEVICE_KINDS
 
 if TYPE_CHECKING:
@@ -30,6 +31,10 @@ AMP_MIN_KERNEL_PCT = 20.0
 #: amp: assumed speed-up of matmul/conv on tensor cores in reduced precision (conservative;
 #: NVIDIA quotes 2-8x for fp16/bf16 tensor cores over fp32 CUDA cores).
 AMP_SPEEDUP = 2.0
+#: amp: GPUs below this CUDA compute capability (Pascal and older) have no tensor cores, so the
+#: rule does not fire on them; from 7.0 (Volta, Turing) they run fp16, from 8.0 (Ampere and
+#: newer) also bf16 and TF32, and the remedy says which.
+AMP_MIN_COMPUTE_CAPABILITY = 7.0
 #: memory-pressure: peak reserved memory above this share of the device's memory.
 MEMORY_PRESSURE_PCT = 90.0
 #: pageable-memcpy: host-to-device copies from pageable memory, at least this share of step time
@@ -69,6 +74,11 @@ def rule_low_gpu_utilization(ctx: Context) -> Finding | None:
         title=f"The GPU is busy only {share:.1f}% of the step",
         severity="",
         saving_ns=ctx.step_ns - busy,
+        details=[
+            f"The GPU ran kernels, copies or sets for {duration_text(busy)} of "
+            f"{duration_text(ctx.step_ns)} of steps ({share:.1f}%); it waited the rest."
+        ],
+        estimate="Upper bound: the GPU's idle time in the steps (a step cannot be shorter than its busy time).",
         evidence={"gpu_busy_ns": busy, "gpu_busy_pct": share},
     )
 
@@ -103,6 +113,12 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
         title=f"{count / max(ctx.steps, 1):.0f} short kernels per step (median {median / 1000:.1f} us): the host cannot launch them fast enough",
         severity="",
         saving_ns=saving,
+        details=[
+            f"{count / max(ctx.steps, 1):.0f} kernels per step, median {duration_text(median)}; "
+            f"launching them held the host {duration_text(launch_ns)}, more than the "
+            f"{duration_text(kernel_ns)} they ran on the GPU."
+        ],
+        estimate="Host launch time beyond the kernels' device time, at most the GPU's idle time.",
         evidence={
             "kernels_per_step": count / max(ctx.steps, 1),
             "median_kernel_ns": median,
@@ -121,6 +137,9 @@ def rule_amp(ctx: Context) -> Finding | None:
     """
     if not ctx.has_device:
         return None
+    capability = ctx.compute_capability
+    if capability is not None and capability < AMP_MIN_COMPUTE_CAPABILITY:
+        return None
     kernels = ctx.run.summary("kernel")
     if kernels.empty or kernels["tensor_cores"].any():
         return None
@@ -130,12 +149,27 @@ def rule_amp(ctx: Context) -> Finding | None:
     heavy_ns = float(heavy["gpu_total_ns"].sum())
     if not total or 100.0 * heavy_ns / total < AMP_MIN_KERNEL_PCT:
         return None
+    device = ", ".join(sorted({str(d.get("name")) for d in ctx.devices})) or "the GPU"
+    cc_text = f" (compute capability {capability:.1f})" if capability is not None else ""
+    top = heavy.head(3)
     return Finding(
         id="amp",
         title=f"matmul/convolution kernels take {100.0 * heavy_ns / total:.0f}% of GPU time and none run on tensor cores",
         severity="",
         saving_ns=heavy_ns * (1.0 - 1.0 / AMP_SPEEDUP),
+        details=[
+            f"Matmul and convolution kernels ran {duration_text(heavy_ns)} of "
+            f"{duration_text(total)} of kernel time ({share_text(heavy_ns, total)}) in fp32 "
+            f"on {device}{cc_text}; no kernel used tensor cores."
+        ]
+        + [
+            f"{short_name(r.name)}: {int(r.calls)} calls, {duration_text(r.gpu_total_ns)}."
+            for r in top.itertuples()
+        ],
+        cites={"kernel": [str(n) for n in top["name"]]},
+        estimate=f"Those kernels' time, {AMP_SPEEDUP:g}x faster on tensor cores in reduced precision (conservative: NVIDIA quotes 2-8x).",
         evidence={
+            "compute_capability": capability,
             "matmul_conv_ns": heavy_ns,
             "kernel_ns": total,
             "top_kernels": heavy.head(5)[["name", "calls", "gpu_total_ns"]].to_dict("records"),
@@ -176,6 +210,12 @@ def rule_memory_pressure(ctx: Context) -> Finding | None:
         title=f"GPU {index} peaks at {100.0 * peak / total:.0f}% of its memory",
         severity="medium",
         saving_ns=0.0,
+        details=[
+            f"GPU {index} peaked at {peak / 2**30:.1f} GiB of its {total / 2**30:.1f} GiB "
+            f"({share_text(peak, total)}): close to out-of-memory, and the allocator may be "
+            "freeing and re-reserving blocks."
+        ],
+        estimate="No time saving is claimed: the risk is running out of memory.",
         evidence={"device": index, "peak_bytes": peak, "total_bytes": total},
     )
 
@@ -208,6 +248,12 @@ def rule_pageable_memcpy(ctx: Context) -> Finding | None:
         title=f"{len(copies)} host-to-device copies from pageable memory hold the host {blocked / 1e6:.3f} ms",
         severity="",
         saving_ns=blocked,
+        details=[
+            f"{len(copies)} host-to-device copies of {np.nansum(ev['bytes'].to_numpy()[copies]) / 2**20:.0f} MiB "
+            f"from pageable memory ran {duration_text(float(dur[copies].sum()))} on the GPU and "
+            f"held the host {duration_text(blocked)} in their launches."
+        ],
+        estimate="Upper bound: the host time blocked in the copy launches, if pinned, asynchronous copies overlap compute.",
         evidence={
             "copies": len(copies),
             "bytes": float(np.nansum(ev["bytes"].to_numpy()[copies])),

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.engine import Context, Finding, duration_text, share_text
 from perfkit_core.events import links
+from perfkit_core.events.intervals import merge_intervals
+from perfkit_core.views.common import DEVICE_KINDS
 from perfkit_core.views.families import normalize
 
 if TYPE_CHECKING:
@@ -74,7 +76,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     """Data loading takes at least INPUT_PIPELINE_MIN_PCT of step time.
 
     Saving: the data-loading time inside the steps; with loading done in background workers it
-    overlaps compute, so at best all of it leaves the step.
+    overlaps compute, so at best all of it leaves the step. The remedy of a CPU-only run leaves
+    out pinned memory and non-blocking copies, which only help a GPU.
     """
     model = ctx.run.summary("model").set_index("name")
     loading = float(model.loc["dataloader", "cpu_total_ns"])
@@ -83,15 +86,29 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         return None
     steps = ctx.run.summary("steps")
     worst = steps.sort_values("dataloader_ns", ascending=False).head(3)
+    calls = int(model.loc["dataloader", "calls"])
+    details = [
+        f"Data loading took {duration_text(loading)} of {duration_text(ctx.step_ns)} of steps "
+        f"({share:.1f}%): the training thread waited for data in {calls} calls."
+    ]
+    details += [
+        f"Step {int(r.step)}: data loading {duration_text(r.dataloader_ns)} of "
+        f"{duration_text(r.dur_ns)}."
+        for r in worst.itertuples()
+    ]
     return Finding(
         id="input-pipeline",
         title=f"Data loading takes {share:.1f}% of each step",
         severity="",
         saving_ns=loading,
+        details=details,
+        estimate="All of the data-loading time in the steps, which loader workers overlap with the step.",
+        cites={"phases": [f"step {int(r.step)}" for r in worst.itertuples()]},
         evidence={
             "dataloader_ns": loading,
             "dataloader_pct": share,
-            "dataloader_calls": int(model.loc["dataloader", "calls"]),
+            "dataloader_calls": calls,
+            "has_device": ctx.has_device,
             "worst_steps": [
                 {
                     "step": int(r.step),
@@ -136,6 +153,13 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
                 title=f"{name} spends {100.0 * host_only / cpu:.0f}% of its time on the host ({100.0 * cpu / ctx.step_ns:.1f}% of step time)",
                 severity="",
                 saving_ns=host_only,
+                details=[
+                    f"{name}: {int(row['calls'])} calls, {duration_text(cpu)} on the host "
+                    f"({share_text(cpu, ctx.step_ns)} of step time), of which the device work "
+                    f"it launched matches only {duration_text(gpu)}."
+                ],
+                estimate="The op's host time beyond the device time it launched.",
+                cites={"operator": [name]},
                 evidence={
                     "op": name,
                     "calls": int(row["calls"]),
@@ -221,7 +245,10 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     on device values, printing a tensor), holding the host at least PLACEMENT_MIN_STEP_PCT of
     step time. One finding per run, naming the ops with their copies and syncs per step.
 
-    Saving: the host time spent blocked in those syncs and device-to-host copies.
+    Saving: the device's idle time around those syncs and copies: from the device's last work
+    before each one returns to its next work after (the pipeline drained and refilled), at most
+    the time the host was blocked in it. Device work the host waited for still has to run, so
+    it is not counted.
     """
     if not ctx.has_device or not ctx.step_ns:
         return None
@@ -234,6 +261,8 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
         (kind == "memcpy") & ev["name"].astype(str).str.contains("DtoH").to_numpy()
     )
     syncs = _sync_rows(ev)
+    start = ev["start_ns"].to_numpy()
+    bubble = _device_bubbles(ev, start, start + ev["dur_ns"].to_numpy())
     culprit_rows: dict[int, dict[str, float]] = {}
     # device-to-host copies: blame the op that issued the launch; blocked time = launch call
     copy_launch = launcher[dtoh]
@@ -245,20 +274,22 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
         if owner < 0:
             continue
         entry = culprit_rows.setdefault(
-            owner, {"dtoh": 0.0, "syncs": 0.0, "blocked": 0.0, "copy_ns": 0.0}
+            owner, {"dtoh": 0.0, "syncs": 0.0, "blocked": 0.0, "copy_ns": 0.0, "bubble": 0.0}
         )
         entry["dtoh"] += 1
         entry["blocked"] += dur[launch]
         entry["copy_ns"] += dur[copy]
+        entry["bubble"] += bubble[launch]
     sync_owners = _outermost_operator(ev, syncs) if len(syncs) else np.empty(0, dtype=np.int64)
     for owner, sync in zip(sync_owners.tolist(), syncs.tolist(), strict=True):
         if owner < 0:
             continue
         entry = culprit_rows.setdefault(
-            owner, {"dtoh": 0.0, "syncs": 0.0, "blocked": 0.0, "copy_ns": 0.0}
+            owner, {"dtoh": 0.0, "syncs": 0.0, "blocked": 0.0, "copy_ns": 0.0, "bubble": 0.0}
         )
         entry["syncs"] += 1
         entry["blocked"] += dur[sync]
+        entry["bubble"] += bubble[sync]
     if not culprit_rows:
         return None
     by_name: dict[str, dict[str, float]] = {}
@@ -272,12 +303,13 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
                 "syncs": 0.0,
                 "blocked": 0.0,
                 "copy_ns": 0.0,
+                "bubble": 0.0,
                 "cpu_ns": 0.0,
                 "gpu_ns": 0.0,
             },
         )
         agg["calls"] += 1
-        for key in ("dtoh", "syncs", "blocked", "copy_ns"):
+        for key in ("dtoh", "syncs", "blocked", "copy_ns", "bubble"):
             agg[key] += entry[key]
         agg["cpu_ns"] += dur[row]
         agg["gpu_ns"] += 0.0 if math.isnan(gpu_total[row]) else gpu_total[row]
@@ -292,19 +324,29 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
         return None
     ranked = sorted(culprits.items(), key=lambda kv: -kv[1]["blocked"])
     steps = max(ctx.steps, 1)
-    ops = [
+    saving = sum(min(a["bubble"], a["blocked"], a["cpu_ns"]) for a in culprits.values())
+    ops: list[dict[str, Any]] = [
         {
             "op": name,
             "calls": int(a["calls"]),
             "device_to_host_copies_per_step": a["dtoh"] / steps,
             "syncs_per_step": a["syncs"] / steps,
             "blocked_ns": min(a["blocked"], a["cpu_ns"]),
+            "device_idle_ns": min(a["bubble"], a["blocked"], a["cpu_ns"]),
             "cpu_total_ns": a["cpu_ns"],
             "gpu_total_ns": a["gpu_ns"],
         }
         for name, a in ranked[:5]
     ]
     top = ops[0]["op"]
+    copies = sum(a["dtoh"] for a in culprits.values()) / steps
+    sync_count = sum(a["syncs"] for a in culprits.values()) / steps
+    details = [
+        f"{o['op']}: {o['device_to_host_copies_per_step']:g} device-to-host copies and "
+        f"{o['syncs_per_step']:g} syncs per step hold the host {duration_text(o['blocked_ns'])} "
+        f"over the steps; the device sits idle {duration_text(o['device_idle_ns'])} around them."
+        for o in ops
+    ]
     return [
         Finding(
             id="placement",
@@ -312,12 +354,47 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
             if len(ops) > 1
             else f"{top} forces device-to-host copies or syncs every step",
             severity="",
-            saving_ns=blocked,
+            saving_ns=saving,
+            details=details,
+            cites={"operator": [o["op"] for o in ops]},
+            estimate=(
+                "The device's idle time around the syncs and copies (from its last work before "
+                "each returns to its next work after), at most the time the host was blocked; "
+                "device work the host waited for still has to run and is not counted."
+            ),
             evidence={
                 "ops": ops,
-                "device_to_host_copies_per_step": sum(a["dtoh"] for a in culprits.values()) / steps,
-                "syncs_per_step": sum(a["syncs"] for a in culprits.values()) / steps,
+                "device_to_host_copies_per_step": copies,
+                "syncs_per_step": sync_count,
                 "blocked_ns": blocked,
+                "device_idle_ns": saving,
             },
         )
     ]
+
+
+def _device_bubbles(events: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For every row, the device idle time around the moment it ends: from the device's last
+    work ending at or before the row's end (but not before the row's start) to its next work
+    starting after, at most the row's own duration (ns). Host rows only; 0 without device work."""
+    device = (events["stream"].to_numpy() >= 0) & events["kind"].isin(list(DEVICE_KINDS)).to_numpy()
+    out = np.zeros(len(start), dtype=np.float64)
+    if not device.any():
+        return out
+    busy_start, busy_end = merge_intervals(start[device], end[device])
+    nxt = np.searchsorted(busy_start, end, side="right")
+    next_start = np.where(
+        nxt < len(busy_start), busy_start[np.minimum(nxt, len(busy_start) - 1)], end
+    )
+    prev = np.searchsorted(busy_end, end, side="right") - 1
+    last_end = np.where(prev >= 0, busy_end[np.maximum(prev, 0)], start)
+    # A row that ends while the device is still busy (a block that started before it) has no
+    # bubble at its end.
+    inside = (
+        (nxt - 1 >= 0)
+        & (busy_start[np.maximum(nxt - 1, 0)] <= end)
+        & (busy_end[np.maximum(nxt - 1, 0)] > end)
+    )
+    gap = next_start - np.maximum(last_end, start)
+    gap = np.where(inside, 0, gap)
+    return np.clip(gap, 0, end - start).astype(np.float64)

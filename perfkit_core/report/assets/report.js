@@ -1,0 +1,51 @@
+function perfkitTables() {
+  const params = new URLSearchParams(location.search);
+  document.querySelectorAll('table.data').forEach((table) => {
+    const headers = table.querySelectorAll('th');
+    headers.forEach((th, col) => th.addEventListener('click', () => {
+      const asc = !th.classList.contains('sorted-asc');
+      headers.forEach((h) => h.classList.remove('sorted-asc', 'sorted-desc'));
+      th.classList.add(asc ? 'sorted-asc' : 'sorted-desc');
+      const body = table.tBodies[0];
+      const rows = Array.from(body.rows);
+      const key = (r) => { const c = r.cells[col]; const n = parseFloat(c.dataset.v); return isNaN(n) ? c.textContent : n; };
+      rows.sort((a, b) => { const x = key(a), y = key(b); const d = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y)); return asc ? d : -d; });
+      rows.forEach((r) => body.appendChild(r));
+    }));
+    const box = document.getElementById(table.id + '-search');
+    if (box) {
+      const apply = () => { const q = box.value.toLowerCase(); let shown = 0;
+        Array.from(table.tBodies[0].rows).forEach((r) => {
+          const c = r.cells[0]; const text = ((c.dataset.name || '') + ' ' + c.textContent).toLowerCase();
+          const hit = text.includes(q); r.style.display = hit ? '' : 'none'; if (hit) shown++; });
+        table.dataset.shown = shown; };
+      box.addEventListener('input', apply);
+      if (params.get('q')) { box.value = params.get('q'); }
+      apply();
+    }
+    // How much of the table's width the name column gets (checked by the browser tests).
+    const first = table.querySelector('th');
+    if (first && table.offsetWidth) { table.dataset.nameShare = (first.offsetWidth / table.offsetWidth).toFixed(3); }
+  });
+  // A finding's cited ops and steps: show that row in its table.
+  document.querySelectorAll('a.cite').forEach((a) => a.addEventListener('click', (event) => {
+    const box = document.getElementById(a.dataset.table + '-search');
+    if (!box) return;
+    event.preventDefault();
+    box.value = a.dataset.q; box.dispatchEvent(new Event('input'));
+    document.getElementById(a.dataset.table).scrollIntoView();
+  }));
+}
+function perfkitCharts(specs) {
+  specs.forEach((spec) => {
+    const canvas = document.getElementById(spec.id);
+    if (!canvas || typeof Chart === 'undefined') return;
+    const chart = new Chart(canvas, spec.config);
+    canvas.dataset.rendered = '1';
+    // Every category label drawn? (Chart.js skips labels that do not fit unless told not to.)
+    const axis = spec.config.options.indexAxis === 'y' ? 'y' : 'x';
+    const ticks = chart.scales[axis] ? chart.scales[axis].ticks.length : 0;
+    canvas.dataset.labels = spec.config.data.labels.length;
+    canvas.dataset.labelsDrawn = ticks;
+  });
+}
