@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from perfkit_core.errors import TraceError, UnknownViewError
+from perfkit_core.errors import OptionError, TraceError, UnknownViewError
 from perfkit_core.report.model import DEFAULT_COMPARISON_VIEWS, DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
 
@@ -62,6 +62,12 @@ def cli() -> None:
     show_default=True,
 )
 @click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Samples per step, for throughput in samples/s (default: steps/s).",
+)
+@click.option(
     "--advice/--no-advice",
     "with_advice",
     default=True,
@@ -86,6 +92,7 @@ def report(
     by_thread: bool,
     group_by_stack_n: int,
     fmt: str,
+    batch_size: int | None,
     with_advice: bool,
     output: Path | None,
 ) -> None:
@@ -98,6 +105,11 @@ def report(
     for name in names:
         get_view(name)
     run = load(path)
+    ranks = [int(r) for r in run.meta.get("ranks", [])]
+    if rank is not None and rank not in ranks:
+        raise OptionError(
+            f"--rank {rank}: {path} holds rank(s) {', '.join(map(str, ranks)) or 'none'}"
+        )
     requested = {
         "sort_by": sort_by,
         "rank": rank,
@@ -108,7 +120,13 @@ def report(
     }
     options = {name: _options_for(name, requested) for name in names}
     report_model = build_report(
-        run, names, time_unit=time_unit, top=top or None, options=options, advice=with_advice
+        run,
+        names,
+        time_unit=time_unit,
+        top=top or None,
+        options=options,
+        advice=with_advice,
+        batch_size=batch_size,
     )
     _emit(_render(report_model, fmt), output)
 
@@ -169,7 +187,12 @@ def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None
 
     run = load(path)
     findings = run.advise(rules=[r.strip() for r in rules.split(",")] if rules else None)
-    text = dumps([f.to_dict() for f in findings]) if fmt == "json" else render_findings(findings)
+    if fmt == "json":
+        text = dumps([f.to_dict() for f in findings])
+    else:
+        from perfkit_core.advice.engine import advice_note
+
+        text = render_findings(findings, note=advice_note(run))
     _emit(text, output)
 
 
@@ -248,7 +271,10 @@ def compare_command(
         raise click.UsageError(str(exc).strip("'\"")) from None
     _emit(_render(model, fmt), output)
     if gate is not None:
-        click.echo(gate.message, err=True)
+        # The text report on standard output ends with the gate's line already; elsewhere (a
+        # file, JSON, HTML) CI logs still get it once, on standard error.
+        if output is not None or fmt != "text":
+            click.echo(gate.message, err=True)
         return 1 if gate.regressed else 0
     return 0
 
@@ -379,7 +405,15 @@ def main(argv: list[str] | None = None) -> int:
     except TraceError as exc:
         click.echo(f"perfkit: error: {exc}", err=True)
         return 2
-    except UnknownViewError as exc:
+    except (UnknownViewError, OptionError) as exc:
+        click.echo(f"perfkit: error: {exc}", err=True)
+        return 2
+    except KeyError as exc:
+        # Unknown rule ids (advice.UnknownRuleError) and other lookups of names the user gave.
+        from perfkit_core.advice.engine import UnknownRuleError
+
+        if not isinstance(exc, UnknownRuleError):
+            raise
         click.echo(f"perfkit: error: {exc}", err=True)
         return 2
     except click.exceptions.Abort:

@@ -23,3 +23,8 @@ class UnknownViewError(KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
         return str(self.args[0]) if self.args else "unknown view"
+
+
+class OptionError(ValueError):
+    """An option that does not fit the input it is applied to (a rank the run does not hold, a
+    device metric for a run without device events). ``str(error)`` is one line."""

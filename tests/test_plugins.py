@@ -163,6 +163,19 @@ def _tiny_trace(tmp_path):
             {
                 "schemaVersion": 1,
                 "traceEvents": [
+                    # Two steps: advice needs at least two.
+                    *(
+                        {
+                            "ph": "X",
+                            "cat": "user_annotation",
+                            "name": f"ProfilerStep#{i}",
+                            "pid": 1,
+                            "tid": 1,
+                            "ts": 10 * i,
+                            "dur": 10,
+                        }
+                        for i in range(2)
+                    ),
                     {
                         "ph": "X",
                         "cat": "cpu_op",

@@ -79,8 +79,8 @@ def test_report_is_self_contained_and_small(gpu_report):
 
 def test_report_renders_in_chromium(gpu_report, tmp_path):
     dom = dump_dom(gpu_report, tmp_path)
-    canvases = re.findall(r'<canvas id="(chart-[a-z]+)"[^>]*data-rendered="1"', dom)
-    assert {"chart-phases", "chart-family", "chart-overview"} <= set(canvases)
+    canvases = re.findall(r'<canvas id="(chart-[a-z-]+)"[^>]*data-rendered="1"', dom)
+    assert {"chart-phases", "chart-family", "chart-device-timeline"} <= set(canvases)
     rows = re.search(r'<table class="data" id="table-operator"[^>]*data-shown="(\d+)"', dom)
     assert rows and int(rows.group(1)) > 10
 

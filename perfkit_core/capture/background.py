@@ -3,7 +3,7 @@
 A profiler callback runs inside the training loop, and every second it takes stalls training
 (and, in a distributed job, every other rank). The native export has to happen there, because
 the profiler frees its buffers afterwards; turning the exported file into a run does not.
-``BackgroundConverter`` starts one helper process (``python -m perfkit_core.capture.background``) on
+``BackgroundConverter`` starts one helper process (``python -m perfkit_core.capture``) on
 first use and sends it one job per trace over a pipe. The helper loads the file with
 ``perfkit_core.load`` (any installed adapter), adds the given metadata, saves the run and, unless
 asked to keep it, removes the native trace. Jobs run one after the other, in order.
@@ -60,7 +60,7 @@ class BackgroundConverter:
         ]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "perfkit_core.capture.background"],
+            [sys.executable, "-m", "perfkit_core.capture"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -99,8 +99,9 @@ class BackgroundConverter:
             line = json.dumps(
                 {
                     "id": job_id,
-                    "trace": str(trace),
-                    "run_dir": str(run_dir),
+                    # Absolute: the helper keeps the directory it started in, the program may not.
+                    "trace": str(Path(trace).absolute()),
+                    "run_dir": str(Path(run_dir).absolute()),
                     "meta": meta,
                     "keep_trace": keep_trace,
                 },

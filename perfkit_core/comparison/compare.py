@@ -64,6 +64,13 @@ class Comparison:
             return float(steps * batch)
         return float(steps)
 
+    def _repr_html_(self) -> str:
+        """The comparison page, for Jupyter (the report layer, above this one, is bound late)."""
+        import importlib
+
+        notebook = importlib.import_module("perfkit_core.report.notebook")
+        return str(notebook.comparison_html(self))
+
     def summary(self, view: str = "steps") -> pd.DataFrame:
         """Return the comparison table ``view``: steps, phases, totals, ops or family."""
         builders = {

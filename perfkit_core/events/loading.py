@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     import pluggy
 
 HEAD_BYTES = 64 * 1024
+#: How a chrome trace written by perfkit's own export begins (see ``report.export``).
+PERFKIT_EXPORT_HEAD = b'{"otherData": {"producer": "perfkit"'
 #: File names a folder of per-rank traces may hold.
 TRACE_SUFFIXES = (".json", ".json.gz", ".pb")
 
@@ -104,6 +106,12 @@ def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Ru
     head = read_head(path)
     if not head.strip():
         raise TraceError(path, "the file is empty")
+    if head.lstrip().startswith(PERFKIT_EXPORT_HEAD):
+        raise TraceError(
+            path,
+            "a chrome trace written by `perfkit export --to chrome` for trace viewers (Perfetto, "
+            "chrome://tracing); perfkit reads the saved run or native trace it was made from",
+        )
     pm = pm or get_plugin_manager()
     loader = pm.hook.perfkit_claim_trace(path=path, head=head)
     if loader is None:

@@ -28,6 +28,7 @@ META_FILE = "meta.json"
 ANALYSES: dict[str, str] = {
     "summary": "perfkit_core.views.registry:summary",
     "advise": "perfkit_core.advice.engine:advise",
+    "html": "perfkit_core.report.notebook:run_html",
 }
 
 
@@ -79,6 +80,10 @@ class Run:
         framework). ``rules`` limits the rules run (ids as in ``perfkit advise --rules``).
         """
         return list(_analysis("advise")(self, rules=rules))
+
+    def _repr_html_(self) -> str:
+        """The key parts of the run's HTML report, for Jupyter."""
+        return str(_analysis("html")(self))
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.

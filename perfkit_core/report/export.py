@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfkit_core.errors import OptionError
 from perfkit_core.events import links
 from perfkit_core.events.atomic import write_bytes
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 FORMATS = ("chrome", "folded", "csv", "parquet", "json")
+#: ``otherData.producer`` of perfkit's chrome exports.
+PRODUCER = "perfkit"
 
 
 def chrome_trace(run: Run, *, advice: bool = True) -> dict[str, Any]:
@@ -53,6 +56,23 @@ def chrome_trace(run: Run, *, advice: bool = True) -> dict[str, Any]:
     ):
         label = f"rank {r} " + (f"GPU {p - r * 1000 - 100}" if d else "host")
         out.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": label}})
+    # Lanes named as the trace named them (host threads), or by their stream (devices).
+    threads = run.meta.get("threads") or {}
+    for p, lane_id, d in sorted(
+        {(int(a), int(b), bool(c)) for a, b, c in zip(pid, lane, device, strict=True)}
+    ):
+        lane_name = (
+            f"stream {lane_id}" if d else str(threads.get(str(lane_id), f"thread {lane_id}"))
+        )
+        out.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": p,
+                "tid": lane_id,
+                "args": {"name": lane_name},
+            }
+        )
     nbytes = ev["bytes"].to_numpy()
     for i in range(len(ev)):
         record: dict[str, Any] = {
@@ -115,10 +135,12 @@ def chrome_trace(run: Run, *, advice: bool = True) -> dict[str, Any]:
                     },
                 }
             )
+    # otherData first: readers (perfkit's own load() among them) see who wrote the file from
+    # its first bytes.
     return {
+        "otherData": {"producer": PRODUCER, "framework": run.framework},
         "traceEvents": out,
         "displayTimeUnit": "ms",
-        "otherData": {"producer": "perfkit", "framework": run.framework},
     }
 
 
@@ -132,6 +154,11 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
     if metric not in ("cpu", "gpu"):
         raise ValueError("metric must be 'cpu' or 'gpu'")
     ev = run.events
+    if metric == "gpu" and not (ev["stream"].to_numpy() >= 0).any():
+        raise OptionError(
+            "the run recorded no device events, so there is no device time to fold: "
+            "use --metric cpu"
+        )
     names = ev["name"].astype(str).to_numpy()
     parent = ev["parent"].to_numpy()
     host = (ev["stream"].to_numpy() < 0) & (ev["kind"].to_numpy() != "memory")

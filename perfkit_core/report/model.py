@@ -37,6 +37,7 @@ DEFAULT_VIEWS: tuple[str, ...] = (
     "distributed",
     "memory",
     "memory_timeline",
+    "device_timeline",
     "benchmark",
 )
 #: Titles of the views' tables.
@@ -45,6 +46,7 @@ VIEW_TITLES: dict[str, str] = {
     "phases": "Time per step by phase",
     "family": "Time per step by op family",
     "memory_timeline": "Memory allocated over time",
+    "device_timeline": "Device utilisation over time",
     "overview": "Overview Summary",
     "device": "Device Summary",
     "operator": "Operator Summary",
@@ -65,6 +67,7 @@ VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "phases": ("Time per step by phase", "stacked", None),
     "family": ("Time per step by op family", "hbar", ["time_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
+    "device_timeline": ("Device utilisation over time", "line", None),
 }
 
 
@@ -323,7 +326,7 @@ def _view_chart(table: Table) -> Chart | None:
         series = [
             c.key
             for c in table.columns[1:]
-            if c.unit in ("time", "bytes") and c.key not in ("dur_ns", "offset_ns")
+            if c.unit in ("time", "bytes", "pct") and c.key not in ("dur_ns", "offset_ns")
         ]
     else:
         series = [k for k in wanted if k in keys]
@@ -424,16 +427,16 @@ def build_comparison_report(
         frame = comparison.summary(view)
         units = {label: "time" for label in comparison.labels if label in frame.columns}
         labels = {label: label for label in comparison.labels}
-        tables.append(
-            table_from_frame(
-                view,
-                COMPARISON_TITLES.get(view, view) + f" (per {per})",
-                frame,
-                top=top if view == "ops" else None,
-                labels=labels,
-                units=units,
-            )
+        table = table_from_frame(
+            view,
+            COMPARISON_TITLES.get(view, view) + f" (per {per})",
+            frame,
+            top=top if view == "ops" else None,
+            labels=labels,
+            units=units,
         )
+        _drop_empty_columns(table, ("",), "")
+        tables.append(table)
     charts = []
     if any(t.id == "family" for t in tables):
         charts.append(

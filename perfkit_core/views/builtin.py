@@ -15,6 +15,7 @@ from perfkit_core.views import (
     overview,
     phases,
     steps,
+    timelines,
 )
 
 if TYPE_CHECKING:
@@ -54,8 +55,13 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
     ),
     (
         "memory_timeline",
-        memory.memory_timeline_view,
+        timelines.memory_timeline_view,
         "peak allocated memory per device over the profile, in time slices",
+    ),
+    (
+        "device_timeline",
+        timelines.device_timeline_view,
+        "each device's busy share over the profile, in time slices",
     ),
     (
         "distributed",

@@ -118,9 +118,14 @@ def host_event_table(
     if by_thread:
         frame["tid"] = events["tid"].to_numpy()[rows]
         keys.append("tid")
+    notes = []
     if group_by_input_shape:
         frame["input_shapes"] = events["input_shapes"].to_numpy()[rows].astype(object)
         keys.append("input_shapes")
+        if len(rows) and not frame["input_shapes"].astype(bool).any():
+            notes.append(
+                "input shapes were not recorded: profile with record_shapes=True to group by them"
+            )
     if group_by_stack_n > 0:
         recorded = events["stack"].to_numpy()[rows].astype(object)
         if any(recorded):
@@ -129,6 +134,10 @@ def host_event_table(
             stacks = _python_stacks(run, rows, group_by_stack_n)
         frame["stack"] = stacks
         keys.append("stack")
+        if len(rows) and not any(stacks):
+            notes.append(
+                "call stacks were not recorded: profile with with_stack=True to group by them"
+            )
     grouped = frame.groupby(keys, sort=False, observed=True, dropna=False)
     out = grouped.agg(
         calls=("dur", "size"),
@@ -181,7 +190,10 @@ def host_event_table(
         out = out.sort_values([column, "name"], ascending=[False, True], kind="stable")
     if top is not None:
         out = out.head(top)
-    return out.reset_index(drop=True)
+    out = out.reset_index(drop=True)
+    if notes:
+        out.attrs["note"] = "; ".join(notes)
+    return out
 
 
 def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.DataFrame:
@@ -249,6 +261,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
         if extra is not None:
             pieces.append(extra.reindex(columns=table.columns))
     out = pd.concat(pieces, ignore_index=True)
+    out.attrs.update(table.attrs)
     for col in ("calls", "level"):
         out[col] = out[col].astype(np.int64)
     for col in table.columns:

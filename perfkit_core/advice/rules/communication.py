@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from perfkit_core.advice.engine import Context, Finding, duration_text
-
-if TYPE_CHECKING:
-    pass
-
 
 #: communication: communication above this share of step time, or ...
 COMMUNICATION_MIN_PCT = 10.0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,10 +15,6 @@ from perfkit_core.events.intervals import (
 )
 from perfkit_core.events.names import short_name
 from perfkit_core.views.common import DEVICE_KINDS
-
-if TYPE_CHECKING:
-    pass
-
 
 #: launch-bound: median kernel shorter than this, GPU busy under LOW_GPU_UTIL_PCT, and host
 #: launch time above the kernels' device time.

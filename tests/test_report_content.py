@@ -1,0 +1,372 @@
+"""What a report says: the headline first, advice that fits the run, honest inputs, and one-line
+errors for options that do not fit. Each test names the defect it guards against."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import numpy as np
+import pytest
+
+import perfkit_core
+from conftest import shared_trace
+from perfkit_core.cli import main
+from perfkit_core.events.intervals import merge_intervals
+from perfkit_core.report import build_report, render
+
+GPU_REMEDY_WORDS = ("pin_memory", "non_blocking", "cuda", "GradScaler", "autocast")
+
+
+def raw_steps(key: str) -> list[float]:
+    with gzip.open(shared_trace(key)) as fh:
+        events = json.load(fh)["traceEvents"]
+    return [e["dur"] * 1000 for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+
+
+# ------------------------------------------------------------------ the headline
+
+
+def test_headline_comes_first_with_the_step_time_and_the_change_to_make(capsys):
+    path = shared_trace("resnet_nw0")
+    assert main(["report", str(path), "--views", "model", "--batch-size", "32"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("=") and out.index("Headline") < out.index("Framework:")
+    median = float(np.median(raw_steps("resnet_nw0")))
+    assert f"Step time (median):      {median / 1e6:.3f} ms" in out
+    assert f"Throughput (samples/s):  {32 * 1e9 / median:.3f}" in out
+    assert "Change first:" in out and "Data loading takes 39.6% of each step" in out
+    # The phases of the stacked bar are the model view's shares of the step.
+    model = perfkit_core.load(path).summary("model").set_index("name")
+    for phase in ("dataloader", "forward", "backward", "optimization", "others"):
+        assert f"{phase} {model.loc[phase, 'cpu_ratio_pct']:.2f}%" in out
+
+
+def test_html_headline_is_above_the_fold(tmp_path):
+    out = tmp_path / "r.html"
+    assert (
+        main(["report", str(shared_trace("a100_rank3")), "--format", "html", "-o", str(out)]) == 0
+    )
+    page = out.read_text()
+    body = page.split("<body>", 1)[1]
+    assert body.index('id="headline"') < body.index("<h2>Advice</h2>") < body.index("Model Summary")
+    assert "Step time (median)" in body and "Change first:" in body
+    assert 'href="#finding-1"' in body and 'id="finding-1"' in body
+
+
+# ------------------------------------------------------------------ advice that fits the run
+
+
+def test_v100_amp_advice_is_fp16_with_a_grad_scaler():
+    """V100 (compute capability 7.0) has no bf16 or TF32: the remedy must not say them."""
+    run = perfkit_core.load(shared_trace("resnet_nw0"))
+    assert run.meta["devices"][0]["compute_capability"] == "7.0"
+    amp = next(f for f in run.advise() if f.rule == "amp")
+    assert "float16" in amp.remedy and "GradScaler" in amp.remedy
+    assert "bfloat16" not in amp.remedy and "allow_tf32" not in amp.remedy
+    assert amp.evidence["compute_capability"] == 7.0
+
+
+@pytest.mark.parametrize(
+    ("cc", "wanted", "unwanted"),
+    [(8.0, "bfloat16", "GradScaler"), (9.0, "allow_tf32", "torch.float16")],
+)
+def test_ampere_and_newer_amp_advice_is_bf16_and_tf32(cc, wanted, unwanted):
+    from perfkit_core.advice import Finding
+    from perfkit_core.plugins import get_plugin_manager
+
+    finding = Finding("amp", "t", "high", 1.0, evidence={"compute_capability": cc}, rule="amp")
+    text = get_plugin_manager().hook.perfkit_remedy(finding=finding, framework="torch")
+    assert wanted in text and unwanted not in text
+    paddle = get_plugin_manager().hook.perfkit_remedy(finding=finding, framework="paddle")
+    assert "bfloat16" in paddle
+
+
+def test_amp_rule_is_quiet_on_gpus_without_tensor_cores(tmp_path):
+    from tests.test_advice import Trace
+
+    t = Trace()
+    for s in t.each_step():
+        t.launch(s + 10, 5, "volta_sgemm_128x64_nn", s + 20, 700)
+    t.extra["deviceProperties"] = [
+        {"id": 0, "name": "Tesla P100", "computeMajor": 6, "computeMinor": 0}
+    ]
+    run = t.write(tmp_path / "p100.json")
+    assert not [f for f in run.advise() if f.rule == "amp"]
+    t.extra["deviceProperties"][0].update(name="Tesla V100", computeMajor=7)
+    assert [f for f in t.write(tmp_path / "v100.json").advise() if f.rule == "amp"]
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory):
+    """The demo's own training loops (the MLP of `perfkit demo`), in torch and in Paddle."""
+    pytest.importorskip("torch")
+    pytest.importorskip("paddle")
+    from perfkit_paddle.demo import train_mlp as train_paddle
+    from perfkit_torch.demo import train_mlp as train_torch
+
+    out = tmp_path_factory.mktemp("demo")
+    torch_runs, _ = train_torch(out / "torch", steps=8, background=False)
+    paddle_runs, _ = train_paddle(out / "paddle", steps=8)
+    return perfkit_core.load(torch_runs[0]), perfkit_core.load(paddle_runs[0])
+
+
+def test_cpu_runs_get_cpu_findings_and_no_gpu_remedies(demo_runs):
+    """The torch demo's optimizer took 41% of the step with no finding; the Paddle demo got
+    'No rule found anything'; CPU runs were told to pin memory."""
+    torch_run, paddle_run = demo_runs
+    for run in (torch_run, paddle_run):
+        findings = run.advise()
+        assert findings, run.framework
+        for f in findings:
+            assert not any(word in f.remedy for word in GPU_REMEDY_WORDS), (f.rule, f.remedy)
+            assert f.details and f.estimate
+    optimizer = next(f for f in torch_run.advise() if f.rule == "optimizer")
+    model = torch_run.summary("model").set_index("name")
+    assert optimizer.evidence["optimizer_ns"] == model.loc["optimization", "cpu_total_ns"]
+    assert "fused=True" in optimizer.remedy
+    assert {f.rule for f in paddle_run.advise()} & {"optimizer", "small-ops"}
+
+
+def test_small_ops_rule_is_recomputed_from_the_ops(demo_runs):
+    """Whether the rule fires, and its saving, recomputed from the events one by one."""
+    from perfkit_core.advice.rules.cpu import (
+        SMALL_OP_NS,
+        SMALL_OPS_MIN_PER_STEP,
+        SMALL_OPS_MIN_STEP_PCT,
+        SMALL_OPS_OVERHEAD_PERCENTILE,
+    )
+
+    for run in demo_runs:
+        ev = run.events
+        kinds = ev["kind"].to_numpy()
+        parent = ev["parent"].to_numpy()
+
+        def outer(row: int) -> bool:
+            p = parent[row]
+            while p >= 0:
+                if kinds[p] == "operator":
+                    return False
+                p = parent[p]
+            return True
+
+        ops = ev[(ev["kind"] == "operator") & (ev["step"] >= 0)]
+        durations = np.array([ev.at[r, "dur_ns"] for r in ops.index if outer(r)], dtype=float)
+        steps = ev[ev["kind"] == "step"]
+        step_ns = steps["dur_ns"].sum()
+        tiny = durations[durations < SMALL_OP_NS]
+        fires = (
+            len(durations) / len(steps) >= SMALL_OPS_MIN_PER_STEP
+            and 100 * tiny.sum() / step_ns >= SMALL_OPS_MIN_STEP_PCT
+        )
+        found = [f for f in run.advise() if f.rule == "small-ops"]
+        assert bool(found) == fires, run.framework
+        if found:
+            floor = np.percentile(durations, SMALL_OPS_OVERHEAD_PERCENTILE)
+            assert found[0].evidence["small_ops"] == len(tiny)
+            assert found[0].saving_ns == pytest.approx(min(len(tiny) * floor, tiny.sum()))
+
+
+def test_placement_saving_does_not_count_device_work_that_still_runs():
+    """The saving was the host's blocked time (73.7 ms on the A100 trace) although the device
+    was busy through nearly all of it."""
+    run = perfkit_core.load(shared_trace("a100_rank3"))
+    finding = next(f for f in run.advise() if f.rule == "placement")
+    blocked = finding.evidence["blocked_ns"]
+    assert finding.saving_ns < 0.2 * blocked
+    # Recompute: the device's idle gap around the end of each blocking call, one call at a time.
+    ev = run.events
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    device = (ev["stream"] >= 0).to_numpy() & ev["kind"].isin(
+        ["kernel", "memcpy", "memset", "communication"]
+    ).to_numpy()
+    busy_s, busy_e = merge_intervals(start[device], end[device])
+    total_idle = 0.0
+    for row in np.flatnonzero((ev["kind"] == "runtime").to_numpy()):
+        name = str(ev.at[row, "name"])
+        if not ("Synchronize" in name or name == "cudaMemcpy" or name == "cudaMemcpyAsync"):
+            continue
+        s, e = start[row], end[row]
+        running = [i for i in range(len(busy_s)) if busy_s[i] <= e < busy_e[i]]
+        if running:
+            continue
+        before = [b for b in busy_e if b <= e]
+        after = [b for b in busy_s if b > e]
+        gap = (after[0] if after else e) - max(before[-1] if before else s, s)
+        total_idle += min(max(gap, 0), e - s)
+    assert 0 < finding.saving_ns <= total_idle + 1
+
+
+# ------------------------------------------------------------------ honest inputs
+
+
+def test_a_one_step_run_is_flagged_and_not_advised_on(tmp_path, capsys):
+    """The README's own snippet saved a 1-step run at loop end, and its report said
+    "[high] Data loading takes 40.8% of each step" (0.025 ms)."""
+    from tests.test_advice import Trace
+
+    t = Trace(steps=1)
+    t.op(
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 400, cat="user_annotation"
+    )
+    t.op("aten::mm", 410, 500)
+    path = tmp_path / "one.json"
+    t.write(path)
+    assert main(["advise", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "only 1 step was recorded" in out and "Data loading" not in out
+    assert main(["report", str(path), "--views", "model"]) == 0
+    assert "Advice:" in capsys.readouterr().out
+
+
+def test_the_readme_loop_saves_a_partial_cycle_that_gets_no_advice(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import profile, schedule
+
+    import perfkit_torch
+
+    handler = perfkit_torch.on_trace_ready(tmp_path, background=False)
+    model = torch.nn.Linear(16, 16)
+    with profile(schedule=schedule(wait=1, warmup=1, active=5), on_trace_ready=handler) as prof:
+        for _ in range(9):  # one full cycle (steps 2-6), then the loop ends in the next one
+            model(torch.randn(8, 16)).sum().backward()
+            prof.step()
+    runs = [perfkit_core.load(r) for r in handler.runs]
+    assert len(runs) == 2 and len(runs[0].meta["steps"]) == 5
+    partial = runs[1]
+    assert len(partial.meta["steps"]) < 2
+    assert partial.advise() == []
+    assert "no advice" in render(build_report(partial, ("model",)), "text")
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted"),
+    [
+        (["advise", "{trace}", "--rules", "nosuch"], "unknown rule 'nosuch'"),
+        (["report", "{trace}", "--rank", "5"], "--rank 5"),
+        (
+            ["export", "{trace}", "--to", "folded", "--metric", "gpu", "-o", "{tmp}/x.folded"],
+            "no device events",
+        ),
+    ],
+)
+def test_options_that_do_not_fit_are_one_line_errors(args, wanted, tmp_path, capsys):
+    trace = str(shared_trace("rank_non_gpu"))
+    argv = [a.format(trace=trace, tmp=tmp_path) for a in args]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1 and wanted in captured.err
+    assert not (tmp_path / "x.folded").exists()
+
+
+def test_top_keeps_the_model_views_others_row(capsys):
+    assert main(["report", str(shared_trace("resnet_nw0")), "--top", "3", "--format", "json"]) == 0
+    tables = json.loads(capsys.readouterr().out)["tables"]
+    assert [r["name"] for r in tables["model"]["rows"]][-1] == "others"
+    assert len(tables["operator"]["rows"]) == 3
+
+
+def test_grouping_by_unrecorded_shapes_says_so(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from perfkit_torch.demo import train_mlp
+
+    runs, _ = train_mlp(tmp_path, steps=3, blocks=1, record_shapes=False, background=False)
+    assert main(["report", str(runs[0]), "--views", "operator", "--group-by-input-shape"]) == 0
+    assert (
+        "input shapes were not recorded: profile with record_shapes=True" in capsys.readouterr().out
+    )
+
+
+def test_perfkits_own_chrome_export_is_recognised_when_read_back(tmp_path, capsys):
+    out = tmp_path / "x.json"
+    assert (
+        main(["export", str(shared_trace("rank_non_gpu")), "--to", "chrome", "-o", str(out)]) == 0
+    )
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "perfkit export --to chrome" in err and len(err.strip().splitlines()) == 1
+
+
+def test_chrome_export_names_threads(tmp_path):
+    out = tmp_path / "x.json"
+    assert main(["export", str(shared_trace("gloo_rank34")), "--to", "chrome", "-o", str(out)]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert "thread 3554 (pt_main_thread)" in names
+
+
+def test_gate_line_is_printed_once(tmp_path, capsys):
+    a, b = str(shared_trace("resnet_nw0")), str(shared_trace("resnet_nw4"))
+    main(["compare", a, b, "--views", "steps", "--fail-on-regression", "5"])
+    captured = capsys.readouterr()
+    lines = (captured.out + captured.err).splitlines()
+    gate = [line for line in lines if line.startswith(("ok:", "regression:", "noise:"))]
+    assert len(gate) == 1, gate
+
+
+def test_comparison_labels_are_kept_as_given(capsys):
+    a, b = str(shared_trace("resnet_nw0")), str(shared_trace("resnet_nw4"))
+    assert main(["compare", a, b, "--labels", "vm 12913.step7,after", "--views", "steps"]) == 0
+    out = capsys.readouterr().out
+    assert "vm 12913.step7" in out and "Vm 12913" not in out
+
+
+# ------------------------------------------------------------------ readable tables
+
+
+def test_long_kernel_names_are_shortened_with_the_full_name_on_hover(tmp_path):
+    out = tmp_path / "r.html"
+    assert (
+        main(["report", str(shared_trace("resnet_nw0")), "--format", "html", "-o", str(out)]) == 0
+    )
+    page = out.read_text()
+    full = "void cudnn::detail::dgrad_engine&lt;float, 512, 6, 5, 3, 3, 3, false&gt;"
+    assert f'title="{full}' in page
+    assert "dgrad_<wbr>engine&lt;<wbr>…&gt;(…)" in page
+    # Names never break inside a token: no break-all, wrap points only after separators.
+    assert "break-all" not in page
+    for cell in re.findall(r'<td class="name[^"]*"[^>]*>(.*?)</td>', page):
+        for part in cell.split("<wbr>")[:-1]:
+            assert re.search(r"(::|_|&lt;|,|\.|/)$", part), cell
+
+
+def test_cpu_run_reports_leave_out_empty_sections_and_columns(torch_profile):
+    run = perfkit_core.load(torch_profile.runs[0])
+    page = render(build_report(run), "html")
+    for absent in (
+        "Kernel Summary",
+        "Distributed Summary",
+        "Memory Manipulation Summary",
+        "GPU total",
+    ):
+        assert absent not in page
+    assert "Time by event kind" not in page  # the kind chart said nothing and is gone
+
+
+def test_device_timeline_adds_up_to_the_device_busy_time():
+    run = perfkit_core.load(shared_trace("a100_rank3"))
+    timeline = run.summary("device_timeline")
+    ev = run.events
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    device = (ev["stream"] >= 0).to_numpy() & ev["kind"].isin(
+        ["kernel", "memcpy", "memset", "communication"]
+    ).to_numpy()
+    busy = merge_intervals(start[device], end[device])
+    work = (ev["kind"] != "profiler").to_numpy()
+    width = (end[work].max() - start[work].min()) / len(timeline)
+    from_slices = (timeline["gpu:3_busy_pct"] / 100.0 * width).sum()
+    assert from_slices == pytest.approx(int((busy[1] - busy[0]).sum()), rel=1e-3)
+
+
+def test_notebooks_show_the_report(torch_profile, paddle_profile):
+    run = perfkit_core.load(torch_profile.runs[0])
+    html = run._repr_html_()
+    assert html.startswith("<iframe srcdoc=") and "Step time (median)" in html
+    assert isinstance(run.summary("operator"), __import__("pandas").DataFrame)
+    comparison = perfkit_core.compare(run, perfkit_core.load(paddle_profile.runs[0]))
+    assert "perfkit comparison" in comparison._repr_html_()
