@@ -143,7 +143,7 @@ def test_small_ops_rule_is_recomputed_from_the_ops(demo_runs):
         kinds = ev["kind"].to_numpy()
         parent = ev["parent"].to_numpy()
 
-        def outer(row: int) -> bool:
+        def outer(row: int, parent=parent, kinds=kinds) -> bool:
             p = parent[row]
             while p >= 0:
                 if kinds[p] == "operator":
