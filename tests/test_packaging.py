@@ -138,9 +138,16 @@ def test_torch_adapter_alone_in_a_fresh_environment(
     )
     assert install.returncode == 0, install.stderr[-3000:]
     perfkit = [str(python), "-m", "perfkit_core"]
-    run = lambda *args: subprocess.run(
-        [*perfkit, *args], capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300
-    )  # noqa: E731
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*perfkit, *args],
+            capture_output=True,
+            text=True,
+            env=environ,
+            cwd=tmp_path,
+            timeout=300,
+        )
 
     report = run("report", str(trace), "--views", "operator")
     assert report.returncode == 0, report.stderr
