@@ -23,7 +23,7 @@ _HOST_COLUMNS: dict[str, str] = {
     "flops": "summed floating-point operations, where the profiler recorded them (torch "
     "`with_flops=True`); NaN otherwise",
     "gflops_per_s": "`flops` over the GPU time (the CPU time when no GPU time was recorded), "
-    "in 10^9 FLOP per second; NaN without `flops`",
+    "in 10⁹ FLOP per second; NaN without `flops`",
     "input_shapes": "input shapes as recorded (only with `group_by_input_shape`)",
     "stack": "top N frames of the recorded call stack, innermost first, newline-separated; the "
     "enclosing Python function events when no stack was recorded (only with "
@@ -233,7 +233,7 @@ UNIT_TEXT: dict[str, tuple[str, str]] = {
     "pct": ("percent, 0 to 100", "two decimals, `(%)` in the header"),
     "bytes": ("bytes", "whole bytes"),
     "rate": (
-        "per second: `gb_per_s` in 10^9 bytes, `gflops_per_s` in 10^9 floating-point operations",
+        "per second: `gb_per_s` in 10⁹ bytes, `gflops_per_s` in 10⁹ floating-point operations",
         "headers `GB/s` and `GFLOP/s`",
     ),
 }
