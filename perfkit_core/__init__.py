@@ -7,7 +7,7 @@ Importing this package is cheap: pandas and the rest load on first use.
 
 The sub-packages follow the flow of data, and import only the ones before them:
 ``plugins`` (hook specs, plugin manager) -> ``events`` (schema, ``Run``, building, loading) ->
-``capture`` (what runs inside training) and ``views`` (summary tables) -> ``compare`` ->
+``capture`` (what runs inside training) and ``views`` (summary tables) -> ``comparison`` ->
 ``advice`` -> ``report`` -> ``cli``.
 """
 

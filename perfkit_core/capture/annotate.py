@@ -10,7 +10,7 @@ from typing import Any
 class annotate(ContextDecorator):
     """Context manager and decorator opening a span named ``name`` in each framework's profiler.
 
-    Code shared by torch and paddle models is annotated once::
+    Code shared by torch and paddle models is annotated once:
 
         with perfkit_core.annotate("data_prep"):
             ...

@@ -38,7 +38,7 @@ def _analysis(name: str) -> Any:
 
 
 class Run:
-    """A profiled run: ``events`` (the event table, see ``docs/schema.md``) and ``meta``.
+    """A profiled run: ``events`` (the event table, see ``docs/reference/schema.md``) and ``meta``.
 
     Build one with ``perfkit_core.load(path)`` or an adapter's ``on_trace_ready`` handler.
     """

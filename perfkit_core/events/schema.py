@@ -3,8 +3,8 @@
 Every event a native profiler recorded becomes one row of a pandas DataFrame whose columns are
 listed in :data:`COLUMNS`. Times are int64 nanoseconds, strings are categorical, links between
 rows are int64 row positions (``-1`` for none), and measures that a profiler may not record are
-float64 with NaN for "not recorded". ``docs/schema.md`` is generated from this module, so the
-reference can never drift from the code.
+float64 with NaN for "not recorded". ``docs/reference/schema.md`` is built from this module, so
+the reference can never drift from the code.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 COLUMNS_BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 #: Columns that hold row positions; they shift when tables are concatenated.
 ROW_LINK_COLUMNS: tuple[str, ...] = ("parent", "forward_op")
-#: Keys of `Run.meta` and what they hold (documented in docs/schema.md).
+#: Keys of `Run.meta` and what they hold (documented in docs/reference/schema.md).
 META_KEYS: dict[str, str] = {
     "schema_version": "version of this schema the run was written with",
     "framework": "`torch` or `paddle`",

@@ -1,0 +1,239 @@
+"""What each column and option of perfkit's own views means: the words the code cannot give.
+
+``views.py`` computes every view and fails the build when a view returns a column missing here,
+or when a column described here is no longer returned, so these words cannot drift either.
+"""
+
+from __future__ import annotations
+
+_HOST_COLUMNS: dict[str, str] = {
+    "calls": "number of calls",
+    "cpu_total_ns": "summed wall time of the calls on their host thread",
+    "cpu_self_ns": "summed self time: each call's duration less the host events nested in it, "
+    "never below 0",
+    "cpu_avg_ns": "`cpu_total_ns` per call",
+    "cpu_max_ns": "longest call",
+    "cpu_min_ns": "shortest call",
+    "gpu_total_ns": "device time of the work the calls launched, themselves and everything "
+    "nested in them; NaN when the run recorded no device events",
+    "gpu_self_ns": "device time of the work the calls launched directly",
+    "gpu_avg_ns": "`gpu_total_ns` per call",
+    "gpu_max_ns": "largest `gpu_total_ns` of one call",
+    "gpu_min_ns": "smallest `gpu_total_ns` of one call",
+    "flops": "summed floating-point operations, where the profiler recorded them (torch "
+    "`with_flops=True`); NaN otherwise",
+    "gflops_per_s": "`flops` over the GPU time (the CPU time when no GPU time was recorded), "
+    "in 10⁹ FLOP per second; NaN without `flops`",
+    "input_shapes": "input shapes as recorded (only with `group_by_input_shape`)",
+    "stack": "top N frames of the recorded call stack, innermost first, newline-separated; the "
+    "enclosing Python function events when no stack was recorded (only with "
+    "`group_by_stack_n`)",
+    "tid": "host thread id (only with `by_thread`)",
+}
+
+#: What every column of every view means (the unit comes from the column's name).
+VIEW_COLUMNS: dict[str, dict[str, str]] = {
+    "operator": {
+        "name": "operator name, as the framework recorded it (`aten::addmm`, `matmul dygraph`); "
+        "with `op_detail`, also the name of a detail row",
+        **_HOST_COLUMNS,
+        "level": "0 for an operator row, 1 for a detail row under it (only with `op_detail`)",
+        "detail_of": "the operator a detail row belongs to; empty for operator rows (only with "
+        "`op_detail`)",
+    },
+    "user": {
+        "name": "span name (`record_function`, `RecordEvent`, `perfkit_core.annotate`)",
+        **_HOST_COLUMNS,
+    },
+    "model": {
+        "name": "the phase (rows below)",
+        "calls": "outermost events of the phase; for `step` the number of steps; 0 for `others`",
+        "cpu_total_ns": "summed duration of those events; for `step` the merged step time; for "
+        "`others` the step time no phase row accounts for",
+        "cpu_avg_ns": "per call; NaN for `others`",
+        "cpu_max_ns": "longest call; NaN for `others`",
+        "cpu_min_ns": "shortest call; NaN for `others`",
+        "cpu_ratio_pct": "share of the merged step time",
+        "gpu_total_ns": "kernel time (communication kernels included) launched within the "
+        "events; for `step` the kernels the steps launched; NaN without device events",
+        "gpu_avg_ns": "per call",
+        "gpu_max_ns": "largest of one call",
+        "gpu_min_ns": "smallest of one call",
+        "gpu_ratio_pct": "share of the kernel time the steps launched",
+    },
+    "phases": {
+        "name": "`step <N>`",
+        "step": "the step number",
+        "dur_ns": "the step's duration",
+        "dataloader_ns": "host time of the step's outermost data-loading events",
+        "forward_ns": "the step's forward time (derived for torch runs, as in the `model` view)",
+        "backward_ns": "host time of the step's outermost backward events",
+        "optimization_ns": "host time of the step's outermost optimizer events",
+        "others_ns": "the step's time no phase accounts for (never below 0)",
+    },
+    "family": {
+        "name": "`family (direction)`, such as `matmul (backward)`",
+        "family": "the canonical op family, one of `perfkit_core.views.FAMILIES`",
+        "direction": "`forward` or `backward` (inside a backward span, or a gradient op)",
+        "time_per_step_ns": "time of the family's outermost work per step: GPU time where "
+        "device work was recorded, else CPU time; data loading is always host time",
+        "share_pct": "share of the summed family time",
+    },
+    "overview": {
+        "name": "`step`, then every kind present, in the order of `perfkit_core.KINDS`, memory "
+        "instants left out; with `by='category'`: every native category present, sorted, "
+        "except the categories of step spans and memory instants (in a torch run that leaves "
+        "out `user_annotation`, the category `ProfilerStep#N` shares with data-loading, "
+        "optimizer and `record_function` spans)",
+        "calls": "events of the kind; for `step` the number of steps (1 when none were recorded)",
+        "cpu_time_ns": "union of the kind's host intervals over all threads, clipped to the "
+        "steps; NaN when the kind has no host events",
+        "cpu_ratio_pct": "share of the merged step time",
+        "gpu_time_ns": "union of the kind's device intervals over all streams and devices, "
+        "clipped to the steps; NaN when it has no device events",
+        "gpu_ratio_pct": "share of the merged step time",
+    },
+    "device": {
+        "name": "`CPU (host threads busy)`; `CPU (process, recorded)` and `CPU (system, "
+        "recorded)` where the profiler recorded them (Paddle); then `GPU <index>` for each "
+        "device (`GPU <index> (rank <r>)` in a run of several ranks)",
+        "utilization_pct": "`busy_ns` over `window_ns`; for the recorded CPU rows, the "
+        "profiler's own figure",
+        "busy_ns": "host: the time each host thread spent inside recorded events, summed over "
+        "threads (so it can exceed the window); GPU: merged time it ran kernels, copies or "
+        "sets; NaN for the recorded CPU rows",
+        "window_ns": "merged step time of the device's rank",
+    },
+    "kernel": {
+        "name": "kernel name as recorded",
+        "calls": "launches",
+        "gpu_total_ns": "summed device time",
+        "gpu_avg_ns": "per launch",
+        "gpu_max_ns": "longest launch",
+        "gpu_min_ns": "shortest launch",
+        "gpu_ratio_pct": "share of all kernel time (communication kernels included)",
+        "grid": "most common grid `x,y,z`",
+        "block": "most common block `x,y,z`",
+        "registers": "registers per thread (largest recorded)",
+        "shared_memory_bytes": "shared memory per block (largest recorded)",
+        "occupancy_pct": "mean estimated achieved occupancy, where recorded",
+        "tensor_cores": "whether the name marks a tensor-core kernel (below)",
+    },
+    "memcpy": {
+        "name": "the row's operation, direction, host memory and launch joined "
+        "(`Memcpy HtoD pageable async`)",
+        "operation": "`memcpy` or `memset`",
+        "direction": "`HtoD`, `DtoH`, `DtoD`, `PtoP`, ... as named by the event; empty for memsets",
+        "host_memory": "`pageable` or `pinned` for the host side of a host copy, `device` for "
+        "device copies; empty for memsets",
+        "synchronous": "`async` when launched by an `...Async` runtime call, `sync` when by "
+        "another one, empty when the launch was not recorded",
+        "calls": "copies or sets",
+        "gpu_total_ns": "summed device time",
+        "gpu_avg_ns": "per call",
+        "gpu_max_ns": "longest call",
+        "gpu_min_ns": "shortest call",
+        "bytes": "summed bytes; NaN when not recorded",
+        "gb_per_s": "achieved bandwidth: `bytes` over `gpu_total_ns`",
+    },
+    "memory": {
+        "name": "`by='op'`: the host event enclosing the memory event (`(outside any op)` for "
+        "none); `by='device'`: the device",
+        "device": "`gpu:0`, `cpu`, ... (only with `by='op'`)",
+        "allocations": "allocation events",
+        "frees": "free events",
+        "allocated_bytes": "summed bytes allocated",
+        "freed_bytes": "summed bytes freed",
+        "net_bytes": "allocated less freed (only with `by='op'`)",
+        "peak_allocated_bytes": "largest allocator total of allocated bytes after any event "
+        "(only with `by='device'`)",
+        "peak_reserved_bytes": "largest allocator total of reserved bytes after any event (only "
+        "with `by='device'`)",
+    },
+    "memory_timeline": {
+        "name": "start of the time slice, from the first event (`12.5 ms`)",
+        "offset_ns": "start of the time slice, from the first event",
+        "<device>_peak_allocated_bytes": "one column per device (`gpu:0_peak_allocated_bytes`): "
+        "the largest allocator total of allocated bytes seen in the slice; NaN when the device "
+        "had no memory event in it",
+    },
+    "distributed": {
+        "name": "`step`, `communication`, `computation`, `overlap` per rank (with ` (rank <r>)` "
+        "in a run of several ranks)",
+        "rank": "the rank",
+        "side": "`gpu` when the rank recorded device events (communication kernels against "
+        "other kernels, copies and sets), `cpu` otherwise (collective ops against other "
+        "operators)",
+        "time_ns": "merged time within the rank's steps",
+        "ratio_pct": "share of the rank's merged step time",
+    },
+    "steps": {
+        "name": "`step <N>`",
+        "rank": "the rank",
+        "step": "the step number",
+        "offset_ns": "start of the step, from the first event of the run",
+        "dur_ns": "the step's duration",
+        "dataloader_ns": "merged data-loading time in the step",
+        "gpu_busy_ns": "merged device time of the work launched in the step; NaN without "
+        "device events; it can exceed `dur_ns` when device work runs on after the step",
+    },
+    "benchmark": {
+        "name": "`reader_cost`, `batch_cost`, `ips`, and `ips_samples` with `batch_size`",
+        "avg": "mean over the kept steps, in the row's `unit`; for `ips` steps over total "
+        "time, not the mean of per-step rates",
+        "max": "largest per-step value, in the row's `unit`",
+        "min": "smallest per-step value, in the row's `unit`",
+        "unit": "`s`, `steps/s` or `samples/s`",
+    },
+}
+
+#: Columns whose name holds a device: the pattern that finds them, and the generic name.
+DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = ("_peak_allocated_bytes",)
+
+#: Options computed for each view besides its defaults, so options that add or change columns
+#: (or rows) are documented with the columns they give.
+VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
+    "operator": (
+        {"op_detail": True},
+        {"group_by_input_shape": True},
+        {"group_by_stack_n": 2},
+        {"by_thread": True},
+    ),
+    "user": ({"group_by_input_shape": True}, {"group_by_stack_n": 2}, {"by_thread": True}),
+    "overview": ({"by": "category"},),
+    "memory": ({"by": "device"},),
+    "benchmark": ({"batch_size": 32},),
+}
+
+#: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
+FIXED_ROW_VIEWS = ("model", "distributed", "benchmark")
+
+#: What each view option does; ``(view, option)`` entries win over plain option names.
+OPTION_MEANINGS: dict[object, str] = {
+    "rank": "only this rank of a run of several ranks (default: all ranks)",
+    "top": "keep the first N rows",
+    "sort_by": "sort key (`perfkit_core.views.operators.SORT_KEYS`, or `name`)",
+    "group_by_input_shape": "one row per name and input shapes",
+    "group_by_stack_n": "one row per name and top N stack frames (0: off)",
+    "by_thread": "one row per name and host thread instead of threads merged",
+    "op_detail": "follow each operator row with its detail rows",
+    ("overview", "by"): "`'kind'`: one row per event kind; `'category'`: one row per native "
+    "category (Paddle's TracerEventType names, Kineto's `cat`)",
+    ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "
+    "row per device with peaks",
+    "warmup": "steps left out at the start of each rank (default: see *Warm-up* below)",
+    "batch_size": "samples per step; adds the `ips_samples` row",
+    "slices": "number of equal time slices the profile is cut into",
+}
+
+#: What each unit a column name can give means, and how the text report writes it
+#: (``perfkit_core.report.format.column_unit``).
+UNIT_TEXT: dict[str, tuple[str, str]] = {
+    "time": ("nanoseconds (int64 or float64)", "converted to `--time-unit` (ms by default)"),
+    "pct": ("percent, 0 to 100", "two decimals, `(%)` in the header"),
+    "bytes": ("bytes", "whole bytes"),
+    "rate": (
+        "per second: `gb_per_s` in 10⁹ bytes, `gflops_per_s` in 10⁹ floating-point operations",
+        "headers `GB/s` and `GFLOP/s`",
+    ),
+}
