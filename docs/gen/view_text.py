@@ -157,6 +157,12 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "the largest allocator total of allocated bytes seen in the slice; NaN when the device "
         "had no memory event in it",
     },
+    "device_timeline": {
+        "name": "start of the time slice, from the first recorded work (`12.5 ms`)",
+        "offset_ns": "start of the time slice, from the first recorded work",
+        "<device>_busy_pct": "one column per device (`gpu:0_busy_pct`): the share of the slice "
+        "the device ran kernels, copies or sets, overlaps merged",
+    },
     "distributed": {
         "name": "`step`, `communication`, `computation`, `overlap` per rank (with ` (rank <r>)` "
         "in a run of several ranks)",
@@ -188,7 +194,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
 }
 
 #: Columns whose name holds a device: the pattern that finds them, and the generic name.
-DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = ("_peak_allocated_bytes",)
+DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = ("_peak_allocated_bytes", "_busy_pct")
 
 #: Options computed for each view besides its defaults, so options that add or change columns
 #: (or rows) are documented with the columns they give.
