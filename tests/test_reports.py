@@ -38,10 +38,18 @@ def chromium() -> str:
     return path
 
 
-def dump_dom(html: Path, tmp_path: Path, query: str = "") -> str:
+def dump_dom(html: Path, tmp_path: Path, query: str = "", width: int = 1400) -> str:
+    """Return the page's DOM after its scripts ran in a window ``width`` px wide."""
     url = html.resolve().as_uri() + (f"?q={query}" if query else "")
     proc = subprocess.run(
-        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url],
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--window-size={width},1000",
+            "--dump-dom",
+            url,
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -44,7 +44,8 @@ def column_label(key: str) -> str:
     special = {"gb_per_s": "GB/s", "gflops_per_s": "GFLOP/s", "flops": "FLOPs"}
     if base in special:
         return special[base]
-    words = [w.upper() if w in _UPPER else w for w in base.split("_")]
+    # ``gpu:0_busy`` -> ``GPU:0 busy``: a device name keeps its index.
+    words = [w.upper() if w.split(":")[0] in _UPPER else w for w in base.split("_")]
     text = " ".join(words)
     return text[:1].upper() + text[1:]
 
@@ -58,10 +59,22 @@ def header_label(label: str, unit: str, time_unit: str) -> str:
     return label
 
 
+#: Binary size units for byte counts, largest first.
+_SIZES = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def bytes_text(value: float) -> str:
+    """``31.7 GiB``, ``1.5 KiB``, ``424 B``: a byte count in the largest unit it fills."""
+    for name, size in _SIZES:
+        if abs(value) >= size:
+            return f"{value / size:.1f} {name}"
+    return f"{round(value)} B"
+
+
 def format_value(value: Any, unit: str, time_unit: str = "ms") -> str:
     """Write ``value`` of ``unit`` for a reader: times in ``time_unit`` with 3 decimals,
-    percentages with 2, counts and bytes whole, other numbers with 3 decimals (4 significant
-    digits below 1); ``-`` for a value that was not measured."""
+    percentages with 2, counts whole, bytes in B/KiB/MiB/GiB with one decimal, other numbers
+    with 3 decimals (4 significant digits below 1); ``-`` for a value that was not measured."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, bool):
@@ -72,7 +85,9 @@ def format_value(value: Any, unit: str, time_unit: str = "ms") -> str:
         return f"{float(value):.2f}"
     if isinstance(value, (int, float)):
         number = float(value)
-        if unit in ("count", "bytes") or number.is_integer():
+        if unit == "bytes":
+            return bytes_text(number)
+        if unit == "count" or number.is_integer():
             return str(round(number))
         return f"{number:.3f}" if abs(number) >= 1 else f"{number:.4g}"
     return str(value).replace("\n", " <- ")

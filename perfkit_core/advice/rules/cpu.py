@@ -11,9 +11,9 @@ from perfkit_core.events import links
 #: optimizer: the optimizer step takes at least this share of step time.
 OPTIMIZER_MIN_STEP_PCT = 15.0
 #: optimizer: assumed speed-up of a fused or multi-tensor optimizer over the per-parameter loop.
-#: Conservative: measured on the CPU demo MLP (bench/bench_optimizer.py), torch Adam with
-#: foreach=True ran 1.45x and fused=True 3.3x as fast as foreach=False, Paddle Adam with
-#: use_multi_tensor=True 1.7x as fast as without.
+#: Conservative: measured on the CPU demo MLP (bench/bench_optimizer.py, several runs), torch
+#: Adam with foreach=True ran 1.45-1.6x and fused=True 3.3-3.7x as fast as foreach=False, Paddle
+#: Adam with use_multi_tensor=True 1.7-2.4x as fast as without.
 OPTIMIZER_FUSED_SPEEDUP = 1.4
 #: small-ops: an outermost op shorter than this is "tiny": its time is mostly framework overhead
 #: (dispatch, Python binding, allocation), not math.

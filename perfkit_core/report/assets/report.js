@@ -42,10 +42,14 @@ function perfkitCharts(specs) {
     if (!canvas || typeof Chart === 'undefined') return;
     const chart = new Chart(canvas, spec.config);
     canvas.dataset.rendered = '1';
-    // Every category label drawn? (Chart.js skips labels that do not fit unless told not to.)
+    // Every category label drawn? (Chart.js skips labels that do not fit unless told not to;
+    // line charts over time skip on purpose.)
     const axis = spec.config.options.indexAxis === 'y' ? 'y' : 'x';
     const ticks = chart.scales[axis] ? chart.scales[axis].ticks.length : 0;
+    canvas.dataset.type = spec.config.type;
     canvas.dataset.labels = spec.config.data.labels.length;
     canvas.dataset.labelsDrawn = ticks;
   });
+  // The laid-out page height, so a screenshot can take the whole page.
+  document.body.dataset.pageHeight = document.documentElement.scrollHeight;
 }
