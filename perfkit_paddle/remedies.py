@@ -76,6 +76,13 @@ REMEDIES: dict[str, str] = {
         "leaves the step:\n"
         "    model = paddle.jit.to_static(model)"
     ),
+    "python-overhead": (
+        "Convert the model to a static graph so its Python runs once, at conversion, instead\n"
+        "of every step:\n"
+        "    model = paddle.jit.to_static(model)\n"
+        "and move per-step bookkeeping (loss.item(), metric lists, logging) out of the loop or\n"
+        "do it every N steps."
+    ),
 }
 
 

@@ -93,6 +93,13 @@ REMEDIES: dict[str, str] = {
         "    model = torch.compile(model)\n"
         "and keep per-step Python work (logging, metric bookkeeping) out of the hot loop."
     ),
+    "python-overhead": (
+        "Compile the model so its Python (module calls, hooks) is traced once instead of run\n"
+        "every step:\n"
+        "    model = torch.compile(model)\n"
+        "and move per-step bookkeeping (loss.item(), metric lists, logging) out of the loop or\n"
+        "do it every N steps."
+    ),
 }
 
 

@@ -377,3 +377,40 @@ def test_notebooks_show_the_report(torch_profile, paddle_profile):
     assert isinstance(run.summary("operator"), __import__("pandas").DataFrame)
     comparison = perfkit_core.compare(run, perfkit_core.load(paddle_profile.runs[0]))
     assert "perfkit comparison" in comparison._repr_html_()
+
+
+def test_python_overhead_is_recomputed_step_by_step(demo_runs):
+    """The Python time between ops, recomputed one step at a time from the raw events: for each
+    step, the part of it no host op, data loading, copy or collective covers."""
+    from perfkit_core.advice.rules.cpu import PYTHON_OVERHEAD_MIN_STEP_PCT
+
+    for run in demo_runs:
+        ev = run.events
+        work = ev[
+            (ev["stream"] < 0)
+            & ev["kind"].isin(["operator", "dataloader", "communication", "memcpy", "runtime"])
+        ]
+        uncovered = step_total = 0
+        for _, step in ev[ev["kind"] == "step"].iterrows():
+            lo, hi = step["start_ns"], step["start_ns"] + step["dur_ns"]
+            inside = work[(work["start_ns"] < hi) & (work["start_ns"] + work["dur_ns"] > lo)]
+            # A sweep over the clipped start (+1) and end (-1) edges: uncovered while 0 are open.
+            starts = np.maximum(inside["start_ns"].to_numpy(), lo)
+            ends = np.minimum((inside["start_ns"] + inside["dur_ns"]).to_numpy(), hi)
+            edges = sorted([(lo, 0), (hi, 0)] + [(t, 1) for t in starts] + [(t, -1) for t in ends])
+            open_, previous = 0, lo
+            for t, change in edges:
+                if open_ == 0:
+                    uncovered += int(t - previous)
+                open_ += change
+                previous = t
+            step_total += hi - lo
+        share = 100.0 * uncovered / step_total
+        found = [f for f in run.advise() if f.rule == "python-overhead"]
+        assert bool(found) == (share >= PYTHON_OVERHEAD_MIN_STEP_PCT), (run.framework, share)
+        if found:
+            assert found[0].evidence["python_ns"] == pytest.approx(uncovered)
+            assert found[0].evidence["python_pct"] == pytest.approx(share)
+            assert found[0].saving_ns <= uncovered
+            compile_call = "torch.compile" if run.framework == "torch" else "to_static"
+            assert compile_call in found[0].remedy

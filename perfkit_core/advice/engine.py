@@ -216,4 +216,5 @@ GENERIC_REMEDIES = {
     "pageable-memcpy": "Copy from pinned host memory, asynchronously.",
     "optimizer": "Use the framework's fused or multi-tensor optimizer implementation.",
     "small-ops": "Compile the model (graph capture) so that many tiny ops run as a few fused ones.",
+    "python-overhead": "Compile the model (graph capture) so its Python runs once, not every step, and keep per-step bookkeeping out of the loop.",
 }

@@ -44,6 +44,11 @@ BUILTIN_RULES: tuple[tuple[str, Advisor, str], ...] = (
     ("pageable-memcpy", device.rule_pageable_memcpy, "host-to-device copies from pageable memory"),
     ("optimizer", cpu.rule_optimizer, "the optimizer step takes a large share of each step"),
     ("small-ops", cpu.rule_small_ops, "many tiny ops: framework overhead rather than math"),
+    (
+        "python-overhead",
+        cpu.rule_python_overhead,
+        "the host runs Python, not ops, for much of the step",
+    ),
 )
 
 

@@ -1,12 +1,17 @@
-"""Rules that find host-side costs in any run, CPU-only ones included: the optimizer step, and
-framework overhead from many tiny ops."""
+"""Rules that find host-side costs in any run, CPU-only ones included: the optimizer step,
+framework overhead from many tiny ops, and Python time between ops."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from perfkit_core.advice.engine import Context, Finding, duration_text, share_text
-from perfkit_core.events import links
+from perfkit_core.events import intervals, links
+
+if TYPE_CHECKING:
+    from perfkit_core.events.run import Run
 
 #: optimizer: the optimizer step takes at least this share of step time.
 OPTIMIZER_MIN_STEP_PCT = 15.0
@@ -25,6 +30,12 @@ SMALL_OPS_MIN_STEP_PCT = 10.0
 #: small-ops: the per-op overhead a compiled graph saves is taken as this percentile of the
 #: outermost ops' durations (the floor: an op that does no math still costs that much).
 SMALL_OPS_OVERHEAD_PERCENTILE = 10.0
+#: python-overhead: the host runs no recorded work (no op, data loading, optimizer step, copy
+#: or collective) for at least this share of step time.
+PYTHON_OVERHEAD_MIN_STEP_PCT = 25.0
+#: python-overhead: host event kinds that are work; time outside all of them is the
+#: interpreter's (user annotations and phase spans wrap Python code, so they do not count).
+HOST_WORK_KINDS = ("operator", "dataloader", "optimizer", "communication", "memcpy", "runtime")
 
 
 def rule_optimizer(ctx: Context) -> Finding | None:
@@ -118,5 +129,72 @@ def rule_small_ops(ctx: Context) -> Finding | None:
             "small_ops": len(tiny),
             "small_ops_ns": tiny_ns,
             "per_op_floor_ns": floor,
+        },
+    )
+
+
+def uncovered_step_time(run: Run) -> tuple[float, float]:
+    """(time in the steps when no host thread ran recorded work, the part of it inside optimizer
+    spans), in ns, summed over ranks: the Python between ops."""
+    ev = run.events
+    kind = ev["kind"].to_numpy()
+    host = ev["stream"].to_numpy() < 0
+    rank = ev["rank"].to_numpy()
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    work = host & np.isin(kind, HOST_WORK_KINDS) & (kind != "optimizer")
+    uncovered = in_optimizer = 0.0
+    for r in np.unique(rank):
+        window, recorded = intervals.step_window(run, int(r))
+        if not recorded:
+            continue
+        mine = rank == r
+        busy = intervals.merge_intervals(start[mine & work], end[mine & work])
+        total = intervals.length(window)
+        covered = intervals.intersect_length(window, busy)
+        uncovered += total - covered
+        optimizer = intervals.clip_to(
+            start[mine & (kind == "optimizer")], end[mine & (kind == "optimizer")], window
+        )
+        in_optimizer += intervals.length(optimizer) - intervals.intersect_length(optimizer, busy)
+    return uncovered, in_optimizer
+
+
+def rule_python_overhead(ctx: Context) -> Finding | None:
+    """In a CPU-only run, no host thread runs recorded work (ops, data loading, copies,
+    collectives) for at least PYTHON_OVERHEAD_MIN_STEP_PCT of step time: the interpreter runs
+    the model's Python between ops. (GPU runs: the host waits on the device there; see
+    launch-bound and low-gpu-utilization.)
+
+    Saving: the uncovered time outside optimizer steps (the optimizer rule counts those), an
+    upper bound: a compiled graph removes the Python inside the model, not the loop's own code.
+    """
+    if ctx.has_device or not ctx.step_ns:
+        return None
+    uncovered, in_optimizer = uncovered_step_time(ctx.run)
+    share = 100.0 * uncovered / ctx.step_ns
+    if share < PYTHON_OVERHEAD_MIN_STEP_PCT:
+        return None
+    saving = uncovered - in_optimizer
+    return Finding(
+        id="python-overhead",
+        title=f"Python runs {share:.1f}% of each step between ops",
+        severity="",
+        saving_ns=saving,
+        details=[
+            f"For {duration_text(uncovered)} of {duration_text(ctx.step_ns)} of steps "
+            f"({share:.1f}%) no host thread ran an op, data loading or a copy: the interpreter "
+            "was running the model's Python (module calls, hooks, bookkeeping) between ops.",
+            f"{duration_text(in_optimizer)} of it is inside the optimizer step (see the "
+            "optimizer finding, if any); the rest is in the model and the loop.",
+        ],
+        estimate=(
+            "Upper bound: the Python time outside the optimizer step; a compiled graph removes "
+            "the part inside the model, not the training loop's own code."
+        ),
+        evidence={
+            "python_ns": uncovered,
+            "python_pct": share,
+            "python_in_optimizer_ns": in_optimizer,
         },
     )
