@@ -360,11 +360,14 @@ def test_register_advisors_hook_adds_a_rule(tmp_path):
     pm.register(plugin, name="one-rule")
     try:
         findings = perfkit_core.load(_tiny_trace(tmp_path)).advise()
-        assert [f.id for f in findings] == ["too-many-adds"]
-        assert findings[0].evidence["adds"] == 1
+        # The built-in rules may find something in the tiny trace too (python-overhead does).
+        mine = [f for f in findings if f.rule == "too-many-adds"]
+        assert [f.id for f in mine] == ["too-many-adds"]
+        assert mine[0].evidence["adds"] == 1
     finally:
         pm.unregister(plugin)
-    assert perfkit_core.load(_tiny_trace(tmp_path)).advise() == []
+    after = perfkit_core.load(_tiny_trace(tmp_path)).advise()
+    assert "too-many-adds" not in {f.rule for f in after}
 
 
 def test_remedy_hook_gives_framework_code():
