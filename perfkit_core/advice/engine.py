@@ -336,6 +336,8 @@ def merge_rank_findings(per_rank: dict[int, list[Finding]], step_ns: int) -> lis
     """One finding per finding id across ranks: the worst rank's title and evidence (naming
     the rank and how many ranks show it), the saving the mean per rank (a rank without the
     finding saves 0), its severity against the median rank's step time ``step_ns``."""
+    from perfkit_core.events.ranks import ranks_text
+
     n = max(len(per_rank), 1)
     by_id: dict[str, dict[int, Finding]] = {}
     for rank, found in per_rank.items():
@@ -350,10 +352,13 @@ def merge_rank_findings(per_rank: dict[int, list[Finding]], step_ns: int) -> lis
         evidence["rank_step_time_ns"] = evidence.pop("step_time_ns", None)
         evidence.update(
             rank=worst_rank,
-            ranks_with_finding=sorted(on_ranks),
-            saving_ns_by_rank={str(r): f.saving_ns for r, f in sorted(on_ranks.items())},
+            ranks_with_finding=ranks_text(sorted(on_ranks)),
+            saving_by_rank=[
+                {"rank": r, "saving_ns": f.saving_ns}
+                for r, f in sorted(on_ranks.items(), key=lambda kv: (-kv[1].saving_ns, kv[0]))
+            ],
             step_time_ns=step_ns,
-            saving="mean per rank",
+            saving="mean per rank (a rank without the finding saves 0)",
         )
         merged.append(
             Finding(

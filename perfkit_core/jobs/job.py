@@ -388,3 +388,30 @@ class _Fold:
             cluster,
             sorted(self.results, key=lambda r: r["rank"]),
         )
+
+
+def load_job_rank(path: str | os.PathLike[str], rank: int) -> Any:
+    """The one-rank ``Run`` of rank ``rank`` of the job at ``path``, read alone (no cluster):
+    its partition of a saved job, or the trace file that records that rank (files that record
+    no rank are numbered by their place in the folder). Raises ``TraceError`` when no file,
+    or more than one, holds the rank."""
+    from perfkit_core.events.dataset import read_rank
+    from perfkit_core.events.loading import read_head
+    from perfkit_core.events.ranks import ranks_text
+    from perfkit_core.jobs.tasks import load_rank
+    from perfkit_core.plugins import get_plugin_manager
+
+    kind, items = job_inputs(path)
+    if kind == "saved":
+        return read_rank(path, rank)
+    files = [Path(f) for f in items]
+    hook = get_plugin_manager().hook.perfkit_trace_rank
+    recorded = [hook(path=f, head=read_head(f)) for f in files]
+    ranks = [r if r is not None else i for i, r in enumerate(recorded)]
+    matches = [i for i, r in enumerate(ranks) if r == rank]
+    if not matches:
+        raise TraceError(path, f"no trace holds rank {rank} (ranks: {ranks_text(ranks)})")
+    if len(matches) > 1:
+        names = ", ".join(files[i].name for i in matches)
+        raise TraceError(path, f"rank {rank} is in more than one trace: {names}")
+    return load_rank(RankTask(matches[0], str(files[matches[0]])))

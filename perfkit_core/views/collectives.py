@@ -232,7 +232,7 @@ def align_calls(calls: pd.DataFrame) -> pd.DataFrame:
     ``ranks_in_call`` (ranks that made the call), ``last_rank`` (the last to arrive),
     ``wait_ns`` (time the rank waited for the last one, at most its duration) and
     ``transfer_ns`` (the rest of the call); both NaN for a call found on one rank only."""
-    out = calls.copy()
+    out = calls.reset_index(drop=True)
     if out.empty:
         for c in ("ranks_in_call", "last_rank", "wait_ns", "transfer_ns"):
             out[c] = np.empty(0, dtype=np.int64)

@@ -94,7 +94,10 @@ def rule_straggler(ctx: JobContext) -> list[Finding] | None:
                     "cause": phase,
                     "work_per_step_ns": float(row["work_ns"]),
                     "median_work_per_step_ns": float(medians["work_ns"]),
-                    "excess_per_step_ns": {k: float(v) for k, v in excess.items()},
+                    **{
+                        f"excess_{k.replace(' ', '_')}_per_step_ns": float(v)
+                        for k, v in excess.items()
+                    },
                     "others_wait_per_step_ns": waited,
                     "kernels_per_step": float(row["kernels"]),
                     "median_kernels_per_step": float(medians["kernels"]),
@@ -134,9 +137,12 @@ def rule_load_imbalance(ctx: JobContext) -> Finding | None:
         evidence={
             "wait_per_step_ns": wait,
             "wait_pct": share,
-            "work_per_step_ns_by_rank": {
-                str(int(r)): float(w) for r, w in zip(ranks["rank"], ranks["work_ns"], strict=True)
-            },
+            "work_by_rank": [
+                {"rank": int(r), "work_per_step_ns": float(w)}
+                for r, w in sorted(
+                    zip(ranks["rank"], ranks["work_ns"], strict=True), key=lambda rw: -rw[1]
+                )
+            ],
         },
     )
 
@@ -171,12 +177,12 @@ def rule_exposed_communication(ctx: JobContext) -> Finding | None:
         severity="",
         saving_ns=float(exposed.mean()) * float(ranks["steps"].median()),
         evidence={
-            "exposed_per_step_ns_by_rank": {
-                str(int(r)): float(v) for r, v in zip(ranks["rank"], exposed, strict=True)
-            },
-            "exposed_pct_by_rank": {
-                str(int(r)): float(v) for r, v in zip(ranks["rank"], shares, strict=True)
-            },
+            "exposed_by_rank": [
+                {"rank": int(r), "exposed_per_step_ns": float(v), "share_of_step_pct": float(p)}
+                for r, v, p in sorted(
+                    zip(ranks["rank"], exposed, shares, strict=True), key=lambda t: -t[2]
+                )
+            ],
             "waits_measured": bool(measured),
         },
     )
