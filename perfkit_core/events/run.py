@@ -24,11 +24,16 @@ if TYPE_CHECKING:
 EVENTS_FILE = "events.parquet"
 META_FILE = "meta.json"
 
-#: What ``Run``'s convenience methods call, as ``module:function`` in the layers above.
+#: What ``Run``'s convenience methods call, as ``module:function`` in the layers above, and
+#: how a run of several ranks is saved and read (a saved job, ``perfkit_core.events.dataset``,
+#: which builds one-rank runs and so cannot be imported by this module).
 ANALYSES: dict[str, str] = {
     "summary": "perfkit_core.views.registry:summary",
     "advise": "perfkit_core.advice.engine:advise",
     "html": "perfkit_core.report.notebook:run_html",
+    "save_job": "perfkit_core.events.dataset:save_job",
+    "read_job": "perfkit_core.events.dataset:read_job",
+    "is_saved_job": "perfkit_core.events.dataset:is_saved_job",
 }
 
 
@@ -96,13 +101,10 @@ class Run:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from perfkit_core.events.ranks import is_multi_rank
-
         directory = Path(directory)
-        if is_multi_rank(self):
-            from perfkit_core.events.dataset import save_job
-
-            return save_job(self, directory)
+        if len(self.meta.get("ranks") or []) > 1:
+            saved: Path = _analysis("save_job")(self, directory)
+            return saved
         directory.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(self.events, preserve_index=False)
         with atomic_path(directory / EVENTS_FILE) as tmp:
@@ -122,11 +124,10 @@ class Run:
         """
         import pyarrow.parquet as pq
 
-        from perfkit_core.events.dataset import is_saved_job, read_job
-
         directory = Path(directory)
-        if is_saved_job(directory):
-            return read_job(directory)
+        if _analysis("is_saved_job")(directory):
+            job: Run = _analysis("read_job")(directory)
+            return job
         meta_path = directory / META_FILE
         events_path = directory / EVENTS_FILE
         try:
