@@ -154,8 +154,14 @@ class _Part:
     """The columns of a piece of a trace's events, its forward-backward flows, the counts of
     its other flows and its metadata events."""
 
-    def __init__(self, columns: dict[str, Any], n: int, fwdbwd: list[Event],
-                 flow_counts: dict[str, int], metadata: list[Event]) -> None:
+    def __init__(
+        self,
+        columns: dict[str, Any],
+        n: int,
+        fwdbwd: list[Event],
+        flow_counts: dict[str, int],
+        metadata: list[Event],
+    ) -> None:
         self.columns, self.n, self.fwdbwd = columns, n, fwdbwd
         self.flow_counts, self.metadata = flow_counts, metadata
 
@@ -366,7 +372,7 @@ def _finish(
     rank, world_size = _rank_info(trace.distributedInfo)
     columns["rank"] = np.full(n, rank, dtype=np.int32)
     n_flows = counts.pop("flow_events")
-    finished = finish_events(columns, n)
+    finished = finish_events(columns, n, consume=True)
     del columns
     meta: dict[str, Any] = {
         "framework": "torch",

@@ -68,10 +68,11 @@ class StreamedTrace:
 
     def pieces(self) -> Iterator[list[Event]]:
         """Yield the trace's events, a piece at a time, in file order."""
-        blocks = self._blocks()
-        buffer = b""
+        # ``buffer`` holds the events array from its ``[`` on: a piece is decoded in place by
+        # turning the ``,`` after its last event into ``]``.
+        buffer = bytearray()
         head = None
-        for block in blocks:
+        for block in self._blocks():
             buffer += block
             if head is None:
                 found = _HEAD_RE.search(buffer)
@@ -79,12 +80,12 @@ class StreamedTrace:
                     if len(buffer) > 4 * self.chunk_bytes:
                         raise NotStreamable("no traceEvents in the head of the file")
                     continue
-                head = buffer[: found.end()]
+                head = bytes(buffer[: found.end() - 1])
                 try:
-                    _DECODER.decode(head + b"]}")
+                    _DECODER.decode(head + b"[]}")
                 except msgspec.MsgspecError:
                     raise NotStreamable("traceEvents is not a key of the trace object") from None
-                buffer = buffer[found.end() :]
+                del buffer[: found.end() - 1]
             if len(buffer) < self.chunk_bytes:
                 continue
             events, buffer = self._cut(buffer)
@@ -94,7 +95,7 @@ class StreamedTrace:
         if head is None:
             raise NotStreamable("no traceEvents in the file")
         try:
-            last = _DECODER.decode(head + buffer)
+            last = _DECODER.decode(head + bytes(buffer))
         except msgspec.MsgspecError:
             raise NotStreamable("the end of the file does not close the trace") from None
         events = last.traceEvents or []
@@ -105,14 +106,24 @@ class StreamedTrace:
             raise NotStreamable("no events")
         yield events
 
-    def _cut(self, buffer: bytes) -> tuple[list[Event], bytes]:
-        """Decode the complete events at the start of ``buffer``; return them and the rest."""
-        start = max(len(buffer) - CUT_WINDOW, 0)
-        cuts = [m for m in _CUT_RE.finditer(buffer, start)]
-        for match in reversed(cuts[-CUT_TRIES:]):
-            try:
-                events = _EVENTS.decode(b"[" + buffer[: match.start() + 1] + b"]")
-            except msgspec.MsgspecError:
-                continue
-            return events, buffer[match.end() :]
+    def _cut(self, buffer: bytearray) -> tuple[list[Event], bytearray]:
+        """Decode the complete events at the start of ``buffer`` (which starts with ``[``);
+        return them and the rest, which starts with ``[`` again."""
+        tries = 0
+        for window in (64 * 1024, CUT_WINDOW):
+            start = max(len(buffer) - window, 1)
+            for match in reversed(list(_CUT_RE.finditer(buffer, start))):
+                comma = buffer.index(b",", match.start())
+                buffer[comma] = ord("]")
+                try:
+                    events = _EVENTS.decode(memoryview(buffer)[: comma + 1])
+                except msgspec.MsgspecError:
+                    buffer[comma] = ord(",")
+                    tries += 1
+                    if tries >= CUT_TRIES:
+                        break
+                    continue
+                rest = bytearray(b"[")
+                rest += memoryview(buffer)[match.end() :]
+                return events, rest
         raise NotStreamable("no place to cut the events array")

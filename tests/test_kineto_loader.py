@@ -227,8 +227,16 @@ def test_cuts_inside_strings_and_bad_tails_fall_back_to_reading_whole(tmp_path):
     from perfkit_torch import kineto, kineto_stream
 
     events = [
-        {"ph": "X", "cat": "cpu_op", "name": f'op }},{{ "x": {i}', "pid": 1, "tid": 1,
-         "ts": i, "dur": 1, "args": {"nested": {"a": [{"b": 1}, {"c": 2}]}}}
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f'op }},{{ "x": {i}',
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 1,
+            "args": {"nested": {"a": [{"b": 1}, {"c": 2}]}},
+        }
         for i in range(3000)
     ]
     path = tmp_path / "t.json"
