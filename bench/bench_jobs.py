@@ -93,10 +93,6 @@ def idle_worker(target: str) -> None:
     from distributed import Client, LocalCluster
 
     def imports() -> int:
-        import perfkit_core.advice.engine
-        import perfkit_core.events.dataset
-        import perfkit_core.jobs.tasks
-        import perfkit_core.views.builtin
         import perfkit_torch.kineto  # noqa: F401
         from perfkit_core.plugins import get_plugin_manager
 
@@ -142,7 +138,9 @@ def main() -> int:
         return 1
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     jobs = make_jobs(args.ranks)
-    largest = max((f for folder in jobs.values() for f in folder.glob("*.json.gz")), key=os.path.getsize)
+    largest = max(
+        (f for folder in jobs.values() for f in folder.glob("*.json.gz")), key=os.path.getsize
+    )
     compressed = largest.stat().st_size
     decoded = len(gzip.decompress(largest.read_bytes()))
     idle = _run_child(["--idle-worker"])["peak_bytes"]
