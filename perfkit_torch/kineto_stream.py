@@ -28,7 +28,7 @@ import msgspec
 from perfkit_torch.kineto_format import _DECODER, Event, _Trace
 
 #: Bytes of JSON read and decoded at a time.
-CHUNK_BYTES = 8 * 2**20
+CHUNK_BYTES = 4 * 2**20
 #: How far back from a piece's end cuts are looked for, and how many are tried.
 CUT_WINDOW = 1 * 2**20
 CUT_TRIES = 8
