@@ -110,7 +110,8 @@ class JobContext:
     framework: str
 
 
-Advisor = Callable[[Context], "list[Finding] | Finding | None"]
+#: A rule: called with a ``Context`` (per rank), or a ``JobContext`` when marked ``cross_rank``.
+Advisor = Callable[[Any], "list[Finding] | Finding | None"]
 #: Attribute ``cross_rank`` sets on a rule.
 SCOPE_ATTR = "perfkit_scope"
 

@@ -74,7 +74,7 @@ def rank_run(run: Run, rank: int) -> Run:
     key = ("rank_run", rank)
     cached = run._cache.get(key)
     if cached is not None:
-        return cached  # type: ignore[no-any-return]
+        return cached
     rows = np.flatnonzero(run.events["rank"].to_numpy() == rank)
     meta = {k: v for k, v in run.meta.items() if k not in ("per_rank", "ranks", "steps")}
     own = (run.meta.get("per_rank") or {}).get(str(rank)) or {}

@@ -198,7 +198,7 @@ def plan_tasks(
     if kind == "saved":
         columns = None if save_to else _view_columns(views, advice)
         return [
-            RankTask(i, str(path), saved_rank=int(r), columns=columns, **common)
+            RankTask(i, str(path), saved_rank=int(str(r)), columns=columns, **common)
             for i, r in enumerate(items)
         ]
     return [RankTask(i, str(f), **common) for i, f in enumerate(items)]
@@ -344,7 +344,8 @@ class _Fold:
         if frameworks and result.entry.get("framework") not in frameworks:
             raise TraceError(
                 result.source,
-                f"a {result.entry.get('framework')} trace in a job of {sorted(frameworks)} traces",
+                f"a {result.entry.get('framework')} trace in a job of {sorted(map(str, frameworks))} "
+                "traces",
             )
         self.entries[result.rank] = result.entry
         for key, frame in result.frames.items():
@@ -404,7 +405,7 @@ def load_job_rank(path: str | os.PathLike[str], rank: int) -> Any:
     kind, items = job_inputs(path)
     if kind == "saved":
         return read_rank(path, rank)
-    files = [Path(f) for f in items]
+    files = [Path(str(f)) for f in items]
     hook = get_plugin_manager().hook.perfkit_trace_rank
     recorded = [hook(path=f, head=read_head(f)) for f in files]
     ranks = [r if r is not None else i for i, r in enumerate(recorded)]
