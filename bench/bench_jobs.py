@@ -14,8 +14,9 @@ each) that the call starts and closes. Measured:
 * **client peak MB**: peak RSS (``ru_maxrss``) of the process that ran ``analyse_job``: the
   Dask client and scheduler, and the combined tables (the workers are other processes).
 * **worker peak MB**: the highest peak RSS of a worker process (``ru_maxrss`` after its last
-  rank), and **worker growth MB**: that less the peak of an idle worker that has imported what
-  a rank needs (measured on its own). The growth is what one rank costs a worker.
+  rank), and **worker growth MB**: that less the peak of a worker that summarised a tiny
+  two-event trace (so it imported everything a rank needs; measured on its own). The growth is
+  what a rank costs a worker.
 
 Targets: client peak RSS for 64 ranks within 1.2x that for 16; worker growth under 2x the
 largest rank's decoded trace; 2 workers at least 1.7x as fast as 1 on a 2-core machine.
@@ -93,10 +94,18 @@ def idle_worker(target: str) -> None:
     from distributed import Client, LocalCluster
 
     def imports() -> int:
-        import perfkit_torch.kineto  # noqa: F401
-        from perfkit_core.plugins import get_plugin_manager
+        # Summarise a tiny trace: every module a rank needs is imported, nothing big is held.
+        import tempfile
 
-        get_plugin_manager()
+        from perfkit_core.jobs import DEFAULT_JOB_VIEWS
+        from perfkit_core.jobs.job import plan_tasks
+        from perfkit_core.jobs.tasks import summarise_rank
+
+        with tempfile.TemporaryDirectory() as tmp:
+            for rank in (0, 1):
+                trace = dict(TINY_TRACE, distributedInfo={"rank": rank, "world_size": 2})
+                (Path(tmp) / f"rank{rank}.json").write_text(json.dumps(trace))
+            summarise_rank(plan_tasks(tmp, DEFAULT_JOB_VIEWS, {})[0])
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     with (
@@ -105,6 +114,24 @@ def idle_worker(target: str) -> None:
     ):
         peak = client.submit(imports, pure=False).result()
     Path(target).write_text(json.dumps({"peak_bytes": peak}))
+
+
+#: A two-event Kineto trace with one step, for the idle worker.
+TINY_TRACE: dict[str, Any] = {
+    "schemaVersion": 1,
+    "traceEvents": [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0.0,
+            "dur": 9.0,
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0},
+    ],
+}
 
 
 def _run_child(args: list[str]) -> dict[str, Any]:

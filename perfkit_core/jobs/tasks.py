@@ -78,6 +78,22 @@ def load_rank(task: RankTask) -> Run:
     return run
 
 
+def release_memory() -> None:
+    """Give the memory of the rank just summarised back to the system, so the next rank on this
+    worker starts from the same footprint (glibc keeps freed memory in its arenas otherwise)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if name is None:  # pragma: no cover - not glibc
+        return
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
 def summarise_rank(task: RankTask) -> RankResult:
     """Load, summarise and (when asked) save one rank; return what the client needs."""
     import resource
@@ -110,6 +126,7 @@ def summarise_rank(task: RankTask) -> RankResult:
         has_device=bool((run.events["stream"].to_numpy() >= 0).any()),
     )
     del run
+    release_memory()
     result.seconds = time.perf_counter() - began
     result.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return result
