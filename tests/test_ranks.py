@@ -296,3 +296,36 @@ def test_no_percentage_of_a_job_report_exceeds_100(job):
             values = [row[i] for row in table.rows if row[i] is not None]
             assert all(v <= 100.0 + 1e-6 for v in values), (table.id, column.key)
             assert all(not math.isnan(v) for v in values)
+
+
+def test_a_plugin_view_without_a_rule_is_one_block_per_rank(job, singles):
+    from perfkit_core.plugins import get_plugin_manager, hookimpl
+
+    class Kinds:
+        @hookimpl
+        def perfkit_register_views(self, register):
+            register(
+                "kinds",
+                lambda run, **_: (
+                    run.events["kind"]
+                    .astype(str)
+                    .value_counts()
+                    .rename_axis("name")
+                    .reset_index(name="events")
+                ),
+                "events per kind",
+            )
+
+    pm = get_plugin_manager()
+    plugin = Kinds()
+    pm.register(plugin, name="kinds-test-plugin")
+    try:
+        table = job.summary("kinds")
+        assert "one block of rows per rank (4 ranks)" in table.attrs["note"]
+        for r in range(RANKS):
+            block = table[table["rank"] == r].set_index("name")["events"]
+            own = singles[r].summary("kinds").set_index("name")["events"]
+            assert block.rename(lambda n: n.replace(f" (rank {r})", "")).to_dict() == own.to_dict()
+        assert job.summary("ranks", rank=SLOW_RANK)["straggler"].tolist() == [True]
+    finally:
+        pm.unregister(plugin)

@@ -214,11 +214,12 @@ def ranks_frame(figures: list[dict[str, Any]], waits: dict[int, float]) -> pd.Da
     return frame
 
 
-def ranks_view(run: Run) -> pd.DataFrame:
+def ranks_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     """Per rank: step time (median and spread), work (step time less waiting for other
     ranks), compute, communication, exposed communication, collective wait and data loading
     per step, GPU busy share of the steps, kernels per step, peak device memory; stragglers
-    flagged (``straggler``) with the phase that makes them slow (``slow_phase``)."""
+    flagged (``straggler``) with the phase that makes them slow (``slow_phase``). ``rank``
+    keeps that rank's row (measured against every rank)."""
     import pandas as pd
 
     from perfkit_core.events.ranks import rank_run, run_ranks
@@ -226,7 +227,13 @@ def ranks_view(run: Run) -> pd.DataFrame:
 
     singles = [rank_run(run, r) for r in run_ranks(run)]
     calls = align_calls(pd.concat([collective_calls(one) for one in singles], ignore_index=True))
-    return ranks_frame([rank_figures(one) for one in singles], waits_by_rank(calls))
+    frame = ranks_frame([rank_figures(one) for one in singles], waits_by_rank(calls))
+    if rank is None:
+        return frame
+    note = frame.attrs.get("note")
+    frame = frame[frame["rank"] == rank].reset_index(drop=True)
+    frame.attrs["note"] = note
+    return frame
 
 
 def waits_by_rank(aligned: pd.DataFrame) -> dict[int, float]:

@@ -28,15 +28,6 @@ class ViewSpec:
     description: str
     across: Any = "concat"
 
-    def accepts(self, option: str) -> bool:
-        """Whether the view's function takes the keyword ``option``."""
-        import inspect
-
-        params = inspect.signature(self.function).parameters
-        return option in params or any(
-            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
-        )
-
 
 def registered_views(pm: pluggy.PluginManager | None = None) -> dict[str, ViewSpec]:
     """Return every view the plugins of ``pm`` (default: the process-wide manager) register."""
