@@ -139,7 +139,7 @@ def report(
     worker processes started and closed here.
     """
     from perfkit_core.jobs import DEFAULT_JOB_VIEWS, analyse_job, is_job
-    from perfkit_core.report.model import build_report
+    from perfkit_core.report.model import HEADLINE_VIEWS, build_report
     from perfkit_core.views import get_view
 
     job = is_job(path) and rank is None
@@ -161,7 +161,7 @@ def report(
     if job:
         source = analyse_job(
             path,
-            names,
+            [*names, *(v for v in HEADLINE_VIEWS if v not in names)],
             options=options,
             advice=with_advice,
             scheduler=scheduler,
@@ -265,11 +265,10 @@ def advise(
     workers: int | None,
 ) -> None:
     """Print what to change, most valuable first, with the evidence and estimated saving."""
+    from perfkit_core.advice.engine import advice_note
     from perfkit_core.jobs import analyse_job, is_job
     from perfkit_core.report.json import dumps
     from perfkit_core.report.text import render_findings
-
-    from perfkit_core.advice.engine import advice_note
 
     chosen = [r.strip() for r in rules.split(",")] if rules else None
     note = None

@@ -325,7 +325,8 @@ def test_a_plugin_view_without_a_rule_is_one_block_per_rank(job, singles):
         for r in range(RANKS):
             block = table[table["rank"] == r].set_index("name")["events"]
             own = singles[r].summary("kinds").set_index("name")["events"]
-            assert block.rename(lambda n: n.replace(f" (rank {r})", "")).to_dict() == own.to_dict()
+            suffix = f" (rank {r})"
+            assert block.rename(lambda n, s=suffix: n.replace(s, "")).to_dict() == own.to_dict()
         assert job.summary("ranks", rank=SLOW_RANK)["straggler"].tolist() == [True]
     finally:
         pm.unregister(plugin)

@@ -172,9 +172,16 @@ def make_context(run: Run) -> Context:
     )
 
 
-def advice_note(run: Run) -> str | None:
-    """Why ``run`` gets no advice at all (too few steps), or None when it can be advised on."""
-    steps = make_context(run).steps
+def advice_note(run: Any) -> str | None:
+    """Why ``run`` (a run, or a job analysed rank by rank) gets no advice at all (too few
+    steps), or None when it can be advised on. A job counts its median rank's steps."""
+    import statistics
+
+    if getattr(run, "events", None) is not None:
+        steps = make_context(run).steps
+    else:
+        counts = [n for _ns, n in getattr(run, "steps", {}).values()]
+        steps = int(statistics.median(counts)) if counts else 0
     if steps >= MIN_STEPS:
         return None
     if steps == 0:

@@ -301,17 +301,24 @@ def _header(run: Run | Job) -> list[HeaderItem]:
     return items
 
 
+#: The views the headline reads: a job must be analysed with them for its report to have one.
+HEADLINE_VIEWS = ("steps", "model")
 #: Rows of the model view that make up a step, in the headline's stacking order.
 HEADLINE_PHASES = ("dataloader", "forward", "backward", "optimization", "others")
 
 
 def _headline(
-    run: Run, findings: list[Any] | None, batch_size: int | None, note: str | None
+    run: Run | Job, findings: list[Any] | None, batch_size: int | None, note: str | None
 ) -> Headline:
     """The headline: median step time with its interquartile range, throughput (samples/s with
     a batch size, else steps/s, from the median step), the model view's phases per step, and
-    the top finding."""
-    steps = run.summary("steps")
+    the top finding. Of a job: over every rank's steps, the phases per step of the mean rank
+    (a job analysed without ``HEADLINE_VIEWS`` gets only the top finding)."""
+    try:
+        steps = run.summary("steps")
+        model = run.summary("model").set_index("name")
+    except KeyError:
+        return Headline([], [], findings[0] if findings else None, note)
     durations = steps["dur_ns"].to_numpy(dtype=np.float64) if len(steps) else np.empty(0)
     items: list[HeaderItem] = []
     if len(durations):
@@ -331,7 +338,6 @@ def _headline(
         else:
             items.append(HeaderItem("Throughput (steps/s)", 1e9 / median, "number"))
     phases: list[PhaseShare] = []
-    model = run.summary("model").set_index("name")
     count = max(int(model.loc["step", "calls"]), 1) if "step" in model.index else 1
     for name in HEADLINE_PHASES:
         if name in model.index:

@@ -231,8 +231,10 @@ def align_calls(calls: pd.DataFrame) -> pd.DataFrame:
     """Line up the calls of every rank (``collective_calls`` of each, concatenated): adds
     ``ranks_in_call`` (ranks that made the call), ``last_rank`` (the last to arrive),
     ``wait_ns`` (time the rank waited for the last one, at most its duration) and
-    ``transfer_ns`` (the rest of the call); both NaN for a call found on one rank only."""
-    out = calls.reset_index(drop=True)
+    ``transfer_ns`` (the rest of the call); both NaN for a call found on one rank only. Rows
+    come out in rank order, whatever order the ranks' calls arrived in; of ranks arriving at
+    the same nanosecond, the lowest is the last."""
+    out = calls.sort_values("rank", kind="stable").reset_index(drop=True)
     if out.empty:
         for c in ("ranks_in_call", "last_rank", "wait_ns", "transfer_ns"):
             out[c] = np.empty(0, dtype=np.int64)

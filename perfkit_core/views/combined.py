@@ -273,6 +273,7 @@ ACROSS: dict[str, Any] = {
     "memcpy": MEMCPY,
     "memory": memory_rule,
     "memory_timeline": MemoryTimelineCombiner,
+    "device_timeline": "concat",
     "distributed": "concat",
     "steps": "concat",
     "benchmark": BENCHMARK,
