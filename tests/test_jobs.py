@@ -17,21 +17,18 @@ import pandas as pd
 import pytest
 
 import perfkit_core
-from conftest import ROOT, shared_trace
+from conftest import JOB_RANKS, JOB_SLOW_RANK, ROOT, shared_trace
 from perfkit_core.cli import main
-from tests.job_traces import make_job
 
-SLOW_RANK = 2
-RANKS = 4
+SLOW_RANK = JOB_SLOW_RANK
+RANKS = JOB_RANKS
 #: Views compared between the Dask job and the run loaded in one process.
 VIEWS = ("ranks", "collectives", "model", "phases", "overview", "operator", "kernel", "steps")
 
 
 @pytest.fixture(scope="module")
-def job_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("dask_job")
-    make_job(shared_trace("a100_rank3"), folder, RANKS, slow_rank=SLOW_RANK, jitter_ns=0.5e6)
-    return folder
+def job_dir(a100_job_dir):
+    return a100_job_dir
 
 
 def _child_pids() -> set[int]:
@@ -46,7 +43,7 @@ def _child_pids() -> set[int]:
     }
 
 
-def test_local_cluster_job_matches_the_run_in_one_process(job_dir, tmp_path):
+def test_local_cluster_job_matches_the_run_in_one_process(job_dir, a100_job, tmp_path):
     from perfkit_core.jobs import analyse_job
 
     before = _child_pids()
@@ -56,7 +53,7 @@ def test_local_cluster_job_matches_the_run_in_one_process(job_dir, tmp_path):
     assert lines and lines[0].startswith("started a local Dask cluster of 2 worker process(es)")
     assert job.meta["ranks"] == list(range(RANKS))
     assert job.meta["engine"] == {"kind": "local", "workers": 2}
-    run = perfkit_core.load(job_dir)
+    run = a100_job
     for view in VIEWS:
         got, expected = job.summary(view), run.summary(view)
         if view in ("phases", "steps", "collectives"):

@@ -13,32 +13,23 @@ import pandas as pd
 import pytest
 
 import perfkit_core
-from conftest import shared_trace
+from conftest import JOB_RANKS, JOB_SLOW_NS, JOB_SLOW_RANK, shared_trace
 from perfkit_core.events.intervals import length, merge_intervals
 from tests.job_traces import make_job
 
-SLOW_RANK = 2
-SLOW_NS = 20e6
-RANKS = 4
+SLOW_RANK = JOB_SLOW_RANK
+SLOW_NS = JOB_SLOW_NS
+RANKS = JOB_RANKS
 
 
 @pytest.fixture(scope="session")
-def job_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("a100_job")
-    make_job(
-        shared_trace("a100_rank3"),
-        folder,
-        RANKS,
-        slow_rank=SLOW_RANK,
-        slow_ns=SLOW_NS,
-        jitter_ns=0.5e6,
-    )
-    return folder
+def job_dir(a100_job_dir):
+    return a100_job_dir
 
 
 @pytest.fixture(scope="session")
-def job(job_dir):
-    return perfkit_core.load(job_dir)
+def job(a100_job):
+    return a100_job
 
 
 @pytest.fixture(scope="session")
@@ -330,3 +321,29 @@ def test_a_plugin_view_without_a_rule_is_one_block_per_rank(job, singles):
         assert job.summary("ranks", rank=SLOW_RANK)["straggler"].tolist() == [True]
     finally:
         pm.unregister(plugin)
+
+
+def test_a_folder_of_paddle_traces_is_a_job_numbered_by_file(paddle_profile, tmp_path):
+    """Paddle's chrome export records no rank: a folder of them is a job whose ranks are the
+    files' places in name order, read by the same per-rank code as torch traces."""
+    from perfkit_core.jobs import is_job
+    from perfkit_core.jobs.job import load_job_rank
+
+    trace = paddle_profile.runs[0] / "trace.paddle_trace.json"
+    if not trace.exists():
+        pytest.skip("the Paddle handler kept no chrome trace")
+    for name in ("a.paddle_trace.json", "b.paddle_trace.json"):
+        (tmp_path / name).symlink_to(trace)
+    assert is_job(tmp_path)
+    job = perfkit_core.load(tmp_path)
+    assert job.meta["ranks"] == [0, 1]
+    ranks = job.summary("ranks")
+    assert ranks["rank"].tolist() == [0, 1]
+    # The same trace twice: the same figures on both ranks, and no straggler.
+    assert ranks.iloc[0]["step_median_ns"] == ranks.iloc[1]["step_median_ns"] > 0
+    assert not ranks["straggler"].any()
+    alone = load_job_rank(tmp_path, 1)
+    assert alone.meta["ranks"] == [1]
+    own = perfkit_core.load(trace).summary("model").drop(columns="rank", errors="ignore")
+    got = alone.summary("model").drop(columns="rank", errors="ignore")
+    pd.testing.assert_frame_equal(got, own)
