@@ -139,8 +139,10 @@ def report(
     worker processes started and closed here.
     """
     from perfkit_core.jobs import DEFAULT_JOB_VIEWS, analyse_job, is_job
+    from perfkit_core.jobs.job import load_run
     from perfkit_core.report.model import HEADLINE_VIEWS, build_report
     from perfkit_core.views import get_view
+    from perfkit_core.views.registry import view_options
 
     job = is_job(path) and rank is None
     if job and ctx.get_parameter_source("views") is click.core.ParameterSource.DEFAULT:
@@ -156,7 +158,7 @@ def report(
         "by_thread": by_thread,
         "op_detail": op_detail,
     }
-    options = {name: _options_for(name, requested) for name in names}
+    options = {name: view_options(name, requested) for name in names}
     source: Any
     if job:
         source = analyse_job(
@@ -170,7 +172,7 @@ def report(
             notify=_notify,
         )
     else:
-        source = _load(path, rank)
+        source = load_run(path, rank)
         if save_to is not None:
             source.save(save_to)
     report_model = build_report(
@@ -189,47 +191,10 @@ def _notify(line: str) -> None:
     click.echo(f"perfkit: {line}", err=True)
 
 
-def _load(path: Path, rank: int | None) -> Any:
-    """The run at ``path``; with ``rank``, only that rank of a job is read."""
-    from perfkit_core.events.loading import load
-    from perfkit_core.jobs import is_job
-    from perfkit_core.jobs.job import load_job_rank
-
-    if rank is not None and is_job(path):
-        return load_job_rank(path, rank)
-    run = load(path)
-    ranks = [int(r) for r in run.meta.get("ranks", [])]
-    if rank is not None and rank not in ranks:
-        raise OptionError(
-            f"--rank {rank}: {path} holds rank(s) {', '.join(map(str, ranks)) or 'none'}"
-        )
-    return run
-
-
 def _render(model: Any, fmt: str) -> str:
     from perfkit_core.report import render
 
     return render(model, fmt)
-
-
-def _options_for(view: str, requested: dict[str, Any]) -> dict[str, Any]:
-    """The report options ``view`` accepts (by its signature), leaving out unset ones."""
-    import inspect
-
-    from perfkit_core.views import get_view
-    from perfkit_core.views.operators import host_event_table
-
-    params = inspect.signature(get_view(view).function).parameters
-    accepted = set(params)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        # operator and user pass their options on to host_event_table
-        accepted |= set(inspect.signature(host_event_table).parameters)
-    defaults = {"sort_by": "cpu_total", "rank": None, "group_by_stack_n": 0}
-    return {
-        key: value
-        for key, value in requested.items()
-        if key in accepted and value is not False and defaults.get(key, object()) != value
-    }
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -267,6 +232,7 @@ def advise(
     """Print what to change, most valuable first, with the evidence and estimated saving."""
     from perfkit_core.advice.engine import advice_note
     from perfkit_core.jobs import analyse_job, is_job
+    from perfkit_core.jobs.job import load_run
     from perfkit_core.report.json import dumps
     from perfkit_core.report.text import render_findings
 
@@ -278,7 +244,7 @@ def advise(
         )
         findings = job.advise(rules=chosen)
     else:
-        run = _load(path, None)
+        run = load_run(path, None)
         findings = run.advise(rules=chosen)
         note = advice_note(run)
     text = (

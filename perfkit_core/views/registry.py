@@ -80,3 +80,23 @@ def rank_view(one_rank: Run, spec: ViewSpec, options: dict[str, Any]) -> pd.Data
     """The view ``spec`` of a one-rank run with the options each rank of a job runs with (those
     that apply after combining, ``top`` and ``rank``, left out)."""
     return spec.function(one_rank, **per_rank_options(options))
+
+
+def view_options(view: str, requested: dict[str, Any]) -> dict[str, Any]:
+    """Of the options ``requested`` (the command line's), those ``view`` accepts (by its
+    signature), leaving out unset ones (False, or the default)."""
+    import inspect
+
+    from perfkit_core.views.operators import host_event_table
+
+    params = inspect.signature(get_view(view).function).parameters
+    accepted = set(params)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        # operator and user pass their options on to host_event_table
+        accepted |= set(inspect.signature(host_event_table).parameters)
+    defaults = {"sort_by": "cpu_total", "rank": None, "group_by_stack_n": 0}
+    return {
+        key: value
+        for key, value in requested.items()
+        if key in accepted and value is not False and defaults.get(key, object()) != value
+    }
