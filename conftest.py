@@ -65,3 +65,36 @@ def paddle_profile(tmp_path_factory: pytest.TempPathFactory):
     from tests.paddle_profiles import record
 
     return record(tmp_path_factory.mktemp("paddle_profile"), profile_memory=True, keep_trace=True)
+
+
+#: The job ``a100_job_dir`` holds: ranks, the one made slow and by how much per step (ns).
+JOB_RANKS = 4
+JOB_SLOW_RANK = 2
+JOB_SLOW_NS = 20e6
+
+
+@pytest.fixture(scope="session")
+def a100_job_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A job of ``JOB_RANKS`` ranks made from the real A100 rank (re-ranked, data loading
+    jittered by up to 0.5 ms a step, rank ``JOB_SLOW_RANK`` slower by ``JOB_SLOW_NS`` a step):
+    one ``rank{r}.json.gz`` per rank."""
+    from tests.job_traces import make_job
+
+    folder = tmp_path_factory.mktemp("a100_job")
+    make_job(
+        shared_trace("a100_rank3"),
+        folder,
+        JOB_RANKS,
+        slow_rank=JOB_SLOW_RANK,
+        slow_ns=JOB_SLOW_NS,
+        jitter_ns=0.5e6,
+    )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def a100_job(a100_job_dir: Path):
+    """The ``a100_job_dir`` job loaded in this process (a ``Run`` holding every rank)."""
+    import perfkit_core
+
+    return perfkit_core.load(a100_job_dir)

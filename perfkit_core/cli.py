@@ -12,6 +12,25 @@ from perfkit_core.errors import OptionError, TraceError, UnknownViewError
 from perfkit_core.report.model import DEFAULT_COMPARISON_VIEWS, DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
 
+#: Where a job of several ranks runs (``report`` and ``advise``).
+JOB_OPTIONS = (
+    click.option(
+        "--scheduler",
+        envvar="DASK_SCHEDULER_ADDRESS",
+        default=None,
+        metavar="ADDRESS",
+        help="Dask scheduler to analyse a job on (default: $DASK_SCHEDULER_ADDRESS, else a "
+        "local cluster started and closed here).",
+    ),
+    click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Worker processes of the local cluster (default: one per core, at most one per "
+        "rank, as memory allows).",
+    ),
+)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="perfkit", prog_name="perfkit")
@@ -39,7 +58,10 @@ def cli() -> None:
     help="Sort key of the operator and user tables.",
 )
 @click.option(
-    "--rank", type=int, default=None, help="Only this rank (default: all ranks together)."
+    "--rank",
+    type=int,
+    default=None,
+    help="Only this rank of a job (default: every rank, combined as each table says).",
 )
 @click.option("--group-by-input-shape", is_flag=True, help="One row per operator and input shapes.")
 @click.option(
@@ -80,7 +102,18 @@ def cli() -> None:
     type=click.Path(path_type=Path),
     help="Write to this file instead of standard output.",
 )
+@JOB_OPTIONS[0]
+@JOB_OPTIONS[1]
+@click.option(
+    "--save",
+    "save_to",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also save the run there (a job: a Parquet dataset partitioned by rank).",
+)
+@click.pass_context
 def report(
+    ctx: click.Context,
     path: Path,
     views: str,
     time_unit: str,
@@ -95,21 +128,28 @@ def report(
     batch_size: int | None,
     with_advice: bool,
     output: Path | None,
+    scheduler: str | None,
+    workers: int | None,
+    save_to: Path | None,
 ) -> None:
-    """Print the summaries of the run or trace at PATH."""
-    from perfkit_core.events.loading import load
-    from perfkit_core.report.model import build_report
-    from perfkit_core.views import get_view
+    """Print the summaries of the run, trace or job at PATH.
 
+    A job (a folder of per-rank traces, or a saved job) is analysed rank by rank on Dask: on
+    the scheduler given by --scheduler or DASK_SCHEDULER_ADDRESS, else on a local cluster of
+    worker processes started and closed here.
+    """
+    from perfkit_core.jobs import DEFAULT_JOB_VIEWS, analyse_job, is_job
+    from perfkit_core.jobs.job import load_run
+    from perfkit_core.report.model import HEADLINE_VIEWS, build_report
+    from perfkit_core.views import get_view
+    from perfkit_core.views.registry import view_options
+
+    job = is_job(path) and rank is None
+    if job and ctx.get_parameter_source("views") is click.core.ParameterSource.DEFAULT:
+        views = ",".join(DEFAULT_JOB_VIEWS)
     names = [v.strip() for v in views.split(",") if v.strip()]
     for name in names:
         get_view(name)
-    run = load(path)
-    ranks = [int(r) for r in run.meta.get("ranks", [])]
-    if rank is not None and rank not in ranks:
-        raise OptionError(
-            f"--rank {rank}: {path} holds rank(s) {', '.join(map(str, ranks)) or 'none'}"
-        )
     requested = {
         "sort_by": sort_by,
         "rank": rank,
@@ -118,9 +158,25 @@ def report(
         "by_thread": by_thread,
         "op_detail": op_detail,
     }
-    options = {name: _options_for(name, requested) for name in names}
+    options = {name: view_options(name, requested) for name in names}
+    source: Any
+    if job:
+        source = analyse_job(
+            path,
+            [*names, *(v for v in HEADLINE_VIEWS if v not in names)],
+            options=options,
+            advice=with_advice,
+            scheduler=scheduler,
+            workers=workers,
+            save_to=save_to,
+            notify=_notify,
+        )
+    else:
+        source = load_run(path, rank)
+        if save_to is not None:
+            source.save(save_to)
     report_model = build_report(
-        run,
+        source,
         names,
         time_unit=time_unit,
         top=top or None,
@@ -131,30 +187,14 @@ def report(
     _emit(_render(report_model, fmt), output)
 
 
+def _notify(line: str) -> None:
+    click.echo(f"perfkit: {line}", err=True)
+
+
 def _render(model: Any, fmt: str) -> str:
     from perfkit_core.report import render
 
     return render(model, fmt)
-
-
-def _options_for(view: str, requested: dict[str, Any]) -> dict[str, Any]:
-    """The report options ``view`` accepts (by its signature), leaving out unset ones."""
-    import inspect
-
-    from perfkit_core.views import get_view
-    from perfkit_core.views.operators import host_event_table
-
-    params = inspect.signature(get_view(view).function).parameters
-    accepted = set(params)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        # operator and user pass their options on to host_event_table
-        accepted |= set(inspect.signature(host_event_table).parameters)
-    defaults = {"sort_by": "cpu_total", "rank": None, "group_by_stack_n": 0}
-    return {
-        key: value
-        for key, value in requested.items()
-        if key in accepted and value is not False and defaults.get(key, object()) != value
-    }
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -179,20 +219,39 @@ def _emit(text: str, output: Path | None) -> None:
     type=click.Path(path_type=Path),
     help="Write to this file instead of standard output.",
 )
-def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None:
+@JOB_OPTIONS[0]
+@JOB_OPTIONS[1]
+def advise(
+    path: Path,
+    fmt: str,
+    rules: str | None,
+    output: Path | None,
+    scheduler: str | None,
+    workers: int | None,
+) -> None:
     """Print what to change, most valuable first, with the evidence and estimated saving."""
-    from perfkit_core.events.loading import load
+    from perfkit_core.advice.engine import advice_note
+    from perfkit_core.jobs import analyse_job, is_job
+    from perfkit_core.jobs.job import load_run
     from perfkit_core.report.json import dumps
     from perfkit_core.report.text import render_findings
 
-    run = load(path)
-    findings = run.advise(rules=[r.strip() for r in rules.split(",")] if rules else None)
-    if fmt == "json":
-        text = dumps([f.to_dict() for f in findings])
+    chosen = [r.strip() for r in rules.split(",")] if rules else None
+    note = None
+    if is_job(path):
+        job = analyse_job(
+            path, (), rules=chosen, scheduler=scheduler, workers=workers, notify=_notify
+        )
+        findings = job.advise(rules=chosen)
     else:
-        from perfkit_core.advice.engine import advice_note
-
-        text = render_findings(findings, note=advice_note(run))
+        run = load_run(path, None)
+        findings = run.advise(rules=chosen)
+        note = advice_note(run)
+    text = (
+        dumps([f.to_dict() for f in findings])
+        if fmt == "json"
+        else render_findings(findings, note=note)
+    )
     _emit(text, output)
 
 

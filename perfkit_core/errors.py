@@ -17,6 +17,10 @@ class TraceError(Exception):
         self.reason = " ".join(str(reason).split())
         super().__init__(f"{self.path}: {self.reason}")
 
+    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str]]:
+        # Raised on a Dask worker, it travels to the client pickled: keep both parts.
+        return (type(self), (self.path, self.reason))
+
 
 class UnknownViewError(KeyError):
     """A summary view name that no installed plugin provides."""

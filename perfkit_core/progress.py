@@ -26,15 +26,15 @@ class _Quiet:
 
 
 @contextlib.contextmanager
-def stage(desc: str, total: int | None = None) -> Iterator[Any]:
-    """A progress bar named ``desc`` (``total`` steps, or open-ended) that appears only when
-    enabled and only once the work has taken a second."""
+def stage(desc: str, total: int | None = None, unit: str = "step") -> Iterator[Any]:
+    """A progress bar named ``desc`` (``total`` items of ``unit``, or open-ended) that appears
+    only when enabled and only once the work has taken a second."""
     if not _enabled:
         yield _Quiet()
         return
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=False, delay=1.0, unit="step")
+    bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=False, delay=1.0, unit=unit)
     try:
         yield bar
     finally:

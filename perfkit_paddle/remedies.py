@@ -83,6 +83,23 @@ REMEDIES: dict[str, str] = {
         "and move per-step bookkeeping (loss.item(), metric lists, logging) out of the loop or\n"
         "do it every N steps."
     ),
+    "straggler": (
+        "Look at what the slow rank does differently in the phase named. Data loading: more\n"
+        "DataLoader workers on that host (paddle.io.DataLoader(..., num_workers=4)) or its data\n"
+        "on faster storage. A slower device: check its clocks and throttling (nvidia-smi -q -d\n"
+        "PERFORMANCE,CLOCK). Uneven work: the same number of equal batches on every rank:\n"
+        "    sampler = paddle.io.DistributedBatchSampler(dataset, batch_size=..., drop_last=True)"
+    ),
+    "load-imbalance": (
+        "Give every rank the same work per step, so none waits in the collectives:\n"
+        "    sampler = paddle.io.DistributedBatchSampler(dataset, batch_size=..., drop_last=True)\n"
+        "with batches of equal size and length (pad or bucket by length), and pipeline stages\n"
+        "balanced by measured time rather than by layer count."
+    ),
+    "exposed-communication": (
+        "Overlap communication with backward: paddle.DataParallel(model, comm_buffer_size=25,\n"
+        "last_comm_buffer_size=1); with fleet, strategy.fuse_all_reduce_ops = True."
+    ),
 }
 
 

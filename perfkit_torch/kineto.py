@@ -126,29 +126,73 @@ def load_kineto(
 
 
 def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | None) -> Run:
-    import pandas as pd
-
-    from perfkit_core.events import finish_events, make_run
+    from perfkit_torch.kineto_stream import NotStreamable, StreamedTrace
 
     path = Path(path)
     if data is None:
+        # A file is read in pieces, so only one piece's bytes and events are in memory at a
+        # time; one that cannot be is read whole, which names what is wrong with it.
+        streamed = StreamedTrace(path)
+        try:
+            parts = [_Part.of(events) for events in streamed.pieces()]
+            assert streamed.trace is not None
+            return _finish(path, streamed.trace, parts, streamed.events_in_file, extra_meta)
+        except NotStreamable:
+            pass
         data = read_trace_bytes(path)
     trace = decode(path, data)
     del data
     events = trace.traceEvents or []
     n_in_file = len(events)
+    trace.traceEvents = []
+    parts = [_Part.of(events)]
+    del events
+    return _finish(path, trace, parts, n_in_file, extra_meta)
 
-    phase_codes, phases = pd.factorize(np.asarray(list(map(_get_ph, events)), dtype=object))
-    is_flow = np.isin(phase_codes, [i for i, p in enumerate(phases) if p in FLOW_PHASES])
-    is_meta = np.isin(phase_codes, [i for i, p in enumerate(phases) if p == "M"])
-    rows: list[Event] = list(compress(events, (~is_flow & ~is_meta).tolist()))
-    flows: list[Event] = list(compress(events, is_flow.tolist()))
-    metadata: list[Event] = list(compress(events, is_meta.tolist()))
-    del events, phase_codes
+
+class _Part:
+    """The columns of a piece of a trace's events, its forward-backward flows, the counts of
+    its other flows and its metadata events."""
+
+    def __init__(
+        self,
+        columns: dict[str, Any],
+        n: int,
+        fwdbwd: list[Event],
+        flow_counts: dict[str, int],
+        metadata: list[Event],
+    ) -> None:
+        self.columns, self.n, self.fwdbwd = columns, n, fwdbwd
+        self.flow_counts, self.metadata = flow_counts, metadata
+
+    @classmethod
+    def of(cls, events: list[Event]) -> _Part:
+        import pandas as pd
+
+        phase_codes, phases = pd.factorize(np.asarray(list(map(_get_ph, events)), dtype=object))
+        is_flow = np.isin(phase_codes, [i for i, p in enumerate(phases) if p in FLOW_PHASES])
+        is_meta = np.isin(phase_codes, [i for i, p in enumerate(phases) if p == "M"])
+        rows: list[Event] = list(compress(events, (~is_flow & ~is_meta).tolist()))
+        flows: list[Event] = list(compress(events, is_flow.tolist()))
+        metadata: list[Event] = list(compress(events, is_meta.tolist()))
+        del phase_codes
+        fb = [f for f in flows if f.cat == FWDBWD_FLOW_CATEGORY and f.ph in ("s", "f")]
+        launch = sum(1 for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES)
+        counts = {
+            "flow_events": len(flows),
+            "launch_flow_events": launch,
+            "fwdbwd_flow_events": len(fb),
+            "other_flow_events": len(flows) - launch - len(fb),
+        }
+        del flows
+        return cls(_row_columns(rows) if rows else {}, len(rows), fb, counts, metadata)
+
+
+def _row_columns(rows: list[Event]) -> dict[str, Any]:
+    """The event-table columns of ``rows`` (start times relative to the trace's base time)."""
+    import pandas as pd
+
     n = len(rows)
-    if n == 0:
-        raise TraceError(path, "the trace holds no events, only metadata and flows")
-
     cats_raw = [e.cat for e in rows]
     names_raw = [e.name for e in rows]
     cat_codes, cat_uniques = pd.factorize(np.asarray(cats_raw, dtype=object))
@@ -218,8 +262,7 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
         allocated[mem_rows] = _floats(mem_args, "total_allocated")
         reserved[mem_rows] = _floats(mem_args, "total_reserved")
 
-    base = int(trace.baseTimeNanoseconds or 0)
-    start_ns = _to_ns(_floats(rows, "ts")) + base
+    start_ns = _to_ns(_floats(rows, "ts"))  # the trace's base time is added by the caller
     dur_ns = np.maximum(_to_ns(_floats(rows, "dur")), 0)
 
     ext_new = _ints(args, "external_id")
@@ -265,19 +308,72 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
             full = np.full(n, np.nan)
             full[dev_rows] = _floats(dev_args, attr)
             columns[column] = full
-    sequence = columns["sequence"]
-    del args, dev_args
+    columns["_on_device"] = on_device
+    return columns
 
-    forward_op, flow_counts = _bind_fwdbwd(
-        flows, pid, tid, start_ns - base, rows_seq=sequence, dur_ns=dur_ns, host=~on_device
+
+def _merge(parts: list[_Part]) -> tuple[dict[str, Any], int]:
+    """The columns of every part, end to end (a column a part lacks is "not recorded" there)."""
+    import pandas as pd
+    from pandas.api.types import union_categoricals
+
+    filled = [p for p in parts if p.n]
+    if len(filled) == 1:
+        return filled[0].columns, filled[0].n
+    names = {name for p in filled for name in p.columns}
+    merged: dict[str, Any] = {}
+    for name in names:
+        pieces = []
+        for p in filled:
+            value = p.columns.get(name)
+            if value is None:
+                value = (
+                    pd.Categorical.from_codes(np.zeros(p.n, dtype=np.int8), [""])
+                    if name in ("grid", "block")
+                    else np.full(p.n, np.nan)
+                )
+            pieces.append(value)
+            p.columns.pop(name, None)
+        if isinstance(pieces[0], pd.Categorical):
+            merged[name] = union_categoricals(pieces, ignore_order=True)
+        else:
+            merged[name] = np.concatenate(pieces)
+        del pieces
+    return merged, sum(p.n for p in filled)
+
+
+def _finish(
+    path: Path, trace: Any, parts: list[_Part], n_in_file: int, extra_meta: dict[str, Any] | None
+) -> Run:
+    from perfkit_core.events import finish_events, make_run
+
+    metadata = [m for p in parts for m in p.metadata]
+    fb = [f for p in parts for f in p.fwdbwd]
+    counts = {k: sum(p.flow_counts[k] for p in parts) for k in parts[0].flow_counts}
+    columns, n = _merge(parts)
+    del parts
+    if n == 0:
+        raise TraceError(path, "the trace holds no events, only metadata and flows")
+    base = int(trace.baseTimeNanoseconds or 0)
+    start_rel = columns["start_ns"]
+    columns["start_ns"] = start_rel + base
+    on_device = columns.pop("_on_device")
+    forward_op, links = _bind_fwdbwd(
+        fb,
+        columns["pid"],
+        columns["tid"],
+        start_rel,
+        rows_seq=columns["sequence"],
+        dur_ns=columns["dur_ns"],
+        host=~on_device,
     )
+    del start_rel, on_device
     columns["forward_op"] = forward_op
     rank, world_size = _rank_info(trace.distributedInfo)
     columns["rank"] = np.full(n, rank, dtype=np.int32)
-    n_flows = len(flows)
-    del rows, flows
-
-    finished = finish_events(columns, n)
+    n_flows = counts.pop("flow_events")
+    finished = finish_events(columns, n, consume=True)
+    del columns
     meta: dict[str, Any] = {
         "framework": "torch",
         "framework_version": None,
@@ -291,7 +387,8 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
             "rows": n,
             "flow_events": n_flows,
             "metadata_events": len(metadata),
-            **flow_counts,
+            **counts,
+            "fwdbwd_links": links,
         },
         "threads": _thread_names(metadata),
         "extra": {
@@ -341,7 +438,7 @@ def _thread_names(metadata: list[Event]) -> dict[str, str]:
 
 
 def _bind_fwdbwd(
-    flows: list[Event],
+    fb: list[Event],
     pid: np.ndarray,
     tid: np.ndarray,
     start_rel_ns: np.ndarray,
@@ -349,22 +446,15 @@ def _bind_fwdbwd(
     rows_seq: np.ndarray,
     dur_ns: np.ndarray,
     host: np.ndarray,
-) -> tuple[np.ndarray, dict[str, int]]:
-    """Bind forward-to-backward flows to rows: the host event on the flow's thread that starts at
-    the flow's time (the one with an autograd sequence number first, then the longest)."""
+) -> tuple[np.ndarray, int]:
+    """Bind forward-to-backward flows (``fb``: their ``s`` and ``f`` events) to rows: the host
+    event on the flow's thread that starts at the flow's time (the one with an autograd
+    sequence number first, then the longest). Returns the ``forward_op`` column and the number
+    of links made."""
     n = len(pid)
     forward_op = np.full(n, -1, dtype=np.int64)
-    fb = [f for f in flows if f.cat == FWDBWD_FLOW_CATEGORY and f.ph in ("s", "f")]
-    counts = {
-        "launch_flow_events": sum(1 for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES),
-        "fwdbwd_flow_events": len(fb),
-    }
-    counts["other_flow_events"] = (
-        len(flows) - counts["launch_flow_events"] - counts["fwdbwd_flow_events"]
-    )
     if not fb:
-        counts["fwdbwd_links"] = 0
-        return forward_op, counts
+        return forward_op, 0
     import pandas as pd
 
     host_rows = np.flatnonzero(host)
@@ -395,5 +485,4 @@ def _bind_fwdbwd(
     dst = merged[merged["ph"] == "f"].set_index("id")["row"]
     both = src.index.intersection(dst.index)
     forward_op[dst.loc[both].to_numpy()] = src.loc[both].to_numpy()
-    counts["fwdbwd_links"] = len(both)
-    return forward_op, counts
+    return forward_op, len(both)

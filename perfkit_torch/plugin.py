@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -34,6 +35,18 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
     from perfkit_torch.kineto import load_kineto
 
     return load_kineto
+
+
+_RANK_RE = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
+
+
+@hookimpl
+def perfkit_trace_rank(path: Path, head: bytes) -> int | None:
+    """The rank in a Kineto trace's ``distributedInfo``, which Kineto writes before the events."""
+    if not looks_like_kineto(path, head):
+        return None
+    match = _RANK_RE.search(head)
+    return int(match.group(1)) if match else None
 
 
 @hookimpl

@@ -100,6 +100,24 @@ REMEDIES: dict[str, str] = {
         "and move per-step bookkeeping (loss.item(), metric lists, logging) out of the loop or\n"
         "do it every N steps."
     ),
+    "straggler": (
+        "Look at what the slow rank does differently in the phase named. Data loading: more\n"
+        "DataLoader workers on that host (num_workers, persistent_workers=True) or its data on\n"
+        "faster storage. A slower device: check its clocks and throttling (nvidia-smi -q -d\n"
+        "PERFORMANCE,CLOCK). Uneven work: the same number of equal batches on every rank:\n"
+        "    sampler = torch.utils.data.distributed.DistributedSampler(dataset, drop_last=True)"
+    ),
+    "load-imbalance": (
+        "Give every rank the same work per step, so none waits in the collectives:\n"
+        "    sampler = torch.utils.data.distributed.DistributedSampler(dataset, drop_last=True)\n"
+        "with batches of equal size and length (pad or bucket by length), and pipeline or model\n"
+        "shards balanced by measured time rather than by layer count."
+    ),
+    "exposed-communication": (
+        "Overlap gradient communication with backward: DistributedDataParallel(model,\n"
+        "bucket_cap_mb=25, gradient_as_bucket_view=True); avoid extra collectives in the step;\n"
+        "consider torch.distributed.algorithms.ddp_comm_hooks (fp16 compression)."
+    ),
 }
 
 

@@ -23,10 +23,13 @@ LAYERS = {
     "perfkit_core.views": 3,
     "perfkit_core.comparison": 4,
     "perfkit_core.advice": 5,
-    "perfkit_core.report": 6,
-    "perfkit_core.cli": 7,
-    "perfkit_core.__main__": 8,
-    "perfkit_core": 9,
+    # jobs runs views and advice rank by rank on Dask workers and combines them; the report
+    # and the command line build on it.
+    "perfkit_core.jobs": 6,
+    "perfkit_core.report": 7,
+    "perfkit_core.cli": 8,
+    "perfkit_core.__main__": 9,
+    "perfkit_core": 10,
 }
 #: Sub-packages whose ``__all__`` is the documented API an adapter may use.
 PUBLIC_PACKAGES = (

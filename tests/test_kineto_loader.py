@@ -194,3 +194,61 @@ def test_folder_of_ranks_loads_as_one_job(tmp_path):
     assert (ev["rank"].to_numpy()[parent[child]] == ev["rank"].to_numpy()[child]).all()
     single = perfkit_core.load(shared_trace("v100_rank1"))
     assert (ev["rank"] == 1).sum() == len(single.events)
+
+
+@pytest.mark.parametrize("key", ["a100_rank3", "resnet_nw4"])
+def test_read_in_pieces_equals_read_whole(key, monkeypatch):
+    """A trace read 256 KiB of JSON at a time gives the same run as the file read whole."""
+    import pandas as pd
+
+    from perfkit_core.events import read_trace_bytes
+    from perfkit_torch import kineto, kineto_stream
+
+    path = shared_trace(key)
+    whole = kineto.load_kineto(path, read_trace_bytes(path))
+    pieces = []
+    real = kineto_stream.StreamedTrace.pieces
+
+    def counted(self):
+        for piece in real(self):
+            pieces.append(len(piece))
+            yield piece
+
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 256 * 1024)
+    monkeypatch.setattr(kineto_stream.StreamedTrace, "pieces", counted)
+    streamed = kineto.load_kineto(path)
+    assert len(pieces) > 10 and sum(pieces) == streamed.meta["accounting"]["events_in_file"]
+    pd.testing.assert_frame_equal(streamed.events, whole.events, check_categorical=False)
+    assert streamed.meta == whole.meta
+
+
+def test_cuts_inside_strings_and_bad_tails_fall_back_to_reading_whole(tmp_path):
+    """Names holding '},{' tempt the cutter; a truncated file is named as truncated."""
+    from perfkit_torch import kineto, kineto_stream
+
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f'op }},{{ "x": {i}',
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 1,
+            "args": {"nested": {"a": [{"b": 1}, {"c": 2}]}},
+        }
+        for i in range(3000)
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 5}))
+    streamed = kineto_stream.StreamedTrace(path, chunk_bytes=16 * 1024)
+    got = [e for piece in streamed.pieces() for e in piece]
+    assert [e.name for e in got] == [e["name"] for e in events]
+    assert streamed.trace.baseTimeNanoseconds == 5
+    run = kineto.load_kineto(path)
+    assert len(run.events) == 3000 and run.events["start_ns"].min() == 5
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(kineto_stream.NotStreamable):
+        list(kineto_stream.StreamedTrace(path, chunk_bytes=16 * 1024).pieces())
+    with pytest.raises(perfkit_core.TraceError, match="truncated JSON"):
+        kineto.load_kineto(path)

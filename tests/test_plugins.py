@@ -29,6 +29,7 @@ TESTED_BY = {
     "perfkit_register_advisors": "test_register_advisors_hook_adds_a_rule",
     "perfkit_remedy": "test_remedy_hook_gives_framework_code",
     "perfkit_op_family": "test_op_family_hook_maps_names",
+    "perfkit_trace_rank": "test_trace_rank_hook_picks_the_file_of_a_rank",
 }
 
 
@@ -393,3 +394,33 @@ def test_op_family_hook_maps_names():
         == "loss"
     )
     assert pm.hook.perfkit_op_family(name="aten::add", framework="mxnet") is None
+
+
+def test_trace_rank_hook_picks_the_file_of_a_rank(tmp_path, traces_dir):
+    from perfkit_core.events.loading import read_head
+    from perfkit_core.jobs.job import load_job_rank
+
+    a100 = traces_dir / "torch-gpu" / "a100_8gpu_rank3.json.gz"
+    pm = plugins.get_plugin_manager()
+    assert pm.hook.perfkit_trace_rank(path=a100, head=read_head(a100)) == 3
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "a.json.gz").symlink_to(a100)
+    tiny = _tiny_trace(tmp_path)
+    (job / "b.json").symlink_to(tiny)
+    # The tiny trace records no rank: it is numbered by its place in the folder (1).
+    assert load_job_rank(job, 1).meta["source"].endswith("b.json")
+
+    class Ranker:
+        @hookimpl(tryfirst=True)
+        def perfkit_trace_rank(self, path, head):
+            return 7 if path.name == "b.json" else None
+
+    plugin = Ranker()
+    pm.register(plugin, name="ranker-test-plugin")
+    try:
+        assert pm.hook.perfkit_trace_rank(path=job / "b.json", head=read_head(tiny)) == 7
+        assert load_job_rank(job, 3).meta["rank"] == 3
+        assert load_job_rank(job, 7).meta["source"].endswith("b.json")
+    finally:
+        pm.unregister(plugin)

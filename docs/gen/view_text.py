@@ -153,6 +153,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
     "memory_timeline": {
         "name": "start of the time slice, from the first event (`12.5 ms`)",
         "offset_ns": "start of the time slice, from the first event",
+        "slice": "number of the time slice, from 0 (a job's ranks are lined up by it)",
         "<device>_peak_allocated_bytes": "one column per device (`gpu:0_peak_allocated_bytes`): "
         "the largest allocator total of allocated bytes seen in the slice; NaN when the device "
         "had no memory event in it",
@@ -183,6 +184,45 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "gpu_busy_ns": "merged device time of the work launched in the step; NaN without "
         "device events; it can exceed `dur_ns` when device work runs on after the step",
     },
+    "ranks": {
+        "name": "the rank (`rank 3`)",
+        "rank": "the rank's number",
+        "steps": "profiled steps of the rank",
+        "step_median_ns": "median step time",
+        "step_spread_ns": "longest step less the shortest",
+        "work_ns": "per step: step time less `wait_ns`, the time the rank worked rather than "
+        "waited for other ranks (what the straggler rule compares)",
+        "compute_ns": "per step: merged device time of kernels, copies and sets other than "
+        "communication (host operators when no device events were recorded)",
+        "communication_ns": "per step: merged device time of communication kernels",
+        "exposed_communication_ns": "per step: communication not overlapped with compute",
+        "wait_ns": "per step: time spent in collectives waiting for the last rank to arrive "
+        "(see `collectives`); NaN with one rank",
+        "dataloader_ns": "per step: time in data loading",
+        "gpu_busy_pct": "merged device time over the step time; NaN without device events",
+        "kernels": "device kernels per step",
+        "peak_memory_bytes": "highest allocated device memory; NaN when not recorded",
+        "straggler": "True for a rank whose `work_ns` exceeds the median rank's by the "
+        "straggler rule (median + k x scaled MAD, see the `straggler` advice rule)",
+        "slow_phase": "for a straggler, the phase with the largest excess over the median "
+        "rank (data loading, slower device, uneven work, communication, host); empty otherwise",
+    },
+    "collectives": {
+        "name": "collective name as recorded (`nccl:all_reduce`)",
+        "process_group": "process group the profiler names; empty when it names none",
+        "bytes": "message size, from the profiler's record or the launching span's input "
+        "shapes and dtypes; NaN when unknown",
+        "ranks": "ranks that made the collective",
+        "rank": 'the rank (only with `by="rank"`)',
+        "calls": "calls per rank (mean over ranks)",
+        "time_ns": "time in the calls per rank (mean over ranks)",
+        "wait_ns": "of `time_ns`, the time waiting for the last rank to arrive",
+        "transfer_ns": "`time_ns` less `wait_ns`",
+        "wait_pct": "`wait_ns` over `time_ns`",
+        "algbw_gb_per_s": "algorithm bandwidth: bytes over transfer time, in 10⁹ bytes per "
+        "second; NaN when the size is unknown",
+        "last_rank": "the rank the others waited for most often",
+    },
     "benchmark": {
         "name": "`reader_cost`, `batch_cost`, `ips`, and `ips_samples` with `batch_size`",
         "avg": "mean over the kept steps, in the row's `unit`; for `ips` steps over total "
@@ -195,6 +235,8 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
 
 #: Columns whose name holds a device: the pattern that finds them, and the generic name.
 DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = ("_peak_allocated_bytes", "_busy_pct")
+#: Columns that end like a per-device column but are one figure of their own.
+NOT_DEVICE_COLUMNS: frozenset[str] = frozenset({"gpu_busy_pct"})
 
 #: Options computed for each view besides its defaults, so options that add or change columns
 #: (or rows) are documented with the columns they give.
@@ -209,6 +251,7 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     "overview": ({"by": "category"},),
     "memory": ({"by": "device"},),
     "benchmark": ({"batch_size": 32},),
+    "collectives": ({"by": "rank"},),
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
@@ -227,6 +270,8 @@ OPTION_MEANINGS: dict[object, str] = {
     "category (Paddle's TracerEventType names, Kineto's `cat`)",
     ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "
     "row per device with peaks",
+    ("collectives", "by"): "`'collective'`: one row per collective, process group and size; "
+    "`'rank'`: one row per collective and rank",
     "warmup": "steps left out at the start of each rank (default: see *Warm-up* below)",
     "batch_size": "samples per step; adds the `ips_samples` row",
     "slices": "number of equal time slices the profile is cut into",

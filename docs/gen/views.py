@@ -18,6 +18,7 @@ from gen.markdown import DocsError, blocks, code, codes, table
 from gen.view_text import (
     DEVICE_COLUMN_SUFFIXES,
     FIXED_ROW_VIEWS,
+    NOT_DEVICE_COLUMNS,
     OPTION_MEANINGS,
     UNIT_TEXT,
     VIEW_COLUMNS,
@@ -27,6 +28,7 @@ from perfkit_core import cli
 from perfkit_core.report.format import column_label, column_unit, header_label
 from perfkit_core.views import ViewSpec, phases, registered_views, steps
 from perfkit_core.views.operators import host_event_table
+from perfkit_core.views.registry import view_options
 
 #: perfkit's own packages: the views they register are documented (a third party's are not).
 OWN_PACKAGES = ("perfkit_core", "perfkit_torch", "perfkit_paddle")
@@ -90,7 +92,7 @@ def _cli_sample(key: str) -> Any:
 def cli_flags_for(view: str) -> dict[str, str]:
     """View option -> the ``perfkit report`` flag that sets it, for ``view``."""
     flags = cli_view_options()
-    passed = cli._options_for(view, {key: _cli_sample(key) for key in flags})
+    passed = view_options(view, {key: _cli_sample(key) for key in flags})
     return {key: flags[key] for key in passed}
 
 
@@ -112,6 +114,8 @@ def computed(name: str) -> tuple[tuple[str, pd.DataFrame], ...]:
 
 def generic_column(column: str) -> str:
     """``gpu:0_peak_allocated_bytes`` -> ``<device>_peak_allocated_bytes``; others unchanged."""
+    if column in NOT_DEVICE_COLUMNS:
+        return column
     for suffix in DEVICE_COLUMN_SUFFIXES:
         if column.endswith(suffix) and column != suffix.lstrip("_"):
             return "<device>" + suffix

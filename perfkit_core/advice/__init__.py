@@ -7,8 +7,19 @@ from perfkit_core.advice.engine import (
     Advisor,
     Context,
     Finding,
+    JobContext,
     advise,
+    cross_rank,
     registered_advisors,
 )
 
-__all__ = ["GENERIC_REMEDIES", "Advisor", "Context", "Finding", "advise", "registered_advisors"]
+__all__ = [
+    "GENERIC_REMEDIES",
+    "Advisor",
+    "Context",
+    "Finding",
+    "JobContext",
+    "advise",
+    "cross_rank",
+    "registered_advisors",
+]

@@ -1,7 +1,11 @@
 """The advice engine: findings, the context rules read, the rule registry, and ``advise``.
 
 ``run.advise()`` runs every registered rule (``perfkit_register_advisors``) and returns
-``Finding`` objects, most valuable first. The built-in rules live in ``perfkit_core.advice.rules``
+``Finding`` objects, most valuable first. In a run of several ranks, every rule runs on each
+rank's table alone (so each figure is that rank's share of its own step time), the findings
+of one rule are merged across ranks (``merge_rank_findings``: the saving is the mean per rank,
+the title the worst rank's, naming it), and the cross-rank rules (``cross_rank``) run once
+over the ranks side by side. The built-in rules live in ``perfkit_core.advice.rules``
 and read only ``run.events``, ``run.meta`` and the views; what to change in code comes from the
 adapter of the run's framework through ``perfkit_remedy``, so a torch run gets torch code and a
 paddle run paddle code.
@@ -92,7 +96,44 @@ class Context:
         return min(found) if found else None
 
 
-Advisor = Callable[[Context], "list[Finding] | Finding | None"]
+@dataclass
+class JobContext:
+    """What the cross-rank rules read: ``job`` (a run of several ranks, or a job analysed on
+    Dask: anything with ``summary(view)``, ``meta`` and ``framework``), its ``ranks``, the
+    median rank's profiled step time ``step_ns`` (ns, over its steps) and step count."""
+
+    job: Any
+    ranks: list[int]
+    step_ns: int
+    steps: int
+    has_device: bool
+    framework: str
+
+
+#: A rule: called with a ``Context`` (per rank), or a ``JobContext`` when marked ``cross_rank``.
+Advisor = Callable[[Any], "list[Finding] | Finding | None"]
+#: Attribute ``cross_rank`` sets on a rule.
+SCOPE_ATTR = "perfkit_scope"
+
+
+def cross_rank(
+    supersedes: tuple[str, ...] = (),
+) -> Callable[[Callable[[JobContext], Any]], Callable[[JobContext], Any]]:
+    """Mark a rule as cross-rank: it runs once per job of several ranks with a ``JobContext``,
+    never per rank. ``supersedes`` names per-rank rules whose merged findings it replaces in
+    a job (their question is better answered across ranks)."""
+
+    def mark(function: Callable[[JobContext], Any]) -> Callable[[JobContext], Any]:
+        setattr(function, SCOPE_ATTR, "job")
+        function.supersedes = tuple(supersedes)  # type: ignore[attr-defined]
+        return function
+
+    return mark
+
+
+def is_cross_rank(function: Callable[..., Any]) -> bool:
+    """True for a rule marked with ``cross_rank``."""
+    return getattr(function, SCOPE_ATTR, "rank") == "job"
 
 
 def registered_advisors(
@@ -131,9 +172,16 @@ def make_context(run: Run) -> Context:
     )
 
 
-def advice_note(run: Run) -> str | None:
-    """Why ``run`` gets no advice at all (too few steps), or None when it can be advised on."""
-    steps = make_context(run).steps
+def advice_note(run: Any) -> str | None:
+    """Why ``run`` (a run, or a job analysed rank by rank) gets no advice at all (too few
+    steps), or None when it can be advised on. A job counts its median rank's steps."""
+    import statistics
+
+    if getattr(run, "events", None) is not None:
+        steps = make_context(run).steps
+    else:
+        counts = [n for _ns, n in getattr(run, "steps", {}).values()]
+        steps = int(statistics.median(counts)) if counts else 0
     if steps >= MIN_STEPS:
         return None
     if steps == 0:
@@ -152,21 +200,49 @@ def advise(
 ) -> list[Finding]:
     """Return the findings of every registered rule on ``run`` (or only ``rules``), the largest
     estimated saving first. Each finding gets its remedy from the run's adapter. A run of fewer
-    than ``MIN_STEPS`` steps gets none (``advice_note`` says why). Raises ``UnknownRuleError``
-    for a rule id no plugin registers."""
+    than ``MIN_STEPS`` steps gets none (``advice_note`` says why). A run of several ranks is
+    advised rank by rank and across ranks (see the module docstring). Raises
+    ``UnknownRuleError`` for a rule id no plugin registers."""
+    from perfkit_core.events.ranks import is_multi_rank, rank_run, run_ranks
+
     pm = pm or get_plugin_manager()
+    if not is_multi_rank(run):
+        return advise_rank(run, rules=rules, pm=pm)
+    check_rules(rules, pm)
+    per_rank = {r: advise_rank(rank_run(run, r), rules=rules, pm=pm) for r in run_ranks(run)}
+    steps = {r: step_figures(rank_run(run, r)) for r in run_ranks(run)}
+    return advise_job(run, per_rank, steps, rules=rules, pm=pm)
+
+
+def check_rules(rules: list[str] | None, pm: pluggy.PluginManager) -> None:
+    """Raise ``UnknownRuleError`` when ``rules`` names a rule no plugin of ``pm`` registers."""
     registered = registered_advisors(pm)
     unknown = sorted(set(rules or ()) - set(registered))
     if unknown:
         raise UnknownRuleError(
             f"unknown rule {', '.join(map(repr, unknown))}; known rules: {', '.join(sorted(registered))}"
         )
+
+
+def step_figures(run: Run) -> tuple[int, int]:
+    """(profiled step time in ns, step count) of a one-rank run, as ``Context`` holds them."""
+    ctx = make_context(run)
+    return ctx.step_ns, ctx.steps
+
+
+def advise_rank(
+    run: Run, *, rules: list[str] | None = None, pm: pluggy.PluginManager | None = None
+) -> list[Finding]:
+    """The findings of the per-rank rules on a run of one rank (what a Dask worker runs)."""
+    pm = pm or get_plugin_manager()
+    check_rules(rules, pm)
+    registered = registered_advisors(pm)
     ctx = make_context(run)
     if ctx.steps < MIN_STEPS:
         return []
     findings: list[Finding] = []
     for rule_id, (function, _description) in registered.items():
-        if rules is not None and rule_id not in rules:
+        if (rules is not None and rule_id not in rules) or is_cross_rank(function):
             continue
         result = function(ctx)
         if result is None:
@@ -204,6 +280,111 @@ def share_text(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
 
+def advise_job(
+    job: Any,
+    per_rank: dict[int, list[Finding]],
+    steps: dict[int, tuple[int, int]],
+    *,
+    rules: list[str] | None = None,
+    pm: pluggy.PluginManager | None = None,
+) -> list[Finding]:
+    """The findings of a job: each rank's findings (``advise_rank``) merged across ranks, then
+    the cross-rank rules run over ``job``. ``steps`` holds each rank's (step time in ns, step
+    count); shares of step time are of the median rank's."""
+    import statistics
+
+    pm = pm or get_plugin_manager()
+    ranks = sorted(per_rank)
+    step_ns = int(statistics.median([steps[r][0] for r in ranks])) if ranks else 0
+    ctx = JobContext(
+        job=job,
+        ranks=ranks,
+        step_ns=step_ns,
+        steps=int(statistics.median([steps[r][1] for r in ranks])) if ranks else 1,
+        has_device=_has_device(job),
+        framework=str(job.meta.get("framework") or ""),
+    )
+    superseded: set[str] = set()
+    cross: list[Finding] = []
+    for rule_id, (function, _description) in registered_advisors(pm).items():
+        if not is_cross_rank(function) or (rules is not None and rule_id not in rules):
+            continue
+        if ctx.steps < MIN_STEPS:
+            break
+        superseded.update(getattr(function, "supersedes", ()))
+        result = function(ctx)
+        if result is None:
+            continue
+        for finding in result if isinstance(result, list) else [result]:
+            finding.rule = finding.rule or rule_id
+            finding.saving_ns = float(max(finding.saving_ns, 0.0))
+            finding.severity = finding.severity or _severity(finding.saving_ns, step_ns)
+            finding.evidence.setdefault("step_time_ns", step_ns)
+            finding.evidence.setdefault("steps", ctx.steps)
+            if not finding.remedy:
+                finding.remedy = pm.hook.perfkit_remedy(
+                    finding=finding, framework=ctx.framework
+                ) or GENERIC_REMEDIES.get(finding.rule, "")
+            cross.append(finding)
+    kept = {r: [f for f in found if f.rule not in superseded] for r, found in per_rank.items()}
+    findings = merge_rank_findings(kept, step_ns) + cross
+    findings.sort(key=lambda f: (-f.saving_ns, f.id))
+    return findings
+
+
+def _has_device(job: Any) -> bool:
+    """Whether a run (from its events) or an analysed job (``has_device``) recorded device work."""
+    events = getattr(job, "events", None)
+    if events is not None:
+        return bool((events["stream"].to_numpy() >= 0).any())
+    return bool(getattr(job, "has_device", False))
+
+
+def merge_rank_findings(per_rank: dict[int, list[Finding]], step_ns: int) -> list[Finding]:
+    """One finding per finding id across ranks: the worst rank's title and evidence (naming
+    the rank and how many ranks show it), the saving the mean per rank (a rank without the
+    finding saves 0), its severity against the median rank's step time ``step_ns``."""
+    from perfkit_core.events.ranks import ranks_text
+
+    n = max(len(per_rank), 1)
+    by_id: dict[str, dict[int, Finding]] = {}
+    for rank, found in per_rank.items():
+        for finding in found:
+            by_id.setdefault(finding.id, {})[rank] = finding
+    merged = []
+    for finding_id, on_ranks in by_id.items():
+        worst_rank, worst = max(on_ranks.items(), key=lambda kv: (kv[1].saving_ns, -kv[0]))
+        saving = sum(f.saving_ns for f in on_ranks.values()) / n
+        shown = "all" if len(on_ranks) == n else f"{len(on_ranks)} of"
+        evidence = dict(worst.evidence)
+        evidence["rank_step_time_ns"] = evidence.pop("step_time_ns", None)
+        evidence.update(
+            rank=worst_rank,
+            ranks_with_finding=ranks_text(sorted(on_ranks)),
+            saving_by_rank=[
+                {"rank": r, "saving_ns": f.saving_ns}
+                for r, f in sorted(on_ranks.items(), key=lambda kv: (-kv[1].saving_ns, kv[0]))
+            ],
+            step_time_ns=step_ns,
+            saving="mean per rank (a rank without the finding saves 0)",
+        )
+        merged.append(
+            Finding(
+                id=finding_id,
+                title=f"{worst.title} (worst on rank {worst_rank}; {shown} {n} ranks)",
+                severity=_severity(saving, step_ns),
+                saving_ns=saving,
+                evidence=evidence,
+                remedy=worst.remedy,
+                rule=worst.rule,
+                details=[f"rank {worst_rank}: {line}" for line in worst.details],
+                estimate=(f"{worst.estimate} On each rank; the mean over {n} ranks.").strip(),
+                cites=dict(worst.cites),
+            )
+        )
+    return merged
+
+
 GENERIC_REMEDIES = {
     "input-pipeline": "Load data in background workers and overlap it with compute (more loader workers, pinned memory, prefetching).",
     "cpu-bound-op": "Look at the op's host-side implementation, or replace it with a device-side equivalent.",
@@ -217,4 +398,7 @@ GENERIC_REMEDIES = {
     "optimizer": "Use the framework's fused or multi-tensor optimizer implementation.",
     "small-ops": "Compile the model (graph capture) so that many tiny ops run as a few fused ones.",
     "python-overhead": "Compile the model (graph capture) so its Python runs once, not every step, and keep per-step bookkeeping out of the loop.",
+    "straggler": "Find what the slow rank does differently in the phase named: its data loader (workers, storage), its device (clocks, thermal limits, a faulty GPU), or the share of work it gets.",
+    "load-imbalance": "Even out the work per rank (partition data and model shards evenly) so no rank waits in collectives for the others.",
+    "exposed-communication": "Overlap communication with computation (bucketed gradients, async collectives) or communicate less.",
 }

@@ -28,12 +28,14 @@ def _take(value: Any, order: np.ndarray) -> Any:
     return np.asarray(value)[order]
 
 
-def finish_events(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
+def finish_events(columns: Mapping[str, Any], n: int, *, consume: bool = False) -> pd.DataFrame:
     """Return the finished event table for ``n`` events given as ``columns`` in native order.
 
     ``columns`` follows ``perfkit_core.events.schema``; row-link columns (``forward_op``) hold native
     row positions. For rows of kind ``step``, ``step`` holds the step number; it is replaced by
     the step assignment of every row. ``parent`` is computed here and must not be given.
+    With ``consume`` (``columns`` a dict), each column is taken out of ``columns`` as it is
+    sorted, so a big table is not held twice.
     """
     if "parent" in columns:
         raise ValueError("parent is computed by finish_events")
@@ -43,8 +45,11 @@ def finish_events(columns: Mapping[str, Any], n: int) -> pd.DataFrame:
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = np.arange(n, dtype=np.int64)
     sorted_cols: dict[str, Any] = {}
-    for name, value in columns.items():
+    del start, dur
+    for name in list(columns):
+        value = columns.pop(name) if consume else columns[name]  # type: ignore[attr-defined]
         taken = _take(value, order)
+        del value
         if name in schema.ROW_LINK_COLUMNS:
             taken = np.where(taken >= 0, inverse[np.maximum(taken, 0)], -1)
         sorted_cols[name] = taken

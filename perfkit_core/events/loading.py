@@ -152,6 +152,7 @@ def combine_runs(runs: list[Run]) -> Run:
     """
     from perfkit_core.events import schema
     from perfkit_core.events.build import make_run
+    from perfkit_core.events.ranks import PER_RANK_KEYS
 
     if len(runs) == 1:
         return runs[0]
@@ -188,9 +189,7 @@ def combine_runs(runs: list[Run]) -> Run:
         "source": [r.meta.get("source") for r in runs],
         "accounting": {str(r.meta.get("rank", 0)): r.meta.get("accounting") for r in runs},
         "per_rank": {
-            str(r.meta.get("rank", 0)): {
-                k: r.meta.get(k) for k in ("host", "devices", "source", "span_ns")
-            }
+            str(r.meta.get("rank", 0)): {k: r.meta.get(k) for k in PER_RANK_KEYS if k in r.meta}
             for r in runs
         },
         "extra": first.get("extra", {}),

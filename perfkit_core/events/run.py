@@ -24,11 +24,16 @@ if TYPE_CHECKING:
 EVENTS_FILE = "events.parquet"
 META_FILE = "meta.json"
 
-#: What ``Run``'s convenience methods call, as ``module:function`` in the layers above.
+#: What ``Run``'s convenience methods call, as ``module:function`` in the layers above, and
+#: how a run of several ranks is saved and read (a saved job, ``perfkit_core.events.dataset``,
+#: which builds one-rank runs and so cannot be imported by this module).
 ANALYSES: dict[str, str] = {
     "summary": "perfkit_core.views.registry:summary",
     "advise": "perfkit_core.advice.engine:advise",
     "html": "perfkit_core.report.notebook:run_html",
+    "save_job": "perfkit_core.events.dataset:save_job",
+    "read_job": "perfkit_core.events.dataset:read_job",
+    "is_saved_job": "perfkit_core.events.dataset:is_saved_job",
 }
 
 
@@ -88,13 +93,18 @@ class Run:
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.
 
-        Each file is written atomically; ``meta.json`` is written last, so a directory with a
-        ``meta.json`` always holds a complete run.
+        A run of several ranks is written as a saved job instead: a Parquet dataset partitioned
+        by rank (``events/rank=R/part-0.parquet``) and ``meta.json`` (see
+        ``perfkit_core.events.dataset``). Each file is written atomically; ``meta.json`` is
+        written last, so a directory with a ``meta.json`` always holds a complete run.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         directory = Path(directory)
+        if len(self.meta.get("ranks") or []) > 1:
+            saved: Path = _analysis("save_job")(self, directory)
+            return saved
         directory.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(self.events, preserve_index=False)
         with atomic_path(directory / EVENTS_FILE) as tmp:
@@ -107,13 +117,17 @@ class Run:
 
     @classmethod
     def read(cls, directory: str | os.PathLike[str]) -> Run:
-        """Return the run saved in ``directory`` by ``Run.save``.
+        """Return the run saved in ``directory`` by ``Run.save`` (a saved job: all its ranks).
 
         Raises ``TraceError`` when the directory holds no complete run or a newer major schema.
+        Columns added by later minor schema versions are filled as not recorded.
         """
         import pyarrow.parquet as pq
 
         directory = Path(directory)
+        if _analysis("is_saved_job")(directory):
+            job: Run = _analysis("read_job")(directory)
+            return job
         meta_path = directory / META_FILE
         events_path = directory / EVENTS_FILE
         try:
@@ -126,12 +140,7 @@ class Run:
             raise TraceError(meta_path, f"unreadable run metadata: {exc}") from None
         if not isinstance(meta, dict):
             raise TraceError(meta_path, "run metadata is not a JSON object")
-        version = str(meta.get("schema_version", "0"))
-        if version.split(".")[0] != schema.SCHEMA_VERSION.split(".")[0]:
-            raise TraceError(
-                directory,
-                f"saved with schema {version}, this perfkit reads schema {schema.SCHEMA_VERSION}",
-            )
+        schema.check_version(directory, meta)
         try:
             events = pq.read_table(events_path).to_pandas()
         except FileNotFoundError:
@@ -139,9 +148,23 @@ class Run:
         except Exception as exc:
             raise TraceError(events_path, f"unreadable event table: {exc}") from None
         try:
+            missing = [c for c in schema.COLUMN_NAMES if c not in events.columns]
+            if missing and len(missing) < len(schema.COLUMN_NAMES):
+                # Written by an older minor version: its columns, the newer ones not recorded.
+                events = schema.build_events(
+                    {c: _values(events, c) for c in events.columns if c in schema.COLUMNS_BY_NAME},
+                    n=len(events),
+                )
             return cls(events, meta)
         except ValueError as exc:
             raise TraceError(events_path, str(exc)) from None
+
+
+def _values(events: pd.DataFrame, name: str) -> Any:
+    import pandas as pd
+
+    column = events[name]
+    return column.array if isinstance(column.dtype, pd.CategoricalDtype) else column.to_numpy()
 
 
 def is_saved_run(path: str | os.PathLike[str]) -> bool:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: Version of the event-table layout, stored in every saved run's metadata. Bump the minor
 #: number for added columns or kinds, the major number for anything that changes a meaning.
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 #: Every value the ``kind`` column can take, with what it means.
 KINDS: dict[str, str] = {
@@ -171,8 +171,14 @@ COLUMNS: tuple[Column, ...] = (
         "bytes",
         "float64",
         "B",
-        "bytes copied or set (memcpy, memset); bytes allocated (> 0) or freed (< 0) for memory events; NaN otherwise",
+        "bytes copied or set (memcpy, memset); bytes allocated (> 0) or freed (< 0) for memory events; the message size of a collective (communication events, where the profiler recorded it); NaN otherwise",
         np.nan,
+    ),
+    Column(
+        "process_group",
+        "category",
+        "",
+        "communication events: the process group of the collective as the profiler named it (e.g. `default_pg`); empty when not recorded",
     ),
     Column(
         "allocated_bytes",
@@ -292,6 +298,19 @@ def _kind_categorical(value: Any) -> pd.Categorical:
 def empty_events() -> pd.DataFrame:
     """Return an event table with every column and no rows."""
     return build_events({}, n=0)
+
+
+def check_version(path: Any, meta: Mapping[str, Any]) -> None:
+    """Raise ``TraceError`` for a saved run or job (at ``path``) written with another major
+    schema version; older minor versions are read, their missing columns filled as not recorded.
+    """
+    from perfkit_core.errors import TraceError
+
+    version = str(meta.get("schema_version", "0"))
+    if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise TraceError(
+            path, f"saved with schema {version}, this perfkit reads schema {SCHEMA_VERSION}"
+        )
 
 
 def validate_events(events: pd.DataFrame) -> None:

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from perfkit_core.events.run import Run
 
 PROJECT_NAME = "perfkit"
@@ -27,8 +25,8 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 #: A loader a plugin hands back for a file it claims: called with the path, returns a ``Run``.
 TraceLoader = Callable[[Path], "Run"]
-#: What ``perfkit_register_views`` receives: ``register(name, function, description)``.
-ViewRegistrar = Callable[[str, Callable[..., "pd.DataFrame"], str], None]
+#: What ``perfkit_register_views`` receives: ``register(name, function, description[, across])``.
+ViewRegistrar = Callable[..., None]
 
 
 @hookspec(firstresult=True)
@@ -48,6 +46,23 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
     """
 
 
+@hookspec(firstresult=True)
+def perfkit_trace_rank(path: Path, head: bytes) -> int | None:
+    """Say which rank of a distributed job a trace file holds, without loading it.
+
+    Called by ``perfkit report JOB --rank R`` for each trace file of a folder of per-rank
+    traces, to load only the file of rank R.
+
+    :param path: the trace file.
+    :param head: the file's first 64 KiB, already decompressed when the file is gzip.
+    :returns: the rank the trace records when this plugin reads such files and the head says
+        it, else ``None`` (a file no plugin answers for is numbered by its place in the folder,
+        as when its rank is not recorded).
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
 @hookspec
 def perfkit_register_views(register: ViewRegistrar) -> None:
     """Add summary views, the tables ``Run.summary(view)`` returns.
@@ -60,7 +75,12 @@ def perfkit_register_views(register: ViewRegistrar) -> None:
         is called as ``function(run, **options)`` and returns a ``pandas.DataFrame`` whose key
         column is ``name`` and whose other columns are snake_case with the unit in the name
         (``cpu_total_ns``). A later registration of the same name replaces an earlier one, so a
-        plugin can override a built-in view.
+        plugin can override a built-in view. An optional fourth argument says how the view
+        combines the ranks of a job (``perfkit_core.views.across``): a ``MeanRule``,
+        ``"concat"`` (the default: one block of rows per rank, with a ``rank`` column),
+        ``"native"`` (the function reads every rank itself), or a callable taking the view's
+        options and returning a ``Combiner``. Each rank's table is computed by calling
+        ``function`` on a one-rank run.
     :returns: nothing; results are ignored. Every plugin's implementation is called.
     """
 

@@ -41,7 +41,12 @@ def column_label(key: str) -> str:
     for suffix in ("_ns", "_pct"):
         if base.endswith(suffix):
             base = base[: -len(suffix)]
-    special = {"gb_per_s": "GB/s", "gflops_per_s": "GFLOP/s", "flops": "FLOPs"}
+    special = {
+        "gb_per_s": "GB/s",
+        "algbw_gb_per_s": "Algbw (GB/s)",
+        "gflops_per_s": "GFLOP/s",
+        "flops": "FLOPs",
+    }
     if base in special:
         return special[base]
     # ``gpu:0_busy`` -> ``GPU:0 busy``: a device name keeps its index.

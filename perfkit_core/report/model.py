@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
     from perfkit_core.comparison import Comparison, GateResult
     from perfkit_core.events.run import Run
+    from perfkit_core.jobs import Job
 
 #: Views a report shows by default, in order; tables with no rows are left out.
 DEFAULT_VIEWS: tuple[str, ...] = (
@@ -57,10 +59,12 @@ VIEW_TITLES: dict[str, str] = {
     "memory": "Memory Summary",
     "benchmark": "Benchmark Summary",
     "steps": "Steps",
+    "ranks": "Ranks",
+    "collectives": "Collectives",
 }
 #: Views whose rows are ranked entries (ops, kernels, ...): ``top`` cuts them. Other views are
 #: fixed structures (the model view's phases, the overview's kinds) and are shown whole.
-RANKED_VIEWS = frozenset({"operator", "user", "kernel", "memory", "memcpy"})
+RANKED_VIEWS = frozenset({"operator", "user", "kernel", "memory", "memcpy", "collectives"})
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
 VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
@@ -252,38 +256,69 @@ def _drop_empty_columns(table: Table, prefixes: Sequence[str], reason: str) -> N
     table.note = "; ".join(n for n in (table.note, reason) if n)
 
 
-def _header(run: Run) -> list[HeaderItem]:
+def _has_device(run: Run | Job) -> bool:
+    """Whether the run (from its events) or the analysed job recorded device events."""
+    events = getattr(run, "events", None)
+    if events is not None:
+        return bool((events["stream"].to_numpy() >= 0).any())
+    return bool(getattr(run, "has_device", False))
+
+
+def _header(run: Run | Job) -> list[HeaderItem]:
+    from perfkit_core.events.ranks import ranks_text
+
     meta = run.meta
     span = meta.get("span_ns") or [0, 0]
     devices = ", ".join(sorted({str(d.get("name")) for d in meta.get("devices") or []}))
-    return [
+    events = getattr(run, "events", None)
+    sources = meta.get("source")
+    if isinstance(sources, list) and len(sources) > 3:
+        folders = sorted({str(Path(str(s)).parent) for s in sources})
+        sources = f"{len(sources)} traces in {', '.join(folders)}"
+    items = [
         HeaderItem(
             "Framework",
             f"{meta.get('framework')} {meta.get('framework_version') or ''}".strip(),
         ),
-        HeaderItem("Source", str(meta.get("source") or "-")),
+        HeaderItem("Source", str(sources or "-")),
         HeaderItem(
             "Ranks",
-            f"{', '.join(map(str, meta.get('ranks', [])))} (world size {meta.get('world_size', 1)})",
+            f"{ranks_text(list(meta.get('ranks', [])))} (world size {meta.get('world_size', 1)})",
         ),
         HeaderItem("Steps", len(meta.get("steps", [])), "count"),
-        HeaderItem("Events", len(run.events), "count"),
+        HeaderItem(
+            "Events", len(events) if events is not None else int(meta.get("events") or 0), "count"
+        ),
         HeaderItem("Profiled", int(span[1] - span[0]), "time"),
         HeaderItem("Devices", devices or "none recorded"),
     ]
+    engine = meta.get("engine")
+    if engine:
+        where = "a local Dask cluster" if engine.get("kind") == "local" else "a Dask cluster"
+        items.append(
+            HeaderItem("Analysed on", f"{where} of {engine.get('workers')} worker(s), by rank")
+        )
+    return items
 
 
+#: The views the headline reads: a job must be analysed with them for its report to have one.
+HEADLINE_VIEWS = ("steps", "model")
 #: Rows of the model view that make up a step, in the headline's stacking order.
 HEADLINE_PHASES = ("dataloader", "forward", "backward", "optimization", "others")
 
 
 def _headline(
-    run: Run, findings: list[Any] | None, batch_size: int | None, note: str | None
+    run: Run | Job, findings: list[Any] | None, batch_size: int | None, note: str | None
 ) -> Headline:
     """The headline: median step time with its interquartile range, throughput (samples/s with
     a batch size, else steps/s, from the median step), the model view's phases per step, and
-    the top finding."""
-    steps = run.summary("steps")
+    the top finding. Of a job: over every rank's steps, the phases per step of the mean rank
+    (a job analysed without ``HEADLINE_VIEWS`` gets only the top finding)."""
+    try:
+        steps = run.summary("steps")
+        model = run.summary("model").set_index("name")
+    except KeyError:
+        return Headline([], [], findings[0] if findings else None, note)
     durations = steps["dur_ns"].to_numpy(dtype=np.float64) if len(steps) else np.empty(0)
     items: list[HeaderItem] = []
     if len(durations):
@@ -303,7 +338,6 @@ def _headline(
         else:
             items.append(HeaderItem("Throughput (steps/s)", 1e9 / median, "number"))
     phases: list[PhaseShare] = []
-    model = run.summary("model").set_index("name")
     count = max(int(model.loc["step", "calls"]), 1) if "step" in model.index else 1
     for name in HEADLINE_PHASES:
         if name in model.index:
@@ -336,7 +370,7 @@ def _view_chart(table: Table) -> Chart | None:
 
 
 def build_report(
-    run: Run,
+    run: Run | Job,
     views: Iterable[str] = DEFAULT_VIEWS,
     *,
     time_unit: str = "ms",
@@ -346,7 +380,8 @@ def build_report(
     charts: bool = True,
     batch_size: int | None = None,
 ) -> Report:
-    """Return the report model of ``run``: header, advice findings (when ``advice``), one table
+    """Return the report model of ``run`` (a run, or a job analysed rank by rank): header,
+    advice findings (when ``advice``), one table
     per view in ``views``, and the charts ``VIEW_CHARTS`` draws over some of them (when
     ``charts``), with the headline (step time, throughput with ``batch_size`` samples per step,
     where the step goes, the top finding) first (``options[view]`` passed to it; at most ``top`` rows; views with no rows
@@ -355,7 +390,7 @@ def build_report(
 
     views = list(views)
     options = options or {}
-    has_device = bool((run.events["stream"].to_numpy() >= 0).any())
+    has_device = _has_device(run)
     tables: list[Table] = []
     chart_list: list[Chart] = []
     findings = None

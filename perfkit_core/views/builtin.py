@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from perfkit_core.plugins import hookimpl
 from perfkit_core.views import (
+    collectives,
     distributed,
     families,
     kernels,
@@ -14,9 +15,11 @@ from perfkit_core.views import (
     operators,
     overview,
     phases,
+    ranks,
     steps,
     timelines,
 )
+from perfkit_core.views.combined import ACROSS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,6 +71,16 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         distributed.distributed_view,
         "communication, computation and their overlap",
     ),
+    (
+        "ranks",
+        ranks.ranks_view,
+        "per rank: step time, work, compute, communication, waiting, data loading; stragglers",
+    ),
+    (
+        "collectives",
+        collectives.collectives_view,
+        "per collective: calls, time, waiting for the slowest rank vs transferring, bandwidth",
+    ),
     ("steps", steps.steps_view, "one row per step: duration, data loading, device busy time"),
     (
         "benchmark",
@@ -79,8 +92,8 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
 
 @hookimpl
 def perfkit_register_views(
-    register: Callable[[str, Callable[..., pd.DataFrame], str], None],
+    register: Callable[..., None],
 ) -> None:
-    """Register the built-in views."""
+    """Register the built-in views, each with how it combines the ranks of a job."""
     for name, function, description in BUILTIN_VIEWS:
-        register(name, function, description)
+        register(name, function, description, ACROSS[name])

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import UnknownViewError
 from perfkit_core.plugins import get_plugin_manager, registrations
+from perfkit_core.views.across import make_combiner, per_rank_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,18 +19,26 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ViewSpec:
-    """A registered view: its name, the function computing it, and a one-line description."""
+    """A registered view: its name, the function computing it, a one-line description, and
+    how it combines the ranks of a job (``across``, see ``perfkit_core.views.across``; views
+    registered without one show one block of rows per rank)."""
 
     name: str
     function: Callable[..., pd.DataFrame]
     description: str
+    across: Any = "concat"
 
 
 def registered_views(pm: pluggy.PluginManager | None = None) -> dict[str, ViewSpec]:
     """Return every view the plugins of ``pm`` (default: the process-wide manager) register."""
     found = registrations(pm or get_plugin_manager(), "perfkit_register_views")
     return {
-        name: ViewSpec(name, values[0], values[1] if len(values) > 1 else "")
+        name: ViewSpec(
+            name,
+            values[0],
+            values[1] if len(values) > 1 else "",
+            values[2] if len(values) > 2 and values[2] is not None else "concat",
+        )
         for name, values in found.items()
     }
 
@@ -43,5 +52,51 @@ def get_view(name: str, pm: pluggy.PluginManager | None = None) -> ViewSpec:
 
 
 def summary(run: Run, view: str, **options: Any) -> pd.DataFrame:
-    """Return the summary table ``view`` of ``run`` (what ``Run.summary`` returns)."""
-    return get_view(view).function(run, **options)
+    """Return the summary table ``view`` of ``run`` (what ``Run.summary`` returns).
+
+    For a run of several ranks, ``rank=R`` computes the view on rank R's table alone; without
+    it, the view is computed on each rank's table and the tables are combined by the view's
+    ``across`` rule, which the table's note states (``perfkit_core.views.across``).
+    """
+    from perfkit_core.events.ranks import is_multi_rank, rank_run, run_ranks
+
+    spec = get_view(view)
+    if not is_multi_rank(run):
+        return spec.function(run, **options)
+    rank = options.get("rank")
+    if rank is not None:
+        own = {k: v for k, v in options.items() if k != "rank" or spec.across == "native"}
+        target = run if spec.across == "native" else rank_run(run, int(rank))
+        return spec.function(target, **own)
+    if spec.across == "native":
+        return spec.function(run, **options)
+    combiner = make_combiner(spec.across, options)
+    for r in run_ranks(run):
+        combiner.add(r, rank_view(rank_run(run, r), spec, options))
+    return combiner.result()
+
+
+def rank_view(one_rank: Run, spec: ViewSpec, options: dict[str, Any]) -> pd.DataFrame:
+    """The view ``spec`` of a one-rank run with the options each rank of a job runs with (those
+    that apply after combining, ``top`` and ``rank``, left out)."""
+    return spec.function(one_rank, **per_rank_options(options))
+
+
+def view_options(view: str, requested: dict[str, Any]) -> dict[str, Any]:
+    """Of the options ``requested`` (the command line's), those ``view`` accepts (by its
+    signature), leaving out unset ones (False, or the default)."""
+    import inspect
+
+    from perfkit_core.views.operators import host_event_table
+
+    params = inspect.signature(get_view(view).function).parameters
+    accepted = set(params)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        # operator and user pass their options on to host_event_table
+        accepted |= set(inspect.signature(host_event_table).parameters)
+    defaults = {"sort_by": "cpu_total", "rank": None, "group_by_stack_n": 0}
+    return {
+        key: value
+        for key, value in requested.items()
+        if key in accepted and value is not False and defaults.get(key, object()) != value
+    }

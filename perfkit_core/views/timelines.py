@@ -27,8 +27,8 @@ def memory_timeline_view(
     run: Run, *, slices: int = TIMELINE_SLICES, rank: int | None = None
 ) -> pd.DataFrame:
     """Memory allocated over time: the profile cut into ``slices`` equal time slices, one row per
-    slice (``name`` is its start, ``offset_ns`` from the first event), one column per device
-    with the peak allocated bytes seen in that slice (``<device>_peak_allocated_bytes``).
+    slice (``name`` is its start, ``offset_ns`` from the first event, ``slice`` its number from
+    0), one column per device with the peak allocated bytes seen in that slice (``<device>_peak_allocated_bytes``).
     Slices where nothing was allocated or freed are left out."""
     import pandas as pd
 
@@ -57,6 +57,7 @@ def memory_timeline_view(
         {
             "name": _slice_names(edges),
             "offset_ns": edges[:-1].astype(np.int64),
+            "slice": np.arange(slices, dtype=np.int64),
             **columns,
         }
     )

@@ -1,14 +1,15 @@
 """The built-in advice rules, registered as a plugin (listed in
 ``perfkit_core.plugins.BUILTIN_PLUGINS``): ``host`` (data loading, host-bound ops, placement),
 ``device`` (idle GPU, launch-bound, AMP, memory pressure, pageable copies),
-``communication``, and ``cpu`` (optimizer step, tiny ops), which fit CPU-only runs too."""
+``communication``, ``cpu`` (optimizer step, tiny ops), which fit CPU-only runs too, and the
+cross-rank ``ranks`` (stragglers, load imbalance, exposed communication per rank)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from perfkit_core.advice.engine import Advisor
-from perfkit_core.advice.rules import communication, cpu, device, host
+from perfkit_core.advice.rules import communication, cpu, device, host, ranks
 from perfkit_core.plugins import hookimpl
 
 #: (rule id, function, description) of every built-in rule.
@@ -48,6 +49,21 @@ BUILTIN_RULES: tuple[tuple[str, Advisor, str], ...] = (
         "python-overhead",
         cpu.rule_python_overhead,
         "the host runs Python, not ops, for much of the step",
+    ),
+    (
+        "straggler",
+        ranks.rule_straggler,
+        "a rank works more per step than the others, which wait for it (named, with its cause)",
+    ),
+    (
+        "load-imbalance",
+        ranks.rule_load_imbalance,
+        "ranks wait for each other in collectives with no single straggler",
+    ),
+    (
+        "exposed-communication",
+        ranks.rule_exposed_communication,
+        "communication not overlapped with computation, per rank, waiting left out",
     ),
 )
 

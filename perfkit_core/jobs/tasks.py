@@ -1,0 +1,132 @@
+"""The work one Dask worker does for one rank: load it, summarise it, send back small tables.
+
+``summarise_rank`` runs in the worker process. It loads one rank (a trace file, or one
+partition of a saved job), optionally writes it as its partition of a saved job, and returns a
+``RankResult``: the rank's metadata, its figures for the ``ranks`` view, its collective calls,
+its table of each requested view, and its advice findings. The rank's event table never
+leaves the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.events.run import Run
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """One rank to summarise: ``source`` is a trace file, or a saved job's folder with
+    ``saved_rank``; ``index`` is the file's place in its folder (its rank when the trace does
+    not record one); ``views`` are (name, options) of the per-rank views to compute;
+    ``columns`` limits what is read from a saved job (None: every column)."""
+
+    index: int
+    source: str
+    saved_rank: int | None = None
+    views: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    advice: bool = True
+    rules: tuple[str, ...] | None = None
+    columns: tuple[str, ...] | None = None
+    save_to: str | None = None
+
+
+@dataclass
+class RankResult:
+    """What a worker sends back for one rank (all small: no event table)."""
+
+    rank: int
+    source: str
+    entry: dict[str, Any]
+    figures: dict[str, Any]
+    calls: pd.DataFrame
+    frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    step: tuple[int, int] = (0, 1)
+    has_device: bool = False
+    seconds: float = 0.0
+    peak_rss_bytes: int = 0
+
+
+def view_key(name: str, options: dict[str, Any] | tuple[tuple[str, Any], ...]) -> str:
+    """The key of a view computed with ``options`` (the same view with other options is
+    another table)."""
+    items = sorted(dict(options).items())
+    return name if not items else name + "?" + "&".join(f"{k}={v!r}" for k, v in items)
+
+
+def load_rank(task: RankTask) -> Run:
+    """The one-rank ``Run`` a task names (its rank set from ``index`` when not recorded)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from perfkit_core.events.dataset import read_rank
+    from perfkit_core.events.loading import load_trace_file
+
+    if task.saved_rank is not None:
+        return read_rank(task.source, task.saved_rank, columns=task.columns)
+    run = load_trace_file(Path(task.source))
+    if not run.meta.get("rank_recorded", True):
+        run.events["rank"] = np.int32(task.index)
+        run.meta.update(rank=task.index, ranks=[task.index])
+    return run
+
+
+def release_memory() -> None:
+    """Give the memory of the rank just summarised back to the system, so the next rank on this
+    worker starts from the same footprint (glibc keeps freed memory in its arenas otherwise)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if name is None:  # pragma: no cover - not glibc
+        return
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+def summarise_rank(task: RankTask) -> RankResult:
+    """Load, summarise and (when asked) save one rank; return what the client needs."""
+    import resource
+
+    from perfkit_core.advice.engine import advise_rank, step_figures
+    from perfkit_core.events.dataset import rank_entry, write_rank
+    from perfkit_core.views.collectives import collective_calls
+    from perfkit_core.views.ranks import rank_figures
+    from perfkit_core.views.registry import get_view, rank_view
+
+    began = time.perf_counter()
+    run = load_rank(task)
+    entry = write_rank(run, task.save_to) if task.save_to else rank_entry(run)
+    frames = {}
+    for name, options in task.views:
+        frames[view_key(name, options)] = rank_view(run, get_view(name), dict(options))
+    findings = []
+    if task.advice:
+        rules = list(task.rules) if task.rules is not None else None
+        findings = [f.to_dict() for f in advise_rank(run, rules=rules)]
+    result = RankResult(
+        rank=int(run.meta.get("rank", 0)),
+        source=str(run.meta.get("source") or task.source),
+        entry=entry,
+        figures=rank_figures(run),
+        calls=collective_calls(run),
+        frames=frames,
+        findings=findings,
+        step=step_figures(run),
+        has_device=bool((run.events["stream"].to_numpy() >= 0).any()),
+    )
+    del run
+    release_memory()
+    result.seconds = time.perf_counter() - began
+    result.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return result

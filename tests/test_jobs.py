@@ -1,0 +1,235 @@
+"""Jobs analysed on a real Dask cluster on this machine: a ``LocalCluster`` perfkit starts and
+closes, and an external ``dask scheduler`` + ``dask worker`` started here. The job is the real
+A100 rank re-ranked 4 times, rank 2 made slow in its data loading; every table the workers
+send back is checked against the same job analysed in one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import perfkit_core
+from conftest import JOB_RANKS, JOB_SLOW_RANK, ROOT, shared_trace
+from perfkit_core.cli import main
+
+SLOW_RANK = JOB_SLOW_RANK
+RANKS = JOB_RANKS
+#: Views compared between the Dask job and the run loaded in one process.
+VIEWS = ("ranks", "collectives", "model", "phases", "overview", "operator", "kernel", "steps")
+
+
+@pytest.fixture(scope="module")
+def job_dir(a100_job_dir):
+    return a100_job_dir
+
+
+def _child_pids() -> set[int]:
+    """Processes this one started, less multiprocessing's resource tracker (one helper that
+    lives as long as this process once any spawned process was started)."""
+    import psutil
+
+    return {
+        p.pid
+        for p in psutil.Process().children(recursive=True)
+        if "resource_tracker" not in " ".join(p.cmdline())
+    }
+
+
+def test_local_cluster_job_matches_the_run_in_one_process(job_dir, a100_job, tmp_path):
+    from perfkit_core.jobs import analyse_job
+
+    before = _child_pids()
+    lines: list[str] = []
+    job = analyse_job(job_dir, VIEWS, workers=2, notify=lines.append, save_to=tmp_path / "saved")
+    assert _child_pids() == before, "the local cluster's processes were left running"
+    assert lines and lines[0].startswith("started a local Dask cluster of 2 worker process(es)")
+    assert job.meta["ranks"] == list(range(RANKS))
+    assert job.meta["engine"] == {"kind": "local", "workers": 2}
+    run = a100_job
+    for view in VIEWS:
+        got, expected = job.summary(view), run.summary(view)
+        if view in ("phases", "steps", "collectives"):
+            keys = [c for c in ("name", "step", "rank", "bytes") if c in got.columns]
+            got = got.sort_values(keys).reset_index(drop=True)
+            expected = expected.sort_values(keys).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, expected, check_dtype=False, obj=view)
+        assert got.attrs.get("note") == expected.attrs.get("note"), view
+    got_findings = {(f.id, round(f.saving_ns)) for f in job.advise()}
+    assert got_findings == {(f.id, round(f.saving_ns)) for f in run.advise()}
+    # Each worker loaded its own ranks; the saved job reads back the same.
+    assert sorted(r["rank"] for r in job.results) == list(range(RANKS))
+    assert all(r["peak_rss_bytes"] > 0 for r in job.results)
+    saved = perfkit_core.load(tmp_path / "saved")
+    pd.testing.assert_frame_equal(saved.summary("ranks"), run.summary("ranks"))
+
+
+def test_report_of_a_job_folder_starts_and_closes_a_cluster(job_dir, capsys):
+    before = _child_pids()
+    code = main(["report", str(job_dir), "--workers", "2", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "started a local Dask cluster of 2 worker process(es)" in captured.err
+    assert "dashboard" in captured.err
+    assert _child_pids() == before
+    report = json.loads(captured.out)
+    tables = report["tables"]
+    assert {"ranks", "collectives", "model", "operator"} <= set(tables)
+    assert "device" not in tables  # per-rank blocks are left to --views
+    ranks = tables["ranks"]
+    flagged = [r for r in ranks["rows"] if r["straggler"]]
+    assert [r["rank"] for r in flagged] == [SLOW_RANK]
+    assert flagged[0]["slow_phase"] == "data loading"
+    straggler = [f for f in report["advice"] if f["rule"] == "straggler"]
+    assert straggler and straggler[0]["evidence"]["rank"] == SLOW_RANK
+
+
+def test_rank_option_reads_one_rank_without_a_cluster(job_dir, capsys):
+    code = main(["report", str(job_dir), "--rank", "2", "--views", "model", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Dask" not in captured.err
+    model = json.loads(captured.out)["tables"]["model"]
+    alone = perfkit_core.load(job_dir / "rank2.json.gz").summary("model")
+    assert [r["cpu_total_ns"] for r in model["rows"]] == alone["cpu_total_ns"].tolist()
+    code = main(["report", str(job_dir), "--rank", "9", "--views", "model"])
+    assert code == 2
+    assert "no trace holds rank 9 (ranks: 0-3)" in capsys.readouterr().err
+
+
+def test_a_bad_rank_is_one_line_naming_its_file(job_dir, tmp_path, capsys):
+    for f in job_dir.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    (tmp_path / "rank9.json").write_text('{"traceEvents": [')
+    code = main(["report", str(tmp_path), "--workers", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert (
+        err[-1]
+        == f"perfkit: error: {tmp_path / 'rank9.json'}: truncated JSON: the file ends before the trace does"
+    )
+    assert "Traceback" not in "\n".join(err)
+
+
+def test_two_files_of_one_rank_are_refused(job_dir, tmp_path, capsys):
+    (tmp_path / "a.json.gz").symlink_to(job_dir / "rank1.json.gz")
+    (tmp_path / "b.json.gz").symlink_to(job_dir / "rank1.json.gz")
+    code = main(["report", str(tmp_path), "--workers", "2"])
+    assert code == 2
+    assert "rank 1 is also in" in capsys.readouterr().err
+
+
+def test_one_rank_never_imports_dask(tmp_path):
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "rank3.json.gz").symlink_to(shared_trace("a100_rank3"))
+    code = (
+        "import sys\n"
+        "from perfkit_core.cli import main\n"
+        f"assert main(['report', {str(folder)!r}, '--views', 'model,ranks']) == 0\n"
+        f"assert main(['report', {str(shared_trace('rank_non_gpu'))!r}, '--views', 'model']) == 0\n"
+        "assert 'distributed' not in sys.modules and 'dask' not in sys.modules, 'dask imported'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Dask" not in proc.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def external_cluster(tmp_path):
+    """A ``dask scheduler`` and two ``dask worker`` processes on localhost, importing perfkit
+    from this checkout; torn down after the test."""
+    dask = Path(sys.executable).parent / "dask"
+    if not dask.exists():
+        pytest.skip("the dask command is not installed next to this Python")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    logs = [open(tmp_path / name, "w") for name in ("scheduler.log", "worker.log")]  # noqa: SIM115
+    procs = [
+        subprocess.Popen(
+            [str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=logs[0],
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    ]
+    try:
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(dask),
+                    "worker",
+                    address,
+                    "--nworkers",
+                    "2",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--death-timeout",
+                    "60",
+                ],
+                stdout=logs[1],
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        )
+        from distributed import Client
+
+        deadline = time.monotonic() + 90
+        with Client(address, timeout=60, set_as_default=False) as client:
+            while len(client.scheduler_info(n_workers=-1)["workers"]) < 2:
+                if time.monotonic() > deadline:
+                    pytest.fail("the external Dask workers did not start")
+                time.sleep(0.5)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+        for log in logs:
+            log.close()
+
+
+def test_report_on_an_external_scheduler(job_dir, external_cluster, capsys, monkeypatch):
+    before = _child_pids()
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", external_cluster)
+    code = main(["report", str(job_dir), "--format", "json", "--views", "ranks,collectives"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert f"using the Dask scheduler at {external_cluster} (2 worker(s))" in captured.err
+    assert _child_pids() == before  # nothing started here
+    report = json.loads(captured.out)
+    ranks = {r["rank"]: r for r in report["tables"]["ranks"]["rows"]}
+    assert [r for r, row in ranks.items() if row["straggler"]] == [SLOW_RANK]
+    assert any(
+        f["rule"] == "straggler" and f["evidence"]["rank"] == SLOW_RANK for f in report["advice"]
+    )
+    # The same with --scheduler, and the cluster is still there for the next job.
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS")
+    code = main(["advise", str(job_dir), "--scheduler", external_cluster, "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert any(f["rule"] == "straggler" for f in json.loads(captured.out))
