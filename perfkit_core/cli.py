@@ -205,9 +205,25 @@ def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None
     "--batch-sizes", default=None, help="Comma-separated batch size of each run (for --per sample)."
 )
 @click.option("--per", type=click.Choice(["step", "sample"]), default="step", show_default=True)
-@click.option("--views", default=",".join(DEFAULT_COMPARISON_VIEWS), show_default=True)
 @click.option(
-    "--top", type=int, default=20, show_default=True, help="Rows of the ops table (0: all)."
+    "--views",
+    default=",".join(DEFAULT_COMPARISON_VIEWS),
+    show_default=True,
+    help="Comma-separated tables: steps, family, layers, ops, phases, user, totals.",
+)
+@click.option(
+    "--top",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Rows of the ranked tables; the rest are summed into one row (0: all).",
+)
+@click.option(
+    "--op-map",
+    "op_map",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="TOML (or YAML) file adding or overriding canonical-op mappings.",
 )
 @click.option(
     "--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True
@@ -250,18 +266,38 @@ def compare_command(
     fail_pct: float | None,
     metric: str,
     output: Path | None,
+    op_map: Path | None,
 ) -> int:
-    """Compare runs or traces side by side; optionally gate on a regression."""
-    from perfkit_core.comparison import compare
+    """Compare runs or traces side by side: which is faster, by how much, and why (the first
+    run is the baseline); optionally gate on a regression."""
+    from perfkit_core.comparison import VIEWS, compare
     from perfkit_core.report.model import build_comparison_report
 
     if len(paths) < 2:
         raise click.UsageError("compare needs at least two runs or traces")
     names = [v.strip() for v in views.split(",") if v.strip()]
-    sizes = [int(x) if x.strip() else None for x in batch_sizes.split(",")] if batch_sizes else None
+    unknown = [v for v in names if v not in VIEWS]
+    if unknown:
+        raise click.UsageError(f"unknown comparison view {unknown[0]!r}; known: {', '.join(VIEWS)}")
+    try:
+        sizes = (
+            [int(x) if x.strip() else None for x in batch_sizes.split(",")] if batch_sizes else None
+        )
+    except ValueError:
+        raise click.UsageError(
+            f"--batch-sizes must be whole numbers separated by commas, not {batch_sizes!r}"
+        ) from None
+    if sizes and any(size is not None and size <= 0 for size in sizes):
+        raise click.UsageError(f"--batch-sizes must be positive, not {batch_sizes!r}")
+    if per == "sample" and (not sizes or len(sizes) != len(paths) or None in sizes):
+        raise click.UsageError("--per sample needs --batch-sizes with one size per run")
     try:
         comparison = compare(
-            *paths, labels=labels.split(",") if labels else None, batch_sizes=sizes, per=per
+            *paths,
+            labels=labels.split(",") if labels else None,
+            batch_sizes=sizes,
+            per=per,
+            op_map=op_map,
         )
         gate = comparison.gate(fail_pct, metric) if fail_pct is not None else None
         model = build_comparison_report(
@@ -385,7 +421,7 @@ def demo(out_dir: Path, steps: int) -> None:
         from perfkit_core.comparison import compare
 
         comparison = compare(frameworks["torch"], frameworks["paddle"], labels=["torch", "paddle"])
-        pair = build_comparison_report(comparison, ("steps", "phases", "family"))
+        pair = build_comparison_report(comparison)
         text = _render(pair, "text")
         write_bytes(out_dir / "comparison.txt", text.encode())
         write_bytes(out_dir / "comparison.html", _render(pair, "html").encode())

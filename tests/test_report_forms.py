@@ -21,7 +21,9 @@ _TD = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
 
 def html_rows(page: str, table_id: str) -> list[list[str]]:
     """The cell texts of each body row of the HTML table ``table-<id>``."""
-    start = page.index(f'<table class="data" id="table-{table_id}">')
+    found = re.search(rf'<table class="data[^"]*" id="table-{table_id}">', page)
+    assert found, table_id
+    start = found.start()
     body = page[page.index("<tbody>", start) : page.index("</tbody>", start)]
     return [
         [html_lib.unescape(c).replace("\u2003", "") for c in _TD.findall(row)]

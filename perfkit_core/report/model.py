@@ -20,7 +20,7 @@ from perfkit_core.report.format import column_unit
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.comparison import Comparison, GateResult
+    from perfkit_core.comparison import Comparison, GateResult, Verdict
     from perfkit_core.events.run import Run
 
 #: Views a report shows by default, in order; tables with no rows are left out.
@@ -110,6 +110,8 @@ class Chart:
     table: str
     label: str
     series: list[str]
+    #: Rows (by ``label`` value) the chart leaves out, e.g. a table's total row.
+    skip_rows: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -164,7 +166,8 @@ class Report:
 
 @dataclass
 class ComparisonReport:
-    """Everything a comparison shows: the runs, the tables, charts, and the gate if asked."""
+    """Everything a comparison shows: the verdict (its sentences in ``verdict_lines``, written
+    in ``time_unit``), the runs, the tables, charts, and the gate if asked."""
 
     title: str
     time_unit: str
@@ -174,6 +177,8 @@ class ComparisonReport:
     tables: list[Table]
     charts: list[Chart]
     gate: GateResult | None = None
+    verdict: Verdict | None = None
+    verdict_lines: list[str] = field(default_factory=list)
 
     def table(self, table_id: str) -> Table:
         """The table with id ``table_id``."""
@@ -403,12 +408,21 @@ def build_report(
 #: Titles of the comparison tables.
 COMPARISON_TITLES = {
     "steps": "Step Time",
-    "phases": "Phases per Step",
-    "totals": "Totals per Step",
-    "family": "Op Families per Step",
-    "ops": "Operators per Step",
+    "phases": "Difference by Phase",
+    "totals": "Totals",
+    "family": "Difference by Op Family",
+    "layers": "Difference by Layer",
+    "user": "Difference by Annotated Span",
+    "ops": "Matched Ops",
 }
-DEFAULT_COMPARISON_VIEWS = ("steps", "phases", "totals", "family", "ops")
+DEFAULT_COMPARISON_VIEWS = ("steps", "family", "layers", "ops", "phases", "user", "totals")
+#: Comparison views whose ranked rows ``top`` cuts (the rest summed into one row).
+RANKED_COMPARISON_VIEWS = frozenset({"family", "layers", "ops", "user"})
+
+
+def _has_spans(comparison: Comparison, column: str) -> bool:
+    """Whether any run has slices inside a layer (``layer``) or user span (``user``)."""
+    return any((comparison.slices(i)[column] != "").any() for i in range(len(comparison.runs)))
 
 
 def build_comparison_report(
@@ -419,19 +433,34 @@ def build_comparison_report(
     top: int | None = 20,
     gate: GateResult | None = None,
 ) -> ComparisonReport:
-    """Return the comparison model: one table per comparison view (runs' columns in ns per
-    step, or per sample), the op-family chart, and the gate result when one was asked for."""
+    """Return the comparison model: the verdict, one table per comparison view (runs' columns
+    in ns per step, or per sample; the ranked views cut to ``top`` rows with the rest summed),
+    the chart of the difference by op family, and the gate result when one was asked for. The
+    layer and annotated-span tables are left out when no run recorded such spans."""
+    from perfkit_core.comparison.attribution import attribution_table
+    from perfkit_core.comparison.compare import ATTRIBUTION_VIEWS
+
     per = comparison.per
+    verdict = comparison.verdict()
     tables = []
     for view in views:
-        frame = comparison.summary(view)
+        if view in ("layers", "user") and not _has_spans(
+            comparison, "layer" if view == "layers" else "user"
+        ):
+            continue
+        if view in ATTRIBUTION_VIEWS:
+            frame = attribution_table(
+                comparison, view, top=top if view in RANKED_COMPARISON_VIEWS else None
+            )
+        else:
+            frame = comparison.summary(view)
         units = {label: "time" for label in comparison.labels if label in frame.columns}
         labels = {label: label for label in comparison.labels}
+        labels.update({"share_pct": "Share of difference", "delta_ns": "Delta"})
         table = table_from_frame(
             view,
             COMPARISON_TITLES.get(view, view) + f" (per {per})",
             frame,
-            top=top if view == "ops" else None,
             labels=labels,
             units=units,
         )
@@ -441,12 +470,14 @@ def build_comparison_report(
     if any(t.id == "family" for t in tables):
         charts.append(
             Chart(
-                "chart-families",
-                f"Time per {per} by op family",
+                "chart-difference",
+                f"Where the difference comes from ({comparison.labels[-1]} minus "
+                f"{comparison.labels[0]}, per {per})",
                 "hbar",
                 "family",
                 "name",
-                list(comparison.labels),
+                ["delta_ns"],
+                skip_rows=["step"],
             )
         )
     return ComparisonReport(
@@ -458,4 +489,6 @@ def build_comparison_report(
         tables=tables,
         charts=charts,
         gate=gate,
+        verdict=verdict,
+        verdict_lines=verdict.lines(time_unit),
     )
