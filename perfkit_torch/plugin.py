@@ -170,6 +170,17 @@ _TORCH_CANONICAL = {
     "clone": "copy",
     "contiguous": "contiguous",
     "accumulate_grad": "accumulate_grad",
+    "cudnn_convolution": "conv",
+    "cudnn_convolution_transpose": "conv",
+    "mkldnn_convolution": "conv",
+    "slow_conv2d": "conv",
+    "thnn_conv2d": "conv",
+    "miopen_convolution": "conv",
+    "cudnn_batch_norm": "batch_norm",
+    "miopen_batch_norm": "batch_norm",
+    "_batch_norm_impl_index": "batch_norm",
+    "threshold_backward": "relu",
+    "relu_": "relu",
 }
 
 

@@ -174,7 +174,7 @@ def test_verdict_attribution_and_gate_agree_in_every_form(model_pairs, tmp_path)
     verdict = comparison.verdict()
     assert data["verdict"]["lines"] == verdict.lines("ms")
     for line in data["verdict"]["lines"]:
-        assert line in text and html_lib.escape(line) in page
+        assert line in text and line in html_lib.unescape(page)
     head = data["verdict"]["unprofiled"]
     assert f"{head['ratio']:.2f}x" in data["verdict"]["lines"][0]
     assert f"{head['low']:.2f}-{head['high']:.2f}" in data["verdict"]["lines"][0]

@@ -67,9 +67,11 @@ def per_run_totals(comparison: Comparison, view: str) -> list[dict[str, float]]:
         divisor = comparison.divisor(i)
         keys = slice_keys(slices, view)
         ns = slices["ns"].to_numpy()
-        uniques, inverse = np.unique(keys, return_inverse=True) if len(keys) else ([], [])
-        sums = np.bincount(inverse, weights=ns, minlength=len(uniques)) if len(keys) else []
-        values = {str(k): float(v) / divisor for k, v in zip(uniques, sums, strict=True)}
+        values: dict[str, float] = {}
+        if len(keys):
+            uniques, inverse = np.unique(keys, return_inverse=True)
+            sums = np.bincount(inverse, weights=ns, minlength=len(uniques))
+            values = {str(k): float(v) / divisor for k, v in zip(uniques, sums, strict=True)}
         total = float(comparison.step_samples(i).mean())
         covered = sum(values.values())
         # Steps no slice covers (a run without events in some step) count as unattributed.

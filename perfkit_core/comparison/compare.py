@@ -109,18 +109,19 @@ class Comparison:
             has = len(durs) > 0
             med = float(np.median(durs)) if has else math.nan
             p25, p75 = np.percentile(durs, [25, 75]) if has else (math.nan, math.nan)
-            row = {
+            mean = float(np.mean(durs)) if has else math.nan
+            row: dict[str, Any] = {
                 "name": label,
                 "framework": run.framework,
                 "steps": len(durs),
-                "mean_step_ns": float(np.mean(durs)) if has else math.nan,
+                "mean_step_ns": mean,
                 "median_step_ns": med,
                 "p25_step_ns": float(p25),
                 "p75_step_ns": float(p75),
                 "spread_pct": 100.0 * (p75 - p25) / med if med else math.nan,
             }
             if self.per == "sample":
-                row["mean_sample_ns"] = row["mean_step_ns"] / scale
+                row["mean_sample_ns"] = mean / scale
             row["host_events_per_step"] = host_events_per_step(run)
             gpu = run.summary("device")
             gpu = gpu[gpu["name"].str.startswith("GPU")]

@@ -36,7 +36,7 @@ def _read(path: Path) -> Any:
     text = path.read_bytes()
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
-            import yaml  # type: ignore[import-untyped]
+            import yaml
         except ImportError:
             raise TraceError(
                 path, "a YAML op map needs PyYAML (pip install pyyaml); or write it as TOML"

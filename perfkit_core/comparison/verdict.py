@@ -204,7 +204,7 @@ def build_verdict(comparison: Comparison) -> Verdict:
             "unbiased ratio"
         )
     elif dense:
-        warnings.append(dense + "; the headline uses the step timer's unprofiled times")
+        warnings.append(dense + "; the headline uses the unprofiled step-timer times")
     return Verdict(
         baseline=comparison.labels[first],
         candidate=comparison.labels[last],

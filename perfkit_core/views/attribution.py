@@ -39,6 +39,13 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 PHASES = ("data", "forward", "backward", "optimizer", "other")
+#: Units whose kind fixes their family, whatever their name.
+KIND_FAMILIES = {
+    "dataloader": "data",
+    "optimizer": "optimizer",
+    "communication": "communication",
+    "runtime": "runtime",
+}
 BETWEEN_OPS = "host time between ops"
 UNATTRIBUTED = "unattributed"
 COLUMNS = (
@@ -128,6 +135,74 @@ def _match_backward(
     return matched
 
 
+def _other_thread_steps(run: Run, st: Structure, steps: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """For each op unit on a host thread that runs backward work but no steps, the step row of
+    its rank it falls in (by the ``step`` column); -1 for every other row."""
+    n = len(st.parent)
+    out = np.full(n, -1, dtype=np.int64)
+    ev = run.events
+    candidates = st.is_unit & st.host & ~st.step_thread & (ev["step"].to_numpy() >= 0)
+    if not candidates.any() or len(steps) == 0:
+        return out
+    import pandas as pd
+
+    threads = pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["tid"].to_numpy()])
+    backward_threads = threads[candidates & grad]
+    candidates &= threads.isin(backward_threads)
+    rank = ev["rank"].to_numpy()
+    number = ev["step"].to_numpy()
+    step_of = {(int(rank[r]), int(number[r])): int(r) for r in steps.tolist()}
+    rows = np.flatnonzero(candidates)
+    out[rows] = [step_of.get((int(rank[r]), int(number[r])), -1) for r in rows.tolist()]
+    return out
+
+
+def _fill(
+    owner: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    helper: np.ndarray,
+    helper_step: np.ndarray,
+    st: Structure,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Cut the step-owned gaps (``owner`` = step row) by the ``helper`` units of the same step:
+    returns the covered pieces (helper row, start, end) and the gaps left (owner, start,
+    end). Helper units on one thread do not overlap; where threads overlap, the first counts."""
+    empty = np.zeros(0, dtype=np.int64)
+    if len(helper) == 0 or len(owner) == 0:
+        return empty, empty, empty, (owner, start, end)
+    order = np.argsort(st.start[helper], kind="stable")
+    helper = helper[order]
+    by_step: dict[int, list[int]] = {}
+    for r in helper.tolist():
+        by_step.setdefault(int(helper_step[r]), []).append(r)
+    pieces: list[tuple[int, int, int]] = []
+    left: list[tuple[int, int, int]] = []
+    for o, a, b in zip(owner.tolist(), start.tolist(), end.tolist(), strict=True):
+        cursor = a
+        for r in by_step.get(o, []):
+            hs, he = max(int(st.start[r]), cursor), min(int(st.end[r]), b)
+            if he <= hs:
+                if st.start[r] >= b:
+                    break
+                continue
+            if hs > cursor:
+                left.append((o, cursor, hs))
+            pieces.append((r, hs, he))
+            cursor = he
+        if cursor < b:
+            left.append((o, cursor, b))
+
+    def arrays(items: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not items:
+            return empty, empty, empty
+        cols = np.asarray(items, dtype=np.int64)
+        return cols[:, 0], cols[:, 1], cols[:, 2]
+
+    covered = arrays(pieces)
+    return covered[0], covered[1], covered[2], arrays(left)
+
+
 @dataclass
 class UnitLabels:
     """Per row (meaningful on op units): ``gradient`` (a backward op), ``matched`` (the forward
@@ -205,22 +280,34 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     gap_owner, gap_start, gap_end = _gaps(st, owners, kids)
     unit_start = np.maximum(st.start[units], st.start[st.step_row_of[units]])
     unit_end = np.minimum(st.end[units], st.end[st.step_row_of[units]])
-    owner = np.concatenate([units, gap_owner])
-    s0 = np.concatenate([unit_start, gap_start])
-    s1 = np.concatenate([unit_end, gap_end])
-    step_row = np.where(np.isin(owner, steps), owner, st.step_row_of[owner])
-
     labels = unit_labels(run, op_map=op_map)
     grad, unit_op, layer_row = labels.gradient, labels.op, labels.layer_row
     resolver = labels.resolver
 
-    # Backward window of each step: its first to last backward event on the step's thread.
-    bw = in_step & ((st.kind == "backward") | grad)
+    # Backward work on other threads (torch runs autograd for a GPU on its own thread) fills
+    # the time the step's thread spends waiting for it.
+    other_step = _other_thread_steps(run, st, steps, grad)
+    helper = np.flatnonzero(other_step >= 0)
+    step_gap = np.isin(gap_owner, steps)
+    fill_owner, fill_start, fill_end, rest = _fill(
+        gap_owner[step_gap], gap_start[step_gap], gap_end[step_gap], helper, other_step, st
+    )
+    gap_owner = np.concatenate([gap_owner[~step_gap], rest[0]])
+    gap_start = np.concatenate([gap_start[~step_gap], rest[1]])
+    gap_end = np.concatenate([gap_end[~step_gap], rest[2]])
+    owner = np.concatenate([units, fill_owner, gap_owner])
+    s0 = np.concatenate([unit_start, fill_start, gap_start])
+    s1 = np.concatenate([unit_end, fill_end, gap_end])
+    row_step = np.where(other_step >= 0, other_step, st.step_row_of)
+    step_row = np.where(np.isin(owner, steps), owner, row_step[owner])
+
+    # Backward window of each step: its first to last backward event, on any thread.
+    bw = (in_step | (other_step >= 0)) & ((st.kind == "backward") | grad)
     w0 = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     w1 = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     rows = np.flatnonzero(bw)
-    np.minimum.at(w0, st.step_row_of[rows], st.start[rows])
-    np.maximum.at(w1, st.step_row_of[rows], st.end[rows])
+    np.minimum.at(w0, row_step[rows], st.start[rows])
+    np.maximum.at(w1, row_step[rows], st.end[rows])
     a, b = w0[step_row], w1[step_row]
     has_window = b > a
     before = np.where(has_window, np.clip(np.minimum(s1, a) - s0, 0, None), s1 - s0)
@@ -248,6 +335,8 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     native[is_step_owner] = "(step loop)"
     families = {x: resolver.family(x) for x in set(op.tolist()) if x != BETWEEN_OPS}
     family = np.array([families.get(x, "overhead") for x in op.tolist()], dtype=object)
+    for k, fixed in KIND_FAMILIES.items():
+        family[is_unit_owner & (kind == k)] = fixed
     layer = np.where(is_unit_owner, layer_row[owner], st.layer_of[owner])
     user = st.user_of[owner]
 

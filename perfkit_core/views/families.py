@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.views.attribution import KIND_FAMILIES, unit_labels
 from perfkit_core.views.family_rules import (
     FAMILIES,
     UNDIRECTED,
@@ -58,7 +59,6 @@ def family_times(run: Run) -> dict[str, float]:
     backward span. Time is GPU time (work launched within) when the run recorded device events,
     CPU time otherwise; data loading always counts host time.
     """
-    from perfkit_core.views.attribution import unit_labels
     from perfkit_core.views.structure import structure
 
     st = structure(run)
@@ -88,7 +88,7 @@ def family_times(run: Run) -> dict[str, float]:
         elif k == "optimizer":
             family, direction = "optimizer", ""
         else:
-            family = resolver.family(str(labels.op[r]))
+            family = KIND_FAMILIES.get(k) or resolver.family(str(labels.op[r]))
             direction = "backward" if labels.gradient[r] or in_backward[r] else "forward"
         key = family_key(family, direction)
         # Data loading is host work even in GPU runs: count its host time.

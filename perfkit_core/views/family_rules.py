@@ -27,6 +27,7 @@ FAMILIES: tuple[str, ...] = (
     "autograd",
     "memcpy",
     "communication",
+    "runtime",
     "data",
     "overhead",
     "unattributed",
@@ -70,7 +71,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"^(view|reshape\d?|_unsafe_view|unsafe_view|flatten|transpose\d?|permute|t|select|"
             r"slice|strided_slice|narrow|stack|cat|concat|split|split_with_num|chunk|unbind|"
             r"squeeze\d?|unsqueeze\d?|expand|expand_as|expand_v2|as_strided|contiguous|tile|"
-            r"unfold|movedim|swapaxes|index|gather|roll|flip|pad|repeat)$",
+            r"unfold|movedim|swapaxes|index|gather|roll|flip|pad|repeat|split_with_sizes|"
+            r"detach|lift_fresh|resolve_conj|resolve_neg|alias|view_as|narrow_copy)$",
         ),
         (
             "memcpy",
@@ -78,11 +80,15 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "communication",
-            r"nccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|broadcast|c10d|gloo|alltoall|all_to_all|send|recv",
+            r"nccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|broadcast|c10d|gloo|alltoall|all_to_all|all2all|send|recv|comms",
+        ),
+        (
+            "runtime",
+            r"^(cuda|hip|cu|mlu|xpu)_?[a-z_]*(launch|sync|synchronize|event|stream|device|malloc|free|graph|memcpy|memset|peek|get)",
         ),
         (
             "elementwise",
-            r"add|sub|mul|div|pow|sqrt|rsqrt|exp|log|abs|neg|where|fill|zero|ones|full|empty|scale|lerp|addcmul|addcdiv|maximum|minimum|equal|not_equal|greater|less|masked|elementwise|arange|randperm|rand|uniform|normal|sign|round|floor|ceil|bitwise|logical|isnan|isinf|clip|clamp",
+            r"add|sub|mul|div|pow|sqrt|rsqrt|exp|log|abs|neg|where|fill|zero|ones|full|empty|scale|lerp|addcmul|addcdiv|maximum|minimum|equal|not_equal|greater|less|masked|elementwise|arange|randperm|rand|uniform|normal|sign|round|floor|ceil|bitwise|logical|isnan|isinf|clip|clamp|\bgt\b|\blt\b|\bge\b|\ble\b|\beq\b|\bne\b|nan_to_num|bucketize|sigmoid",
         ),
     )
 )

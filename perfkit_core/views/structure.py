@@ -17,6 +17,7 @@ each row's enclosing step, and layer keys that line up across frameworks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,10 +87,10 @@ class Structure:
     step_thread: np.ndarray
 
 
-def _flag_names(names: np.ndarray, test: object) -> np.ndarray:
+def _flag_names(names: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
     """Evaluate ``test(name)`` once per distinct name."""
     uniques, inverse = np.unique(names, return_inverse=True)
-    values = np.fromiter((bool(test(u)) for u in uniques.tolist()), dtype=bool, count=len(uniques))  # type: ignore[operator]
+    values = np.array([bool(test(str(u))) for u in uniques.tolist()], dtype=bool)
     return values[inverse]
 
 
