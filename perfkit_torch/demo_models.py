@@ -150,6 +150,9 @@ def train(
     from perfkit_torch.modules import record_modules
 
     torch.manual_seed(seed)
+    # One CPU thread, as Paddle's CPU kernels use by default: the comparison is then of the
+    # frameworks, not of their thread pools (and a busy machine does not stall torch's).
+    torch.set_num_threads(1)
     module, optimizer, make_data = build(model)
     batch = MODELS[model]["batch"]
     inputs, targets = make_data((2 * steps + 2) * batch)

@@ -136,7 +136,7 @@ class Verdict:
         if self.unprofiled is not None:
             prof = self.profiled
             effects = ", ".join(
-                f"{label} {o.overhead_pct:+.0f}%"
+                f"{label} {round(o.overhead_pct) + 0:+d}%"
                 for label, o in zip(self.labels, self.overheads, strict=True)
                 if not math.isnan(o.overhead_pct)
             )

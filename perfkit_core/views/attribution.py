@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.views.canonical import OpMap, Resolver, base_name, is_gradient
+from perfkit_core.views.canonical import OpMap, Resolver, is_gradient
+from perfkit_core.views.family_rules import display_name
 from perfkit_core.views.structure import ENGINE_PREFIX, Structure, structure
 
 if TYPE_CHECKING:
@@ -260,7 +261,7 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     ``ns`` (its length), ``phase`` (one of ``PHASES``), ``direction`` (``forward``,
     ``backward`` or empty for data and optimizer), ``family``, ``op`` (canonical op,
     ``host time between ops`` or ``unattributed``), ``native`` (the owning event's name without
-    decorations), ``owner`` (its row in the event table), ``layer`` (layer key, empty outside
+    decorations, ``display_name``), ``owner`` (its row in the event table), ``layer`` (layer key, empty outside
     layers), ``layer_label`` and ``user`` (innermost user span, empty outside them). Per step the ``ns`` add up to the step's
     duration. Cached on the run per op map."""
     import pandas as pd
@@ -327,7 +328,7 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     decorated = is_unit_owner & np.isin(kind, ["operator", "backward", "other"])
     native = np.array(
         [
-            base_name(_unit_name(x)) if plain else x
+            display_name(x) if plain else x
             for x, plain in zip(st.names[owner].tolist(), decorated.tolist(), strict=True)
         ],
         dtype=object,

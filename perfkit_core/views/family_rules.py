@@ -142,6 +142,19 @@ def is_gradient(name: str) -> bool:
     )
 
 
+def display_name(name: str) -> str:
+    """A native op name as a reader knows it, decorations and namespaces dropped but case and
+    gradient suffixes kept: ``autograd::engine::evaluate_function: AddmmBackward0`` ->
+    ``AddmmBackward0``, ``Global_Conv2dGradNodeFinal`` -> ``Conv2dGradNodeFinal``,
+    ``conv2d pybind_imperative_func`` -> ``conv2d``, ``aten::addmm`` -> ``addmm``."""
+    text = name.strip()
+    if text.startswith("autograd::engine::evaluate_function: "):
+        text = text.split(": ", 1)[1]
+    text = _DECORATION_RE.sub("", text)
+    text = re.sub(r"^(aten|c10d|fbgemm|prims|torch::autograd)::", "", text)
+    return re.sub(r"^(Global_|Local_)", "", text)
+
+
 def normalize(name: str) -> str:
     """An op name without framework decorations, gradient suffixes or namespace, lower case
     (``base_name``): ``aten::addmm`` and ``Global_MatmulGradNode`` alike."""
