@@ -34,8 +34,16 @@ NOT_ANNOTATED = "(not annotated)"
 
 def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
     """The row name each slice counts under in ``view``."""
-    fam = slices["family"].astype(str).to_numpy()
-    direction = slices["direction"].astype(str).to_numpy()
+
+    def col(name: str) -> np.ndarray:
+        column = slices[name]
+        if hasattr(column, "cat"):
+            cats = np.append(np.asarray(column.cat.categories, dtype=object), "").astype(str)
+            return cats[column.cat.codes.to_numpy()]
+        return np.asarray(column, dtype=object).astype(str)
+
+    fam = col("family")
+    direction = col("direction")
     unattributed = fam == UNATTRIBUTED
 
     def with_direction(base: np.ndarray) -> np.ndarray:
@@ -43,16 +51,16 @@ def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
         return np.char.add(base.astype(str), suffix.astype(str))
 
     if view == "phases":
-        return slices["phase"].astype(str).to_numpy()
+        return col("phase")
     if view == "family":
         keys = with_direction(fam)
     elif view == "ops":
-        keys = with_direction(slices["op"].astype(str).to_numpy())
+        keys = with_direction(col("op"))
     elif view == "layers":
-        layer = slices["layer"].astype(str).to_numpy()
-        keys = np.where(layer != "", layer, NO_LAYER + " " + slices["phase"].astype(str).to_numpy())
+        layer = col("layer")
+        keys = np.where(layer != "", layer, NO_LAYER + " " + col("phase"))
     elif view == "user":
-        user = slices["user"].astype(str).to_numpy()
+        user = col("user")
         keys = np.where(user != "", user, NOT_ANNOTATED)
     else:
         raise KeyError(f"unknown attribution view {view!r}")
@@ -100,6 +108,9 @@ def attribution_table(comparison: Comparison, view: str, *, top: int | None = No
     ``top`` are summed into one ``(N more rows)`` row, so the table still adds up."""
     import pandas as pd
 
+    cached = comparison.cache.get(("table", view, top))
+    if cached is not None:
+        return cached.copy()
     per_run = per_run_totals(comparison, view)
     labels = comparison.labels
     names = sorted({k for values in per_run for k in values})
@@ -133,7 +144,8 @@ def attribution_table(comparison: Comparison, view: str, *, top: int | None = No
     if view == "layers":
         frame["name"] = [_layer_labels(comparison).get(n, n) for n in names]
     frame.attrs["note"] = _note(comparison, view)
-    return frame
+    comparison.cache[("table", view, top)] = frame
+    return frame.copy()
 
 
 def _layer_labels(comparison: Comparison) -> dict[str, str]:

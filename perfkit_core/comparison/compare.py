@@ -49,6 +49,8 @@ class Comparison:
     per: str = "step"
     op_map: OpMap | None = None
     _verdict: Verdict | None = field(default=None, repr=False)
+    #: Tables already built, by (view, top): a verdict and a report ask for the same ones.
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def sample_scale(self, i: int) -> float:
         """What run ``i``'s step times are divided by: its batch size per sample, else 1."""
@@ -123,9 +125,12 @@ class Comparison:
             if self.per == "sample":
                 row["mean_sample_ns"] = mean / scale
             row["host_events_per_step"] = host_events_per_step(run)
-            gpu = run.summary("device")
-            gpu = gpu[gpu["name"].str.startswith("GPU")]
-            row["gpu_busy_pct"] = float(gpu["utilization_pct"].mean()) if len(gpu) else math.nan
+            row["gpu_busy_pct"] = math.nan
+            if (run.events["stream"].to_numpy() >= 0).any():
+                gpu = run.summary("device")
+                gpu = gpu[gpu["name"].str.startswith("GPU")]
+                if len(gpu):
+                    row["gpu_busy_pct"] = float(gpu["utilization_pct"].mean())
             rows.append(row)
         frame = pd.DataFrame(rows)
         key = "mean_sample_ns" if self.per == "sample" else "mean_step_ns"
@@ -152,23 +157,23 @@ class Comparison:
         return frame
 
     def _totals(self) -> pd.DataFrame:
+        from perfkit_core.views.structure import structure
+
         order = ["step", "dataloader", "kernel", "memcpy", "communication"]
         per_run = []
         for i, run in enumerate(self.runs):
             ev = run.events
+            kind = structure(run).kind
             device = ev["stream"].to_numpy() >= 0
-            kind = ev["kind"].to_numpy()
+            host = ~device
             dur = ev["dur_ns"].to_numpy().astype(float)
             has_device = bool(device.any())
-            steps = run.summary("steps")
             div = self.divisor(i)
             copies = device & np.isin(kind, ["memcpy", "memset"])
             per_run.append(
                 {
-                    "step": float(steps["dur_ns"].sum()) / div if len(steps) else math.nan,
-                    "dataloader": float(steps["dataloader_ns"].sum()) / div
-                    if len(steps)
-                    else math.nan,
+                    "step": float(_step_durations(run).sum()) / div,
+                    "dataloader": float(dur[host & (kind == "dataloader")].sum()) / div,
                     "kernel": float(dur[device & (kind == "kernel")].sum()) / div
                     if has_device
                     else math.nan,

@@ -49,15 +49,14 @@ class RunOverhead:
 
 def host_events_per_step(run: Run) -> float:
     """Host events the profiler recorded inside steps, per step (NaN without steps)."""
-    ev = run.events
-    steps = int((ev["kind"] == "step").sum())
+    from perfkit_core.views.structure import structure
+
+    st = structure(run)
+    steps = int((st.host & (st.kind == "step")).sum())
     if steps == 0:
         return math.nan
-    kind = ev["kind"].astype(str).to_numpy()
     counted = (
-        (ev["stream"].to_numpy() < 0)
-        & (ev["step"].to_numpy() >= 0)
-        & ~np.isin(kind, [*_NOT_COUNTED, "step"])
+        st.host & (run.events["step"].to_numpy() >= 0) & ~np.isin(st.kind, [*_NOT_COUNTED, "step"])
     )
     return float(counted.sum()) / steps
 

@@ -25,6 +25,7 @@ order per op type within the step, the order in which autograd runs a sequential
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -233,7 +234,15 @@ def unit_labels(run: Run, *, op_map: OpMap | None = None) -> UnitLabels:
     resolver = Resolver(run.framework, op_map)
     unit_names = [_unit_name(x) for x in st.names[units].tolist()]
     grad = np.zeros(n, dtype=bool)
-    grad[units] = [is_gradient(x) for x in unit_names] if len(units) else []
+    gradient_name: dict[str, bool] = {}
+    grad[units] = (
+        [
+            gradient_name[x] if x in gradient_name else gradient_name.setdefault(x, is_gradient(x))
+            for x in unit_names
+        ]
+        if len(units)
+        else []
+    )
     # Optimizer and data spans are never gradient ops (``Optimizer.zero_grad#...``).
     grad[units] &= np.isin(st.kind[units], ["operator", "backward", "other", "runtime"])
     grad[units] |= st.kind[units] == "backward"
@@ -289,7 +298,9 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     # the time the step's thread spends waiting for it.
     other_step = _other_thread_steps(run, st, steps, grad)
     helper = np.flatnonzero(other_step >= 0)
-    step_gap = np.isin(gap_owner, steps)
+    is_step = np.zeros(n, dtype=bool)
+    is_step[steps] = True
+    step_gap = is_step[gap_owner]
     fill_owner, fill_start, fill_end, rest = _fill(
         gap_owner[step_gap], gap_start[step_gap], gap_end[step_gap], helper, other_step, st
     )
@@ -300,7 +311,7 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     s0 = np.concatenate([unit_start, fill_start, gap_start])
     s1 = np.concatenate([unit_end, fill_end, gap_end])
     row_step = np.where(other_step >= 0, other_step, st.step_row_of)
-    step_row = np.where(np.isin(owner, steps), owner, row_step[owner])
+    step_row = np.where(is_step[owner], owner, row_step[owner])
 
     # Backward window of each step: its first to last backward event, on any thread.
     bw = (in_step | (other_step >= 0)) & ((st.kind == "backward") | grad)
@@ -324,11 +335,12 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
         "zero_grad" if "zero_grad" in x else "optimizer step"
         for x in st.names[owner[is_opt]].tolist()
     ]
-    is_step_owner = np.isin(owner, steps)
+    is_step_owner = is_step[owner]
     decorated = is_unit_owner & np.isin(kind, ["operator", "backward", "other"])
+    shown: dict[str, str] = {}
     native = np.array(
         [
-            display_name(x) if plain else x
+            (shown[x] if x in shown else shown.setdefault(x, display_name(x))) if plain else x
             for x, plain in zip(st.names[owner].tolist(), decorated.tolist(), strict=True)
         ],
         dtype=object,
@@ -376,11 +388,22 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     out["direction"] = direction
     step_numbers = run.events["step"].to_numpy()
     out["step"] = step_numbers[out["_step_row"].to_numpy()]
+
+    def by_row(rows: np.ndarray, name_of: Callable[[int], str]) -> pd.Categorical:
+        """A categorical of ``name_of(row)``, computed once per distinct row."""
+        uniques, inverse = np.unique(rows, return_inverse=True)
+        names = [name_of(int(r)) for r in uniques.tolist()]
+        labels = sorted(set(names))
+        code = {label: i for i, label in enumerate(labels)}
+        codes = np.asarray([code[x] for x in names], dtype=np.int64)[inverse]
+        return pd.Categorical.from_codes(codes, categories=labels)
+
     layers = out["_layer"].to_numpy()
-    out["layer"] = [st.layer_key.get(int(x), "") for x in layers.tolist()]
-    out["layer_label"] = [st.layer_label.get(int(x), "") for x in layers.tolist()]
-    users = out["_user"].to_numpy()
-    out["user"] = [str(st.names[x]) if x >= 0 else "" for x in users.tolist()]
+    out["layer"] = by_row(layers, lambda r: st.layer_key.get(r, ""))
+    out["layer_label"] = by_row(layers, lambda r: st.layer_label.get(r, ""))
+    out["user"] = by_row(out["_user"].to_numpy(), lambda r: str(st.names[r]) if r >= 0 else "")
     out = out[list(COLUMNS)]
+    for column in ("phase", "direction", "family", "op", "native"):
+        out[column] = pd.Categorical(np.asarray(out[column], dtype=object))
     run._cache[key] = out
     return out

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from perfkit_core.events.run import Run
 
 UNIT_KINDS = ("operator", "communication", "runtime", "dataloader", "optimizer")
@@ -87,11 +89,19 @@ class Structure:
     step_thread: np.ndarray
 
 
-def _flag_names(names: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
-    """Evaluate ``test(name)`` once per distinct name."""
-    uniques, inverse = np.unique(names, return_inverse=True)
-    values = np.array([bool(test(str(u))) for u in uniques.tolist()], dtype=bool)
-    return values[inverse]
+def _categories(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, categories as an object array) of a string column, categorical or not."""
+    import pandas as pd
+
+    values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+    cats = np.asarray([str(c) for c in values.cat.categories], dtype=object)
+    return values.cat.codes.to_numpy(), cats
+
+
+def _flag(codes: np.ndarray, cats: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+    """``test(name)`` per row, evaluated once per category."""
+    per_cat = np.array([bool(test(c)) for c in cats.tolist()] + [False], dtype=bool)
+    return per_cat[codes]  # code -1 (missing) reads the trailing False
 
 
 def structure(run: Run) -> Structure:
@@ -102,14 +112,21 @@ def structure(run: Run) -> Structure:
     ev = run.events
     n = len(ev)
     host = ev["stream"].to_numpy() < 0
-    kind = ev["kind"].astype(str).to_numpy()
-    names = ev["name"].astype(str).to_numpy()
+    kind_codes, kind_cats = _categories(ev["kind"])
+    # Kinds are few and short: a fixed-width string array compares in C.
+    kind = np.append(kind_cats, "").astype(str)[kind_codes]
+    name_codes, name_cats = _categories(ev["name"])
+    names = np.append(name_cats, "").astype(object)[name_codes]
     start = ev["start_ns"].to_numpy().astype(np.int64)
     end = start + ev["dur_ns"].to_numpy().astype(np.int64)
     parent = ev["parent"].to_numpy().astype(np.int64)
-    layer_name = _flag_names(names, lambda s: s.startswith(LAYER_PREFIX))
-    wrapper = (kind == "other") & _flag_names(names, lambda s: s.endswith(WRAPPER_SUFFIXES))
-    engine = (kind == "backward") & _flag_names(names, lambda s: s.startswith(ENGINE_PREFIX))
+    layer_name = _flag(name_codes, name_cats, lambda s: s.startswith(LAYER_PREFIX))
+    wrapper = (kind == "other") & _flag(
+        name_codes, name_cats, lambda s: s.endswith(WRAPPER_SUFFIXES)
+    )
+    engine = (kind == "backward") & _flag(
+        name_codes, name_cats, lambda s: s.startswith(ENGINE_PREFIX)
+    )
     op_like = host & (np.isin(kind, UNIT_KINDS) | wrapper | engine) & ~layer_name
     unit_of = np.where(host, outermost(parent, op_like), -1)
     is_unit = op_like & (unit_of == np.arange(n))
