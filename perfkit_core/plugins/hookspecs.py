@@ -141,12 +141,15 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
 
 @hookspec(firstresult=True)
 def perfkit_op_family(name: str, framework: str) -> str | None:
-    """Map a native op name to its canonical family, for comparing runs across frameworks.
+    """Map an op name to its family, for ops no canonical-op table knows.
 
-    Called by the ``family`` view (and so by ``perfkit_core.compare``) once per distinct op name
-    of each run.
+    Called by ``perfkit_core.views.canonical.Resolver.family`` (the ``family`` view and
+    ``perfkit_core.compare``) once per distinct canonical op of each run whose family neither
+    the user's op map nor ``CANONICAL_FAMILIES`` gives; the name is usually the op's canonical
+    name (``perfkit_canonical_op``), or its native name without decorations.
 
-    :param name: the op name as recorded (``aten::addmm``, ``matmul dygraph``, ...).
+    :param name: the op's canonical name, or a native op name (``aten::addmm``,
+        ``matmul dygraph``, ...).
     :param framework: the run's framework, ``torch`` or ``paddle``.
     :returns: one of ``perfkit_core.views.families.FAMILIES`` when this plugin adapts ``framework``
         and knows the name, else ``None`` (perfkit then applies its framework-neutral rules).
