@@ -98,3 +98,68 @@ def a100_job(a100_job_dir: Path):
     import perfkit_core
 
     return perfkit_core.load(a100_job_dir)
+
+
+_TRAIN = """
+import sys
+from pathlib import Path
+from perfkit_{fw}.demo_models import train
+runs, _ = train(Path(sys.argv[1]), sys.argv[2], steps=10)
+assert len(runs) == 1, runs
+print(runs[0])
+"""
+
+
+@pytest.fixture(scope="session")
+def model_pairs(tmp_path_factory: pytest.TempPathFactory):
+    """``get(model)`` -> (torch run folder, paddle run folder): the same CNN, transformer or LSTM
+    trained for 10 profiled steps in each framework on the CPU (``demo_models``), with step-timer
+    times saved into each run; each pair is recorded once per session. Each framework trains in
+    its own process: torch and paddle in one process slow each other's CPU threads."""
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    pytest.importorskip("torch")
+    pytest.importorskip("paddle")
+    root = tmp_path_factory.mktemp("model_pairs")
+    recorded: dict[str, tuple[Path, Path]] = {}
+
+    def train(framework: str, model: str) -> Path:
+        # A machine busy with other work preempts the training process for milliseconds at a
+        # time, wherever it happens to be; such a recording measures the machine, not the model.
+        # As timeit does, keep the fastest of up to three recordings (noise only adds time),
+        # stopping early at one whose profiled steps vary by under 8%.
+        best: tuple[float, Path] | None = None
+        for attempt in range(3):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    _TRAIN.format(fw=framework),
+                    str(root / f"{framework}{attempt}" / model),
+                    model,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            assert out.returncode == 0, out.stderr[-2000:]
+            run_dir = Path(out.stdout.strip().splitlines()[-1])
+            times = json.loads((run_dir / "meta.json").read_text())["step_timer"]["profiled_ns"]
+            if best is None or float(np.mean(times)) < best[0]:
+                best = (float(np.mean(times)), run_dir)
+            if float(np.std(times) / np.mean(times)) <= 0.08:
+                break
+        assert best is not None
+        return best[1]
+
+    def get(model: str) -> tuple[Path, Path]:
+        if model not in recorded:
+            recorded[model] = (train("torch", model), train("paddle", model))
+        return recorded[model]
+
+    return get

@@ -22,6 +22,7 @@ __version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from perfkit_core.capture.annotate import annotate
+    from perfkit_core.capture.step_timer import step_timer
     from perfkit_core.comparison.compare import compare
     from perfkit_core.events.loading import load
     from perfkit_core.events.run import Run
@@ -41,6 +42,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "load",
+    "step_timer",
 ]
 
 _LAZY = {
@@ -48,6 +50,7 @@ _LAZY = {
     "compare": "perfkit_core.comparison.compare",
     "Run": "perfkit_core.events.run",
     "load": "perfkit_core.events.loading",
+    "step_timer": "perfkit_core.capture.step_timer",
     "COLUMNS": "perfkit_core.events.schema",
     "KINDS": "perfkit_core.events.schema",
     "SCHEMA_VERSION": "perfkit_core.events.schema",

@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from perfkit_core.errors import OptionError, TraceError, UnknownViewError
-from perfkit_core.report.model import DEFAULT_COMPARISON_VIEWS, DEFAULT_VIEWS
+from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS
+from perfkit_core.report.model import DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
 
 #: Where a job of several ranks runs (``report`` and ``advise``).
@@ -264,9 +265,25 @@ def advise(
     "--batch-sizes", default=None, help="Comma-separated batch size of each run (for --per sample)."
 )
 @click.option("--per", type=click.Choice(["step", "sample"]), default="step", show_default=True)
-@click.option("--views", default=",".join(DEFAULT_COMPARISON_VIEWS), show_default=True)
 @click.option(
-    "--top", type=int, default=20, show_default=True, help="Rows of the ops table (0: all)."
+    "--views",
+    default=",".join(DEFAULT_COMPARISON_VIEWS),
+    show_default=True,
+    help="Comma-separated tables: steps, family, layers, ops, phases, user, totals.",
+)
+@click.option(
+    "--top",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Rows of the ranked tables; the rest are summed into one row (0: all).",
+)
+@click.option(
+    "--op-map",
+    "op_map",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="TOML (or YAML) file adding or overriding canonical-op mappings.",
 )
 @click.option(
     "--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True
@@ -309,18 +326,38 @@ def compare_command(
     fail_pct: float | None,
     metric: str,
     output: Path | None,
+    op_map: Path | None,
 ) -> int:
-    """Compare runs or traces side by side; optionally gate on a regression."""
-    from perfkit_core.comparison import compare
-    from perfkit_core.report.model import build_comparison_report
+    """Compare runs or traces side by side: which is faster, by how much, and why (the first
+    run is the baseline); optionally gate on a regression."""
+    from perfkit_core.comparison import VIEWS, compare
+    from perfkit_core.report.comparison_model import build_comparison_report
 
     if len(paths) < 2:
         raise click.UsageError("compare needs at least two runs or traces")
     names = [v.strip() for v in views.split(",") if v.strip()]
-    sizes = [int(x) if x.strip() else None for x in batch_sizes.split(",")] if batch_sizes else None
+    unknown = [v for v in names if v not in VIEWS]
+    if unknown:
+        raise click.UsageError(f"unknown comparison view {unknown[0]!r}; known: {', '.join(VIEWS)}")
+    try:
+        sizes = (
+            [int(x) if x.strip() else None for x in batch_sizes.split(",")] if batch_sizes else None
+        )
+    except ValueError:
+        raise click.UsageError(
+            f"--batch-sizes must be whole numbers separated by commas, not {batch_sizes!r}"
+        ) from None
+    if sizes and any(size is not None and size <= 0 for size in sizes):
+        raise click.UsageError(f"--batch-sizes must be positive, not {batch_sizes!r}")
+    if per == "sample" and (not sizes or len(sizes) != len(paths) or None in sizes):
+        raise click.UsageError("--per sample needs --batch-sizes with one size per run")
     try:
         comparison = compare(
-            *paths, labels=labels.split(",") if labels else None, batch_sizes=sizes, per=per
+            *paths,
+            labels=labels.split(",") if labels else None,
+            batch_sizes=sizes,
+            per=per,
+            op_map=op_map,
         )
         gate = comparison.gate(fail_pct, metric) if fail_pct is not None else None
         model = build_comparison_report(
@@ -370,32 +407,16 @@ def export_command(path: Path, to: str, output: Path, metric: str) -> None:
 @cli.command()
 def info() -> None:
     """List the installed adapters (and how to add a missing one), other plugins and views."""
-    from perfkit_core.plugins import KNOWN_ADAPTERS, framework_infos, get_plugin_manager
+    from perfkit_core.plugins import get_plugin_manager
+    from perfkit_core.plugins.known import adapter_status
     from perfkit_core.plugins.manager import adapter_distributions
     from perfkit_core.views import registered_views
 
     pm = get_plugin_manager()
-    frameworks = {entry["framework"]: entry for entry in framework_infos(pm)}
     distributions = adapter_distributions()
     click.echo("Adapters:")
-    for name, dist in sorted(distributions.items()):
-        entry = frameworks.get(name)
-        if pm.is_blocked(name):
-            state = "disabled by PERFKIT_DISABLE_PLUGINS"
-        elif entry is None:
-            state = "adapts no framework"
-        elif entry.get("installed"):
-            state = f"{name} {entry.get('version')} installed"
-        else:
-            known = next((k for k in KNOWN_ADAPTERS if k.plugin == name), None)
-            hint = f": {known.framework_install}" if known else ""
-            state = f"{name} is not installed{hint}"
-        click.echo(f"  {name} ({dist}): {state}")
-    for known in KNOWN_ADAPTERS:
-        if known.plugin not in distributions:
-            click.echo(
-                f"  {known.plugin}: not installed; to read {known.framework} profiles: {known.install}"
-            )
+    for line in adapter_status(pm, distributions):
+        click.echo(f"  {line}")
     others = [n for n, _ in pm.list_name_plugin() if n not in distributions and _ is not None]
     click.echo("Plugins:")
     for name in others:
@@ -416,10 +437,8 @@ def info() -> None:
 @click.option("--steps", type=int, default=20, show_default=True)
 def demo(out_dir: Path, steps: int) -> None:
     """Profile a small training loop in every installed framework and write the report."""
-    from perfkit_core.events.atomic import write_bytes
-    from perfkit_core.events.loading import load
     from perfkit_core.plugins import get_plugin_manager
-    from perfkit_core.report.model import build_comparison_report, build_report
+    from perfkit_core.report.demo import write_demo_reports
 
     results = get_plugin_manager().hook.perfkit_demo(directory=out_dir, steps=steps)
     runs = [Path(p) for result in results if result for p in result]
@@ -427,31 +446,8 @@ def demo(out_dir: Path, steps: int) -> None:
         raise click.ClickException(
             "no framework is installed: install torch or paddlepaddle, and its perfkit adapter"
         )
-    loaded = []
-    for run_dir in runs:
-        run = load(run_dir)
-        loaded.append(run)
-        model = build_report(run, top=15)
-        text = _render(model, "text")
-        report_path = run_dir / "report.txt"
-        write_bytes(report_path, text.encode())
-        html_path = run_dir / "report.html"
-        write_bytes(html_path, _render(model, "html").encode())
+    for text in write_demo_reports(runs, out_dir):
         click.echo(text)
-        click.echo(f"run saved in {run_dir}; report in {report_path} and {html_path}\n")
-    frameworks = {run.framework: run for run in loaded}
-    if {"torch", "paddle"} <= set(frameworks):
-        from perfkit_core.comparison import compare
-
-        comparison = compare(frameworks["torch"], frameworks["paddle"], labels=["torch", "paddle"])
-        pair = build_comparison_report(comparison, ("steps", "phases", "family"))
-        text = _render(pair, "text")
-        write_bytes(out_dir / "comparison.txt", text.encode())
-        write_bytes(out_dir / "comparison.html", _render(pair, "html").encode())
-        click.echo(text)
-        click.echo(
-            f"torch and paddle compared in {out_dir / 'comparison.txt'} and {out_dir / 'comparison.html'}"
-        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,6 +69,20 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
 
 
 @hookimpl
+def perfkit_profiler_recording(profiler: Any) -> bool | None:
+    """Whether a ``paddle.profiler.Profiler`` is in a recording state (for ``step_timer``);
+    ``None`` for anything else (Paddle keeps no global flag that tells)."""
+    if profiler is None or "paddle" not in sys.modules:
+        return None
+    if not type(profiler).__module__.startswith("paddle"):
+        return None
+    state = getattr(getattr(profiler, "current_state", None), "name", None)
+    if state is None:
+        return None
+    return state in ("RECORD", "RECORD_AND_RETURN")
+
+
+@hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The paddle code to change for a finding on a paddle run."""
     if framework != "paddle":
@@ -87,7 +101,6 @@ _PADDLE_FAMILIES = {
     "cross_entropy_with_softmax": "loss",
     "softmax_with_cross_entropy": "loss",
     "mean_all": "loss",
-    "GradNodeAccumulation": "optimizer",
 }
 
 
@@ -103,3 +116,57 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
         if base == key.lower():
             return family
     return family_of(name)
+
+
+#: Paddle op names (without decorations and gradient suffixes) whose canonical op is not their
+#: name.
+_PADDLE_CANONICAL = {
+    "pool2d": "pool",
+    "pool3d": "pool",
+    "max_pool2d_with_index": "pool",
+    "cross_entropy_with_softmax": "cross_entropy",
+    "softmax_with_cross_entropy": "cross_entropy",
+    "mean_all": "mean",
+    "lookup_table_v2": "embedding",
+    "rnn": "rnn",
+    "lstm": "rnn",
+    "cudnn_lstm": "rnn",
+    "fused_linear": "linear",
+    "fc": "linear",
+    "flash_attn": "attention",
+    "memory_efficient_attention": "attention",
+    "scaled_dot_product_attention": "attention",
+    "adam_": "optimizer step",
+    "adamw_": "optimizer step",
+    "momentum_": "optimizer step",
+    "sgd_": "optimizer step",
+    "merged_adam_": "optimizer step",
+    "merged_momentum_": "optimizer step",
+    "lamb_": "optimizer step",
+    "strided_slice": "slice",
+    "split_with_num": "split",
+    "concat": "concat",
+    "expand_v2": "expand",
+    "squeeze2": "squeeze",
+    "unsqueeze2": "unsqueeze",
+    "fill_constant": "fill",
+    "full_like": "fill",
+    "tile": "expand",
+    "assign": "copy",
+}
+
+
+@hookimpl
+def perfkit_canonical_op(name: str, framework: str) -> str | None:
+    """Canonical ops of paddle op names (``pool2d`` -> ``pool``, ``Global_RnnGradNode`` ->
+    ``rnn``, ``__mul__ pybind_patch_func`` -> ``multiply``); None for names whose
+    decoration-free form is already canonical."""
+    if framework != "paddle":
+        return None
+    from perfkit_core.views import base_name
+
+    if name in ("Optimization Step",):
+        return "optimizer step"
+    if name.startswith("_DataLoaderIter"):
+        return "data loading"
+    return _PADDLE_CANONICAL.get(base_name(name))

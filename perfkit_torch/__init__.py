@@ -3,7 +3,8 @@
 ``perfkit_torch.on_trace_ready(dir_name)`` returns a handler for
 ``torch.profiler.profile(on_trace_ready=...)`` that saves each profiled cycle as a perfkit run;
 ``perfkit_torch.load_kineto(path)`` reads a Kineto chrome trace. torch is imported only when a
-handler runs, so importing this package is cheap.
+handler runs, so importing this package is cheap. ``perfkit_torch.record_modules(model)`` records
+each module's forward as a span, so comparisons can attribute ops to layers.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from perfkit_torch.handler import TraceHandler, on_trace_ready
     from perfkit_torch.kineto import load_kineto
+    from perfkit_torch.modules import record_modules
 
-__all__ = ["TraceHandler", "load_kineto", "on_trace_ready"]
+__all__ = ["TraceHandler", "load_kineto", "on_trace_ready", "record_modules"]
 
 
 def __getattr__(name: str) -> Any:
@@ -26,4 +28,8 @@ def __getattr__(name: str) -> Any:
         from perfkit_torch.kineto import load_kineto
 
         return load_kineto
+    if name == "record_modules":
+        from perfkit_torch.modules import record_modules
+
+        return record_modules
     raise AttributeError(f"module 'perfkit_torch' has no attribute {name!r}")

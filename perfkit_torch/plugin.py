@@ -85,6 +85,19 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
 
 
 @hookimpl
+def perfkit_profiler_recording(profiler: Any) -> bool | None:
+    """Whether torch's profiler is recording (for ``step_timer``), when torch is imported and
+    ``profiler`` is a torch profiler or None."""
+    if "torch" not in sys.modules:
+        return None
+    if profiler is not None and not type(profiler).__module__.startswith("torch"):
+        return None
+    import torch
+
+    return bool(torch._C._autograd._profiler_enabled())
+
+
+@hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The torch code to change for a finding on a torch run."""
     if framework != "torch":
@@ -121,8 +134,77 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
         return _TORCH_FAMILIES[name]
     if name.startswith("autograd::engine::evaluate_function: "):
         name = name.split(": ", 1)[1]
-    if name == "torch::autograd::AccumulateGrad":
-        return "optimizer"
     from perfkit_core.views import family_of
 
     return family_of(name)
+
+
+#: Torch op names (without ``aten::`` and gradient suffixes) whose canonical op is not their name.
+_TORCH_CANONICAL = {
+    "cross_entropy_loss": "cross_entropy",
+    "nll_loss_nd": "nll_loss",
+    "nll_loss_forward": "nll_loss",
+    "nll_loss2d": "nll_loss",
+    "max_pool2d": "pool",
+    "max_pool2d_with_indices": "pool",
+    "max_pool1d": "pool",
+    "max_pool3d": "pool",
+    "max_pool3d_with_indices": "pool",
+    "avg_pool1d": "pool",
+    "avg_pool2d": "pool",
+    "avg_pool3d": "pool",
+    "adaptive_avg_pool2d": "pool",
+    "_adaptive_avg_pool2d": "pool",
+    "adaptive_max_pool2d": "pool",
+    "lstm": "rnn",
+    "gru": "rnn",
+    "rnn_tanh": "rnn",
+    "rnn_relu": "rnn",
+    "mkldnn_rnn_layer": "rnn",
+    "_cudnn_rnn": "rnn",
+    "_thnn_fused_lstm_cell": "rnn",
+    "dropout": "dropout",
+    "native_dropout": "dropout",
+    "feature_dropout": "dropout",
+    "embedding": "embedding",
+    "embedding_dense": "embedding",
+    "embedding_backward": "embedding",
+    "scaled_dot_product_attention": "attention",
+    "_scaled_dot_product_flash_attention": "attention",
+    "_scaled_dot_product_efficient_attention": "attention",
+    "_scaled_dot_product_flash_attention_for_cpu": "attention",
+    "clamp_min": "relu",
+    "threshold": "relu",
+    "_softmax": "softmax",
+    "_log_softmax": "log_softmax",
+    "expand_as": "expand",
+    "clone": "copy",
+    "contiguous": "contiguous",
+    "accumulate_grad": "accumulate_grad",
+    "cudnn_convolution": "conv",
+    "cudnn_convolution_transpose": "conv",
+    "mkldnn_convolution": "conv",
+    "slow_conv2d": "conv",
+    "thnn_conv2d": "conv",
+    "miopen_convolution": "conv",
+    "cudnn_batch_norm": "batch_norm",
+    "miopen_batch_norm": "batch_norm",
+    "_batch_norm_impl_index": "batch_norm",
+    "threshold_backward": "relu",
+    "relu_": "relu",
+}
+
+
+@hookimpl
+def perfkit_canonical_op(name: str, framework: str) -> str | None:
+    """Canonical ops of torch op names (``aten::max_pool2d`` -> ``pool``, ``aten::lstm`` ->
+    ``rnn``); None for names whose decoration-free form is already canonical."""
+    if framework != "torch":
+        return None
+    from perfkit_core.views import base_name
+
+    if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
+        return "zero_grad" if "zero_grad" in name else "optimizer step"
+    if name.startswith("enumerate(DataLoader)#"):
+        return "data loading"
+    return _TORCH_CANONICAL.get(base_name(name))

@@ -26,6 +26,10 @@ WIDTH = 1400
 #: Tables whose first column holds names (ops, kernels, annotations, families).
 NAME_TABLES = {"model", "family", "operator", "user", "kernel", "ops", "memcpy"}
 MIN_NAME_SHARE = 0.25
+#: The comparison's matched-ops table also lists each run's native ops in two wrapping text
+#: columns (ten columns in all): there the name column gets at least this share, enough for its
+#: canonical names ("host time between ops (backward)") on one line at 1400 px.
+MIN_NAME_SHARE_OF = {"ops": 0.15}
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +117,12 @@ def test_full_page_is_readable(kind, framework_runs, tmp_path):
     }
     named = {name: share for name, share in shares.items() if name in NAME_TABLES}
     assert named, f"no name table laid out in the {kind} page: {sorted(shares)}"
-    narrow = {name: share for name, share in named.items() if share < MIN_NAME_SHARE}
-    assert not narrow, f"name columns under {MIN_NAME_SHARE:.0%} of the table: {narrow}"
+    narrow = {
+        name: share
+        for name, share in named.items()
+        if share < MIN_NAME_SHARE_OF.get(name, MIN_NAME_SHARE)
+    }
+    assert not narrow, f"name columns narrower than their share of the table: {narrow}"
 
     charts = re.findall(
         r'<canvas id="(chart-[a-z-]+)"[^>]*data-type="(\w+)" data-labels="(\d+)" '

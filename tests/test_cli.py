@@ -102,7 +102,7 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
     if importlib.util.find_spec("paddle") is not None:
         assert frameworks["paddle"].meta["steps"] == [2, 3, 4]
         assert (tmp_path / "comparison.html").is_file()
-        assert "Op Families per Step" in (tmp_path / "comparison.txt").read_text()
+        assert "Difference by Op Family" in (tmp_path / "comparison.txt").read_text()
 
 
 def test_report_model_view_numbers(capsys):

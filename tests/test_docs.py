@@ -339,6 +339,10 @@ def test_options_named_in_the_docs_exist() -> None:
         CliRunner().invoke(cli, [command, "--help"]).output for command in cli.commands
     )
     foreign = {"--index-url", "--strict"}  # pip's and mkdocs' options
+    # The example scripts' own options (examples/compare_frameworks.py --model ...).
+    for script in EXAMPLES.glob("*.py"):
+        text = script.read_text(encoding="utf-8")
+        help_text += "\n" + "\n".join(re.findall(r'add_argument\(\s*"(--[a-z][a-z-]*)"', text))
     named = {
         option
         for page in PAGES

@@ -30,6 +30,8 @@ TESTED_BY = {
     "perfkit_remedy": "test_remedy_hook_gives_framework_code",
     "perfkit_op_family": "test_op_family_hook_maps_names",
     "perfkit_trace_rank": "test_trace_rank_hook_picks_the_file_of_a_rank",
+    "perfkit_canonical_op": "test_canonical_op_hook_lines_up_frameworks",
+    "perfkit_profiler_recording": "test_profiler_recording_hook_tells_profiled_steps",
 }
 
 
@@ -424,3 +426,76 @@ def test_trace_rank_hook_picks_the_file_of_a_rank(tmp_path, traces_dir):
         assert load_job_rank(job, 7).meta["source"].endswith("b.json")
     finally:
         pm.unregister(plugin)
+
+
+def test_canonical_op_hook_lines_up_frameworks():
+    from perfkit_core.views import Resolver
+
+    pm = plugins.get_plugin_manager()
+    same = [
+        ("aten::max_pool2d", "torch", "pool2d pybind_imperative_func", "paddle", "pool"),
+        ("MaxPool2DWithIndicesBackward0", "torch", "Global_Pool2dGradNode", "paddle", "pool"),
+        ("aten::lstm", "torch", "rnn pybind_imperative_func", "paddle", "rnn"),
+        ("MkldnnRnnLayerBackward0", "torch", "Global_RnnGradNode", "paddle", "rnn"),
+        (
+            "aten::cross_entropy_loss",
+            "torch",
+            "cross_entropy_with_softmax dygraph",
+            "paddle",
+            "cross_entropy",
+        ),
+    ]
+    for torch_name, _, paddle_name, _, canonical in same:
+        assert pm.hook.perfkit_canonical_op(name=torch_name, framework="torch") == canonical
+        assert pm.hook.perfkit_canonical_op(name=paddle_name, framework="paddle") == canonical
+    # Names already canonical once undecorated are left to the core; other frameworks to others.
+    assert pm.hook.perfkit_canonical_op(name="aten::relu", framework="torch") is None
+    assert pm.hook.perfkit_canonical_op(name="aten::max_pool2d", framework="jax") is None
+    assert Resolver("torch").op("aten::addmm") == Resolver("paddle").op("matmul dygraph", "linear")
+    # A bias add inside a conv layer counts as the conv; outside, as an add.
+    assert Resolver("paddle").op("add dygraph", "conv2d") == "conv"
+    assert Resolver("paddle").op("add dygraph") == "add"
+
+    class Custom:
+        @hookimpl(tryfirst=True)
+        def perfkit_canonical_op(self, name, framework):
+            return "attention" if name == "my_fused_attn" else None
+
+    plugin = Custom()
+    pm.register(plugin, name="custom-canonical")
+    try:
+        resolver = Resolver("torch")
+        assert resolver.op("my_fused_attn") == "attention"
+        assert resolver.family("attention") == "attention"
+        assert resolver.op("aten::max_pool2d") == "pool"
+    finally:
+        pm.unregister(plugin)
+
+
+def test_profiler_recording_hook_tells_profiled_steps():
+    torch = pytest.importorskip("torch")
+    from torch.profiler import profile, schedule
+
+    import perfkit_core
+
+    pm = plugins.get_plugin_manager()
+    assert True not in pm.hook.perfkit_profiler_recording(profiler=None)
+    prof = profile(schedule=schedule(wait=1, warmup=1, active=2, repeat=1))
+    timer = perfkit_core.step_timer(prof, warmup=0)
+    with prof:
+        for _ in range(5):
+            with timer.step():
+                torch.ones(4).sum()
+            prof.step()
+    # Step 0 waits, step 1 warms up (recording starts at its end), steps 2-3 record, step 4
+    # comes after the profiler's one cycle.
+    assert len(timer.profiled_ns) == 2 and len(timer.unprofiled_ns) == 3
+    assert not timer.unknown_ns
+
+    class Elsewhere:
+        """A profiler object no adapter knows: no answer, so its steps are unknown."""
+
+    other = perfkit_core.step_timer(Elsewhere(), warmup=0)
+    with other.step():
+        pass
+    assert other.unknown_ns and not other.profiled_ns and not other.unprofiled_ns

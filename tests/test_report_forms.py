@@ -21,7 +21,9 @@ _TD = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
 
 def html_rows(page: str, table_id: str) -> list[list[str]]:
     """The cell texts of each body row of the HTML table ``table-<id>``."""
-    start = page.index(f'<table class="data" id="table-{table_id}">')
+    found = re.search(rf'<table class="data[^"]*" id="table-{table_id}">', page)
+    assert found, table_id
+    start = found.start()
     body = page[page.index("<tbody>", start) : page.index("</tbody>", start)]
     return [
         [html_lib.unescape(c).replace("\u2003", "") for c in _TD.findall(row)]
@@ -90,7 +92,22 @@ def check_forms(model: Any) -> int:
         checked += 1
     if data.get("gate"):
         assert data["gate"]["message"] in text and html_lib.escape(data["gate"]["message"]) in page
+    verdict = data.get("verdict")
+    if verdict:
+        shown = html_lib.unescape(page)
+        for line in verdict["lines"]:
+            assert line in text and line in shown, line
+            checked += 1
+        est = verdict[verdict["headline"]]
+        head = verdict["lines"][0]
+        ratio = est["ratio"] if est["ratio"] >= 1 or not est["significant"] else 1 / est["ratio"]
+        assert f"{ratio:.2f}" in head, (ratio, head)
+        for cause in verdict["causes"].get("family", []):
+            assert f"{cause['delta_ns'] / TIME[unit]:+.3f} {unit}" in head, cause
     return checked
+
+
+TIME = {"ms": 1e6, "us": 1e3, "s": 1e9, "ns": 1.0}
 
 
 def test_the_row_check_can_fail() -> None:
@@ -123,3 +140,10 @@ def test_comparison_agrees_in_every_form(torch_profile: Any, paddle_profile: Any
     comparison = perfkit_core.compare(torch_run, paddle_run, labels=["torch", "paddle"])
     model = build_comparison_report(comparison, gate=comparison.gate(5.0))
     assert check_forms(model) > 20
+    assert model.verdict_lines and model.verdict is comparison.verdict()
+
+
+def test_model_pair_comparison_agrees_in_every_form(model_pairs: Any) -> None:
+    comparison = perfkit_core.compare(*model_pairs("transformer"), labels=["torch", "paddle"])
+    model = build_comparison_report(comparison, time_unit="us", gate=comparison.gate(10.0))
+    assert check_forms(model) > 100

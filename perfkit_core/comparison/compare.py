@@ -1,11 +1,13 @@
 """Compare runs: before and after a change, or one model in two frameworks, side by side.
 
-``compare(*runs)`` returns a ``Comparison`` whose ``summary(view)`` tables have the key column
-``name`` and one column per run (its label): ``steps`` (median step time and spread), ``phases``
-(the model view), ``totals`` (device, copy, communication and data-loading time), ``ops`` (each
-op: appeared, disappeared, faster, slower, with deltas) and ``family`` (canonical op families,
-so a torch run and a paddle run read as one table). Times are per step, or per sample when
-batch sizes are given. ``Comparison.gate(pct)`` is the regression check CI uses.
+``compare(*runs)`` returns a ``Comparison``. ``verdict()`` says which run is faster, by how much
+(with a confidence interval) and what explains the difference; ``summary(view)`` tables have the
+key column ``name`` and one column per run (its label): ``steps`` (step times and spread),
+``totals`` (device, copy, communication and data-loading time), and the attribution tables that
+add up to the step-time difference, ranked by their share of it: ``phases``, ``family`` (op
+families), ``layers``, ``user`` (annotated spans) and ``ops`` (canonical ops, lined up across
+frameworks). Times are per step, or per sample when batch sizes are given. ``gate(pct)`` is the
+regression check CI uses. The first run is the baseline; differences are last minus first.
 """
 
 from __future__ import annotations
@@ -17,33 +19,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.views.families import family_times
+from perfkit_core.comparison.attribution import ATTRIBUTION_VIEWS, attribution_table
+from perfkit_core.comparison.gate import GateResult, gate
+from perfkit_core.comparison.overhead import host_events_per_step
+from perfkit_core.comparison.verdict import Verdict, build_verdict
+from perfkit_core.views.attribution import step_slices
+from perfkit_core.views.canonical import OpMap
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from perfkit_core.events.run import Run
 
-#: An op whose time per step changes by less than this (percent) is reported as ``same``.
-SAME_PCT = 5.0
-METRICS = ("step_time", "dataloader", "gpu_busy")
-
-
-@dataclass
-class GateResult:
-    """Outcome of the regression gate: ``regressed`` and a one-line ``message``."""
-
-    regressed: bool
-    metric: str
-    baseline: float
-    candidate: float
-    delta_pct: float
-    noise_pct: float
-    threshold_pct: float
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+#: Every comparison view, in the order a comparison report shows them.
+VIEWS = ("steps", "phases", "family", "layers", "user", "ops", "totals")
+#: Column names a comparison table uses itself: no run label may take one.
+RESERVED_COLUMNS = frozenset(
+    {"name", "framework", "steps", "delta_ns", "delta_pct", "share_pct", "status"}
+)
 
 
 @dataclass
@@ -54,15 +47,37 @@ class Comparison:
     labels: list[str]
     batch_sizes: list[int | None] = field(default_factory=list)
     per: str = "step"
+    op_map: OpMap | None = None
+    _verdict: Verdict | None = field(default=None, repr=False)
+    #: Tables already built, by (view, top): a verdict and a report ask for the same ones.
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
-    def _divisor(self, i: int) -> float:
-        steps = max(_step_count(self.runs[i]), 1)
-        if self.per == "sample":
-            batch = self.batch_sizes[i] if i < len(self.batch_sizes) else None
-            if not batch:
-                raise ValueError("per='sample' needs a batch size for every run")
-            return float(steps * batch)
-        return float(steps)
+    def sample_scale(self, i: int) -> float:
+        """What run ``i``'s step times are divided by: its batch size per sample, else 1."""
+        if self.per != "sample":
+            return 1.0
+        batch = self.batch_sizes[i] if i < len(self.batch_sizes) else None
+        if not batch:
+            raise ValueError("per='sample' needs a batch size for every run")
+        return float(batch)
+
+    def divisor(self, i: int) -> float:
+        """What run ``i``'s whole-run times are divided by: its steps (times its batch size)."""
+        return float(max(_step_count(self.runs[i]), 1)) * self.sample_scale(i)
+
+    def step_samples(self, i: int) -> np.ndarray:
+        """Run ``i``'s step durations in ns, per sample when the comparison is."""
+        return _step_durations(self.runs[i]) / self.sample_scale(i)
+
+    def slices(self, i: int) -> pd.DataFrame:
+        """Run ``i``'s step time cut into labelled slices (``views.attribution.step_slices``)."""
+        return step_slices(self.runs[i], op_map=self.op_map)
+
+    def verdict(self) -> Verdict:
+        """Which run is faster (last against first), by how much, and why."""
+        if self._verdict is None:
+            self._verdict = build_verdict(self)
+        return self._verdict
 
     def _repr_html_(self) -> str:
         """The comparison page, for Jupyter (the report layer, above this one, is bound late)."""
@@ -72,17 +87,17 @@ class Comparison:
         return str(notebook.comparison_html(self))
 
     def summary(self, view: str = "steps") -> pd.DataFrame:
-        """Return the comparison table ``view``: steps, phases, totals, ops or family."""
-        builders = {
-            "steps": self._steps,
-            "phases": self._phases,
-            "totals": self._totals,
-            "ops": self._ops,
-            "family": self._family,
-        }
+        """Return the comparison table ``view``, one of ``VIEWS``."""
+        if view in ATTRIBUTION_VIEWS:
+            return attribution_table(self, view)
+        builders = {"steps": self._steps, "totals": self._totals}
         if view not in builders:
-            raise KeyError(f"unknown comparison view {view!r}; known: {', '.join(builders)}")
+            raise KeyError(f"unknown comparison view {view!r}; known: {', '.join(VIEWS)}")
         return builders[view]()
+
+    def gate(self, threshold_pct: float, metric: str = "step_time") -> GateResult:
+        """The regression gate (``comparison.gate.gate``): last run against the first."""
+        return gate(self, threshold_pct, metric)
 
     # -- views
 
@@ -90,29 +105,38 @@ class Comparison:
         import pandas as pd
 
         rows = []
-        for label, run, i in zip(self.labels, self.runs, range(len(self.runs)), strict=True):
+        for i, (label, run) in enumerate(zip(self.labels, self.runs, strict=True)):
             durs = _step_durations(run)
-            med = float(np.median(durs)) if len(durs) else math.nan
-            p25, p75 = np.percentile(durs, [25, 75]) if len(durs) else (math.nan, math.nan)
-            row = {
+            scale = self.sample_scale(i)
+            has = len(durs) > 0
+            med = float(np.median(durs)) if has else math.nan
+            p25, p75 = np.percentile(durs, [25, 75]) if has else (math.nan, math.nan)
+            mean = float(np.mean(durs)) if has else math.nan
+            row: dict[str, Any] = {
                 "name": label,
                 "framework": run.framework,
                 "steps": len(durs),
+                "mean_step_ns": mean,
                 "median_step_ns": med,
                 "p25_step_ns": float(p25),
                 "p75_step_ns": float(p75),
                 "spread_pct": 100.0 * (p75 - p25) / med if med else math.nan,
-                "mean_step_ns": float(np.mean(durs)) if len(durs) else math.nan,
             }
-            batch = self.batch_sizes[i] if i < len(self.batch_sizes) else None
-            row["median_sample_ns"] = med / batch if batch else math.nan
-            gpu = run.summary("device")
-            gpu = gpu[gpu["name"].str.startswith("GPU")]
-            row["gpu_busy_pct"] = float(gpu["utilization_pct"].mean()) if len(gpu) else math.nan
+            if self.per == "sample":
+                row["mean_sample_ns"] = mean / scale
+            row["host_events_per_step"] = host_events_per_step(run)
+            row["gpu_busy_pct"] = math.nan
+            if (run.events["stream"].to_numpy() >= 0).any():
+                gpu = run.summary("device")
+                gpu = gpu[gpu["name"].str.startswith("GPU")]
+                if len(gpu):
+                    row["gpu_busy_pct"] = float(gpu["utilization_pct"].mean())
             rows.append(row)
         frame = pd.DataFrame(rows)
-        base = frame["median_step_ns"].iloc[0]
-        frame["delta_pct"] = 100.0 * (frame["median_step_ns"] - base) / base if base else math.nan
+        key = "mean_sample_ns" if self.per == "sample" else "mean_step_ns"
+        base = frame[key].iloc[0]
+        frame["delta_pct"] = 100.0 * (frame[key] - base) / base if base else math.nan
+        frame.attrs["note"] = f"delta: mean per {self.per} against {self.labels[0]}"
         return frame
 
     def _wide(
@@ -132,34 +156,24 @@ class Comparison:
             )
         return frame
 
-    def _phases(self) -> pd.DataFrame:
-        order = ["step", "dataloader", "forward", "backward", "optimization", "others"]
-        per_run = []
-        for i, run in enumerate(self.runs):
-            model = run.summary("model").set_index("name")
-            per_run.append(
-                {k: float(model.loc[k, "cpu_total_ns"]) / self._divisor(i) for k in order}
-            )
-        return self._wide(per_run, order)
-
     def _totals(self) -> pd.DataFrame:
+        from perfkit_core.views.structure import structure
+
         order = ["step", "dataloader", "kernel", "memcpy", "communication"]
         per_run = []
         for i, run in enumerate(self.runs):
             ev = run.events
+            kind = structure(run).kind
             device = ev["stream"].to_numpy() >= 0
-            kind = ev["kind"].to_numpy()
+            host = ~device
             dur = ev["dur_ns"].to_numpy().astype(float)
             has_device = bool(device.any())
-            steps = run.summary("steps")
-            div = self._divisor(i)
+            div = self.divisor(i)
             copies = device & np.isin(kind, ["memcpy", "memset"])
             per_run.append(
                 {
-                    "step": float(steps["dur_ns"].sum()) / div if len(steps) else math.nan,
-                    "dataloader": float(steps["dataloader_ns"].sum()) / div
-                    if len(steps)
-                    else math.nan,
+                    "step": float(_step_durations(run).sum()) / div,
+                    "dataloader": float(dur[host & (kind == "dataloader")].sum()) / div,
                     "kernel": float(dur[device & (kind == "kernel")].sum()) / div
                     if has_device
                     else math.nan,
@@ -167,118 +181,12 @@ class Comparison:
                     "communication": float(dur[kind == "communication"].sum()) / div,
                 }
             )
-        return self._wide(per_run, order)
-
-    def _ops(self) -> pd.DataFrame:
-        import pandas as pd
-
-        frames = []
-        for i, run in enumerate(self.runs):
-            ops = run.summary("operator")
-            div = self._divisor(i)
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "name": ops["name"],
-                        f"{self.labels[i]} calls": ops["calls"] / div,
-                        f"{self.labels[i]}": _op_time(ops) / div,
-                    }
-                )
-            )
-        merged = frames[0]
-        for f in frames[1:]:
-            merged = merged.merge(f, on="name", how="outer")
-        first, last = self.labels[0], self.labels[-1]
-        a, b = merged[first], merged[last]
-        merged["delta_ns"] = b - a
-        merged["delta_pct"] = np.where(a.fillna(0) > 0, 100.0 * (b - a) / a, math.nan)
-        status = np.where(
-            a.isna(),
-            "appeared",
-            np.where(
-                b.isna(),
-                "disappeared",
-                np.where(
-                    merged["delta_pct"] > SAME_PCT,
-                    "slower",
-                    np.where(merged["delta_pct"] < -SAME_PCT, "faster", "same"),
-                ),
-            ),
-        )
-        merged["status"] = status
-        merged["_order"] = merged["delta_ns"].abs().fillna(np.fmax(a.fillna(0), b.fillna(0)))
-        return (
-            merged.sort_values("_order", ascending=False)
-            .drop(columns="_order")
-            .reset_index(drop=True)
-        )
-
-    def _family(self) -> pd.DataFrame:
-        per_run = []
-        for i, run in enumerate(self.runs):
-            per_run.append({k: v / self._divisor(i) for k, v in family_times(run).items()})
-        return self._wide(per_run)
-
-    # -- gate
-
-    def gate(self, threshold_pct: float, metric: str = "step_time") -> GateResult:
-        """Compare the last run with the first on ``metric`` (median per step); regressed when
-        it is worse by more than ``threshold_pct`` and by more than the step-to-step noise
-        (the larger interquartile range of the two runs, as a percent of the baseline median)."""
-        if metric not in METRICS:
-            raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
-        base_vals = _metric_values(self.runs[0], metric)
-        cand_vals = _metric_values(self.runs[-1], metric)
-        base = float(np.median(base_vals)) if len(base_vals) else math.nan
-        cand = float(np.median(cand_vals)) if len(cand_vals) else math.nan
-        if not base or math.isnan(base) or math.isnan(cand):
-            return GateResult(
-                False,
-                metric,
-                base,
-                cand,
-                math.nan,
-                math.nan,
-                threshold_pct,
-                f"no {metric} to compare: not gated",
-            )
-        delta = 100.0 * (cand - base) / base
-        noise = max(_iqr(base_vals), _iqr(cand_vals)) / base * 100.0
-        unit = "ms" if metric != "gpu_busy" else "%"
-        scale = 1e6 if unit == "ms" else 1.0
-        figures = f"{metric} median {cand / scale:.3f} {unit} vs {base / scale:.3f} {unit} ({delta:+.1f}%, noise ±{noise:.1f}%)"
-        worse = delta > 0 if metric != "gpu_busy" else delta < 0
-        size = abs(delta)
-        if worse and size > threshold_pct and size > noise:
-            return GateResult(
-                True,
-                metric,
-                base,
-                cand,
-                delta,
-                noise,
-                threshold_pct,
-                f"regression: {figures} is worse than {self.labels[0]} by more than {threshold_pct:g}%",
-            )
-        if worse and size > threshold_pct:
-            return GateResult(
-                False,
-                metric,
-                base,
-                cand,
-                delta,
-                noise,
-                threshold_pct,
-                f"noise: {figures} is within the step-to-step noise",
-            )
-        return GateResult(False, metric, base, cand, delta, noise, threshold_pct, f"ok: {figures}")
-
-
-def _iqr(values: np.ndarray) -> float:
-    if len(values) < 2:
-        return 0.0
-    p25, p75 = np.percentile(values, [25, 75])
-    return float(p75 - p25)
+        frame = self._wide(per_run, order)
+        measured = frame[self.labels].notna().any(axis=1)
+        frame = frame[measured].reset_index(drop=True)
+        if not measured.all():
+            frame.attrs["note"] = "rows no run recorded (no device events) are left out"
+        return frame
 
 
 def _step_count(run: Run) -> int:
@@ -294,20 +202,27 @@ def _step_durations(run: Run) -> np.ndarray:
     return steps["dur_ns"].to_numpy().astype(float)
 
 
-def _metric_values(run: Run, metric: str) -> np.ndarray:
-    if metric == "step_time":
-        return _step_durations(run)
-    steps = run.summary("steps")
-    if metric == "dataloader":
-        return steps["dataloader_ns"].to_numpy().astype(float)
-    busy = steps["gpu_busy_ns"].to_numpy().astype(float)
-    return 100.0 * busy / steps["dur_ns"].to_numpy()
-
-
-def _op_time(ops: pd.DataFrame) -> pd.Series:
-    """Per-op time to compare: GPU time where device work was recorded, else CPU time."""
-    gpu = ops["gpu_total_ns"]
-    return gpu.where(gpu.notna() & (gpu > 0), ops["cpu_total_ns"]).astype(float)
+def check_labels(labels: list[str]) -> list[str]:
+    """Return ``labels`` stripped, or raise ValueError: labels must be non-empty, unique, and
+    name no column a comparison table uses itself (``name``, ``delta_ns``, ...), nor another
+    run's ``<label> calls`` / ``<label> ops`` column."""
+    cleaned = [str(label).strip() for label in labels]
+    if any(not label for label in cleaned):
+        raise ValueError("a run label is empty")
+    seen: set[str] = set()
+    for label in cleaned:
+        if label in seen:
+            raise ValueError(f"run label {label!r} is given twice: labels must be unique")
+        seen.add(label)
+    for label in cleaned:
+        if label in RESERVED_COLUMNS:
+            raise ValueError(
+                f"run label {label!r} is a column name of the comparison tables; choose another"
+            )
+        for other in cleaned:
+            if label in (f"{other} calls", f"{other} ops"):
+                raise ValueError(f"run label {label!r} clashes with run {other!r}'s columns")
+    return cleaned
 
 
 def compare(
@@ -315,12 +230,16 @@ def compare(
     labels: list[str] | None = None,
     batch_sizes: list[int | None] | None = None,
     per: str = "step",
+    op_map: OpMap | str | os.PathLike[str] | None = None,
 ) -> Comparison:
     """Return a ``Comparison`` of ``runs`` (``Run`` objects or paths ``perfkit_core.load`` reads).
 
-    ``labels`` name the runs (default: the file or folder names); ``batch_sizes`` enables
-    ``per="sample"`` normalization (times per sample instead of per step).
+    The first run is the baseline. ``labels`` name the runs (default: the file or folder names;
+    unique, see ``check_labels``); ``batch_sizes`` enables ``per="sample"`` normalization (times
+    per sample instead of per step); ``op_map`` adds or overrides canonical-op mappings (an
+    ``OpMap``, or a TOML/YAML file read by ``comparison.opmap.load_op_map``).
     """
+    from perfkit_core.comparison.opmap import load_op_map
     from perfkit_core.events.loading import load
     from perfkit_core.events.run import Run
 
@@ -328,6 +247,8 @@ def compare(
         raise ValueError("compare needs at least two runs")
     if per not in ("step", "sample"):
         raise ValueError("per must be 'step' or 'sample'")
+    if op_map is not None and not isinstance(op_map, OpMap):
+        op_map = load_op_map(op_map)
     loaded = [r if isinstance(r, Run) else load(r) for r in runs]
     if labels is None:
         names: list[str] = []
@@ -338,13 +259,14 @@ def compare(
                 else f"run{i + 1}"
             )
             names.append(base or f"run{i + 1}")
-        if len(set(names)) < len(names):
+        if len(set(names)) < len(names) or set(names) & RESERVED_COLUMNS:
             names = [f"{i + 1}:{label}" for i, label in enumerate(names)]
         labels = names
     if len(labels) != len(loaded):
-        raise ValueError("give one label per run")
-    comparison = Comparison(loaded, list(labels), list(batch_sizes or []), per)
+        raise ValueError(f"give one label per run: {len(labels)} labels for {len(loaded)} runs")
+    labels = check_labels(list(labels))
+    comparison = Comparison(loaded, labels, list(batch_sizes or []), per, op_map)
     if per == "sample":
         for i in range(len(loaded)):
-            comparison._divisor(i)
+            comparison.sample_scale(i)
     return comparison

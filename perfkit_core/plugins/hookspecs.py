@@ -161,15 +161,58 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
 
 @hookspec(firstresult=True)
 def perfkit_op_family(name: str, framework: str) -> str | None:
-    """Map a native op name to its canonical family, for comparing runs across frameworks.
+    """Map an op name to its family, for ops no canonical-op table knows.
 
-    Called by the ``family`` view (and so by ``perfkit_core.compare``) once per distinct op name
-    of each run.
+    Called by ``perfkit_core.views.canonical.Resolver.family`` (the ``family`` view and
+    ``perfkit_core.compare``) once per distinct canonical op of each run whose family neither
+    the user's op map nor ``CANONICAL_FAMILIES`` gives; the name is usually the op's canonical
+    name (``perfkit_canonical_op``), or its native name without decorations.
 
-    :param name: the op name as recorded (``aten::addmm``, ``matmul dygraph``, ...).
+    :param name: the op's canonical name, or a native op name (``aten::addmm``,
+        ``matmul dygraph``, ...).
     :param framework: the run's framework, ``torch`` or ``paddle``.
     :returns: one of ``perfkit_core.views.families.FAMILIES`` when this plugin adapts ``framework``
         and knows the name, else ``None`` (perfkit then applies its framework-neutral rules).
 
     Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec(firstresult=True)
+def perfkit_canonical_op(name: str, framework: str) -> str | None:
+    """Map a native op name to its canonical op, the name the same work has in every framework,
+    so that ``perfkit_core.compare`` lines a torch run and a paddle run up op by op.
+
+    Called by the comparison's attribution (``perfkit_core.views.canonical.Resolver``) once per
+    distinct op name of each run, after the user's op map and the enclosing layer's type
+    (``LAYER_OPS``) had no answer. Gradient ops are asked too (``AddmmBackward0``,
+    ``Global_MatmulGradNode``); a gradient op that can be paired with its forward op takes the
+    forward op's canonical op instead.
+
+    :param name: the op name as recorded (``aten::addmm``, ``conv2d pybind_imperative_func``,
+        ``Global_Conv2dGradNodeFinal``); torch's autograd nodes come without their
+        ``autograd::engine::evaluate_function:`` prefix.
+    :param framework: the run's framework, ``torch`` or ``paddle``.
+    :returns: a lower-case canonical op (``linear``, ``conv``, ``pool``, ``rnn``, ``reshape``,
+        ...; see ``perfkit_core.views.canonical.CANONICAL_FAMILIES``) for its forward and
+        backward alike, when this plugin adapts ``framework`` and knows the name, else ``None``
+        (perfkit then uses the name without decorations).
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec
+def perfkit_profiler_recording(profiler: Any) -> bool | None:
+    """Say whether a framework profiler is recording now, for ``perfkit_core.step_timer``.
+
+    Called at the start of every step the timer times. Must be cheap, and must not import its
+    framework: a plugin whose framework the program has not imported returns ``None``.
+
+    :param profiler: the profiler object the user gave ``step_timer`` (``torch.profiler.profile``,
+        ``paddle.profiler.Profiler``), or ``None`` when none was given.
+    :returns: ``True`` when ``profiler`` is this plugin's framework's profiler (or, for
+        ``None``, when this plugin can see its framework's profiler) and it is recording events
+        now, ``False`` when it is not recording, ``None`` when this plugin cannot tell. Results
+        of all plugins are collected; a step is profiled when any says ``True``.
     """

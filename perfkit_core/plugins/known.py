@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pluggy
 
 
 @dataclass(frozen=True)
@@ -63,3 +67,32 @@ def adapter_for(path: Path, head: bytes) -> KnownAdapter | None:
         if any(marker in head for marker in adapter.markers):
             return adapter
     return None
+
+
+def adapter_status(pm: pluggy.PluginManager, distributions: dict[str, str]) -> list[str]:
+    """One line per adapter for ``perfkit info``: each installed adapter (``distributions``:
+    plugin name -> distribution) with its framework's state, then each known adapter that is not
+    installed with the command that installs it."""
+    from perfkit_core.plugins.manager import framework_infos
+
+    frameworks = {entry["framework"]: entry for entry in framework_infos(pm)}
+    lines = []
+    for name, dist in sorted(distributions.items()):
+        entry = frameworks.get(name)
+        if pm.is_blocked(name):
+            state = "disabled by PERFKIT_DISABLE_PLUGINS"
+        elif entry is None:
+            state = "adapts no framework"
+        elif entry.get("installed"):
+            state = f"{name} {entry.get('version')} installed"
+        else:
+            known = next((k for k in KNOWN_ADAPTERS if k.plugin == name), None)
+            hint = f": {known.framework_install}" if known else ""
+            state = f"{name} is not installed{hint}"
+        lines.append(f"{name} ({dist}): {state}")
+    for known in KNOWN_ADAPTERS:
+        if known.plugin not in distributions:
+            lines.append(
+                f"{known.plugin}: not installed; to read {known.framework} profiles: {known.install}"
+            )
+    return lines

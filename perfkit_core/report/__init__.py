@@ -1,6 +1,6 @@
 """Reports: one model per run or comparison (``model``), and the renderers that only format it.
 
-- ``model``: ``build_report(run)`` and ``build_comparison_report(comparison)``.
+- ``model``: ``build_report(run)``; ``comparison_model``: ``build_comparison_report(comparison)``.
 - ``text``, ``html``, ``json``: the three renderers; ``format``: how values are written.
 - ``export``: chrome traces, folded stacks, and every summary as CSV, Parquet or JSON.
 
@@ -9,12 +9,8 @@
 
 from __future__ import annotations
 
-from perfkit_core.report.model import (
-    ComparisonReport,
-    Report,
-    build_comparison_report,
-    build_report,
-)
+from perfkit_core.report.comparison_model import ComparisonReport, build_comparison_report
+from perfkit_core.report.model import Report, build_report
 
 FORMATS = ("text", "json", "html")
 

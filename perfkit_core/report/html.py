@@ -22,7 +22,8 @@ from perfkit_core.events.names import short_name
 from perfkit_core.report.format import TIME_UNITS, format_value, header_label, saving_text
 
 if TYPE_CHECKING:
-    from perfkit_core.report.model import Chart, ComparisonReport, Headline, Report, Table
+    from perfkit_core.report.comparison_model import ComparisonReport
+    from perfkit_core.report.model import Chart, Headline, Report, Table
 
 #: Colours of the headline's phases and of chart series, in order.
 PALETTE = ("#e67e22", "#2980b9", "#8e44ad", "#27ae60", "#95a5a6", "#c0392b", "#16a085", "#34495e")
@@ -80,7 +81,8 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
             numeric = column.unit != "text" and isinstance(value, (int, float))
             cells.append(
                 {
-                    "html": text,
+                    # Text (the native ops behind a matched op, ...) wraps like names do.
+                    "html": _breakable(text) if column.unit == "text" else text,
                     "key": repr(float(value)) if numeric else "",
                     "cls": "num" if column.unit != "text" else "text",
                     "full": None,
@@ -108,14 +110,13 @@ def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, A
     (px) that fits every label."""
     keys = [c.key for c in table.columns]
     units = {c.key: c.unit for c in table.columns}
-    labels = [short_name(str(row[keys.index(chart.label)]), 40) for row in table.rows]
+    rows = [r for r in table.rows if str(r[keys.index(chart.label)]) not in chart.skip_rows]
+    labels = [short_name(str(row[keys.index(chart.label)]), 40) for row in rows]
 
     def scaled(key: str) -> list[float | None]:
         scale = {"time": TIME_UNITS[time_unit], "bytes": 2**20}.get(units[key], 1.0)
         column = keys.index(key)
-        return [
-            None if r[column] is None else round(float(r[column]) / scale, 6) for r in table.rows
-        ]
+        return [None if r[column] is None else round(float(r[column]) / scale, 6) for r in rows]
 
     datasets: list[dict[str, Any]] = [
         {
@@ -126,6 +127,15 @@ def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, A
         }
         for i, key in enumerate(chart.series)
     ]
+    delta_chart = (
+        chart.kind == "hbar" and len(chart.series) == 1 and chart.series[0].startswith("delta")
+    )
+    if delta_chart:
+        # A difference: longer in red, shorter in green, the chart's title as its legend.
+        datasets[0]["label"] = chart.title
+        datasets[0]["backgroundColor"] = [
+            "#c0392b" if (v or 0) > 0 else "#27ae60" for v in datasets[0]["data"]
+        ]
     unit = {"time": time_unit, "bytes": "MiB", "pct": "%"}.get(units[chart.series[0]], "")
     stacked = chart.kind == "stacked"
     horizontal = chart.kind == "hbar"
@@ -147,7 +157,7 @@ def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, A
             "animation": False,
             "maintainAspectRatio": False,
             "indexAxis": "y" if horizontal else "x",
-            "plugins": {"legend": {"display": len(datasets) > 1}},
+            "plugins": {"legend": {"display": len(datasets) > 1 or delta_chart}},
             "scales": scales,
         },
     }
@@ -228,6 +238,7 @@ def _page(**context: Any) -> str:
     context.setdefault("findings", None)
     context.setdefault("advice_note", None)
     context.setdefault("gate", None)
+    context.setdefault("verdict", None)
     context["chart_specs"] = _json(context.pop("specs"))
     return (
         jinja2.Environment(autoescape=True)
@@ -270,7 +281,9 @@ def render_report_html(report: Report) -> str:
 
 
 def render_comparison_html(report: ComparisonReport) -> str:
-    """Return the comparison as one self-contained HTML page (no network needed to view it)."""
+    """Return the comparison as one self-contained HTML page (no network needed to view it):
+    the verdict first, then the gate's line, then the tables, the difference chart over the
+    family table."""
     subtitle = ", ".join(
         f"{label} ({fw})" for label, fw in zip(report.labels, report.frameworks, strict=True)
     )
@@ -278,6 +291,7 @@ def render_comparison_html(report: ComparisonReport) -> str:
     return _page(
         title=report.title,
         subtitle=f"{subtitle}. Times in {report.time_unit} per {report.per}.",
+        verdict=report.verdict_lines or None,
         specs=specs,
         tables=tables,
         gate=report.gate,

@@ -8,7 +8,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from perfkit_core.report.model import ComparisonReport, Report, Table
+    from perfkit_core.report.comparison_model import ComparisonReport
+    from perfkit_core.report.model import Report, Table
 
 
 def jsonable(value: Any) -> Any:
@@ -72,7 +73,8 @@ def report_json(report: Report) -> dict[str, Any]:
 
 
 def comparison_json(report: ComparisonReport) -> dict[str, Any]:
-    """A comparison: the runs, tables by id, charts, and the gate when one was asked for."""
+    """A comparison: the verdict (numbers and its sentences), the runs, tables by id, charts,
+    and the gate when one was asked for."""
     payload: dict[str, Any] = {
         "title": report.title,
         "time_unit": report.time_unit,
@@ -82,6 +84,8 @@ def comparison_json(report: ComparisonReport) -> dict[str, Any]:
         "tables": {t.id: table_json(t) for t in report.tables},
         "charts": [chart.__dict__ for chart in report.charts],
     }
+    if report.verdict is not None:
+        payload["verdict"] = {**report.verdict.to_dict(), "lines": list(report.verdict_lines)}
     if report.gate is not None:
         payload["gate"] = report.gate.to_dict()
     return payload

@@ -1,7 +1,8 @@
 """The report model: everything a report shows, computed once.
 
-``build_report(run)`` returns a ``Report`` (header, advice findings, tables, charts) and
-``build_comparison_report(comparison)`` a ``ComparisonReport``. The text, JSON and HTML
+``build_report(run)`` returns a ``Report`` (header, advice findings, tables, charts);
+``comparison_model.build_comparison_report(comparison)`` a ``ComparisonReport`` from the same
+parts. The text, JSON and HTML
 renderers only format these objects, so the three forms of one report cannot disagree. A chart
 never holds numbers of its own: it names a table and the columns it draws, and every renderer
 shows that table.
@@ -21,7 +22,6 @@ from perfkit_core.report.format import column_unit
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.comparison import Comparison, GateResult
     from perfkit_core.events.run import Run
     from perfkit_core.jobs import Job
 
@@ -114,6 +114,8 @@ class Chart:
     table: str
     label: str
     series: list[str]
+    #: Rows (by ``label`` value) the chart leaves out, e.g. a table's total row.
+    skip_rows: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -160,24 +162,6 @@ class Report:
     headline: Headline | None = None
     #: Why the run got no advice at all (too few steps), when it did not.
     advice_note: str | None = None
-
-    def table(self, table_id: str) -> Table:
-        """The table with id ``table_id``."""
-        return next(t for t in self.tables if t.id == table_id)
-
-
-@dataclass
-class ComparisonReport:
-    """Everything a comparison shows: the runs, the tables, charts, and the gate if asked."""
-
-    title: str
-    time_unit: str
-    per: str
-    labels: list[str]
-    frameworks: list[str]
-    tables: list[Table]
-    charts: list[Chart]
-    gate: GateResult | None = None
 
     def table(self, table_id: str) -> Table:
         """The table with id ``table_id``."""
@@ -432,65 +416,4 @@ def build_report(
         meta=run.meta,
         headline=_headline(run, findings, batch_size, note),
         advice_note=note,
-    )
-
-
-#: Titles of the comparison tables.
-COMPARISON_TITLES = {
-    "steps": "Step Time",
-    "phases": "Phases per Step",
-    "totals": "Totals per Step",
-    "family": "Op Families per Step",
-    "ops": "Operators per Step",
-}
-DEFAULT_COMPARISON_VIEWS = ("steps", "phases", "totals", "family", "ops")
-
-
-def build_comparison_report(
-    comparison: Comparison,
-    views: Iterable[str] = DEFAULT_COMPARISON_VIEWS,
-    *,
-    time_unit: str = "ms",
-    top: int | None = 20,
-    gate: GateResult | None = None,
-) -> ComparisonReport:
-    """Return the comparison model: one table per comparison view (runs' columns in ns per
-    step, or per sample), the op-family chart, and the gate result when one was asked for."""
-    per = comparison.per
-    tables = []
-    for view in views:
-        frame = comparison.summary(view)
-        units = {label: "time" for label in comparison.labels if label in frame.columns}
-        labels = {label: label for label in comparison.labels}
-        table = table_from_frame(
-            view,
-            COMPARISON_TITLES.get(view, view) + f" (per {per})",
-            frame,
-            top=top if view == "ops" else None,
-            labels=labels,
-            units=units,
-        )
-        _drop_empty_columns(table, ("",), "")
-        tables.append(table)
-    charts = []
-    if any(t.id == "family" for t in tables):
-        charts.append(
-            Chart(
-                "chart-families",
-                f"Time per {per} by op family",
-                "hbar",
-                "family",
-                "name",
-                list(comparison.labels),
-            )
-        )
-    return ComparisonReport(
-        title="perfkit comparison",
-        time_unit=time_unit,
-        per=per,
-        labels=list(comparison.labels),
-        frameworks=[run.framework for run in comparison.runs],
-        tables=tables,
-        charts=charts,
-        gate=gate,
     )

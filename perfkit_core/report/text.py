@@ -15,7 +15,8 @@ from perfkit_core.report.format import (
 )
 
 if TYPE_CHECKING:
-    from perfkit_core.report.model import ComparisonReport, Headline, Report, Table
+    from perfkit_core.report.comparison_model import ComparisonReport
+    from perfkit_core.report.model import Headline, Report, Table
 
 TABLE_WIDTH_MIN = 60
 #: Width of the headline's stacked bar, in characters.
@@ -156,13 +157,21 @@ def render_report(report: Report) -> str:
 
 
 def render_comparison(report: ComparisonReport) -> str:
-    """Return the text form of a comparison: the runs, every table, and the gate's line."""
-    parts = [
+    """Return the text form of a comparison: the verdict, the runs, every table, and the gate's
+    line."""
+    parts = []
+    if report.verdict_lines:
+        parts.append(
+            " Verdict ".center(TABLE_WIDTH_MIN, "-")
+            + "\n"
+            + "\n".join(f"- {line}" if i else line for i, line in enumerate(report.verdict_lines))
+        )
+    parts.append(
         f"Comparing {len(report.labels)} runs: "
         + ", ".join(
             f"{label} ({fw})" for label, fw in zip(report.labels, report.frameworks, strict=True)
         )
-    ]
+    )
     parts += [format_table(t, time_unit=report.time_unit) for t in report.tables]
     text = "\n\n".join(parts) + "\n"
     if report.gate is not None:

@@ -10,6 +10,15 @@ benchmark), and are registered by ``builtin``. ``families`` also holds the op-fa
 
 from __future__ import annotations
 
+from perfkit_core.views.attribution import PHASES, step_slices
+from perfkit_core.views.canonical import (
+    CANONICAL_FAMILIES,
+    LAYER_OPS,
+    OpMap,
+    Resolver,
+    base_name,
+    is_gradient,
+)
 from perfkit_core.views.families import (
     FAMILIES,
     direction_of,
@@ -20,13 +29,21 @@ from perfkit_core.views.families import (
 from perfkit_core.views.registry import ViewSpec, get_view, registered_views, summary
 
 __all__ = [
+    "CANONICAL_FAMILIES",
     "FAMILIES",
+    "LAYER_OPS",
+    "PHASES",
+    "OpMap",
+    "Resolver",
     "ViewSpec",
+    "base_name",
     "direction_of",
     "family_of",
     "family_times",
     "get_view",
+    "is_gradient",
     "normalize",
     "registered_views",
+    "step_slices",
     "summary",
 ]

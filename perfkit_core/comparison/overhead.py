@@ -1,0 +1,94 @@
+"""What the profiler itself did to the runs: host events recorded per step (the profiler's cost
+grows with them, and torch records about twice as many as Paddle for one model), and the step
+times ``perfkit_core.step_timer`` took with and without the profiler recording."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from perfkit_core.events.run import Run
+
+#: Event densities (host events per step) this many times apart bias a profiled ratio.
+DENSITY_RATIO_WARN = 1.5
+#: Kinds that are not host work the profiler records per op: memory instants, the profiler's
+#: own spans, device events.
+_NOT_COUNTED = ("memory", "profiler")
+
+
+@dataclass
+class RunOverhead:
+    """One run's profiler load: ``events_per_step`` (host events recorded per step),
+    ``profiled_ns`` / ``unprofiled_ns`` (the step timer's step times, empty without one) and
+    ``overhead_pct`` (mean profiled over mean unprofiled step time, minus one; NaN without
+    both)."""
+
+    events_per_step: float
+    profiled_ns: np.ndarray
+    unprofiled_ns: np.ndarray
+
+    @property
+    def overhead_pct(self) -> float:
+        if len(self.profiled_ns) == 0 or len(self.unprofiled_ns) == 0:
+            return math.nan
+        return 100.0 * (float(self.profiled_ns.mean()) / float(self.unprofiled_ns.mean()) - 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        overhead = self.overhead_pct
+        return {
+            "events_per_step": self.events_per_step,
+            "profiled_steps": len(self.profiled_ns),
+            "unprofiled_steps": len(self.unprofiled_ns),
+            "overhead_pct": None if math.isnan(overhead) else overhead,
+        }
+
+
+def host_events_per_step(run: Run) -> float:
+    """Host events the profiler recorded inside steps, per step (NaN without steps)."""
+    from perfkit_core.views.structure import structure
+
+    st = structure(run)
+    steps = int((st.host & (st.kind == "step")).sum())
+    if steps == 0:
+        return math.nan
+    counted = (
+        st.host & (run.events["step"].to_numpy() >= 0) & ~np.isin(st.kind, [*_NOT_COUNTED, "step"])
+    )
+    return float(counted.sum()) / steps
+
+
+def step_timer_times(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """(profiled, unprofiled) step times in ns that ``perfkit_core.step_timer`` saved into the
+    run's metadata; empty arrays when it saved none."""
+    record = run.meta.get("step_timer") or {}
+
+    def values(key: str) -> np.ndarray:
+        raw = record.get(key) or []
+        return np.asarray([float(v) for v in raw if isinstance(v, (int, float))], dtype=np.float64)
+
+    return values("profiled_ns"), values("unprofiled_ns")
+
+
+def run_overhead(run: Run) -> RunOverhead:
+    """The profiler load of ``run``."""
+    profiled, unprofiled = step_timer_times(run)
+    return RunOverhead(host_events_per_step(run), profiled, unprofiled)
+
+
+def density_warning(labels: list[str], overheads: list[RunOverhead]) -> str | None:
+    """A sentence when the runs' event densities differ enough to bias a profiled ratio."""
+    dens = [o.events_per_step for o in overheads]
+    if any(math.isnan(d) or d <= 0 for d in dens):
+        return None
+    hi, lo = max(dens), min(dens)
+    if hi / lo < DENSITY_RATIO_WARN:
+        return None
+    listed = ", ".join(f"{label} {d:.0f}" for label, d in zip(labels, dens, strict=True))
+    return (
+        f"host events recorded per step differ {hi / lo:.1f}x ({listed}): the profiler slows "
+        "the denser run more, so the profiled ratio is biased"
+    )

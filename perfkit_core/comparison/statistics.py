@@ -1,0 +1,110 @@
+"""How sure a comparison is: the ratio of two runs' mean step times with a bootstrap confidence
+interval, and the smallest change the two runs' step-to-step noise lets them resolve."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Confidence of every interval a comparison states.
+CONFIDENCE = 0.95
+#: Bootstrap resamples; the seed is fixed so that a comparison reads the same every time.
+RESAMPLES = 2000
+SEED = 0
+#: z-scores of a two-sided 95% test and of 80% power, for the resolvable change.
+_Z_TEST = 1.959964
+_Z_POWER = 0.841621
+
+
+@dataclass
+class RatioEstimate:
+    """``candidate`` mean over ``baseline`` mean, with its confidence interval.
+
+    ``baseline_mean`` and ``candidate_mean`` are in the unit of the samples (ns per step or per
+    sample); ``low`` and ``high`` bound ``ratio`` at ``confidence``; ``resolvable_pct`` is the
+    smallest change (percent of the baseline mean) these samples would detect at that
+    confidence with 80% power, NaN when a run has fewer than two samples.
+    """
+
+    ratio: float
+    low: float
+    high: float
+    baseline_mean: float
+    candidate_mean: float
+    baseline_n: int
+    candidate_n: int
+    resolvable_pct: float
+    confidence: float = CONFIDENCE
+
+    @property
+    def delta(self) -> float:
+        """Candidate minus baseline mean, in the samples' unit."""
+        return self.candidate_mean - self.baseline_mean
+
+    @property
+    def significant(self) -> bool:
+        """True when the interval leaves out 1: the runs differ beyond their noise."""
+        return bool(self.low > 1.0 or self.high < 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values for JSON (NaN as None)."""
+        out: dict[str, Any] = {}
+        for key, value in self.__dict__.items():
+            out[key] = None if isinstance(value, float) and math.isnan(value) else value
+        out["delta"] = None if math.isnan(self.delta) else self.delta
+        out["significant"] = self.significant
+        return out
+
+
+def ratio_of_means(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> RatioEstimate:
+    """Return the ratio of the means of ``candidate`` and ``baseline`` (per-step samples) with a
+    percentile bootstrap interval: each run's steps are resampled with replacement,
+    independently, ``resamples`` times. With one sample in a run the interval is that run's
+    point value (no spread is known)."""
+    a = np.asarray(baseline, dtype=np.float64)
+    b = np.asarray(candidate, dtype=np.float64)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if len(a) == 0 or len(b) == 0 or a.mean() <= 0:
+        nan = math.nan
+        return RatioEstimate(nan, nan, nan, nan, nan, len(a), len(b), nan, confidence)
+    mean_a, mean_b = float(a.mean()), float(b.mean())
+    rng = np.random.default_rng(seed)
+    boot_a = a[rng.integers(0, len(a), size=(resamples, len(a)))].mean(axis=1)
+    boot_b = b[rng.integers(0, len(b), size=(resamples, len(b)))].mean(axis=1)
+    ratios = boot_b / boot_a
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    return RatioEstimate(
+        ratio=mean_b / mean_a,
+        low=float(low),
+        high=float(high),
+        baseline_mean=mean_a,
+        candidate_mean=mean_b,
+        baseline_n=len(a),
+        candidate_n=len(b),
+        resolvable_pct=resolvable_pct(a, b),
+        confidence=confidence,
+    )
+
+
+def resolvable_pct(baseline: np.ndarray, candidate: np.ndarray) -> float:
+    """The smallest difference of means (percent of the baseline mean) that a two-sided test at
+    95% confidence detects with 80% power, given the two runs' step-to-step spread and step
+    counts: (z_0.975 + z_0.8) * sqrt(var_a / n_a + var_b / n_b) / mean_a. NaN with fewer than
+    two steps in a run."""
+    a = np.asarray(baseline, dtype=np.float64)
+    b = np.asarray(candidate, dtype=np.float64)
+    if len(a) < 2 or len(b) < 2 or a.mean() <= 0:
+        return math.nan
+    spread = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    return 100.0 * (_Z_TEST + _Z_POWER) * spread / float(a.mean())

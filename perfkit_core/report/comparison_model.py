@@ -1,0 +1,124 @@
+"""The comparison's report model: the verdict, one table per comparison view and the chart of
+the difference, computed once for the text, JSON and HTML renderers (as ``model`` does for one
+run)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from perfkit_core.report.model import Chart, Table, _drop_empty_columns, table_from_frame
+
+if TYPE_CHECKING:
+    from perfkit_core.comparison import Comparison, GateResult, Verdict
+
+
+@dataclass
+class ComparisonReport:
+    """Everything a comparison shows: the verdict (its sentences in ``verdict_lines``, written
+    in ``time_unit``), the runs, the tables, charts, and the gate if asked."""
+
+    title: str
+    time_unit: str
+    per: str
+    labels: list[str]
+    frameworks: list[str]
+    tables: list[Table]
+    charts: list[Chart]
+    gate: GateResult | None = None
+    verdict: Verdict | None = None
+    verdict_lines: list[str] = field(default_factory=list)
+
+    def table(self, table_id: str) -> Table:
+        """The table with id ``table_id``."""
+        return next(t for t in self.tables if t.id == table_id)
+
+
+#: Titles of the comparison tables.
+COMPARISON_TITLES = {
+    "steps": "Step Time",
+    "phases": "Difference by Phase",
+    "totals": "Totals",
+    "family": "Difference by Op Family",
+    "layers": "Difference by Layer",
+    "user": "Difference by Annotated Span",
+    "ops": "Matched Ops",
+}
+DEFAULT_COMPARISON_VIEWS = ("steps", "family", "layers", "ops", "phases", "user", "totals")
+#: Comparison views whose ranked rows ``top`` cuts (the rest summed into one row).
+RANKED_COMPARISON_VIEWS = frozenset({"family", "layers", "ops", "user"})
+
+
+def _has_spans(comparison: Comparison, column: str) -> bool:
+    """Whether any run has slices inside a layer (``layer``) or user span (``user``)."""
+    return any((comparison.slices(i)[column] != "").any() for i in range(len(comparison.runs)))
+
+
+def build_comparison_report(
+    comparison: Comparison,
+    views: Iterable[str] = DEFAULT_COMPARISON_VIEWS,
+    *,
+    time_unit: str = "ms",
+    top: int | None = 20,
+    gate: GateResult | None = None,
+) -> ComparisonReport:
+    """Return the comparison model: the verdict, one table per comparison view (runs' columns
+    in ns per step, or per sample; the ranked views cut to ``top`` rows with the rest summed),
+    the chart of the difference by op family, and the gate result when one was asked for. The
+    layer and annotated-span tables are left out when no run recorded such spans."""
+    from perfkit_core.comparison.attribution import attribution_table
+    from perfkit_core.comparison.compare import ATTRIBUTION_VIEWS
+
+    per = comparison.per
+    verdict = comparison.verdict()
+    tables = []
+    for view in views:
+        if view in ("layers", "user") and not _has_spans(
+            comparison, "layer" if view == "layers" else "user"
+        ):
+            continue
+        if view in ATTRIBUTION_VIEWS:
+            frame = attribution_table(
+                comparison, view, top=top if view in RANKED_COMPARISON_VIEWS else None
+            )
+        else:
+            frame = comparison.summary(view)
+        units = {label: "time" for label in comparison.labels if label in frame.columns}
+        labels = {label: label for label in comparison.labels}
+        labels.update({"share_pct": "Share of difference", "delta_ns": "Delta"})
+        table = table_from_frame(
+            view,
+            COMPARISON_TITLES.get(view, view) + f" (per {per})",
+            frame,
+            labels=labels,
+            units=units,
+        )
+        _drop_empty_columns(table, ("",), "")
+        tables.append(table)
+    charts = []
+    if any(t.id == "family" for t in tables):
+        charts.append(
+            Chart(
+                "chart-difference",
+                f"Where the difference comes from ({comparison.labels[-1]} minus "
+                f"{comparison.labels[0]}, per {per})",
+                "hbar",
+                "family",
+                "name",
+                ["delta_ns"],
+                skip_rows=["step"],
+            )
+        )
+    return ComparisonReport(
+        title="perfkit comparison",
+        time_unit=time_unit,
+        per=per,
+        labels=list(comparison.labels),
+        frameworks=[run.framework for run in comparison.runs],
+        tables=tables,
+        charts=charts,
+        gate=gate,
+        verdict=verdict,
+        verdict_lines=verdict.lines(time_unit),
+    )

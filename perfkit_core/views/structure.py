@@ -1,0 +1,209 @@
+"""The structure of a run's host work that attribution builds on: which events are op *units*
+(the outermost op of a nest, with everything inside it), which are layer spans and user spans,
+each row's enclosing step, and layer keys that line up across frameworks.
+
+- A unit is an outermost op-like event: an operator, a communication or runtime call, a data
+  loading span, an optimizer span, one autograd node (torch's ``autograd::engine::
+  evaluate_function: X``) or one Python API entry of Paddle (``X pybind_imperative_func``,
+  whose self time is the API's own overhead). Ops nested in a unit are part of it, so
+  ``aten::conv2d > convolution > _convolution > mkldnn_convolution`` is one unit.
+- A layer span is a torch ``nn.Module: Type_k`` event (from ``with_stack`` or
+  ``perfkit_torch.record_modules``) or a Paddle layer forward event (``Conv2D``). Its key is
+  the path of layer types from the outermost layer, each with its call ordinal among
+  same-typed siblings in the step (``sequential/conv2d[2]``), which is the same for one model
+  written in either framework.
+- A user span is a ``record_function`` / ``RecordEvent`` / ``perfkit_core.annotate`` span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.events.run import Run
+
+UNIT_KINDS = ("operator", "communication", "runtime", "dataloader", "optimizer")
+WRAPPER_SUFFIXES = (" pybind_imperative_func", " pybind_patch_func")
+ENGINE_PREFIX = "autograd::engine::evaluate_function: "
+LAYER_PREFIX = "nn.Module: "
+
+
+def innermost(parent: np.ndarray, flag: np.ndarray, *, self_too: bool = True) -> np.ndarray:
+    """For each row, the nearest ancestor (or the row itself, with ``self_too``) whose ``flag``
+    is set; -1 where there is none."""
+    n = len(parent)
+    out = np.full(n, -1, dtype=np.int64)
+    if self_too:
+        out[flag] = np.flatnonzero(flag)
+    cur = parent.copy()
+    active = (out < 0) & (cur >= 0)
+    while active.any():
+        idx = np.flatnonzero(active)
+        hit = flag[cur[idx]]
+        out[idx[hit]] = cur[idx[hit]]
+        cur[idx] = parent[cur[idx]]
+        active = (out < 0) & (cur >= 0)
+    return out
+
+
+def outermost(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    """For each row, the outermost ancestor-or-self whose ``flag`` is set; -1 where none is."""
+    n = len(parent)
+    out = np.where(flag, np.arange(n), -1)
+    cur = parent.copy()
+    active = cur >= 0
+    while active.any():
+        idx = np.flatnonzero(active)
+        hit = flag[cur[idx]]
+        out[idx[hit]] = cur[idx[hit]]
+        cur[idx] = parent[cur[idx]]
+        active = cur >= 0
+    return out
+
+
+@dataclass
+class Structure:
+    """Per-row arrays of one run (host rows only are classified; others are False / -1)."""
+
+    host: np.ndarray
+    names: np.ndarray
+    kind: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    parent: np.ndarray
+    is_unit: np.ndarray
+    unit_of: np.ndarray
+    is_layer: np.ndarray
+    layer_of: np.ndarray
+    is_user: np.ndarray
+    user_of: np.ndarray
+    step_row_of: np.ndarray
+    layer_key: dict[int, str]
+    layer_label: dict[int, str]
+    step_thread: np.ndarray
+
+
+def _categories(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, categories as an object array) of a string column, categorical or not."""
+    import pandas as pd
+
+    values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+    cats = np.asarray([str(c) for c in values.cat.categories], dtype=object)
+    return values.cat.codes.to_numpy(), cats
+
+
+def _flag(codes: np.ndarray, cats: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+    """``test(name)`` per row, evaluated once per category."""
+    per_cat = np.array([bool(test(c)) for c in cats.tolist()] + [False], dtype=bool)
+    return per_cat[codes]  # code -1 (missing) reads the trailing False
+
+
+def structure(run: Run) -> Structure:
+    """The run's ``Structure``, computed once and cached on the run."""
+    cached = run._cache.get("structure")
+    if cached is not None:
+        return cached
+    ev = run.events
+    n = len(ev)
+    host = ev["stream"].to_numpy() < 0
+    kind_codes, kind_cats = _categories(ev["kind"])
+    # Kinds are few and short: a fixed-width string array compares in C.
+    kind = np.append(kind_cats, "").astype(str)[kind_codes]
+    name_codes, name_cats = _categories(ev["name"])
+    names = np.append(name_cats, "").astype(object)[name_codes]
+    start = ev["start_ns"].to_numpy().astype(np.int64)
+    end = start + ev["dur_ns"].to_numpy().astype(np.int64)
+    parent = ev["parent"].to_numpy().astype(np.int64)
+    layer_name = _flag(name_codes, name_cats, lambda s: s.startswith(LAYER_PREFIX))
+    wrapper = (kind == "other") & _flag(
+        name_codes, name_cats, lambda s: s.endswith(WRAPPER_SUFFIXES)
+    )
+    engine = (kind == "backward") & _flag(
+        name_codes, name_cats, lambda s: s.startswith(ENGINE_PREFIX)
+    )
+    op_like = host & (np.isin(kind, UNIT_KINDS) | wrapper | engine) & ~layer_name
+    unit_of = np.where(host, outermost(parent, op_like), -1)
+    is_unit = op_like & (unit_of == np.arange(n))
+    is_layer = host & ((kind == "forward") | (layer_name & np.isin(kind, ["python", "user"])))
+    is_user = host & (kind == "user") & ~is_layer
+    is_step = host & (kind == "step")
+    step_row_of = np.where(host, innermost(parent, is_step), -1)
+    layer_of = np.where(host, innermost(parent, is_layer), -1)
+    user_of = np.where(host, innermost(parent, is_user), -1)
+    keys, labels = _layer_keys(is_layer, parent, names, start, step_row_of)
+    import pandas as pd
+
+    threads = pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["tid"].to_numpy()])
+    step_thread = host & threads.isin(threads[is_step])
+    found = Structure(
+        host=host,
+        names=names,
+        kind=kind,
+        start=start,
+        end=end,
+        parent=parent,
+        is_unit=is_unit,
+        unit_of=unit_of,
+        is_layer=is_layer,
+        layer_of=layer_of,
+        is_user=is_user,
+        user_of=user_of,
+        step_row_of=step_row_of,
+        layer_key=keys,
+        layer_label=labels,
+        step_thread=step_thread,
+    )
+    run._cache["structure"] = found
+    return found
+
+
+def _layer_type(name: str) -> tuple[str, str]:
+    """(normalized type, display type) of a layer span's name."""
+    text = name[len(LAYER_PREFIX) :] if name.startswith(LAYER_PREFIX) else name
+    if name.startswith(LAYER_PREFIX) and "_" in text and text.rsplit("_", 1)[1].isdigit():
+        text = text.rsplit("_", 1)[0]
+    return text.lower(), text
+
+
+def _layer_keys(
+    is_layer: np.ndarray,
+    parent: np.ndarray,
+    names: np.ndarray,
+    start: np.ndarray,
+    step_row_of: np.ndarray,
+) -> tuple[dict[int, str], dict[int, str]]:
+    """Key and display label of every layer span: the path of layer types from the outermost
+    layer of its step, each with its call ordinal among same-typed siblings (1-based, shown
+    only when a type repeats)."""
+    rows = np.flatnonzero(is_layer)
+    if len(rows) == 0:
+        return {}, {}
+    enclosing = innermost(parent, is_layer, self_too=False)
+    rows = rows[np.argsort(start[rows], kind="stable")].tolist()
+    keys: dict[int, str] = {}
+    slots: dict[int, tuple[int, str, str]] = {}
+    counts: dict[tuple[int, str, str], int] = {}
+    for r in rows:
+        up = int(enclosing[r])
+        parent_key = keys.get(up, "") if up >= 0 else ""
+        kind, _ = _layer_type(str(names[r]))
+        slot = (int(step_row_of[r]), parent_key, kind)
+        counts[slot] = counts.get(slot, 0) + 1
+        slots[r] = slot
+        keys[r] = (
+            f"{parent_key}/{kind}[{counts[slot]}]" if parent_key else f"{kind}[{counts[slot]}]"
+        )
+    labels: dict[int, str] = {}
+    for r in rows:
+        up = int(enclosing[r])
+        _, shown = _layer_type(str(names[r]))
+        if counts[slots[r]] > 1:
+            shown = f"{shown} {keys[r].rsplit('[', 1)[1].rstrip(']')}"
+        labels[r] = f"{labels[up]} / {shown}" if up in labels else shown
+    return keys, labels

@@ -1,0 +1,281 @@
+"""One model in two frameworks: the same CNN, transformer and LSTM trained in torch and in paddle
+on the CPU (``demo_models``), compared. The attribution must add up to the step-time
+difference with little left unattributed, every number is recomputed from the raw events, and
+the verdict, the tables and the gate read the same in every form."""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+
+import numpy as np
+import pytest
+
+import perfkit_core
+from perfkit_core.cli import main
+from perfkit_core.comparison import compare
+from perfkit_core.report import build_comparison_report, render
+
+MODELS = ("cnn", "transformer", "lstm")
+VIEWS = ("phases", "family", "layers", "user", "ops")
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def pair(request, model_pairs):
+    torch_dir, paddle_dir = model_pairs(request.param)
+    return request.param, compare(torch_dir, paddle_dir, labels=["torch", "paddle"])
+
+
+def _step_mean(run) -> float:
+    ev = run.events
+    return float(ev.loc[ev["kind"] == "step", "dur_ns"].mean())
+
+
+def test_attribution_adds_up_with_little_unattributed(pair):
+    model, comparison = pair
+    torch_run, paddle_run = comparison.runs
+    delta = _step_mean(paddle_run) - _step_mean(torch_run)
+    for view in VIEWS:
+        table = comparison.summary(view).set_index("name")
+        assert table.loc["step", "torch"] == pytest.approx(_step_mean(torch_run))
+        assert table.loc["step", "paddle"] == pytest.approx(_step_mean(paddle_run))
+        body = table.drop(index="step")
+        for label in ("torch", "paddle"):
+            assert body[label].fillna(0).sum() == pytest.approx(table.loc["step", label]), view
+        assert body["delta_ns"].sum() == pytest.approx(delta), view
+        assert body["share_pct"].sum() == pytest.approx(100.0), view
+        if view != "phases":
+            assert abs(table.loc["unattributed", "share_pct"]) < 10.0, (model, view)
+
+
+def test_every_run_puts_under_10_percent_of_op_time_in_no_family(pair):
+    _, comparison = pair
+    for run in comparison.runs:
+        family = run.summary("family")
+        assert family.loc[family["family"] == "other", "share_pct"].sum() < 10.0
+
+
+def test_phases_are_one_definition_recomputed_from_raw_events(pair):
+    """backward = first to last backward span of the step; forward holds the loss."""
+    _, comparison = pair
+    for i, run in enumerate(comparison.runs):
+        ev = run.events
+        slices = comparison.slices(i)
+        steps = ev[ev["kind"] == "step"]
+        backward = ev[(ev["kind"] == "backward") & (ev["stream"] < 0)]
+        for step, start, dur in zip(steps["step"], steps["start_ns"], steps["dur_ns"], strict=True):
+            inside = backward[
+                (backward["start_ns"] >= start) & (backward["start_ns"] < start + dur)
+            ]
+            window = (inside["start_ns"] + inside["dur_ns"]).max() - inside["start_ns"].min()
+            got = slices.loc[(slices["step"] == step) & (slices["phase"] == "backward"), "ns"].sum()
+            assert got == pytest.approx(window), (run.framework, step)
+        loss = slices[slices["user"] == "loss"]
+        assert len(loss) and set(loss["phase"]) == {"forward"}, run.framework
+
+
+def _direct_children(ev, rows):
+    parent = ev["parent"].to_numpy()
+    return np.flatnonzero(np.isin(parent, rows))
+
+
+def test_layers_own_their_ops_and_python_recomputed_from_layer_spans(pair):
+    """A layer's forward time is its spans' time less its child layers' spans, both runs."""
+    model, comparison = pair
+    leaf = {"cnn": "conv2d", "transformer": "selfattention", "lstm": "lstm"}[model]
+    for i, run in enumerate(comparison.runs):
+        ev = run.events
+        names = ev["name"].astype(str)
+        kind = ev["kind"].astype(str)
+        is_layer = (kind == "forward") | names.str.startswith("nn.Module: ")
+        layer_type = names.str.replace(r"^nn\.Module: (.*)_\d+$", r"\1", regex=True).str.lower()
+        rows = np.flatnonzero(is_layer & (layer_type == leaf) & (ev["step"] >= 0))
+        children = _direct_children(ev, rows)
+        child_layers = children[is_layer.to_numpy()[children]]
+        expected = ev["dur_ns"].to_numpy()[rows].sum() - ev["dur_ns"].to_numpy()[child_layers].sum()
+        slices = comparison.slices(i)
+        leaf_of = (
+            slices["layer"].str.rsplit("/", n=1).str[-1].str.replace(r"\[\d+\]$", "", regex=True)
+        )
+        got = slices.loc[(leaf_of == leaf) & (slices["direction"] == "forward"), "ns"].sum()
+        assert got == pytest.approx(expected), (run.framework, leaf)
+
+
+def test_a_bias_add_inside_a_conv_layer_counts_as_the_conv(model_pairs):
+    comparison = compare(*model_pairs("cnn"), labels=["torch", "paddle"])
+    paddle = comparison.runs[1]
+    ev = paddle.events
+    conv_layers = np.flatnonzero((ev["kind"] == "forward") & (ev["name"] == "Conv2D"))
+    children = _direct_children(ev, conv_layers)
+    child_names = set(ev["name"].astype(str).to_numpy()[children])
+    assert any(n.startswith("add ") for n in child_names), child_names
+    ops = comparison.summary("ops").set_index("name")
+    # Every op directly inside a Conv2D layer (conv2d, its reshape and its bias add) is the conv.
+    assert ops.loc["conv (forward)", "paddle"] * 10 == pytest.approx(
+        ev["dur_ns"].to_numpy()[children].sum()
+    )
+    assert "add" in ops.loc["conv (forward)", "paddle ops"]
+    assert "add (forward)" not in ops.index
+    # The bias add's gradient follows it into the conv layer, paired in reverse order.
+    slices = comparison.slices(1)
+    backward = slices[slices["direction"] == "backward"]
+    conv = backward[backward["layer_label"].str.contains("Conv2D")]
+    assert {"Conv2dGradNodeFinal", "AddGradNode"} <= set(conv["native"])
+    linear = backward[backward["layer_label"].str.endswith("Linear")]
+    assert "Conv2dGradNodeFinal" not in set(linear["native"])
+    assert "MatmulGradNode" in set(linear["native"])
+    families = comparison.summary("family").set_index("name")
+    assert "elementwise (forward)" not in families.index or np.isnan(
+        families.loc["elementwise (forward)", "paddle"]
+    )
+
+
+def test_loader_thread_work_is_data(model_pairs):
+    _, paddle_dir = model_pairs("cnn")
+    run = perfkit_core.load(paddle_dir)
+    ev = run.events
+    steps = ev[ev["kind"] == "step"]
+    step_tids = set(steps["tid"])
+    host = ev[(ev["stream"] < 0) & (ev["kind"] != "memory")]
+    other = host[~host["tid"].isin(step_tids) & (host["parent"] < 0)]
+    assert len(other), "the paddle DataLoader's prefetch thread recorded no ops"
+    expected = (ev.loc[ev["kind"] == "dataloader", "dur_ns"].sum() + other["dur_ns"].sum()) / len(
+        steps
+    )
+    family = run.summary("family").set_index("name")
+    assert family.loc["data", "time_per_step_ns"] == pytest.approx(expected)
+    assert not any(name.startswith("other") for name in family.index)
+
+
+def test_verdict_names_the_biggest_causes(pair):
+    _, comparison = pair
+    verdict = comparison.verdict()
+    assert verdict.baseline == "torch" and verdict.candidate == "paddle"
+    family = comparison.summary("family").set_index("name")
+    top = family.drop(index=["step", "unattributed"]).sort_values("share_pct", ascending=False)
+    assert verdict.causes["family"][0].name == top.index[0]
+    sentence = verdict.sentence()
+    assert "paddle" in sentence and "torch" in sentence and top.index[0] in sentence
+    est = verdict.headline
+    assert est.low <= est.ratio <= est.high
+    # Both runs carry step-timer times, so the headline is the unprofiled ratio.
+    assert verdict.unprofiled is not None
+    torch_timer = comparison.runs[0].meta["step_timer"]["unprofiled_ns"]
+    paddle_timer = comparison.runs[1].meta["step_timer"]["unprofiled_ns"]
+    assert est.ratio == pytest.approx(np.mean(paddle_timer) / np.mean(torch_timer))
+
+
+def test_verdict_attribution_and_gate_agree_in_every_form(model_pairs, tmp_path):
+    comparison = compare(*model_pairs("cnn"), labels=["torch", "paddle"])
+    gate = comparison.gate(10.0)
+    model = build_comparison_report(comparison, gate=gate)
+    data = json.loads(render(model, "json"))
+    text = render(model, "text")
+    page = render(model, "html")
+    verdict = comparison.verdict()
+    assert data["verdict"]["lines"] == verdict.lines("ms")
+    for line in data["verdict"]["lines"]:
+        assert line in text and line in html_lib.unescape(page)
+    head = data["verdict"]["unprofiled"]
+    assert f"{head['ratio']:.2f}x" in data["verdict"]["lines"][0]
+    assert f"{head['low']:.2f}-{head['high']:.2f}" in data["verdict"]["lines"][0]
+    for cause in data["verdict"]["causes"]["family"]:
+        assert f"{cause['name']} {cause['delta_ns'] / 1e6:+.3f} ms" in data["verdict"]["lines"][0]
+        row = next(r for r in data["tables"]["family"]["rows"] if r["name"] == cause["name"])
+        assert row["delta_ns"] == pytest.approx(cause["delta_ns"])
+    assert data["gate"]["message"] == gate.message
+    assert gate.message in text and html_lib.escape(gate.message) in page
+    assert data["gate"]["regressed"] is True and "conv" in gate.message
+
+
+def test_gate_honours_per_sample_and_names_the_cause(model_pairs, tmp_path, capsys):
+    """16 vs 64 samples per step at 3x the step time: 25% faster per sample, not +200%."""
+    a = _trace(tmp_path / "b16.json", [100] * 8, conv=50)
+    b = _trace(tmp_path / "b64.json", [300] * 8, conv=150)
+    argv = ["compare", str(a), str(b), "--fail-on-regression", "10", "--views", "steps"]
+    # The text report ends with the gate's line; other formats send it to standard error.
+    assert main([*argv, "--per", "sample", "--batch-sizes", "16,64"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("improvement:") and "-25.0%" in line
+    assert main(argv) == 1
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("regression:") and "conv (forward) +0.100 ms" in line
+    torch_dir, paddle_dir = model_pairs("cnn")
+    argv = ["compare", str(torch_dir), str(paddle_dir), "--fail-on-regression", "10"]
+    assert main([*argv, "--format", "json"]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("regression:") and "causes: family conv (backward)" in line
+
+
+def _trace(path, durations_us, *, conv):
+    events, t = [], 0.0
+    for i, d in enumerate(durations_us):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": d,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::conv2d",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 1,
+                "dur": conv,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::relu",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 2 + conv,
+                "dur": d - conv - 4,
+            }
+        )
+        t += d
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        ("name,x", "column name"),
+        ("a,a", "given twice"),
+        ("a,", "empty"),
+        ("x,x ops", "clashes"),
+        ("b,a", None),
+    ],
+)
+def test_labels_are_validated(tmp_path, capsys, labels, message):
+    a = _trace(tmp_path / "a.json", [100] * 3, conv=10)
+    code = main(["compare", str(a), str(a), "--labels", labels, "--views", "steps"])
+    err = capsys.readouterr().err
+    if message is None:
+        assert code == 0
+        return
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_user_and_layer_views_from_the_command_line(model_pairs, capsys):
+    torch_dir, paddle_dir = model_pairs("lstm")
+    out = ["compare", str(torch_dir), str(paddle_dir), "--labels", "torch,paddle"]
+    assert main([*out, "--views", "user,layers", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    user = {r["name"] for r in data["tables"]["user"]["rows"]}
+    assert {"forward", "loss", "backward", "optimizer", "unattributed"} <= user
+    layers = {r["name"] for r in data["tables"]["layers"]["rows"]}
+    assert "LanguageModel / LSTM" in layers
+    assert main([*out, "--views", "bogus"]) == 2
+    assert "unknown comparison view 'bogus'" in capsys.readouterr().err
