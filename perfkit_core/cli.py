@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
-from perfkit_core.errors import TraceError, UnknownViewError
+from perfkit_core.errors import OutputError, TraceError, TraceWarning, UnknownViewError, printable
 from perfkit_core.report.model import DEFAULT_COMPARISON_VIEWS, DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
+
+#: Paths are checked by the commands themselves, which name the file and the reason in one
+#: line (click's own checks print a usage message instead).
+_PATH = click.Path(path_type=Path, readable=False)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,7 +27,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=_PATH)
 @click.option(
     "--views",
     default=",".join(DEFAULT_VIEWS),
@@ -71,7 +78,7 @@ def cli() -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     help="Write to this file instead of standard output.",
 )
 def report(
@@ -145,12 +152,25 @@ def _emit(text: str, output: Path | None) -> None:
         return
     from perfkit_core.events.atomic import write_bytes
 
-    write_bytes(output, text.encode())
-    click.echo(f"wrote {output}", err=True)
+    with writing(output):
+        write_bytes(output, text.encode())
+    click.echo(f"wrote {printable(str(output))}", err=True)
+
+
+@contextlib.contextmanager
+def writing(output: Path) -> Iterator[None]:
+    """Turn an ``OSError`` raised while writing ``output`` into a one-line ``OutputError``."""
+    try:
+        yield
+    except OSError as exc:
+        where = exc.filename if isinstance(exc.filename, str) else str(output)
+        if Path(where).name.startswith(".") and Path(where).name.endswith(".tmp"):
+            where = str(output)  # the temporary file beside the output: name the output
+        raise OutputError(where, f"cannot write it: {exc.strerror or exc}") from None
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=_PATH)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -158,7 +178,7 @@ def _emit(text: str, output: Path | None) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     help="Write to this file instead of standard output.",
 )
 def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None:
@@ -174,7 +194,7 @@ def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None
 
 
 @cli.command("compare")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=_PATH)
 @click.option(
     "--labels", default=None, help="Comma-separated names for the runs (default: file names)."
 )
@@ -212,7 +232,7 @@ def advise(path: Path, fmt: str, rules: str | None, output: Path | None) -> None
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     help="Write to this file instead of standard output.",
 )
 def compare_command(
@@ -254,14 +274,14 @@ def compare_command(
 
 
 @cli.command("export")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=_PATH)
 @click.option(
     "--to", "to", type=click.Choice(["chrome", "folded", "csv", "parquet", "json"]), required=True
 )
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     required=True,
     help="File (chrome, folded, json) or folder (csv, parquet).",
 )
@@ -277,9 +297,11 @@ def export_command(path: Path, to: str, output: Path, metric: str) -> None:
     from perfkit_core.events.loading import load
     from perfkit_core.report.export import export
 
-    written = export(load(path), to, output, metric=metric)
+    run = load(path)
+    with writing(output):
+        written = export(run, to, output, metric=metric)
     for target in written:
-        click.echo(f"wrote {target}", err=True)
+        click.echo(f"wrote {printable(str(target))}", err=True)
 
 
 @cli.command()
@@ -324,7 +346,7 @@ def info() -> None:
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     default=Path("perfkit_demo"),
     show_default=True,
 )
@@ -375,7 +397,9 @@ def main(argv: list[str] | None = None) -> int:
 
     enable_for_cli()
     try:
-        result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
     except TraceError as exc:
         click.echo(f"perfkit: error: {exc}", err=True)
         return 2
@@ -389,6 +413,23 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return exc.exit_code
     return result if isinstance(result, int) else 0
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """perfkit's own warnings as one line on stderr; others as Python shows them."""
+    if issubclass(category, TraceWarning):
+        click.echo(f"perfkit: warning: {printable(str(message))}", err=True)
+    else:
+        (file or sys.stderr).write(
+            warnings.formatwarning(message, category, filename, lineno, line)
+        )
 
 
 def console_main() -> None:

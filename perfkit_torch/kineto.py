@@ -8,6 +8,7 @@ then every column is built in one pass. Works without torch installed.
 from __future__ import annotations
 
 import gc
+from functools import partial
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
@@ -16,7 +17,19 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from perfkit_core.events import TraceError, devices_from_properties, read_trace_bytes
+from perfkit_core.events import (
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    TraceError,
+    check_int_range,
+    check_times_us,
+    check_values_range,
+    devices_from_properties,
+    note_skipped,
+    read_trace_bytes,
+    us_to_ns,
+)
 from perfkit_torch.kineto_format import (
     DEVICE_CATEGORIES,
     FLOW_PHASES,
@@ -32,13 +45,6 @@ from perfkit_torch.kineto_format import (
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
-
-
-def _to_ns(values: Any) -> np.ndarray:
-    """Microsecond floats to int64 ns without losing whole microseconds on epoch-sized values."""
-    arr = np.asarray(values, dtype=np.float64)
-    whole = np.floor(arr)
-    return whole.astype(np.int64) * 1000 + np.rint((arr - whole) * 1000).astype(np.int64)
 
 
 def _categorical_from_raw(raws: list[msgspec.Raw], *, dims: bool = False) -> Any:
@@ -80,17 +86,19 @@ def _floats(objs: list[Any], attr: str) -> np.ndarray:
     return np.array(list(map(attrgetter(attr), objs)), dtype=np.float64)
 
 
-def _ids(rows: list[Event], attr: str, *, device: bool = False) -> np.ndarray:
+def _ids(path: Path, rows: list[Event], attr: str, *, device: bool = False) -> np.ndarray:
     """Integer ids (pid/tid); Kineto writes ints, older traces strings like "25738" or "stream 7".
 
-    Ids repeat a lot, so only the distinct values are converted.
+    Ids repeat a lot, so only the distinct values are converted (and range-checked: a string
+    may hold any number of digits).
     """
     import pandas as pd
 
     codes, uniques = pd.factorize(np.asarray(list(map(attrgetter(attr), rows)), dtype=object))
-    converted = np.array(
-        [v if type(v) is int else int_id(v, device=device) for v in uniques], dtype=np.int64
-    )
+    values = [v if type(v) is int else int_id(v, device=device) for v in uniques]
+    for v in values:
+        check_int_range(path, v, attr)
+    converted = np.array(values, dtype=np.int64)
     return converted[codes] if len(codes) else np.empty(0, dtype=np.int64)
 
 
@@ -141,10 +149,25 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     phase_codes, phases = pd.factorize(np.asarray(list(map(_get_ph, events)), dtype=object))
     is_flow = np.isin(phase_codes, [i for i, p in enumerate(phases) if p in FLOW_PHASES])
     is_meta = np.isin(phase_codes, [i for i, p in enumerate(phases) if p == "M"])
-    rows: list[Event] = list(compress(events, (~is_flow & ~is_meta).tolist()))
+    is_row = ~is_flow & ~is_meta
+    row_index = np.flatnonzero(is_row)  # position in traceEvents, for messages
+    rows: list[Event] = list(compress(events, is_row.tolist()))
     flows: list[Event] = list(compress(events, is_flow.tolist()))
     metadata: list[Event] = list(compress(events, is_meta.tolist()))
-    del events, phase_codes
+    del events
+    ts_us = _floats(rows, "ts")
+    no_ts = np.isnan(ts_us)
+    n_empty = n_no_ts = 0
+    if no_ts.any():
+        # An event without a start cannot be placed in time (time 0 would stretch the profile
+        # back to 1970). "{}" (no phase either) is padding some writers end the list with.
+        no_phase = np.isin(phase_codes[row_index], [i for i, p in enumerate(phases) if not p])
+        n_empty = int((no_ts & no_phase).sum())
+        n_no_ts = int(no_ts.sum()) - n_empty
+        keep = ~no_ts
+        rows = list(compress(rows, keep.tolist()))
+        row_index, ts_us = row_index[keep], ts_us[keep]
+    del phase_codes
     n = len(rows)
     if n == 0:
         raise TraceError(path, "the trace holds no events, only metadata and flows")
@@ -166,7 +189,9 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     is_step = kind == "step"
     if is_step.any():
         step_of_name = {
-            i: int(m.group(1)) for i, nm in enumerate(name_uniques) if (m := STEP_RE.match(str(nm)))
+            i: check_int_range(path, int(m.group(1)), f"the step number of {nm!r}")
+            for i, nm in enumerate(name_uniques)
+            if (m := STEP_RE.match(str(nm)))
         }
         codes = name_codes[is_step]
         step_number[is_step] = [step_of_name.get(c, -1) for c in codes.tolist()]
@@ -183,8 +208,8 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     dev_rows = np.flatnonzero(on_device)
     dev_args = [args[i] for i in dev_rows.tolist()]
 
-    pid = _ids(rows, "pid")
-    tid_any = _ids(rows, "tid", device=True)
+    pid = _ids(path, rows, "pid")
+    tid_any = _ids(path, rows, "tid", device=True)
     tid = np.where(on_device, -1, tid_any)
     stream = np.full(n, -1, dtype=np.int64)
     device_index = np.full(n, -1, dtype=np.int64)
@@ -218,9 +243,20 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
         allocated[mem_rows] = _floats(mem_args, "total_allocated")
         reserved[mem_rows] = _floats(mem_args, "total_reserved")
 
+    check_values_range(
+        path,
+        device_index,
+        "device index",
+        low=-INT32_MAX - 1,
+        high=INT32_MAX,
+        describe=partial(_describe, rows, row_index),
+    )
     base = int(trace.baseTimeNanoseconds or 0)
-    start_ns = _to_ns(_floats(rows, "ts")) + base
-    dur_ns = np.maximum(_to_ns(_floats(rows, "dur")), 0)
+    dur_us = _floats(rows, "dur")
+    check_times_us(path, ts_us, dur_us, base_ns=base, describe=partial(_describe, rows, row_index))
+    start_ns = us_to_ns(ts_us) + base
+    dur_ns = np.maximum(us_to_ns(dur_us), 0)
+    del ts_us, dur_us
 
     ext_new = _ints(args, "external_id")
     ext_old = _ints(args, "external_id_old")
@@ -269,10 +305,10 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     del args, dev_args
 
     forward_op, flow_counts = _bind_fwdbwd(
-        flows, pid, tid, start_ns - base, rows_seq=sequence, dur_ns=dur_ns, host=~on_device
+        path, flows, pid, tid, start_ns - base, rows_seq=sequence, dur_ns=dur_ns, host=~on_device
     )
     columns["forward_op"] = forward_op
-    rank, world_size = _rank_info(trace.distributedInfo)
+    rank, world_size = _rank_info(path, trace.distributedInfo)
     columns["rank"] = np.full(n, rank, dtype=np.int32)
     n_flows = len(flows)
     del rows, flows
@@ -282,7 +318,7 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
         "framework": "torch",
         "framework_version": None,
         "host": trace.host_name,
-        "devices": devices_from_properties(trace.deviceProperties),
+        "devices": devices_from_properties(trace.deviceProperties, path),
         "rank": rank,
         "world_size": world_size,
         "source": str(path),
@@ -291,6 +327,7 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
             "rows": n,
             "flow_events": n_flows,
             "metadata_events": len(metadata),
+            "empty_events": n_empty,
             **flow_counts,
         },
         "threads": _thread_names(metadata),
@@ -310,9 +347,17 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
             "base_time_ns": base,
         },
     }
+    note_skipped(path, meta["accounting"], {"without a start time (ts)": n_no_ts})
     if extra_meta:
         meta.update(extra_meta)
     return make_run(finished, meta)
+
+
+def _describe(rows: list[Event], row_index: np.ndarray, i: int) -> str:
+    """``traceEvents[7] ("aten::add")``: where row ``i`` came from, for messages."""
+    name = rows[i].name
+    shown = name if len(name) <= 60 else name[:57] + "..."
+    return f"traceEvents[{int(row_index[i])}] ({shown!r})"
 
 
 def _stack_categorical(stacks: list[str]) -> Any:
@@ -323,13 +368,21 @@ def _stack_categorical(stacks: list[str]) -> Any:
     return _from_codes(codes, labels)
 
 
-def _rank_info(info: dict[str, Any]) -> tuple[int, int]:
+def _rank_info(path: Path, info: dict[str, Any]) -> tuple[int, int]:
+    """(rank, world size) from ``distributedInfo``; ``TraceError`` for values that are not
+    integers or do not fit the int32 ``rank`` column."""
     rank = info.get("rank", 0) if isinstance(info, dict) else 0
     world = info.get("world_size", 1) if isinstance(info, dict) else 1
-    try:
-        return int(rank), max(int(world), 1)
-    except (TypeError, ValueError):
-        return 0, 1
+    values = []
+    for key, value in (("rank", rank), ("world_size", world)):
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if value is None:
+            value = 0 if key == "rank" else 1
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TraceError(path, f"distributedInfo.{key} is {value!r}, not an integer")
+        values.append(check_int_range(path, value, f"distributedInfo.{key}", low=0, high=INT32_MAX))
+    return values[0], max(values[1], 1)
 
 
 def _thread_names(metadata: list[Event]) -> dict[str, str]:
@@ -341,6 +394,7 @@ def _thread_names(metadata: list[Event]) -> dict[str, str]:
 
 
 def _bind_fwdbwd(
+    path: Path,
     flows: list[Event],
     pid: np.ndarray,
     tid: np.ndarray,
@@ -355,6 +409,13 @@ def _bind_fwdbwd(
     n = len(pid)
     forward_op = np.full(n, -1, dtype=np.int64)
     fb = [f for f in flows if f.cat == FWDBWD_FLOW_CATEGORY and f.ph in ("s", "f")]
+    # A flow without a time binds to nothing; one far out of range is a broken file.
+    fb = [f for f in fb if f.ts == f.ts]
+    if fb:
+        flow_ts = np.array([f.ts for f in fb], dtype=np.float64)
+        check_times_us(
+            path, flow_ts, np.zeros(len(fb)), describe=lambda i: f"flow event {fb[i].id!r}"
+        )
     counts = {
         "launch_flow_events": sum(1 for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES),
         "fwdbwd_flow_events": len(fb),
@@ -380,9 +441,9 @@ def _bind_fwdbwd(
     )
     flow_table = pd.DataFrame(
         {
-            "pid": [int_id(f.pid) for f in fb],
-            "tid": [int_id(f.tid) for f in fb],
-            "ts": _to_ns([f.ts for f in fb]),
+            "pid": np.array([_flow_id(path, f.pid, "pid") for f in fb], dtype=np.int64),
+            "tid": np.array([_flow_id(path, f.tid, "tid") for f in fb], dtype=np.int64),
+            "ts": us_to_ns(flow_ts),
             "id": [str(f.id) for f in fb],
             "ph": [f.ph for f in fb],
         }
@@ -397,3 +458,7 @@ def _bind_fwdbwd(
     forward_op[dst.loc[both].to_numpy()] = src.loc[both].to_numpy()
     counts["fwdbwd_links"] = len(both)
     return forward_op, counts
+
+
+def _flow_id(path: Path, value: int | str | None, what: str) -> int:
+    return check_int_range(path, int_id(value), f"flow event {what}", low=INT64_MIN, high=INT64_MAX)

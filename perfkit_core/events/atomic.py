@@ -34,6 +34,33 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_paths(*targets: str | os.PathLike[str]) -> Iterator[list[Path]]:
+    """Yield one temporary path beside each of ``targets``; when the block succeeds, rename them
+    to their targets in the order given (so the last target appears last). On an exception every
+    temporary file is removed and the targets are left as they were."""
+    temps: list[Path] = []
+    try:
+        for target in targets:
+            target = Path(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.close(fd)
+            temps.append(Path(tmp))
+        yield list(temps)
+        umask = os.umask(0)
+        os.umask(umask)
+        for tmp in temps:
+            os.chmod(tmp, 0o666 & ~umask)
+        for tmp, target in zip(temps, targets, strict=True):
+            os.replace(tmp, target)
+    except BaseException:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise
+
+
 def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``target`` atomically."""
     with atomic_path(target) as tmp:

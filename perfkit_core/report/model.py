@@ -228,7 +228,7 @@ def _header(run: Run) -> list[HeaderItem]:
     meta = run.meta
     span = meta.get("span_ns") or [0, 0]
     devices = ", ".join(sorted({str(d.get("name")) for d in meta.get("devices") or []}))
-    return [
+    items = [
         HeaderItem(
             "Framework",
             f"{meta.get('framework')} {meta.get('framework_version') or ''}".strip(),
@@ -243,6 +243,24 @@ def _header(run: Run) -> list[HeaderItem]:
         HeaderItem("Profiled", int(span[1] - span[0]), "time"),
         HeaderItem("Devices", devices or "none recorded"),
     ]
+    skipped = skipped_events(meta)
+    if skipped:
+        items.append(
+            HeaderItem("Skipped", "; ".join(f"{n:,} {reason}" for reason, n in skipped.items()))
+        )
+    return items
+
+
+def skipped_events(meta: dict[str, Any]) -> dict[str, int]:
+    """Events the loader skipped, ``{reason: count}`` over every rank (``meta["accounting"]``)."""
+    accounting = meta.get("accounting") or {}
+    per_rank = [accounting] if "skipped" in accounting else list(accounting.values())
+    total: dict[str, int] = {}
+    for entry in per_rank:
+        if isinstance(entry, dict):
+            for reason, n in (entry.get("skipped") or {}).items():
+                total[str(reason)] = total.get(str(reason), 0) + int(n)
+    return total
 
 
 def _view_chart(table: Table) -> Chart | None:
