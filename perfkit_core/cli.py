@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import sys
 import warnings
 from collections.abc import Iterator
@@ -159,14 +160,22 @@ def _emit(text: str, output: Path | None) -> None:
 
 @contextlib.contextmanager
 def writing(output: Path) -> Iterator[None]:
-    """Turn an ``OSError`` raised while writing ``output`` into a one-line ``OutputError``."""
+    """Turn an ``OSError`` raised while writing ``output`` into a one-line ``OutputError``
+    naming ``output`` (and the part of the path at fault, when it is another)."""
     try:
         yield
     except OSError as exc:
-        where = exc.filename if isinstance(exc.filename, str) else str(output)
-        if Path(where).name.startswith(".") and Path(where).name.endswith(".tmp"):
-            where = str(output)  # the temporary file beside the output: name the output
-        raise OutputError(where, f"cannot write it: {exc.strerror or exc}") from None
+        where = exc.filename if isinstance(exc.filename, str) else None
+        reason = exc.strerror or str(exc)
+        if where and exc.errno in (errno.EEXIST, errno.ENOTDIR):
+            blocker = next((p for p in [Path(where), *Path(where).parents] if p.is_file()), None)
+            if blocker is not None:
+                reason, where = f"{printable(str(blocker))} is a file, not a folder", None
+        elif where and Path(where).name.startswith(".") and where.endswith(".tmp"):
+            where = None  # the temporary file written beside the output
+        if where and Path(where) != output and str(where) not in reason:
+            reason = f"{reason} ({printable(where)})"
+        raise OutputError(output, f"cannot write it: {reason}") from None
 
 
 @cli.command()

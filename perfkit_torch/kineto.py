@@ -189,7 +189,7 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     is_step = kind == "step"
     if is_step.any():
         step_of_name = {
-            i: check_int_range(path, int(m.group(1)), f"the step number of {nm!r}")
+            i: check_int_range(path, int(m.group(1)), f"{nm!r}: step number")
             for i, nm in enumerate(name_uniques)
             if (m := STEP_RE.match(str(nm)))
         }

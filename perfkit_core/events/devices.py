@@ -43,7 +43,8 @@ def _checked(props: dict[str, Any], index: int, source: str | os.PathLike[str]) 
         if not ok:
             raise TraceError(
                 source,
-                f"deviceProperties[{index}].{key} is {_shown(props.get(key))}, not a {kind} in range",
+                f"deviceProperties[{index}].{key} is {_shown(props.get(key))}, "
+                f"not {'an' if kind == 'integer' else 'a'} {kind} in range",
             )
         out[key] = value
     return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import errno
-import gzip
 import os
 import zlib
 from pathlib import Path
@@ -32,11 +31,25 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
             fh.seek(0)
             if magic != b"\x1f\x8b":
                 return _without_bom(fh.read(size))
-            with gzip.GzipFile(fileobj=fh) as gz:
-                return _without_bom(gz.read(size))
+            # Only the start is needed; what follows (a cut end, trailing bytes) is for the
+            # full read to report.
+            inflater = zlib.decompressobj(wbits=31)
+            head = b""
+            while len(head) < size and not inflater.eof:
+                chunk = fh.read(HEAD_BYTES)
+                if not chunk:
+                    break
+                head += inflater.decompress(chunk, size - len(head))
+                while len(head) < size and inflater.unconsumed_tail:
+                    head += inflater.decompress(inflater.unconsumed_tail, size - len(head))
+            if not head and not inflater.eof:
+                raise TraceError(
+                    path, "broken gzip data: the file ends before the compressed data does"
+                )
+            return _without_bom(head)
     except IsADirectoryError:
         raise TraceError(path, "is a directory") from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except zlib.error as exc:
         raise TraceError(path, f"broken gzip data: {exc}") from None
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
