@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import click
 
-from perfkit_core.errors import OptionError, TraceError, UnknownViewError
+from perfkit_core.errors import (
+    OptionError,
+    TraceError,
+    UnknownViewError,
+    printable,
+    show_warning,
+    writing,
+)
+from perfkit_core.report import render
 from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS
 from perfkit_core.report.model import DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
@@ -32,6 +41,10 @@ JOB_OPTIONS = (
     ),
 )
 
+#: Paths are checked by the commands themselves, which name the file and the reason in one
+#: line (click's own checks print a usage message instead).
+_PATH = click.Path(path_type=Path, readable=False)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="perfkit", prog_name="perfkit")
@@ -40,7 +53,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=_PATH)
 @click.option(
     "--views",
     default=",".join(DEFAULT_VIEWS),
@@ -100,7 +113,7 @@ def cli() -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     help="Write to this file instead of standard output.",
 )
 @JOB_OPTIONS[0]
@@ -185,17 +198,11 @@ def report(
         advice=with_advice,
         batch_size=batch_size,
     )
-    _emit(_render(report_model, fmt), output)
+    _emit(render(report_model, fmt), output)
 
 
 def _notify(line: str) -> None:
     click.echo(f"perfkit: {line}", err=True)
-
-
-def _render(model: Any, fmt: str) -> str:
-    from perfkit_core.report import render
-
-    return render(model, fmt)
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -204,12 +211,13 @@ def _emit(text: str, output: Path | None) -> None:
         return
     from perfkit_core.events.atomic import write_bytes
 
-    write_bytes(output, text.encode())
-    click.echo(f"wrote {output}", err=True)
+    with writing(output):
+        write_bytes(output, text.encode())
+    click.echo(f"wrote {printable(str(output))}", err=True)
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=_PATH)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -217,7 +225,7 @@ def _emit(text: str, output: Path | None) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     help="Write to this file instead of standard output.",
 )
 @JOB_OPTIONS[0]
@@ -257,7 +265,7 @@ def advise(
 
 
 @cli.command("compare")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=_PATH)
 @click.option(
     "--labels", default=None, help="Comma-separated names for the runs (default: file names)."
 )
@@ -311,7 +319,7 @@ def advise(
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     help="Write to this file instead of standard output.",
 )
 def compare_command(
@@ -365,7 +373,7 @@ def compare_command(
         )
     except (ValueError, KeyError) as exc:
         raise click.UsageError(str(exc).strip("'\"")) from None
-    _emit(_render(model, fmt), output)
+    _emit(render(model, fmt), output)
     if gate is not None:
         # The text report on standard output ends with the gate's line already; elsewhere (a
         # file, JSON, HTML) CI logs still get it once, on standard error.
@@ -376,14 +384,14 @@ def compare_command(
 
 
 @cli.command("export")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=_PATH)
 @click.option(
     "--to", "to", type=click.Choice(["chrome", "folded", "csv", "parquet", "json"]), required=True
 )
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     required=True,
     help="File (chrome, folded, json) or folder (csv, parquet).",
 )
@@ -399,9 +407,11 @@ def export_command(path: Path, to: str, output: Path, metric: str) -> None:
     from perfkit_core.events.loading import load
     from perfkit_core.report.export import export
 
-    written = export(load(path), to, output, metric=metric)
+    run = load(path)
+    with writing(output):
+        written = export(run, to, output, metric=metric)
     for target in written:
-        click.echo(f"wrote {target}", err=True)
+        click.echo(f"wrote {printable(str(target))}", err=True)
 
 
 @cli.command()
@@ -430,7 +440,7 @@ def info() -> None:
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     default=Path("perfkit_demo"),
     show_default=True,
 )
@@ -456,11 +466,10 @@ def main(argv: list[str] | None = None) -> int:
 
     enable_for_cli()
     try:
-        result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
-    except TraceError as exc:
-        click.echo(f"perfkit: error: {exc}", err=True)
-        return 2
-    except (UnknownViewError, OptionError) as exc:
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
+    except (TraceError, UnknownViewError, OptionError) as exc:
         click.echo(f"perfkit: error: {exc}", err=True)
         return 2
     except KeyError as exc:

@@ -13,29 +13,50 @@ of the truth (durations are exact).
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
 import re
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import numpy as np
 
-from perfkit_core.events import TraceError, devices_from_properties
+from perfkit_core.events import (
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    TIME_LIMIT_NS,
+    TraceError,
+    check_times_us,
+    check_values_range,
+    decode_error_reason,
+    devices_from_properties,
+    note_skipped,
+    us_to_ns,
+)
 from perfkit_paddle.kinds import DEVICE_TYPES, MEMORY_TYPES, TYPE_KINDS, parse_place
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
 
 _NONE = msgspec.Raw(b"")
+#: Integers the event table stores as int64: a larger one fails decoding with its JSON path.
+I64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
     start_time: str = ""
     end_time: str = ""
-    correlation: int = msgspec.field(name="correlation id", default=-1)
-    device: int = -1
-    stream: int = -1
+    correlation: I64 = msgspec.field(name="correlation id", default=-1)
+    device: I64 = -1
+    stream: I64 = -1
     nbytes: float | None = msgspec.field(name="bytes", default=None)
     registers: float | None = msgspec.field(name="registers per thread", default=None)
     shared_memory: float | None = msgspec.field(name="shared memory", default=None)
@@ -59,11 +80,11 @@ class _Event(msgspec.Struct, gc=False, frozen=True):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: float = 0.0
+    pid: I64 | str | None = None
+    tid: I64 | str | None = None
+    ts: float = math.nan  # NaN: the event has no start time
     dur: float = 0.0
-    id: int | str | None = None
+    id: I64 | str | None = None
     args: _Args = _NO_ARGS
 
 
@@ -76,14 +97,16 @@ class _Trace(msgspec.Struct, gc=False):
 
 _DECODER = msgspec.json.Decoder(_Trace)
 _SUFFIX_RE = re.compile(r"\[[0-9.]+ ?(?:ns|us|ms|s)\]$")
-_US_RE = re.compile(r"^\s*(-?[0-9.]+)\s*us\s*$")
+_US_RE = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)\s*us\s*$")
+#: What ``_rel_ns`` returns for a ``start_time`` that is not a time in us.
+_MALFORMED = -(2**63)
 
 
 def _thread_id(value: int | str | None) -> int:
-    """``"123(Python)"`` -> 123; ints pass; anything else -> -1."""
+    """``"123(Python)"`` -> 123; ints pass; anything else -> -1 (range-checked by the caller)."""
     if type(value) is int:
         return value
-    m = re.match(r"^\s*(-?\d+)", str(value or ""))
+    m = re.match(r"^\s*(-?\d{1,30})", str(value or ""))
     return int(m.group(1)) if m else -1
 
 
@@ -94,13 +117,17 @@ def _normalized(raw: bytes) -> str:
 
     try:
         return compact_json(msgspec.json.decode(raw)) if raw.strip() else ""
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return raw.decode("utf-8", "replace")
 
 
 def _rel_ns(text: str) -> int:
+    """``"12.345 us"`` -> 12345 ns; ``_MALFORMED`` for anything that is not a time in us."""
     m = _US_RE.match(text)
-    return round(float(m.group(1)) * 1000) if m else -1
+    if not m:
+        return _MALFORMED
+    value = float(m.group(1)) * 1000
+    return round(value) if abs(value) <= TIME_LIMIT_NS else _MALFORMED
 
 
 def load_paddle_json(path: str | Path) -> Run:
@@ -120,19 +147,18 @@ def load_paddle_json(path: str | Path) -> Run:
         try:
             trace = _DECODER.decode(data)
         except msgspec.ValidationError as exc:
-            raise TraceError(path, f"not a Paddle trace: {exc}") from None
-        except msgspec.DecodeError as exc:
-            if "truncated" in str(exc).lower():
-                raise TraceError(
-                    path, "truncated JSON: the file ends before the trace does"
-                ) from None
-            raise TraceError(path, f"malformed JSON: {exc}") from None
+            raise TraceError(path, decode_error_reason(exc, data, "not a Paddle trace")) from None
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise TraceError(path, decode_error_reason(exc, data, "malformed JSON")) from None
         if trace.traceEvents is None:
             raise TraceError(path, "a JSON object without 'traceEvents': not a chrome trace")
         cols = _Columns()
         rel_start: list[int] = []
-        n_flows = n_meta = n_empty = 0
-        for e in trace.traceEvents:
+        ts_us: list[float] = []
+        dur_us: list[float] = []
+        where: list[int] = []  # position in traceEvents of each row, for messages
+        n_flows = n_meta = n_empty = n_no_ts = 0
+        for index, e in enumerate(trace.traceEvents):
             ph = e.ph
             if ph in ("s", "f", "t"):
                 n_flows += 1
@@ -143,6 +169,12 @@ def load_paddle_json(path: str | Path) -> Run:
             if not ph:
                 n_empty += 1  # the "{}" Paddle writes after the last event
                 continue
+            if e.ts != e.ts:
+                n_no_ts += 1  # no start time: cannot be placed (time 0 would mean 1970)
+                continue
+            ts_us.append(e.ts)
+            dur_us.append(e.dur)
+            where.append(index)
             _add_event(cols, e, rel_start)
         n = len(cols)
         if n == 0:
@@ -158,19 +190,30 @@ def load_paddle_json(path: str | Path) -> Run:
                 path,
                 "no ProfileStep events: the profiler recorded no step (call prof.step() in the training loop)",
             )
-        start = np.asarray(cols.start, dtype=np.int64)
+
+        def describe(i: int) -> str:
+            return f"traceEvents[{where[i]}] ({cols.name[i]!r})"
+
+        _check_columns(path, cols, describe)
+        ts_arr = np.asarray(ts_us, dtype=np.float64)
+        dur_arr = np.asarray(dur_us, dtype=np.float64)
+        check_times_us(path, ts_arr, dur_arr, describe=describe)
+        start = us_to_ns(ts_arr)
+        dur_ns = us_to_ns(dur_arr)
         rel = np.asarray(rel_start, dtype=np.int64)
+        malformed = np.flatnonzero(rel == _MALFORMED)
+        if len(malformed):
+            i = int(malformed[0])
+            text = trace.traceEvents[where[i]].args.start_time
+            raise TraceError(path, f"{describe(i)}: start_time {text!r} is not a time in us")
         has_rel = rel >= 0
         if has_rel.any():
             # ts is whole microseconds (floor); start_time is ns-exact but relative to the
             # profiler's start. That start is the latest lower bound ts*1000 - relative.
             origin = int((start[has_rel] - rel[has_rel]).max())
-            precise = origin + rel
-            start = np.where(has_rel, precise, start)
-            cols.start = start.tolist()
-            cols.end = (start + np.asarray(cols.end, dtype=np.int64)).tolist()
-        else:
-            cols.end = (start + np.asarray(cols.end, dtype=np.int64)).tolist()
+            start = np.where(has_rel, origin + rel, start)
+        cols.start = start.tolist()
+        cols.end = (start + dur_ns).tolist()
         events = finish_events(columns_to_events(cols), n)
     finally:
         if was_enabled:
@@ -180,7 +223,7 @@ def load_paddle_json(path: str | Path) -> Run:
         "framework": "paddle",
         "framework_version": None,
         "host": None,
-        "devices": devices_from_properties(trace.deviceProperties),
+        "devices": devices_from_properties(trace.deviceProperties, path),
         "rank": 0,
         "rank_recorded": False,
         "world_size": 1,
@@ -198,20 +241,32 @@ def load_paddle_json(path: str | Path) -> Run:
             "schema_version": trace.schemaVersion,
         },
     }
+    note_skipped(path, meta["accounting"], {"without a start time (ts)": n_no_ts})
     return make_run(events, meta)
+
+
+def _check_columns(path: Path, cols: Any, describe: Any) -> None:
+    """Every id fits its column: pid, tid, stream, correlation int64, device index int32."""
+    for what, values, low, high in (
+        ("pid", cols.pid, INT64_MIN, INT64_MAX),
+        ("tid", cols.tid, INT64_MIN, INT64_MAX),
+        ("device index", cols.device_index, -INT32_MAX - 1, INT32_MAX),
+    ):
+        try:
+            array = np.asarray(values, dtype=np.int64)
+        except OverflowError:
+            i = next(i for i, v in enumerate(values) if not INT64_MIN <= v <= INT64_MAX)
+            raise TraceError(path, f"{describe(i)}: {what} {values[i]} is out of range") from None
+        check_values_range(path, array, what, low=low, high=high, describe=describe)
 
 
 def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
     a = e.args
     cat = e.cat
     name = _SUFFIX_RE.sub("", e.name)
-    whole = int(e.ts)
-    ts_ns = whole * 1000 + round((e.ts - whole) * 1000)  # exact for epoch-sized microseconds
-    dur_ns = round(e.dur * 1000)
     c.type.append(cat)
     c.name.append(name)
-    c.start.append(ts_ns)
-    c.end.append(dur_ns)  # duration for now; turned into end times once starts are exact
+    # Start and end times are filled in by the caller, from ts, dur and start_time.
     nan = float("nan")
     if cat in DEVICE_TYPES:
         rel_start.append(_rel_ns(a.start_time) if a.start_time else -1)
@@ -225,8 +280,8 @@ def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
         c.allocated.append(nan)
         c.reserved.append(nan)
         is_kernel = cat == "Kernel"
-        c.grid.append(bytes(a.grid).decode().strip("[]").replace(" ", "") if is_kernel else "")
-        c.block.append(bytes(a.block).decode().strip("[]").replace(" ", "") if is_kernel else "")
+        c.grid.append(_dims(a.grid) if is_kernel else "")
+        c.block.append(_dims(a.block) if is_kernel else "")
         c.registers.append(a.registers if is_kernel and a.registers is not None else nan)
         c.shared_memory.append(
             a.shared_memory if is_kernel and a.shared_memory is not None else nan
@@ -268,6 +323,10 @@ def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
     c.stack.append(a.callstack)
 
 
+def _dims(raw: msgspec.Raw) -> str:
+    return bytes(raw).decode("utf-8", "replace").strip("[]").replace(" ", "")
+
+
 def paddle_available() -> bool:
     """Whether paddle can be imported, without importing it."""
     import importlib.util
@@ -291,21 +350,46 @@ def load_paddle_pb(path: str | Path) -> Run:
         )
     if path.stat().st_size == 0:
         raise TraceError(path, "the file is empty")
-    from paddle.profiler import load_profiler_result
-
     from perfkit_paddle.result import run_from_result
 
+    # paddle's import warns about build tools and its reader logs a line to file descriptor 2:
+    # neither is about the file, and the one line perfkit prints must stay the only one.
     try:
-        result = load_profiler_result(str(path))
+        with _stderr_captured(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from paddle.profiler import load_profiler_result
+
+            result = load_profiler_result(str(path))
     except Exception as exc:
         raise TraceError(path, f"paddle could not read it: {type(exc).__name__}: {exc}") from None
     if result is None:
         raise TraceError(
             path,
-            "paddle could not read it back as a profiler result (Paddle 3.x writes .pb exports of "
-            "dygraph runs that its own reader rejects); export with format='json' instead",
+            "paddle could not read it back as a profiler result (not a profiler export, or "
+            "one of the dygraph .pb exports Paddle 3.x writes and its own reader rejects); "
+            "export with format='json' instead",
         )
     try:
         return run_from_result(result, source=str(path))
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise TraceError(path, str(exc)) from None
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[list[str]]:
+    """Capture what C++ code writes to file descriptor 2 while the block runs; yields a list
+    that holds the text afterwards."""
+    said: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as capture:
+            os.dup2(capture.fileno(), 2)
+            try:
+                yield said
+            finally:
+                os.dup2(saved, 2)
+                capture.seek(0)
+                said.append(capture.read().decode("utf-8", "replace"))
+    finally:
+        os.close(saved)

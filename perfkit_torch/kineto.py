@@ -8,15 +8,41 @@ then every column is built in one pass. Works without torch installed.
 from __future__ import annotations
 
 import gc
+from functools import partial
 from itertools import compress
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 
-from perfkit_core.events import TraceError, devices_from_properties, read_trace_bytes
+from perfkit_core.events import (
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    TraceError,
+    check_int_range,
+    check_times_us,
+    check_values_range,
+    devices_from_properties,
+    note_skipped,
+    read_trace_bytes,
+    us_to_ns,
+)
+from perfkit_torch.kineto_columns import (
+    _categorical_from_raw,
+    _describe,
+    _floats,
+    _from_codes,
+    _get_args,
+    _get_dims,
+    _get_ph,
+    _get_stack,
+    _get_types,
+    _ids,
+    _ints,
+    _scatter_categorical,
+    _stack_categorical,
+)
 from perfkit_torch.kineto_format import (
     DEVICE_CATEGORIES,
     FLOW_PHASES,
@@ -32,78 +58,6 @@ from perfkit_torch.kineto_format import (
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
-
-
-def _to_ns(values: Any) -> np.ndarray:
-    """Microsecond floats to int64 ns without losing whole microseconds on epoch-sized values."""
-    arr = np.asarray(values, dtype=np.float64)
-    whole = np.floor(arr)
-    return whole.astype(np.int64) * 1000 + np.rint((arr - whole) * 1000).astype(np.int64)
-
-
-def _categorical_from_raw(raws: list[msgspec.Raw], *, dims: bool = False) -> Any:
-    """Categorical of raw JSON values: ``[64, 1, 1]`` becomes ``64,1,1`` when ``dims``."""
-    import pandas as pd
-
-    # One C-level join and split turns the raw slices into bytes far faster than bytes() each.
-    parts = b"\x00".join(raws).split(b"\x00") if raws else []
-    codes, uniques = pd.factorize(np.asarray(parts, dtype=object))
-    labels = [u.decode("utf-8", "replace") for u in uniques]
-    if dims:
-        labels = [label.strip("[]").replace(" ", "") for label in labels]
-    return _from_codes(codes, labels)
-
-
-def _from_codes(codes: np.ndarray, labels: list[str]) -> Any:
-    import pandas as pd
-
-    uniq: dict[str, int] = {}
-    remap = np.empty(len(labels), dtype=np.int64)
-    for i, label in enumerate(labels):
-        remap[i] = uniq.setdefault(label, len(uniq))
-    return pd.Categorical.from_codes(remap[codes] if len(codes) else codes, categories=list(uniq))
-
-
-_get_ph = attrgetter("ph")
-_get_args = attrgetter("args")
-_get_dims = attrgetter("input_dims")
-_get_types = attrgetter("input_type")
-_get_stack = attrgetter("call_stack")
-
-
-def _ints(objs: list[Any], attr: str) -> np.ndarray:
-    return np.fromiter(map(attrgetter(attr), objs), np.int64, len(objs))
-
-
-def _floats(objs: list[Any], attr: str) -> np.ndarray:
-    """Float column of ``attr``; None (not recorded) becomes NaN."""
-    return np.array(list(map(attrgetter(attr), objs)), dtype=np.float64)
-
-
-def _ids(rows: list[Event], attr: str, *, device: bool = False) -> np.ndarray:
-    """Integer ids (pid/tid); Kineto writes ints, older traces strings like "25738" or "stream 7".
-
-    Ids repeat a lot, so only the distinct values are converted.
-    """
-    import pandas as pd
-
-    codes, uniques = pd.factorize(np.asarray(list(map(attrgetter(attr), rows)), dtype=object))
-    converted = np.array(
-        [v if type(v) is int else int_id(v, device=device) for v in uniques], dtype=np.int64
-    )
-    return converted[codes] if len(codes) else np.empty(0, dtype=np.int64)
-
-
-def _scatter_categorical(n: int, rows: np.ndarray, values: Any) -> Any:
-    """A length-``n`` categorical holding ``values`` at ``rows`` and "" elsewhere."""
-    import pandas as pd
-
-    categories = list(values.categories)
-    if "" not in categories:
-        categories.append("")
-    codes = np.full(n, categories.index(""), dtype=np.int32)
-    codes[rows] = values.codes
-    return pd.Categorical.from_codes(codes, categories=categories)
 
 
 def load_kineto(
@@ -134,7 +88,9 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
         # time; one that cannot be is read whole, which names what is wrong with it.
         streamed = StreamedTrace(path)
         try:
-            parts = [_Part.of(events) for events in streamed.pieces()]
+            parts = []
+            for events in streamed.pieces():
+                parts.append(_Part.of(path, events, streamed.events_in_file - len(events)))
             assert streamed.trace is not None
             return _finish(path, streamed.trace, parts, streamed.events_in_file, extra_meta)
         except NotStreamable:
@@ -145,7 +101,7 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     events = trace.traceEvents or []
     n_in_file = len(events)
     trace.traceEvents = []
-    parts = [_Part.of(events)]
+    parts = [_Part.of(path, events)]
     del events
     return _finish(path, trace, parts, n_in_file, extra_meta)
 
@@ -166,15 +122,30 @@ class _Part:
         self.flow_counts, self.metadata = flow_counts, metadata
 
     @classmethod
-    def of(cls, events: list[Event]) -> _Part:
+    def of(cls, path: Path, events: list[Event], offset: int = 0) -> _Part:
+        """The part of ``events``, the trace's events from ``traceEvents[offset]`` on."""
         import pandas as pd
 
         phase_codes, phases = pd.factorize(np.asarray(list(map(_get_ph, events)), dtype=object))
         is_flow = np.isin(phase_codes, [i for i, p in enumerate(phases) if p in FLOW_PHASES])
         is_meta = np.isin(phase_codes, [i for i, p in enumerate(phases) if p == "M"])
-        rows: list[Event] = list(compress(events, (~is_flow & ~is_meta).tolist()))
+        is_row = ~is_flow & ~is_meta
+        row_index = np.flatnonzero(is_row)  # position in this piece, for messages
+        rows: list[Event] = list(compress(events, is_row.tolist()))
         flows: list[Event] = list(compress(events, is_flow.tolist()))
         metadata: list[Event] = list(compress(events, is_meta.tolist()))
+        ts_us = _floats(rows, "ts")
+        no_ts = np.isnan(ts_us)
+        n_empty = n_no_ts = 0
+        if no_ts.any():
+            # An event without a start cannot be placed in time (time 0 would stretch the
+            # profile back to 1970). "{}" (no phase either) is padding some writers end with.
+            no_phase = np.isin(phase_codes[row_index], [i for i, p in enumerate(phases) if not p])
+            n_empty = int((no_ts & no_phase).sum())
+            n_no_ts = int(no_ts.sum()) - n_empty
+            keep = ~no_ts
+            rows = list(compress(rows, keep.tolist()))
+            row_index, ts_us = row_index[keep], ts_us[keep]
         del phase_codes
         fb = [f for f in flows if f.cat == FWDBWD_FLOW_CATEGORY and f.ph in ("s", "f")]
         launch = sum(1 for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES)
@@ -183,13 +154,20 @@ class _Part:
             "launch_flow_events": launch,
             "fwdbwd_flow_events": len(fb),
             "other_flow_events": len(flows) - launch - len(fb),
+            "empty_events": n_empty,
+            "events_without_ts": n_no_ts,
         }
         del flows
-        return cls(_row_columns(rows) if rows else {}, len(rows), fb, counts, metadata)
+        row_index += offset
+        columns = _row_columns(path, rows, row_index, ts_us) if rows else {}
+        return cls(columns, len(rows), fb, counts, metadata)
 
 
-def _row_columns(rows: list[Event]) -> dict[str, Any]:
-    """The event-table columns of ``rows`` (start times relative to the trace's base time)."""
+def _row_columns(
+    path: Path, rows: list[Event], row_index: np.ndarray, ts_us: np.ndarray
+) -> dict[str, Any]:
+    """The event-table columns of ``rows`` (``traceEvents[row_index]``, starting at ``ts_us``;
+    start times relative to the trace's base time)."""
     import pandas as pd
 
     n = len(rows)
@@ -210,7 +188,9 @@ def _row_columns(rows: list[Event]) -> dict[str, Any]:
     is_step = kind == "step"
     if is_step.any():
         step_of_name = {
-            i: int(m.group(1)) for i, nm in enumerate(name_uniques) if (m := STEP_RE.match(str(nm)))
+            i: check_int_range(path, int(m.group(1)), f"{nm!r}: step number")
+            for i, nm in enumerate(name_uniques)
+            if (m := STEP_RE.match(str(nm)))
         }
         codes = name_codes[is_step]
         step_number[is_step] = [step_of_name.get(c, -1) for c in codes.tolist()]
@@ -227,8 +207,8 @@ def _row_columns(rows: list[Event]) -> dict[str, Any]:
     dev_rows = np.flatnonzero(on_device)
     dev_args = [args[i] for i in dev_rows.tolist()]
 
-    pid = _ids(rows, "pid")
-    tid_any = _ids(rows, "tid", device=True)
+    pid = _ids(path, rows, "pid")
+    tid_any = _ids(path, rows, "tid", device=True)
     tid = np.where(on_device, -1, tid_any)
     stream = np.full(n, -1, dtype=np.int64)
     device_index = np.full(n, -1, dtype=np.int64)
@@ -262,8 +242,19 @@ def _row_columns(rows: list[Event]) -> dict[str, Any]:
         allocated[mem_rows] = _floats(mem_args, "total_allocated")
         reserved[mem_rows] = _floats(mem_args, "total_reserved")
 
-    start_ns = _to_ns(_floats(rows, "ts"))  # the trace's base time is added by the caller
-    dur_ns = np.maximum(_to_ns(_floats(rows, "dur")), 0)
+    check_values_range(
+        path,
+        device_index,
+        "device index",
+        low=-INT32_MAX - 1,
+        high=INT32_MAX,
+        describe=partial(_describe, rows, row_index),
+    )
+    dur_us = _floats(rows, "dur")
+    check_times_us(path, ts_us, dur_us, describe=partial(_describe, rows, row_index))
+    start_ns = us_to_ns(ts_us)  # the trace's base time is added by the caller
+    dur_ns = np.maximum(us_to_ns(dur_us), 0)
+    del dur_us
 
     ext_new = _ints(args, "external_id")
     ext_old = _ints(args, "external_id_old")
@@ -356,9 +347,12 @@ def _finish(
         raise TraceError(path, "the trace holds no events, only metadata and flows")
     base = int(trace.baseTimeNanoseconds or 0)
     start_rel = columns["start_ns"]
+    # The time origin, and every start after it, within the range of perfkit's ns times.
+    check_times_us(path, start_rel / 1000.0, np.zeros(0), base_ns=base)
     columns["start_ns"] = start_rel + base
     on_device = columns.pop("_on_device")
     forward_op, links = _bind_fwdbwd(
+        path,
         fb,
         columns["pid"],
         columns["tid"],
@@ -369,16 +363,17 @@ def _finish(
     )
     del start_rel, on_device
     columns["forward_op"] = forward_op
-    rank, world_size = _rank_info(trace.distributedInfo)
+    rank, world_size = _rank_info(path, trace.distributedInfo)
     columns["rank"] = np.full(n, rank, dtype=np.int32)
     n_flows = counts.pop("flow_events")
+    n_no_ts = counts.pop("events_without_ts")
     finished = finish_events(columns, n, consume=True)
     del columns
     meta: dict[str, Any] = {
         "framework": "torch",
         "framework_version": None,
         "host": trace.host_name,
-        "devices": devices_from_properties(trace.deviceProperties),
+        "devices": devices_from_properties(trace.deviceProperties, path),
         "rank": rank,
         "world_size": world_size,
         "source": str(path),
@@ -407,26 +402,27 @@ def _finish(
             "base_time_ns": base,
         },
     }
+    note_skipped(path, meta["accounting"], {"without a start time (ts)": n_no_ts})
     if extra_meta:
         meta.update(extra_meta)
     return make_run(finished, meta)
 
 
-def _stack_categorical(stacks: list[str]) -> Any:
-    import pandas as pd
-
-    codes, uniques = pd.factorize(np.asarray(stacks, dtype=object))
-    labels = ["\n".join(f for f in str(u).split(";") if f) for u in uniques]
-    return _from_codes(codes, labels)
-
-
-def _rank_info(info: dict[str, Any]) -> tuple[int, int]:
+def _rank_info(path: Path, info: dict[str, Any]) -> tuple[int, int]:
+    """(rank, world size) from ``distributedInfo``; ``TraceError`` for values that are not
+    integers or do not fit the int32 ``rank`` column."""
     rank = info.get("rank", 0) if isinstance(info, dict) else 0
     world = info.get("world_size", 1) if isinstance(info, dict) else 1
-    try:
-        return int(rank), max(int(world), 1)
-    except (TypeError, ValueError):
-        return 0, 1
+    values = []
+    for key, value in (("rank", rank), ("world_size", world)):
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if value is None:
+            value = 0 if key == "rank" else 1
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TraceError(path, f"distributedInfo.{key} is {value!r}, not an integer")
+        values.append(check_int_range(path, value, f"distributedInfo.{key}", low=0, high=INT32_MAX))
+    return values[0], max(values[1], 1)
 
 
 def _thread_names(metadata: list[Event]) -> dict[str, str]:
@@ -438,6 +434,7 @@ def _thread_names(metadata: list[Event]) -> dict[str, str]:
 
 
 def _bind_fwdbwd(
+    path: Path,
     fb: list[Event],
     pid: np.ndarray,
     tid: np.ndarray,
@@ -453,6 +450,13 @@ def _bind_fwdbwd(
     of links made."""
     n = len(pid)
     forward_op = np.full(n, -1, dtype=np.int64)
+    # A flow without a time binds to nothing; one far out of range is a broken file.
+    fb = [f for f in fb if f.ts == f.ts]
+    if fb:
+        flow_ts = np.array([f.ts for f in fb], dtype=np.float64)
+        check_times_us(
+            path, flow_ts, np.zeros(len(fb)), describe=lambda i: f"flow event {fb[i].id!r}"
+        )
     if not fb:
         return forward_op, 0
     import pandas as pd
@@ -470,9 +474,9 @@ def _bind_fwdbwd(
     )
     flow_table = pd.DataFrame(
         {
-            "pid": [int_id(f.pid) for f in fb],
-            "tid": [int_id(f.tid) for f in fb],
-            "ts": _to_ns([f.ts for f in fb]),
+            "pid": np.array([_flow_id(path, f.pid, "pid") for f in fb], dtype=np.int64),
+            "tid": np.array([_flow_id(path, f.tid, "tid") for f in fb], dtype=np.int64),
+            "ts": us_to_ns(flow_ts),
             "id": [str(f.id) for f in fb],
             "ph": [f.ph for f in fb],
         }
@@ -486,3 +490,7 @@ def _bind_fwdbwd(
     both = src.index.intersection(dst.index)
     forward_op[dst.loc[both].to_numpy()] = src.loc[both].to_numpy()
     return forward_op, len(both)
+
+
+def _flow_id(path: Path, value: int | str | None, what: str) -> int:
+    return check_int_range(path, int_id(value), f"flow event {what}", low=INT64_MIN, high=INT64_MAX)

@@ -8,36 +8,41 @@ Kineto writes one JSON object with ``traceEvents`` (complete ``X`` events, insta
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-from perfkit_core.events import TraceError
+from perfkit_core.events import TraceError, decode_error_reason
 
 _NONE = msgspec.Raw(b"")
+#: Integers the event table stores as int64: a larger one fails decoding with its JSON path.
+I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+#: What ``ts`` holds when an event has none (NaN never comes out of JSON).
+NO_TS = math.nan
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
-    external_id: int = msgspec.field(name="External id", default=-1)
-    external_id_old: int = msgspec.field(name="external id", default=-1)
-    correlation: int = -1
-    sequence: int = msgspec.field(name="Sequence number", default=-1)
+    external_id: I64 = msgspec.field(name="External id", default=-1)
+    external_id_old: I64 = msgspec.field(name="external id", default=-1)
+    correlation: I64 = -1
+    sequence: I64 = msgspec.field(name="Sequence number", default=-1)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NONE)
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NONE)
     call_stack: str = msgspec.field(name="Call stack", default="")
     flops: float | None = None
-    device: int = -1
-    stream: int = -1
+    device: I64 = -1
+    stream: I64 = -1
     nbytes: float | None = msgspec.field(name="bytes", default=None)
     registers: float | None = msgspec.field(name="registers per thread", default=None)
     shared_memory: float | None = msgspec.field(name="shared memory", default=None)
     occupancy: float | None = msgspec.field(name="est. achieved occupancy %", default=None)
     grid: msgspec.Raw = _NONE
     block: msgspec.Raw = _NONE
-    mem_device_type: int = msgspec.field(name="Device Type", default=-1)
-    mem_device_id: int = msgspec.field(name="Device Id", default=-1)
+    mem_device_type: I64 = msgspec.field(name="Device Type", default=-1)
+    mem_device_id: I64 = msgspec.field(name="Device Id", default=-1)
     mem_bytes: float | None = msgspec.field(name="Bytes", default=None)
     total_allocated: float | None = msgspec.field(name="Total Allocated", default=None)
     total_reserved: float | None = msgspec.field(name="Total Reserved", default=None)
@@ -51,11 +56,11 @@ class Event(msgspec.Struct, gc=False, frozen=True):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: float = 0.0
+    pid: I64 | str | None = None
+    tid: I64 | str | None = None
+    ts: float = NO_TS
     dur: float = 0.0
-    id: int | str | None = None
+    id: I64 | str | None = None
     args: _Args = _NO_ARGS
 
 
@@ -64,7 +69,7 @@ class _Trace(msgspec.Struct, gc=False):
     schemaVersion: int | str | None = None
     deviceProperties: list[dict[str, Any]] = []
     distributedInfo: dict[str, Any] = {}
-    baseTimeNanoseconds: int = 0
+    baseTimeNanoseconds: I64 = 0
     host_name: str | None = None
     record_shapes: int | None = None
     profile_memory: int | None = None
@@ -74,6 +79,7 @@ class _Trace(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Trace)
+_LIST_DECODER = msgspec.json.Decoder(list[Event])
 
 #: Kineto categories (lowercased) of events that run on a device, and their kind.
 DEVICE_CATEGORIES: dict[str, str] = {
@@ -143,24 +149,22 @@ def classify(category: str, name: str) -> str:
 
 
 def decode(path: Path, data: bytes) -> _Trace:
-    """Decode Kineto JSON ``data`` read from ``path``; TraceError with the reason when it is not one."""
+    """Decode Kineto JSON ``data`` read from ``path``; TraceError with the reason when it is not one.
+
+    A bare JSON list of events (the other form of the chrome trace format, which torch's legacy
+    autograd profiler also writes) is read as a trace holding only those events.
+    """
     if not data or data.isspace():
         raise TraceError(path, "the file is empty")
+    bare_list = data.lstrip()[:1] == b"["
     try:
-        trace = _DECODER.decode(data)
+        trace = (
+            _Trace(traceEvents=_LIST_DECODER.decode(data)) if bare_list else _DECODER.decode(data)
+        )
     except msgspec.ValidationError as exc:
-        if data.lstrip()[:1] == b"[":
-            raise TraceError(
-                path,
-                "a bare JSON list of events (the legacy autograd-profiler export); perfkit reads "
-                "Kineto traces, a JSON object with 'traceEvents': record with torch.profiler.profile",
-            ) from None
-        raise TraceError(path, f"not a Kineto trace: {exc}") from None
-    except msgspec.DecodeError as exc:
-        message = str(exc)
-        if "truncated" in message.lower():
-            raise TraceError(path, "truncated JSON: the file ends before the trace does") from None
-        raise TraceError(path, f"malformed JSON: {message}") from None
+        raise TraceError(path, decode_error_reason(exc, data, "not a Kineto trace")) from None
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise TraceError(path, decode_error_reason(exc, data, "malformed JSON")) from None
     if trace.traceEvents is None:
         raise TraceError(path, "a JSON object without 'traceEvents': not a chrome trace")
     if not trace.traceEvents:

@@ -38,6 +38,11 @@ _CUT_RE = re.compile(rb"\}\s*,\s*(?=\{)")
 _EVENTS = msgspec.json.Decoder(list[Event])
 
 
+#: What the decoder raises for bytes it cannot read (invalid UTF-8, nesting too deep): such a
+#: file is read whole instead, by the reader that names the problem in one line.
+_UNREADABLE = (msgspec.MsgspecError, UnicodeDecodeError, RecursionError)
+
+
 class NotStreamable(Exception):
     """This file cannot be read in pieces; read it whole."""
 
@@ -83,7 +88,7 @@ class StreamedTrace:
                 head = bytes(buffer[: found.end() - 1])
                 try:
                     _DECODER.decode(head + b"[]}")
-                except msgspec.MsgspecError:
+                except _UNREADABLE:
                     raise NotStreamable("traceEvents is not a key of the trace object") from None
                 del buffer[: found.end() - 1]
             if len(buffer) < self.chunk_bytes:
@@ -96,7 +101,7 @@ class StreamedTrace:
             raise NotStreamable("no traceEvents in the file")
         try:
             last = _DECODER.decode(head + bytes(buffer))
-        except msgspec.MsgspecError:
+        except _UNREADABLE:
             raise NotStreamable("the end of the file does not close the trace") from None
         events = last.traceEvents or []
         last.traceEvents = []
@@ -117,7 +122,7 @@ class StreamedTrace:
                 buffer[comma] = ord("]")
                 try:
                     events = _EVENTS.decode(memoryview(buffer)[: comma + 1])
-                except msgspec.MsgspecError:
+                except _UNREADABLE:
                     buffer[comma] = ord(",")
                     tries += 1
                     if tries >= CUT_TRIES:

@@ -51,7 +51,6 @@ CASES = {
     "empty.json": (b"", "empty"),
     "blank.json": (b"   \n  ", "empty"),
     "truncated.json": (json.dumps(GOOD).encode()[:-40], "truncated"),
-    "bare_list.json": (json.dumps(GOOD["traceEvents"]).encode(), "bare JSON list"),
     "broken.json.gz": (gzip.compress(json.dumps(GOOD).encode())[:-30], "gzip"),
     "garbage.json.gz": (b"\x1f\x8b" + b"\x00garbage" * 10, "gzip"),
     "no_events.json": (b'{"schemaVersion": 1, "traceEvents": []}', "no events"),
@@ -75,6 +74,21 @@ def test_bad_file_raises_trace_error_naming_file(tmp_path, name):
     assert info.value.path == str(path)
 
 
+def test_bare_list_of_events_is_a_chrome_trace(tmp_path):
+    # The chrome trace format allows a bare JSON list of events (torch's legacy autograd profiler
+    # writes one); it loads like the same events inside {"traceEvents": [...]}.
+    listed = perfkit_core.load(
+        write(tmp_path, "list.json", json.dumps(GOOD["traceEvents"]).encode())
+    )
+    wrapped = perfkit_core.load(write(tmp_path, "object.json", json.dumps(GOOD).encode()))
+    assert listed.events["name"].astype(str).tolist() == wrapped.events["name"].astype(str).tolist()
+    assert (
+        listed.events["start_ns"].tolist()
+        == wrapped.events["start_ns"].tolist()
+        == [10_500, 20_000]
+    )
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(TraceError, match="no such file"):
         perfkit_core.load(tmp_path / "nope.json")
@@ -86,7 +100,7 @@ def test_empty_directory(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name", ["truncated.json", "bare_list.json", "broken.json.gz", "not_a_trace.json"]
+    "name", ["truncated.json", "broken.json.gz", "not_a_trace.json", "no_events.json"]
 )
 def test_cli_prints_one_line_and_exits_2(tmp_path, name, capsys):
     data, _reason = CASES[name]

@@ -10,6 +10,8 @@ Modules, in the order data flows through them:
 - ``run``: ``Run``, saved as ``events.parquet`` + ``meta.json``.
 - ``loading``: ``load(path)`` for saved runs, trace files and folders of per-rank traces.
 - ``devices``, ``atomic``: device descriptions from traces; atomic file writes.
+- ``checks``, ``metadata``: range checks on what traces hold (nothing may wrap around int64)
+  and the shape of ``Run.meta``, checked when a saved run is read.
 
 The names below are the API adapters use (``perfkit-torch`` and ``perfkit-paddle`` use nothing
 else from here).
@@ -20,6 +22,18 @@ from __future__ import annotations
 from perfkit_core.errors import TraceError
 from perfkit_core.events.atomic import atomic_path, write_bytes
 from perfkit_core.events.build import finish_events, make_run
+from perfkit_core.events.checks import (
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    TIME_LIMIT_NS,
+    check_int_range,
+    check_times_us,
+    check_values_range,
+    decode_error_reason,
+    note_skipped,
+    us_to_ns,
+)
 from perfkit_core.events.devices import devices_from_properties
 from perfkit_core.events.loading import combine_runs, load, read_head, read_trace_bytes
 from perfkit_core.events.run import Run, is_saved_run
@@ -34,21 +48,31 @@ from perfkit_core.events.schema import (
 
 __all__ = [
     "COLUMNS",
+    "INT32_MAX",
+    "INT64_MAX",
+    "INT64_MIN",
     "KINDS",
     "SCHEMA_VERSION",
+    "TIME_LIMIT_NS",
     "Run",
     "TraceError",
     "atomic_path",
     "build_events",
+    "check_int_range",
+    "check_times_us",
+    "check_values_range",
     "combine_runs",
     "concat_events",
+    "decode_error_reason",
     "devices_from_properties",
     "empty_events",
     "finish_events",
     "is_saved_run",
     "load",
     "make_run",
+    "note_skipped",
     "read_head",
     "read_trace_bytes",
+    "us_to_ns",
     "write_bytes",
 ]

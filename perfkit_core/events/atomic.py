@@ -34,6 +34,33 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_paths(*targets: str | os.PathLike[str]) -> Iterator[list[Path]]:
+    """Yield one temporary path beside each of ``targets``; when the block succeeds, rename them
+    to their targets in the order given (so the last target appears last). On an exception every
+    temporary file is removed and the targets are left as they were."""
+    temps: list[Path] = []
+    try:
+        for name in targets:
+            target = Path(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, made = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.close(fd)
+            temps.append(Path(made))
+        yield list(temps)
+        umask = os.umask(0)
+        os.umask(umask)
+        for temp in temps:
+            os.chmod(temp, 0o666 & ~umask)
+        for temp, name in zip(temps, targets, strict=True):
+            os.replace(temp, name)
+    except BaseException:
+        for temp in temps:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        raise
+
+
 def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``target`` atomically."""
     with atomic_path(target) as tmp:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
+import codecs
+import errno
 import os
 import zlib
 from pathlib import Path
@@ -24,35 +25,106 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".pb")
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
-    """Return the first ``size`` bytes of ``path``, decompressed when it is gzip."""
+    """Return the first ``size`` bytes of ``path``, decompressed when it is gzip, without a UTF-8
+    byte-order mark."""
     try:
         with open(path, "rb") as fh:
             magic = fh.read(2)
             fh.seek(0)
             if magic != b"\x1f\x8b":
-                return fh.read(size)
-            with gzip.GzipFile(fileobj=fh) as gz:
-                return gz.read(size)
+                return _without_bom(fh.read(size))
+            # Only the start is needed; what follows (a cut end, trailing bytes) is for the
+            # full read to report.
+            inflater = zlib.decompressobj(wbits=31)
+            head = b""
+            while len(head) < size and not inflater.eof:
+                chunk = fh.read(HEAD_BYTES)
+                if not chunk:
+                    break
+                head += inflater.decompress(chunk, size - len(head))
+                while len(head) < size and inflater.unconsumed_tail:
+                    head += inflater.decompress(inflater.unconsumed_tail, size - len(head))
+            if not head and not inflater.eof:
+                raise TraceError(
+                    path, "broken gzip data: the file ends before the compressed data does"
+                )
+            return _without_bom(head)
     except IsADirectoryError:
         raise TraceError(path, "is a directory") from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except zlib.error as exc:
         raise TraceError(path, f"broken gzip data: {exc}") from None
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
 
 
 def read_trace_bytes(path: Path) -> bytes:
-    """Return the bytes of a trace file, decompressed when it is gzip; TraceError when unreadable."""
+    """Return the bytes of a trace file, decompressed when it is gzip (several concatenated
+    members are joined, as ``gunzip`` does), without a UTF-8 byte-order mark; ``TraceError``
+    when unreadable."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
     if data[:2] == b"\x1f\x8b":
+        data = _gunzip(path, data)
+    return _without_bom(data)
+
+
+def _without_bom(data: bytes) -> bytes:
+    # Some editors and Windows tools start UTF-8 text with a byte-order mark; JSON parsers
+    # reject it, and it says nothing about the trace.
+    return data[len(codecs.BOM_UTF8) :] if data[:3] == codecs.BOM_UTF8 else data
+
+
+def _gunzip(path: Path, data: bytes) -> bytes:
+    parts: list[bytes] = []
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(wbits=31)
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
+            parts.append(inflater.decompress(rest))
+        except zlib.error as exc:
             raise TraceError(path, f"broken gzip data: {exc}") from None
-    return data
+        if not inflater.eof:
+            raise TraceError(
+                path, "broken gzip data: the file ends before the compressed data does"
+            )
+        rest = inflater.unused_data
+        if rest[:2] != b"\x1f\x8b" and rest.strip(b"\x00"):
+            raise TraceError(
+                path,
+                f"{len(rest)} bytes that are not gzip data follow the compressed trace "
+                "(a file appended to, or two files joined)",
+            )
+        if rest[:2] != b"\x1f\x8b":
+            break  # zero padding after the last member, which gunzip also ignores
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def check_path(path: Path) -> None:
+    """Raise ``TraceError`` saying why ``path`` cannot be reached (missing, a broken or looping
+    symbolic link, a folder on the way that cannot be searched); return when it exists."""
+    try:
+        os.stat(path)
+        return
+    except FileNotFoundError:
+        if os.path.islink(path):
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+            raise TraceError(path, f"a broken symbolic link (to {target})") from None
+        raise TraceError(path, "no such file or directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            reason = "a symbolic link loop (the link points back to itself)"
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            reason = "permission denied: a folder on the way to it cannot be searched"
+        elif exc.errno == errno.ENOTDIR:
+            reason = "no such file or directory (a part of the path is a file)"
+        else:
+            reason = f"cannot reach it: {exc.strerror or exc}"
+        raise TraceError(path, reason) from None
 
 
 def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None) -> Run:
@@ -64,8 +136,7 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
     ``TraceError`` naming the file and the reason for anything it cannot read.
     """
     path = Path(path)
-    if not path.exists():
-        raise TraceError(path, "no such file or directory")
+    check_path(path)
     if is_saved_run(path):
         return Run.read(path)
     from perfkit_core.progress import stage
@@ -91,12 +162,23 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
 
 
 def trace_files(directory: Path) -> list[Path]:
-    """Return the trace files directly inside ``directory``, sorted by name."""
-    return sorted(
-        p
-        for p in directory.iterdir()
-        if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")
-    )
+    """Return the trace files directly inside ``directory``, sorted by name; ``TraceError`` when
+    the folder cannot be listed."""
+    try:
+        return sorted(
+            p
+            for p in directory.iterdir()
+            if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".") and _is_file(p)
+        )
+    except OSError as exc:
+        raise TraceError(directory, f"cannot list the folder: {exc.strerror or exc}") from None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Run:

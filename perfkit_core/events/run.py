@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import TraceError
 from perfkit_core.events import schema
-from perfkit_core.events.atomic import atomic_path, write_bytes
+from perfkit_core.events.atomic import atomic_paths
+from perfkit_core.events.metadata import check_meta
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,10 +94,11 @@ class Run:
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.
 
-        A run of several ranks is written as a saved job instead: a Parquet dataset partitioned
-        by rank (``events/rank=R/part-0.parquet``) and ``meta.json`` (see
-        ``perfkit_core.events.dataset``). Each file is written atomically; ``meta.json`` is
-        written last, so a directory with a ``meta.json`` always holds a complete run.
+        Both files are written in full under temporary names first, then renamed, ``meta.json``
+        last: a directory with a ``meta.json`` always holds a complete run, and a save cut short
+        (a killed process, a full disk) leaves at most hidden temporary files. A run of several
+        ranks is written as a saved job instead: a Parquet dataset partitioned by rank
+        (``events/rank=R/part-0.parquet``) and ``meta.json`` (see ``perfkit_core.events.dataset``).
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -107,12 +109,13 @@ class Run:
             return saved
         directory.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(self.events, preserve_index=False)
-        with atomic_path(directory / EVENTS_FILE) as tmp:
-            pq.write_table(table, tmp, compression="zstd")
         meta = dict(
             self.meta, schema_version=self.meta.get("schema_version", schema.SCHEMA_VERSION)
         )
-        write_bytes(directory / META_FILE, json.dumps(meta, indent=1, default=str).encode())
+        meta_bytes = json.dumps(meta, indent=1, default=str).encode()
+        with atomic_paths(directory / EVENTS_FILE, directory / META_FILE) as (events_tmp, meta_tmp):
+            pq.write_table(table, events_tmp, compression="zstd")
+            meta_tmp.write_bytes(meta_bytes)
         return directory
 
     @classmethod
@@ -140,7 +143,8 @@ class Run:
             raise TraceError(meta_path, f"unreadable run metadata: {exc}") from None
         if not isinstance(meta, dict):
             raise TraceError(meta_path, "run metadata is not a JSON object")
-        schema.check_version(directory, meta)
+        schema.check_version(directory, meta)  # a newer schema's message before its fields'
+        check_meta(meta_path, meta)
         try:
             events = pq.read_table(events_path).to_pandas()
         except FileNotFoundError:
@@ -170,4 +174,7 @@ def _values(events: pd.DataFrame, name: str) -> Any:
 def is_saved_run(path: str | os.PathLike[str]) -> bool:
     """Return True when ``path`` is a directory written by ``Run.save``."""
     path = Path(path)
-    return path.is_dir() and (path / META_FILE).is_file()
+    try:
+        return path.is_dir() and (path / META_FILE).is_file()
+    except OSError:  # a folder that cannot be searched; load() says why
+        return False

@@ -281,8 +281,20 @@ def build_events(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFra
             if value is None:
                 data[col.name] = np.full(n, col.missing, dtype=col.dtype)
             else:
-                data[col.name] = np.asarray(value).astype(col.dtype, copy=False)
+                data[col.name] = _cast(col, np.asarray(value))
     return pd.DataFrame(data, copy=False)
+
+
+def _cast(col: Column, value: np.ndarray) -> np.ndarray:
+    """``value`` as the column's dtype; ``OverflowError`` where an integer would wrap around or a
+    float is not a whole number in range (adapters check what they read first and say which
+    event; this is the last line)."""
+    target = np.dtype(col.dtype)
+    if target.kind == "i" and value.dtype != target and value.dtype.kind in "iuf" and len(value):
+        info = np.iinfo(target)
+        if not ((value >= info.min) & (value <= info.max)).all():  # NaN fails both
+            raise OverflowError(f"column {col.name!r} holds values that do not fit {col.dtype}")
+    return value.astype(target, copy=False)
 
 
 def _kind_categorical(value: Any) -> pd.Categorical:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +149,9 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
     """Return ``frame;frame;... count`` lines (outermost frame first), like torch's
     ``export_stacks``: ``metric="cpu"`` counts each host event's self time, ``"gpu"`` the
     device time of the kernels, copies and sets launched (the device event is the leaf frame),
-    in whole microseconds; zero counts are left out."""
+    in whole microseconds; zero counts are left out. The format has no escapes: a ``;`` in a
+    name is written as ``:`` and control characters (line breaks, tabs) as spaces, and a
+    ``TraceWarning`` says how many names were changed."""
     from perfkit_core.views.operators import host_self_time
 
     if metric not in ("cpu", "gpu"):
@@ -175,6 +178,14 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
         extra = [names[r] for r in rows.tolist()]
     counts: dict[str, float] = {}
     cache: dict[int, str] = {}
+    changed: set[str] = set()
+
+    def frame(name: str) -> str:
+        clean = _FOLDED_UNSAFE.sub(_folded_substitute, name)
+        if clean != name:
+            changed.add(name)
+        return clean
+
     for leaf, weight, tail in zip(leaves.tolist(), weights.tolist(), extra, strict=True):
         if weight <= 0:
             continue
@@ -183,15 +194,35 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
             frames = []
             node = leaf
             while node >= 0:
-                frames.append(names[node].replace(";", ":"))
+                frames.append(frame(names[node]))
                 node = parent[node]
             stack = ";".join(reversed(frames))
             cache[leaf] = stack
-        key = stack if tail is None else f"{stack};{tail.replace(';', ':')}"
+        key = stack if tail is None else f"{stack};{frame(tail)}"
         counts[key] = counts.get(key, 0.0) + weight
+    if changed:
+        import warnings
+
+        from perfkit_core.errors import TraceWarning
+
+        warnings.warn(
+            TraceWarning(
+                f"folded stacks: {len(changed)} frame name(s) held ';' or control characters "
+                "(line breaks, tabs), which the format cannot hold: written with ':' and spaces"
+            ),
+            stacklevel=2,
+        )
     return [
         f"{stack} {round(count)}" for stack, count in sorted(counts.items()) if round(count) > 0
     ]
+
+
+#: What a folded-stacks frame cannot hold: the frame separator and control characters.
+_FOLDED_UNSAFE = re.compile(r"[;\x00-\x1f\x7f]")
+
+
+def _folded_substitute(match: re.Match[str]) -> str:
+    return ":" if match.group(0) == ";" else " "
 
 
 def summaries(run: Run) -> dict[str, Any]:

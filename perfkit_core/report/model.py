@@ -282,6 +282,11 @@ def _header(run: Run | Job) -> list[HeaderItem]:
         items.append(
             HeaderItem("Analysed on", f"{where} of {engine.get('workers')} worker(s), by rank")
         )
+    skipped = skipped_events(meta)
+    if skipped:
+        items.append(
+            HeaderItem("Skipped", "; ".join(f"{n:,} {reason}" for reason, n in skipped.items()))
+        )
     return items
 
 
@@ -331,6 +336,18 @@ def _headline(
                 phases.append(PhaseShare(name, total / count, share))
     top = findings[0] if findings else None
     return Headline(items, phases, top, note)
+
+
+def skipped_events(meta: dict[str, Any]) -> dict[str, int]:
+    """Events the loader skipped, ``{reason: count}`` over every rank (``meta["accounting"]``)."""
+    accounting = meta.get("accounting") or {}
+    per_rank = [accounting] if "skipped" in accounting else list(accounting.values())
+    total: dict[str, int] = {}
+    for entry in per_rank:
+        if isinstance(entry, dict):
+            for reason, n in (entry.get("skipped") or {}).items():
+                total[str(reason)] = total.get(str(reason), 0) + int(n)
+    return total
 
 
 def _view_chart(table: Table) -> Chart | None:
