@@ -202,7 +202,7 @@ def _row_columns(
     other_rows = np.flatnonzero(kind == "other")
     if len(other_rows):
         # Unknown categories with a device stream are device events.
-        other_stream = _ints([args[i] for i in other_rows.tolist()], "stream")
+        other_stream = _ints([args[i] for i in other_rows.tolist()], "stream", path)
         on_device[other_rows[other_stream >= 0]] = True
     dev_rows = np.flatnonzero(on_device)
     dev_args = [args[i] for i in dev_rows.tolist()]
@@ -213,8 +213,8 @@ def _row_columns(
     stream = np.full(n, -1, dtype=np.int64)
     device_index = np.full(n, -1, dtype=np.int64)
     if len(dev_rows):
-        dev_stream = _ints(dev_args, "stream")
-        dev_device = _ints(dev_args, "device")
+        dev_stream = _ints(dev_args, "stream", path)
+        dev_device = _ints(dev_args, "device", path)
         stream[dev_rows] = np.where(dev_stream >= 0, dev_stream, tid_any[dev_rows])
         device_index[dev_rows] = np.where(dev_device >= 0, dev_device, pid[dev_rows])
     pid = np.where(on_device, -1, pid)  # Kineto writes the device index as a device event's pid
@@ -230,8 +230,8 @@ def _row_columns(
     mem_rows = np.flatnonzero(is_memory)
     if len(mem_rows):
         mem_args = [args[i] for i in mem_rows.tolist()]
-        mem_type = _ints(mem_args, "mem_device_type")
-        mem_dev = _ints(mem_args, "mem_device_id")
+        mem_type = _ints(mem_args, "mem_device_type", path)
+        mem_dev = _ints(mem_args, "mem_device_id", path)
         for code in np.unique(mem_type).tolist():
             label = MEMORY_DEVICE_TYPES.get(code, "cpu" if code < 0 else f"device{code}")
             if label not in device_type_labels:
@@ -256,8 +256,8 @@ def _row_columns(
     dur_ns = np.maximum(us_to_ns(dur_us), 0)
     del dur_us
 
-    ext_new = _ints(args, "external_id")
-    ext_old = _ints(args, "external_id_old")
+    ext_new = _ints(args, "external_id", path)
+    ext_old = _ints(args, "external_id_old", path)
     external_id = np.where(ext_new >= 0, ext_new, ext_old)
 
     columns: dict[str, Any] = {
@@ -273,9 +273,9 @@ def _row_columns(
         "tid": tid,
         "stream": stream,
         "step": step_number,
-        "correlation": _ints(args, "correlation"),
+        "correlation": _ints(args, "correlation", path),
         "external_id": external_id,
-        "sequence": _ints(args, "sequence"),
+        "sequence": _ints(args, "sequence", path),
         "input_shapes": _categorical_from_raw(list(map(_get_dims, args))),
         "input_dtypes": _categorical_from_raw(list(map(_get_types, args))),
         "stack": _stack_categorical(list(map(_get_stack, args))),
