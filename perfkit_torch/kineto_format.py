@@ -122,6 +122,9 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: Names of the instants the profiler writes about itself (with an empty category).
 PROFILER_MARKERS = ("Iteration Start: ", "Record Window End")
 _COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
+#: Spans of fetching a batch: torch's DataLoader (``enumerate(DataLoader)#...``, DataLoader2
+#: too) and torchdata's DataPipes iterated directly (``enumerate(DataPipe)#...``).
+DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataLoader2)#", "enumerate(DataPipe)#")
 
 
 def classify(category: str, name: str) -> str:
@@ -140,7 +143,7 @@ def classify(category: str, name: str) -> str:
     if kind in ("operator", "user"):
         if STEP_RE.match(name):
             return "step"
-        if name.startswith("enumerate(DataLoader)#"):
+        if name.startswith(DATALOADER_PREFIXES):
             return "dataloader"
         if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
             return "optimizer"

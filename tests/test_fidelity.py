@@ -150,3 +150,37 @@ def test_real_rocm_trace_shows_device_work():
         ev = run.events
         on_device = ev["kind"].isin(["kernel", "memcpy", "memset", "communication"]).to_numpy()
         assert ev["dur_ns"].to_numpy()[on_device].sum() == pytest.approx(want * 1000, rel=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. torchdata's DataPipe spans are data loading
+
+
+def datapipe_events() -> list[dict[str, Any]]:
+    """Two steps whose batches come from torchdata DataPipes iterated directly: nested
+    ``enumerate(DataPipe)#...`` spans (the outer pipe pulls from the inner one)."""
+    events = []
+    for i, t0 in enumerate((0, 1000)):
+        events += [
+            x("user_annotation", f"ProfilerStep#{i + 1}", t0, 900),
+            x("user_annotation", "enumerate(DataPipe)#BatcherIterDataPipe", t0 + 10, 300),
+            x("user_annotation", "enumerate(DataPipe)#MapperIterDataPipe", t0 + 20, 200),
+            x("cpu_op", "aten::stack", t0 + 250, 40),
+            x("cpu_op", "aten::mm", t0 + 400, 300),
+        ]
+    return events
+
+
+def test_datapipe_spans_are_data_loading(tmp_path):
+    from perfkit_core import load
+
+    run = load(write_trace(tmp_path / "datapipe.json", datapipe_events()))
+    ev = run.events
+    pipes = ev["name"].astype(str).str.startswith("enumerate(DataPipe)#").to_numpy()
+    assert set(ev["kind"].to_numpy()[pipes]) == {"dataloader"}
+    # The TensorBoard profiler's DataLoader role: the union of the DataPipe spans per step.
+    steps = run.summary("steps")
+    assert steps["dataloader_ns"].tolist() == [300_000, 300_000]
+    model = run.summary("model").set_index("name")
+    assert model.loc["dataloader", "calls"] == 2  # outermost spans only
+    assert model.loc["dataloader", "cpu_total_ns"] == 600_000

@@ -55,9 +55,12 @@ NAME_RULES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         (("user_annotation", "ProfilerStep#5"),),
     ),
     (
-        "starts with `enumerate(DataLoader)#`",
+        "starts with " + codes(kf.DATALOADER_PREFIXES),
         "dataloader",
-        (("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),),
+        (
+            ("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),
+            ("user_annotation", "enumerate(DataPipe)#ShufflerIterDataPipe"),
+        ),
     ),
     (
         "starts with `Optimizer.step#` or `Optimizer.zero_grad#`",
