@@ -184,3 +184,39 @@ def test_datapipe_spans_are_data_loading(tmp_path):
     model = run.summary("model").set_index("name")
     assert model.loc["dataloader", "calls"] == 2  # outermost spans only
     assert model.loc["dataloader", "cpu_total_ns"] == 600_000
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Host computation without ProfilerSteps keeps top-level operators
+
+
+def cpu_rank_events(*, steps: bool) -> list[dict[str, Any]]:
+    """A CPU-only rank: operators on the main thread (two top-level ones, one with a child)
+    and a gloo all-reduce on the communication thread overlapping both."""
+    events = [
+        x("cpu_op", "aten::mm", 100, 300, tid=1),
+        x("cpu_op", "aten::add", 500, 100, tid=1),
+        x("cpu_op", "aten::empty", 510, 10, tid=1),
+        x("cpu_op", "gloo:all_reduce", 350, 200, tid=2),
+    ]
+    if steps:
+        events.append(x("user_annotation", "ProfilerStep#3", 50, 600, tid=1))
+    return events
+
+
+@pytest.mark.parametrize("steps", [False, True])
+def test_host_computation_counts_top_level_operators(tmp_path, steps):
+    from perfkit_core import load
+    from perfkit_core.views.ranks import rank_figures
+
+    run = load(write_trace(tmp_path / "cpu.json", cpu_rank_events(steps=steps)))
+    dist = run.summary("distributed").set_index("name")
+    # Computation: the merged operators outside collectives, [100, 400] and [500, 600] us;
+    # communication [350, 550]; they overlap on [350, 400] and [500, 550].
+    assert dist.loc["computation", "time_ns"] == 400_000
+    assert dist.loc["communication", "time_ns"] == 200_000
+    assert dist.loc["overlap", "time_ns"] == 100_000
+    assert (dist["side"] == "cpu").all()
+    figures = rank_figures(run)
+    assert figures["compute_ns"] == 400_000
+    assert figures["exposed_communication_ns"] == 100_000

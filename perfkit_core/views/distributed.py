@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 def distributed_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     """Communication against computation: merged communication time (NCCL/gloo kernels and
-    collective ops), merged computation time (other kernels; host operators when no device
-    events were recorded), and how much of the two overlap, per step window and rank."""
+    collective ops), merged computation time (other kernels; when no device events were
+    recorded, every host operator outside a collective, top-level ones included), and how much
+    of the two overlap, per step window and rank."""
     ev = run.events
     ranks = sorted({int(r) for r in ev["rank"].unique()}) if rank is None else [rank]
     kind = ev["kind"].to_numpy()
@@ -47,7 +48,9 @@ def distributed_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
             side = "gpu"
         else:
             comm_mask = in_rank & ~device & (kind == "communication")
-            comp_mask = in_rank & ~device & (kind == "operator") & (ev["parent"].to_numpy() >= 0)
+            # Every operator counts, top-level ones too (with no step span, or on a thread
+            # outside it, they have no parent); the window keeps what lies outside the steps out.
+            comp_mask = in_rank & ~device & (kind == "operator")
             comp_mask &= ~links.has_ancestor(ev["parent"].to_numpy(), kind == "communication")
             side = "cpu"
         comm = clip_to(start[comm_mask], end[comm_mask], window)

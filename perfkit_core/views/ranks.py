@@ -100,7 +100,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
     else:
         parent = ev["parent"].to_numpy()
         comm_mask = ~device & (kind == "communication")
-        comp_mask = ~device & (kind == "operator") & (parent >= 0)
+        comp_mask = ~device & (kind == "operator")  # top-level operators too
         comp_mask &= ~links.has_ancestor(parent, kind == "communication")
     comm = clip_to(start[comm_mask], end[comm_mask], window)
     comp = clip_to(start[comp_mask], end[comp_mask], window)
