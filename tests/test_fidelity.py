@@ -43,11 +43,16 @@ def peer_traces(*words: str) -> list[Path]:
     return found
 
 
-def raw_events(path: Path) -> list[dict[str, Any]]:
-    """The ``traceEvents`` of a (gzip) JSON trace, as the JSON holds them."""
+def raw_trace(path: Path) -> dict[str, Any]:
+    """A (gzip) JSON trace as the JSON holds it."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as fh:
-        return json.load(fh)["traceEvents"]
+        return json.load(fh)
+
+
+def raw_events(path: Path) -> list[dict[str, Any]]:
+    """The ``traceEvents`` of a (gzip) JSON trace, as the JSON holds them."""
+    return raw_trace(path)["traceEvents"]
 
 
 def x(cat: str, name: str, ts: float, dur: float, pid: Any = 1, tid: Any = 1, **args: Any):
@@ -220,3 +225,71 @@ def test_host_computation_counts_top_level_operators(tmp_path, steps):
     figures = rank_figures(run)
     assert figures["compute_ns"] == 400_000
     assert figures["exposed_communication_ns"] == 100_000
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Collectives that run on the host count as communication, on GPU ranks too
+
+
+def gloo_gpu_rank_events() -> list[dict[str, Any]]:
+    """A GPU rank that trains with kernels, all-reduces a metric with gloo on the host, and runs
+    one NCCL collective (whose host span only launches a kernel) plus a stream wait."""
+
+    def kernel(name, ts, dur, stream, corr):
+        return x(
+            "kernel", name, ts, dur, pid=0, tid=stream, device=0, stream=stream, correlation=corr
+        )
+
+    return [
+        x("user_annotation", "ProfilerStep#1", 0, 1000),
+        x("cpu_op", "aten::mm", 100, 100),
+        x("cuda_runtime", "cudaLaunchKernel", 110, 10, correlation=1),
+        kernel("volta_sgemm_128x64_nn", 150, 300, 7, 1),
+        x("cpu_op", "record_param_comms", 300, 300),
+        x("cpu_op", "gloo:all_reduce", 310, 280),
+        x("cpu_op", "record_param_comms", 700, 20),
+        x("cuda_runtime", "cudaLaunchKernel", 705, 10, correlation=2),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 720, 180, 20, 2),
+        x("cpu_op", "record_param_comms", 750, 10),
+        x("cuda_runtime", "cudaStreamWaitEvent", 752, 3),
+    ]
+
+
+def test_gloo_collectives_count_on_a_gpu_rank(tmp_path):
+    from perfkit_core import load
+    from perfkit_core.views.ranks import rank_figures
+
+    run = load(write_trace(tmp_path / "gloo_gpu.json", gloo_gpu_rank_events()))
+    dist = run.summary("distributed").set_index("name")
+    # Communication: the gloo all-reduce on the host [300, 600] and the NCCL kernel
+    # [720, 900] (not the NCCL launch span, not the stream wait); computation: the sgemm
+    # kernel [150, 450]; they overlap on [300, 450].
+    assert dist.loc["communication", "time_ns"] == 480_000
+    assert dist.loc["computation", "time_ns"] == 300_000
+    assert dist.loc["overlap", "time_ns"] == 150_000
+    figures = rank_figures(run)
+    assert figures["communication_ns"] == 480_000
+    assert figures["exposed_communication_ns"] == 330_000
+
+
+def test_real_gloo_rank_communication_is_its_collectives():
+    from conftest import shared_trace
+    from perfkit_core import load
+    from perfkit_core.events.intervals import clip_to, length
+
+    path = shared_trace("gloo_rank34")
+    raw = [e for e in raw_events(path) if e.get("ph") == "X"]
+    step = next(e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#"))
+    gloo = [e for e in raw if str(e.get("name", "")).startswith("gloo:")]
+    base = raw_trace(path).get("baseTimeNanoseconds", 0)
+
+    def ns(us):
+        return np.asarray(np.round(np.asarray(us, dtype=np.float64) * 1000), dtype=np.int64) + base
+
+    window = (ns([step["ts"]]), ns([step["ts"] + step["dur"]]))
+    starts = ns([e["ts"] for e in gloo])
+    ends = ns([e["ts"] + e["dur"] for e in gloo])
+    want = length(clip_to(starts, ends, window))
+    dist = load(path).summary("distributed").set_index("name")
+    assert want > 0
+    assert dist.loc["communication", "time_ns"] == pytest.approx(want, abs=len(gloo))
