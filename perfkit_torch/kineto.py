@@ -45,6 +45,7 @@ from perfkit_torch.kineto_columns import (
 )
 from perfkit_torch.kineto_format import (
     DEVICE_CATEGORIES,
+    DEVICE_TYPE_OF_CATEGORY,
     FLOW_PHASES,
     FWDBWD_FLOW_CATEGORY,
     LAUNCH_FLOW_CATEGORIES,
@@ -222,6 +223,13 @@ def _row_columns(
     device_type_codes = np.zeros(n, dtype=np.int8)  # cpu
     device_type_labels = ["cpu", "gpu"]
     device_type_codes[on_device] = 1
+    for i, c in enumerate(cat_uniques):
+        label = DEVICE_TYPE_OF_CATEGORY.get(str(c).lower())
+        if label is not None:
+            if label not in device_type_labels:
+                device_type_labels.append(label)
+            code = device_type_labels.index(label)
+            device_type_codes[on_device & (cat_codes == i)] = code
     nbytes = np.full(n, np.nan)
     allocated = np.full(n, np.nan)
     reserved = np.full(n, np.nan)

@@ -93,7 +93,19 @@ DEVICE_CATEGORIES: dict[str, str] = {
     "memset": "memset",
     "gpu_user_annotation": "user",
     "cuda_sync": "other",
+    # MTIA's on-device command processor: kernels, DMA copies and queue events (name rules
+    # below tell them apart).
+    "mtia_ccp_events": "kernel",
 }
+#: The ``device_type`` of device events of a category, where it is not ``gpu``.
+DEVICE_TYPE_OF_CATEGORY: dict[str, str] = {"mtia_ccp_events": "mtia"}
+#: MTIA command-processor events that are copies (``dma_request``) and that only order the
+#: queues (``event_record``, ``event_wait``: like ``cuda_sync``, they keep no engine busy).
+MTIA_COPY_PREFIXES = ("dma",)
+MTIA_QUEUE_EVENTS = ("event_record", "event_wait")
+#: Device kernels whose name holds one of these (any case) are communication: NCCL, ROCm's
+#: RCCL (whose kernels keep NCCL's names) and HCCL (MTIA, Gaudi).
+COMM_KERNEL_WORDS = ("nccl", "rccl", "hccl")
 #: Kineto categories (lowercased) of host events, and their kind before name rules apply.
 HOST_CATEGORIES: dict[str, str] = {
     "cpu_op": "operator",
@@ -108,6 +120,8 @@ HOST_CATEGORIES: dict[str, str] = {
     "privateuse1_runtime": "runtime",
     "privateuse1_driver": "runtime",
     "mtia_runtime": "runtime",
+    "glow_runtime": "runtime",
+    "hpu_op": "runtime",
     "collective_comm": "communication",
 }
 #: Flow categories: launch-to-kernel links (already carried by ``correlation``) and
@@ -116,12 +130,20 @@ LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async", "async_cpu_to_gpu"})
 FWDBWD_FLOW_CATEGORY = "fwdbwd"
 FLOW_PHASES = frozenset({"s", "t", "f"})
 #: c10::DeviceType values of memory events.
-MEMORY_DEVICE_TYPES = {0: "cpu", 1: "gpu", 12: "xpu", 13: "mps", 20: "privateuse1"}
+MEMORY_DEVICE_TYPES = {
+    0: "cpu",
+    1: "gpu",
+    12: "xpu",
+    13: "mps",
+    15: "hpu",
+    19: "mtia",
+    20: "privateuse1",
+}
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: Names of the instants the profiler writes about itself (with an empty category).
 PROFILER_MARKERS = ("Iteration Start: ", "Record Window End")
-_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
+_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "hccl:", "record_param_comms")
 #: Spans of fetching a batch: torch's DataLoader (``enumerate(DataLoader)#...``, DataLoader2
 #: too) and torchdata's DataPipes iterated directly (``enumerate(DataPipe)#...``).
 DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataLoader2)#", "enumerate(DataPipe)#")
@@ -136,7 +158,12 @@ def classify(category: str, name: str) -> str:
         return "profiler"
     if cat in DEVICE_CATEGORIES:
         kind = DEVICE_CATEGORIES[cat]
-        if kind == "kernel" and "nccl" in name.lower():
+        if cat == "mtia_ccp_events":
+            if name.startswith(MTIA_COPY_PREFIXES):
+                return "memcpy"
+            if name in MTIA_QUEUE_EVENTS:
+                return "other"
+        if kind == "kernel" and any(w in name.lower() for w in COMM_KERNEL_WORDS):
             return "communication"
         return kind
     kind = HOST_CATEGORIES.get(cat, "other")

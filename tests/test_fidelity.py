@@ -293,3 +293,62 @@ def test_real_gloo_rank_communication_is_its_collectives():
     dist = load(path).summary("distributed").set_index("name")
     assert want > 0
     assert dist.loc["communication", "time_ns"] == pytest.approx(want, abs=len(gloo))
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. MTIA's on-device events are device work
+
+
+def mtia_events() -> list[dict[str, Any]]:
+    """A step on an MTIA device as Kineto writes it: ``mtia_runtime`` calls on the host,
+    ``mtia_ccp_events`` on device 9 (a kernel, a DMA copy, a queue wait)."""
+
+    def ccp(name, ts, dur, **args):
+        return x("mtia_ccp_events", name, ts, dur, pid=9, tid=801, **args)
+
+    return [
+        x("user_annotation", "ProfilerStep#1", 0, 1000),
+        x("cpu_op", "aten::mm", 100, 200),
+        x(
+            "mtia_runtime",
+            "runFunction - job_prep_and_submit_for_execution",
+            120,
+            50,
+            correlation=77,
+        ),
+        ccp("fc-dtype_Float", 200, 400, stream=3, correlation=77, column=0, row=0),
+        ccp("dma_request", 650, 100, stream=3, direction="DEVICE_TO_HOST", size=16, sqid=1),
+        ccp("event_wait", 760, 200, stream=3, wait_on_stream=4),
+        {"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "MTIA 9"}},
+    ]
+
+
+def test_mtia_device_events_are_device_work(tmp_path):
+    from perfkit_core import load
+
+    run = load(write_trace(tmp_path / "mtia.json", mtia_events()))
+    kernels = run.summary("kernel").set_index("name")
+    assert kernels.loc["fc-dtype_Float", "gpu_total_ns"] == 400_000
+    device = run.summary("device").set_index("name")
+    # HTA's memory pattern: MTIA DMA requests are copies; the queue wait keeps nothing busy.
+    assert device.loc["MTIA 9", "busy_ns"] == 400_000 + 100_000
+    overview = run.summary("overview").set_index("name")
+    assert overview.loc["kernel", "gpu_time_ns"] == 400_000
+    assert overview.loc["memcpy", "gpu_time_ns"] == 100_000
+    ops = run.summary("operator").set_index("name")
+    assert ops.loc["aten::mm", "gpu_total_ns"] == 400_000
+
+
+def test_real_mtia_trace_shows_device_work():
+    from perfkit_core import load
+
+    for path in peer_traces("mtia"):
+        raw = [e for e in raw_events(path) if e.get("cat") == "mtia_ccp_events"]
+        want = sum(
+            e.get("dur", 0)
+            for e in raw
+            if not e["name"].startswith("dma") and e["name"] not in ("event_record", "event_wait")
+        )
+        kernels = load(path).summary("kernel")
+        assert want > 0
+        assert kernels["gpu_total_ns"].sum() == pytest.approx(want * 1000, rel=1e-6)
