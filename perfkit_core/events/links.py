@@ -242,3 +242,80 @@ def has_ancestor(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
         cur[idx] = parent[cur[idx]]
         active = (cur >= 0) & ~out
     return out
+
+
+#: Host events torch's profiler leaves out of its event tree (``torch.autograd.profiler_util.
+#: _filter_name``): they are never a parent's child there.
+TORCH_TREE_SKIPPED_NAMES = (
+    "profiler::_record_function_enter",
+    "profiler::_record_function_enter_new",
+    "profiler::_record_function_exit",
+    "aten::is_leaf",
+    "aten::output_nr",
+    "aten::_version",
+)
+#: Kinds of host rows that are no node of torch's event tree (Python tracer frames, memory
+#: instants, the profiler's own markers).
+TORCH_TREE_SKIPPED_KINDS = ("python", "memory", "profiler")
+
+
+def repeated_only_children(events: pd.DataFrame) -> np.ndarray:
+    """For each row, the row torch's profiler folds it into, or -1: an operator whose parent
+    has the same name and no other child (``aten::div`` calling ``aten::div`` with another
+    overload) is folded into that parent, as ``EventList._remove_dup_nodes`` does before
+    ``key_averages`` counts calls (the parent keeps one call, the child's self time and the
+    kernels it launched). Applied to torch rows only; the nodes of that tree are the host
+    events other than Python frames, memory instants, profiler markers and the names torch
+    filters out. A chain of such rows folds into its top row."""
+    n = len(events)
+    into = np.full(n, -1, dtype=np.int64)
+    torch_rows = (events["framework"].astype(str).to_numpy() == "torch") & (
+        events["stream"].to_numpy() < 0
+    )
+    if not torch_rows.any():
+        return into
+    kind = events["kind"].to_numpy()
+    names = events["name"]
+    codes = names.cat.codes.to_numpy().astype(np.int64)
+    skipped_name = np.isin(np.asarray(names.cat.categories, dtype=object), TORCH_TREE_SKIPPED_NAMES)
+    node = torch_rows & ~np.isin(kind, list(TORCH_TREE_SKIPPED_KINDS))
+    if len(skipped_name):
+        node &= ~skipped_name[codes]
+    # The parent in torch's tree: the nearest enclosing row that is a node.
+    tree_parent = kept_ancestor(events["parent"].to_numpy(), ~node)
+    folded = np.zeros(n, dtype=bool)
+    while True:
+        # Once rows are folded, their children hang from the row above them.
+        up = kept_ancestor(tree_parent, folded)
+        has = node & ~folded & (up >= 0)
+        children = np.bincount(up[has], minlength=n)
+        fold = has.copy()
+        fold[has] = (codes[up[has]] == codes[has]) & (children[up[has]] == 1)
+        if not fold.any():
+            break
+        folded |= fold
+    into[folded] = kept_ancestor(tree_parent, folded)[folded]
+    return into
+
+
+def run_repeated_only_children(run: Run) -> np.ndarray:
+    """``repeated_only_children(run.events)``, computed once per run."""
+    cached = run._cache.get("repeated_only_children")
+    if cached is None:
+        cached = repeated_only_children(run.events)
+        run._cache["repeated_only_children"] = cached
+    return cached
+
+
+def kept_ancestor(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """For each row, its nearest ancestor (along ``parent``) that ``skip`` does not mark, or -1."""
+    up = parent.copy()
+    hop = up >= 0
+    hop[hop] = skip[up[hop]]
+    while hop.any():
+        idx = np.flatnonzero(hop)
+        up[idx] = parent[up[idx]]
+        more = up[idx] >= 0
+        more[more] = skip[up[idx[more]]]
+        hop[idx] = more
+    return up
