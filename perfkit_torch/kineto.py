@@ -108,8 +108,8 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
 
 
 class _Part:
-    """The columns of a piece of a trace's events, its forward-backward flows, the counts of
-    its other flows and its metadata events."""
+    """The columns of a piece of a trace's events, its forward-backward and launch flows, the
+    counts of its other flows and its metadata events."""
 
     def __init__(
         self,
@@ -118,8 +118,10 @@ class _Part:
         fwdbwd: list[Event],
         flow_counts: dict[str, int],
         metadata: list[Event],
+        launch: list[Event] | None = None,
     ) -> None:
         self.columns, self.n, self.fwdbwd = columns, n, fwdbwd
+        self.launch = launch or []
         self.flow_counts, self.metadata = flow_counts, metadata
 
     @classmethod
@@ -149,7 +151,8 @@ class _Part:
             row_index, ts_us = row_index[keep], ts_us[keep]
         del phase_codes
         fb = [f for f in flows if f.cat == FWDBWD_FLOW_CATEGORY and f.ph in ("s", "f")]
-        launch = sum(1 for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES)
+        launch_flows = [f for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES]
+        launch = len(launch_flows)
         counts = {
             "flow_events": len(flows),
             "launch_flow_events": launch,
@@ -161,7 +164,7 @@ class _Part:
         del flows
         row_index += offset
         columns = _row_columns(path, rows, row_index, ts_us) if rows else {}
-        return cls(columns, len(rows), fb, counts, metadata)
+        return cls(columns, len(rows), fb, counts, metadata, launch_flows)
 
 
 def _row_columns(
@@ -218,6 +221,7 @@ def _row_columns(
         dev_device = _ints(dev_args, "device", path)
         stream[dev_rows] = np.where(dev_stream >= 0, dev_stream, tid_any[dev_rows])
         device_index[dev_rows] = np.where(dev_device >= 0, dev_device, pid[dev_rows])
+    columns_raw_ids = {"_pid": pid, "_tid": tid_any}  # as written, for binding flows
     pid = np.where(on_device, -1, pid)  # Kineto writes the device index as a device event's pid
 
     device_type_codes = np.zeros(n, dtype=np.int8)  # cpu
@@ -308,6 +312,7 @@ def _row_columns(
             full[dev_rows] = _floats(dev_args, attr)
             columns[column] = full
     columns["_on_device"] = on_device
+    columns.update(columns_raw_ids)
     return columns
 
 
@@ -348,6 +353,7 @@ def _finish(
 
     metadata = [m for p in parts for m in p.metadata]
     fb = [f for p in parts for f in p.fwdbwd]
+    launch_flows = [f for p in parts for f in p.launch]
     counts = {k: sum(p.flow_counts[k] for p in parts) for k in parts[0].flow_counts}
     columns, n = _merge(parts)
     del parts
@@ -359,6 +365,18 @@ def _finish(
     check_times_us(path, start_rel / 1000.0, np.zeros(0), base_ns=base)
     columns["start_ns"] = start_rel + base
     on_device = columns.pop("_on_device")
+    raw_pid, raw_tid = columns.pop("_pid"), columns.pop("_tid")
+    flow_links = _bind_launch_flows(
+        path,
+        launch_flows,
+        raw_pid,
+        raw_tid,
+        start_rel,
+        columns["correlation"],
+        on_device,
+        np.asarray(columns["kind"]) == "runtime",
+    )
+    del raw_pid, raw_tid, launch_flows
     forward_op, links = _bind_fwdbwd(
         path,
         fb,
@@ -392,6 +410,7 @@ def _finish(
             "metadata_events": len(metadata),
             **counts,
             "fwdbwd_links": links,
+            "launch_flow_links": flow_links,
         },
         "threads": _thread_names(metadata),
         "extra": {
@@ -439,6 +458,55 @@ def _thread_names(metadata: list[Event]) -> dict[str, str]:
         if e.name == "thread_name" and e.args.meta_name:
             names[str(int_id(e.tid, device=True))] = e.args.meta_name.strip()
     return names
+
+
+def _bind_launch_flows(
+    path: Path,
+    flows: list[Event],
+    pid: np.ndarray,
+    tid: np.ndarray,
+    start_rel_ns: np.ndarray,
+    correlation: np.ndarray,
+    on_device: np.ndarray,
+    runtime: np.ndarray,
+) -> int:
+    """Give rows without a ``correlation`` arg the id of the launch flow (``ac2g``) bound to
+    them, in place: a flow starts (``s``) at its runtime call (a host row of kind ``runtime``)
+    and finishes (``f``) at the device event it launched, each at the event's pid, tid and
+    start. Returns the number of rows
+    linked. Rows that carry a ``correlation`` keep it (writers put the flow's id there too)."""
+    host_rows = np.flatnonzero((correlation < 0) & ~on_device & runtime)
+    dev_rows = np.flatnonzero((correlation < 0) & on_device)
+    flows = [f for f in flows if f.ph in ("s", "f") and f.ts == f.ts]
+    if not flows or not (len(host_rows) and len(dev_rows)):
+        return 0
+    import pandas as pd
+
+    flow_ts = np.array([f.ts for f in flows], dtype=np.float64)
+    check_times_us(
+        path, flow_ts, np.zeros(len(flows)), describe=lambda i: f"flow event {flows[i].id!r}"
+    )
+    flow_table = pd.DataFrame(
+        {
+            "pid": np.array([_flow_id(path, f.pid, "pid") for f in flows], dtype=np.int64),
+            "tid": np.array([_flow_id(path, f.tid, "tid") for f in flows], dtype=np.int64),
+            "ts": us_to_ns(flow_ts),
+            "id": np.array([_flow_id(path, f.id, "id") for f in flows], dtype=np.int64),
+            "ph": [f.ph for f in flows],
+        }
+    )
+    flow_table = flow_table[flow_table["id"] >= 0]
+    linked = 0
+    for phase, rows in (("s", host_rows), ("f", dev_rows)):
+        table = pd.DataFrame(
+            {"pid": pid[rows], "tid": tid[rows], "ts": start_rel_ns[rows], "row": rows}
+        )
+        ends = flow_table[flow_table["ph"] == phase]
+        merged = ends.merge(table, on=["pid", "tid", "ts"], how="inner")
+        merged = merged.drop_duplicates("row")
+        correlation[merged["row"].to_numpy()] = merged["id"].to_numpy()
+        linked += len(merged)
+    return linked
 
 
 def _bind_fwdbwd(

@@ -249,7 +249,8 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
         parts.append(g.sort_values("cpu_total_ns", ascending=False, kind="stable"))
     launcher = links.run_launchers(run)
     dev = np.flatnonzero(launcher >= 0)
-    op_of = np.where(dev.size > 0, parent[launcher[dev]], -1) if dev.size else dev
+    issued_by = links.launch_parents(run)
+    op_of = np.where(dev.size > 0, issued_by[launcher[dev]], -1) if dev.size else dev
     if dev.size:
         ok = op_of >= 0
         dev, op_of = dev[ok], op_of[ok]
