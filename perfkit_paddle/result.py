@@ -5,6 +5,14 @@
 launched), ``device_node`` and ``mem_node``. One iterative walk collects every node into
 columns; no JSON is written or read. paddle is never imported here: the nodes come from the
 caller.
+
+Device work is tied to what issued it by the tree first, as Paddle's own statistics do: the
+device nodes a runtime node holds share that runtime call's ``correlation`` (Paddle's
+correlation id where the call and all its device nodes carry the same non-zero id that no other
+runtime node carries, else an id perfkit gives, above every id Paddle wrote), and device nodes
+a host node holds directly share its ``external_id`` (their Paddle id is kept where no runtime
+node carries it). Paddle's correlation ids are the link only for device nodes the tree places
+nowhere, and an id of 0 links nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ class _Columns:
         self.device_index: list[int] = []
         self.device_type: list[str] = []
         self.correlation: list[int] = []
+        self.external_id: list[int] = []
         self.shapes: list[str] = []
         self.dtypes: list[str] = []
         self.stack: list[str] = []
@@ -96,6 +105,11 @@ def walk(trees: dict[Any, Any]) -> _Columns:
     device: list[tuple[Any, ...]] = []
     memory: list[tuple[Any, ...]] = []
     add_host, add_device, add_memory = host.append, device.append, memory.append
+    # Tree links: link k (from 1) is a runtime node and the device nodes it holds, or a host
+    # node and the device nodes it holds directly. ``native[k]`` is the correlation id to keep
+    # for a runtime link (0: give one).
+    native: list[int] = [0]
+    runtime_ids: list[int] = []
     for root in trees.values():
         # The root of each thread is a placeholder spanning all time; its children are real,
         # and every node of one tree ran on the same process and thread.
@@ -111,6 +125,11 @@ def walk(trees: dict[Any, Any]) -> _Columns:
             node = stack.pop()
             node_type = node.type
             type_name = types.get(node_type) or _type_name(node_type, types)
+            direct = node.device_node
+            own = 0
+            if direct:
+                own = len(native)
+                native.append(0)
             if type_name == "Operator":
                 # Only operators carry shapes, dtypes and a call stack.
                 add_host(
@@ -122,6 +141,7 @@ def walk(trees: dict[Any, Any]) -> _Columns:
                         pid,
                         tid,
                         -1,
+                        own,
                         node.input_shapes,
                         node.dtypes,
                         node.callstack,
@@ -137,6 +157,7 @@ def walk(trees: dict[Any, Any]) -> _Columns:
                         pid,
                         tid,
                         -1,
+                        own,
                         None,
                         None,
                         None,
@@ -144,6 +165,14 @@ def walk(trees: dict[Any, Any]) -> _Columns:
                 )
             stack.extend(node.children_node)
             for rt in node.runtime_node:
+                devices = rt.device_node
+                corr = rt.correlation_id or 0
+                link = 0
+                if devices:
+                    link = len(native)
+                    same = corr > 0 and all(d.correlation_id == corr for d in devices)
+                    native.append(corr if same else 0)
+                runtime_ids.append(corr)
                 add_host(
                     (
                         _type_name(rt.type, types),
@@ -152,22 +181,25 @@ def walk(trees: dict[Any, Any]) -> _Columns:
                         rt.end_ns,
                         rt.process_id,
                         rt.thread_id,
-                        rt.correlation_id,
+                        corr,
+                        -link,
                         None,
                         None,
                         None,
                     )
                 )
-                for dev in rt.device_node:
-                    add_device(_device_tuple(dev, types))
-            for dev in node.device_node:
-                add_device(_device_tuple(dev, types))
+                for dev in devices:
+                    add_device(_device_tuple(dev, types, -link))
+            for dev in direct:
+                add_device(_device_tuple(dev, types, own))
             for m in node.mem_node:
                 add_memory(_memory_tuple(m, types))
-    return _assemble(host, device, memory, types)
+    return _assemble(host, device, memory, types, native, runtime_ids)
 
 
-def _device_tuple(dev: Any, types: dict[Any, str]) -> tuple[Any, ...]:
+def _device_tuple(dev: Any, types: dict[Any, str], link: int = 0) -> tuple[Any, ...]:
+    """The fields of device node ``dev``; ``link``: its tree link (> 0: the host node that
+    holds it, < 0: the runtime node that holds it, 0: none)."""
     type_name = _type_name(dev.type, types)
     is_kernel = type_name == "Kernel"
     return (
@@ -178,6 +210,7 @@ def _device_tuple(dev: Any, types: dict[Any, str]) -> tuple[Any, ...]:
         dev.stream_id,
         dev.device_id,
         dev.correlation_id,
+        link,
         float(dev.num_bytes) if type_name in ("Memcpy", "Memset") else _NAN,
         f"{dev.grid_x},{dev.grid_y},{dev.grid_z}" if is_kernel else "",
         f"{dev.block_x},{dev.block_y},{dev.block_z}" if is_kernel else "",
@@ -207,20 +240,46 @@ def _assemble(
     device: list[tuple[Any, ...]],
     memory: list[tuple[Any, ...]],
     types: dict[Any, str],
+    native: list[int] | None = None,
+    runtime_ids: list[int] | None = None,
 ) -> _Columns:
+    from collections import Counter
+
     c = _Columns()
     nh, nd, nm = len(host), len(device), len(memory)
+    native = native or [0]
+    on_runtime = Counter(runtime_ids or [])
+    # The correlation of each runtime link: Paddle's where it ties the call, and only it, to
+    # its device nodes; else a new id above every id Paddle wrote (so none is shared).
+    top = max([0, *native, *(t[6] or 0 for t in host), *(t[6] or 0 for t in device)])
+    link_corr = [
+        corr if corr > 0 and on_runtime[corr] == 1 else top + k for k, corr in enumerate(native)
+    ]
     if nh:
-        h_type, h_name, h_start, h_end, h_pid, h_tid, h_corr, h_shapes, h_dtypes, h_stack = zip(
-            *host, strict=True
-        )
+        (
+            h_type,
+            h_name,
+            h_start,
+            h_end,
+            h_pid,
+            h_tid,
+            h_corr,
+            h_link,
+            h_shapes,
+            h_dtypes,
+            h_stack,
+        ) = zip(*host, strict=True)
         c.type = list(h_type)
         c.name = list(h_name)
         c.start = list(h_start)
         c.end = list(h_end)
         c.pid = list(h_pid)
         c.tid = list(h_tid)
-        c.correlation = [x if x else -1 for x in h_corr]
+        c.correlation = [
+            link_corr[-k] if k < 0 else (x if x else -1)
+            for x, k in zip(h_corr, h_link, strict=True)
+        ]
+        c.external_id = [k if k > 0 else -1 for k in h_link]
         c.shapes = [_text(x) if x else "" for x in h_shapes]
         c.dtypes = [_text(x) if x else "" for x in h_dtypes]
         c.stack = [x or "" for x in h_stack]
@@ -239,6 +298,7 @@ def _assemble(
         stream,
         device_id,
         corr,
+        link,
         nbytes,
         grid,
         block,
@@ -255,7 +315,12 @@ def _assemble(
         c.stream.append(stream)
         c.device_index.append(device_id)
         c.device_type.append("gpu")
+        if link < 0:
+            corr = link_corr[-link]
+        elif not corr or (link > 0 and on_runtime[corr]):
+            corr = -1  # held by a host node: its id must not tie it to a runtime call
         c.correlation.append(corr)
+        c.external_id.append(link if link > 0 else -1)
         c.shapes.append("")
         c.dtypes.append("")
         c.stack.append("")
@@ -278,6 +343,7 @@ def _assemble(
         c.device_index.append(device_index)
         c.device_type.append(device_type)
         c.correlation.append(-1)
+        c.external_id.append(-1)
         c.shapes.append("")
         c.dtypes.append("")
         c.stack.append("")
@@ -333,6 +399,9 @@ def columns_to_events(cols: _Columns | Any, *, rank: int = 0) -> dict[str, Any]:
         "stream": np.asarray(cols.stream, dtype=np.int64),
         "step": steps,
         "correlation": np.asarray(cols.correlation, dtype=np.int64),
+        "external_id": np.asarray(cols.external_id, dtype=np.int64)
+        if len(getattr(cols, "external_id", ())) == n
+        else np.full(n, -1, dtype=np.int64),
         "input_shapes": pd.Categorical(cols.shapes),
         "input_dtypes": pd.Categorical(cols.dtypes),
         "stack": pd.Categorical(cols.stack),

@@ -575,3 +575,119 @@ def test_real_traces_device_time_per_operator_matches_external_ids():
         for o in np.unique(owner[launcher[linked]]):
             got[names[o]] = got.get(names[o], 0) + self_dev[o]
         assert got == pytest.approx(want)
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. Paddle: device work reaches its operator through the result tree, ids of 0 included
+
+
+def paddle_tree(correlation: int) -> dict[int, Any]:
+    """A Paddle result tree (what ``ProfilerResult.get_data()`` returns: nodes with Paddle's
+    fields) of one step: ``matmul`` launches a kernel and a copy through runtime calls, ``relu``
+    holds its kernel directly, ``add`` launches a kernel whose runtime call carries another id
+    than the kernel. Every id is ``correlation`` (0: as in Paddle's own statistics tests)."""
+    from types import SimpleNamespace
+
+    from paddle.profiler import TracerEventType as T
+
+    def host(name, kind, start, end, children=(), runtime=(), device=(), corr=0):
+        return SimpleNamespace(
+            name=name,
+            type=kind,
+            start_ns=start,
+            end_ns=end,
+            process_id=1,
+            thread_id=2,
+            correlation_id=corr,
+            children_node=list(children),
+            runtime_node=list(runtime),
+            device_node=list(device),
+            mem_node=[],
+            input_shapes={},
+            dtypes={},
+            callstack="",
+            attributes={},
+            op_id=0,
+        )
+
+    def dev(name, kind, start, end, corr=correlation):
+        return SimpleNamespace(
+            name=name,
+            type=kind,
+            start_ns=start,
+            end_ns=end,
+            stream_id=7,
+            device_id=0,
+            context_id=0,
+            correlation_id=corr,
+            num_bytes=64,
+            grid_x=1,
+            grid_y=1,
+            grid_z=1,
+            block_x=32,
+            block_y=1,
+            block_z=1,
+            registers_per_thread=16,
+            shared_memory=0,
+            blocks_per_sm=1.0,
+            warps_per_sm=1.0,
+            occupancy=0.5,
+            value=0,
+        )
+
+    launch = host(
+        "cudaLaunchKernel",
+        T.CudaRuntime,
+        120,
+        130,
+        corr=correlation,
+        device=[dev("gemm_kernel", T.Kernel, 200, 500)],
+    )
+    copy = host(
+        "cudaMemcpyAsync",
+        T.CudaRuntime,
+        140,
+        150,
+        corr=correlation,
+        device=[dev("Memcpy HtoD", T.Memcpy, 510, 530)],
+    )
+    matmul = host("matmul", T.Operator, 100, 300, runtime=[launch, copy])
+    relu = host("relu", T.Operator, 320, 400, device=[dev("relu_kernel", T.Kernel, 540, 600)])
+    odd = host(
+        "cudaLaunchKernel",
+        T.CudaRuntime,
+        420,
+        430,
+        corr=correlation + 5,
+        device=[dev("add_kernel", T.Kernel, 610, 650)],
+    )
+    add = host("add", T.Operator, 410, 460, runtime=[odd])
+    forward = host("Forward", T.Forward, 60, 480, children=[matmul, relu, add])
+    step = host("ProfileStep#0", T.ProfileStep, 50, 700, children=[forward])
+    root = host("Root", T.UserDefined, 0, 10**9, children=[step])
+    return {2: root}
+
+
+@pytest.mark.parametrize("correlation", [0, 11])
+def test_paddle_device_time_follows_the_result_tree(correlation):
+    pytest.importorskip("paddle")
+    from types import SimpleNamespace
+
+    from paddle.profiler.profiler_statistic import StatisticData
+
+    from perfkit_paddle.result import run_from_result
+
+    trees = paddle_tree(correlation)
+    result = SimpleNamespace(get_data=lambda: trees, get_extra_info=dict)
+    run = run_from_result(result)
+    ops = run.summary("operator").set_index("name")
+    # Paddle's own figures of the same tree: device time per operator (kernels, copies, sets).
+    theirs = StatisticData(trees, {}).event_summary.items
+    for name in ("matmul", "relu", "add"):
+        assert ops.loc[name, "gpu_total_ns"] == theirs[name].general_gpu_time, name
+    assert ops.loc["matmul", "gpu_total_ns"] == 300 + 20
+    assert ops.loc["relu", "gpu_self_ns"] == 60
+    assert ops.loc["add", "gpu_total_ns"] == 40
+    model = run.summary("model").set_index("name")
+    assert model.loc["forward", "gpu_total_ns"] == 400  # none left in "others"
+    assert model.loc["others", "gpu_total_ns"] == 0
