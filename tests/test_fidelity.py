@@ -691,3 +691,60 @@ def test_paddle_device_time_follows_the_result_tree(correlation):
     model = run.summary("model").set_index("name")
     assert model.loc["forward", "gpu_total_ns"] == 400  # none left in "others"
     assert model.loc["others", "gpu_total_ns"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Every real trace loads, and keeps all its device work
+
+#: Kineto categories of device work (kernels, copies, sets; MTIA's command processor), in
+#: both spellings Kineto has used.
+DEVICE_WORK_CATEGORIES = {
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "memcpy",
+    "memset",
+    "mtia_ccp_events",
+}
+#: Of those, events that keep no engine busy (MTIA queue ordering).
+NOT_WORK_NAMES = {"event_record", "event_wait"}
+
+
+def _real_traces() -> list[Any]:
+    if not TRACES.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{TRACES} not found"))]
+    files = sorted(
+        p for p in TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz"))
+    )
+    return [pytest.param(p, id=str(p.relative_to(TRACES))) for p in files]
+
+
+@pytest.mark.parametrize("path", _real_traces())
+def test_every_real_trace_loads_with_all_its_device_work(path):
+    from perfkit_core import load
+
+    run = load(path)
+    raw = raw_events(path)
+    device = [
+        e
+        for e in raw
+        if e.get("ph") == "X"
+        and str(e.get("cat", "")).lower() in DEVICE_WORK_CATEGORIES
+        and e.get("name") not in NOT_WORK_NAMES
+    ]
+    ev = run.events
+    work = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(
+        ["kernel", "communication", "memcpy", "memset"]
+    ).to_numpy()
+    assert int(work.sum()) == len(device)
+    want_ns = sum(e.get("dur", 0) for e in device) * 1000
+    assert ev["dur_ns"].to_numpy()[work].sum() == pytest.approx(want_ns, rel=1e-9, abs=len(device))
+    accounting = run.meta["accounting"]
+    assert (
+        accounting["rows"]
+        + accounting["flow_events"]
+        + accounting["metadata_events"]
+        + accounting.get("empty_events", 0)
+        == accounting["events_in_file"]
+        == len(raw)
+    )
