@@ -17,8 +17,6 @@ import numpy as np
 
 from perfkit_core.events import (
     INT32_MAX,
-    INT64_MAX,
-    INT64_MIN,
     TraceError,
     check_int_range,
     check_times_us,
@@ -43,6 +41,7 @@ from perfkit_torch.kineto_columns import (
     _scatter_categorical,
     _stack_categorical,
 )
+from perfkit_torch.kineto_flows import bind_fwdbwd, bind_launch_flows
 from perfkit_torch.kineto_format import (
     DEVICE_CATEGORIES,
     DEVICE_TYPE_OF_CATEGORY,
@@ -366,7 +365,7 @@ def _finish(
     columns["start_ns"] = start_rel + base
     on_device = columns.pop("_on_device")
     raw_pid, raw_tid = columns.pop("_pid"), columns.pop("_tid")
-    flow_links = _bind_launch_flows(
+    flow_links = bind_launch_flows(
         path,
         launch_flows,
         raw_pid,
@@ -377,7 +376,7 @@ def _finish(
         np.asarray(columns["kind"]) == "runtime",
     )
     del raw_pid, raw_tid, launch_flows
-    forward_op, links = _bind_fwdbwd(
+    forward_op, links = bind_fwdbwd(
         path,
         fb,
         columns["pid"],
@@ -458,115 +457,3 @@ def _thread_names(metadata: list[Event]) -> dict[str, str]:
         if e.name == "thread_name" and e.args.meta_name:
             names[str(int_id(e.tid, device=True))] = e.args.meta_name.strip()
     return names
-
-
-def _bind_launch_flows(
-    path: Path,
-    flows: list[Event],
-    pid: np.ndarray,
-    tid: np.ndarray,
-    start_rel_ns: np.ndarray,
-    correlation: np.ndarray,
-    on_device: np.ndarray,
-    runtime: np.ndarray,
-) -> int:
-    """Give rows without a ``correlation`` arg the id of the launch flow (``ac2g``) bound to
-    them, in place: a flow starts (``s``) at its runtime call (a host row of kind ``runtime``)
-    and finishes (``f``) at the device event it launched, each at the event's pid, tid and
-    start. Returns the number of rows
-    linked. Rows that carry a ``correlation`` keep it (writers put the flow's id there too)."""
-    host_rows = np.flatnonzero((correlation < 0) & ~on_device & runtime)
-    dev_rows = np.flatnonzero((correlation < 0) & on_device)
-    flows = [f for f in flows if f.ph in ("s", "f") and f.ts == f.ts]
-    if not flows or not (len(host_rows) and len(dev_rows)):
-        return 0
-    import pandas as pd
-
-    flow_ts = np.array([f.ts for f in flows], dtype=np.float64)
-    check_times_us(
-        path, flow_ts, np.zeros(len(flows)), describe=lambda i: f"flow event {flows[i].id!r}"
-    )
-    flow_table = pd.DataFrame(
-        {
-            "pid": np.array([_flow_id(path, f.pid, "pid") for f in flows], dtype=np.int64),
-            "tid": np.array([_flow_id(path, f.tid, "tid") for f in flows], dtype=np.int64),
-            "ts": us_to_ns(flow_ts),
-            "id": np.array([_flow_id(path, f.id, "id") for f in flows], dtype=np.int64),
-            "ph": [f.ph for f in flows],
-        }
-    )
-    flow_table = flow_table[flow_table["id"] >= 0]
-    linked = 0
-    for phase, rows in (("s", host_rows), ("f", dev_rows)):
-        table = pd.DataFrame(
-            {"pid": pid[rows], "tid": tid[rows], "ts": start_rel_ns[rows], "row": rows}
-        )
-        ends = flow_table[flow_table["ph"] == phase]
-        merged = ends.merge(table, on=["pid", "tid", "ts"], how="inner")
-        merged = merged.drop_duplicates("row")
-        correlation[merged["row"].to_numpy()] = merged["id"].to_numpy()
-        linked += len(merged)
-    return linked
-
-
-def _bind_fwdbwd(
-    path: Path,
-    fb: list[Event],
-    pid: np.ndarray,
-    tid: np.ndarray,
-    start_rel_ns: np.ndarray,
-    *,
-    rows_seq: np.ndarray,
-    dur_ns: np.ndarray,
-    host: np.ndarray,
-) -> tuple[np.ndarray, int]:
-    """Bind forward-to-backward flows (``fb``: their ``s`` and ``f`` events) to rows: the host
-    event on the flow's thread that starts at the flow's time (the one with an autograd
-    sequence number first, then the longest). Returns the ``forward_op`` column and the number
-    of links made."""
-    n = len(pid)
-    forward_op = np.full(n, -1, dtype=np.int64)
-    # A flow without a time binds to nothing; one far out of range is a broken file.
-    fb = [f for f in fb if f.ts == f.ts]
-    if fb:
-        flow_ts = np.array([f.ts for f in fb], dtype=np.float64)
-        check_times_us(
-            path, flow_ts, np.zeros(len(fb)), describe=lambda i: f"flow event {fb[i].id!r}"
-        )
-    if not fb:
-        return forward_op, 0
-    import pandas as pd
-
-    host_rows = np.flatnonzero(host)
-    table = pd.DataFrame(
-        {
-            "pid": pid[host_rows],
-            "tid": tid[host_rows],
-            "ts": start_rel_ns[host_rows],
-            "row": host_rows,
-            "has_seq": rows_seq[host_rows] >= 0,
-            "dur": dur_ns[host_rows],
-        }
-    )
-    flow_table = pd.DataFrame(
-        {
-            "pid": np.array([_flow_id(path, f.pid, "pid") for f in fb], dtype=np.int64),
-            "tid": np.array([_flow_id(path, f.tid, "tid") for f in fb], dtype=np.int64),
-            "ts": us_to_ns(flow_ts),
-            "id": [str(f.id) for f in fb],
-            "ph": [f.ph for f in fb],
-        }
-    )
-    merged = flow_table.merge(table, on=["pid", "tid", "ts"], how="inner")
-    merged = merged.sort_values(["has_seq", "dur"], ascending=False, kind="stable").drop_duplicates(
-        ["id", "ph"]
-    )
-    src = merged[merged["ph"] == "s"].set_index("id")["row"]
-    dst = merged[merged["ph"] == "f"].set_index("id")["row"]
-    both = src.index.intersection(dst.index)
-    forward_op[dst.loc[both].to_numpy()] = src.loc[both].to_numpy()
-    return forward_op, len(both)
-
-
-def _flow_id(path: Path, value: int | str | None, what: str) -> int:
-    return check_int_range(path, int_id(value), f"flow event {what}", low=INT64_MIN, high=INT64_MAX)

@@ -1,0 +1,124 @@
+"""Flow events of a Kineto trace turned into links between rows: launch flows (``ac2g``) give a
+correlation to events that lack one, forward-to-backward flows (``fwdbwd``) give the
+``forward_op`` column. Works without torch installed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from perfkit_core.events import INT64_MAX, INT64_MIN, check_int_range, check_times_us, us_to_ns
+from perfkit_torch.kineto_format import Event, int_id
+
+
+def bind_launch_flows(
+    path: Path,
+    flows: list[Event],
+    pid: np.ndarray,
+    tid: np.ndarray,
+    start_rel_ns: np.ndarray,
+    correlation: np.ndarray,
+    on_device: np.ndarray,
+    runtime: np.ndarray,
+) -> int:
+    """Give rows without a ``correlation`` arg the id of the launch flow (``ac2g``) bound to
+    them, in place: a flow starts (``s``) at its runtime call (a host row of kind ``runtime``)
+    and finishes (``f``) at the device event it launched, each at the event's pid, tid and
+    start. Returns the number of rows
+    linked. Rows that carry a ``correlation`` keep it (writers put the flow's id there too)."""
+    host_rows = np.flatnonzero((correlation < 0) & ~on_device & runtime)
+    dev_rows = np.flatnonzero((correlation < 0) & on_device)
+    flows = [f for f in flows if f.ph in ("s", "f") and f.ts == f.ts]
+    if not flows or not (len(host_rows) and len(dev_rows)):
+        return 0
+    import pandas as pd
+
+    flow_ts = np.array([f.ts for f in flows], dtype=np.float64)
+    check_times_us(
+        path, flow_ts, np.zeros(len(flows)), describe=lambda i: f"flow event {flows[i].id!r}"
+    )
+    flow_table = pd.DataFrame(
+        {
+            "pid": np.array([flow_id(path, f.pid, "pid") for f in flows], dtype=np.int64),
+            "tid": np.array([flow_id(path, f.tid, "tid") for f in flows], dtype=np.int64),
+            "ts": us_to_ns(flow_ts),
+            "id": np.array([flow_id(path, f.id, "id") for f in flows], dtype=np.int64),
+            "ph": [f.ph for f in flows],
+        }
+    )
+    flow_table = flow_table[flow_table["id"] >= 0]
+    linked = 0
+    for phase, rows in (("s", host_rows), ("f", dev_rows)):
+        table = pd.DataFrame(
+            {"pid": pid[rows], "tid": tid[rows], "ts": start_rel_ns[rows], "row": rows}
+        )
+        ends = flow_table[flow_table["ph"] == phase]
+        merged = ends.merge(table, on=["pid", "tid", "ts"], how="inner")
+        merged = merged.drop_duplicates("row")
+        correlation[merged["row"].to_numpy()] = merged["id"].to_numpy()
+        linked += len(merged)
+    return linked
+
+
+def bind_fwdbwd(
+    path: Path,
+    fb: list[Event],
+    pid: np.ndarray,
+    tid: np.ndarray,
+    start_rel_ns: np.ndarray,
+    *,
+    rows_seq: np.ndarray,
+    dur_ns: np.ndarray,
+    host: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    """Bind forward-to-backward flows (``fb``: their ``s`` and ``f`` events) to rows: the host
+    event on the flow's thread that starts at the flow's time (the one with an autograd
+    sequence number first, then the longest). Returns the ``forward_op`` column and the number
+    of links made."""
+    n = len(pid)
+    forward_op = np.full(n, -1, dtype=np.int64)
+    # A flow without a time binds to nothing; one far out of range is a broken file.
+    fb = [f for f in fb if f.ts == f.ts]
+    if fb:
+        flow_ts = np.array([f.ts for f in fb], dtype=np.float64)
+        check_times_us(
+            path, flow_ts, np.zeros(len(fb)), describe=lambda i: f"flow event {fb[i].id!r}"
+        )
+    if not fb:
+        return forward_op, 0
+    import pandas as pd
+
+    host_rows = np.flatnonzero(host)
+    table = pd.DataFrame(
+        {
+            "pid": pid[host_rows],
+            "tid": tid[host_rows],
+            "ts": start_rel_ns[host_rows],
+            "row": host_rows,
+            "has_seq": rows_seq[host_rows] >= 0,
+            "dur": dur_ns[host_rows],
+        }
+    )
+    flow_table = pd.DataFrame(
+        {
+            "pid": np.array([flow_id(path, f.pid, "pid") for f in fb], dtype=np.int64),
+            "tid": np.array([flow_id(path, f.tid, "tid") for f in fb], dtype=np.int64),
+            "ts": us_to_ns(flow_ts),
+            "id": [str(f.id) for f in fb],
+            "ph": [f.ph for f in fb],
+        }
+    )
+    merged = flow_table.merge(table, on=["pid", "tid", "ts"], how="inner")
+    merged = merged.sort_values(["has_seq", "dur"], ascending=False, kind="stable").drop_duplicates(
+        ["id", "ph"]
+    )
+    src = merged[merged["ph"] == "s"].set_index("id")["row"]
+    dst = merged[merged["ph"] == "f"].set_index("id")["row"]
+    both = src.index.intersection(dst.index)
+    forward_op[dst.loc[both].to_numpy()] = src.loc[both].to_numpy()
+    return forward_op, len(both)
+
+
+def flow_id(path: Path, value: int | str | None, what: str) -> int:
+    return check_int_range(path, int_id(value), f"flow event {what}", low=INT64_MIN, high=INT64_MAX)
