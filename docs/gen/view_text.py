@@ -179,7 +179,10 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "rank": "the rank",
         "step": "the step number",
         "offset_ns": "start of the step, from the first event of the run",
-        "dur_ns": "the step's duration",
+        "dur_ns": "the step's duration as recorded on the host",
+        "span_ns": "the step stretched over the device work it launched (the TensorBoard "
+        "profiler's step time): from its host start, or the previous step's stretched end if "
+        "later, to its host end, or the end of its last device event if later",
         "dataloader_ns": "merged data-loading time in the step",
         "gpu_busy_ns": "merged device time of the work launched in the step; NaN without "
         "device events; it can exceed `dur_ns` when device work runs on after the step",

@@ -31,8 +31,9 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     Rows: ``step`` then every kind present (``by="category"``: every native category, such as
     Paddle's TracerEventType names, as Paddle's Overview Summary lists them). ``cpu_time_ns`` is the union of the kind's host
     intervals over all threads, ``gpu_time_ns`` the union of its device intervals over all
-    streams and devices, both clipped to the step intervals; ratios are shares of the merged step
-    time. Kinds overlap (an operator holds its runtime calls), so ratios do not add up to 100.
+    streams and devices, both clipped to the step intervals (each step stretched over the device
+    work it launched, ``step_spans``); ratios are shares of the merged step time. Kinds overlap
+    (an operator holds its runtime calls), so ratios do not add up to 100.
     """
     if by not in ("kind", "category"):
         raise ValueError(f"by must be 'kind' or 'category', not {by!r}")
