@@ -9,6 +9,7 @@ one (the peer's rule re-applied with perfkit's choice reproduces perfkit).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from tests.peer_definitions import (
     hta_iteration_device_time,
     read_events,
     span,
+    tb_kernel_occupancy,
     tb_steps,
 )
 
@@ -175,3 +177,62 @@ def test_steps_of_several_ranks_stretch_independently(tmp_path):
     assert (s0["end_ns"] - s0["start_ns"]).tolist() == [220 * US]
     assert (s1["end_ns"] - s1["start_ns"]).tolist() == [100 * US]
     assert np.isin(step_spans(run)["rank"], [0, 1]).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. achieved occupancy weighted by kernel duration
+
+
+def test_kernel_occupancy_is_the_duration_weighted_mean_of_the_raw_kernels(real):
+    key, events, run = real
+    view = run.summary("kernel").set_index("name")
+    num: dict[str, float] = {}
+    den: dict[str, float] = {}
+    plain: dict[str, list[float]] = {}
+    for e in events:
+        occ = (e.get("args") or {}).get("est. achieved occupancy %")
+        if cat(e) != "kernel" or occ is None:
+            continue
+        start, end = span(e)
+        num[e["name"]] = num.get(e["name"], 0.0) + occ * (end - start)
+        den[e["name"]] = den.get(e["name"], 0.0) + (end - start)
+        plain.setdefault(e["name"], []).append(occ)
+    if not num:
+        pytest.skip(f"{key} records no occupancy")
+    # The TensorBoard kernel table's figure, where every call of the kernel recorded one.
+    tb = tb_kernel_occupancy(events)
+    complete = {e["name"] for e in events if cat(e) == "kernel"} - {
+        e["name"]
+        for e in events
+        if cat(e) == "kernel" and (e.get("args") or {}).get("est. achieved occupancy %") is None
+    }
+    differs = 0
+    for name, total in num.items():
+        if den[name] == 0:
+            continue
+        assert view.loc[name, "occupancy_pct"] == pytest.approx(total / den[name], rel=1e-9)
+        if name in complete:
+            assert view.loc[name, "occupancy_pct"] == pytest.approx(tb[name], rel=1e-6)
+        differs += not math.isclose(float(np.mean(plain[name])), total / den[name], rel_tol=1e-3)
+    assert differs  # the weighting matters on real kernels
+
+
+def test_a_long_launch_weighs_more_than_short_ones(tmp_path):
+    path = write_trace(
+        tmp_path / "occ.json",
+        [
+            step(1, 0, 2000),
+            *launch(1, 10, 20, 1000, name="k", **{"est. achieved occupancy %": 95}),
+            *launch(2, 30, 1100, 1, name="k", **{"est. achieved occupancy %": 5}),
+            *launch(3, 40, 1110, 1, name="k", **{"est. achieved occupancy %": 5}),
+            *launch(4, 50, 1120, 1, name="k", **{"est. achieved occupancy %": 5}),
+            *launch(5, 60, 1130, 5, name="k"),  # no figure: left out, not a 0
+            *launch(6, 70, 1140, 5, name="unmeasured"),
+        ],
+    )
+    view = perfkit_core.load(path).summary("kernel").set_index("name")
+    assert view.loc["k", "occupancy_pct"] == pytest.approx((95 * 1000 + 5 * 3) / 1003)
+    assert math.isnan(view.loc["unmeasured", "occupancy_pct"])
+    # The TensorBoard kernel table counts the call without a figure as 0.
+    tb = tb_kernel_occupancy(read_events(path))
+    assert tb["k"] == pytest.approx((95 * 1000 + 5 * 3) / 1008)

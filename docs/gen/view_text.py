@@ -116,7 +116,9 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "block": "most common block `x,y,z`",
         "registers": "registers per thread (largest recorded)",
         "shared_memory_bytes": "shared memory per block (largest recorded)",
-        "occupancy_pct": "mean estimated achieved occupancy, where recorded",
+        "occupancy_pct": "estimated achieved occupancy of the calls, their mean weighted by "
+        "duration (as the TensorBoard profiler and Nsight weigh it); calls without a figure "
+        "left out; NaN when none recorded one",
         "tensor_cores": "whether the name marks a tensor-core kernel (below)",
     },
     "memcpy": {
