@@ -80,10 +80,12 @@ HOST_TABLE = MeanRule(
 
 
 def _prepare_kernels(frame: pd.DataFrame) -> pd.DataFrame:
+    # Occupancy is a duration-weighted mean per rank; across ranks it is weighted by each
+    # rank's time in the kernel in turn.
     recorded = frame["occupancy_pct"].notna()
     return frame.assign(
-        _occ_weight=(frame["occupancy_pct"] * frame["calls"]).where(recorded),
-        _occ_calls=frame["calls"].where(recorded),
+        _occ_weight=(frame["occupancy_pct"] * frame["gpu_total_ns"]).where(recorded),
+        _occ_calls=frame["gpu_total_ns"].where(recorded),
     )
 
 
