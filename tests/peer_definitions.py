@@ -210,31 +210,38 @@ def tb_breakdown(
     return out
 
 
-def tb_gpu_utilization(events: list[dict[str, Any]]) -> float:
+def tb_gpu_utilization(events: list[dict[str, Any]], *, unlaunched: str = "tb") -> float:
     """The TensorBoard profiler's GPU utilisation (one device): merged kernel time within
     [first step start, last step end] over that span, as a fraction."""
-    steps = tb_steps(events)
+    steps = tb_steps(events, unlaunched=unlaunched)
     window = (np.array([steps[0][0]]), np.array([steps[-1][1]]))
     kernels = merged([span(e) for e in events if cat(e) in KERNEL_CATS])
     return intersect_length(kernels, window) / (steps[-1][1] - steps[0][0])
 
 
-def tb_occupancy(events: list[dict[str, Any]]) -> float | None:
+def tb_occupancy(
+    events: list[dict[str, Any]],
+    *,
+    unlaunched: str = "tb",
+    windows: list[tuple[int, int]] | None = None,
+) -> float | None:
     """The TensorBoard profiler's device-level mean achieved occupancy: each kernel's
     ``est. achieved occupancy %`` weighted by its duration within [first step start, last step
-    end]; kernels without the figure left out."""
-    steps = tb_steps(events)
-    lo, hi = steps[0][0], steps[-1][1]
+    end] (or within each of ``windows``); kernels without the figure left out."""
+    if windows is None:
+        steps = tb_steps(events, unlaunched=unlaunched)
+        windows = [(steps[0][0], steps[-1][1])]
     num = den = 0.0
     for e in events:
         occ = (e.get("args") or {}).get("est. achieved occupancy %")
         if cat(e) not in KERNEL_CATS or occ is None or occ < 0:
             continue
         s0, e0 = span(e)
-        d = min(e0, hi) - max(s0, lo)
-        if d > 0:
-            num += occ * d
-            den += d
+        for lo, hi in windows:
+            d = min(e0, hi) - max(s0, lo)
+            if d > 0:
+                num += occ * d
+                den += d
     return num / den if den else None
 
 

@@ -18,15 +18,19 @@ import pytest
 
 import perfkit_core
 from conftest import GPU_TRACES, shared_trace
-from perfkit_core.events.intervals import step_spans
+from perfkit_core.events.intervals import intersect_length, step_spans
 from tests.peer_definitions import (
     DEVICE_CATS,
+    KERNEL_CATS,
     RUNTIME_CATS,
     cat,
     hta_iteration_device_time,
+    merged,
     read_events,
     span,
+    tb_gpu_utilization,
     tb_kernel_occupancy,
+    tb_occupancy,
     tb_steps,
 )
 
@@ -236,3 +240,71 @@ def test_a_long_launch_weighs_more_than_short_ones(tmp_path):
     # The TensorBoard kernel table counts the call without a figure as 0.
     tb = tb_kernel_occupancy(read_events(path))
     assert tb["k"] == pytest.approx((95 * 1000 + 5 * 3) / 1008)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. GPU utilisation: kernel-busy (the TensorBoard profiler's) and device-busy
+
+
+def test_kernel_busy_and_device_busy_recomputed_from_the_raw_trace(real):
+    _, events, run = real
+    gpu = run.summary("device").set_index("name").iloc[1]
+    steps = tb_steps(events, unlaunched="own_start")
+    window = merged(steps)
+    kernels = merged([span(e) for e in events if cat(e) in KERNEL_CATS])
+    device = merged([span(e) for e in events if cat(e) in DEVICE_CATS])
+    assert gpu["kernel_busy_ns"] == intersect_length(kernels, window)
+    assert gpu["busy_ns"] == intersect_length(device, window)
+    assert gpu["busy_ns"] >= gpu["kernel_busy_ns"]
+    assert gpu["window_ns"] == int((window[1] - window[0]).sum())
+    # The plugin's figure divides by first step start to last step end, so it also counts the
+    # kernel time between steps: that is the whole difference.
+    whole = (np.array([steps[0][0]]), np.array([steps[-1][1]]))
+    between = intersect_length(kernels, whole) - intersect_length(kernels, window)
+    tb = tb_gpu_utilization(events, unlaunched="own_start")
+    assert tb * (steps[-1][1] - steps[0][0]) == pytest.approx(gpu["kernel_busy_ns"] + between)
+    assert gpu["kernel_utilization_pct"] == pytest.approx(
+        100.0 * gpu["kernel_busy_ns"] / gpu["window_ns"]
+    )
+
+
+def test_device_occupancy_is_the_tensorboard_figure_over_the_steps(real):
+    _, events, run = real
+    gpu = run.summary("device").set_index("name").iloc[1]
+    steps = tb_steps(events, unlaunched="own_start")
+    s, e = merged(steps)
+    mine = tb_occupancy(events, windows=list(zip(s.tolist(), e.tolist(), strict=True)))
+    assert gpu["occupancy_pct"] == pytest.approx(mine, rel=1e-9)
+    # The plugin's own span (first step start to last step end) barely moves it.
+    assert gpu["occupancy_pct"] == pytest.approx(tb_occupancy(events), abs=0.5)
+
+
+def test_copies_count_as_device_busy_not_kernel_busy(tmp_path):
+    path = write_trace(
+        tmp_path / "copy.json",
+        [
+            step(1, 0, 1000),
+            *launch(1, 10, 100, 200, **{"est. achieved occupancy %": 50}),
+            {
+                "cat": "cuda_runtime",
+                "name": "cudaMemcpyAsync",
+                "ts": 20,
+                "dur": 5,
+                "args": {"correlation": 2},
+            },
+            {
+                "cat": "gpu_memcpy",
+                "name": "Memcpy HtoD (Pageable -> Device)",
+                "ts": 250,
+                "dur": 300,
+                "args": {"correlation": 2, "bytes": 1 << 20},
+            },
+        ],
+    )
+    gpu = perfkit_core.load(path).summary("device").set_index("name").loc["GPU 0"]
+    assert gpu["busy_ns"] == 450 * US  # 100-550 us
+    assert gpu["kernel_busy_ns"] == 200 * US
+    assert gpu["utilization_pct"] == pytest.approx(45.0)
+    assert gpu["kernel_utilization_pct"] == pytest.approx(20.0)
+    assert gpu["occupancy_pct"] == pytest.approx(50.0)
+    assert tb_gpu_utilization(read_events(path)) == pytest.approx(0.2)

@@ -101,7 +101,14 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "profiler's own figure",
         "busy_ns": "host: the time each host thread spent inside recorded events, summed over "
         "threads (so it can exceed the window); GPU: merged time it ran kernels, copies or "
-        "sets; NaN for the recorded CPU rows",
+        "sets (device-busy); NaN for the recorded CPU rows",
+        "kernel_utilization_pct": "GPU: `kernel_busy_ns` over `window_ns` (the TensorBoard "
+        "profiler's GPU Utilization, over the steps rather than first to last step); NaN for CPU",
+        "kernel_busy_ns": "GPU: merged time it ran kernels, communication kernels included, "
+        "copies and sets left out (kernel-busy); NaN for CPU",
+        "occupancy_pct": "GPU: estimated achieved occupancy of its kernels weighted by their "
+        "time within the steps (the TensorBoard profiler's Est. Achieved Occupancy); NaN for "
+        "CPU and where not recorded",
         "window_ns": "merged step time of the device's rank",
     },
     "kernel": {
