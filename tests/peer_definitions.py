@@ -145,14 +145,20 @@ def subtract(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray])
 
 
 def tb_role_ranges(
-    events: list[dict[str, Any]], *, communication_kernels: str = "tb"
+    events: list[dict[str, Any]],
+    *,
+    communication_kernels: str = "tb",
+    host_communication: set[str] | None = None,
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Merged time ranges of each TensorBoard overview role (before the priority rule).
 
     ``communication_kernels="tb"``: a kernel is Communication when an operator named
     ``nccl:*``/``gloo:*`` with the same External id launched it (the plugin's rule);
     ``"name"``: when its own name says NCCL (perfkit's rule), for comparing the rest.
+    ``host_communication``: names of host events that are Communication (default: the
+    plugin's ``nccl:*``/``gloo:*`` names).
     """
+    host_comm = TB_COMM_OPS if host_communication is None else host_communication
     comm_ext = {
         (e.get("args") or {}).get("External id")
         for e in events
@@ -181,18 +187,26 @@ def tb_role_ranges(
         ):
             roles["DataLoader"].append(span(e))
         elif c in OPERATOR_CATS:
-            role = "Communication" if name in TB_COMM_OPS else "CPU Exec"
+            role = "Communication" if name in host_comm else "CPU Exec"
             roles[role].append(span(e))
     return {r: merged(v) for r, v in roles.items()}
 
 
 def tb_breakdown(
-    events: list[dict[str, Any]], *, communication_kernels: str = "tb"
+    events: list[dict[str, Any]],
+    *,
+    communication_kernels: str = "tb",
+    host_communication: set[str] | None = None,
+    unlaunched: str = "tb",
 ) -> list[dict[str, int]]:
     """Per TensorBoard step: the exclusive time of each role and ``Other`` and ``Total``, in ns.
     Each role takes the step time no higher-priority role took."""
-    steps = tb_steps(events)
-    roles = tb_role_ranges(events, communication_kernels=communication_kernels)
+    steps = tb_steps(events, unlaunched=unlaunched)
+    roles = tb_role_ranges(
+        events,
+        communication_kernels=communication_kernels,
+        host_communication=host_communication,
+    )
     slots = merged(steps)
     taken: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for role in TB_ROLES:

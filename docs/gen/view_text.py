@@ -93,6 +93,26 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "clipped to the steps; NaN when it has no device events",
         "gpu_ratio_pct": "share of the merged step time",
     },
+    "breakdown": {
+        "name": "the part (`Kernel`, `Memcpy`, `Memset`, `Communication`, `Runtime`, "
+        "`DataLoader`, `CPU Exec`, `Other`); with `per_step=True`, `step <N>`",
+        "time_ns": "mean time per step the part took, no earlier part having taken it",
+        "ratio_pct": "`time_ns` over the mean step; the parts add up to 100",
+        "rank": "the rank",
+        "step": "the step number",
+        "kernel_ns": "device kernels other than communication",
+        "memcpy_ns": "device copies not under a kernel",
+        "memset_ns": "device memory sets not under a kernel or copy",
+        "communication_ns": "communication kernels and host-side collectives not under the "
+        "parts above",
+        "runtime_ns": "runtime and driver calls on the host not under the parts above",
+        "dataloader_ns": "data loading on the host not under the parts above",
+        "cpu_exec_ns": "host operators, user spans, phase spans and Python calls not under "
+        "the parts above",
+        "other_ns": "the rest of the step",
+        "step_ns": "the step, stretched over the device work it launched (`steps`' `span_ns`); "
+        "the parts add up to it",
+    },
     "device": {
         "name": "`CPU (host threads busy)`; `CPU (process, recorded)` and `CPU (system, "
         "recorded)` where the profiler recorded them (Paddle); then `GPU <index>` for each "
@@ -261,13 +281,14 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     ),
     "user": ({"group_by_input_shape": True}, {"group_by_stack_n": 2}, {"by_thread": True}),
     "overview": ({"by": "category"},),
+    "breakdown": ({"per_step": True},),
     "memory": ({"by": "device"},),
     "benchmark": ({"batch_size": 32},),
     "collectives": ({"by": "rank"},),
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
-FIXED_ROW_VIEWS = ("model", "distributed", "benchmark")
+FIXED_ROW_VIEWS = ("model", "distributed", "benchmark", "breakdown")
 
 #: What each view option does; ``(view, option)`` entries win over plain option names.
 OPTION_MEANINGS: dict[object, str] = {
@@ -278,6 +299,8 @@ OPTION_MEANINGS: dict[object, str] = {
     "group_by_stack_n": "one row per name and top N stack frames (0: off)",
     "by_thread": "one row per name and host thread instead of threads merged",
     "op_detail": "follow each operator row with its detail rows",
+    ("breakdown", "per_step"): "one row per step with a column per part, instead of one row "
+    "per part averaged over the steps",
     ("overview", "by"): "`'kind'`: one row per event kind; `'category'`: one row per native "
     "category (Paddle's TracerEventType names, Kineto's `cat`)",
     ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "

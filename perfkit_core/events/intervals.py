@@ -52,6 +52,38 @@ def intersect_length(a: Intervals, b: Intervals) -> int:
     return int((ae - as_).sum() + (be - bs).sum() - (union[1] - union[0]).sum())
 
 
+def _sweep(a: Intervals, b: Intervals, inside: int) -> Intervals:
+    """Parts of the time line where (in ``a``) + 2 * (in ``b``) equals ``inside``, merged;
+    ``a`` and ``b`` are merged interval lists."""
+    starts = np.concatenate([a[0], b[0], a[1], b[1]]).astype(np.int64)
+    steps = np.concatenate(
+        [
+            np.full(len(a[0]), 1),
+            np.full(len(b[0]), 2),
+            np.full(len(a[1]), -1),
+            np.full(len(b[1]), -2),
+        ]
+    ).astype(np.int64)
+    if len(starts) == 0:
+        return _empty()
+    order = np.argsort(starts, kind="stable")
+    points, level = starts[order], np.cumsum(steps[order])
+    pick = np.flatnonzero(level[:-1] == inside)
+    lo, hi = points[pick], points[pick + 1]
+    keep = hi > lo
+    return merge_intervals(lo[keep], hi[keep])
+
+
+def intersect_intervals(a: Intervals, b: Intervals) -> Intervals:
+    """Return the intersection of two merged interval lists, merged."""
+    return _sweep(a, b, 3)
+
+
+def subtract_intervals(a: Intervals, b: Intervals) -> Intervals:
+    """Return the parts of merged list ``a`` outside merged list ``b``, merged."""
+    return _sweep(a, b, 1)
+
+
 def clip_to(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> Intervals:
     """Return the union of the intervals clipped to ``window`` (a merged interval list)."""
     ws, we = window

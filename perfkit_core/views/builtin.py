@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from perfkit_core.plugins import hookimpl
 from perfkit_core.views import (
+    breakdown,
     collectives,
     distributed,
     families,
@@ -39,6 +40,12 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "overview",
         overview.overview_view,
         "time per event kind, overlaps merged, host and device side",
+    ),
+    (
+        "breakdown",
+        breakdown.breakdown_view,
+        "step time split exclusively: kernel, memcpy, memset, communication, runtime, "
+        "dataloader, CPU exec, other (the TensorBoard profiler's overview)",
     ),
     (
         "device",
