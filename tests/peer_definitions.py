@@ -10,6 +10,7 @@ Written from the plugin's published behaviour; times here are int ns, as perfkit
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -301,4 +302,42 @@ def hta_iteration_device_time(events: list[dict[str, Any]]) -> dict[int, int]:
     for number, ranges in per.items():
         s, e = merged(ranges)
         out[number] = int((e - s).sum())
+    return out
+
+
+def hta_idle_breakdown(
+    events: list[dict[str, Any]], threshold_ns: int = 30_000, *, negative: str = "hta"
+) -> dict[tuple[int, int], dict[str, int]]:
+    """HTA's idle time breakdown per (device, stream): gaps between consecutive device events
+    (in start order) filed as host wait (the launching runtime call started after the previous
+    event ended), kernel wait (other gaps under the threshold) or other; ns. ``negative="hta"``
+    sums negative gaps (overlapping events) as they are, as HTA does; ``"zero"`` counts them
+    as 0 (perfkit's rule)."""
+    launch_start = {
+        (e.get("args") or {}).get("correlation"): span(e)[0]
+        for e in events
+        if cat(e) in RUNTIME_CATS | {"cuda_driver"}
+    }
+    per: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if cat(e) in DEVICE_CATS:
+            args = e.get("args") or {}
+            per[(int(args.get("device", e.get("pid"))), int(args["stream"]))].append(e)
+    out = {}
+    for key, items in per.items():
+        items.sort(key=lambda e: span(e)[0])
+        sums = {"host_wait": 0, "kernel_wait": 0, "other": 0}
+        for prev, cur in itertools.pairwise(items):
+            prev_end = span(prev)[1]
+            gap = span(cur)[0] - prev_end
+            if negative == "zero":
+                gap = max(gap, 0)
+            launched = launch_start.get((cur.get("args") or {}).get("correlation"))
+            if launched is not None and launched > prev_end:
+                sums["host_wait"] += gap
+            elif gap < threshold_ns:
+                sums["kernel_wait"] += gap
+            else:
+                sums["other"] += gap
+        out[key] = sums
     return out

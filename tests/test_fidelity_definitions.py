@@ -8,6 +8,7 @@ one (the peer's rule re-applied with perfkit's choice reproduces perfkit).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.peer_definitions import (
     TB_COMM_OPS,
     TB_ROLES,
     cat,
+    hta_idle_breakdown,
     hta_iteration_device_time,
     merged,
     read_events,
@@ -441,3 +443,69 @@ def test_breakdown_of_a_host_only_run_has_no_device_parts(torch_profile):
         assert r["Kernel"] == r["Memcpy"] == r["Memset"] == 0
         assert sum(r[p] for p in PART_COLUMNS) == total
         assert r["CPU Exec"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. HTA's idle time per stream: host wait, kernel wait, other
+
+
+def test_stream_idle_is_htas_idle_time_breakdown_on_real_traces(real):
+    _, events, run = real
+    view = run.summary("idle")
+    assert len(view)
+    ours = hta_idle_breakdown(events, negative="zero")
+    theirs = hta_idle_breakdown(events)
+    for _, row in view.iterrows():
+        key = (int(row["device"]), int(row["stream"]))
+        mine = {
+            "host_wait": row["host_wait_ns"],
+            "kernel_wait": row["kernel_wait_ns"],
+            "other": row["other_ns"],
+        }
+        assert mine == ours[key]
+        assert row["idle_ns"] == sum(mine.values())
+        # HTA's own figure differs only by the overlaps it subtracts (v100_rank1 stream 7).
+        items = sorted(
+            (
+                span(e)
+                for e in events
+                if cat(e) in DEVICE_CATS and (e.get("args") or {}).get("stream") == key[1]
+            ),
+        )
+        overlap = sum(min(b[0] - a[1], 0) for a, b in itertools.pairwise(items))
+        assert sum(theirs[key].values()) == row["idle_ns"] + overlap
+    assert set(ours) == {
+        (int(d), int(s)) for d, s in zip(view["device"], view["stream"], strict=True)
+    }
+
+
+def test_each_gap_gets_its_cause(tmp_path):
+    path = write_trace(
+        tmp_path / "gaps.json",
+        [
+            step(1, 0, 400),
+            *launch(1, 0, 5, 10),  # 5-15 us
+            *launch(2, 20, 25, 5),  # launched at 20, after the first ended: host wait 10 us
+            *launch(3, 1, 35, 5),  # queued early, 5 us after the second: kernel wait 5 us
+            *launch(4, 2, 140, 5),  # queued early, 100 us after the third: other 100 us
+        ],
+    )
+    (row,) = perfkit_core.load(path).summary("idle").to_dict("records")
+    assert row["events"] == 4
+    assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (
+        10 * US,
+        5 * US,
+        100 * US,
+    )
+    view = perfkit_core.load(path).summary("idle", kernel_wait_threshold_ns=200 * US)
+    assert view["kernel_wait_ns"].iloc[0] == 105 * US
+    assert hta_idle_breakdown(read_events(path))[(0, 7)] == {
+        "host_wait": 10 * US,
+        "kernel_wait": 5 * US,
+        "other": 100 * US,
+    }
+
+
+def test_idle_view_of_a_host_only_run_is_empty(torch_profile):
+    view = perfkit_core.load(torch_profile.runs[0]).summary("idle")
+    assert view.empty and "no device events" in view.attrs["note"]

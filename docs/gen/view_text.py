@@ -113,6 +113,18 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "step_ns": "the step, stretched over the device work it launched (`steps`' `span_ns`); "
         "the parts add up to it",
     },
+    "idle": {
+        "name": "`GPU <index> stream <id>` (`(rank <r>)` added in a run of several ranks)",
+        "rank": "the rank",
+        "device": "the device index",
+        "stream": "the stream id",
+        "events": "device events (kernels, copies, sets) on the stream",
+        "idle_ns": "summed gaps between consecutive events on the stream",
+        "host_wait_ns": "gaps where the host launched the next event only after the previous "
+        "one had ended",
+        "kernel_wait_ns": "other gaps shorter than `kernel_wait_threshold_ns`",
+        "other_ns": "the remaining gaps",
+    },
     "device": {
         "name": "`CPU (host threads busy)`; `CPU (process, recorded)` and `CPU (system, "
         "recorded)` where the profiler recorded them (Paddle); then `GPU <index>` for each "
@@ -301,6 +313,8 @@ OPTION_MEANINGS: dict[object, str] = {
     "op_detail": "follow each operator row with its detail rows",
     ("breakdown", "per_step"): "one row per step with a column per part, instead of one row "
     "per part averaged over the steps",
+    "kernel_wait_threshold_ns": "a gap shorter than this (ns) that the host did not cause is "
+    "kernel wait (HTA's `consecutive_kernel_delay`)",
     ("overview", "by"): "`'kind'`: one row per event kind; `'category'`: one row per native "
     "category (Paddle's TracerEventType names, Kineto's `cat`)",
     ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "

@@ -11,6 +11,7 @@ from perfkit_core.views import (
     collectives,
     distributed,
     families,
+    idle,
     kernels,
     memory,
     operators,
@@ -51,6 +52,12 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "device",
         overview.device_view,
         "CPU utilization where recorded, and each GPU's busy share of the steps",
+    ),
+    (
+        "idle",
+        idle.stream_idle_view,
+        "per device stream: idle time between its events, by cause (host wait, kernel wait, "
+        "other), as HTA splits it",
     ),
     ("kernel", kernels.kernel_view, "calls, time, launch shape and occupancy per GPU kernel"),
     (

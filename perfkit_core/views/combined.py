@@ -295,6 +295,7 @@ ACROSS: dict[str, Any] = {
     "overview": OVERVIEW,
     "breakdown": breakdown_rule,
     "device": "concat",
+    "idle": "concat",
     "kernel": KERNEL,
     "memcpy": MEMCPY,
     "memory": memory_rule,
