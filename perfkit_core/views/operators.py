@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.schema import str_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -227,7 +228,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
     if not op_detail:
         return table
     ev = run.events
-    names = ev["name"].astype(str).to_numpy()
+    names = str_values(ev["name"])
     kind = ev["kind"].to_numpy()
     parent = ev["parent"].to_numpy()
     dur = ev["dur_ns"].to_numpy()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events.intervals import clip_to, intersect_length, length, step_window
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS
 from perfkit_core.views.distributed import work_masks
 
@@ -104,7 +105,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
     loader = ~device & (kind == "dataloader")
     busy_mask = device & np.isin(kind, list(DEVICE_KINDS))
     busy = length(clip_to(start[busy_mask], end[busy_mask], window))
-    memory = (kind == "memory") & (ev["device_type"].astype(str).to_numpy() != "cpu")
+    memory = (kind == "memory") & (str_values(ev["device_type"]) != "cpu")
     allocated = ev["allocated_bytes"].to_numpy()[memory]
     return {
         "rank": rank,
