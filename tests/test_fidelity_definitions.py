@@ -20,6 +20,7 @@ import pytest
 import perfkit_core
 from conftest import GPU_TRACES, shared_trace
 from perfkit_core.events.intervals import intersect_length, step_spans
+from perfkit_core.views.launches import launch_delays
 from tests.peer_definitions import (
     DEVICE_CATS,
     KERNEL_CATS,
@@ -29,6 +30,8 @@ from tests.peer_definitions import (
     cat,
     hta_idle_breakdown,
     hta_iteration_device_time,
+    hta_launch_delays,
+    launch_delay_by_operator,
     merged,
     read_events,
     span,
@@ -509,3 +512,49 @@ def test_each_gap_gets_its_cause(tmp_path):
 def test_idle_view_of_a_host_only_run_is_empty(torch_profile):
     view = perfkit_core.load(torch_profile.runs[0]).summary("idle")
     assert view.empty and "no device events" in view.attrs["note"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. HTA's kernel launch delay (queue time), per operator
+
+
+def test_launch_delays_are_htas_launch_stats(real):
+    _, events, run = real
+    hta = hta_launch_delays(events)
+    rows, _, delay = launch_delays(run)
+    corr = run.events["correlation"].to_numpy()[rows]
+    mine = dict(zip(corr.tolist(), delay.tolist(), strict=True))
+    assert hta and set(hta) <= set(mine)
+    assert {c: mine[c] for c in hta} == hta
+
+
+def test_launches_view_groups_delays_by_the_deepest_operator(real):
+    _, events, run = real
+    view = run.summary("launches").set_index("name")
+    raw = launch_delay_by_operator(events, collective_spans=True)
+    assert set(view.index) == set(raw)
+    for name, (n, total) in raw.items():
+        assert view.loc[name, "launches"] == n
+        assert view.loc[name, "launch_delay_total_ns"] == total
+        assert view.loc[name, "launch_delay_avg_ns"] == pytest.approx(total / n)
+    assert view["launch_delay_total_ns"].is_monotonic_decreasing
+
+
+def test_launch_delay_is_the_wait_after_the_call_returns(tmp_path):
+    path = write_trace(
+        tmp_path / "queue.json",
+        [
+            step(1, 0, 500),
+            {"cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 50},
+            *launch(1, 10, 100, 10),  # call ends at 12 us, kernel starts at 100: waited 88 us
+            *launch(2, 20, 21, 10),  # starts before the call (20-22 us) returns: 0
+            *launch(3, 60, 200, 10),  # outside every operator: waited 138 us
+        ],
+    )
+    view = perfkit_core.load(path).summary("launches").set_index("name")
+    assert view.loc["aten::mm", "launches"] == 2
+    assert view.loc["aten::mm", "launch_delay_total_ns"] == 88 * US
+    assert view.loc["aten::mm", "launch_delay_max_ns"] == 88 * US
+    assert view.loc["(no operator)", "launch_delay_total_ns"] == 138 * US
+    assert view.loc["aten::mm", "runtime_avg_ns"] == 2 * US
+    assert sorted(hta_launch_delays(read_events(path)).values()) == [0, 88 * US, 138 * US]

@@ -113,6 +113,17 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "step_ns": "the step, stretched over the device work it launched (`steps`' `span_ns`); "
         "the parts add up to it",
     },
+    "launches": {
+        "name": "the innermost operator enclosing the launch calls; `(no operator)` for "
+        "launches outside every operator",
+        "launches": "device events (kernels, copies, sets) it launched whose launch call was "
+        "recorded",
+        "launch_delay_avg_ns": "mean launch delay: the event's start less the end of its "
+        "launch call, 0 when it started before the call returned (HTA's launch delay)",
+        "launch_delay_max_ns": "longest launch delay",
+        "launch_delay_total_ns": "summed launch delay",
+        "runtime_avg_ns": "mean duration of the launch calls on the host",
+    },
     "idle": {
         "name": "`GPU <index> stream <id>` (`(rank <r>)` added in a run of several ranks)",
         "rank": "the rank",
