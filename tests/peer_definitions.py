@@ -413,3 +413,28 @@ def launch_delay_by_operator(
         n, total = out.get(name, (0, 0))
         out[name] = (n + 1, total + delay)
     return out
+
+
+def hta_queue_length(
+    events: list[dict[str, Any]], *, calls: set[str] | None = HTA_LAUNCH_CALLS
+) -> dict[tuple[int, int], list[int]]:
+    """HTA's queue length series per (device, stream): +1 at the start of each launch call
+    (``calls``; None: every runtime call) with a device event, -1 at that event's start; the
+    values after each change, changes in time order (a start before a launch at equal times)."""
+    launch = {
+        (e.get("args") or {}).get("correlation"): span(e)[0]
+        for e in events
+        if cat(e) in RUNTIME_CATS and (calls is None or e.get("name") in calls)
+    }
+    changes: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        if cat(e) in DEVICE_CATS and corr in launch:
+            args = e.get("args") or {}
+            key = (int(args.get("device", e.get("pid"))), int(args["stream"]))
+            changes[key] += [(launch[corr], 1), (span(e)[0], -1)]
+    out = {}
+    for key, items in changes.items():
+        items.sort()
+        out[key] = list(np.cumsum([c for _, c in items]))
+    return out

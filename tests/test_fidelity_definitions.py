@@ -31,6 +31,7 @@ from tests.peer_definitions import (
     hta_idle_breakdown,
     hta_iteration_device_time,
     hta_launch_delays,
+    hta_queue_length,
     launch_delay_by_operator,
     merged,
     read_events,
@@ -558,3 +559,40 @@ def test_launch_delay_is_the_wait_after_the_call_returns(tmp_path):
     assert view.loc["(no operator)", "launch_delay_total_ns"] == 138 * US
     assert view.loc["aten::mm", "runtime_avg_ns"] == 2 * US
     assert sorted(hta_launch_delays(read_events(path)).values()) == [0, 88 * US, 138 * US]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. HTA's queue length
+
+
+def test_queue_length_is_htas_series(real):
+    _, events, run = real
+    view = run.summary("queue")
+    every = hta_queue_length(events, calls=None)
+    hta = hta_queue_length(events)
+    assert set(every) == {
+        (int(d), int(s)) for d, s in zip(view["device"], view["stream"], strict=True)
+    }
+    for _, row in view.iterrows():
+        series = every[(int(row["device"]), int(row["stream"]))]
+        assert row["launches"] == len(series) // 2
+        assert row["queue_max"] == max(series)
+        assert row["queue_mean"] == pytest.approx(np.mean(series))
+        # HTA's own launch calls: a subset of perfkit's launches, never a longer queue.
+        theirs = hta.get((int(row["device"]), int(row["stream"])), [0])
+        assert max(theirs) <= row["queue_max"]
+
+
+def test_queue_over_time(tmp_path):
+    # Three launches at 0, 1, 2 us; the kernels start at 10, 20, 30 us (each 5 us long).
+    path = write_trace(
+        tmp_path / "q.json",
+        [step(1, 0, 100), *launch(1, 0, 10, 5), *launch(2, 1, 20, 5), *launch(3, 2, 30, 5)],
+    )
+    (row,) = perfkit_core.load(path).summary("queue").to_dict("records")
+    assert row["launches"] == 3 and row["queue_max"] == 3
+    # Queue 1, 2, 3 from 0, 1, 2 us; 2 from 10; 1 from 20; 0 at 30 (the last change).
+    assert row["queue_mean"] == pytest.approx(np.mean([1, 2, 3, 2, 1, 0]))
+    assert row["queue_time_mean"] == pytest.approx((1 * 1 + 2 * 1 + 3 * 8 + 2 * 10 + 1 * 10) / 30)
+    assert row["empty_pct"] == 0.0
+    assert hta_queue_length(read_events(path))[(0, 7)] == [1, 2, 3, 2, 1, 0]

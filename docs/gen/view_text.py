@@ -124,6 +124,17 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "launch_delay_total_ns": "summed launch delay",
         "runtime_avg_ns": "mean duration of the launch calls on the host",
     },
+    "queue": {
+        "name": "`GPU <index> stream <id>` (`(rank <r>)` added in a run of several ranks)",
+        "rank": "the rank",
+        "device": "the device index",
+        "stream": "the stream id",
+        "launches": "device events on the stream whose launch call was recorded",
+        "queue_max": "most events launched and not yet started at once",
+        "queue_mean": "mean queue length over the changes of the series (HTA's summary mean)",
+        "queue_time_mean": "mean queue length over time, first launch to last start",
+        "empty_pct": "share of that time with nothing queued",
+    },
     "idle": {
         "name": "`GPU <index> stream <id>` (`(rank <r>)` added in a run of several ranks)",
         "rank": "the rank",

@@ -55,6 +55,11 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "CPU utilization where recorded, and each GPU's busy share of the steps",
     ),
     (
+        "queue",
+        launches.queue_view,
+        "per device stream: how many launched events waited (queue length), as HTA counts it",
+    ),
+    (
         "idle",
         idle.stream_idle_view,
         "per device stream: idle time between its events, by cause (host wait, kernel wait, "

@@ -315,6 +315,7 @@ ACROSS: dict[str, Any] = {
     "breakdown": breakdown_rule,
     "device": "concat",
     "idle": "concat",
+    "queue": "concat",
     "launches": LAUNCHES,
     "kernel": KERNEL,
     "memcpy": MEMCPY,

@@ -3,6 +3,7 @@ call's return and the start on the device (HTA's kernel launch delay, or queue t
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -113,3 +114,84 @@ def _innermost_operator(run: Run, rows: np.ndarray) -> np.ndarray:
         cur[idx] = parent[cur[idx]]
         open_[idx] = cur[idx] >= 0
     return out
+
+
+def queue_length_series(run: Run, *, rank: int | None = None) -> pd.DataFrame:
+    """Each device stream's queue length over time, HTA's way: the number of device events
+    (kernels, copies, sets) launched on the stream and not yet started. One row per change:
+    ``device_type``, ``rank``, ``device``, ``stream``, ``time_ns`` and ``queue_length`` after the change (a
+    launch call's start adds one, the event's start takes one away; at equal times the start
+    is counted first). Only events whose launch call was recorded count."""
+    import pandas as pd
+
+    ev = run.events
+    rows, by, _ = launch_delays(run)
+    ranks = ev["rank"].to_numpy()
+    if rank is not None:
+        keep = ranks[rows] == rank
+        rows, by = rows[keep], by[keep]
+    start = ev["start_ns"].to_numpy()
+    key_cols = [ranks[rows], ev["device_index"].to_numpy()[rows], ev["stream"].to_numpy()[rows]]
+    dev_type = ev["device_type"].astype(str).to_numpy()[rows]
+    frame = pd.DataFrame(
+        {
+            "device_type": np.concatenate([dev_type, dev_type]),
+            "rank": np.concatenate([key_cols[0], key_cols[0]]).astype(np.int64),
+            "device": np.concatenate([key_cols[1], key_cols[1]]).astype(np.int64),
+            "stream": np.concatenate([key_cols[2], key_cols[2]]).astype(np.int64),
+            "time_ns": np.concatenate([start[by], start[rows]]).astype(np.int64),
+            "change": np.concatenate([np.ones(len(rows)), -np.ones(len(rows))]).astype(np.int64),
+        }
+    )
+    frame = frame.sort_values(["rank", "device", "stream", "time_ns", "change"], kind="stable")
+    frame["queue_length"] = frame.groupby(["rank", "device", "stream"])["change"].cumsum()
+    return frame.drop(columns="change").reset_index(drop=True)
+
+
+def queue_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
+    """Per device stream: how many launched events waited for it, from ``queue_length_series``.
+
+    ``queue_max``: the longest queue. ``queue_mean``: the mean over the series' changes, the
+    figure HTA's queue length summary gives. ``queue_time_mean``: the mean over time, from the
+    first launch to the last start. ``empty_pct``: the share of that time with nothing queued,
+    when the stream could only run what the host launched next. A stream that is busy while its
+    queue is short is fed just in time by the host; a long queue means the host is ahead.
+    """
+    columns = [
+        "name",
+        "rank",
+        "device",
+        "stream",
+        "launches",
+        "queue_max",
+        "queue_mean",
+        "queue_time_mean",
+        "empty_pct",
+    ]
+    series = queue_length_series(run, rank=rank)
+    if series.empty:
+        return view_frame([], columns, "no device launches were recorded")
+    multi_rank = series["rank"].nunique() > 1
+    out = []
+    for (r, d, s), part in series.groupby(["rank", "device", "stream"], sort=True):
+        times = part["time_ns"].to_numpy()
+        length = part["queue_length"].to_numpy()
+        held = np.diff(times)
+        span = int(times[-1] - times[0])
+        kind = str(part["device_type"].iloc[0]).upper()
+        out.append(
+            {
+                "name": f"{kind} {d} stream {s}" + (f" (rank {r})" if multi_rank else ""),
+                "rank": int(r),
+                "device": int(d),
+                "stream": int(s),
+                "launches": len(part) // 2,
+                "queue_max": int(length.max()),
+                "queue_mean": float(length.mean()),
+                "queue_time_mean": float((length[:-1] * held).sum() / span) if span else math.nan,
+                "empty_pct": float(100.0 * held[length[:-1] == 0].sum() / span)
+                if span
+                else math.nan,
+            }
+        )
+    return view_frame(out, columns)
