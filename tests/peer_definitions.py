@@ -438,3 +438,35 @@ def hta_queue_length(
         items.sort()
         out[key] = list(np.cumsum([c for _, c in items]))
     return out
+
+
+def tb_sm_efficiency(
+    events: list[dict[str, Any]],
+    *,
+    unlaunched: str = "tb",
+    windows: list[tuple[int, int]] | None = None,
+) -> float | None:
+    """The TensorBoard profiler's Est. SM Efficiency (one device), as a fraction: kernels'
+    ``blocks per SM`` summed where they run at once and capped at 1, weighted by time within
+    [first step start, last step end] (or ``windows``) and divided by that span's length."""
+    if windows is None:
+        steps = tb_steps(events, unlaunched=unlaunched)
+        windows = [(steps[0][0], steps[-1][1])]
+    points: list[tuple[int, int, float]] = []
+    for e in events:
+        value = (e.get("args") or {}).get("blocks per SM")
+        if cat(e) in KERNEL_CATS and value is not None and value > 0:
+            s0, e0 = span(e)
+            points += [(s0, 0, value), (e0, 1, -value)]
+    if not points:
+        return None
+    points.sort(key=lambda p: (p[0], p[1]))
+    total = 0.0
+    level = 0.0
+    for (t0, _, change), (t1, _, _) in itertools.pairwise([*points, points[-1]]):
+        level += change
+        value = min(level, 1.0)
+        if t1 > t0 and value > 0:
+            for lo, hi in windows:
+                total += value * max(min(t1, hi) - max(t0, lo), 0)
+    return total / sum(hi - lo for lo, hi in windows)

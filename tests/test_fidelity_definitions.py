@@ -40,6 +40,7 @@ from tests.peer_definitions import (
     tb_gpu_utilization,
     tb_kernel_occupancy,
     tb_occupancy,
+    tb_sm_efficiency,
     tb_steps,
 )
 
@@ -596,3 +597,39 @@ def test_queue_over_time(tmp_path):
     assert row["queue_time_mean"] == pytest.approx((1 * 1 + 2 * 1 + 3 * 8 + 2 * 10 + 1 * 10) / 30)
     assert row["empty_pct"] == 0.0
     assert hta_queue_length(read_events(path))[(0, 7)] == [1, 2, 3, 2, 1, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the TensorBoard profiler's (and HTA's counters') estimated SM efficiency
+
+
+def test_sm_efficiency_is_the_tensorboard_figure_over_the_steps(real):
+    _, events, run = real
+    gpu = run.summary("device").set_index("name").iloc[1]
+    steps = tb_steps(events, unlaunched="own_start")
+    s, e = merged(steps)
+    # perfkit derives blocks per SM from the grid and the device's SM count; the trace's own
+    # "blocks per SM" gives the same figure.
+    ours = tb_sm_efficiency(events, windows=list(zip(s.tolist(), e.tolist(), strict=True)))
+    assert gpu["sm_efficiency_pct"] == pytest.approx(100 * ours, rel=1e-6)
+    assert gpu["sm_efficiency_pct"] == pytest.approx(100 * tb_sm_efficiency(events), abs=0.5)
+    assert 0 < gpu["sm_efficiency_pct"] <= gpu["kernel_utilization_pct"] + 1e-9
+
+
+def test_sm_efficiency_caps_concurrent_kernels_at_the_whole_device(tmp_path):
+    # 80 SMs: a 40-block kernel fills half of them for 100 us; while a 120-block kernel runs
+    # beside it (50-100 us) the device counts as full. Step: 0-200 us.
+    path = write_trace(
+        tmp_path / "sm.json",
+        [
+            step(1, 0, 200),
+            *launch(1, 0, 0, 100, grid=[40, 1, 1], block=[128, 1, 1], **{"blocks per SM": 0.5}),
+            *launch(2, 1, 50, 50, grid=[120, 1, 1], block=[128, 1, 1], **{"blocks per SM": 1.5}),
+        ],
+    )
+    data = json.loads(path.read_text())
+    data["deviceProperties"] = [{"id": 0, "name": "GPU", "numSms": 80, "totalGlobalMem": 1 << 34}]
+    path.write_text(json.dumps(data))
+    gpu = perfkit_core.load(path).summary("device").set_index("name").loc["GPU 0"]
+    assert gpu["sm_efficiency_pct"] == pytest.approx(100 * (0.5 * 50 + 1.0 * 50) / 200)
+    assert tb_sm_efficiency(read_events(path)) == pytest.approx((0.5 * 50 + 1.0 * 50) / 200)

@@ -163,6 +163,10 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "occupancy_pct": "GPU: estimated achieved occupancy of its kernels weighted by their "
         "time within the steps (the TensorBoard profiler's Est. Achieved Occupancy); NaN for "
         "CPU and where not recorded",
+        "sm_efficiency_pct": "GPU: estimated SM efficiency, the running kernels' blocks per SM "
+        "(grid blocks over the device's SMs) summed and capped at 1, averaged over the steps "
+        "(the TensorBoard profiler's Est. SM Efficiency); NaN for CPU and without launch shapes "
+        "or SM count",
         "window_ns": "merged step time of the device's rank",
     },
     "kernel": {
