@@ -251,8 +251,10 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "profiler's step time): from its host start, or the previous step's stretched end if "
         "later, to its host end, or the end of its last device event if later",
         "dataloader_ns": "merged data-loading time in the step",
-        "gpu_busy_ns": "merged device time of the work launched in the step; NaN without "
-        "device events; it can exceed `dur_ns` when device work runs on after the step",
+        "gpu_busy_ns": "merged device time of the work launched in the step, never clipped at "
+        "the step's end; NaN without device events; it can exceed `dur_ns` when device work "
+        "runs on after the step, and `span_ns` when it started on another stream while the "
+        "previous step's work was still running",
     },
     "ranks": {
         "name": "the rank (`rank 3`)",
