@@ -341,3 +341,132 @@ def hta_idle_breakdown(
                 sums["other"] += gap
         out[key] = sums
     return out
+
+
+HTA_LAUNCH_CALLS = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"}
+
+
+def hta_launch_delays(events: list[dict[str, Any]]) -> dict[Any, int]:
+    """HTA's kernel launch stats: per correlation of a ``cudaLaunchKernel``/``ExC`` (or, with
+    its default ``include_memory_events``, ``cudaMemcpyAsync``/``cudaMemsetAsync``) call, the
+    device event's start less the call's end, clipped at 0; ns."""
+    calls = {
+        (e.get("args") or {}).get("correlation"): span(e)
+        for e in events
+        if cat(e) in RUNTIME_CATS and e.get("name") in HTA_LAUNCH_CALLS
+    }
+    out = {}
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        if cat(e) in DEVICE_CATS and corr in calls:
+            out[corr] = max(span(e)[0] - calls[corr][1], 0)
+    return out
+
+
+def launch_delay_by_operator(
+    events: list[dict[str, Any]], *, collective_spans: bool = False
+) -> dict[str, tuple[int, int]]:
+    """Per operator name: (device events launched, summed launch delay in ns), each device event
+    whose runtime call was recorded counted under the deepest ``cpu_op`` on the call's thread
+    that encloses the call (HTA's ``get_aten_op_kernels_and_delay`` grouping, every operator).
+    ``collective_spans``: ``nccl:*``/``gloo:*`` user annotations count as operators too."""
+
+    def is_operator(e: dict[str, Any]) -> bool:
+        if cat(e) in {"cpu_op", "operator"}:
+            return True
+        name = str(e.get("name", ""))
+        return (
+            collective_spans and cat(e) == "user_annotation" and name.startswith(("nccl:", "gloo:"))
+        )
+
+    runtimes = {
+        (e.get("args") or {}).get("correlation"): e for e in events if cat(e) in RUNTIME_CATS
+    }
+    by_thread: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if is_operator(e) or cat(e) in RUNTIME_CATS:
+            by_thread[(e.get("pid"), e.get("tid"))].append(e)
+    owner: dict[int, str] = {}
+    for items in by_thread.values():
+        items.sort(key=lambda e: (span(e)[0], -span(e)[1], cat(e) in RUNTIME_CATS))
+        stack: list[tuple[int, int, str]] = []
+        for e in items:
+            s0, e0 = span(e)
+            while stack and stack[-1][1] <= s0 and not (stack[-1][1] == s0 == stack[-1][0]):
+                stack.pop()
+            if cat(e) in RUNTIME_CATS:
+                name = "(no operator)"
+                for os0, oe0, oname in reversed(stack):
+                    if os0 <= s0 and oe0 >= e0:
+                        name = oname
+                        break
+                owner[id(e)] = name
+            else:
+                stack.append((s0, e0, str(e.get("name"))))
+    out: dict[str, tuple[int, int]] = {}
+    for e in events:
+        rt = runtimes.get((e.get("args") or {}).get("correlation"))
+        if cat(e) not in DEVICE_CATS or rt is None:
+            continue
+        name = owner[id(rt)]
+        delay = max(span(e)[0] - span(rt)[1], 0)
+        n, total = out.get(name, (0, 0))
+        out[name] = (n + 1, total + delay)
+    return out
+
+
+def hta_queue_length(
+    events: list[dict[str, Any]], *, calls: set[str] | None = HTA_LAUNCH_CALLS
+) -> dict[tuple[int, int], list[int]]:
+    """HTA's queue length series per (device, stream): +1 at the start of each launch call
+    (``calls``; None: every runtime call) with a device event, -1 at that event's start; the
+    values after each change, changes in time order (a start before a launch at equal times)."""
+    launch = {
+        (e.get("args") or {}).get("correlation"): span(e)[0]
+        for e in events
+        if cat(e) in RUNTIME_CATS and (calls is None or e.get("name") in calls)
+    }
+    changes: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        if cat(e) in DEVICE_CATS and corr in launch:
+            args = e.get("args") or {}
+            key = (int(args.get("device", e.get("pid"))), int(args["stream"]))
+            changes[key] += [(launch[corr], 1), (span(e)[0], -1)]
+    out = {}
+    for key, items in changes.items():
+        items.sort()
+        out[key] = list(np.cumsum([c for _, c in items]))
+    return out
+
+
+def tb_sm_efficiency(
+    events: list[dict[str, Any]],
+    *,
+    unlaunched: str = "tb",
+    windows: list[tuple[int, int]] | None = None,
+) -> float | None:
+    """The TensorBoard profiler's Est. SM Efficiency (one device), as a fraction: kernels'
+    ``blocks per SM`` summed where they run at once and capped at 1, weighted by time within
+    [first step start, last step end] (or ``windows``) and divided by that span's length."""
+    if windows is None:
+        steps = tb_steps(events, unlaunched=unlaunched)
+        windows = [(steps[0][0], steps[-1][1])]
+    points: list[tuple[int, int, float]] = []
+    for e in events:
+        value = (e.get("args") or {}).get("blocks per SM")
+        if cat(e) in KERNEL_CATS and value is not None and value > 0:
+            s0, e0 = span(e)
+            points += [(s0, 0, value), (e0, 1, -value)]
+    if not points:
+        return None
+    points.sort(key=lambda p: (p[0], p[1]))
+    total = 0.0
+    level = 0.0
+    for (t0, _, change), (t1, _, _) in itertools.pairwise([*points, points[-1]]):
+        level += change
+        value = min(level, 1.0)
+        if t1 > t0 and value > 0:
+            for lo, hi in windows:
+                total += value * max(min(t1, hi) - max(t0, lo), 0)
+    return total / sum(hi - lo for lo, hi in windows)

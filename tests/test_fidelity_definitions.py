@@ -20,6 +20,7 @@ import pytest
 import perfkit_core
 from conftest import GPU_TRACES, shared_trace
 from perfkit_core.events.intervals import intersect_length, step_spans
+from perfkit_core.views.launches import launch_delays
 from tests.peer_definitions import (
     DEVICE_CATS,
     KERNEL_CATS,
@@ -29,6 +30,9 @@ from tests.peer_definitions import (
     cat,
     hta_idle_breakdown,
     hta_iteration_device_time,
+    hta_launch_delays,
+    hta_queue_length,
+    launch_delay_by_operator,
     merged,
     read_events,
     span,
@@ -36,6 +40,7 @@ from tests.peer_definitions import (
     tb_gpu_utilization,
     tb_kernel_occupancy,
     tb_occupancy,
+    tb_sm_efficiency,
     tb_steps,
 )
 
@@ -509,3 +514,122 @@ def test_each_gap_gets_its_cause(tmp_path):
 def test_idle_view_of_a_host_only_run_is_empty(torch_profile):
     view = perfkit_core.load(torch_profile.runs[0]).summary("idle")
     assert view.empty and "no device events" in view.attrs["note"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. HTA's kernel launch delay (queue time), per operator
+
+
+def test_launch_delays_are_htas_launch_stats(real):
+    _, events, run = real
+    hta = hta_launch_delays(events)
+    rows, _, delay = launch_delays(run)
+    corr = run.events["correlation"].to_numpy()[rows]
+    mine = dict(zip(corr.tolist(), delay.tolist(), strict=True))
+    assert hta and set(hta) <= set(mine)
+    assert {c: mine[c] for c in hta} == hta
+
+
+def test_launches_view_groups_delays_by_the_deepest_operator(real):
+    _, events, run = real
+    view = run.summary("launches").set_index("name")
+    raw = launch_delay_by_operator(events, collective_spans=True)
+    assert set(view.index) == set(raw)
+    for name, (n, total) in raw.items():
+        assert view.loc[name, "launches"] == n
+        assert view.loc[name, "launch_delay_total_ns"] == total
+        assert view.loc[name, "launch_delay_avg_ns"] == pytest.approx(total / n)
+    assert view["launch_delay_total_ns"].is_monotonic_decreasing
+
+
+def test_launch_delay_is_the_wait_after_the_call_returns(tmp_path):
+    path = write_trace(
+        tmp_path / "queue.json",
+        [
+            step(1, 0, 500),
+            {"cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 50},
+            *launch(1, 10, 100, 10),  # call ends at 12 us, kernel starts at 100: waited 88 us
+            *launch(2, 20, 21, 10),  # starts before the call (20-22 us) returns: 0
+            *launch(3, 60, 200, 10),  # outside every operator: waited 138 us
+        ],
+    )
+    view = perfkit_core.load(path).summary("launches").set_index("name")
+    assert view.loc["aten::mm", "launches"] == 2
+    assert view.loc["aten::mm", "launch_delay_total_ns"] == 88 * US
+    assert view.loc["aten::mm", "launch_delay_max_ns"] == 88 * US
+    assert view.loc["(no operator)", "launch_delay_total_ns"] == 138 * US
+    assert view.loc["aten::mm", "runtime_avg_ns"] == 2 * US
+    assert sorted(hta_launch_delays(read_events(path)).values()) == [0, 88 * US, 138 * US]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. HTA's queue length
+
+
+def test_queue_length_is_htas_series(real):
+    _, events, run = real
+    view = run.summary("queue")
+    every = hta_queue_length(events, calls=None)
+    hta = hta_queue_length(events)
+    assert set(every) == {
+        (int(d), int(s)) for d, s in zip(view["device"], view["stream"], strict=True)
+    }
+    for _, row in view.iterrows():
+        series = every[(int(row["device"]), int(row["stream"]))]
+        assert row["launches"] == len(series) // 2
+        assert row["queue_max"] == max(series)
+        assert row["queue_mean"] == pytest.approx(np.mean(series))
+        # HTA's own launch calls: a subset of perfkit's launches, never a longer queue.
+        theirs = hta.get((int(row["device"]), int(row["stream"])), [0])
+        assert max(theirs) <= row["queue_max"]
+
+
+def test_queue_over_time(tmp_path):
+    # Three launches at 0, 1, 2 us; the kernels start at 10, 20, 30 us (each 5 us long).
+    path = write_trace(
+        tmp_path / "q.json",
+        [step(1, 0, 100), *launch(1, 0, 10, 5), *launch(2, 1, 20, 5), *launch(3, 2, 30, 5)],
+    )
+    (row,) = perfkit_core.load(path).summary("queue").to_dict("records")
+    assert row["launches"] == 3 and row["queue_max"] == 3
+    # Queue 1, 2, 3 from 0, 1, 2 us; 2 from 10; 1 from 20; 0 at 30 (the last change).
+    assert row["queue_mean"] == pytest.approx(np.mean([1, 2, 3, 2, 1, 0]))
+    assert row["queue_time_mean"] == pytest.approx((1 * 1 + 2 * 1 + 3 * 8 + 2 * 10 + 1 * 10) / 30)
+    assert row["empty_pct"] == 0.0
+    assert hta_queue_length(read_events(path))[(0, 7)] == [1, 2, 3, 2, 1, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the TensorBoard profiler's (and HTA's counters') estimated SM efficiency
+
+
+def test_sm_efficiency_is_the_tensorboard_figure_over_the_steps(real):
+    _, events, run = real
+    gpu = run.summary("device").set_index("name").iloc[1]
+    steps = tb_steps(events, unlaunched="own_start")
+    s, e = merged(steps)
+    # perfkit derives blocks per SM from the grid and the device's SM count; the trace's own
+    # "blocks per SM" gives the same figure.
+    ours = tb_sm_efficiency(events, windows=list(zip(s.tolist(), e.tolist(), strict=True)))
+    assert gpu["sm_efficiency_pct"] == pytest.approx(100 * ours, rel=1e-6)
+    assert gpu["sm_efficiency_pct"] == pytest.approx(100 * tb_sm_efficiency(events), abs=0.5)
+    assert 0 < gpu["sm_efficiency_pct"] <= gpu["kernel_utilization_pct"] + 1e-9
+
+
+def test_sm_efficiency_caps_concurrent_kernels_at_the_whole_device(tmp_path):
+    # 80 SMs: a 40-block kernel fills half of them for 100 us; while a 120-block kernel runs
+    # beside it (50-100 us) the device counts as full. Step: 0-200 us.
+    path = write_trace(
+        tmp_path / "sm.json",
+        [
+            step(1, 0, 200),
+            *launch(1, 0, 0, 100, grid=[40, 1, 1], block=[128, 1, 1], **{"blocks per SM": 0.5}),
+            *launch(2, 1, 50, 50, grid=[120, 1, 1], block=[128, 1, 1], **{"blocks per SM": 1.5}),
+        ],
+    )
+    data = json.loads(path.read_text())
+    data["deviceProperties"] = [{"id": 0, "name": "GPU", "numSms": 80, "totalGlobalMem": 1 << 34}]
+    path.write_text(json.dumps(data))
+    gpu = perfkit_core.load(path).summary("device").set_index("name").loc["GPU 0"]
+    assert gpu["sm_efficiency_pct"] == pytest.approx(100 * (0.5 * 50 + 1.0 * 50) / 200)
+    assert tb_sm_efficiency(read_events(path)) == pytest.approx((0.5 * 50 + 1.0 * 50) / 200)

@@ -113,6 +113,28 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "step_ns": "the step, stretched over the device work it launched (`steps`' `span_ns`); "
         "the parts add up to it",
     },
+    "launches": {
+        "name": "the innermost operator enclosing the launch calls; `(no operator)` for "
+        "launches outside every operator",
+        "launches": "device events (kernels, copies, sets) it launched whose launch call was "
+        "recorded",
+        "launch_delay_avg_ns": "mean launch delay: the event's start less the end of its "
+        "launch call, 0 when it started before the call returned (HTA's launch delay)",
+        "launch_delay_max_ns": "longest launch delay",
+        "launch_delay_total_ns": "summed launch delay",
+        "runtime_avg_ns": "mean duration of the launch calls on the host",
+    },
+    "queue": {
+        "name": "`GPU <index> stream <id>` (`(rank <r>)` added in a run of several ranks)",
+        "rank": "the rank",
+        "device": "the device index",
+        "stream": "the stream id",
+        "launches": "device events on the stream whose launch call was recorded",
+        "queue_max": "most events launched and not yet started at once",
+        "queue_mean": "mean queue length over the changes of the series (HTA's summary mean)",
+        "queue_time_mean": "mean queue length over time, first launch to last start",
+        "empty_pct": "share of that time with nothing queued",
+    },
     "idle": {
         "name": "`GPU <index> stream <id>` (`(rank <r>)` added in a run of several ranks)",
         "rank": "the rank",
@@ -141,6 +163,10 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "occupancy_pct": "GPU: estimated achieved occupancy of its kernels weighted by their "
         "time within the steps (the TensorBoard profiler's Est. Achieved Occupancy); NaN for "
         "CPU and where not recorded",
+        "sm_efficiency_pct": "GPU: estimated SM efficiency, the running kernels' blocks per SM "
+        "(grid blocks over the device's SMs) summed and capped at 1, averaged over the steps "
+        "(the TensorBoard profiler's Est. SM Efficiency); NaN for CPU and without launch shapes "
+        "or SM count",
         "window_ns": "merged step time of the device's rank",
     },
     "kernel": {
@@ -225,8 +251,10 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "profiler's step time): from its host start, or the previous step's stretched end if "
         "later, to its host end, or the end of its last device event if later",
         "dataloader_ns": "merged data-loading time in the step",
-        "gpu_busy_ns": "merged device time of the work launched in the step; NaN without "
-        "device events; it can exceed `dur_ns` when device work runs on after the step",
+        "gpu_busy_ns": "merged device time of the work launched in the step, never clipped at "
+        "the step's end; NaN without device events; it can exceed `dur_ns` when device work "
+        "runs on after the step, and `span_ns` when it started on another stream while the "
+        "previous step's work was still running",
     },
     "ranks": {
         "name": "the rank (`rank 3`)",

@@ -66,7 +66,9 @@ VIEW_TITLES: dict[str, str] = {
 }
 #: Views whose rows are ranked entries (ops, kernels, ...): ``top`` cuts them. Other views are
 #: fixed structures (the model view's phases, the overview's kinds) and are shown whole.
-RANKED_VIEWS = frozenset({"operator", "user", "kernel", "memory", "memcpy", "collectives"})
+RANKED_VIEWS = frozenset(
+    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches"}
+)
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
 VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {

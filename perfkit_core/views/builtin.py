@@ -13,6 +13,7 @@ from perfkit_core.views import (
     families,
     idle,
     kernels,
+    launches,
     memory,
     operators,
     overview,
@@ -54,10 +55,20 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "CPU utilization where recorded, and each GPU's busy share of the steps",
     ),
     (
+        "queue",
+        launches.queue_view,
+        "per device stream: how many launched events waited (queue length), as HTA counts it",
+    ),
+    (
         "idle",
         idle.stream_idle_view,
         "per device stream: idle time between its events, by cause (host wait, kernel wait, "
         "other), as HTA splits it",
+    ),
+    (
+        "launches",
+        launches.launches_view,
+        "per operator: device work launched and its launch delay (queue time), as HTA measures it",
     ),
     ("kernel", kernels.kernel_view, "calls, time, launch shape and occupancy per GPU kernel"),
     (

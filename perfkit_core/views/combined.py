@@ -285,6 +285,25 @@ def breakdown_rule(options: dict[str, Any]) -> Combiner:
     return MeanCombiner(BREAKDOWN, options)
 
 
+def _prepare_launches(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(_runtime_total=frame["runtime_avg_ns"] * frame["launches"])
+
+
+def _finish_launches(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
+    frame["launch_delay_avg_ns"] = _ratio(frame["launch_delay_total_ns"], frame["launches"])
+    frame["runtime_avg_ns"] = _ratio(frame["_runtime_total"], frame["launches"])
+    return _sort_desc(frame, "launch_delay_total_ns")
+
+
+LAUNCHES = MeanRule(
+    keys=("name",),
+    sums=("launches", "launch_delay_total_ns", "_runtime_total"),
+    maxes=("launch_delay_max_ns",),
+    prepare=_prepare_launches,
+    finish=_finish_launches,
+)
+
+
 #: The across-ranks rule of each built-in view (see ``perfkit_core.views.across``).
 ACROSS: dict[str, Any] = {
     "operator": HOST_TABLE,
@@ -296,6 +315,8 @@ ACROSS: dict[str, Any] = {
     "breakdown": breakdown_rule,
     "device": "concat",
     "idle": "concat",
+    "queue": "concat",
+    "launches": LAUNCHES,
     "kernel": KERNEL,
     "memcpy": MEMCPY,
     "memory": memory_rule,

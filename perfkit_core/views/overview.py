@@ -9,6 +9,7 @@ import numpy as np
 
 from perfkit_core.events import links
 from perfkit_core.events.intervals import (
+    Intervals,
     clip_to,
     length,
     step_window,
@@ -126,6 +127,9 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     merged (stretched) steps, so time between steps counts in neither the busy time nor the
     window. ``occupancy_pct``: the kernels' estimated achieved occupancy weighted by their
     duration within the steps (the plugin's "Est. Achieved Occupancy"); NaN where not recorded.
+    ``sm_efficiency_pct``: the plugin's "Est. SM Efficiency": at each instant the running
+    kernels' blocks per SM (blocks in the grid over the device's SMs), summed and capped at 1,
+    averaged over the steps; NaN without launch shapes or the device's SM count.
     """
     ev = run.events
     window, has_steps = step_window(run, rank)
@@ -175,6 +179,12 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     multi_rank = len({k[0] for k in keys}) > 1
     is_kernel = ev["kind"].isin(list(KERNEL_KINDS)).to_numpy()
     occupancy = ev["occupancy_pct"].to_numpy(dtype=float)
+    blocks = _grid_blocks(ev["grid"])
+    sm_count = {
+        (str(d.get("type", "gpu")), int(d["index"])): float(d["sm_count"])
+        for d in (run.meta.get("devices") or [])
+        if isinstance(d, dict) and d.get("sm_count") and d.get("index") is not None
+    }
     for r, t, i in keys:
         rows_sel = sel & (ranks == r) & (dev_type == t) & (dev_index == i)
         rank_window = step_window(run, r)[0]
@@ -193,6 +203,12 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
                 "occupancy_pct": _weighted_occupancy(
                     start[kernels], end[kernels], occupancy[kernels], rank_window
                 ),
+                "sm_efficiency_pct": _sm_efficiency(
+                    start[kernels],
+                    end[kernels],
+                    blocks[kernels] / sm_count.get((t, i), math.nan),
+                    rank_window,
+                ),
                 "window_ns": win,
             }
         )
@@ -204,9 +220,53 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
         "kernel_utilization_pct",
         "kernel_busy_ns",
         "occupancy_pct",
+        "sm_efficiency_pct",
         "window_ns",
     ]
     return view_frame(rows, columns, note)
+
+
+def _grid_blocks(grid: pd.Series) -> np.ndarray:
+    """Blocks in each kernel's grid (``x,y,z`` multiplied out); NaN where not recorded."""
+    codes = grid.astype("category")
+    per_value = []
+    for value in codes.cat.categories:
+        try:
+            per_value.append(float(np.prod([int(v) for v in str(value).split(",")])))
+        except ValueError:
+            per_value.append(math.nan)
+    table = np.array([*per_value, math.nan])
+    return table[codes.cat.codes.to_numpy()]
+
+
+def _sm_efficiency(
+    start: np.ndarray, end: np.ndarray, blocks_per_sm: np.ndarray, window: Intervals
+) -> float:
+    """Estimated SM efficiency (%) over ``window``: at each instant the summed blocks per SM of
+    the kernels running, capped at 1, averaged over the window's length; NaN when no kernel
+    has a launch shape and an SM count."""
+    known = ~np.isnan(blocks_per_sm) & (blocks_per_sm > 0)
+    total = length(window)
+    if not known.any() or not total:
+        return math.nan
+    points = np.concatenate([start[known], end[known]])
+    change = np.concatenate([blocks_per_sm[known], -blocks_per_sm[known]])
+    order = np.argsort(points, kind="stable")
+    points, level = points[order], np.cumsum(change[order])
+    value = np.minimum(np.maximum(level[:-1], 0.0), 1.0)
+    covered = _covered_before(points, window)
+    return float(100.0 * (value * np.diff(covered)).sum() / total)
+
+
+def _covered_before(times: np.ndarray, window: Intervals) -> np.ndarray:
+    """For each time: how much of the merged ``window`` lies before it, in ns."""
+    ws, we = window
+    done = np.r_[0, np.cumsum(we - ws)]
+    i = np.searchsorted(ws, times, side="right")
+    inside = np.where(
+        i > 0, np.minimum(times, we[np.maximum(i - 1, 0)]) - ws[np.maximum(i - 1, 0)], 0
+    )
+    return done[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(inside, 0)
 
 
 def _weighted_occupancy(
