@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
+from perfkit_core.capture import Failures, claim_run_dir, default_worker_name, handler_metadata
 
 
 def _require_framework() -> None:
@@ -74,15 +74,16 @@ class TraceHandler:
             self._handle(prof)
         finally:
             for handler in self.chain:
-                self._failures_log.call_chained(handler, prof)
+                self._failures_log.call_chained(handler, prof, self.dir_name)
 
     def _handle(self, prof: Any) -> None:
         run_dir = self.dir_name
         try:
             from perfkit_paddle.result import run_from_result
 
-            run_dir = new_run_dir(self.dir_name, self.worker_name, getattr(prof, "step_num", None))
-            run_dir.mkdir(parents=True, exist_ok=False)
+            run_dir = claim_run_dir(
+                self.dir_name, self.worker_name, getattr(prof, "step_num", None)
+            )
             rank, world = _rank_and_world()
             run = run_from_result(
                 prof.profiler_result,
