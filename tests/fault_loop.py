@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,13 @@ def main(argv: list[str] | None = None) -> int:
             from perfkit_core.capture import shared_converter
 
             converter = shared_converter()
+            # Kill it while it converts a run when that happens within a minute (Paddle's first
+            # export may still be on its way to the helper).
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not any(
+                job.started for job in list(converter._pending.values())
+            ):
+                time.sleep(0.005)
             if converter.helper_pid is not None:
                 killed.append(converter.helper_pid)
                 os.kill(converter.helper_pid, signal.SIGKILL)

@@ -32,7 +32,7 @@ FRAMEWORKS = [
             importlib.util.find_spec(name) is None, reason=f"{name} is not installed"
         ),
     )
-    for name in ("torch",)
+    for name in ("torch", "paddle")
 ]
 
 

@@ -11,8 +11,14 @@
 from __future__ import annotations
 
 from perfkit_core.capture.annotate import annotate
-from perfkit_core.capture.background import BackgroundConverter, convert_file, shared_converter
+from perfkit_core.capture.background import (
+    BackgroundConverter,
+    OrderedWorker,
+    convert_file,
+    shared_converter,
+)
 from perfkit_core.capture.handlers import (
+    ROOM_TIMEOUT_S,
     Failures,
     claim_run_dir,
     cut_short_reason,
@@ -29,8 +35,10 @@ from perfkit_core.capture.handlers import (
 from perfkit_core.capture.step_timer import StepTimer, step_timer
 
 __all__ = [
+    "ROOM_TIMEOUT_S",
     "BackgroundConverter",
     "Failures",
+    "OrderedWorker",
     "StepTimer",
     "annotate",
     "claim_run_dir",
