@@ -340,8 +340,9 @@ class OrderedWorker:
             return self._lock.wait_for(lambda: not self._jobs and not self._running, timeout)
 
     def _run(self) -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        if sys.platform.startswith("linux"):  # elsewhere the id would name a process
+            with contextlib.suppress(OSError, AttributeError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while True:
             with self._lock:
                 if not self._lock.wait_for(lambda: bool(self._jobs), timeout=30.0):
