@@ -28,6 +28,17 @@ BLOCKS = 4
 WIDTH = 64
 BATCH = 32
 
+#: Set by a callback to press Ctrl-C in the training loop right after the current step.
+INTERRUPT = {"now": False}
+
+
+def after_step() -> None:
+    """Ctrl-C, as a terminal sends it (SIGINT to the whole process group), when asked."""
+    if INTERRUPT["now"]:
+        INTERRUPT["now"] = False
+        os.killpg(os.getpgrp(), signal.SIGINT)
+        time.sleep(1)  # the KeyboardInterrupt arrives here
+
 
 def torch_loop(args: argparse.Namespace, handler: Any) -> None:
     """Train with ``torch.profiler`` under ``schedule(wait=0, warmup=1, active=steps, repeat=cycles)``."""
@@ -57,6 +68,7 @@ def torch_loop(args: argparse.Namespace, handler: Any) -> None:
             torch.nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()
             prof.step()
+            after_step()
 
 
 def paddle_loop(args: argparse.Namespace, handler: Any) -> None:
@@ -92,8 +104,16 @@ def paddle_loop(args: argparse.Namespace, handler: Any) -> None:
         optimizer.step()
         optimizer.clear_grad()
         prof.step()
+        after_step()
     with contextlib.redirect_stdout(io.StringIO()):  # Paddle's "Perf Summary" table
         prof.stop()
+
+
+def saved_or_exported(target: Path) -> list[Path]:
+    """Run folders holding a saved run or a native export (the export renamed into place)."""
+    return [
+        p for p in target.glob("*") if (p / "meta.json").is_file() or any(p.glob("trace.*.json"))
+    ]
 
 
 def describe_run(path: Path) -> dict[str, Any]:
@@ -141,6 +161,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sync", action="store_true", help="background=False")
     parser.add_argument("--chain-raises", action="store_true")
     parser.add_argument("--kill-helper-at", type=int, default=0)
+    parser.add_argument(
+        "--sigkill-self-at",
+        type=int,
+        default=0,
+        help="SIGKILL this process in the Nth callback, once its native export is on disk",
+    )
+    parser.add_argument(
+        "--interrupt-at",
+        type=int,
+        default=0,
+        help="SIGINT (Ctrl-C) this process in the Nth callback",
+    )
     args = parser.parse_args(argv)
 
     if args.framework == "torch":
@@ -171,6 +203,14 @@ def main(argv: list[str] | None = None) -> int:
             if converter.helper_pid is not None:
                 killed.append(converter.helper_pid)
                 os.kill(converter.helper_pid, signal.SIGKILL)
+        if args.sigkill_self_at and cycle == args.sigkill_self_at:
+            # The run of this cycle is being saved off the training thread: die mid-way.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(saved_or_exported(args.dir)) < cycle:
+                time.sleep(0.001)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if args.interrupt_at and cycle == args.interrupt_at:
+            INTERRUPT["now"] = True
         if args.chain_raises:
             raise RuntimeError(f"chained handler broke at cycle {cycle}")
 

@@ -238,3 +238,73 @@ def test_two_writers_sharing_a_folder_and_worker_name(tmp_path, framework):
     assert len(set(folders)) == 2 * cycles
     on_disk = sorted(p for p in target.iterdir() if (p / "meta.json").is_file())
     assert len(on_disk) == 2 * cycles
+
+
+def folders_after_death(target: Path) -> list[dict[str, Any]]:
+    """What a killed or interrupted loop left: each run folder, and whether it holds a saved run
+    or a native export (either must load), or an event table without its metadata."""
+    import perfkit_core
+
+    found = []
+    for folder in sorted(p for p in target.iterdir() if p.is_dir()):
+        names = {p.name for p in folder.iterdir()}
+        entry: dict[str, Any] = {"folder": folder.name, "files": sorted(names)}
+        entry["orphan_table"] = "events.parquet" in names and "meta.json" not in names
+        try:
+            entry["rows"] = len(perfkit_core.load(folder).events)
+        except Exception as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        found.append(entry)
+    return found
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_killed_or_interrupted_training_keeps_every_profile(tmp_path, framework, signal_name):
+    """The process dies (SIGKILL once the export of cycle 2 is on disk and its run is being
+    saved off the training thread) or is interrupted (Ctrl-C, to the whole process group as a
+    terminal sends it, in the step after the callback of cycle 2): each
+    cycle that reached the handler left a folder that loads, as a saved run or as the native
+    export, and no folder shows an event table without its metadata."""
+    target = tmp_path / "runs"
+    flag = "--sigkill-self-at" if signal_name == "SIGKILL" else "--interrupt-at"
+    command = [
+        sys.executable,
+        "-m",
+        "tests.fault_loop",
+        "--framework",
+        framework,
+        "--dir",
+        str(target),
+        "--cycles",
+        "3",
+        "--steps",
+        "2",
+        flag,
+        "2",
+    ]
+    env = dict(os.environ, TMPDIR=str(_tmpdir(tmp_path)))
+    done = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,  # its Ctrl-C reaches its own process group only
+    )
+    assert done.returncode != 0  # it did not get to finish the loop
+    if signal_name == "SIGINT":
+        assert (
+            "KeyboardInterrupt" in done.stderr
+            and "Traceback" not in done.stderr.split("KeyboardInterrupt")[-1]
+        ), done.stderr[-2000:]
+    assert "FAULT_LOOP" not in done.stdout
+    found = folders_after_death(target)
+    assert len(found) == 2, found  # cycles 1 and 2 reached the handler
+    for entry in found:
+        assert not entry["orphan_table"], entry
+        assert entry.get("rows", 0) > 0, entry
+    if signal_name == "SIGINT":
+        # Interrupted, the interpreter finished the queued work before it exited.
+        assert all("meta.json" in entry["files"] for entry in found), found

@@ -125,6 +125,9 @@ class BackgroundConverter:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=helper_environment(),
+            # Its own session: a Ctrl-C in the terminal interrupts training, not the helper,
+            # which saves the queued runs when the program closes it at exit.
+            start_new_session=True,
         )
         reader = threading.Thread(
             target=self._read_replies, args=(proc,), name="perfkit-converter", daemon=True
@@ -460,6 +463,10 @@ def main() -> None:
     """Serve conversion jobs read from stdin, one JSON object a line, until stdin closes."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # nothing but replies may reach the pipe
+    # Ctrl-C in a terminal reaches every process of the group: the program decides when the
+    # helper stops (it closes stdin, and the queued runs are saved first).
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     lower_priority()
     _one_thread()
     _serve(sys.stdin.buffer, replies)
