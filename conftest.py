@@ -64,7 +64,15 @@ def paddle_profile(tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("paddle")
     from tests.paddle_profiles import record
 
-    return record(tmp_path_factory.mktemp("paddle_profile"), profile_memory=True, keep_trace=True)
+    # In the callback: the run comes straight from Paddle's result tree, so its events can be
+    # matched to the tree's nodes to the nanosecond (the default, background handler reads
+    # Paddle's JSON export back; tests/test_paddle.py compares the two).
+    return record(
+        tmp_path_factory.mktemp("paddle_profile"),
+        profile_memory=True,
+        keep_trace=True,
+        background=False,
+    )
 
 
 #: The job ``a100_job_dir`` holds: ranks, the one made slow and by how much per step (ns).

@@ -1,9 +1,16 @@
 """Benchmark: perfkit's Paddle ``on_trace_ready`` handler against ``prof.summary()``.
 
-Target: on a ~150k-node profile (about 200 steps of a 12-block MLP), the handler
-(``perfkit_paddle.on_trace_ready(dir)``: it walks ``prof.profiler_result``, builds a perfkit run
-and saves ``events.parquet`` + ``meta.json``) takes at most 0.2x what Paddle's own
-``prof.summary()`` takes on the same profile (handler/summary <= 0.20, on the medians).
+Targets, on a ~150k-node profile (about 200 steps of a 12-block MLP), on the medians:
+
+* the training loop waits in the default handler (``perfkit_paddle.on_trace_ready(dir)``: it
+  claims the run folder and keeps ``prof.profiler_result``; Paddle's export and the conversion
+  happen off the training thread) at most 0.06x what Paddle's own ``prof.summary()`` takes on
+  the same profile (wait/summary <= 0.06);
+* for information, no longer a target: the in-callback handler (``on_trace_ready(dir,
+  background=False)``: Paddle's export written first, so a killed process keeps the profile,
+  then the result tree walked into a perfkit run and ``events.parquet`` + ``meta.json`` saved).
+  Before the export came first it was held to 0.2x ``prof.summary()``; the export alone takes
+  about 0.1x.
 
 What is measured: one real Paddle CPU training run (a 12-block MLP, each block ``Linear(64, 64)``
 + ``LayerNorm`` + ``ReLU``, then ``Linear(64, 10)``; Adam; batches of 64 from a
@@ -19,9 +26,13 @@ handler/summary, ...); the verdict uses the ratio of the medians. Rows:
 
 * ``prof.summary()``: all its default views, with ``sys.stdout`` redirected to an
   ``io.StringIO``, so building the tables is timed but writing them to a terminal is not.
-* ``perfkit_paddle.on_trace_ready(dir)(prof)``: a perfkit handler (made before the clock
-  starts) called with the profiler; each call converts the profile and saves a run in a folder
-  of its own.
+* ``perfkit_paddle.on_trace_ready(dir)(prof)``, the default: the time the call takes (what
+  training waits), and apart from it the time until the run is saved (``handler.wait()``
+  returns: export, conversion in the helper process, save). The benchmark waits for the save
+  before timing anything else, so the background work never overlaps another measurement.
+* ``perfkit_paddle.on_trace_ready(dir, background=False)(prof)``: everything in the call.
+
+Each handler is made before the clock starts; each call saves a run in a folder of its own.
 * the bare tree walk, for reference: ``prof.profiler_result.get_data()`` and visiting every host,
   runtime, device and memory node, doing nothing with them. This is also how nodes are counted.
 
@@ -35,7 +46,8 @@ tottime), for when the handler is too slow.
 
 Everything is written under ``bench/out/`` (gitignored) and removed afterwards.
 
-Run: ``python bench/bench_paddle_handler.py [--steps N] [--repeat K] [--cprofile]``. Exits 1 on FAIL.
+Run: ``python bench/bench_paddle_handler.py [--steps N] [--repeat K] [--cprofile]``. Exits 1
+when the default handler's target fails.
 """
 
 from __future__ import annotations
@@ -57,7 +69,8 @@ from typing import Any
 
 from _workload import OUT_DIR
 
-TARGET_RATIO = 0.20
+#: What the training loop may wait in the default (background) handler, against the summary.
+TARGET_WAIT_RATIO = 0.06
 #: About 1,130 nodes a step: 132 steps make a ~150k-node profile (200 steps make ~227k).
 DEFAULT_STEPS = 132
 BATCH_SIZE = 64
@@ -176,8 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="paddle-handler-") as tmp:
         work = Path(tmp)
         handler = perfkit_paddle.on_trace_ready(work / "runs", worker_name="bench")
+        sync_handler = perfkit_paddle.on_trace_ready(
+            work / "sync", worker_name="bench", background=False
+        )
         summary_s: list[float] = []
         handler_s: list[float] = []
+        wait_s: list[float] = []
+        saved_s: list[float] = []
         walk_s: list[float] = []
         counts: dict[str, int] = {}
         summary_chars = 0
@@ -198,10 +216,22 @@ def main(argv: list[str] | None = None) -> int:
 
         def time_handler(prof: Any) -> None:
             started = time.perf_counter()
-            handler(prof)
+            sync_handler(prof)
             handler_s.append(time.perf_counter() - started)
             print(
-                f"  round {len(handler_s)}: perfkit handler     {handler_s[-1]:7.3f} s", flush=True
+                f"  round {len(handler_s)}: perfkit in-callback {handler_s[-1]:7.3f} s", flush=True
+            )
+
+        def time_background(prof: Any) -> None:
+            started = time.perf_counter()
+            handler(prof)
+            wait_s.append(time.perf_counter() - started)
+            handler.wait()
+            saved_s.append(time.perf_counter() - started)
+            print(
+                f"  round {len(wait_s)}: perfkit default     {wait_s[-1]:7.3f} s waited,"
+                f" run saved after {saved_s[-1]:.3f} s",
+                flush=True,
             )
 
         def on_trace_ready(prof: Any) -> None:
@@ -219,9 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                 print(f"  round {rnd + 1}: bare tree walk      {walk_s[-1]:7.3f} s", flush=True)
-                order = (
-                    (time_summary, time_handler) if rnd % 2 == 0 else (time_handler, time_summary)
-                )
+                tools = [time_summary, time_background, time_handler]
+                order = tools[rnd % 3 :] + tools[: rnd % 3]  # rotated round by round
                 for timed in order:
                     timed(prof)
             rss["peak"] = peak_rss_mb()
@@ -232,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
         def warm_up(prof: Any) -> None:
             with contextlib.redirect_stdout(io.StringIO()):
                 prof.summary()
-            perfkit_paddle.on_trace_ready(work / "warmup")(prof)
+            perfkit_paddle.on_trace_ready(work / "warmup", background=False)(prof)
+            warm = perfkit_paddle.on_trace_ready(work / "warmup")
+            warm(prof)
+            warm.wait()
 
         profile_training(2, warm_up)
         print(f"profiling {args.steps} steps of the Paddle MLP...", flush=True)
@@ -240,20 +272,22 @@ def main(argv: list[str] | None = None) -> int:
         profile_training(args.steps, on_trace_ready)
         print(f"training and all measurements took {time.perf_counter() - started:.1f} s")
 
-        failures = list(handler.failures)
+        failures = list(handler.failures) + list(sync_handler.failures)
         rows = len(perfkit_core.load(handler.runs[0]).events) if handler.runs else 0
+        sync_rows = len(perfkit_core.load(sync_handler.runs[0]).events) if sync_handler.runs else 0
         saved_mb = (
             sum(f.stat().st_size for f in handler.runs[0].iterdir()) / 1e6 if handler.runs else 0.0
         )
-        n_runs = len(handler.runs)
+        n_runs = len(handler.runs) + len(sync_handler.runs)
 
     nodes = sum(counts.values())
     summary_med, handler_med = statistics.median(summary_s), statistics.median(handler_s)
     ratio = handler_med / summary_med
+    wait_ratio = statistics.median(wait_s) / summary_med
     print()
     print(
         f"profile: {args.steps} steps, {nodes:,} nodes ({nodes / max(args.steps, 1):,.0f} a step); "
-        f"perfkit run: {rows:,} events"
+        f"perfkit runs: {rows:,} events (default), {sync_rows:,} (in-callback)"
     )
     print(
         f"{repeat} timing(s) of each on the same profile; median (best); ratio to the summary's median"
@@ -264,7 +298,9 @@ def main(argv: list[str] | None = None) -> int:
             summary_s,
             f"{summary_chars:,} characters of tables",
         ),
-        ("perfkit_paddle.on_trace_ready(dir)", handler_s, "walk + convert + save"),
+        ("on_trace_ready(dir): training waits", wait_s, "keep the result, queue the export"),
+        ("on_trace_ready(dir): run saved after", saved_s, "export, helper converts, save"),
+        ("on_trace_ready(dir, background=False)", handler_s, "export + walk + convert + save"),
         ("bare tree walk (get_data + visit)", walk_s, "reference"),
     ]
     for label, times, note in rows_out:
@@ -279,12 +315,14 @@ def main(argv: list[str] | None = None) -> int:
     if profile_text:
         print()
         print(profile_text)
-    passed = ratio <= TARGET_RATIO and not failures and rows > 0
+    ok = not failures and rows > 0 and sync_rows > 0
+    wait_passed = wait_ratio <= TARGET_WAIT_RATIO and ok
+    print(f"in-callback handler/summary: {ratio:.3f} (for information)")
     print(
-        f"target: handler/summary <= {TARGET_RATIO:.2f} with no failures: "
-        f"{'PASS' if passed else 'FAIL'} (median ratio {ratio:.3f})"
+        f"target: default handler's wait/summary <= {TARGET_WAIT_RATIO:.2f} with no failures: "
+        f"{'PASS' if wait_passed else 'FAIL'} (median ratio {wait_ratio:.3f})"
     )
-    return 0 if passed else 1
+    return 0 if wait_passed else 1
 
 
 def cprofile_handler(prof: Any, directory: Path, top: int = 25) -> str:

@@ -1,8 +1,10 @@
 """perfkit adapter for PaddlePaddle.
 
 ``perfkit_paddle.on_trace_ready(dir_name)`` returns a handler for
-``paddle.profiler.Profiler(on_trace_ready=...)`` that converts each profiled span straight from
-``prof.profiler_result`` into a saved perfkit run. ``load_paddle_json`` and ``load_paddle_pb``
+``paddle.profiler.Profiler(on_trace_ready=...)`` that saves each profiled span as a perfkit run,
+off the training thread: Paddle's export of ``prof.profiler_result`` is written first, then
+converted by perfkit's helper process (``background=False``: converted from the result tree
+inside the callback). ``load_paddle_json`` and ``load_paddle_pb``
 read Paddle's exports. paddle is imported only when a handler runs or a ``.pb`` is read.
 """
 

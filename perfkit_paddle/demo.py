@@ -21,10 +21,12 @@ def train_mlp(
     record_shapes: bool = True,
     profile_memory: bool = False,
     seed: int = 0,
+    background: bool = True,
 ) -> tuple[list[Path], Any]:
     """Train a ``blocks``-block MLP (Linear, LayerNorm, ReLU) with Adam for ``steps`` profiled
     steps on the CPU (after two unprofiled ones), reading batches from a ``paddle.io.DataLoader``,
-    saving one perfkit run under ``directory``. Returns (run folders, handler).
+    saving one perfkit run under ``directory`` (``background`` is the handler's option).
+    Returns (run folders, handler).
     """
     import numpy as np
     import paddle
@@ -46,7 +48,11 @@ def train_mlp(
     dataset = paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(labels)])
     loader = paddle.io.DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
     handler = on_trace_ready(
-        directory, worker_name="paddle_mlp", chain=chain, keep_trace=keep_trace
+        directory,
+        worker_name="paddle_mlp",
+        chain=chain,
+        keep_trace=keep_trace,
+        background=background,
     )
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU],

@@ -11,9 +11,24 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
+from perfkit_core.capture import (
+    Failures,
+    claim_run_dir,
+    cut_short_reason,
+    default_worker_name,
+    export_is_complete,
+    fallback_dir,
+    handler_metadata,
+    make_room,
+    os_error_reason,
+    partial_files,
+    remove_partial,
+)
+
+if TYPE_CHECKING:
+    from perfkit_core.capture import BackgroundConverter
 
 
 def _require_framework() -> None:
@@ -41,17 +56,24 @@ class TraceHandler:
     Each call (one per active cycle of the profiler's schedule) exports the profile with
     ``prof.export_chrome_trace`` into its own folder under ``dir_name``, converts it into a
     ``perfkit_core.Run`` and saves the run there. With ``background=True`` (the default) the
-    conversion runs in a helper process, so the training loop only waits for the export; reading
-    ``runs`` or ``failures``, or calling ``wait()``, waits for the conversions still running, and
-    they are finished before the interpreter exits.
+    conversion runs in a helper process at the lowest CPU priority, so the training loop only
+    waits for the export; reading ``runs`` or ``failures``, or calling ``wait()``, waits for the
+    conversions still running, and they are finished before the interpreter exits.
+
+    What waits for the helper is bounded (two traces, see
+    ``perfkit_core.capture.background``), and before each export the handler checks that the
+    disk has room for a trace as large as its largest so far; when either is short it first
+    waits for the queued conversions (which remove their traces).
 
     Handlers given in ``chain`` are called after the export with the same profiler, whatever
     happened here; their ``prof.export_chrome_trace(path)`` copies the trace exported here,
-    because torch cannot export one profile twice.
+    because torch cannot export one profile twice. A chained handler that raises is recorded in
+    ``failures`` and warned about once.
 
     The handler never raises into the training loop: when anything fails it warns once, keeps
-    the native chrome trace in the run's folder (so nothing recorded is lost) and records the
-    failure in ``failures``.
+    the native chrome trace (in the run's folder, or in ``<temp dir>/perfkit_unsaved`` when the
+    run's folder cannot be made or its disk is full) and records the failure in ``failures``
+    with the path of what was kept.
     """
 
     def __init__(
@@ -72,6 +94,8 @@ class TraceHandler:
         self._failures_log = Failures()
         self._outstanding: set[Path] = set()
         self._state = threading.Condition()
+        #: The largest native trace exported so far, in bytes: what the next one needs on disk.
+        self._estimate = 0
 
     @property
     def runs(self) -> list[Path]:
@@ -82,7 +106,12 @@ class TraceHandler:
 
     @property
     def failures(self) -> list[tuple[Path, str]]:
-        """(native trace kept, reason) for each cycle that was not saved (waits for pending ones)."""
+        """``(path, reason)`` for each thing that went wrong, in order (waits for pending ones).
+
+        For a cycle not saved as a run, ``path`` is the native trace kept (a complete file), or
+        the run folder that was meant for it when nothing could be kept; for a chained handler
+        that raised, the run folder of that cycle.
+        """
         self.wait()
         with self._state:
             return list(self._failures_log.items)
@@ -93,45 +122,115 @@ class TraceHandler:
             return self._state.wait_for(lambda: not self._outstanding, timeout=timeout)
 
     def __call__(self, prof: Any) -> None:
-        exported: tuple[Path, Path] | None = None
+        run_dir: Path | None = None
+        trace: Path | None = None
         try:
-            exported = self._export(prof)
+            run_dir, trace = self._export(prof)
+        except Exception as exc:  # a bug here must not reach training either
+            self._fail(None, self.dir_name, f"{type(exc).__name__}: {exc}")
         finally:
             try:
                 if self.chain:
                     # torch cannot export one profile twice (a second export raises, and an
                     # exception here crashes the process when the profiler exits), so chained
                     # handlers get the trace exported above.
-                    shared = ExportedProfile(prof, exported[1] if exported else None)
+                    shared = ExportedProfile(prof, trace)
+                    where = run_dir or (trace.parent if trace else self.dir_name)
                     for handler in self.chain:
-                        self._failures_log.call_chained(handler, shared)
+                        self._failures_log.call_chained(handler, shared, where)
             finally:
-                if exported is not None:
-                    self._convert(*exported, prof)
+                if run_dir is not None and trace is not None:
+                    self._convert(run_dir, trace, prof)
 
-    def _export(self, prof: Any) -> tuple[Path, Path] | None:
-        """Export the native trace into a new run folder; return (run folder, trace) or None."""
-        run_dir: Path | None = None
-        try:
-            run_dir = new_run_dir(self.dir_name, self.worker_name, getattr(prof, "step_num", None))
-            run_dir.mkdir(parents=True, exist_ok=False)
-            trace_path = run_dir / NATIVE_TRACE_NAME
-            prof.export_chrome_trace(str(trace_path))
-        except Exception as exc:
-            self._finished(run_dir or self.dir_name, None, f"{type(exc).__name__}: {exc}")
+    def _converter(self) -> BackgroundConverter | None:
+        if not self.background:
             return None
-        return run_dir, trace_path
+        try:
+            from perfkit_core.capture import shared_converter
+
+            return shared_converter()
+        except Exception:
+            return None
+
+    def _export(self, prof: Any) -> tuple[Path | None, Path | None]:
+        """Export the native trace; return (run folder to convert it in, trace), where the run
+        folder is None when the trace went to the fallback folder, and both are None when
+        nothing was exported (the failure is recorded)."""
+        step = getattr(prof, "step_num", None)
+        full = make_room(self.dir_name, self._estimate, self._converter())
+        if full is not None:
+            return None, self._export_elsewhere(prof, step, full)
+        try:
+            run_dir = claim_run_dir(self.dir_name, self.worker_name, step)
+        except OSError as exc:
+            reason = f"cannot create a run folder under {self.dir_name} ({os_error_reason(exc)})"
+            return None, self._export_elsewhere(prof, step, reason)
+        trace = run_dir / NATIVE_TRACE_NAME
+        failed = self._export_to(prof, trace)
+        if failed is not None:
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()  # empty: it must not look like a run
+            self._fail(None, run_dir, failed)
+            return None, None
+        with contextlib.suppress(OSError):
+            self._estimate = max(self._estimate, trace.stat().st_size)
+        return run_dir, trace
+
+    def _export_to(self, prof: Any, trace: Path) -> str | None:
+        """Export to ``trace``; None when a complete file is there, else why not (what an
+        incomplete export left is removed: it holds nothing perfkit or a trace viewer can read,
+        and it takes the room other runs need)."""
+        try:
+            prof.export_chrome_trace(str(trace))
+        except OSError as exc:
+            reason: str | None = f"torch could not export the trace ({os_error_reason(exc, trace)})"
+        except Exception as exc:
+            reason = f"torch could not export the trace ({type(exc).__name__}: {exc})"
+        else:
+            reason = None
+        if reason is None and export_is_complete(trace):
+            return None
+        parts = partial_files(trace)
+        written = remove_partial(trace) if parts else 0
+        if reason is None or parts:
+            cut = cut_short_reason(trace, "torch's export", written)
+            reason = cut if reason is None else f"{reason}; {cut}"
+        # The next export needs more than the room this one had.
+        self._estimate = max(self._estimate, written + 1)
+        return reason
+
+    def _export_elsewhere(self, prof: Any, step: int | None, reason: str) -> Path | None:
+        """Export into the fallback folder after ``reason`` kept it from the run's folder;
+        record the failure with what was kept; return the trace or None."""
+        kept: Path | None = None
+        folder = fallback_dir()
+        try:
+            folder = claim_run_dir(folder, self.worker_name, step)
+            trace = folder / NATIVE_TRACE_NAME
+            failed = self._export_to(prof, trace)
+            if failed is None:
+                kept = trace
+            else:
+                reason = f"{reason}; the export to {folder} failed too: {failed}"
+        except OSError as exc:
+            reason = f"{reason}; the export to {folder} failed too: {os_error_reason(exc)}"
+        self._fail(kept, self.dir_name, reason)
+        return kept
+
+    def _fail(self, kept: Path | None, where: Path, reason: str) -> None:
+        with self._state:
+            self._failures_log.record(kept, where, reason)
+            self._state.notify_all()
 
     def _convert(self, run_dir: Path, trace_path: Path, prof: Any) -> None:
         """Convert and save, in the helper process or here; never raises."""
         meta = run_metadata(prof, worker_name=self.worker_name)
         with self._state:
             self._outstanding.add(run_dir)
-        if self.background:
-            from perfkit_core.capture import shared_converter
-
+        converter = self._converter()
+        if converter is not None:
             try:
-                shared_converter().submit(
+                converter.submit(
                     trace_path,
                     run_dir,
                     meta,
@@ -146,7 +245,7 @@ class TraceHandler:
 
             convert_file(trace_path, run_dir, meta, keep_trace=self.keep_trace)
         except Exception as exc:
-            self._finished(run_dir, trace_path, f"{type(exc).__name__}: {exc}")
+            self._finished(run_dir, trace_path, _conversion_reason(exc, run_dir))
         else:
             self._finished(run_dir, trace_path, None)
 
@@ -156,9 +255,22 @@ class TraceHandler:
             if error is None:
                 self._runs.append(run_dir)
             else:
-                kept = trace_path if trace_path is not None and trace_path.is_file() else None
+                kept = trace_path if trace_path is not None and _nonempty(trace_path) else None
                 self._failures_log.record(kept, run_dir, error)
             self._state.notify_all()
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _conversion_reason(exc: BaseException, run_dir: Path) -> str:
+    if isinstance(exc, OSError):
+        return f"the run could not be saved ({os_error_reason(exc, run_dir)})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class ExportedProfile:

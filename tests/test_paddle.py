@@ -216,7 +216,7 @@ def test_handler_never_raises_and_keeps_paddles_export(tmp_path, monkeypatch):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs, handler = train_mlp(tmp_path, steps=2, blocks=1, width=16)
+        runs, handler = train_mlp(tmp_path, steps=2, blocks=1, width=16, background=False)
     assert runs == []
     ((kept, reason),) = handler.failures
     assert kept.name == "trace.paddle_trace.json" and kept.is_file()
@@ -225,6 +225,45 @@ def test_handler_never_raises_and_keeps_paddles_export(tmp_path, monkeypatch):
     assert len(ours) == 1 and str(kept) in str(ours[0].message)
     assert perfkit_core.load(kept).framework == "paddle"  # nothing recorded is lost
     del record
+
+
+def test_background_run_equals_the_run_from_the_tree(tmp_path):
+    """The default handler converts Paddle's export off the training thread; the same loop with
+    ``background=False`` converts the result tree in the callback. Same operators, calls, self
+    and total times (to the export's nanosecond), the launcher's rank, the span's metadata."""
+    from perfkit_paddle.demo import train_mlp
+
+    bg_runs, bg = train_mlp(tmp_path / "bg", steps=3, blocks=2, width=16)
+    sync_runs, sync = train_mlp(tmp_path / "sync", steps=3, blocks=2, width=16, background=False)
+    assert bg.failures == sync.failures == []
+    a, b = perfkit_core.load(bg_runs[0]), perfkit_core.load(sync_runs[0])
+    assert not (bg_runs[0] / "trace.paddle_trace.json").exists()  # removed once saved
+    assert not (sync_runs[0] / "trace.paddle_trace.json").exists()
+    for key in ("framework", "rank", "world_size", "ranks"):
+        assert a.meta[key] == b.meta[key], key
+    for key in ("worker_name", "profiler_result_version", "pid"):
+        assert a.meta["extra"][key] == b.meta["extra"][key], key
+    assert isinstance(a.meta["extra"]["span_index"], int)  # Paddle numbers spans per process
+    assert a.meta["extra"]["profiler_result_version"] is not None
+    ops_a = a.summary("operator").set_index("name")
+    ops_b = b.summary("operator").set_index("name")
+    assert set(ops_a.index) == set(ops_b.index)
+    assert (ops_a["calls"] == ops_b.loc[ops_a.index, "calls"]).all()
+    assert len(a.events) == len(b.events)
+    assert len(a.meta["steps"]) == len(b.meta["steps"]) == 3
+
+
+def test_background_handler_keeps_the_launchers_rank(tmp_path, monkeypatch):
+    from perfkit_paddle.demo import train_mlp
+
+    monkeypatch.setenv("PADDLE_TRAINER_ID", "3")
+    monkeypatch.setenv("PADDLE_TRAINERS_NUM", "4")
+    runs, handler = train_mlp(tmp_path, steps=2, blocks=1, width=16, keep_trace=True)
+    assert handler.failures == []
+    run = perfkit_core.load(runs[0])
+    assert run.meta["rank"] == 3 and run.meta["world_size"] == 4 and run.meta["ranks"] == [3]
+    assert (run.events["rank"] == 3).all()
+    assert (runs[0] / "trace.paddle_trace.json").is_file()  # keep_trace
 
 
 BAD = {

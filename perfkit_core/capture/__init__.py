@@ -1,34 +1,58 @@
 """What runs inside training: span annotation, and the plumbing of ``on_trace_ready`` handlers.
 
 - ``annotate``: ``annotate(name)``, one span recorded by every framework profiler in the program.
-- ``handlers``: what every framework's handler shares (run folders, metadata, contained chained
-  handlers, failures warned about once).
+- ``handlers``: what every framework's handler shares (run folders claimed atomically, metadata,
+  room on disk before an export, contained chained handlers, failures warned about once).
 - ``step_timer``: ``step_timer(profiler)``, wall-clock step times with and without the profiler.
-- ``background``: a helper process that converts exported traces into saved runs, off the
-  training loop.
+- ``background``: a helper process at the lowest CPU priority that converts exported traces
+  into saved runs, off the training loop, with a bounded queue.
 """
 
 from __future__ import annotations
 
 from perfkit_core.capture.annotate import annotate
-from perfkit_core.capture.background import BackgroundConverter, convert_file, shared_converter
+from perfkit_core.capture.background import (
+    BackgroundConverter,
+    OrderedWorker,
+    convert_file,
+    shared_converter,
+)
 from perfkit_core.capture.handlers import (
+    ROOM_TIMEOUT_S,
     Failures,
+    claim_run_dir,
+    cut_short_reason,
     default_worker_name,
+    export_is_complete,
+    fallback_dir,
+    free_bytes,
     handler_metadata,
-    new_run_dir,
+    make_room,
+    os_error_reason,
+    partial_files,
+    remove_partial,
 )
 from perfkit_core.capture.step_timer import StepTimer, step_timer
 
 __all__ = [
+    "ROOM_TIMEOUT_S",
     "BackgroundConverter",
     "Failures",
+    "OrderedWorker",
     "StepTimer",
     "annotate",
+    "claim_run_dir",
     "convert_file",
+    "cut_short_reason",
     "default_worker_name",
+    "export_is_complete",
+    "fallback_dir",
+    "free_bytes",
     "handler_metadata",
-    "new_run_dir",
+    "make_room",
+    "os_error_reason",
+    "partial_files",
+    "remove_partial",
     "shared_converter",
     "step_timer",
 ]

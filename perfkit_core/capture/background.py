@@ -8,6 +8,18 @@ first use and sends it one job per trace over a pipe. The helper loads the file 
 ``perfkit_core.load`` (any installed adapter), adds the given metadata, saves the run and, unless
 asked to keep it, removes the native trace. Jobs run one after the other, in order.
 
+The helper must not slow the training it runs beside: it runs at the lowest CPU priority the
+system grants (nice 19, and ``SCHED_IDLE`` on Linux, so it gets a core only when training leaves
+one idle; its disk priority follows its nice value) with one compute thread (``OMP_NUM_THREADS``
+and the other thread-count variables set to 1, Arrow's pools at one thread). What waits for it is
+bounded: at most ``max_jobs`` traces (``DEFAULT_MAX_JOBS``) holding at most ``max_bytes`` bytes
+(``DEFAULT_MAX_BYTES``) are queued; ``wait_for_room`` blocks the caller until the next trace
+fits, and while training waits there the helper has the cores to itself.
+
+Each helper process has its own jobs: a helper that dies (killed, out of memory) fails exactly
+the jobs it was given, and a job sent after that goes to a new helper, whose replies only its own
+reader reads.
+
 The helper is a fresh interpreter started with ``subprocess``, not ``multiprocessing``: it never
 re-imports the user's training script and never inherits the parent's threads or device state.
 """
@@ -17,7 +29,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -29,21 +43,76 @@ from typing import IO, Any
 #: Called as ``done(run_dir, error)`` when a job ends; ``error`` is None on success.
 DoneCallback = Callable[[Path, "str | None"], None]
 
+#: At most this many traces wait for the helper at once (the one it converts included).
+DEFAULT_MAX_JOBS = 2
+#: At most this many bytes of native traces wait for the helper at once.
+DEFAULT_MAX_BYTES = 4 << 30
+
+#: Environment variables that size the thread pools of the libraries a conversion uses.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OMP_THREAD_LIMIT",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "ARROW_NUM_THREADS",
+    "POLARS_MAX_THREADS",
+    "RAYON_NUM_THREADS",
+)
+
 
 @dataclass
 class _Job:
     run_dir: Path
     trace: Path
     done: DoneCallback
+    nbytes: int
+    command: dict[str, Any]
+    helper: subprocess.Popen[bytes] | None = None
+    #: Set when the helper said it began this job; a job never begun is resent to a new helper.
+    started: bool = False
+
+
+def helper_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """Return the environment the helper process starts with: ``base`` (default ``os.environ``)
+    with one thread for every numeric library, unbuffered output, and ``PYTHONPATH`` holding
+    this process's ``sys.path`` (so the helper imports the same perfkit and plugins)."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONUNBUFFERED"] = "1"
+    for name in THREAD_VARIABLES:
+        env[name] = "1"
+    paths = [p for p in sys.path if p] + [
+        p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
+def exit_description(code: int) -> str:
+    """``code`` of an exited process in words: "killed by SIGKILL" or "exit code 3"."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 class BackgroundConverter:
-    """One helper process converting traces to runs, in submission order."""
+    """One helper process converting traces to runs, in submission order.
 
-    def __init__(self) -> None:
+    ``max_jobs`` and ``max_bytes`` bound what waits for the helper (see ``wait_for_room``).
+    """
+
+    def __init__(
+        self, *, max_jobs: int = DEFAULT_MAX_JOBS, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
+        self.max_jobs = max(int(max_jobs), 1)
+        self.max_bytes = max(int(max_bytes), 0)
         self._lock = threading.Condition()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._reader: threading.Thread | None = None
+        self._readers: list[threading.Thread] = []
         self._pending: dict[int, _Job] = {}
         self._next_id = 0
         self._closed = False
@@ -51,26 +120,28 @@ class BackgroundConverter:
         atexit.register(self.close, 600.0)
 
     def _start(self) -> subprocess.Popen[bytes]:
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        # The helper must import the same perfkit (and plugins) as this process, even when the
-        # program extended sys.path at run time.
-        paths = [p for p in sys.path if p] + [
-            p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
-        ]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         proc = subprocess.Popen(
             [sys.executable, "-m", "perfkit_core.capture"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=env,
+            env=helper_environment(),
+            # Its own session: a Ctrl-C in the terminal interrupts training, not the helper,
+            # which saves the queued runs when the program closes it at exit.
+            start_new_session=True,
         )
         reader = threading.Thread(
             target=self._read_replies, args=(proc,), name="perfkit-converter", daemon=True
         )
         reader.start()
-        self._proc, self._reader = proc, reader
+        self._proc = proc
+        self._readers = [r for r in self._readers if r.is_alive()] + [reader]
         return proc
+
+    @property
+    def helper_pid(self) -> int | None:
+        """The process id of the current helper process, None before the first job."""
+        with self._lock:
+            return self._proc.pid if self._proc is not None else None
 
     def submit(
         self,
@@ -84,64 +155,122 @@ class BackgroundConverter:
         """Queue the conversion of ``trace`` into a run saved in ``run_dir``; return at once.
 
         ``meta`` is merged into the run's metadata. ``done(run_dir, error)`` is called from a
-        helper thread when the job ends. Raises ``OSError`` when the helper cannot be started or
-        reached (callers then convert in-process).
+        helper thread when the job ends; ``error`` names the helper's exit when it died while
+        converting this job (jobs it had not begun go to a new helper). Raises ``OSError`` when
+        no helper can be started or reached (callers then convert in-process). The bound of
+        ``wait_for_room`` is not enforced here.
         """
+        trace = Path(trace)
+        try:
+            nbytes = trace.stat().st_size
+        except OSError:
+            nbytes = 0
+        command = {
+            # Absolute: the helper keeps the directory it started in, the program may not.
+            "trace": str(trace.absolute()),
+            "run_dir": str(Path(run_dir).absolute()),
+            "meta": meta,
+            "keep_trace": keep_trace,
+        }
+        job = _Job(Path(run_dir), trace, done, nbytes, command)
         with self._lock:
             if self._closed:
                 raise OSError("the background converter is closed")
+            job_id = self._next_id
+            self._next_id += 1
+            self._send(job_id, job)
+
+    def _send(self, job_id: int, job: _Job) -> None:
+        """Write ``job`` to the live helper (starting one if needed; called holding the lock)."""
+        error: BaseException | None = None
+        for _attempt in range(2):
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 proc = self._start()
-            job_id = self._next_id
-            self._next_id += 1
-            self._pending[job_id] = _Job(run_dir, trace, done)
-            line = json.dumps(
-                {
-                    "id": job_id,
-                    # Absolute: the helper keeps the directory it started in, the program may not.
-                    "trace": str(Path(trace).absolute()),
-                    "run_dir": str(Path(run_dir).absolute()),
-                    "meta": meta,
-                    "keep_trace": keep_trace,
-                },
-                default=str,
-            )
+            job.helper, job.started = proc, False
+            self._pending[job_id] = job
             try:
                 assert proc.stdin is not None
+                line = json.dumps({"id": job_id, **job.command}, default=str)
                 proc.stdin.write(line.encode() + b"\n")
                 proc.stdin.flush()
+                return
             except (OSError, ValueError) as exc:
+                # The helper died since poll(): this job goes to a new helper.
                 del self._pending[job_id]
-                raise OSError(f"cannot reach the conversion helper: {exc}") from exc
+                error = exc
+                with contextlib.suppress(Exception):
+                    proc.kill()
+                self._proc = None
+        raise OSError(f"cannot reach the conversion helper: {error}")
 
     def _read_replies(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
         for raw in proc.stdout:
             try:
                 reply = json.loads(raw)
-            except ValueError:
+                job_id = int(reply.get("id", -1))
+            except (ValueError, TypeError, AttributeError):
                 continue
             with self._lock:
-                job = self._pending.pop(int(reply.get("id", -1)), None)
+                job = self._pending.get(job_id)
+                if job is None or job.helper is not proc:
+                    continue
+                if reply.get("started"):
+                    job.started = True
+                    continue
+                del self._pending[job_id]
                 self._lock.notify_all()
-            if job is not None:
-                job.done(job.run_dir, None if reply.get("ok") else str(reply.get("error")))
+            job.done(job.run_dir, None if reply.get("ok") else str(reply.get("error")))
         code = proc.wait()
+        lost: list[_Job] = []
         with self._lock:
-            lost = [job for job in self._pending.values()]
-            self._pending.clear()
+            # Only this helper's jobs: one sent to a newer helper is that helper's to answer.
+            mine = sorted((i, j) for i, j in self._pending.items() if j.helper is proc)
+            for job_id, job in mine:
+                del self._pending[job_id]
+                if job.started or self._closed:
+                    lost.append(job)
+                    continue
+                try:
+                    self._send(job_id, job)
+                except OSError:
+                    lost.append(job)
             self._lock.notify_all()
         for job in lost:
             job.done(
                 job.run_dir,
-                f"the conversion helper exited (code {code}) before converting {job.trace}",
+                f"the conversion helper (pid {proc.pid}) stopped ({exit_description(code)}) "
+                "while converting this run",
             )
 
     def pending(self) -> int:
         """Return how many submitted conversions have not finished."""
         with self._lock:
             return len(self._pending)
+
+    def pending_bytes(self) -> int:
+        """Return the bytes of the native traces whose conversion has not finished."""
+        with self._lock:
+            return sum(job.nbytes for job in self._pending.values())
+
+    def has_room(self, nbytes: int = 0) -> bool:
+        """True when one more trace of ``nbytes`` fits the queue's bounds (always when empty)."""
+        with self._lock:
+            return self._has_room(nbytes)
+
+    def _has_room(self, nbytes: int) -> bool:
+        if not self._pending:
+            return True
+        queued = sum(job.nbytes for job in self._pending.values())
+        return len(self._pending) < self.max_jobs and queued + nbytes <= self.max_bytes
+
+    def wait_for_room(self, nbytes: int = 0, timeout: float | None = None) -> bool:
+        """Block until one more trace of ``nbytes`` bytes fits: fewer than ``max_jobs`` queued
+        and at most ``max_bytes`` in all (an empty queue always has room). Returns False if
+        ``timeout`` (seconds) ran out first."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._has_room(nbytes), timeout=timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every submitted conversion has finished; False if ``timeout`` ran out."""
@@ -153,6 +282,7 @@ class BackgroundConverter:
         with self._lock:
             self._closed = True
             proc = self._proc
+            readers = list(self._readers)
         if proc is None:
             return
         with contextlib.suppress(OSError, ValueError):
@@ -162,10 +292,75 @@ class BackgroundConverter:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
+        for reader in readers:
+            reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+class OrderedWorker:
+    """One daemon thread of this process running submitted jobs in order, at nice 19 on Linux
+    (a thread's own priority: training's threads keep theirs), for work that must stay in the
+    process (a framework's in-memory profile) but off the training thread.
+
+    At most ``max_queued`` jobs wait (the running one included): ``submit`` blocks beyond that,
+    so what the jobs hold in memory is bounded. Jobs still queued at exit are finished first.
+    A job that raises is logged and the next one runs.
+    """
+
+    def __init__(self, name: str, *, max_queued: int = 2) -> None:
+        self.name = name
+        self.max_queued = max(int(max_queued), 1)
+        self._lock = threading.Condition()
+        self._jobs: list[Callable[[], None]] = []
+        self._running = 0
+        self._thread: threading.Thread | None = None
+        atexit.register(self.wait, 600.0)
+
+    def submit(self, job: Callable[[], None], timeout: float | None = None) -> bool:
+        """Queue ``job``; block while ``max_queued`` jobs wait. Returns False (job not queued)
+        when ``timeout`` seconds ran out first."""
+        with self._lock:
+            if not self._lock.wait_for(
+                lambda: len(self._jobs) + self._running < self.max_queued, timeout=timeout
+            ):
+                return False
+            self._jobs.append(job)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            self._lock.notify_all()
+            return True
+
+    def pending(self) -> int:
+        """Return the jobs queued or running."""
+        with self._lock:
+            return len(self._jobs) + self._running
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every submitted job has finished; False if ``timeout`` ran out."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._jobs and not self._running, timeout)
+
+    def _run(self) -> None:
+        if sys.platform.startswith("linux"):  # elsewhere the id would name a process
+            with contextlib.suppress(OSError, AttributeError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        while True:
+            with self._lock:
+                if not self._lock.wait_for(lambda: bool(self._jobs), timeout=30.0):
+                    self._thread = None  # idle: the next submit starts a new thread
+                    return
+                job = self._jobs.pop(0)
+                self._running = 1
+            try:
+                job()
+            except Exception:
+                logging.getLogger("perfkit").exception("perfkit: background job failed")
+            finally:
+                with self._lock:
+                    self._running = 0
+                    self._lock.notify_all()
 
 
 _shared: BackgroundConverter | None = None
@@ -184,12 +379,21 @@ def shared_converter() -> BackgroundConverter:
 def convert_file(trace: Path, run_dir: Path, meta: dict[str, Any], *, keep_trace: bool) -> Path:
     """Load ``trace``, merge ``meta`` into its metadata, save it in ``run_dir``; return run_dir.
 
-    The native trace is removed after the run is saved unless ``keep_trace``.
+    A ``rank`` in ``meta`` also sets the rank column of a one-rank trace (a launcher's rank
+    that the native file does not record). The native trace is removed after the run is saved
+    unless ``keep_trace``.
     """
     from perfkit_core.events.loading import load
 
     run = load(trace)
+    meta = dict(meta)
     extra = dict(meta.pop("extra", None) or {})
+    rank = meta.get("rank")
+    if isinstance(rank, int) and len(run.meta.get("ranks") or [0]) == 1:
+        import numpy as np
+
+        run.events["rank"] = np.full(len(run.events), rank, dtype=run.events["rank"].dtype)
+        run.meta["ranks"] = [rank]
     run.meta.update(meta)
     run.meta.setdefault("extra", {})
     run.meta["extra"].update(extra)
@@ -202,6 +406,32 @@ def convert_file(trace: Path, run_dir: Path, meta: dict[str, Any], *, keep_trace
     return run_dir
 
 
+def lower_priority() -> list[str]:
+    """Give this process the lowest CPU priority the system grants; return what was set.
+
+    nice 19 (which also puts its disk requests last among normal ones), then on Linux the
+    ``SCHED_IDLE`` policy: it runs only on a core nothing else wants. Settings the system
+    refuses are skipped.
+    """
+    done = []
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+        done.append("nice 19")
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        done.append("SCHED_IDLE")
+    return done
+
+
+def _one_thread() -> None:
+    """Arrow's CPU and I/O pools at one thread each (its pools ignore most variables)."""
+    with contextlib.suppress(Exception):
+        import pyarrow
+
+        pyarrow.set_cpu_count(1)
+        pyarrow.set_io_thread_count(1)
+
+
 def _serve(commands: IO[bytes], replies: IO[bytes]) -> None:
     for raw in commands:
         if not raw.strip():
@@ -209,6 +439,8 @@ def _serve(commands: IO[bytes], replies: IO[bytes]) -> None:
         job: dict[str, Any] = {}
         try:
             job = json.loads(raw)
+            replies.write(json.dumps({"id": job.get("id"), "started": True}).encode() + b"\n")
+            replies.flush()
             convert_file(
                 Path(job["trace"]),
                 Path(job["run_dir"]),
@@ -216,6 +448,11 @@ def _serve(commands: IO[bytes], replies: IO[bytes]) -> None:
                 keep_trace=bool(job.get("keep_trace")),
             )
             reply: dict[str, Any] = {"id": job.get("id"), "ok": True}
+        except OSError as exc:
+            from perfkit_core.capture.handlers import os_error_reason
+
+            error = f"the run could not be saved ({os_error_reason(exc)})"
+            reply = {"id": job.get("id"), "ok": False, "error": error}
         except Exception as exc:
             reply = {"id": job.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
         replies.write(json.dumps(reply).encode() + b"\n")
@@ -226,6 +463,12 @@ def main() -> None:
     """Serve conversion jobs read from stdin, one JSON object a line, until stdin closes."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # nothing but replies may reach the pipe
+    # Ctrl-C in a terminal reaches every process of the group: the program decides when the
+    # helper stops (it closes stdin, and the queued runs are saved first).
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lower_priority()
+    _one_thread()
     _serve(sys.stdin.buffer, replies)
 
 
