@@ -308,7 +308,9 @@ def decode_xspace(data: bytes) -> XSpace:
     space = XSpace()
     for number, wire, v in _fields(data, 0, len(data)):
         if wire != 2:
-            raise WireError(f"field {number} of an XSpace is not length-delimited")
+            if number <= 4:
+                raise WireError(f"field {number} of an XSpace is not length-delimited")
+            continue  # a field this decoder does not know
         if number == 1:
             space.planes.append(_plane(data, v[0], v[1]))
         elif number == 2:

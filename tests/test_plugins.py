@@ -419,7 +419,7 @@ def test_remedy_hook_gives_framework_code():
     paddle_text = pm.hook.perfkit_remedy(finding=finding, framework="paddle")
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
-    assert pm.hook.perfkit_remedy(finding=finding, framework="jax") is None
+    assert pm.hook.perfkit_remedy(finding=finding, framework="mxnet") is None
 
 
 def test_op_family_hook_maps_names():

@@ -138,8 +138,9 @@ def _match_backward(
 
 
 def _other_thread_steps(run: Run, st: Structure, steps: np.ndarray, grad: np.ndarray) -> np.ndarray:
-    """For each op unit on a host thread that runs backward work but no steps, the step row of
-    its rank it falls in (by the ``step`` column); -1 for every other row."""
+    """For each op unit on a host thread that runs backward work but no steps (or is one of
+    ``meta["compute_threads"]``), the step row of its rank it falls in (by the ``step``
+    column); -1 for every other row."""
     n = len(st.parent)
     out = np.full(n, -1, dtype=np.int64)
     ev = run.events
@@ -150,7 +151,10 @@ def _other_thread_steps(run: Run, st: Structure, steps: np.ndarray, grad: np.nda
 
     threads = pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["tid"].to_numpy()])
     backward_threads = threads[candidates & grad]
-    candidates &= threads.isin(backward_threads)
+    # Threads that run the steps' compiled programs for the step's thread (meta
+    # "compute_threads": XLA:CPU's executors) help it like a backward thread does.
+    compute = [int(t) for t in run.meta.get("compute_threads") or []]
+    candidates &= threads.isin(backward_threads) | np.isin(ev["tid"].to_numpy(), compute)
     rank = ev["rank"].to_numpy()
     number = ev["step"].to_numpy()
     step_of = {(int(rank[r]), int(number[r])): int(r) for r in steps.tolist()}
