@@ -16,7 +16,6 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
 

@@ -8,6 +8,7 @@ the ``category`` column) and the kind that category maps to.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 #: Native category -> perfkit kind. ``category`` holds the native category of every row.
 CATEGORY_KINDS: dict[str, str] = {
@@ -59,7 +60,7 @@ _MEMCPY_RE = re.compile(r"^(Memcpy|memcpy|MEMCPY)|Memcpy[HDP]to[HDP]|copy-(start
 _MEMSET_RE = re.compile(r"^(Memset|memset)")
 
 
-def host_category(name: str, stats: dict[str, object]) -> str:
+def host_category(name: str, stats: Mapping[str, object]) -> str:
     """The native category of a host event from its name and stats (``CATEGORY_KINDS``)."""
     if "step_num" in stats and "hlo_op" not in stats:
         return "Step"

@@ -103,7 +103,7 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
     if "tensorflow" in sys.modules:
         import tensorflow as tf
 
-        return tf.profiler.experimental.Trace(name, perfkit="user")  # type: ignore[no-any-return]
+        return tf.profiler.experimental.Trace(name, perfkit="user")
     return None
 
 

@@ -124,9 +124,7 @@ def _add_plane(
     device = device_of_plane(plane.name)
     plane_stats = plane.named_stats(plane.stats)
     pid = _int(plane_stats.get("process_id"), -1) if device is None else -1
-    has_streams = device is not None and any(
-        line.name.startswith("Stream") for line in plane.lines
-    )
+    has_streams = device is not None and any(line.name.startswith("Stream") for line in plane.lines)
     meta = plane.event_metadata
     nan = float("nan")
     for line in plane.lines:
@@ -245,7 +243,9 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         base_ns = np.asarray(cols.base, dtype=np.int64)
     except OverflowError:
         raise TraceError(source, "a line's timestamp_ns is out of range") from None
-    check_values_range(source, base_ns, "line timestamp (ns)", low=-TIME_LIMIT_NS, high=TIME_LIMIT_NS)
+    check_values_range(
+        source, base_ns, "line timestamp (ns)", low=-TIME_LIMIT_NS, high=TIME_LIMIT_NS
+    )
     start = base_ns + (offset_ps + 500) // 1000
     dur = (dur_ps + 500) // 1000
     category_codes, category_names = pd.factorize(np.asarray(cols.category, dtype=object))

@@ -249,7 +249,9 @@ def test_claim_folder_hook_reads_a_folder_as_one_run(tmp_path):
             from perfkit_core.events import finish_events, make_run
 
             return lambda p: make_run(
-                finish_events({"kind": ["user"], "name": ["x"], "start_ns": [0], "dur_ns": [10]}, 1),
+                finish_events(
+                    {"kind": ["user"], "name": ["x"], "start_ns": [0], "dur_ns": [10]}, 1
+                ),
                 {"framework": "custom", "source": str(p)},
             )
 

@@ -112,7 +112,7 @@ def test_decoder_reads_varints_and_values_by_the_wire_format():
     [
         (b"", "the file is empty"),
         (b"\x0a\xff\xff\xff\xff\x0f", "not an XSpace protobuf"),
-        (b"{\"traceEvents\": []}", "not an XSpace protobuf"),
+        (b'{"traceEvents": []}', "not an XSpace protobuf"),
         (b"\x22\x02ab", "without planes"),
     ],
 )
@@ -153,7 +153,9 @@ def test_every_event_of_the_trace_viewer_is_a_row_with_its_time(run):
         assert t == pytest.approx(total[name], rel=0.01, abs=1.0), name
     origin = run.meta["extra"]["profile_start_ns"]
     viewer_starts = sorted((e["name"], round(e["ts"] * 1000)) for e in events)
-    ours_starts = sorted(zip(ev["name"].astype(str), (ev["start_ns"] - origin).tolist()))
+    ours_starts = sorted(
+        zip(ev["name"].astype(str), (ev["start_ns"] - origin).tolist(), strict=True)
+    )
     assert ours_starts == viewer_starts
 
 
@@ -181,7 +183,7 @@ def test_kinds_and_categories(run):
     from perfkit_xla.kinds import CATEGORY_KINDS
 
     ev = run.events
-    pairs = set(zip(ev["category"].astype(str), ev["kind"].astype(str)))
+    pairs = set(zip(ev["category"].astype(str), ev["kind"].astype(str), strict=True))
     assert all(CATEGORY_KINDS[c] == k for c, k in pairs)
     by_cat = ev.groupby("category", observed=True).size()
     assert set(by_cat.index) >= {"Step", "XLA Op", "JAX Dispatch", "Python", "Profiler", "TraceMe"}
@@ -364,9 +366,11 @@ def test_profile_without_keep_trace_leaves_only_the_run(tmp_path):
 
     import perfkit_xla
 
-    with perfkit_xla.profile(tmp_path, worker_name="w") as session:
-        with perfkit_core.annotate("my span"):
-            (jnp.ones((8, 8)) @ jnp.ones((8, 8))).block_until_ready()
+    with (
+        perfkit_xla.profile(tmp_path, worker_name="w") as session,
+        perfkit_core.annotate("my span"),
+    ):
+        (jnp.ones((8, 8)) @ jnp.ones((8, 8))).block_until_ready()
     (run_dir,) = session.runs
     assert run_dir.name == "w" and not (run_dir / "xla_log").exists()
     saved = perfkit_core.load(run_dir)
@@ -385,9 +389,11 @@ def test_profile_that_cannot_be_converted_warns_once_and_keeps_the_log(tmp_path,
         raise TraceError(tmp_path, "simulated failure")
 
     monkeypatch.setattr(xplane, "load_log_dir", broken)
-    with pytest.warns(RuntimeWarning, match="simulated failure"):
-        with perfkit_xla.profile(tmp_path, worker_name="w") as session:
-            jnp.ones(4).block_until_ready()
+    with (
+        pytest.warns(RuntimeWarning, match="simulated failure"),
+        perfkit_xla.profile(tmp_path, worker_name="w") as session,
+    ):
+        jnp.ones(4).block_until_ready()
     assert session.runs == []
     ((kept, reason),) = session.failures
     assert kept.name == "xla_log" and any(kept.rglob("*.xplane.pb"))
