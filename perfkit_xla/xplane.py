@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import TIME_LIMIT_NS, TraceError, check_values_range, note_skipped
+from perfkit_xla.hlo import HloOp, hlo_ops
 from perfkit_xla.kinds import CATEGORY_KINDS, device_category, device_of_plane, host_category
 from perfkit_xla.xspace import WireError, XPlane, XSpace, decode_xspace
 
@@ -39,7 +40,7 @@ STAT_COLUMNS: dict[str, str] = {
     "shape": "input_shapes (when input_shapes is absent)",
     "input_dtypes": "input_dtypes",
     "tf_op": "stack (the TensorFlow op's full name, for TF ops)",
-    "hlo_module": "stack (the XLA module an op belongs to, for XLA ops)",
+    "hlo_module": "stack (the XLA module of an XLA op whose HLO the profile does not hold)",
 }
 _BYTES_CATEGORIES = frozenset({"Memcpy", "Memset", "Collective"})
 
@@ -119,7 +120,12 @@ class _Columns:
 
 
 def _add_plane(
-    cols: _Columns, plane: XPlane, origin: int, threads: dict[str, str], counts: dict[str, int]
+    cols: _Columns,
+    plane: XPlane,
+    origin: int,
+    threads: dict[str, str],
+    counts: dict[str, int],
+    hlo: dict[tuple[str, int], dict[str, HloOp]],
 ) -> None:
     device = device_of_plane(plane.name)
     plane_stats = plane.named_stats(plane.stats)
@@ -172,11 +178,24 @@ def _add_plane(
                 _float(nbytes) if nbytes is not None and category in _BYTES_CATEGORIES else nan
             )
             shapes = stats.get("input_shapes", stats.get("shape"))
-            cols.shapes.append(str(shapes) if shapes is not None else "")
             dtypes = stats.get("input_dtypes")
-            cols.dtypes.append(str(dtypes) if dtypes is not None else "")
             where = stats.get("tf_op") if category == "TF Op" else stats.get("hlo_module")
+            op = _hlo_op(hlo, stats) if "hlo_op" in stats else None
+            if op is not None:
+                shapes = shapes if shapes is not None else op.input_shapes
+                dtypes = dtypes if dtypes is not None else op.input_dtypes
+                if op.op_name:
+                    where = "\n".join(reversed(op.op_name.split("/")))
+            cols.shapes.append(str(shapes) if shapes is not None else "")
+            cols.dtypes.append(str(dtypes) if dtypes is not None else "")
             cols.stack.append(str(where) if where is not None and category != "Python" else "")
+
+
+def _hlo_op(hlo: dict[tuple[str, int], dict[str, HloOp]], stats: dict[str, Any]) -> HloOp | None:
+    """What the module's HLO proto says about the XLA op of an event (by its ``hlo_module``,
+    ``program_id`` and ``hlo_op`` stats), or None."""
+    ops = hlo.get((str(stats.get("hlo_module", "")), _int(stats.get("program_id"))))
+    return ops.get(str(stats["hlo_op"])) if ops is not None else None
 
 
 def _framework(space: XSpace, categories: set[str]) -> tuple[str, str | None]:
@@ -208,6 +227,7 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
     start_ns, stop_ns = _task_times(space)
     origin = start_ns or 0
     cols = _Columns()
+    hlo = hlo_ops(space)
     threads: dict[str, str] = {}
     counts = {"aggregated": 0}
     devices: list[dict[str, Any]] = []
@@ -232,7 +252,7 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
                     "sm_count": None,
                 }
             )
-        _add_plane(cols, plane, origin, threads, counts)
+        _add_plane(cols, plane, origin, threads, counts, hlo)
     n = len(cols.name)
     if n == 0:
         raise TraceError(source, "the XSpace holds no timed events (no plane has events)")

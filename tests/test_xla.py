@@ -188,12 +188,34 @@ def test_kinds_and_categories(run):
     by_cat = ev.groupby("category", observed=True).size()
     assert set(by_cat.index) >= {"Step", "XLA Op", "JAX Dispatch", "Python", "Profiler", "TraceMe"}
     xla = ev[ev["category"] == "XLA Op"]
-    assert (xla["stack"].astype(str) == "jit_train_step").all()  # the module, from hlo_module
+    assert set(xla["stack"].astype(str).str.split("\n").str[-1]) <= {
+        "jit(train_step)",
+        "jit_train_step",  # the module (hlo_module) where the HLO names no operation
+    }
     assert set(ev.loc[ev["category"] == "Python", "name"].astype(str).str[:1]) == {"$"}
     # Host events only: the CPU run has no device plane.
     assert (ev["stream"] == -1).all() and run.meta["devices"] == []
     assert run.framework == "jax" and run.meta["framework_version"]
     assert set(run.meta["compute_threads"]) == set(xla["tid"].tolist())
+
+
+def test_shapes_and_provenance_come_from_the_hlo_protos(run):
+    """The metadata plane's HLO protos give each XLA op its input shapes and dtypes and the JAX
+    operation it came from: the MLP's matmuls take (batch 32, width 64) activations and
+    (64, 64) or (64, 10) weights, forward (jvp) and backward (transpose of jvp) alike."""
+    ev = run.events
+    xla = ev[ev["category"] == "XLA Op"]
+    assert (xla["input_shapes"].astype(str) != "").all()
+    matmuls = xla[xla["stack"].astype(str).str.startswith("dot_general")]
+    shapes = {json.loads(s) and tuple(map(tuple, json.loads(s))) for s in matmuls["input_shapes"]}
+    assert ((32, 64), (64, 64)) in shapes and ((32, 64), (64, 10)) in shapes
+    for s in set(matmuls["input_dtypes"].astype(str)):
+        assert set(json.loads(s)) == {"float32"}
+    frames = matmuls["stack"].astype(str).str.split("\n")
+    assert {f[1] for f in frames} >= {"jvp()", "transpose(jvp())"}
+    assert {f[-1] for f in frames} == {"jit(train_step)"}
+    table = run.summary("operator", group_by_input_shape=True, top=None)
+    assert len(table) >= len(set(xla["name"]))
 
 
 def test_every_view_and_advice_run(run):
