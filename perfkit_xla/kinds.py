@@ -17,6 +17,7 @@ CATEGORY_KINDS: dict[str, str] = {
     "Python": "python",  # Python tracer events, named "$file.py:line function"
     "XLA Op": "operator",  # an XLA op run on the host (XLA:CPU), with an hlo_op stat
     "TF Op": "operator",  # a TensorFlow op ("name:Type" TraceMe, or a tf_op stat)
+    "TF Data": "dataloader",  # tf.data: Iterator::* stages, IteratorGetNextOp
     "JAX Dispatch": "runtime",  # PjitFunction(f) / PmapFunction(f): a jitted call dispatched
     "Device Runtime": "runtime",  # cuLaunchKernel, cudaMemcpyAsync, ... on the host
     "User": "user",  # perfkit_core.annotate spans (TraceAnnotation with perfkit="user")
@@ -52,7 +53,9 @@ _PROFILER_RE = re.compile(r"^(ThreadpoolListener::|end: )")
 _DISPATCH_RE = re.compile(r"^(Pjit|Pmap|Xmap|Jit)Function\(")
 _RUNTIME_RE = re.compile(r"^(cu|cuda|hip|nccl)[A-Z]\w*$")
 #: A TensorFlow op TraceMe: "scope/name:Type" (the type CamelCase, as TF op types are).
-_TF_OP_RE = re.compile(r"^[^:\s]+:[A-Z][A-Za-z0-9]*$")
+_TF_OP_RE = re.compile(r"^[^:\s]+:_?[A-Z][A-Za-z0-9]*$")
+#: tf.data's TraceMes: the iterator's stages and the op that takes the next batch.
+_TF_DATA_RE = re.compile(r"^(Iterator::|IteratorGetNext)")
 _COLLECTIVE_RE = re.compile(
     r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|nccl", re.I
 )
@@ -70,6 +73,8 @@ def host_category(name: str, stats: Mapping[str, object]) -> str:
         return "User"
     if "hlo_op" in stats:
         return "XLA Op"
+    if _TF_DATA_RE.match(name):
+        return "TF Data"
     if "tf_op" in stats or _TF_OP_RE.match(name):
         return "TF Op"
     if _DISPATCH_RE.match(name):

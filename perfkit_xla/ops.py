@@ -150,11 +150,65 @@ def tf_type(name: str) -> str | None:
     return None
 
 
+#: Keras layer and loss scopes (``dense_3``, ``layer_normalization_1``) -> the canonical op
+#: every op inside computes, forward and backward (``gradient_tape/...``) alike.
+KERAS_SCOPES: dict[str, str] = {
+    "dense": "linear",
+    "einsum_dense": "linear",
+    "conv1d": "conv",
+    "conv2d": "conv",
+    "conv3d": "conv",
+    "depthwise_conv2d": "conv",
+    "separable_conv2d": "conv",
+    "conv2d_transpose": "conv",
+    "layer_normalization": "layer_norm",
+    "batch_normalization": "batch_norm",
+    "group_normalization": "group_norm",
+    "embedding": "embedding",
+    "lstm": "rnn",
+    "gru": "rnn",
+    "simple_rnn": "rnn",
+    "multi_head_attention": "attention",
+    "max_pooling2d": "pool",
+    "average_pooling2d": "pool",
+    "global_average_pooling2d": "pool",
+    "dropout": "dropout",
+    "relu": "relu",
+    "softmax": "softmax",
+    "sparse_categorical_crossentropy": "cross_entropy",
+    "categorical_crossentropy": "cross_entropy",
+    "binary_crossentropy": "cross_entropy",
+    "mean_squared_error": "mse_loss",
+}
+#: Optimizer scopes: every op inside is the optimizer step.
+OPTIMIZER_SCOPES = frozenset(
+    {"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lamb", "lion"}
+)
+_SCOPE_SUFFIX_RE = re.compile(r"(_\d+)+$")
+_MKL_RE = re.compile(r"^_(MklNative|Mkl)?(Fused)?")
+
+
+def tf_canonical_op(name: str, op_type: str) -> str | None:
+    """The canonical op of TensorFlow op ``name`` of type ``op_type``: its optimizer, loss or
+    Keras layer scope first (every op of a ``layer_normalization`` is ``layer_norm``), else its
+    type (oneDNN's ``_MklMatMul`` and ``_MklNativeFusedMatMul`` as ``MatMul``)."""
+    scopes = [_SCOPE_SUFFIX_RE.sub("", part).lower() for part in name.split(":")[0].split("/")]
+    if any(part in OPTIMIZER_SCOPES for part in scopes[:-1]):
+        return "optimizer step"
+    for part in reversed(scopes[:-1]):
+        if part in KERAS_SCOPES:
+            return KERAS_SCOPES[part]
+    if op_type in TF_CANONICAL:
+        return TF_CANONICAL[op_type]
+    plain = _MKL_RE.sub("", op_type)
+    return TF_CANONICAL.get(plain) or TF_CANONICAL.get(f"_Fused{plain}")
+
+
 def canonical_op(name: str) -> str | None:
     """The canonical op of an XLA or TensorFlow op name; None when the name is not one."""
     op_type = tf_type(name)
     if op_type is not None:
-        return TF_CANONICAL.get(op_type)
+        return tf_canonical_op(name, op_type)
     base = hlo_base(name)
     if base in HLO_CANONICAL:
         return HLO_CANONICAL[base]

@@ -301,7 +301,11 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
     category = events["category"].to_numpy()
     tid = events["tid"].to_numpy()
     step_threads = set(tid[host & (category == "Step")].tolist())
-    compute_threads = sorted(set(tid[host & (category == "XLA Op")].tolist()) - step_threads)
+    data_threads = {int(t) for t, name in threads.items() if name.startswith("tf_data")}
+    op_threads = set(tid[host & np.isin(category, ["XLA Op", "TF Op"])].tolist())
+    # Threads that run ops for the step's thread: XLA:CPU's and TensorFlow's executor pools
+    # (tf.data's own threads run the input pipeline, which is data loading).
+    compute_threads = sorted(op_threads - step_threads - data_threads)
     match = _HOST_FILE_RE.match(source.name)
     host_name = space.hostnames[0] if space.hostnames else (match.group("host") if match else None)
     meta: dict[str, Any] = {

@@ -27,6 +27,8 @@ LOG_DIR = REPO / "tests" / "data" / "xla" / "jax_mlp"
 PROFILE = LOG_DIR / "plugins" / "profile" / "run"
 XPLANE = PROFILE / "mlp.xplane.pb"
 VIEWER = PROFILE / "mlp.trace.json.gz"
+#: A real TensorFlow profile of the same MLP in Keras (tests/data/xla/generate_tf.py).
+TF_LOG_DIR = REPO / "tests" / "data" / "xla" / "tf_mlp"
 HAS_JAX = importlib.util.find_spec("jax") is not None
 needs_jax = pytest.mark.skipif(not HAS_JAX, reason="jax is not installed")
 
@@ -256,7 +258,8 @@ def test_canonical_ops_and_families_of_xla_and_tf_ops():
     assert resolver.family("all_reduce") == "communication"
     assert resolver.family(resolver.op("broadcast_multiply_fusion")) == "elementwise"
     tf = Resolver("tensorflow")
-    assert tf.op("sequential/dense/MatMul:MatMul") == "matmul"
+    assert tf.op("sequential/dense/MatMul:MatMul") == "linear"  # its Keras layer
+    assert tf.op("model/MatMul:MatMul") == "matmul"
     assert tf.op("conv2d/Conv2D:Conv2D") == "conv"
     assert tf.family(tf.op("bn/FusedBatchNormV3:FusedBatchNormV3")) == "norm"
     # Other frameworks' names are not answered for.
@@ -341,6 +344,62 @@ def test_reading_needs_no_framework():
     assert out.stdout.split() == ["jax", str(len(viewer_events(VIEWER)))]
 
 
+# --- TensorFlow ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tf_run():
+    return perfkit_core.load(TF_LOG_DIR)
+
+
+def test_tensorflow_keras_profile(tf_run):
+    """A Keras fit profiled by its TensorBoard callback: the profiled batches are the steps, TF
+    ops (``scope/name:Type``) are operators, tf.data's stages are data loading."""
+    from perfkit_xla.xspace import decode_xspace
+
+    ev = tf_run.events
+    assert tf_run.framework == "tensorflow"
+    steps = ev[ev["kind"] == "step"]
+    assert steps["name"].astype(str).unique().tolist() == ["Profiled batch"]
+    assert tf_run.meta["steps"] == [2, 3, 4]
+    ops = ev[ev["kind"] == "operator"]
+    assert ops["name"].astype(str).str.fullmatch(r"[^:\s]+:_?[A-Z]\w*").all()
+    assert (ops["step"] >= 0).mean() > 0.99
+    data = ev[ev["kind"] == "dataloader"]
+    assert data["name"].astype(str).str.match(r"Iterator::|IteratorGetNext").all() and len(data)
+    # Every timed event of the file is a row.
+    space = decode_xspace(next(TF_LOG_DIR.rglob("*.xplane.pb")).read_bytes())
+    assert len(ev) == sum(len(line.metadata_id) for p in space.planes for line in p.lines)
+    threads = tf_run.meta["threads"]
+    assert tf_run.meta["compute_threads"]
+    assert all(threads[str(t)].startswith("tf_Compute") for t in tf_run.meta["compute_threads"])
+
+
+def test_tensorflow_ops_line_up_by_keras_scope(tf_run):
+    from perfkit_core.views.canonical import Resolver
+
+    tf = Resolver("tensorflow")
+    assert tf.op("StatefulPartitionedCall/sequential_1/dense_1/BiasAdd:_MklNativeFusedMatMul") == (
+        "linear"
+    )
+    assert tf.op(
+        "StatefulPartitionedCall/gradient_tape/sequential_1/dense_1/MatMul:_MklMatMul"
+    ) == ("linear")
+    assert tf.op("StatefulPartitionedCall/sequential_1/layer_normalization_1/Mean:Mean") == (
+        "layer_norm"
+    )
+    assert tf.op("StatefulPartitionedCall/adam/Sub_7:Sub") == "optimizer step"
+    assert tf.op("x/MatMul:_MklMatMul") == "matmul"
+    family = tf_run.summary("family").set_index("name")
+    assert {"matmul (forward)", "matmul (backward)", "norm (backward)", "optimizer"} <= set(
+        family.index
+    )
+    # Backward ops are the ones under gradient_tape/, and they count as backward.
+    ev = tf_run.events
+    grad = ev["name"].astype(str).str.contains("/gradient_tape/") & (ev["kind"] == "operator")
+    assert grad.any()
+
+
 # --- comparison with a torch run of the same MLP ------------------------------------------
 
 
@@ -356,6 +415,19 @@ def test_compare_against_a_torch_run_of_the_same_mlp(run, tmp_path):
     assert family.loc["matmul (forward)", "jax"] > 0 and family.loc["matmul (forward)", "torch"] > 0
     text = comparison.verdict().sentence()
     assert "jax" in text and "torch" in text
+
+
+def test_compare_tensorflow_against_a_torch_run_of_the_same_mlp(tf_run, tmp_path):
+    pytest.importorskip("torch")
+    from perfkit_torch.demo import train_mlp
+
+    runs, _ = train_mlp(tmp_path / "torch", steps=3, background=False)
+    comparison = perfkit_core.compare(perfkit_core.load(runs[0]), tf_run, labels=["torch", "tf"])
+    family = comparison.summary("family").set_index("name")
+    for row in ("matmul (forward)", "matmul (backward)", "norm (forward)", "optimizer"):
+        assert family.loc[row, "torch"] > 0 and family.loc[row, "tf"] > 0, row
+    ops = comparison.summary("ops")
+    assert {"linear (forward)", "linear (backward)", "layer_norm (forward)"} <= set(ops["name"])
 
 
 # --- profiling with JAX -------------------------------------------------------------------
