@@ -119,6 +119,24 @@ class _Columns:
         self.stack: list[str] = []
 
 
+#: Every stat the loader reads (into columns, or to tell what an event is).
+READ_STATS = frozenset(
+    {*STAT_COLUMNS, "hlo_op", "hlo_module", "program_id", "perfkit", "tf_function_call"}
+)
+
+
+def _read_stats(
+    plane: XPlane, read: dict[int, str], stats: list[tuple[int, Any]]
+) -> dict[str, Any]:
+    """The stats of ``stats`` the loader reads, by name (ref values resolved)."""
+    out: dict[str, Any] = {}
+    for key, value in stats:
+        name = read.get(key)
+        if name is not None:
+            out[name] = plane.resolve(value)
+    return out
+
+
 def _add_plane(
     cols: _Columns,
     plane: XPlane,
@@ -132,6 +150,8 @@ def _add_plane(
     pid = _int(plane_stats.get("process_id"), -1) if device is None else -1
     has_streams = device is not None and any(line.name.startswith("Stream") for line in plane.lines)
     meta = plane.event_metadata
+    # Only the stats the loader reads are looked at (by id): the rest stay in the file.
+    read = {k: m.name for k, m in plane.stat_metadata.items() if m.name in READ_STATS}
     nan = float("nan")
     for line in plane.lines:
         counts["aggregated"] += line.aggregated
@@ -147,9 +167,9 @@ def _add_plane(
             name = em.name if em is not None else f"<event metadata {mid}>"
             shared = meta_stats.get(mid)
             if shared is None:
-                shared = plane.named_stats(em.stats) if em is not None else {}
+                shared = _read_stats(plane, read, em.stats) if em is not None else {}
                 meta_stats[mid] = shared
-            stats = {**shared, **plane.named_stats(raw)} if raw else shared
+            stats = {**shared, **_read_stats(plane, read, raw)} if raw else shared
             if device is None:
                 category = host_category(name, stats)
                 cols.device_type.append("cpu")

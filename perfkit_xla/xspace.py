@@ -172,43 +172,100 @@ class XSpace:
     hostnames: list[str] = field(default_factory=list)
 
 
-def _stat(buf: bytes, start: int, end: int) -> tuple[int, StatValue]:
+# _stat and _event are the hot path (one call per stat and per event): they read the wire
+# format in a loop of their own, with one-byte varints (most keys, ids and lengths) inline.
+
+
+def _stat(buf: bytes, pos: int, end: int) -> tuple[int, StatValue]:
     metadata_id = 0
     value: Any = None
-    for number, wire, v in _fields(buf, start, end):
-        if number == 1 and wire == 0:
-            metadata_id = v
-        elif number == 2 and wire == 1:
-            value = _DOUBLE.unpack_from(buf, v)[0]
-        elif number == 3 and wire == 0:
-            value = v
-        elif number == 4 and wire == 0:
-            value = _signed(v)
-        elif number == 5 and wire == 2:
-            value = _text(buf, v)
-        elif number == 6 and wire == 2:
-            value = bytes(buf[v[0] : v[1]])
-        elif number == 7 and wire == 0:
-            value = ("ref", v)
+    while pos < end:
+        key = buf[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _varint(buf, pos - 1)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            v = buf[pos]
+            pos += 1
+            if v >= 0x80:
+                v, pos = _varint(buf, pos - 1)
+            if number == 1:
+                metadata_id = v
+            elif number == 3:
+                value = v
+            elif number == 4:
+                value = _signed(v)
+            elif number == 7:
+                value = ("ref", v)
+        elif wire == 2:
+            length = buf[pos]
+            pos += 1
+            if length >= 0x80:
+                length, pos = _varint(buf, pos - 1)
+            stop = pos + length
+            if stop > end:
+                raise WireError(f"field {number} runs past the end of its message")
+            if number == 5:
+                value = buf[pos:stop].decode("utf-8", "replace")
+            elif number == 6:
+                value = bytes(buf[pos:stop])
+            pos = stop
+        elif wire == 1:
+            if number == 2:
+                value = _DOUBLE.unpack_from(buf, pos)[0]
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:
+            raise WireError(f"unknown wire type {wire} (field {number})")
+    if pos != end:
+        raise WireError("a message runs past the end of its field")
     return metadata_id, value if value is not None else 0
 
 
-def _event(buf: bytes, start: int, end: int, line: XLine) -> None:
+def _event(buf: bytes, pos: int, end: int, line: XLine) -> None:
     metadata_id = offset = duration = 0
     aggregated = False
     stats: list[tuple[int, StatValue]] = []
-    for number, wire, v in _fields(buf, start, end):
+    while pos < end:
+        key = buf[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _varint(buf, pos - 1)
+        number, wire = key >> 3, key & 7
         if wire == 0:
+            v = buf[pos]
+            pos += 1
+            if v >= 0x80:
+                v, pos = _varint(buf, pos - 1)
             if number == 1:
                 metadata_id = v
             elif number == 2:
-                offset = _signed(v)
+                offset = v - (1 << 64) if v >= 1 << 63 else v
             elif number == 3:
-                duration = _signed(v)
+                duration = v - (1 << 64) if v >= 1 << 63 else v
             elif number == 5:
                 aggregated = True
-        elif number == 4 and wire == 2:
-            stats.append(_stat(buf, v[0], v[1]))
+        elif wire == 2:
+            length = buf[pos]
+            pos += 1
+            if length >= 0x80:
+                length, pos = _varint(buf, pos - 1)
+            stop = pos + length
+            if stop > end:
+                raise WireError(f"field {number} runs past the end of its message")
+            if number == 4:
+                stats.append(_stat(buf, pos, stop))
+            pos = stop
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:
+            raise WireError(f"unknown wire type {wire} (field {number})")
+    if pos != end:
+        raise WireError("a message runs past the end of its field")
     if aggregated:
         # An aggregate (num_occurrences instead of offset_ps) has no place in time.
         line.aggregated += 1
@@ -305,6 +362,14 @@ def _plane(buf: bytes, start: int, end: int) -> XPlane:
 
 def decode_xspace(data: bytes) -> XSpace:
     """Return the ``XSpace`` encoded in ``data``; ``WireError`` when the bytes are not one."""
+    try:
+        return _decode_xspace(data)
+    except IndexError:
+        # The inline readers of _stat and _event ran past the end of the data.
+        raise WireError("a field runs past the end of the data") from None
+
+
+def _decode_xspace(data: bytes) -> XSpace:
     space = XSpace()
     for number, wire, v in _fields(data, 0, len(data)):
         if wire != 2:
