@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 JAX_REMEDIES: dict[str, str] = {
+    "pageable-memcpy": (
+        "Put batches on the device ahead of the step instead of copying NumPy arrays inside\n"
+        "it: batch = jax.device_put(batch) one step ahead (jax.device_put is asynchronous),\n"
+        "or let the input pipeline prefetch to the device."
+    ),
     "input-pipeline": (
         "Prepare batches ahead of the step, off the training thread, and put them on the device\n"
         "before they are needed (tf.data or grain with prefetch, then\n"
@@ -71,6 +76,10 @@ JAX_REMEDIES: dict[str, str] = {
 }
 
 TF_REMEDIES: dict[str, str] = {
+    "pageable-memcpy": (
+        "Prefetch batches to the GPU so copies overlap the step:\n"
+        "    dataset = dataset.apply(tf.data.experimental.prefetch_to_device('/gpu:0'))"
+    ),
     "input-pipeline": (
         "Overlap input with training: build the input with tf.data and\n"
         "    dataset = dataset.map(fn, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)"

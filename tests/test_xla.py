@@ -220,6 +220,21 @@ def test_shapes_and_provenance_come_from_the_hlo_protos(run):
     assert len(table) >= len(set(xla["name"]))
 
 
+def test_the_guide_lists_every_category_with_its_kind():
+    from perfkit_xla.kinds import CATEGORY_KINDS
+
+    page = (REPO / "docs" / "guide" / "jax_tensorflow.md").read_text(encoding="utf-8")
+    listed: dict[str, str] = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            names = [n.strip(" `") for n in cells[0].split(",")]
+            kinds = [k.strip(" `") for k in cells[1].split(",")]
+            kinds = kinds if len(kinds) == len(names) else kinds * len(names)
+            listed.update(zip(names, kinds, strict=True))
+    assert listed == CATEGORY_KINDS
+
+
 def test_every_view_and_advice_run(run):
     from perfkit_core.views import registered_views
 
