@@ -20,8 +20,8 @@ from gen.markdown import DocsError, blocks, code, constant_comment, table
 from perfkit_core.advice import GENERIC_REMEDIES, Context, Finding, advise, engine
 from perfkit_core.advice.rules import BUILTIN_RULES
 from perfkit_paddle import remedies as paddle_remedies
-from perfkit_xla import remedies as xla_remedies
 from perfkit_torch import remedies as torch_remedies
+from perfkit_xla import remedies as xla_remedies
 
 #: What each field of a Finding holds.
 FINDING_FIELDS: dict[str, str] = {
