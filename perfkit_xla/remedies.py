@@ -56,9 +56,12 @@ JAX_REMEDIES: dict[str, str] = {
         "jax.jit), so that XLA fuses the update into a few kernels."
     ),
     "small-ops": (
-        "jit the whole step so that runs of tiny ops become a few fused XLA ops and Python\n"
+        "jit the whole step, so that runs of tiny ops become a few fused XLA ops and Python\n"
         "dispatch leaves the step:\n"
-        "    train_step = jax.jit(train_step, donate_argnums=0)"
+        "    train_step = jax.jit(train_step, donate_argnums=0)\n"
+        "If the ops are already those of one compiled step (XLA op names such as fusion.3),\n"
+        "each does little work: raise the batch size, or scan several steps in one program\n"
+        "(jax.lax.scan) so the per-op cost is paid once for more work."
     ),
     "python-overhead": (
         "jit the whole step (Python runs once, at tracing) and move per-step bookkeeping\n"
