@@ -93,6 +93,8 @@ def idle_worker(target: str) -> None:
     """Peak RSS of a worker that imported what a rank needs, but loaded none."""
     from distributed import Client, LocalCluster
 
+    from perfkit_core.jobs.cluster import local_cluster
+
     def imports() -> int:
         # Summarise a tiny trace: every module a rank needs is imported, nothing big is held.
         import tempfile
@@ -109,7 +111,7 @@ def idle_worker(target: str) -> None:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     with (
-        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster,
+        local_cluster(1, LocalCluster) as cluster,
         Client(cluster) as client,
     ):
         peak = client.submit(imports, pure=False).result()

@@ -45,6 +45,7 @@ from perfkit_torch.kineto_columns import (
 )
 from perfkit_torch.kineto_format import (
     DEVICE_CATEGORIES,
+    DEVICE_TYPE_OF_CATEGORY,
     FLOW_PHASES,
     FWDBWD_FLOW_CATEGORY,
     LAUNCH_FLOW_CATEGORIES,
@@ -107,8 +108,8 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
 
 
 class _Part:
-    """The columns of a piece of a trace's events, its forward-backward flows, the counts of
-    its other flows and its metadata events."""
+    """The columns of a piece of a trace's events, its forward-backward and launch flows, the
+    counts of its other flows and its metadata events."""
 
     def __init__(
         self,
@@ -117,8 +118,10 @@ class _Part:
         fwdbwd: list[Event],
         flow_counts: dict[str, int],
         metadata: list[Event],
+        launch: list[Event] | None = None,
     ) -> None:
         self.columns, self.n, self.fwdbwd = columns, n, fwdbwd
+        self.launch = launch or []
         self.flow_counts, self.metadata = flow_counts, metadata
 
     @classmethod
@@ -148,7 +151,8 @@ class _Part:
             row_index, ts_us = row_index[keep], ts_us[keep]
         del phase_codes
         fb = [f for f in flows if f.cat == FWDBWD_FLOW_CATEGORY and f.ph in ("s", "f")]
-        launch = sum(1 for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES)
+        launch_flows = [f for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES]
+        launch = len(launch_flows)
         counts = {
             "flow_events": len(flows),
             "launch_flow_events": launch,
@@ -160,7 +164,7 @@ class _Part:
         del flows
         row_index += offset
         columns = _row_columns(path, rows, row_index, ts_us) if rows else {}
-        return cls(columns, len(rows), fb, counts, metadata)
+        return cls(columns, len(rows), fb, counts, metadata, launch_flows)
 
 
 def _row_columns(
@@ -202,7 +206,7 @@ def _row_columns(
     other_rows = np.flatnonzero(kind == "other")
     if len(other_rows):
         # Unknown categories with a device stream are device events.
-        other_stream = _ints([args[i] for i in other_rows.tolist()], "stream")
+        other_stream = _ints([args[i] for i in other_rows.tolist()], "stream", path)
         on_device[other_rows[other_stream >= 0]] = True
     dev_rows = np.flatnonzero(on_device)
     dev_args = [args[i] for i in dev_rows.tolist()]
@@ -213,15 +217,23 @@ def _row_columns(
     stream = np.full(n, -1, dtype=np.int64)
     device_index = np.full(n, -1, dtype=np.int64)
     if len(dev_rows):
-        dev_stream = _ints(dev_args, "stream")
-        dev_device = _ints(dev_args, "device")
+        dev_stream = _ints(dev_args, "stream", path)
+        dev_device = _ints(dev_args, "device", path)
         stream[dev_rows] = np.where(dev_stream >= 0, dev_stream, tid_any[dev_rows])
         device_index[dev_rows] = np.where(dev_device >= 0, dev_device, pid[dev_rows])
+    columns_raw_ids = {"_pid": pid, "_tid": tid_any}  # as written, for binding flows
     pid = np.where(on_device, -1, pid)  # Kineto writes the device index as a device event's pid
 
     device_type_codes = np.zeros(n, dtype=np.int8)  # cpu
     device_type_labels = ["cpu", "gpu"]
     device_type_codes[on_device] = 1
+    for i, c in enumerate(cat_uniques):
+        label = DEVICE_TYPE_OF_CATEGORY.get(str(c).lower())
+        if label is not None:
+            if label not in device_type_labels:
+                device_type_labels.append(label)
+            code = device_type_labels.index(label)
+            device_type_codes[on_device & (cat_codes == i)] = code
     nbytes = np.full(n, np.nan)
     allocated = np.full(n, np.nan)
     reserved = np.full(n, np.nan)
@@ -230,8 +242,8 @@ def _row_columns(
     mem_rows = np.flatnonzero(is_memory)
     if len(mem_rows):
         mem_args = [args[i] for i in mem_rows.tolist()]
-        mem_type = _ints(mem_args, "mem_device_type")
-        mem_dev = _ints(mem_args, "mem_device_id")
+        mem_type = _ints(mem_args, "mem_device_type", path)
+        mem_dev = _ints(mem_args, "mem_device_id", path)
         for code in np.unique(mem_type).tolist():
             label = MEMORY_DEVICE_TYPES.get(code, "cpu" if code < 0 else f"device{code}")
             if label not in device_type_labels:
@@ -256,8 +268,8 @@ def _row_columns(
     dur_ns = np.maximum(us_to_ns(dur_us), 0)
     del dur_us
 
-    ext_new = _ints(args, "external_id")
-    ext_old = _ints(args, "external_id_old")
+    ext_new = _ints(args, "external_id", path)
+    ext_old = _ints(args, "external_id_old", path)
     external_id = np.where(ext_new >= 0, ext_new, ext_old)
 
     columns: dict[str, Any] = {
@@ -273,9 +285,9 @@ def _row_columns(
         "tid": tid,
         "stream": stream,
         "step": step_number,
-        "correlation": _ints(args, "correlation"),
+        "correlation": _ints(args, "correlation", path),
         "external_id": external_id,
-        "sequence": _ints(args, "sequence"),
+        "sequence": _ints(args, "sequence", path),
         "input_shapes": _categorical_from_raw(list(map(_get_dims, args))),
         "input_dtypes": _categorical_from_raw(list(map(_get_types, args))),
         "stack": _stack_categorical(list(map(_get_stack, args))),
@@ -300,6 +312,7 @@ def _row_columns(
             full[dev_rows] = _floats(dev_args, attr)
             columns[column] = full
     columns["_on_device"] = on_device
+    columns.update(columns_raw_ids)
     return columns
 
 
@@ -340,6 +353,7 @@ def _finish(
 
     metadata = [m for p in parts for m in p.metadata]
     fb = [f for p in parts for f in p.fwdbwd]
+    launch_flows = [f for p in parts for f in p.launch]
     counts = {k: sum(p.flow_counts[k] for p in parts) for k in parts[0].flow_counts}
     columns, n = _merge(parts)
     del parts
@@ -351,6 +365,18 @@ def _finish(
     check_times_us(path, start_rel / 1000.0, np.zeros(0), base_ns=base)
     columns["start_ns"] = start_rel + base
     on_device = columns.pop("_on_device")
+    raw_pid, raw_tid = columns.pop("_pid"), columns.pop("_tid")
+    flow_links = _bind_launch_flows(
+        path,
+        launch_flows,
+        raw_pid,
+        raw_tid,
+        start_rel,
+        columns["correlation"],
+        on_device,
+        np.asarray(columns["kind"]) == "runtime",
+    )
+    del raw_pid, raw_tid, launch_flows
     forward_op, links = _bind_fwdbwd(
         path,
         fb,
@@ -384,6 +410,7 @@ def _finish(
             "metadata_events": len(metadata),
             **counts,
             "fwdbwd_links": links,
+            "launch_flow_links": flow_links,
         },
         "threads": _thread_names(metadata),
         "extra": {
@@ -431,6 +458,55 @@ def _thread_names(metadata: list[Event]) -> dict[str, str]:
         if e.name == "thread_name" and e.args.meta_name:
             names[str(int_id(e.tid, device=True))] = e.args.meta_name.strip()
     return names
+
+
+def _bind_launch_flows(
+    path: Path,
+    flows: list[Event],
+    pid: np.ndarray,
+    tid: np.ndarray,
+    start_rel_ns: np.ndarray,
+    correlation: np.ndarray,
+    on_device: np.ndarray,
+    runtime: np.ndarray,
+) -> int:
+    """Give rows without a ``correlation`` arg the id of the launch flow (``ac2g``) bound to
+    them, in place: a flow starts (``s``) at its runtime call (a host row of kind ``runtime``)
+    and finishes (``f``) at the device event it launched, each at the event's pid, tid and
+    start. Returns the number of rows
+    linked. Rows that carry a ``correlation`` keep it (writers put the flow's id there too)."""
+    host_rows = np.flatnonzero((correlation < 0) & ~on_device & runtime)
+    dev_rows = np.flatnonzero((correlation < 0) & on_device)
+    flows = [f for f in flows if f.ph in ("s", "f") and f.ts == f.ts]
+    if not flows or not (len(host_rows) and len(dev_rows)):
+        return 0
+    import pandas as pd
+
+    flow_ts = np.array([f.ts for f in flows], dtype=np.float64)
+    check_times_us(
+        path, flow_ts, np.zeros(len(flows)), describe=lambda i: f"flow event {flows[i].id!r}"
+    )
+    flow_table = pd.DataFrame(
+        {
+            "pid": np.array([_flow_id(path, f.pid, "pid") for f in flows], dtype=np.int64),
+            "tid": np.array([_flow_id(path, f.tid, "tid") for f in flows], dtype=np.int64),
+            "ts": us_to_ns(flow_ts),
+            "id": np.array([_flow_id(path, f.id, "id") for f in flows], dtype=np.int64),
+            "ph": [f.ph for f in flows],
+        }
+    )
+    flow_table = flow_table[flow_table["id"] >= 0]
+    linked = 0
+    for phase, rows in (("s", host_rows), ("f", dev_rows)):
+        table = pd.DataFrame(
+            {"pid": pid[rows], "tid": tid[rows], "ts": start_rel_ns[rows], "row": rows}
+        )
+        ends = flow_table[flow_table["ph"] == phase]
+        merged = ends.merge(table, on=["pid", "tid", "ts"], how="inner")
+        merged = merged.drop_duplicates("row")
+        correlation[merged["row"].to_numpy()] = merged["id"].to_numpy()
+        linked += len(merged)
+    return linked
 
 
 def _bind_fwdbwd(

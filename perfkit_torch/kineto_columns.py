@@ -10,8 +10,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from perfkit_core.events import check_int_range
-from perfkit_torch.kineto_format import Event, int_id
+from perfkit_core.events import INT64_MAX, INT64_MIN, TraceError, check_int_range
+from perfkit_torch.kineto_format import Event, _Args, int_id, parse_int
+
+#: The JSON key of each ``_Args`` field, for messages.
+_ARG_KEYS = dict(zip(_Args.__struct_fields__, _Args.__struct_encode_fields__, strict=True))
 
 
 def _categorical_from_raw(raws: list[msgspec.Raw], *, dims: bool = False) -> Any:
@@ -44,8 +47,26 @@ _get_types = attrgetter("input_type")
 _get_stack = attrgetter("call_stack")
 
 
-def _ints(objs: list[Any], attr: str) -> np.ndarray:
-    return np.fromiter(map(attrgetter(attr), objs), np.int64, len(objs))
+def _ints(objs: list[Any], attr: str, path: Path) -> np.ndarray:
+    """Int64 column of ``attr`` of ``objs`` (events' args read from ``path``). Kineto writers
+    put ints, or text: ROCm's writes ``"stream": "0x0"``. Decimal and hex text are read as the
+    number they write; other text, or a number out of the int64 range, raises ``TraceError``."""
+    try:
+        return np.fromiter(map(attrgetter(attr), objs), np.int64, len(objs))
+    except (ValueError, TypeError, OverflowError):
+        pass  # text numpy does not read (hex): convert one at a time
+    key = _ARG_KEYS.get(attr, attr)
+    get = attrgetter(attr)
+    out = np.empty(len(objs), dtype=np.int64)
+    for i, obj in enumerate(objs):
+        value = get(obj)
+        number = value if type(value) is int else parse_int(str(value))
+        if number is None:
+            raise TraceError(
+                path, f"args[{key!r}] is {value!r}: not an integer (decimal or 0x hex)"
+            )
+        out[i] = check_int_range(path, number, f"args[{key!r}]", low=INT64_MIN, high=INT64_MAX)
+    return out
 
 
 def _floats(objs: list[Any], attr: str) -> np.ndarray:

@@ -20,29 +20,32 @@ from perfkit_core.events import TraceError, decode_error_reason
 _NONE = msgspec.Raw(b"")
 #: Integers the event table stores as int64: a larger one fails decoding with its JSON path.
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+#: An id Kineto writers may give as a number or as text: ROCm's writer puts ``"stream": "0x0"``
+#: (hex) where CUDA's puts ``0``; ``int_id``/``parse_int`` turn either into an int.
+IntOrText = I64 | str
 #: What ``ts`` holds when an event has none (NaN never comes out of JSON).
 NO_TS = math.nan
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
-    external_id: I64 = msgspec.field(name="External id", default=-1)
-    external_id_old: I64 = msgspec.field(name="external id", default=-1)
-    correlation: I64 = -1
-    sequence: I64 = msgspec.field(name="Sequence number", default=-1)
+    external_id: IntOrText = msgspec.field(name="External id", default=-1)
+    external_id_old: IntOrText = msgspec.field(name="external id", default=-1)
+    correlation: IntOrText = -1
+    sequence: IntOrText = msgspec.field(name="Sequence number", default=-1)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NONE)
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NONE)
     call_stack: str = msgspec.field(name="Call stack", default="")
     flops: float | None = None
-    device: I64 = -1
-    stream: I64 = -1
+    device: IntOrText = -1
+    stream: IntOrText = -1
     nbytes: float | None = msgspec.field(name="bytes", default=None)
     registers: float | None = msgspec.field(name="registers per thread", default=None)
     shared_memory: float | None = msgspec.field(name="shared memory", default=None)
     occupancy: float | None = msgspec.field(name="est. achieved occupancy %", default=None)
     grid: msgspec.Raw = _NONE
     block: msgspec.Raw = _NONE
-    mem_device_type: I64 = msgspec.field(name="Device Type", default=-1)
-    mem_device_id: I64 = msgspec.field(name="Device Id", default=-1)
+    mem_device_type: IntOrText = msgspec.field(name="Device Type", default=-1)
+    mem_device_id: IntOrText = msgspec.field(name="Device Id", default=-1)
     mem_bytes: float | None = msgspec.field(name="Bytes", default=None)
     total_allocated: float | None = msgspec.field(name="Total Allocated", default=None)
     total_reserved: float | None = msgspec.field(name="Total Reserved", default=None)
@@ -90,7 +93,19 @@ DEVICE_CATEGORIES: dict[str, str] = {
     "memset": "memset",
     "gpu_user_annotation": "user",
     "cuda_sync": "other",
+    # MTIA's on-device command processor: kernels, DMA copies and queue events (name rules
+    # below tell them apart).
+    "mtia_ccp_events": "kernel",
 }
+#: The ``device_type`` of device events of a category, where it is not ``gpu``.
+DEVICE_TYPE_OF_CATEGORY: dict[str, str] = {"mtia_ccp_events": "mtia"}
+#: MTIA command-processor events that are copies (``dma_request``) and that only order the
+#: queues (``event_record``, ``event_wait``: like ``cuda_sync``, they keep no engine busy).
+MTIA_COPY_PREFIXES = ("dma",)
+MTIA_QUEUE_EVENTS = ("event_record", "event_wait")
+#: Device kernels whose name holds one of these (any case) are communication: NCCL, ROCm's
+#: RCCL (whose kernels keep NCCL's names) and HCCL (MTIA, Gaudi).
+COMM_KERNEL_WORDS = ("nccl", "rccl", "hccl")
 #: Kineto categories (lowercased) of host events, and their kind before name rules apply.
 HOST_CATEGORIES: dict[str, str] = {
     "cpu_op": "operator",
@@ -105,6 +120,8 @@ HOST_CATEGORIES: dict[str, str] = {
     "privateuse1_runtime": "runtime",
     "privateuse1_driver": "runtime",
     "mtia_runtime": "runtime",
+    "glow_runtime": "runtime",
+    "hpu_op": "runtime",
     "collective_comm": "communication",
 }
 #: Flow categories: launch-to-kernel links (already carried by ``correlation``) and
@@ -113,12 +130,23 @@ LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async", "async_cpu_to_gpu"})
 FWDBWD_FLOW_CATEGORY = "fwdbwd"
 FLOW_PHASES = frozenset({"s", "t", "f"})
 #: c10::DeviceType values of memory events.
-MEMORY_DEVICE_TYPES = {0: "cpu", 1: "gpu", 12: "xpu", 13: "mps", 20: "privateuse1"}
+MEMORY_DEVICE_TYPES = {
+    0: "cpu",
+    1: "gpu",
+    12: "xpu",
+    13: "mps",
+    15: "hpu",
+    19: "mtia",
+    20: "privateuse1",
+}
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: Names of the instants the profiler writes about itself (with an empty category).
 PROFILER_MARKERS = ("Iteration Start: ", "Record Window End")
-_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
+_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "hccl:", "record_param_comms")
+#: Spans of fetching a batch: torch's DataLoader (``enumerate(DataLoader)#...``, DataLoader2
+#: too) and torchdata's DataPipes iterated directly (``enumerate(DataPipe)#...``).
+DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataLoader2)#", "enumerate(DataPipe)#")
 
 
 def classify(category: str, name: str) -> str:
@@ -130,14 +158,19 @@ def classify(category: str, name: str) -> str:
         return "profiler"
     if cat in DEVICE_CATEGORIES:
         kind = DEVICE_CATEGORIES[cat]
-        if kind == "kernel" and "nccl" in name.lower():
+        if cat == "mtia_ccp_events":
+            if name.startswith(MTIA_COPY_PREFIXES):
+                return "memcpy"
+            if name in MTIA_QUEUE_EVENTS:
+                return "other"
+        if kind == "kernel" and any(w in name.lower() for w in COMM_KERNEL_WORDS):
             return "communication"
         return kind
     kind = HOST_CATEGORIES.get(cat, "other")
     if kind in ("operator", "user"):
         if STEP_RE.match(name):
             return "step"
-        if name.startswith("enumerate(DataLoader)#"):
+        if name.startswith(DATALOADER_PREFIXES):
             return "dataloader"
         if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
             return "optimizer"
@@ -172,14 +205,32 @@ def decode(path: Path, data: bytes) -> _Trace:
     return trace
 
 
+_HEX_RE = re.compile(r"^-?0[xX][0-9a-fA-F]+$")
+_DEC_RE = re.compile(r"^-?[0-9]+$")
+
+
+def parse_int(text: str) -> int | None:
+    """The integer written as ``text``: decimal (``"12"``) or hex (``"0x1f"``), with an optional
+    minus sign and blanks around it; None when ``text`` is neither."""
+    text = text.strip()
+    if _DEC_RE.match(text):
+        return int(text)
+    if _HEX_RE.match(text):
+        return int(text, 16)
+    return None
+
+
 def int_id(value: int | str | None, *, device: bool = False) -> int:
+    """An id as an int: ints as they are, decimal or hex text parsed; -1 for None or other text
+    (with ``device``: the number a name such as ``"stream 7"`` ends with)."""
     if type(value) is int:
         return value
     if value is None:
         return -1
     text = str(value).strip()
-    if text.isdigit():
-        return int(text)
+    parsed = parse_int(text)
+    if parsed is not None:
+        return parsed
     if device:
         m = re.search(r"(\d+)\s*$", text)
         if m:

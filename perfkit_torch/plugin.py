@@ -210,6 +210,8 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
 
     if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
         return "zero_grad" if "zero_grad" in name else "optimizer step"
-    if name.startswith("enumerate(DataLoader)#"):
+    from perfkit_torch.kineto_format import DATALOADER_PREFIXES
+
+    if name.startswith(DATALOADER_PREFIXES):
         return "data loading"
     return _TORCH_CANONICAL.get(base_name(name))

@@ -126,6 +126,32 @@ def test_two_files_of_one_rank_are_refused(job_dir, tmp_path, capsys):
     assert "rank 1 is also in" in capsys.readouterr().err
 
 
+def test_local_workers_get_memory_returning_allocators(monkeypatch):
+    """A local cluster's workers use Arrow's system allocator and a fixed mmap threshold (so a
+    worker gives a rank's memory back), unless the user set those variables."""
+    from perfkit_core.jobs.cluster import WORKER_ENVIRON, job_client
+
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "262144")
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+
+    def worker_env() -> dict[str, str | None]:
+        import pyarrow
+
+        return {
+            "pool": pyarrow.default_memory_pool().backend_name,
+            **{key: os.environ.get(key) for key in WORKER_ENVIRON},
+        }
+
+    with job_client(workers=1, ranks=2) as (client, info):
+        assert info.kind == "local"
+        (seen,) = client.run(worker_env).values()
+    assert seen == {
+        "pool": "system",
+        "ARROW_DEFAULT_MEMORY_POOL": "system",
+        "MALLOC_MMAP_THRESHOLD_": "262144",
+    }
+
+
 def test_one_rank_never_imports_dask(tmp_path):
     folder = tmp_path / "one"
     folder.mkdir()

@@ -132,3 +132,18 @@ def test_concat_shifts_row_links():
     parent = both["parent"].to_numpy()
     assert (parent[6:][parent[6:] >= 0] >= 6).all()
     assert both["kind"].cat.categories.tolist() == list(schema.KINDS)
+
+
+def test_str_values_is_astype_str_of_every_string_column():
+    """The fast string view of a column equals pandas' own conversion, row for row, on a real
+    trace's categorical columns; a missing value reads empty; and a plain (non-categorical) column."""
+    run = perfkit_core.load(shared_trace("a100_rank3"))
+    for name in ("name", "kind", "category", "device_type", "process_group"):
+        column = run.events[name]
+        assert isinstance(column.dtype, pd.CategoricalDtype)
+        got = schema.str_values(column)
+        assert got.dtype == object and got.tolist() == column.astype(str).to_numpy().tolist()
+    gappy = pd.Series(pd.Categorical(["b", None, "a", "b"]))
+    assert schema.str_values(gappy).tolist() == ["b", "", "a", "b"]
+    plain = pd.Series(["x", "y"])
+    assert schema.str_values(plain).tolist() == ["x", "y"]

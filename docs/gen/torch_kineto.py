@@ -45,9 +45,26 @@ NAME_RULES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         (("cpu_instant_event", "[memory]"),),
     ),
     (
-        "a device `kernel` whose name contains `nccl` (any case)",
+        "an MTIA command-processor event (`mtia_ccp_events`) whose name starts with "
+        + codes(kf.MTIA_COPY_PREFIXES)
+        + " (a DMA copy, as HTA groups them)",
+        "memcpy",
+        (("mtia_ccp_events", "dma_request"),),
+    ),
+    (
+        "an MTIA command-processor event that only orders queues: "
+        + codes(kf.MTIA_QUEUE_EVENTS)
+        + " (like `cuda_sync`, it keeps no engine busy)",
+        "other",
+        (("mtia_ccp_events", "event_wait"),),
+    ),
+    (
+        "a device kernel whose name contains " + codes(kf.COMM_KERNEL_WORDS) + " (any case)",
         "communication",
-        (("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, ...)"),),
+        (
+            ("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, ...)"),
+            ("mtia_ccp_events", "hccl_all_reduce"),
+        ),
     ),
     (
         "`ProfilerStep#N` (`N` becomes the `step` number)",
@@ -55,9 +72,12 @@ NAME_RULES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         (("user_annotation", "ProfilerStep#5"),),
     ),
     (
-        "starts with `enumerate(DataLoader)#`",
+        "starts with " + codes(kf.DATALOADER_PREFIXES),
         "dataloader",
-        (("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),),
+        (
+            ("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),
+            ("user_annotation", "enumerate(DataPipe)#ShufflerIterDataPipe"),
+        ),
     ),
     (
         "starts with `Optimizer.step#` or `Optimizer.zero_grad#`",

@@ -195,13 +195,85 @@ def children_sum(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.bincount(parent[has], weights=values[has], minlength=len(parent))
 
 
+#: Kinds of host rows that can issue device work (the owners an ``External id`` points to).
+_NOT_OWNER_KINDS = ("runtime", "profiler", "memory")
+
+
+def external_owner_rows(events: pd.DataFrame) -> np.ndarray:
+    """Return, for each row, the host row that issued it by ``External id``, or -1.
+
+    Kineto writes an operator's (or annotation's) id as its ``External id`` and the same id on
+    the runtime calls and device events it issued. The owner is the one host row of the same
+    rank, other than runtime calls, memory instants and profiler markers, that carries the id;
+    an id several such rows carry links nothing.
+    """
+    n = len(events)
+    out = np.full(n, -1, dtype=np.int64)
+    ext = events["external_id"].to_numpy()
+    if not (ext >= 0).any():
+        return out
+    rank = events["rank"].to_numpy().astype(np.int64)
+    host = events["stream"].to_numpy() < 0
+    owner = host & (ext >= 0) & ~np.isin(events["kind"].to_numpy(), list(_NOT_OWNER_KINDS))
+    if not owner.any():
+        return out
+    own_rows = np.flatnonzero(owner)
+    key_own = (rank[own_rows] << 40) + ext[own_rows]
+    uniq, first, counts = np.unique(key_own, return_index=True, return_counts=True)
+    single = counts == 1
+    uniq, own_rows = uniq[single], own_rows[first[single]]
+    if not len(uniq):
+        return out
+    ask = np.flatnonzero(ext >= 0)
+    key = (rank[ask] << 40) + ext[ask]
+    pos = np.minimum(np.searchsorted(uniq, key), len(uniq) - 1)
+    hit = (uniq[pos] == key) & (own_rows[pos] != ask)
+    out[ask[hit]] = own_rows[pos[hit]]
+    return out
+
+
+def launch_parents(run: Run) -> np.ndarray:
+    """The ``parent`` column with each runtime call hung from the row that issued it, cached.
+
+    A runtime call's parent is the innermost host event of its own thread that encloses it;
+    where the call carries an ``External id`` whose owner (``external_owner_rows``) was running
+    when the call started, the owner is its parent instead, so a launch made on another thread
+    (or outside any enclosing event) still reaches its operator. Runtime calls with nested
+    events of their own keep their parent, so the tree has no cycle.
+    """
+    cached = run._cache.get("launch_parents")
+    if cached is not None:
+        return cached
+    events = run.events
+    parent = events["parent"].to_numpy()
+    out = parent
+    runtime = (events["kind"].to_numpy() == "runtime") & (events["stream"].to_numpy() < 0)
+    if runtime.any():
+        owner = external_owner_rows(events)
+        has_children = np.bincount(parent[parent >= 0], minlength=len(events)) > 0
+        rows = np.flatnonzero(runtime & (owner >= 0) & ~has_children)
+        rows = rows[owner[rows] != parent[rows]]
+        if len(rows):
+            start = events["start_ns"].to_numpy()
+            end = start + events["dur_ns"].to_numpy()
+            o = owner[rows]
+            during = (start[o] <= start[rows]) & (start[rows] <= end[o])
+            out = parent.copy()
+            out[rows[during]] = o[during]
+    run._cache["launch_parents"] = out
+    return out
+
+
 def device_time_by_launcher(
     run: Run, kinds: tuple[str, ...] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (self, total) device time in ns per row, cached on the run.
 
     ``self``: device time of the events launched by the row's direct runtime children (or by the
-    row itself when it is a runtime call). ``total``: the same over the row's whole subtree.
+    row itself when it is a runtime call), plus that of device events no runtime call launched
+    whose ``External id`` names the row. ``total``: the same over the row's whole subtree. A
+    runtime call belongs to the row that issued it (``launch_parents``: by ``External id`` where
+    recorded, else by nesting on its thread).
     ``kinds`` limits the device events counted (e.g. kernels only); None counts all of them.
     Rows of a run without device events get NaN.
     """
@@ -211,22 +283,30 @@ def device_time_by_launcher(
         return cached
     events = run.events
     n = len(events)
-    parent = events["parent"].to_numpy()
-    launcher = run_launchers(run)
     if not (events["stream"].to_numpy() >= 0).any():
         nan = np.full(n, np.nan)
         run._cache[key] = (nan, nan)
         return nan, nan
+    parent = launch_parents(run)
+    launcher = run_launchers(run)
     dur = events["dur_ns"].to_numpy().astype(np.float64)
-    has = launcher >= 0
+    counted = events["stream"].to_numpy() >= 0
     if kinds is not None:
-        has &= events["kind"].isin(list(kinds)).to_numpy()
+        counted &= events["kind"].isin(list(kinds)).to_numpy()
+    has = counted & (launcher >= 0)
     by_launcher = np.bincount(launcher[has], weights=dur[has], minlength=n)
+    # Device work whose launch was not recorded reaches its operator by External id, when it
+    # ran after the operator started.
+    owner = np.where(counted & (launcher < 0), external_owner_rows(events), -1)
+    start = events["start_ns"].to_numpy()
+    direct = owner >= 0
+    direct[direct] = start[owner[direct]] <= start[direct]
+    by_owner = np.bincount(owner[direct], weights=dur[direct], minlength=n)
     # by_launcher is non-zero on runtime calls only; an op's own device time is that of the
     # runtime calls it made directly.
     is_runtime = events["kind"].to_numpy() == "runtime"
-    self_dev = np.where(is_runtime, by_launcher, children_sum(parent, by_launcher))
-    total = subtree_sums(parent, by_launcher)
+    self_dev = np.where(is_runtime, by_launcher, children_sum(parent, by_launcher)) + by_owner
+    total = subtree_sums(parent, by_launcher + by_owner)
     run._cache[key] = (self_dev, total)
     return self_dev, total
 
@@ -242,3 +322,80 @@ def has_ancestor(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
         cur[idx] = parent[cur[idx]]
         active = (cur >= 0) & ~out
     return out
+
+
+#: Host events torch's profiler leaves out of its event tree (``torch.autograd.profiler_util.
+#: _filter_name``): they are never a parent's child there.
+TORCH_TREE_SKIPPED_NAMES = (
+    "profiler::_record_function_enter",
+    "profiler::_record_function_enter_new",
+    "profiler::_record_function_exit",
+    "aten::is_leaf",
+    "aten::output_nr",
+    "aten::_version",
+)
+#: Kinds of host rows that are no node of torch's event tree (Python tracer frames, memory
+#: instants, the profiler's own markers).
+TORCH_TREE_SKIPPED_KINDS = ("python", "memory", "profiler")
+
+
+def repeated_only_children(events: pd.DataFrame) -> np.ndarray:
+    """For each row, the row torch's profiler folds it into, or -1: an operator whose parent
+    has the same name and no other child (``aten::div`` calling ``aten::div`` with another
+    overload) is folded into that parent, as ``EventList._remove_dup_nodes`` does before
+    ``key_averages`` counts calls (the parent keeps one call, the child's self time and the
+    kernels it launched). Applied to torch rows only; the nodes of that tree are the host
+    events other than Python frames, memory instants, profiler markers and the names torch
+    filters out. A chain of such rows folds into its top row."""
+    n = len(events)
+    into = np.full(n, -1, dtype=np.int64)
+    torch_rows = (events["framework"].astype(str).to_numpy() == "torch") & (
+        events["stream"].to_numpy() < 0
+    )
+    if not torch_rows.any():
+        return into
+    kind = events["kind"].to_numpy()
+    names = events["name"]
+    codes = names.cat.codes.to_numpy().astype(np.int64)
+    skipped_name = np.isin(np.asarray(names.cat.categories, dtype=object), TORCH_TREE_SKIPPED_NAMES)
+    node = torch_rows & ~np.isin(kind, list(TORCH_TREE_SKIPPED_KINDS))
+    if len(skipped_name):
+        node &= ~skipped_name[codes]
+    # The parent in torch's tree: the nearest enclosing row that is a node.
+    tree_parent = kept_ancestor(events["parent"].to_numpy(), ~node)
+    folded = np.zeros(n, dtype=bool)
+    while True:
+        # Once rows are folded, their children hang from the row above them.
+        up = kept_ancestor(tree_parent, folded)
+        has = node & ~folded & (up >= 0)
+        children = np.bincount(up[has], minlength=n)
+        fold = has.copy()
+        fold[has] = (codes[up[has]] == codes[has]) & (children[up[has]] == 1)
+        if not fold.any():
+            break
+        folded |= fold
+    into[folded] = kept_ancestor(tree_parent, folded)[folded]
+    return into
+
+
+def run_repeated_only_children(run: Run) -> np.ndarray:
+    """``repeated_only_children(run.events)``, computed once per run."""
+    cached = run._cache.get("repeated_only_children")
+    if cached is None:
+        cached = repeated_only_children(run.events)
+        run._cache["repeated_only_children"] = cached
+    return cached
+
+
+def kept_ancestor(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """For each row, its nearest ancestor (along ``parent``) that ``skip`` does not mark, or -1."""
+    up = parent.copy()
+    hop = up >= 0
+    hop[hop] = skip[up[hop]]
+    while hop.any():
+        idx = np.flatnonzero(hop)
+        up[idx] = parent[up[idx]]
+        more = up[idx] >= 0
+        more[more] = skip[up[idx[more]]]
+        hop[idx] = more
+    return up

@@ -343,6 +343,19 @@ def validate_events(events: pd.DataFrame) -> None:
         raise ValueError(f"unknown event kinds {sorted(kinds - set(KIND_ORDER))}")
 
 
+def str_values(column: pd.Series) -> np.ndarray:
+    """The values of a string column as a numpy array of ``str`` (what
+    ``column.astype(str).to_numpy()`` returns). A categorical column's categories are converted
+    once and indexed by its codes, which is hundreds of times faster on a big table. A missing
+    value reads ``""`` (pandas gives a float NaN there, which no string test expects)."""
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = np.asarray(column.cat.categories.astype(str), dtype=object)
+        return np.append(categories, "")[column.cat.codes.to_numpy()]
+    return np.asarray(column.astype(str).to_numpy(), dtype=object)
+
+
 def concat_events(tables: list[pd.DataFrame]) -> pd.DataFrame:
     """Return one event table made of ``tables`` in order, shifting row links to stay valid."""
     import pandas as pd

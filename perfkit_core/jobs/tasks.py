@@ -80,12 +80,19 @@ def load_rank(task: RankTask) -> Run:
 
 def release_memory() -> None:
     """Give the memory of the rank just summarised back to the system, so the next rank on this
-    worker starts from the same footprint (glibc keeps freed memory in its arenas otherwise)."""
+    worker starts from the same footprint (Arrow's allocator and glibc's arenas keep freed
+    memory otherwise)."""
     import ctypes
     import ctypes.util
     import gc
 
     gc.collect()
+    try:
+        import pyarrow
+
+        pyarrow.default_memory_pool().release_unused()
+    except ImportError:  # pragma: no cover - pandas' strings without Arrow
+        pass
     name = ctypes.util.find_library("c")
     if name is None:  # pragma: no cover - not glibc
         return

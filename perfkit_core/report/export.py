@@ -14,6 +14,7 @@ import numpy as np
 from perfkit_core.errors import OptionError
 from perfkit_core.events import links
 from perfkit_core.events.atomic import write_bytes
+from perfkit_core.events.schema import str_values
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -36,9 +37,9 @@ def chrome_trace(run: Run, *, advice: bool = True) -> dict[str, Any]:
     origin = int(ev["start_ns"].min()) if len(ev) else 0
     start_us = (ev["start_ns"].to_numpy() - origin) / 1000.0
     dur_us = ev["dur_ns"].to_numpy() / 1000.0
-    names = ev["name"].astype(str).to_numpy()
-    kinds = ev["kind"].astype(str).to_numpy()
-    cats = ev["category"].astype(str).to_numpy()
+    names = str_values(ev["name"])
+    kinds = str_values(ev["kind"])
+    cats = str_values(ev["category"])
     ranks = ev["rank"].to_numpy()
     stream = ev["stream"].to_numpy()
     tid = ev["tid"].to_numpy()
@@ -162,7 +163,7 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
             "the run recorded no device events, so there is no device time to fold: "
             "use --metric cpu"
         )
-    names = ev["name"].astype(str).to_numpy()
+    names = str_values(ev["name"])
     parent = ev["parent"].to_numpy()
     host = (ev["stream"].to_numpy() < 0) & (ev["kind"].to_numpy() != "memory")
     if metric == "cpu":

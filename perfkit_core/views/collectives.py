@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import view_frame
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ def collective_calls(run: Run) -> pd.DataFrame:
     parent = ev["parent"].to_numpy()
     is_comm = kind == "communication"
     device_calls = np.flatnonzero(is_comm & (stream >= 0))
-    names = ev["name"].astype(str).to_numpy()
+    names = str_values(ev["name"])
     host_comm = is_comm & (stream < 0)
     if len(device_calls):
         rows, side = device_calls, "gpu"
@@ -162,9 +163,9 @@ def collective_calls(run: Run) -> pd.DataFrame:
     if len(rows) == 0:
         return pd.DataFrame({c: [] for c in CALL_COLUMNS})
     own_bytes = ev["bytes"].to_numpy()[rows].astype(np.float64)
-    own_group = ev["process_group"].astype(str).to_numpy()[rows]
+    own_group = str_values(ev["process_group"])[rows]
     host_bytes = _host_comm_bytes(ev, host_comm)
-    groups = ev["process_group"].astype(str).to_numpy()
+    groups = str_values(ev["process_group"])
     # Name, size and group from the call itself, else from the innermost host communication
     # span that holds it (or its launch).
     label = np.full(len(rows), None, dtype=object)

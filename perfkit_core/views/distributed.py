@@ -26,30 +26,75 @@ if TYPE_CHECKING:
 # distributed
 
 
+#: Name prefixes of collectives that run on the host (gloo moves the data itself).
+HOST_BACKEND_PREFIXES = ("gloo:",)
+
+
+def host_collectives(run: Run) -> np.ndarray:
+    """Which rows are collectives that ran on the host: host events of kind ``communication``
+    that are a gloo collective or enclose one, or that made no device runtime call (no launch,
+    no stream wait) within them, as a CPU-only rank's collectives and ``record_param_comms``
+    around a host backend do. A collective that launched device work (NCCL, RCCL, HCCL) is
+    measured by its kernels instead."""
+    ev = run.events
+    kind = ev["kind"].to_numpy()
+    host = ev["stream"].to_numpy() < 0
+    comm = host & (kind == "communication")
+    if not comm.any():
+        return comm
+    parent = ev["parent"].to_numpy()
+    names = ev["name"]
+    prefixed = np.asarray(
+        [str(c).startswith(HOST_BACKEND_PREFIXES) for c in names.cat.categories], dtype=bool
+    )
+    codes = names.cat.codes.to_numpy()
+    host_backend = prefixed[codes] if len(prefixed) else np.zeros(len(ev), dtype=bool)
+    holds_host_backend = links.subtree_sums(parent, (host & host_backend).astype(np.float64)) > 0
+    runtime_calls = links.subtree_sums(parent, (host & (kind == "runtime")).astype(np.float64))
+    return comm & (holds_host_backend | (runtime_calls == 0))
+
+
+def work_masks(run: Run, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+    """(communication rows, computation rows, side) of the ``rows`` of one rank.
+
+    With device events (side ``gpu``): communication is the device communication kernels and
+    the collectives that ran on the host (``host_collectives``: gloo on a GPU rank); computation
+    the other kernels, copies and sets. Without (side ``cpu``): communication is the host
+    collectives, computation every host operator outside a collective.
+    """
+    ev = run.events
+    kind = ev["kind"].to_numpy()
+    device = ev["stream"].to_numpy() >= 0
+    comm_host = rows & host_collectives(run)
+    if (rows & device).any():
+        comm = (rows & device & (kind == "communication")) | comm_host
+        comp = rows & device & np.isin(kind, ["kernel", "memcpy", "memset"])
+        return comm, comp, "gpu"
+    parent = ev["parent"].to_numpy()
+    # Every operator counts, top-level ones too (with no step span, or on a thread outside
+    # it, they have no parent); the step window keeps what lies outside the steps out.
+    comp = rows & ~device & (kind == "operator")
+    comp &= ~links.has_ancestor(parent, kind == "communication")
+    return rows & ~device & (kind == "communication"), comp, "cpu"
+
+
 def distributed_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     """Communication against computation: merged communication time (NCCL/gloo kernels and
-    collective ops), merged computation time (other kernels; host operators when no device
-    events were recorded), and how much of the two overlap, per step window and rank."""
+    collectives that ran on the host, such as gloo's on a GPU rank), merged computation time
+    (other kernels; when no device events were recorded, every host operator outside a
+    collective, top-level ones included), and how much of the two overlap, per step window and
+    rank."""
     ev = run.events
     ranks = sorted({int(r) for r in ev["rank"].unique()}) if rank is None else [rank]
     kind = ev["kind"].to_numpy()
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
-    device = ev["stream"].to_numpy() >= 0
     rows = []
     for r in ranks:
         in_rank = ev["rank"].to_numpy() == r
         window, _ = step_window(run, r)
         total = length(window)
-        if (in_rank & device).any():
-            comm_mask = in_rank & device & (kind == "communication")
-            comp_mask = in_rank & device & np.isin(kind, ["kernel", "memcpy", "memset"])
-            side = "gpu"
-        else:
-            comm_mask = in_rank & ~device & (kind == "communication")
-            comp_mask = in_rank & ~device & (kind == "operator") & (ev["parent"].to_numpy() >= 0)
-            comp_mask &= ~links.has_ancestor(ev["parent"].to_numpy(), kind == "communication")
-            side = "cpu"
+        comm_mask, comp_mask, side = work_masks(run, in_rank)
         comm = clip_to(start[comm_mask], end[comm_mask], window)
         comp = clip_to(start[comp_mask], end[comp_mask], window)
         overlap = intersect_length(comm, comp)

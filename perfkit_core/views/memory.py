@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import view_frame
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ def memcpy_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     if not sel.any():
         return view_frame([], columns, "no device copies or sets were recorded")
     rows = np.flatnonzero(sel)
-    names = ev["name"].astype(str).to_numpy()
-    kinds = ev["kind"].astype(str).to_numpy()
+    names = str_values(ev["name"])
+    kinds = str_values(ev["kind"])
     launcher = links.run_launchers(run)
     launch_names = np.where(launcher >= 0, names[np.maximum(launcher, 0)], "")
     records = []
@@ -144,12 +145,12 @@ def memory_view(run: Run, *, by: str = "op", rank: int | None = None) -> pd.Data
             "no memory events were recorded (profile_memory was off)",
         )
     rows = np.flatnonzero(sel)
-    names = ev["name"].astype(str).to_numpy()
+    names = str_values(ev["name"])
     parent = ev["parent"].to_numpy()[rows]
     device = [
         f"{t}" if i < 0 else f"{t}:{i}"
         for t, i in zip(
-            ev["device_type"].astype(str).to_numpy()[rows],
+            str_values(ev["device_type"])[rows],
             ev["device_index"].to_numpy()[rows],
             strict=True,
         )

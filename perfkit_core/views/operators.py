@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.schema import str_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,6 +91,9 @@ def host_event_table(
     the run recorded no device events). CPU time is wall time on the host thread; self time
     excludes nested host events and is never negative. GPU time is the device time of the work
     the event launched (total: itself and everything nested in it; self: launched directly).
+    A torch operator whose only child is an operator of the same name (``aten::div`` calling
+    ``aten::div``) counts once, as in torch's ``key_averages``: the child's self time and
+    device work are the parent's (``links.repeated_only_children``).
     Where the profiler recorded FLOPs, ``flops`` sums them and ``gflops_per_s`` divides them by
     the GPU time (the CPU time when no GPU time was recorded); both are NaN otherwise.
     ``by_thread`` adds the ``tid`` key (one row per thread instead of threads merged).
@@ -102,13 +106,27 @@ def host_event_table(
     mask = events["kind"].isin(list(kinds)).to_numpy() & (events["stream"].to_numpy() < 0)
     if rank is not None:
         mask &= events["rank"].to_numpy() == rank
-    rows = np.flatnonzero(mask)
     gpu_self, gpu_total = links.device_time_by_launcher(run)
+    self_ns = host_self_time(run)
+    # A torch operator that only re-enters itself (aten::div calling aten::div) is one call,
+    # as in torch's key_averages: the inner row's self time and directly launched device work
+    # go to the outer row.
+    into = links.run_repeated_only_children(run)
+    folded = into >= 0
+    if folded.any():
+        mask &= ~folded
+        self_ns = self_ns + np.bincount(
+            into[folded], weights=self_ns[folded], minlength=len(events)
+        ).astype(np.int64)
+        gpu_self = gpu_self + np.bincount(
+            into[folded], weights=np.nan_to_num(gpu_self[folded]), minlength=len(events)
+        )
+    rows = np.flatnonzero(mask)
     frame = pd.DataFrame(
         {
             "name": events["name"].to_numpy()[rows].astype(object),
             "dur": events["dur_ns"].to_numpy()[rows],
-            "self": host_self_time(run)[rows],
+            "self": self_ns[rows],
             "gpu_total": gpu_total[rows],
             "gpu_self": gpu_self[rows],
             "flops": events["flops"].to_numpy()[rows],
@@ -210,7 +228,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
     if not op_detail:
         return table
     ev = run.events
-    names = ev["name"].astype(str).to_numpy()
+    names = str_values(ev["name"])
     kind = ev["kind"].to_numpy()
     parent = ev["parent"].to_numpy()
     dur = ev["dur_ns"].to_numpy()
@@ -232,7 +250,8 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
         parts.append(g.sort_values("cpu_total_ns", ascending=False, kind="stable"))
     launcher = links.run_launchers(run)
     dev = np.flatnonzero(launcher >= 0)
-    op_of = np.where(dev.size > 0, parent[launcher[dev]], -1) if dev.size else dev
+    issued_by = links.launch_parents(run)
+    op_of = np.where(dev.size > 0, issued_by[launcher[dev]], -1) if dev.size else dev
     if dev.size:
         ok = op_of >= 0
         dev, op_of = dev[ok], op_of[ok]

@@ -13,6 +13,7 @@ from perfkit_core.events.intervals import (
     length,
     step_window,
 )
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS, NOT_WORK_KINDS, no_step_note, view_frame
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     total = length(window)
     sel = np.ones(len(ev), dtype=bool) if rank is None else ev["rank"].to_numpy() == rank
     kind = ev["kind"].to_numpy()
-    groups = kind if by == "kind" else ev["category"].astype(str).to_numpy()
+    groups = kind if by == "kind" else str_values(ev["category"])
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     device = ev["stream"].to_numpy() >= 0
@@ -146,7 +147,7 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
         sel &= ev["rank"].to_numpy() == rank
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
-    dev_type = ev["device_type"].astype(str).to_numpy()
+    dev_type = str_values(ev["device_type"])
     dev_index = ev["device_index"].to_numpy()
     ranks = ev["rank"].to_numpy()
     keys = sorted(

@@ -11,6 +11,7 @@ from perfkit_core.events import links
 from perfkit_core.events.intervals import (
     union_length,
 )
+from perfkit_core.events.schema import str_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,7 +104,7 @@ def _phase_events(
     derived = not (host & (kind == "forward")).any()
     if derived and not (host & (kind == "backward")).any() and host.any():
         # Older torch traces record no autograd spans: their backward ops are named *Backward*.
-        names = events["name"].astype(str).to_numpy()
+        names = str_values(events["name"])
         backward_op = (
             host & (kind == "operator") & np.array([bool(_BACKWARD_OP_RE.search(n)) for n in names])
         )

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.events import links
 from perfkit_core.events.intervals import clip_to, intersect_length, length, step_window
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS
+from perfkit_core.views.distributed import work_masks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,6 +45,7 @@ SAME_WORK_PCT = 1.0
 FIGURE_EVENT_COLUMNS = (
     "rank",
     "kind",
+    "name",
     "start_ns",
     "dur_ns",
     "stream",
@@ -78,7 +80,8 @@ def rank_figures(run: Run) -> dict[str, Any]:
     steps divided by its step count. Keys: ``rank``, ``steps``, ``step_mean_ns``,
     ``step_median_ns``, ``step_spread_ns`` (longest less shortest step), ``compute_ns``
     (merged device time of kernels, copies and sets; host operators when no device events
-    were recorded), ``communication_ns`` (merged), ``exposed_communication_ns`` (not
+    were recorded), ``communication_ns`` (merged; host collectives such as gloo's count on a
+    GPU rank too, see ``distributed.work_masks``), ``exposed_communication_ns`` (not
     overlapped with compute), ``dataloader_ns``, ``gpu_busy_pct`` (merged device time over the
     step time; NaN without device events), ``kernels`` (device kernels per step),
     ``peak_memory_bytes`` (highest allocated device memory; NaN when not recorded)."""
@@ -94,14 +97,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
     durations = ev["dur_ns"].to_numpy()[step_rows] if has_steps else np.array([total])
     steps = max(len(durations), 1)
     has_device = bool(device.any())
-    if has_device:
-        comm_mask = device & (kind == "communication")
-        comp_mask = device & np.isin(kind, [k for k in DEVICE_KINDS if k != "communication"])
-    else:
-        parent = ev["parent"].to_numpy()
-        comm_mask = ~device & (kind == "communication")
-        comp_mask = ~device & (kind == "operator") & (parent >= 0)
-        comp_mask &= ~links.has_ancestor(parent, kind == "communication")
+    comm_mask, comp_mask, _side = work_masks(run, np.ones(len(ev), dtype=bool))
     comm = clip_to(start[comm_mask], end[comm_mask], window)
     comp = clip_to(start[comp_mask], end[comp_mask], window)
     comm_ns = length(comm)
@@ -109,7 +105,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
     loader = ~device & (kind == "dataloader")
     busy_mask = device & np.isin(kind, list(DEVICE_KINDS))
     busy = length(clip_to(start[busy_mask], end[busy_mask], window))
-    memory = (kind == "memory") & (ev["device_type"].astype(str).to_numpy() != "cpu")
+    memory = (kind == "memory") & (str_values(ev["device_type"]) != "cpu")
     allocated = ev["allocated_bytes"].to_numpy()[memory]
     return {
         "rank": rank,

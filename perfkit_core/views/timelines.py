@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events.intervals import clip_to, length
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS, view_frame
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def device_timeline_view(
     # Integer edges: epoch nanoseconds do not fit a float64 exactly.
     edges = origin + (np.arange(slices + 1, dtype=np.int64) * (finish - origin)) // slices
     columns: dict[str, list[float]] = {}
-    dev_type = ev["device_type"].astype(str).to_numpy()
+    dev_type = str_values(ev["device_type"])
     dev_index = ev["device_index"].to_numpy()
     for t, i in sorted(
         {(str(a), int(b)) for a, b in zip(dev_type[device], dev_index[device], strict=True)}

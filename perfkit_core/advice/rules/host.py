@@ -11,6 +11,7 @@ import numpy as np
 from perfkit_core.advice.engine import Context, Finding, duration_text, share_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS
 from perfkit_core.views.families import normalize
 
@@ -180,7 +181,7 @@ def _mostly_nested(events: pd.DataFrame, names: list[str]) -> set[str]:
     """Names among ``names`` whose calls mostly run inside a call of another name in ``names``."""
     if len(names) < 2:
         return set()
-    all_names = events["name"].astype(str).to_numpy()
+    all_names = str_values(events["name"])
     parent = events["parent"].to_numpy()
     wanted = set(names)
     inner = set()
@@ -224,7 +225,7 @@ def _sync_time_by_op(ctx: Context) -> dict[str, float]:
     if cached is None:
         ev = ctx.run.events
         rows = _waiting_rows(ctx.run)
-        names = ev["name"].astype(str).to_numpy()
+        names = str_values(ev["name"])
         dur = ev["dur_ns"].to_numpy()
         cached = {}
         parent = ev["parent"].to_numpy()
@@ -253,7 +254,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     if not ctx.has_device or not ctx.step_ns:
         return None
     ev = ctx.run.events
-    names = ev["name"].astype(str).to_numpy()
+    names = str_values(ev["name"])
     kind = ev["kind"].to_numpy()
     dur = ev["dur_ns"].to_numpy().astype(np.float64)
     launcher = links.run_launchers(ctx.run)
