@@ -31,6 +31,8 @@ VIEWER = PROFILE / "mlp.trace.json.gz"
 TF_LOG_DIR = REPO / "tests" / "data" / "xla" / "tf_mlp"
 HAS_JAX = importlib.util.find_spec("jax") is not None
 needs_jax = pytest.mark.skipif(not HAS_JAX, reason="jax is not installed")
+HAS_TF = importlib.util.find_spec("tensorflow") is not None
+needs_tf = pytest.mark.skipif(not HAS_TF, reason="tensorflow is not installed")
 
 
 def viewer_events(path: Path) -> list[dict]:
@@ -518,3 +520,38 @@ def test_demo_hook_profiles_jax(tmp_path):
     (run_dir,) = plugin.perfkit_demo(directory=tmp_path, steps=3)
     assert run_dir.parent == tmp_path / "jax"
     assert perfkit_core.load(run_dir).meta["steps"] == [2, 3, 4]
+
+
+@needs_tf
+def test_profile_saves_a_tensorflow_run_with_steps_and_user_spans(tmp_path):
+    import tensorflow as tf
+
+    import perfkit_xla
+
+    w = tf.Variable(tf.zeros((64, 10)))
+    x, y = tf.ones((32, 64)), tf.ones((32, 10))
+    opt = tf.keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((x @ w - y) ** 2)
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+        return loss
+
+    step()
+    with perfkit_xla.profile(tmp_path, worker_name="tf") as session:
+        for i in range(3):
+            with (
+                tf.profiler.experimental.Trace("train", step_num=i, _r=1),
+                perfkit_core.annotate("my span"),
+            ):
+                step()
+    (run_dir,) = session.runs
+    assert run_dir.name == "tf.step2" and not session.failures
+    run = perfkit_core.load(run_dir)
+    assert run.framework == "tensorflow" and run.meta["steps"] == [0, 1, 2]
+    assert run.meta["framework_version"] == tf.__version__
+    ev = run.events
+    assert ev.loc[ev["kind"] == "user", "name"].astype(str).tolist() == ["my span"] * 3
+    assert (ev["kind"] == "operator").sum() > 0
