@@ -278,7 +278,9 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         raise TraceError(source, "the XSpace holds no timed events (no plane has events)")
     offset_ps = np.asarray(cols.offset, dtype=np.int64)
     dur_ps = np.asarray(cols.dur, dtype=np.int64)
-    check_values_range(source, dur_ps, "duration_ps", low=0)
+    # Picosecond values within 2**62 round to ns without wrapping around int64.
+    check_values_range(source, dur_ps, "duration_ps", low=0, high=2**62)
+    check_values_range(source, offset_ps, "offset_ps", low=-(2**62), high=2**62)
     try:
         base_ns = np.asarray(cols.base, dtype=np.int64)
     except OverflowError:
@@ -287,6 +289,7 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         source, base_ns, "line timestamp (ns)", low=-TIME_LIMIT_NS, high=TIME_LIMIT_NS
     )
     start = base_ns + (offset_ps + 500) // 1000
+    check_values_range(source, start, "start time (ns)", low=-TIME_LIMIT_NS, high=TIME_LIMIT_NS)
     dur = (dur_ps + 500) // 1000
     category_codes, category_names = pd.factorize(np.asarray(cols.category, dtype=object))
     kinds = [CATEGORY_KINDS[str(c)] for c in category_names]

@@ -74,27 +74,33 @@ def test_decoder_reads_the_planes_jax_wrote():
     assert n_events == len(viewer_events(VIEWER))
 
 
+# A protobuf encoder of a few lines, to write XSpaces by hand.
+
+
+def varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def field(number: int, payload: bytes) -> bytes:
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def vfield(number: int, value: int) -> bytes:
+    return varint(number << 3) + varint(value)
+
+
 def test_decoder_reads_varints_and_values_by_the_wire_format():
     import struct
 
     from perfkit_xla.xspace import decode_xspace
-
-    def varint(v: int) -> bytes:
-        v &= (1 << 64) - 1
-        out = b""
-        while True:
-            b = v & 0x7F
-            v >>= 7
-            if v:
-                out += bytes([b | 0x80])
-            else:
-                return out + bytes([b])
-
-    def field(number: int, payload: bytes) -> bytes:
-        return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-    def vfield(number: int, value: int) -> bytes:
-        return varint(number << 3) + varint(value)
 
     stat_meta = field(5, vfield(1, 7) + field(2, vfield(1, 7) + field(2, b"flops")))
     event_meta = field(4, vfield(1, 3) + field(2, vfield(1, 3) + field(2, b"dot.1")))
@@ -130,6 +136,15 @@ def test_bad_xplane_files_fail_with_one_line_naming_the_file(tmp_path, data, rea
         [sys.executable, "-m", "perfkit_core", "report", str(bad)], capture_output=True, text=True
     )
     assert cli.returncode == 2 and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+
+
+def test_times_out_of_range_fail_with_one_line(tmp_path):
+    event = vfield(1, 1) + vfield(2, 2**63 - 1) + vfield(3, 5)
+    line = vfield(1, 1) + field(2, b"t") + vfield(3, 10) + field(4, event)
+    bad = tmp_path / "far.xplane.pb"
+    bad.write_bytes(field(1, field(2, b"/host:CPU") + field(3, line)))
+    with pytest.raises(TraceError, match="offset_ps 9223372036854775807 is out of range"):
+        perfkit_core.load(bad)
 
 
 def test_a_truncated_profile_fails_cleanly(tmp_path):
