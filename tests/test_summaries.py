@@ -13,6 +13,7 @@ import pytest
 import perfkit_core
 from conftest import GPU_TRACES, shared_trace
 from perfkit_core.events.intervals import intersect_length, merge_intervals
+from tests.peer_definitions import read_events, tb_steps
 
 VIEWS = (
     "model",
@@ -81,12 +82,13 @@ def test_memcpy_view_counts_raw_copies(gpu_run):
 
 
 def test_overview_merged_times_stay_within_wall_time(gpu_run):
-    _, run = gpu_run
+    key, run = gpu_run
     view = run.summary("overview").set_index("name")
     step_total = view.loc["step", "cpu_time_ns"]
     ev = run.events
-    steps = ev[ev["kind"] == "step"]
-    assert step_total == int(steps["dur_ns"].sum())  # steps do not overlap
+    # The steps stretched over the device work they launched, from the raw trace.
+    stretched = tb_steps(read_events(shared_trace(key)), unlaunched="own_start")
+    assert step_total == sum(e - s for s, e in stretched)  # stretched steps do not overlap
     for name, row in view.iterrows():
         for col in ("cpu_ratio_pct", "gpu_ratio_pct"):
             if not math.isnan(row[col]):
@@ -100,14 +102,12 @@ def test_overview_merged_times_stay_within_wall_time(gpu_run):
 
 
 def test_device_view_is_merged_device_time(gpu_run):
-    _, run = gpu_run
+    key, run = gpu_run
     view = run.summary("device")
     ev = run.events
     dev = ev[(ev["stream"] >= 0) & ev["kind"].isin(["kernel", "communication", "memcpy", "memset"])]
-    steps = ev[ev["kind"] == "step"]
-    window = merge_intervals(
-        steps["start_ns"].to_numpy(), (steps["start_ns"] + steps["dur_ns"]).to_numpy()
-    )
+    stretched = np.array(tb_steps(read_events(shared_trace(key)), unlaunched="own_start"))
+    window = merge_intervals(stretched[:, 0], stretched[:, 1])
     busy = merge_intervals(dev["start_ns"].to_numpy(), (dev["start_ns"] + dev["dur_ns"]).to_numpy())
     expected = intersect_length(busy, window)
     host = view.set_index("name").loc["CPU (host threads busy)"]

@@ -93,6 +93,38 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "clipped to the steps; NaN when it has no device events",
         "gpu_ratio_pct": "share of the merged step time",
     },
+    "breakdown": {
+        "name": "the part (`Kernel`, `Memcpy`, `Memset`, `Communication`, `Runtime`, "
+        "`DataLoader`, `CPU Exec`, `Other`); with `per_step=True`, `step <N>`",
+        "time_ns": "mean time per step the part took, no earlier part having taken it",
+        "ratio_pct": "`time_ns` over the mean step; the parts add up to 100",
+        "rank": "the rank",
+        "step": "the step number",
+        "kernel_ns": "device kernels other than communication",
+        "memcpy_ns": "device copies not under a kernel",
+        "memset_ns": "device memory sets not under a kernel or copy",
+        "communication_ns": "communication kernels and host-side collectives not under the "
+        "parts above",
+        "runtime_ns": "runtime and driver calls on the host not under the parts above",
+        "dataloader_ns": "data loading on the host not under the parts above",
+        "cpu_exec_ns": "host operators, user spans, phase spans and Python calls not under "
+        "the parts above",
+        "other_ns": "the rest of the step",
+        "step_ns": "the step, stretched over the device work it launched (`steps`' `span_ns`); "
+        "the parts add up to it",
+    },
+    "idle": {
+        "name": "`GPU <index> stream <id>` (`(rank <r>)` added in a run of several ranks)",
+        "rank": "the rank",
+        "device": "the device index",
+        "stream": "the stream id",
+        "events": "device events (kernels, copies, sets) on the stream",
+        "idle_ns": "summed gaps between consecutive events on the stream",
+        "host_wait_ns": "gaps where the host launched the next event only after the previous "
+        "one had ended",
+        "kernel_wait_ns": "other gaps shorter than `kernel_wait_threshold_ns`",
+        "other_ns": "the remaining gaps",
+    },
     "device": {
         "name": "`CPU (host threads busy)`; `CPU (process, recorded)` and `CPU (system, "
         "recorded)` where the profiler recorded them (Paddle); then `GPU <index>` for each "
@@ -101,7 +133,14 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "profiler's own figure",
         "busy_ns": "host: the time each host thread spent inside recorded events, summed over "
         "threads (so it can exceed the window); GPU: merged time it ran kernels, copies or "
-        "sets; NaN for the recorded CPU rows",
+        "sets (device-busy); NaN for the recorded CPU rows",
+        "kernel_utilization_pct": "GPU: `kernel_busy_ns` over `window_ns` (the TensorBoard "
+        "profiler's GPU Utilization, over the steps rather than first to last step); NaN for CPU",
+        "kernel_busy_ns": "GPU: merged time it ran kernels, communication kernels included, "
+        "copies and sets left out (kernel-busy); NaN for CPU",
+        "occupancy_pct": "GPU: estimated achieved occupancy of its kernels weighted by their "
+        "time within the steps (the TensorBoard profiler's Est. Achieved Occupancy); NaN for "
+        "CPU and where not recorded",
         "window_ns": "merged step time of the device's rank",
     },
     "kernel": {
@@ -116,7 +155,9 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "block": "most common block `x,y,z`",
         "registers": "registers per thread (largest recorded)",
         "shared_memory_bytes": "shared memory per block (largest recorded)",
-        "occupancy_pct": "mean estimated achieved occupancy, where recorded",
+        "occupancy_pct": "estimated achieved occupancy of the calls, their mean weighted by "
+        "duration (as the TensorBoard profiler and Nsight weigh it); calls without a figure "
+        "left out; NaN when none recorded one",
         "tensor_cores": "whether the name marks a tensor-core kernel (below)",
     },
     "memcpy": {
@@ -179,7 +220,10 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "rank": "the rank",
         "step": "the step number",
         "offset_ns": "start of the step, from the first event of the run",
-        "dur_ns": "the step's duration",
+        "dur_ns": "the step's duration as recorded on the host",
+        "span_ns": "the step stretched over the device work it launched (the TensorBoard "
+        "profiler's step time): from its host start, or the previous step's stretched end if "
+        "later, to its host end, or the end of its last device event if later",
         "dataloader_ns": "merged data-loading time in the step",
         "gpu_busy_ns": "merged device time of the work launched in the step; NaN without "
         "device events; it can exceed `dur_ns` when device work runs on after the step",
@@ -249,13 +293,14 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     ),
     "user": ({"group_by_input_shape": True}, {"group_by_stack_n": 2}, {"by_thread": True}),
     "overview": ({"by": "category"},),
+    "breakdown": ({"per_step": True},),
     "memory": ({"by": "device"},),
     "benchmark": ({"batch_size": 32},),
     "collectives": ({"by": "rank"},),
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
-FIXED_ROW_VIEWS = ("model", "distributed", "benchmark")
+FIXED_ROW_VIEWS = ("model", "distributed", "benchmark", "breakdown")
 
 #: What each view option does; ``(view, option)`` entries win over plain option names.
 OPTION_MEANINGS: dict[object, str] = {
@@ -266,6 +311,10 @@ OPTION_MEANINGS: dict[object, str] = {
     "group_by_stack_n": "one row per name and top N stack frames (0: off)",
     "by_thread": "one row per name and host thread instead of threads merged",
     "op_detail": "follow each operator row with its detail rows",
+    ("breakdown", "per_step"): "one row per step with a column per part, instead of one row "
+    "per part averaged over the steps",
+    "kernel_wait_threshold_ns": "a gap shorter than this (ns) that the host did not cause is "
+    "kernel wait (HTA's `consecutive_kernel_delay`)",
     ("overview", "by"): "`'kind'`: one row per event kind; `'category'`: one row per native "
     "category (Paddle's TracerEventType names, Kineto's `cat`)",
     ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "

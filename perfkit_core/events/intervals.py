@@ -52,6 +52,38 @@ def intersect_length(a: Intervals, b: Intervals) -> int:
     return int((ae - as_).sum() + (be - bs).sum() - (union[1] - union[0]).sum())
 
 
+def _sweep(a: Intervals, b: Intervals, inside: int) -> Intervals:
+    """Parts of the time line where (in ``a``) + 2 * (in ``b``) equals ``inside``, merged;
+    ``a`` and ``b`` are merged interval lists."""
+    starts = np.concatenate([a[0], b[0], a[1], b[1]]).astype(np.int64)
+    steps = np.concatenate(
+        [
+            np.full(len(a[0]), 1),
+            np.full(len(b[0]), 2),
+            np.full(len(a[1]), -1),
+            np.full(len(b[1]), -2),
+        ]
+    ).astype(np.int64)
+    if len(starts) == 0:
+        return _empty()
+    order = np.argsort(starts, kind="stable")
+    points, level = starts[order], np.cumsum(steps[order])
+    pick = np.flatnonzero(level[:-1] == inside)
+    lo, hi = points[pick], points[pick + 1]
+    keep = hi > lo
+    return merge_intervals(lo[keep], hi[keep])
+
+
+def intersect_intervals(a: Intervals, b: Intervals) -> Intervals:
+    """Return the intersection of two merged interval lists, merged."""
+    return _sweep(a, b, 3)
+
+
+def subtract_intervals(a: Intervals, b: Intervals) -> Intervals:
+    """Return the parts of merged list ``a`` outside merged list ``b``, merged."""
+    return _sweep(a, b, 1)
+
+
 def clip_to(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> Intervals:
     """Return the union of the intervals clipped to ``window`` (a merged interval list)."""
     ws, we = window
@@ -71,18 +103,100 @@ def clip_to(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> Interval
     return np.concatenate(out_s), np.concatenate(out_e)
 
 
+#: Columns of ``step_spans``.
+STEP_SPAN_COLUMNS = ("rank", "step", "host_start_ns", "host_end_ns", "start_ns", "end_ns")
+
+
+def step_spans(run: Run, rank: int | None = None) -> dict[str, np.ndarray]:
+    """Return every step's host span and its span stretched over the device work it launched.
+
+    One entry per step row (``kind == "step"``) of ``rank`` (or of all ranks), ordered by rank
+    and host start: ``rank``, ``step``, ``host_start_ns``/``host_end_ns`` (the recorded step
+    span) and ``start_ns``/``end_ns`` (the step as the TensorBoard profiler times it), in ns.
+
+    The stretched span, per rank, step by step in host order: it starts at its host start or at
+    the previous step's stretched end, whichever is later, and ends at its host end or at the end
+    of the last device event it launched (``step`` of a device row is the step of its launcher),
+    whichever is later. Before the first step, device work launched outside every step that
+    ends before the first step's own device work starts pushes the first step's start to its
+    end. A rank whose steps launched no device work keeps its host spans. So the stretched
+    steps do not overlap and a step's device time is never clipped at its host end.
+    """
+    cache = run._cache.get("step_spans")
+    if cache is None:
+        cache = _step_spans(run)
+        run._cache["step_spans"] = cache
+    if rank is None:
+        return dict(cache)
+    keep = cache["rank"] == rank
+    return {key: values[keep] for key, values in cache.items()}
+
+
+def _step_spans(run: Run) -> dict[str, np.ndarray]:
+    ev = run.events
+    kind = ev["kind"].to_numpy()
+    ranks = ev["rank"].to_numpy()
+    step_col = ev["step"].to_numpy()
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    is_step = kind == "step"
+    device = (ev["stream"].to_numpy() >= 0) & ~is_step
+    rows = np.flatnonzero(is_step)
+    rows = rows[np.lexsort((start[rows], ranks[rows]))]
+    host_start, host_end = start[rows], end[rows]
+    out_start, out_end = host_start.copy(), host_end.copy()
+    for r in np.unique(ranks[rows]).tolist():
+        mine = np.flatnonzero(ranks[rows] == r)
+        dev = device & (ranks == r)
+        numbers = step_col[rows[mine]]
+        launched = dev & np.isin(step_col, numbers)
+        if not launched.any():
+            continue
+        # First start and last end of the device work each step number launched.
+        picked = np.flatnonzero(launched)
+        picked = picked[np.argsort(step_col[picked], kind="stable")]
+        d_steps, bounds = np.unique(step_col[picked], return_index=True)
+        dev_first = np.minimum.reduceat(start[picked], bounds)
+        dev_last = np.maximum.reduceat(end[picked], bounds)
+        pos = np.searchsorted(d_steps, numbers)
+        pos = np.minimum(pos, len(d_steps) - 1)
+        has_dev = d_steps[pos] == numbers
+        previous = int(host_start[mine[0]])
+        if has_dev[0]:
+            first_dev = int(dev_first[pos[0]])
+            outside = dev & (step_col < 0) & (end < first_dev)
+            if outside.any():
+                previous = max(previous, int(end[outside].max()))
+        for j, i in enumerate(mine.tolist()):
+            s0 = max(previous, int(host_start[i]))
+            e0 = max(int(host_end[i]), int(dev_last[pos[j]])) if has_dev[j] else int(host_end[i])
+            e0 = max(e0, s0)
+            out_start[i], out_end[i] = s0, e0
+            previous = e0
+    return {
+        "rank": ranks[rows],
+        "step": step_col[rows],
+        "host_start_ns": host_start,
+        "host_end_ns": host_end,
+        "start_ns": out_start,
+        "end_ns": out_end,
+    }
+
+
 def step_window(run: Run, rank: int | None = None) -> tuple[Intervals, bool]:
     """Return (the merged step intervals of ``rank`` or of all ranks, whether steps were recorded).
 
-    Without steps the whole profiled span (first start to last end) is the window.
+    The steps are stretched over the device work they launched (``step_spans``), so work a step
+    launched that runs past the step's host end still counts in the step. Without steps the
+    whole profiled span (first start to last end) is the window.
     """
     ev = run.events
+    spans = step_spans(run, rank)
+    if len(spans["step"]):
+        return merge_intervals(spans["start_ns"], spans["end_ns"]), True
     sel = np.ones(len(ev), dtype=bool) if rank is None else ev["rank"].to_numpy() == rank
-    start = ev["start_ns"].to_numpy()
-    end = start + ev["dur_ns"].to_numpy()
-    steps = sel & (ev["kind"].to_numpy() == "step")
-    if steps.any():
-        return merge_intervals(start[steps], end[steps]), True
     if not sel.any():
         return _empty(), False
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
     return (np.array([start[sel].min()]), np.array([end[sel].max()])), False

@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 
 from perfkit_core.plugins import hookimpl
 from perfkit_core.views import (
+    breakdown,
     collectives,
     distributed,
     families,
+    idle,
     kernels,
     memory,
     operators,
@@ -41,9 +43,21 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "time per event kind, overlaps merged, host and device side",
     ),
     (
+        "breakdown",
+        breakdown.breakdown_view,
+        "step time split exclusively: kernel, memcpy, memset, communication, runtime, "
+        "dataloader, CPU exec, other (the TensorBoard profiler's overview)",
+    ),
+    (
         "device",
         overview.device_view,
         "CPU utilization where recorded, and each GPU's busy share of the steps",
+    ),
+    (
+        "idle",
+        idle.stream_idle_view,
+        "per device stream: idle time between its events, by cause (host wait, kernel wait, "
+        "other), as HTA splits it",
     ),
     ("kernel", kernels.kernel_view, "calls, time, launch shape and occupancy per GPU kernel"),
     (

@@ -80,10 +80,12 @@ HOST_TABLE = MeanRule(
 
 
 def _prepare_kernels(frame: pd.DataFrame) -> pd.DataFrame:
+    # Occupancy is a duration-weighted mean per rank; across ranks it is weighted by each
+    # rank's time in the kernel in turn.
     recorded = frame["occupancy_pct"].notna()
     return frame.assign(
-        _occ_weight=(frame["occupancy_pct"] * frame["calls"]).where(recorded),
-        _occ_calls=frame["calls"].where(recorded),
+        _occ_weight=(frame["occupancy_pct"] * frame["gpu_total_ns"]).where(recorded),
+        _occ_calls=frame["gpu_total_ns"].where(recorded),
     )
 
 
@@ -260,6 +262,29 @@ BENCHMARK = MeanRule(
     how="avg: the mean of the {n} ranks' averages; max and min over every rank's steps",
 )
 
+
+def _finish_breakdown(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
+    frame["ratio_pct"] = 100.0 * _ratio(frame["time_ns"], frame["time_ns"].sum())
+    return frame
+
+
+BREAKDOWN = MeanRule(
+    keys=("name",),
+    sums=("time_ns",),
+    finish=_finish_breakdown,
+    how="mean per rank over {n} ranks (shares of the mean rank's step)",
+)
+
+
+def breakdown_rule(options: dict[str, Any]) -> Combiner:
+    """The breakdown view: parts, the mean per rank; per step, every rank's steps."""
+    from perfkit_core.views.across import ConcatCombiner, MeanCombiner
+
+    if options.get("per_step"):
+        return ConcatCombiner(options)
+    return MeanCombiner(BREAKDOWN, options)
+
+
 #: The across-ranks rule of each built-in view (see ``perfkit_core.views.across``).
 ACROSS: dict[str, Any] = {
     "operator": HOST_TABLE,
@@ -268,7 +293,9 @@ ACROSS: dict[str, Any] = {
     "phases": PHASES,
     "family": FAMILY,
     "overview": OVERVIEW,
+    "breakdown": breakdown_rule,
     "device": "concat",
+    "idle": "concat",
     "kernel": KERNEL,
     "memcpy": MEMCPY,
     "memory": memory_rule,

@@ -6,6 +6,8 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from perfkit_core.views.common import KERNEL_KINDS, view_frame
 
 if TYPE_CHECKING:
@@ -23,10 +25,36 @@ TENSOR_CORE_RE = re.compile(
 )
 
 
+def weighted_occupancy(kernels: pd.DataFrame, by: str) -> pd.Series:
+    """Duration-weighted mean of ``occupancy_pct`` per value of column ``by`` of ``kernels``
+    (rows with ``dur_ns`` and ``occupancy_pct``), in percent; rows without a figure left out,
+    NaN for a group where none has one or all last 0 ns."""
+    import pandas as pd
+
+    occ = kernels["occupancy_pct"].to_numpy(dtype=float)
+    dur = kernels["dur_ns"].to_numpy(dtype=float)
+    known = ~np.isnan(occ)
+    keys = kernels[by].astype(str).to_numpy()
+    frame = (
+        pd.DataFrame({"key": keys[known], "num": occ[known] * dur[known], "den": dur[known]})
+        .groupby("key")[["num", "den"]]
+        .sum()
+    )
+    weighted = frame["num"] / frame["den"].where(frame["den"] > 0)
+    return weighted.reindex(pd.unique(keys))
+
+
 def kernel_view(run: Run, *, rank: int | None = None, top: int | None = None) -> pd.DataFrame:
     """One row per GPU kernel name: calls, total/avg/max/min time, share of all kernel time,
-    launch shape (most common grid and block), registers per thread, shared memory, mean
-    estimated occupancy where recorded, and whether it ran on tensor cores (from its name)."""
+    launch shape (most common grid and block), registers per thread, shared memory, estimated
+    achieved occupancy and whether it ran on tensor cores (from its name).
+
+    ``occupancy_pct`` is the mean of the calls' estimated achieved occupancy weighted by their
+    duration (``weighted_occupancy``), as the TensorBoard profiler and Nsight Systems weigh it:
+    a long launch counts for more than a short one. Calls without a recorded figure are left
+    out of the mean (the TensorBoard profiler's kernel table counts them as 0); NaN when no
+    call recorded one.
+    """
     import pandas as pd
 
     ev = run.events
@@ -62,8 +90,8 @@ def kernel_view(run: Run, *, rank: int | None = None, top: int | None = None) ->
         gpu_min_ns=("dur_ns", "min"),
         registers=("registers", "max"),
         shared_memory_bytes=("shared_memory", "max"),
-        occupancy_pct=("occupancy_pct", "mean"),
     ).reset_index()
+    out["occupancy_pct"] = out["name"].map(weighted_occupancy(k, "name"))
     out["gpu_avg_ns"] = out["gpu_total_ns"] / out["calls"]
     total = out["gpu_total_ns"].sum()
     out["gpu_ratio_pct"] = 100.0 * out["gpu_total_ns"] / total if total else math.nan

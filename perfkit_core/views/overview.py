@@ -14,7 +14,13 @@ from perfkit_core.events.intervals import (
     step_window,
 )
 from perfkit_core.events.schema import str_values
-from perfkit_core.views.common import DEVICE_KINDS, NOT_WORK_KINDS, no_step_note, view_frame
+from perfkit_core.views.common import (
+    DEVICE_KINDS,
+    KERNEL_KINDS,
+    NOT_WORK_KINDS,
+    no_step_note,
+    view_frame,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,8 +38,9 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     Rows: ``step`` then every kind present (``by="category"``: every native category, such as
     Paddle's TracerEventType names, as Paddle's Overview Summary lists them). ``cpu_time_ns`` is the union of the kind's host
     intervals over all threads, ``gpu_time_ns`` the union of its device intervals over all
-    streams and devices, both clipped to the step intervals; ratios are shares of the merged step
-    time. Kinds overlap (an operator holds its runtime calls), so ratios do not add up to 100.
+    streams and devices, both clipped to the step intervals (each step stretched over the device
+    work it launched, ``step_spans``); ratios are shares of the merged step time. Kinds overlap
+    (an operator holds its runtime calls), so ratios do not add up to 100.
     """
     if by not in ("kind", "category"):
         raise ValueError(f"by must be 'kind' or 'category', not {by!r}")
@@ -109,7 +116,16 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     measured from the events for every framework (100% = one thread busy throughout). The CPU
     figures a profiler records itself (Paddle: process and system) follow as ``... recorded``;
     a recorded process figure of 0 while the events show host work is reported as not measured
-    (NaN), not as a measured zero. Each GPU: the merged time it ran kernels, copies or sets.
+    (NaN), not as a measured zero.
+
+    Each GPU, two figures of busy time within the steps: device-busy (``busy_ns``,
+    ``utilization_pct``), the merged time it ran kernels, copies or sets, and kernel-busy
+    (``kernel_busy_ns``, ``kernel_utilization_pct``), the merged time it ran kernels
+    (communication kernels included), the TensorBoard profiler's "GPU Utilization". The plugin
+    divides by the span from the first step's start to the last step's end; perfkit by the
+    merged (stretched) steps, so time between steps counts in neither the busy time nor the
+    window. ``occupancy_pct``: the kernels' estimated achieved occupancy weighted by their
+    duration within the steps (the plugin's "Est. Achieved Occupancy"); NaN where not recorded.
     """
     ev = run.events
     window, has_steps = step_window(run, rank)
@@ -157,10 +173,14 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
         }
     )
     multi_rank = len({k[0] for k in keys}) > 1
+    is_kernel = ev["kind"].isin(list(KERNEL_KINDS)).to_numpy()
+    occupancy = ev["occupancy_pct"].to_numpy(dtype=float)
     for r, t, i in keys:
         rows_sel = sel & (ranks == r) & (dev_type == t) & (dev_index == i)
         rank_window = step_window(run, r)[0]
         busy = length(clip_to(start[rows_sel], end[rows_sel], rank_window))
+        kernels = rows_sel & is_kernel
+        kernel_busy = length(clip_to(start[kernels], end[kernels], rank_window))
         win = length(rank_window)
         name = f"{t.upper()} {i}" + (f" (rank {r})" if multi_rank else "")
         rows.append(
@@ -168,11 +188,40 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
                 "name": name,
                 "utilization_pct": 100.0 * busy / win if win else math.nan,
                 "busy_ns": busy,
+                "kernel_utilization_pct": 100.0 * kernel_busy / win if win else math.nan,
+                "kernel_busy_ns": kernel_busy,
+                "occupancy_pct": _weighted_occupancy(
+                    start[kernels], end[kernels], occupancy[kernels], rank_window
+                ),
                 "window_ns": win,
             }
         )
     note = "; ".join(n for n in [no_step_note(has_steps), *notes] if n) or None
-    return view_frame(rows, ["name", "utilization_pct", "busy_ns", "window_ns"], note)
+    columns = [
+        "name",
+        "utilization_pct",
+        "busy_ns",
+        "kernel_utilization_pct",
+        "kernel_busy_ns",
+        "occupancy_pct",
+        "window_ns",
+    ]
+    return view_frame(rows, columns, note)
+
+
+def _weighted_occupancy(
+    start: np.ndarray, end: np.ndarray, occupancy: np.ndarray, window: tuple[np.ndarray, np.ndarray]
+) -> float:
+    """Occupancy (%) of kernels weighted by the part of each inside ``window`` (merged); NaN
+    when no kernel inside it recorded one."""
+    known = ~np.isnan(occupancy)
+    start, end, occupancy = start[known], end[known], occupancy[known]
+    ws, we = window
+    inside = np.zeros(len(start), dtype=np.int64)
+    for s0, e0 in zip(ws.tolist(), we.tolist(), strict=True):
+        inside += np.clip(np.minimum(end, e0) - np.maximum(start, s0), 0, None)
+    total = int(inside.sum())
+    return float((occupancy * inside).sum() / total) if total else math.nan
 
 
 def _host_threads_busy(run: Run, window: tuple[np.ndarray, np.ndarray], rank: int | None) -> int:

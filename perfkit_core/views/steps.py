@@ -10,6 +10,7 @@ import numpy as np
 from perfkit_core.events.intervals import (
     length,
     merge_intervals,
+    step_spans,
 )
 from perfkit_core.views.common import DEVICE_KINDS, view_frame
 
@@ -29,15 +30,31 @@ DEFAULT_WARMUP_MIN_STEPS = 3
 
 
 def steps_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
-    """One row per step: number, start (``offset_ns``, from the first event of the run),
-    duration, merged data-loading time, and the merged device time of the work launched in the
-    step (NaN without device events; it can exceed the step when device work runs on after it)."""
+    """One row per step: number, start (``offset_ns``, from the first event of the run), host
+    duration (``dur_ns``, the recorded step span), ``span_ns`` (the step stretched over the device
+    work it launched, as the TensorBoard profiler times a step; see ``step_spans``), merged
+    data-loading time, and the merged device time of the work launched in the step (NaN without
+    device events). All in ns.
+
+    Device work a step launched counts in that step even when it runs past the step's host end:
+    ``gpu_busy_ns`` is never clipped at the host end, and ``span_ns`` covers it. The other views
+    use the stretched steps as their window too, so the step time they share out is the sum of
+    ``span_ns`` (overlaps counted once)."""
     ev = run.events
     kind = ev["kind"].to_numpy()
     sel = kind == "step"
     if rank is not None:
         sel &= ev["rank"].to_numpy() == rank
-    columns = ["name", "rank", "step", "offset_ns", "dur_ns", "dataloader_ns", "gpu_busy_ns"]
+    columns = [
+        "name",
+        "rank",
+        "step",
+        "offset_ns",
+        "dur_ns",
+        "span_ns",
+        "dataloader_ns",
+        "gpu_busy_ns",
+    ]
     if not sel.any():
         return view_frame([], columns, "no steps were recorded")
     step_col = ev["step"].to_numpy()
@@ -49,6 +66,18 @@ def steps_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     has_device = device.any()
     loader = (kind == "dataloader") & (ev["stream"].to_numpy() < 0)
     origin = int(start.min())
+    spans = step_spans(run, rank)
+    stretched = {
+        (int(rk), int(st), int(hs)): int(e0 - s0)
+        for rk, st, hs, s0, e0 in zip(
+            spans["rank"],
+            spans["step"],
+            spans["host_start_ns"],
+            spans["start_ns"],
+            spans["end_ns"],
+            strict=True,
+        )
+    }
     rows = []
     for r in np.flatnonzero(sel).tolist():
         in_step = (step_col == step_col[r]) & (ranks == ranks[r])
@@ -63,6 +92,7 @@ def steps_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
                 "step": int(step_col[r]),
                 "offset_ns": int(start[r]) - origin,
                 "dur_ns": int(dur[r]),
+                "span_ns": stretched[(int(ranks[r]), int(step_col[r]), int(start[r]))],
                 "dataloader_ns": dl,
                 "gpu_busy_ns": busy,
             }
