@@ -11,6 +11,9 @@ from typing import Any
 from perfkit_core.plugins import TraceLoader, hookimpl
 
 _PADDLE_MARKERS = (b'"ExtraInfo"', b"ProfileStep", b"(Python)", b"(GPU)")
+#: What the XLA profiler's trace viewer JSON (``<host>.trace.json.gz`` beside a
+#: ``.xplane.pb``, written by JAX and TensorFlow) holds near its start and Kineto never writes.
+_XLA_TRACE_VIEWER_MARKER = b'"highres-ticks"'
 
 
 def looks_like_kineto(path: Path, head: bytes) -> bool:
@@ -24,6 +27,8 @@ def looks_like_kineto(path: Path, head: bytes) -> bool:
         return False
     if any(marker in text for marker in _PADDLE_MARKERS):
         return False
+    if _XLA_TRACE_VIEWER_MARKER in text[:4096]:
+        return False  # the trace viewer's JSON of a TensorFlow/JAX profile (perfkit-xla)
     return any(key in text for key in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"'))
 
 

@@ -103,6 +103,10 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
         assert frameworks["paddle"].meta["steps"] == [2, 3, 4]
         assert (tmp_path / "comparison.html").is_file()
         assert "Difference by Op Family" in (tmp_path / "comparison.txt").read_text()
+    if importlib.util.find_spec("jax") is not None:
+        assert frameworks["jax"].meta["steps"] == [2, 3, 4]
+        assert "matmul (forward)" in (tmp_path / "comparison_torch_jax.txt").read_text()
+        assert (tmp_path / "comparison_torch_jax.html").is_file()
 
 
 def test_report_model_view_numbers(capsys):

@@ -15,7 +15,9 @@ block can use the names and files of the blocks before it. The working directory
 - ``trace.pt.trace.json.gz``: a real Kineto trace of ResNet-50 training on a V100 with
   ``DataLoader(num_workers=0)`` (from the shared traces);
 - ``before/`` and ``after/``: that training with ``num_workers=0`` and ``4``, as saved runs;
-- ``examples/``: the repository's examples.
+- ``examples/``: the repository's examples;
+- ``jax_logs/``: a JAX log folder (``plugins/profile/run/mlp.xplane.pb``), a real CPU profile
+  of the MLP of ``perfkit_xla.demo`` (tests/data/xla).
 
 Python blocks can import the modules of ``examples/``, as when run from that folder, and a
 ``--8<-- "path"`` line (pymdownx.snippets) is replaced by the file it names, as MkDocs does.
@@ -172,6 +174,7 @@ def docs_workspace(tmp_path_factory: pytest.TempPathFactory, torch_profile) -> W
     perfkit_core.load(shared_trace("resnet_nw0")).save(root / "before")
     perfkit_core.load(shared_trace("resnet_nw4")).save(root / "after")
     (root / "examples").symlink_to(EXAMPLES)
+    (root / "jax_logs").symlink_to(REPO / "tests" / "data" / "xla" / "jax_mlp")
     bin_dir = tmp_path_factory.mktemp("docs_bin")
     for name, command in (("perfkit", "-m perfkit_core "), ("python", "")):
         wrapper = bin_dir / name

@@ -1,4 +1,4 @@
-"""The three distributions: they build, none requires a framework wheel, and an adapter
+"""The four distributions: they build, none requires a framework wheel, and an adapter
 installed alone in a fresh environment works (and names the adapter a foreign trace needs)."""
 
 from __future__ import annotations
@@ -20,10 +20,19 @@ DISTRIBUTIONS = {
     "perfkit": REPO,
     "perfkit-torch": REPO / "perfkit_torch",
     "perfkit-paddle": REPO / "perfkit_paddle",
+    "perfkit-xla": REPO / "perfkit_xla",
 }
 #: Distributions an adapter must never require: each would replace (or duplicate) the user's
 #: own framework build.
-FRAMEWORK_WHEELS = {"torch", "paddlepaddle", "paddlepaddle-gpu", "tensorflow", "jax", "jaxlib"}
+FRAMEWORK_WHEELS = {
+    "torch",
+    "paddlepaddle",
+    "paddlepaddle-gpu",
+    "tensorflow",
+    "tensorflow-cpu",
+    "jax",
+    "jaxlib",
+}
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +90,7 @@ def test_adapters_depend_on_perfkit_and_register_their_entry_point(wheels: dict[
     for name, plugin in (
         ("perfkit-torch", "torch = perfkit_torch.plugin"),
         ("perfkit-paddle", "paddle = perfkit_paddle.plugin"),
+        ("perfkit-xla", "xla = perfkit_xla.plugin"),
     ):
         requires, entry_points = metadata(wheels[name])
         assert "perfkit" in {requirement_name(r) for r in requires}
@@ -158,6 +168,15 @@ def test_torch_adapter_alone_in_a_fresh_environment(
     assert len(paddle.stderr.strip().splitlines()) == 1, paddle.stderr
     assert "perfkit-paddle adapter is not installed" in paddle.stderr
     assert "pip install perfkit-paddle" in paddle.stderr
+
+    xplane = REPO / "tests" / "data" / "xla" / "jax_mlp" / "plugins" / "profile" / "run"
+    xla = run("report", str(xplane / "mlp.xplane.pb"))
+    assert xla.returncode == 2
+    assert len(xla.stderr.strip().splitlines()) == 1, xla.stderr
+    assert "perfkit-xla adapter is not installed" in xla.stderr
+    # The trace viewer's JSON beside it is not taken for a torch trace.
+    viewer = run("report", str(xplane / "mlp.trace.json.gz"))
+    assert viewer.returncode == 2 and "perfkit-xla adapter is not installed" in viewer.stderr
 
     info = run("info")
     assert info.returncode == 0, info.stderr

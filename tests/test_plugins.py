@@ -22,6 +22,7 @@ HOOKS = [
 #: Where each hook is exercised by a test (a meta-test checks the list is complete).
 TESTED_BY = {
     "perfkit_claim_trace": "test_claim_trace_hook_dispatches_to_first_claimant",
+    "perfkit_claim_folder": "test_claim_folder_hook_reads_a_folder_as_one_run",
     "perfkit_register_views": "test_register_views_hook_adds_a_view",
     "perfkit_framework_info": "test_framework_info_hook",
     "perfkit_demo": "test_demo_hook_is_collected",
@@ -237,6 +238,44 @@ def test_claim_trace_hook_dispatches_to_first_claimant(tmp_path):
         pm.unregister(plugin)
 
 
+def test_claim_folder_hook_reads_a_folder_as_one_run(tmp_path):
+    from perfkit_core.jobs import is_job
+
+    class FolderClaimer:
+        @hookimpl
+        def perfkit_claim_folder(self, path):
+            if not (path / "profile.mine").is_file():
+                return None
+            from perfkit_core.events import finish_events, make_run
+
+            return lambda p: make_run(
+                finish_events(
+                    {"kind": ["user"], "name": ["x"], "start_ns": [0], "dur_ns": [10]}, 1
+                ),
+                {"framework": "custom", "source": str(p)},
+            )
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "profile.mine").write_text("anything")
+    # Two trace files beside it: unclaimed, the folder would be a job of two ranks.
+    _tiny_trace(folder)
+    (folder / "copy.json").write_bytes((folder / "tiny.json").read_bytes())
+    assert is_job(folder)
+    pm = plugins.get_plugin_manager()
+    plugin = FolderClaimer()
+    pm.register(plugin, name="folder_claimer")
+    try:
+        run = perfkit_core.load(folder)
+        assert run.framework == "custom" and run.meta["source"] == str(folder)
+        assert not is_job(folder)
+        # A folder it declines is read as before, as a job of per-rank traces.
+        (folder / "profile.mine").unlink()
+        assert is_job(folder)
+    finally:
+        pm.unregister(plugin)
+
+
 def test_framework_info_hook():
     infos = {i["framework"]: i for i in plugins.framework_infos()}
     assert set(infos) >= {"torch", "paddle"}
@@ -382,7 +421,7 @@ def test_remedy_hook_gives_framework_code():
     paddle_text = pm.hook.perfkit_remedy(finding=finding, framework="paddle")
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
-    assert pm.hook.perfkit_remedy(finding=finding, framework="jax") is None
+    assert pm.hook.perfkit_remedy(finding=finding, framework="mxnet") is None
 
 
 def test_op_family_hook_maps_names():

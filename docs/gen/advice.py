@@ -21,6 +21,7 @@ from perfkit_core.advice import GENERIC_REMEDIES, Context, Finding, advise, engi
 from perfkit_core.advice.rules import BUILTIN_RULES
 from perfkit_paddle import remedies as paddle_remedies
 from perfkit_torch import remedies as torch_remedies
+from perfkit_xla import remedies as xla_remedies
 
 #: What each field of a Finding holds.
 FINDING_FIELDS: dict[str, str] = {
@@ -118,6 +119,8 @@ def checked() -> None:
     tables = {
         "perfkit_torch.remedies.REMEDIES": set(torch_remedies.REMEDIES),
         "perfkit_paddle.remedies.REMEDIES": set(paddle_remedies.REMEDIES),
+        "perfkit_xla.remedies.JAX_REMEDIES": set(xla_remedies.JAX_REMEDIES),
+        "perfkit_xla.remedies.TF_REMEDIES": set(xla_remedies.TF_REMEDIES),
         "perfkit_core.advice.GENERIC_REMEDIES": set(GENERIC_REMEDIES),
     }
     for where, keys in tables.items():
@@ -183,6 +186,10 @@ def rule(rule_id: str) -> str:
         f"```text\n{torch_remedies.REMEDIES[rule_id].rstrip()}\n```",
         "PaddlePaddle (`perfkit_paddle.remedies`):",
         f"```text\n{paddle_remedies.REMEDIES[rule_id].rstrip()}\n```",
+        "JAX (`perfkit_xla.remedies`):",
+        f"```text\n{xla_remedies.JAX_REMEDIES[rule_id].rstrip()}\n```",
+        "TensorFlow (`perfkit_xla.remedies`):",
+        f"```text\n{xla_remedies.TF_REMEDIES[rule_id].rstrip()}\n```",
         f"Any other framework: {GENERIC_REMEDIES[rule_id]}",
     )
 

@@ -131,8 +131,9 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
     """Return the ``Run`` at ``path``.
 
     ``path`` may be a directory written by ``Run.save``, a trace file that an installed adapter
-    claims (``perfkit_claim_trace``), or a directory of per-rank trace files of one job, which
-    are loaded one by one and combined (the ``rank`` column tells them apart). Raises
+    claims (``perfkit_claim_trace``), a folder an installed adapter claims as one run
+    (``perfkit_claim_folder``: a TensorFlow or JAX log folder), or a directory of per-rank trace
+    files of one job, which are loaded one by one and combined (the ``rank`` column tells them apart). Raises
     ``TraceError`` naming the file and the reason for anything it cannot read.
     """
     path = Path(path)
@@ -142,6 +143,15 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
     from perfkit_core.progress import stage
 
     if path.is_dir():
+        from perfkit_core.plugins import get_plugin_manager
+
+        folder_loader = (pm or get_plugin_manager()).hook.perfkit_claim_folder(path=path)
+        if folder_loader is not None:
+            with stage(f"loading {path.name}"):
+                run = folder_loader(path)
+            if not isinstance(run, Run):
+                raise TraceError(path, f"the loader returned {type(run).__name__}, not a Run")
+            return run
         files = trace_files(path)
         if not files:
             saved = sorted(p.name for p in path.iterdir() if is_saved_run(p))
@@ -276,4 +286,7 @@ def combine_runs(runs: list[Run]) -> Run:
         },
         "extra": first.get("extra", {}),
     }
+    compute = sorted({int(t) for r in runs for t in r.meta.get("compute_threads") or []})
+    if compute:
+        meta["compute_threads"] = compute
     return make_run(events, meta)

@@ -57,6 +57,7 @@ class _Meta(msgspec.Struct):
     span_ns: tuple[_Time, _Time] = (0, 0)
     accounting: dict[str, Any] | None = None
     threads: dict[str, str] = {}
+    compute_threads: list[_Int64] = []
     per_rank: dict[str, _RankFacts] = {}
     extra: _Extra | None = None
 

@@ -239,6 +239,7 @@ META_KEYS: dict[str, str] = {
     "span_ns": "[start, end] of the profiled window, in ns",
     "accounting": "how every native event was used: rows, flow events turned into links, metadata (for a run of several ranks: one entry per rank)",
     "threads": "host thread names by thread id, where the trace names them",
+    "compute_threads": "host thread ids that run the steps' compute for the step's thread (XLA:CPU's executor threads, which run a jitted step's ops): the `family` view does not count their ops as data loading",
     "per_rank": "for a run of several ranks: host, devices, source and span of each rank",
     "extra": "framework-specific facts (profiler options, distributed backend, ...)",
 }

@@ -136,6 +136,10 @@ def job_inputs(path: str | os.PathLike[str]) -> tuple[str, list[Path] | list[int
     if is_saved_job(path):
         return "saved", [int(r) for r in read_job_meta(path)["ranks"]]
     if path.is_dir() and not is_saved_run(path):
+        from perfkit_core.plugins import get_plugin_manager
+
+        if get_plugin_manager().hook.perfkit_claim_folder(path=path) is not None:
+            raise TraceError(path, "a folder an installed adapter reads as one run, not a job")
         files = trace_files(path)
         if files:
             return "traces", files

@@ -47,6 +47,25 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
 
 
 @hookspec(firstresult=True)
+def perfkit_claim_folder(path: Path) -> TraceLoader | None:
+    """Claim a folder that this plugin reads as one run (a framework's log folder).
+
+    Called by ``perfkit_core.load()`` for every folder that is not a saved run, before the
+    folder is read as a job of per-rank trace files, until a plugin claims it. Added for
+    ``perfkit-xla``: TensorFlow and JAX write a profile as a log folder
+    (``LOG_DIR/plugins/profile/<run>/<host>.xplane.pb``, with the trace viewer's
+    ``<host>.trace.json.gz`` beside it), which is one run, not a folder of ranks.
+
+    :param path: the folder.
+    :returns: a callable ``loader(path) -> Run`` when this plugin reads the folder, else
+        ``None``. The loader raises ``perfkit_core.TraceError`` naming the folder or file for
+        bad input. Must be cheap when it returns ``None``: list the folder, read no trace.
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec(firstresult=True)
 def perfkit_trace_rank(path: Path, head: bytes) -> int | None:
     """Say which rank of a distributed job a trace file holds, without loading it.
 
@@ -151,7 +170,8 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
     Called once per finding by ``Run.advise()``, after the rules ran.
 
     :param finding: the ``perfkit_core.advice.Finding`` (``rule``, ``id``, ``evidence``).
-    :param framework: the run's framework, ``torch`` or ``paddle``.
+    :param framework: the run's framework (``run.framework``: ``torch``, ``paddle``, ``jax``,
+        ``tensorflow``, or another adapter's name).
     :returns: the remedy text (may hold code lines) when this plugin adapts ``framework`` and
         knows the rule, else ``None``; perfkit then falls back to a framework-neutral sentence.
 
@@ -170,7 +190,7 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
 
     :param name: the op's canonical name, or a native op name (``aten::addmm``,
         ``matmul dygraph``, ...).
-    :param framework: the run's framework, ``torch`` or ``paddle``.
+    :param framework: the run's framework (``torch``, ``paddle``, ``jax``, ``tensorflow``, ...).
     :returns: one of ``perfkit_core.views.families.FAMILIES`` when this plugin adapts ``framework``
         and knows the name, else ``None`` (perfkit then applies its framework-neutral rules).
 
@@ -192,7 +212,7 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
     :param name: the op name as recorded (``aten::addmm``, ``conv2d pybind_imperative_func``,
         ``Global_Conv2dGradNodeFinal``); torch's autograd nodes come without their
         ``autograd::engine::evaluate_function:`` prefix.
-    :param framework: the run's framework, ``torch`` or ``paddle``.
+    :param framework: the run's framework (``torch``, ``paddle``, ``jax``, ``tensorflow``, ...).
     :returns: a lower-case canonical op (``linear``, ``conv``, ``pool``, ``rnn``, ``reshape``,
         ...; see ``perfkit_core.views.canonical.CANONICAL_FAMILIES``) for its forward and
         backward alike, when this plugin adapts ``framework`` and knows the name, else ``None``

@@ -54,6 +54,15 @@ KNOWN_ADAPTERS: tuple[KnownAdapter, ...] = (
         suffixes=(".paddle_trace.json", ".paddle_trace.json.gz", ".paddle_trace.pb"),
         markers=(b'"ExtraInfo"', b'(Python)"', b"ProfileStep#"),
     ),
+    KnownAdapter(
+        plugin="xla",
+        distribution="perfkit-xla",
+        folder="perfkit_xla",
+        framework="TensorFlow/JAX",
+        framework_install="install jax or tensorflow to profile (reading profiles needs neither)",
+        suffixes=(".xplane.pb", ".xplane.pb.gz"),
+        markers=(b'"highres-ticks"',),
+    ),
 )
 
 

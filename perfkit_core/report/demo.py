@@ -1,5 +1,5 @@
-"""The demo's reports: each demo run's text and HTML report, and the torch-vs-paddle comparison
-when both frameworks ran, written next to the runs."""
+"""The demo's reports: each demo run's text and HTML report, and the comparison of torch with
+each other framework that ran, written next to the runs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from perfkit_core.report.model import build_report
 
 def write_demo_reports(runs: list[Path], out_dir: Path) -> Iterator[str]:
     """Write ``report.txt`` and ``report.html`` into each run folder, and ``comparison.txt`` /
-    ``comparison.html`` into ``out_dir`` when a torch and a paddle run are among ``runs``;
+    ``comparison.html`` into ``out_dir`` when a torch and a paddle run are among ``runs``
+    (``comparison_torch_jax.*`` / ``comparison_torch_tensorflow.*`` for a JAX or TF run);
     yield what to print as each is written (the text report, then where the files are)."""
     frameworks = {}
     for run_dir in runs:
@@ -30,14 +31,18 @@ def write_demo_reports(runs: list[Path], out_dir: Path) -> Iterator[str]:
         write_bytes(html_path, render(model, "html").encode())
         yield text
         yield f"run saved in {run_dir}; report in {report_path} and {html_path}\n"
-    if {"torch", "paddle"} <= set(frameworks):
-        comparison = compare(frameworks["torch"], frameworks["paddle"], labels=["torch", "paddle"])
+    for other in ("paddle", "jax", "tensorflow"):
+        if not {"torch", other} <= set(frameworks):
+            continue
+        comparison = compare(frameworks["torch"], frameworks[other], labels=["torch", other])
         pair = build_comparison_report(comparison)
         text = render(pair, "text")
-        write_bytes(out_dir / "comparison.txt", text.encode())
-        write_bytes(out_dir / "comparison.html", render(pair, "html").encode())
+        # torch against paddle keeps its historical name; other pairs are named after both.
+        stem = "comparison" if other == "paddle" else f"comparison_torch_{other}"
+        write_bytes(out_dir / f"{stem}.txt", text.encode())
+        write_bytes(out_dir / f"{stem}.html", render(pair, "html").encode())
         yield text
         yield (
-            f"torch and paddle compared in {out_dir / 'comparison.txt'} and "
-            f"{out_dir / 'comparison.html'}"
+            f"torch and {other} compared in {out_dir / f'{stem}.txt'} and "
+            f"{out_dir / f'{stem}.html'}"
         )

@@ -137,9 +137,20 @@ def _match_backward(
     return matched
 
 
+def compute_thread_rows(run: Run) -> np.ndarray:
+    """Rows on a host thread the run lists in ``meta["compute_threads"]``: threads that run the
+    steps' compiled programs (XLA:CPU's and TensorFlow's executors) for the step's thread."""
+    ev = run.events
+    compute = [int(t) for t in run.meta.get("compute_threads") or []]
+    if not compute:
+        return np.zeros(len(ev), dtype=bool)
+    return np.isin(ev["tid"].to_numpy(), compute) & (ev["stream"].to_numpy() < 0)
+
+
 def _other_thread_steps(run: Run, st: Structure, steps: np.ndarray, grad: np.ndarray) -> np.ndarray:
-    """For each op unit on a host thread that runs backward work but no steps, the step row of
-    its rank it falls in (by the ``step`` column); -1 for every other row."""
+    """For each op unit on a host thread that runs backward work but no steps (or is one of
+    ``meta["compute_threads"]``), the step row of its rank it falls in (by the ``step``
+    column); -1 for every other row."""
     n = len(st.parent)
     out = np.full(n, -1, dtype=np.int64)
     ev = run.events
@@ -150,7 +161,9 @@ def _other_thread_steps(run: Run, st: Structure, steps: np.ndarray, grad: np.nda
 
     threads = pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["tid"].to_numpy()])
     backward_threads = threads[candidates & grad]
-    candidates &= threads.isin(backward_threads)
+    # Threads that run the steps' compiled programs for the step's thread (meta
+    # "compute_threads": XLA:CPU's and TensorFlow's executors) help it like a backward thread.
+    candidates &= threads.isin(backward_threads) | compute_thread_rows(run)
     rank = ev["rank"].to_numpy()
     number = ev["step"].to_numpy()
     step_of = {(int(rank[r]), int(number[r])): int(r) for r in steps.tolist()}
@@ -166,10 +179,12 @@ def _fill(
     helper: np.ndarray,
     helper_step: np.ndarray,
     st: Structure,
+    owner_step: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Cut the step-owned gaps (``owner`` = step row) by the ``helper`` units of the same step:
-    returns the covered pieces (helper row, start, end) and the gaps left (owner, start,
-    end). Helper units on one thread do not overlap; where threads overlap, the first counts."""
+    """Cut the gaps (``owner``: the step row, or with ``owner_step`` any row whose step row is
+    ``owner_step[row]``) by the ``helper`` units of the same step: returns the covered pieces
+    (helper row, start, end) and the gaps left (owner, start, end). Helper units on one
+    thread do not overlap; where threads overlap, the first counts."""
     empty = np.zeros(0, dtype=np.int64)
     if len(helper) == 0 or len(owner) == 0:
         return empty, empty, empty, (owner, start, end)
@@ -182,7 +197,7 @@ def _fill(
     left: list[tuple[int, int, int]] = []
     for o, a, b in zip(owner.tolist(), start.tolist(), end.tolist(), strict=True):
         cursor = a
-        for r in by_step.get(o, []):
+        for r in by_step.get(int(owner_step[o]) if owner_step is not None else o, []):
             hs, he = max(int(st.start[r]), cursor), min(int(st.end[r]), b)
             if he <= hs:
                 if st.start[r] >= b:
@@ -297,7 +312,8 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     # Backward work on other threads (torch runs autograd for a GPU on its own thread) fills
     # the time the step's thread spends waiting for it.
     other_step = _other_thread_steps(run, st, steps, grad)
-    helper = np.flatnonzero(other_step >= 0)
+    compute = compute_thread_rows(run)
+    helper = np.flatnonzero((other_step >= 0) & ~compute)
     is_step = np.zeros(n, dtype=bool)
     is_step[steps] = True
     step_gap = is_step[gap_owner]
@@ -307,6 +323,19 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     gap_owner = np.concatenate([gap_owner[~step_gap], rest[0]])
     gap_start = np.concatenate([gap_start[~step_gap], rest[1]])
     gap_end = np.concatenate([gap_end[~step_gap], rest[2]])
+    # A compiled step's ops run on executor threads while the step's thread waits inside the
+    # framework's call (PjitFunction, a tf.function's EagerExecute): they fill the gaps of the
+    # step and of the spans it waits in.
+    compute_helper = np.flatnonzero((other_step >= 0) & compute)
+    if len(compute_helper):
+        owner_step = np.where(is_step, np.arange(n), st.step_row_of)
+        more_owner, more_start, more_end, rest = _fill(
+            gap_owner, gap_start, gap_end, compute_helper, other_step, st, owner_step
+        )
+        fill_owner = np.concatenate([fill_owner, more_owner])
+        fill_start = np.concatenate([fill_start, more_start])
+        fill_end = np.concatenate([fill_end, more_end])
+        gap_owner, gap_start, gap_end = rest
     owner = np.concatenate([units, fill_owner, gap_owner])
     s0 = np.concatenate([unit_start, fill_start, gap_start])
     s1 = np.concatenate([unit_end, fill_end, gap_end])

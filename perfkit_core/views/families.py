@@ -55,7 +55,8 @@ def family_times(run: Run) -> dict[str, float]:
     of each nest, data-loading and optimizer spans, one autograd node, one Paddle API entry);
     a unit's family is its canonical op's (``perfkit_core.views.attribution.unit_labels``).
     Ops on a host thread that runs no step and no backward work (a data loader's prefetch
-    thread) count as ``data``. A unit is ``backward`` when it is a gradient op or runs inside a
+    thread) count as ``data``, unless the run lists the thread in ``meta["compute_threads"]``
+    (threads that run the steps' compiled programs, such as XLA:CPU's executor threads). A unit is ``backward`` when it is a gradient op or runs inside a
     backward span. Time is GPU time (work launched within) when the run recorded device events,
     CPU time otherwise; data loading always counts host time.
     """
@@ -75,6 +76,10 @@ def family_times(run: Run) -> dict[str, float]:
         busy = threads[st.host & ((kind == "backward") | labels.gradient)]
         backward_thread = threads.isin(busy)
     loader_thread = st.host & ~st.step_thread & ~backward_thread & bool(st.step_thread.any())
+    compute = [int(t) for t in run.meta.get("compute_threads") or []]
+    if compute:
+        # Threads that run the steps' compute for the step's thread (XLA:CPU's executors).
+        loader_thread &= ~np.isin(ev["tid"].to_numpy(), compute)
     _, gpu_total = links.device_time_by_launcher(run)
     use_gpu = not np.isnan(gpu_total).all()
     ev_dur = ev["dur_ns"].to_numpy().astype(float)

@@ -138,9 +138,12 @@ def base_name(name: str) -> str:
 
 
 def is_gradient(name: str) -> bool:
-    """True for gradient ops: ``*Backward0``, ``*GradNode*``, ``*_grad``, autograd engine work."""
+    """True for gradient ops: ``*Backward0``, ``*GradNode*``, ``*_grad``, autograd engine work,
+    TensorFlow ops under a ``gradient_tape/`` name scope."""
     return bool(
-        re.search(r"Backward\d*$|GradNode|_grad$|_backward$|^autograd::", name.strip())
+        re.search(
+            r"Backward\d*$|GradNode|_grad$|_backward$|^autograd::|(^|/)gradient_tape/", name.strip()
+        )
         or name.startswith("torch::autograd::")
     )
 

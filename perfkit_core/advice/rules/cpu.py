@@ -168,8 +168,13 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
 
     Saving: the uncovered time outside optimizer steps (the optimizer rule counts those), an
     upper bound: a compiled graph removes the Python inside the model, not the loop's own code.
+
+    Not for runs whose steps run on a framework's executor threads (``meta["compute_threads"]``:
+    a jitted JAX step, a TensorFlow graph): there the step's thread waits inside the
+    framework's call while the executors run ops and scheduling work the profiler records only
+    in part, so time with no recorded work is not the interpreter's.
     """
-    if ctx.has_device or not ctx.step_ns:
+    if ctx.has_device or not ctx.step_ns or ctx.run.meta.get("compute_threads"):
         return None
     uncovered, in_optimizer = uncovered_step_time(ctx.run)
     share = 100.0 * uncovered / ctx.step_ns

@@ -1,0 +1,176 @@
+"""``profile(dir)``: profile a block of a JAX or TensorFlow program with the framework's own
+profiler and save it as a perfkit run.
+
+The framework writes its log folder (``<run folder>/xla_log/plugins/profile/<time>/``) as it
+always does; when the block ends, the profile is read (``perfkit_xla.xplane``) and saved as a
+perfkit run in the run folder. Nothing here raises into the training loop once the profiler has
+started: a profile that cannot be converted is warned about once, and its log folder is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
+
+#: The framework's log folder inside a run folder, kept when ``keep_trace`` or on failure.
+NATIVE_LOG_NAME = "xla_log"
+
+
+def _framework(prefer: str | None) -> str:
+    """``jax`` or ``tensorflow``: ``prefer`` if given, else the one the program imported (JAX
+    first), else the one installed; ImportError with one line when neither is."""
+    if prefer in ("jax", "tensorflow"):
+        return prefer
+    for name in ("jax", "tensorflow"):
+        if name in sys.modules:
+            return name
+    for name in ("jax", "tensorflow"):
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        except (ImportError, ValueError):
+            continue
+    raise ImportError(
+        "perfkit_xla.profile needs JAX or TensorFlow, neither is installed: "
+        "pip install jax (or tensorflow), then profile"
+    )
+
+
+def _start(framework: str, log_dir: Path) -> None:
+    if framework == "jax":
+        import jax
+
+        jax.profiler.start_trace(str(log_dir))
+    else:
+        import tensorflow as tf
+
+        tf.profiler.experimental.start(str(log_dir))
+
+
+def _stop(framework: str) -> None:
+    if framework == "jax":
+        import jax
+
+        jax.profiler.stop_trace()
+    else:
+        import tensorflow as tf
+
+        tf.profiler.experimental.stop()
+
+
+def _version(framework: str) -> str | None:
+    module = sys.modules.get(framework)
+    return getattr(module, "__version__", None) if module is not None else None
+
+
+class ProfileSession:
+    """One or more profiled windows saved as perfkit runs under ``dir_name``.
+
+    ``runs`` lists the saved run folders, ``failures`` the (kept log folder, reason) of windows
+    that were not saved. Use it through ``perfkit_xla.profile``; ``window()`` profiles one more
+    block with the same settings.
+    """
+
+    def __init__(
+        self,
+        dir_name: str | os.PathLike[str] = "./perfkit_runs",
+        *,
+        worker_name: str | None = None,
+        framework: str | None = None,
+        keep_trace: bool = False,
+    ) -> None:
+        self.dir_name = Path(dir_name)
+        self.worker_name = worker_name or default_worker_name()
+        self.framework = _framework(framework)
+        self.keep_trace = keep_trace
+        self.runs: list[Path] = []
+        self._failures = Failures()
+
+    @property
+    def failures(self) -> list[tuple[Path, str]]:
+        """(native log folder kept, reason) for each window that was not saved."""
+        return list(self._failures.items)
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[ProfileSession]:
+        """Profile the block with the framework's profiler, then save it as a perfkit run."""
+        run_dir = new_run_dir(self.dir_name, self.worker_name, None)
+        log_dir = run_dir / NATIVE_LOG_NAME
+        try:
+            log_dir.mkdir(parents=True, exist_ok=False)
+            _start(self.framework, log_dir)
+        except Exception as exc:
+            # The program runs on, unprofiled: a profiler that does not start must not stop it.
+            self._failures.record(None, run_dir, f"the profiler did not start: {exc}")
+            yield self
+            return
+        try:
+            yield self
+        finally:
+            self._finish(run_dir, log_dir)
+
+    def _finish(self, run_dir: Path, log_dir: Path) -> None:
+        try:
+            _stop(self.framework)
+        except Exception as exc:
+            self._failures.record(None, run_dir, f"the profiler did not stop: {exc}")
+            return
+        try:
+            from perfkit_xla.xplane import load_log_dir
+
+            run = load_log_dir(log_dir)
+            meta = handler_metadata(
+                self.framework, _version(self.framework), None, self.worker_name
+            )
+            for key, value in meta.items():
+                if key == "extra":
+                    run.meta.setdefault("extra", {}).update(value)
+                elif value is not None or key not in run.meta:
+                    run.meta[key] = value
+            steps = run.meta.get("steps") or []
+            if steps:
+                # Name the folder after the window's last step, as the other handlers do.
+                named = new_run_dir(self.dir_name, self.worker_name, int(steps[-1]))
+                run_dir.rename(named)
+                run_dir, log_dir = named, named / NATIVE_LOG_NAME
+            if not self.keep_trace:
+                run.meta["source"] = None
+            run.save(run_dir)
+            if not self.keep_trace:
+                shutil.rmtree(log_dir, ignore_errors=True)
+        except Exception as exc:
+            self._failures.record(log_dir, run_dir, f"{type(exc).__name__}: {exc}")
+            return
+        self.runs.append(run_dir)
+
+
+@contextlib.contextmanager
+def profile(
+    dir_name: str | os.PathLike[str] = "./perfkit_runs",
+    *,
+    worker_name: str | None = None,
+    framework: str | None = None,
+    keep_trace: bool = False,
+) -> Iterator[ProfileSession]:
+    """Profile the block with JAX's (or TensorFlow's) own profiler and save a perfkit run.
+
+    The run is saved in ``dir_name/<worker_name>.step<N>/`` (N: the last step the window
+    recorded, from ``jax.profiler.StepTraceAnnotation`` or Keras' train steps; no suffix when
+    it recorded none); the yielded session lists it in ``session.runs``. ``worker_name``
+    defaults to ``<host>_<pid>``; ``framework`` (``"jax"`` or ``"tensorflow"``) defaults to the
+    one the program imported. ``keep_trace=True`` keeps the framework's log folder in the run
+    folder (``xla_log/``, which TensorBoard and xprof open); it is always kept when conversion
+    fails, with a warning, and the training goes on.
+    """
+    session = ProfileSession(
+        dir_name, worker_name=worker_name, framework=framework, keep_trace=keep_trace
+    )
+    with session.window():
+        yield session

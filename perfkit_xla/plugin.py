@@ -1,0 +1,140 @@
+"""perfkit plugin for TensorFlow and JAX (the XLA profiler's XSpace). Imports neither framework
+at import time, and reads profiles without them."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from perfkit_core.plugins import TraceLoader, hookimpl
+
+#: Frameworks whose runs this plugin answers for (``run.framework``).
+FRAMEWORKS = ("jax", "tensorflow", "xla")
+#: How the trace viewer's JSON (``<host>.trace.json.gz``) that the profilers write begins.
+TRACE_VIEWER_MARKER = b'"highres-ticks"'
+
+
+@hookimpl(tryfirst=True)
+def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
+    """Claim ``*.xplane.pb`` (XSpace) files, and the trace viewer's ``*.trace.json.gz`` the
+    profilers write beside them (read through the ``.xplane.pb`` next to it). Asked before
+    other adapters (``tryfirst``): that JSON is also a chrome trace."""
+    name = path.name
+    if name.endswith((".xplane.pb", ".xplane.pb.gz")):
+        from perfkit_xla.xplane import load_xplane
+
+        return load_xplane
+    if TRACE_VIEWER_MARKER in head[:4096] and name.endswith((".trace.json.gz", ".trace.json")):
+        return _load_trace_viewer_json
+    return None
+
+
+def _load_trace_viewer_json(path: Path) -> Any:
+    from perfkit_core.events import TraceError
+    from perfkit_xla.xplane import load_xplane, sibling_xplane
+
+    xplane = sibling_xplane(path)
+    if xplane is None:
+        raise TraceError(
+            path,
+            "the trace viewer's data of a TensorFlow/JAX profile; perfkit reads the "
+            f"{path.name.split('.trace.json')[0]}.xplane.pb the profiler writes beside it, "
+            "which is not there",
+        )
+    return load_xplane(xplane)
+
+
+@hookimpl
+def perfkit_claim_folder(path: Path) -> TraceLoader | None:
+    """Claim TensorFlow/JAX log folders: ``LOG_DIR`` (with ``plugins/profile/<run>/``) or a
+    profile folder holding ``<host>.xplane.pb`` files."""
+    from perfkit_xla.xplane import is_log_dir, load_log_dir
+
+    return load_log_dir if is_log_dir(path) else None
+
+
+def _version(*dists: str) -> str | None:
+    import importlib.metadata
+
+    for dist in dists:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@hookimpl
+def perfkit_framework_info() -> dict[str, Any]:
+    """Say whether JAX or TensorFlow is installed, and which versions, without importing them."""
+    found = []
+    jax = _version("jax")
+    if jax:
+        found.append(f"jax {jax}")
+    tf = _version("tensorflow", "tensorflow-cpu", "tf-nightly")
+    if tf:
+        found.append(f"tensorflow {tf}")
+    return {"framework": "xla", "installed": bool(found), "version": ", ".join(found) or None}
+
+
+@hookimpl
+def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
+    """Profile the MLP training loop in JAX on the CPU, if jax is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        return None
+    from perfkit_xla.demo import train_mlp
+
+    runs, _ = train_mlp(Path(directory) / "jax", steps=steps)
+    return runs
+
+
+@hookimpl
+def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
+    """A ``jax.profiler.TraceAnnotation`` (or ``tf.profiler.experimental.Trace``) span marked
+    ``perfkit="user"``, when the program has imported jax (or tensorflow)."""
+    if "jax" in sys.modules:
+        import jax
+
+        return jax.profiler.TraceAnnotation(name, perfkit="user")
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        return tf.profiler.experimental.Trace(name, perfkit="user")
+    return None
+
+
+@hookimpl
+def perfkit_remedy(finding: Any, framework: str) -> str | None:
+    """The JAX or TensorFlow code to change for a finding on such a run."""
+    if framework not in ("jax", "tensorflow"):
+        return None
+    from perfkit_xla.remedies import remedy
+
+    return remedy(finding, framework)
+
+
+@hookimpl
+def perfkit_op_family(name: str, framework: str) -> str | None:
+    """Families of XLA and TensorFlow ops the core's tables do not know (collectives,
+    fusions of elementwise ops, ...)."""
+    if framework not in FRAMEWORKS:
+        return None
+    from perfkit_xla.ops import family
+
+    return family(name)
+
+
+@hookimpl
+def perfkit_canonical_op(name: str, framework: str) -> str | None:
+    """Canonical ops of XLA ops (``dot.3`` -> ``matmul``, ``add_reduce_fusion`` -> ``sum``,
+    ``ynn_fusion.2`` -> ``matmul``) and TensorFlow ops (``dense/MatMul:MatMul`` ->
+    ``matmul``)."""
+    if framework not in FRAMEWORKS:
+        return None
+    from perfkit_xla.ops import canonical_op
+
+    return canonical_op(name)
