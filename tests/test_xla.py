@@ -12,6 +12,7 @@ import collections
 import gzip
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +31,13 @@ VIEWER = PROFILE / "mlp.trace.json.gz"
 #: A real TensorFlow profile of the same MLP in Keras (tests/data/xla/generate_tf.py).
 TF_LOG_DIR = REPO / "tests" / "data" / "xla" / "tf_mlp"
 HAS_JAX = importlib.util.find_spec("jax") is not None
-needs_jax = pytest.mark.skipif(not HAS_JAX, reason="jax is not installed")
 HAS_TF = importlib.util.find_spec("tensorflow") is not None
+#: Set in tox's ``xla`` environment, which installs both frameworks: there a missing framework
+#: fails the tests that need it instead of skipping them.
+REQUIRE_FRAMEWORKS = os.environ.get("PERFKIT_REQUIRE_XLA_FRAMEWORKS") == "1"
+if REQUIRE_FRAMEWORKS and not (HAS_JAX and HAS_TF):
+    raise RuntimeError("PERFKIT_REQUIRE_XLA_FRAMEWORKS=1 but jax or tensorflow is not installed")
+needs_jax = pytest.mark.skipif(not HAS_JAX, reason="jax is not installed")
 needs_tf = pytest.mark.skipif(not HAS_TF, reason="tensorflow is not installed")
 
 
