@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from perfkit_core.capture import Failures, default_worker_name, handler_metadata, new_run_dir
+from perfkit_core.capture import Failures, claim_run_dir, default_worker_name, handler_metadata
 
 #: The framework's log folder inside a run folder, kept when ``keep_trace`` or on failure.
 NATIVE_LOG_NAME = "xla_log"
@@ -101,7 +101,7 @@ class ProfileSession:
     @contextlib.contextmanager
     def window(self) -> Iterator[ProfileSession]:
         """Profile the block with the framework's profiler, then save it as a perfkit run."""
-        run_dir = new_run_dir(self.dir_name, self.worker_name, None)
+        run_dir = claim_run_dir(self.dir_name, self.worker_name, None)
         log_dir = run_dir / NATIVE_LOG_NAME
         try:
             log_dir.mkdir(parents=True, exist_ok=False)
@@ -136,8 +136,9 @@ class ProfileSession:
                     run.meta[key] = value
             steps = run.meta.get("steps") or []
             if steps:
-                # Name the folder after the window's last step, as the other handlers do.
-                named = new_run_dir(self.dir_name, self.worker_name, int(steps[-1]))
+                # Name the folder after the window's last step, as the other handlers do: the
+                # claimed (empty) folder is replaced by this one, atomically.
+                named = claim_run_dir(self.dir_name, self.worker_name, int(steps[-1]))
                 run_dir.rename(named)
                 run_dir, log_dir = named, named / NATIVE_LOG_NAME
             if not self.keep_trace:
