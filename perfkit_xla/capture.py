@@ -24,13 +24,20 @@ NATIVE_LOG_NAME = "xla_log"
 
 
 def _framework(prefer: str | None) -> str:
-    """``jax`` or ``tensorflow``: ``prefer`` if given, else the one the program imported (JAX
-    first), else the one installed; ImportError with one line when neither is."""
+    """``jax`` or ``tensorflow``: ``prefer`` if given, else the one the program imported, else
+    the one installed. ValueError when the program imported both (TensorFlow's Keras imports
+    JAX whenever it is installed, so which profiler the user means cannot be guessed);
+    ImportError with one line when neither is installed."""
     if prefer in ("jax", "tensorflow"):
         return prefer
-    for name in ("jax", "tensorflow"):
-        if name in sys.modules:
-            return name
+    imported = [name for name in ("jax", "tensorflow") if name in sys.modules]
+    if len(imported) == 2:
+        raise ValueError(
+            "both jax and tensorflow are imported (TensorFlow imports JAX when it is "
+            "installed): pass framework='jax' or framework='tensorflow' to perfkit_xla.profile"
+        )
+    if imported:
+        return imported[0]
     for name in ("jax", "tensorflow"):
         try:
             if importlib.util.find_spec(name) is not None:

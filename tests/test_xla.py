@@ -370,6 +370,21 @@ def test_two_hosts_become_two_ranks(tmp_path):
     assert (run.events["rank"] == 1).sum() == (run.events["rank"] == 0).sum()
 
 
+def test_profile_asks_which_framework_when_both_are_imported(monkeypatch, tmp_path):
+    import types
+
+    import perfkit_xla
+    from perfkit_xla.capture import _framework
+
+    monkeypatch.setitem(sys.modules, "jax", types.ModuleType("jax"))
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    assert _framework(None) == "jax"
+    monkeypatch.setitem(sys.modules, "tensorflow", types.ModuleType("tensorflow"))
+    with pytest.raises(ValueError, match="framework='jax' or framework='tensorflow'"):
+        perfkit_xla.profile(tmp_path).__enter__()
+    assert _framework("tensorflow") == "tensorflow"
+
+
 def test_reading_needs_no_framework():
     code = (
         "import sys\n"
@@ -561,7 +576,8 @@ def test_profile_saves_a_tensorflow_run_with_steps_and_user_spans(tmp_path):
         return loss
 
     step()
-    with perfkit_xla.profile(tmp_path, worker_name="tf") as session:
+    # TensorFlow imports JAX when it is installed, so the framework is named.
+    with perfkit_xla.profile(tmp_path, worker_name="tf", framework="tensorflow") as session:
         for i in range(3):
             with (
                 tf.profiler.experimental.Trace("train", step_num=i, _r=1),
