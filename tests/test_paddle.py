@@ -229,8 +229,8 @@ def test_handler_never_raises_and_keeps_paddles_export(tmp_path, monkeypatch):
 
 def test_background_run_equals_the_run_from_the_tree(tmp_path):
     """The default handler converts Paddle's export off the training thread; the same loop with
-    ``background=False`` converts the result tree in the callback. Same operators, calls, self
-    and total times (to the export's nanosecond), the launcher's rank, the span's metadata."""
+    ``background=False`` converts the result tree in the callback. The same operators and calls
+    on the training thread, the same rank and span metadata."""
     from perfkit_paddle.demo import train_mlp
 
     bg_runs, bg = train_mlp(tmp_path / "bg", steps=3, blocks=2, width=16)
@@ -245,12 +245,22 @@ def test_background_run_equals_the_run_from_the_tree(tmp_path):
         assert a.meta["extra"][key] == b.meta["extra"][key], key
     assert isinstance(a.meta["extra"]["span_index"], int)  # Paddle numbers spans per process
     assert a.meta["extra"]["profiler_result_version"] is not None
+    # The training thread's work is the same in both loops; how much of the DataLoader's
+    # prefetching (slice, stack on its own thread) falls in the window is not.
+    calls_a, calls_b = _training_thread_calls(a), _training_thread_calls(b)
+    assert len(calls_a) > 10 and calls_a.equals(calls_b.loc[calls_a.index])
+    assert set(calls_a.index) == set(calls_b.index)
     ops_a = a.summary("operator").set_index("name")
-    ops_b = b.summary("operator").set_index("name")
-    assert set(ops_a.index) == set(ops_b.index)
-    assert (ops_a["calls"] == ops_b.loc[ops_a.index, "calls"]).all()
-    assert len(a.events) == len(b.events)
+    assert (ops_a.loc[calls_a.index, "calls"] >= calls_a).all()
     assert len(a.meta["steps"]) == len(b.meta["steps"]) == 3
+
+
+def _training_thread_calls(run):
+    """Operator calls per name on the thread that ran the steps, from the raw events."""
+    ev = run.events
+    step_threads = set(ev.loc[ev["kind"] == "step", "tid"])
+    ops = ev[(ev["kind"] == "operator") & ev["tid"].isin(step_threads)]
+    return ops["name"].astype(str).value_counts().sort_index()
 
 
 def test_background_handler_keeps_the_launchers_rank(tmp_path, monkeypatch):
