@@ -50,6 +50,16 @@ def _framework(prefer: str | None) -> str:
     )
 
 
+#: The framework whose profiler a ``profile()`` window is recording, while one is open:
+#: ``annotate()`` opens that framework's annotation.
+RECORDING: list[str] = []
+
+
+def recording_framework() -> str | None:
+    """``jax`` or ``tensorflow`` while a ``profile()`` window records, else None."""
+    return RECORDING[-1] if RECORDING else None
+
+
 def _start(framework: str, log_dir: Path) -> None:
     if framework == "jax":
         import jax
@@ -118,9 +128,11 @@ class ProfileSession:
             self._failures.record(None, run_dir, f"the profiler did not start: {exc}")
             yield self
             return
+        RECORDING.append(self.framework)
         try:
             yield self
         finally:
+            RECORDING.pop()
             self._finish(run_dir, log_dir)
 
     def _finish(self, run_dir: Path, log_dir: Path) -> None:

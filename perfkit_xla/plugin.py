@@ -3,6 +3,7 @@ at import time, and reads profiles without them."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -94,17 +95,35 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
 
 @hookimpl
 def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
-    """A ``jax.profiler.TraceAnnotation`` (or ``tf.profiler.experimental.Trace``) span marked
-    ``perfkit="user"``, when the program has imported jax (or tensorflow)."""
-    if "jax" in sys.modules:
+    """A ``jax.profiler.TraceAnnotation`` or ``tf.profiler.experimental.Trace`` span marked
+    ``perfkit="user"``: the one of the framework a ``perfkit_xla.profile()`` window records,
+    else of the framework the program imported, else None. With both imported and no window
+    open (TensorFlow imports JAX whenever it is installed), both are opened: each framework's
+    profiler records only its own."""
+    from perfkit_xla.capture import recording_framework
+
+    recording = recording_framework()
+    wanted = [recording] if recording else [f for f in ("jax", "tensorflow") if f in sys.modules]
+    spans: list[AbstractContextManager[Any]] = []
+    if "jax" in wanted:
         import jax
 
-        return jax.profiler.TraceAnnotation(name, perfkit="user")
-    if "tensorflow" in sys.modules:
+        spans.append(jax.profiler.TraceAnnotation(name, perfkit="user"))
+    if "tensorflow" in wanted:
         import tensorflow as tf
 
-        return tf.profiler.experimental.Trace(name, perfkit="user")
-    return None
+        spans.append(tf.profiler.experimental.Trace(name, perfkit="user"))
+    if len(spans) < 2:
+        return spans[0] if spans else None
+
+    @contextlib.contextmanager
+    def both() -> Any:
+        with contextlib.ExitStack() as stack:
+            for span in spans:
+                stack.enter_context(span)
+            yield
+
+    return both()
 
 
 @hookimpl
