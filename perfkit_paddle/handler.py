@@ -14,11 +14,11 @@ from typing import Any
 
 from perfkit_core.capture import (
     ROOM_TIMEOUT_S,
-    Failures,
     OrderedWorker,
+    RunHandler,
     claim_run_dir,
+    conversion_reason,
     cut_short_reason,
-    default_worker_name,
     export_is_complete,
     fallback_dir,
     handler_metadata,
@@ -47,7 +47,7 @@ logger = logging.getLogger("perfkit.paddle")
 NATIVE_TRACE_NAME = "trace.paddle_trace.json"
 
 
-class TraceHandler:
+class TraceHandler(RunHandler):
     """Callable for ``paddle.profiler.Profiler(on_trace_ready=...)`` that saves perfkit runs.
 
     Each call (one per profiled span of the scheduler) claims its own folder under ``dir_name``
@@ -76,50 +76,9 @@ class TraceHandler:
     records the failure in ``failures`` with the path of what was kept.
     """
 
-    def __init__(
-        self,
-        dir_name: str | os.PathLike[str] = "./perfkit_runs",
-        *,
-        worker_name: str | None = None,
-        chain: Iterable[Callable[[Any], Any]] = (),
-        keep_trace: bool = False,
-        background: bool = True,
-    ) -> None:
-        self.dir_name = Path(dir_name)
-        self.worker_name = worker_name or default_worker_name()
-        self.chain = list(chain)
-        self.keep_trace = keep_trace
-        self.background = background
-        self._runs: list[Path] = []
-        self._failures_log = Failures()
-        self._outstanding: set[Path] = set()
-        self._state = threading.Condition()
-        #: The largest native export so far, in bytes: what the next one needs on disk.
-        self._estimate = 0
-
-    @property
-    def runs(self) -> list[Path]:
-        """Folders of the saved runs, in the order they were saved (waits for pending ones)."""
-        self.wait()
-        with self._state:
-            return list(self._runs)
-
-    @property
-    def failures(self) -> list[tuple[Path, str]]:
-        """``(path, reason)`` for each thing that went wrong, in order (waits for pending ones).
-
-        For a span not saved as a run, ``path`` is Paddle's native export kept (a complete
-        file), or the run folder that was meant for it when nothing could be kept; for a
-        chained handler that raised, the run folder of that span.
-        """
-        self.wait()
-        with self._state:
-            return list(self._failures_log.items)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until every span this handler took has been saved or failed; False on timeout."""
-        with self._state:
-            return self._state.wait_for(lambda: not self._outstanding, timeout=timeout)
+    def _kept(self, trace: Path) -> bool:
+        """Paddle's export counts as kept only when whole (its closing brace written)."""
+        return export_is_complete(trace)
 
     def __call__(self, prof: Any) -> None:
         run_dir: Path | None = None
@@ -149,8 +108,7 @@ class TraceHandler:
             self._export_elsewhere(result, step, reason)
             return None
         meta = self._metadata(prof, result)
-        with self._state:
-            self._outstanding.add(run_dir)
+        self._started(run_dir)
         if self.background:
             # In a list, so the job can drop the result (Paddle's memory) once it is exported.
             job = functools.partial(self._export_and_submit, [result], run_dir, step, meta)
@@ -251,7 +209,7 @@ class TraceHandler:
                 logger.info("perfkit: converting in-process (%s)", exc)
             convert_file(trace, run_dir, meta, keep_trace=self.keep_trace)
         except Exception as exc:
-            self._finished(run_dir, trace, _conversion_reason(exc, run_dir))
+            self._finished(run_dir, trace, conversion_reason(exc, run_dir))
         else:
             self._finished(run_dir, trace, None)
 
@@ -285,27 +243,12 @@ class TraceHandler:
             run.meta["source"] = str(trace) if self.keep_trace else None
             run.save(run_dir)
         except Exception as exc:
-            self._finished(run_dir, trace, _conversion_reason(exc, run_dir))
+            self._finished(run_dir, trace, conversion_reason(exc, run_dir))
             return
         if not self.keep_trace:
             with contextlib.suppress(OSError):
                 trace.unlink()
         self._finished(run_dir, trace, None)
-
-    def _fail(self, kept: Path | None, where: Path, reason: str) -> None:
-        with self._state:
-            self._failures_log.record(kept, where, reason)
-            self._state.notify_all()
-
-    def _finished(self, run_dir: Path, trace: Path | None, error: str | None) -> None:
-        with self._state:
-            self._outstanding.discard(run_dir)
-            if error is None:
-                self._runs.append(run_dir)
-            else:
-                kept = trace if trace is not None and export_is_complete(trace) else None
-                self._failures_log.record(kept, run_dir, error)
-            self._state.notify_all()
 
 
 _EXPORTER: OrderedWorker | None = None
@@ -319,12 +262,6 @@ def _exporter() -> OrderedWorker:
         if _EXPORTER is None:
             _EXPORTER = OrderedWorker("perfkit-paddle-export", max_queued=2)
         return _EXPORTER
-
-
-def _conversion_reason(exc: BaseException, run_dir: Path) -> str:
-    if isinstance(exc, OSError):
-        return f"the run could not be saved ({os_error_reason(exc, run_dir)})"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _rank_and_world() -> tuple[int, int]:

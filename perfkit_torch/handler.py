@@ -8,16 +8,15 @@ import importlib.util
 import logging
 import os
 import shutil
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.capture import (
-    Failures,
+    RunHandler,
     claim_run_dir,
+    conversion_reason,
     cut_short_reason,
-    default_worker_name,
     export_is_complete,
     fallback_dir,
     handler_metadata,
@@ -50,7 +49,7 @@ logger = logging.getLogger("perfkit.torch")
 NATIVE_TRACE_NAME = "trace.pt.trace.json"
 
 
-class TraceHandler:
+class TraceHandler(RunHandler):
     """Callable for ``torch.profiler.profile(on_trace_ready=...)`` that saves perfkit runs.
 
     Each call (one per active cycle of the profiler's schedule) exports the profile with
@@ -75,51 +74,6 @@ class TraceHandler:
     run's folder cannot be made or its disk is full) and records the failure in ``failures``
     with the path of what was kept.
     """
-
-    def __init__(
-        self,
-        dir_name: str | os.PathLike[str] = "./perfkit_runs",
-        *,
-        worker_name: str | None = None,
-        chain: Iterable[Callable[[Any], Any]] = (),
-        keep_trace: bool = False,
-        background: bool = True,
-    ) -> None:
-        self.dir_name = Path(dir_name)
-        self.worker_name = worker_name or default_worker_name()
-        self.chain = list(chain)
-        self.keep_trace = keep_trace
-        self.background = background
-        self._runs: list[Path] = []
-        self._failures_log = Failures()
-        self._outstanding: set[Path] = set()
-        self._state = threading.Condition()
-        #: The largest native trace exported so far, in bytes: what the next one needs on disk.
-        self._estimate = 0
-
-    @property
-    def runs(self) -> list[Path]:
-        """Folders of the saved runs, in the order they were saved (waits for pending ones)."""
-        self.wait()
-        with self._state:
-            return list(self._runs)
-
-    @property
-    def failures(self) -> list[tuple[Path, str]]:
-        """``(path, reason)`` for each thing that went wrong, in order (waits for pending ones).
-
-        For a cycle not saved as a run, ``path`` is the native trace kept (a complete file), or
-        the run folder that was meant for it when nothing could be kept; for a chained handler
-        that raised, the run folder of that cycle.
-        """
-        self.wait()
-        with self._state:
-            return list(self._failures_log.items)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until every conversion this handler started has ended; False on timeout."""
-        with self._state:
-            return self._state.wait_for(lambda: not self._outstanding, timeout=timeout)
 
     def __call__(self, prof: Any) -> None:
         run_dir: Path | None = None
@@ -217,16 +171,10 @@ class TraceHandler:
         self._fail(kept, self.dir_name, reason)
         return kept
 
-    def _fail(self, kept: Path | None, where: Path, reason: str) -> None:
-        with self._state:
-            self._failures_log.record(kept, where, reason)
-            self._state.notify_all()
-
     def _convert(self, run_dir: Path, trace_path: Path, prof: Any) -> None:
         """Convert and save, in the helper process or here; never raises."""
         meta = run_metadata(prof, worker_name=self.worker_name)
-        with self._state:
-            self._outstanding.add(run_dir)
+        self._started(run_dir)
         converter = self._converter()
         if converter is not None:
             try:
@@ -245,32 +193,9 @@ class TraceHandler:
 
             convert_file(trace_path, run_dir, meta, keep_trace=self.keep_trace)
         except Exception as exc:
-            self._finished(run_dir, trace_path, _conversion_reason(exc, run_dir))
+            self._finished(run_dir, trace_path, conversion_reason(exc, run_dir))
         else:
             self._finished(run_dir, trace_path, None)
-
-    def _finished(self, run_dir: Path, trace_path: Path | None, error: str | None) -> None:
-        with self._state:
-            self._outstanding.discard(run_dir)
-            if error is None:
-                self._runs.append(run_dir)
-            else:
-                kept = trace_path if trace_path is not None and _nonempty(trace_path) else None
-                self._failures_log.record(kept, run_dir, error)
-            self._state.notify_all()
-
-
-def _nonempty(path: Path) -> bool:
-    try:
-        return path.is_file() and path.stat().st_size > 0
-    except OSError:
-        return False
-
-
-def _conversion_reason(exc: BaseException, run_dir: Path) -> str:
-    if isinstance(exc, OSError):
-        return f"the run could not be saved ({os_error_reason(exc, run_dir)})"
-    return f"{type(exc).__name__}: {exc}"
 
 
 class ExportedProfile:
