@@ -176,3 +176,18 @@ def test_compare_html_is_self_contained_and_escaped(tmp_path):
 def test_compare_needs_two_runs(capsys):
     assert main(["compare", str(shared_trace("resnet_nw0"))]) == 2
     assert "at least two" in capsys.readouterr().err
+
+
+def test_totals_leave_out_rows_that_say_nothing(resnet):
+    """The single-GPU ResNet runs call no collective: no communication row of zeros. The A100
+    rank's NCCL time stays, equal to its communication events per step; the step row always
+    stays."""
+    totals = resnet.summary("totals")
+    assert "communication" not in set(totals["name"]) and "step" in set(totals["name"])
+    assert "0 in every run" in totals.attrs["note"]
+    a100 = compare(shared_trace("a100_rank3"), shared_trace("a100_rank3"), labels=["a", "b"])
+    rows = a100.summary("totals").set_index("name")
+    run = a100.runs[0]
+    comm = run.events.loc[run.events["kind"] == "communication", "dur_ns"].sum()
+    steps = int((run.events["kind"] == "step").sum())
+    assert rows.loc["communication", "a"] == pytest.approx(comm / steps)

@@ -182,10 +182,14 @@ class Comparison:
                 }
             )
         frame = self._wide(per_run, order)
-        measured = frame[self.labels].notna().any(axis=1)
-        frame = frame[measured].reset_index(drop=True)
-        if not measured.all():
-            frame.attrs["note"] = "rows no run recorded (no device events) are left out"
+        # A row no run recorded (device rows of CPU runs) or that is 0 in every run (no
+        # collective was called) says nothing; the step row always stays.
+        values = frame[self.labels]
+        recorded = values.notna().any(axis=1) & (values.fillna(0) != 0).any(axis=1)
+        recorded |= frame["name"] == "step"
+        frame = frame[recorded].reset_index(drop=True)
+        if not recorded.all():
+            frame.attrs["note"] = "rows no run recorded, or that are 0 in every run, are left out"
         return frame
 
 
