@@ -76,6 +76,8 @@ class TraceHandler(RunHandler):
     records the failure in ``failures`` with the path of what was kept.
     """
 
+    native_name = NATIVE_TRACE_NAME
+
     def _kept(self, trace: Path) -> bool:
         """Paddle's export counts as kept only when whole (its closing brace written)."""
         return export_is_complete(trace)
@@ -132,7 +134,7 @@ class TraceHandler(RunHandler):
                 extra[key] = getattr(result, method)()
         return meta
 
-    def _export(self, result: Any, trace: Path) -> str | None:
+    def _export_native(self, result: Any, trace: Path) -> str | None:
         """Write Paddle's chrome-tracing export of ``result`` to ``trace`` (through a temporary
         name); None when a complete file is there, else why not (a partial file is removed)."""
         temp = trace.with_name(f".{trace.name}.tmp")
@@ -161,34 +163,17 @@ class TraceHandler(RunHandler):
         self._estimate = max(self._estimate, written + 1)
         return reason
 
-    def _export_elsewhere(self, result: Any, step: int | None, reason: str) -> Path | None:
-        """Export into the fallback folder after ``reason`` kept the span from its run folder;
-        record the failure with what was kept; return the export or None."""
-        kept: Path | None = None
-        folder = fallback_dir()
-        try:
-            folder = claim_run_dir(folder, self.worker_name, step)
-            failed = self._export(result, folder / NATIVE_TRACE_NAME)
-            if failed is None:
-                kept = folder / NATIVE_TRACE_NAME
-            else:
-                reason = f"{reason}; the export to {folder} failed too: {failed}"
-        except OSError as exc:
-            reason = f"{reason}; the export to {folder} failed too: {os_error_reason(exc)}"
-        self._fail(kept, self.dir_name, reason)
-        return kept
-
     def _export_and_submit(
         self, box: list[Any], run_dir: Path, step: int | None, meta: dict[str, Any]
     ) -> None:
         """On the exporter thread: the native export first, then the conversion queued to the
         helper process (or done here when no helper can be reached). Never raises."""
-        from perfkit_core.capture import convert_file, shared_converter
+        from perfkit_core.capture import shared_converter
 
         trace = run_dir / NATIVE_TRACE_NAME
         result = box.pop()
         try:
-            failed = self._export(result, trace)
+            failed = self._export_native(result, trace)
             if failed is not None:
                 with contextlib.suppress(OSError):
                     run_dir.rmdir()  # empty: it must not look like a run
@@ -196,22 +181,15 @@ class TraceHandler(RunHandler):
                 self._finished(run_dir, kept, failed)
                 return
             del result  # the profile is on disk: give Paddle's memory back
-            try:
-                shared_converter().submit(
-                    trace,
-                    run_dir,
-                    meta,
-                    keep_trace=self.keep_trace,
-                    done=lambda d, err: self._finished(d, trace, err),
-                )
-                return
-            except Exception as exc:
-                logger.info("perfkit: converting in-process (%s)", exc)
-            convert_file(trace, run_dir, meta, keep_trace=self.keep_trace)
         except Exception as exc:
             self._finished(run_dir, trace, conversion_reason(exc, run_dir))
-        else:
-            self._finished(run_dir, trace, None)
+            return
+        try:
+            converter = shared_converter()
+        except Exception as exc:
+            logger.info("perfkit: converting in-process (%s)", exc)
+            converter = None
+        self._convert_export(trace, run_dir, meta, converter)
 
     def _export_elsewhere_quietly(self, result: Any, step: int | None) -> Path | None:
         """Export into the fallback folder; return the export, or None (nothing recorded)."""
@@ -219,7 +197,7 @@ class TraceHandler(RunHandler):
             folder = claim_run_dir(fallback_dir(), self.worker_name, step)
         except OSError:
             return None
-        if self._export(result, folder / NATIVE_TRACE_NAME) is None:
+        if self._export_native(result, folder / NATIVE_TRACE_NAME) is None:
             return folder / NATIVE_TRACE_NAME
         return None
 
@@ -230,7 +208,7 @@ class TraceHandler(RunHandler):
         from perfkit_paddle.result import run_from_result
 
         trace = run_dir / NATIVE_TRACE_NAME
-        failed = self._export(result, trace)
+        failed = self._export_native(result, trace)
         if failed is not None:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()

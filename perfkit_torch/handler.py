@@ -15,10 +15,8 @@ from typing import TYPE_CHECKING, Any
 from perfkit_core.capture import (
     RunHandler,
     claim_run_dir,
-    conversion_reason,
     cut_short_reason,
     export_is_complete,
-    fallback_dir,
     handler_metadata,
     make_room,
     os_error_reason,
@@ -75,6 +73,8 @@ class TraceHandler(RunHandler):
     with the path of what was kept.
     """
 
+    native_name = NATIVE_TRACE_NAME
+
     def __call__(self, prof: Any) -> None:
         run_dir: Path | None = None
         trace: Path | None = None
@@ -120,7 +120,7 @@ class TraceHandler(RunHandler):
             reason = f"cannot create a run folder under {self.dir_name} ({os_error_reason(exc)})"
             return None, self._export_elsewhere(prof, step, reason)
         trace = run_dir / NATIVE_TRACE_NAME
-        failed = self._export_to(prof, trace)
+        failed = self._export_native(prof, trace)
         if failed is not None:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()  # empty: it must not look like a run
@@ -130,7 +130,7 @@ class TraceHandler(RunHandler):
             self._estimate = max(self._estimate, trace.stat().st_size)
         return run_dir, trace
 
-    def _export_to(self, prof: Any, trace: Path) -> str | None:
+    def _export_native(self, prof: Any, trace: Path) -> str | None:
         """Export to ``trace``; None when a complete file is there, else why not (what an
         incomplete export left is removed: it holds nothing perfkit or a trace viewer can read,
         and it takes the room other runs need)."""
@@ -153,49 +153,11 @@ class TraceHandler(RunHandler):
         self._estimate = max(self._estimate, written + 1)
         return reason
 
-    def _export_elsewhere(self, prof: Any, step: int | None, reason: str) -> Path | None:
-        """Export into the fallback folder after ``reason`` kept it from the run's folder;
-        record the failure with what was kept; return the trace or None."""
-        kept: Path | None = None
-        folder = fallback_dir()
-        try:
-            folder = claim_run_dir(folder, self.worker_name, step)
-            trace = folder / NATIVE_TRACE_NAME
-            failed = self._export_to(prof, trace)
-            if failed is None:
-                kept = trace
-            else:
-                reason = f"{reason}; the export to {folder} failed too: {failed}"
-        except OSError as exc:
-            reason = f"{reason}; the export to {folder} failed too: {os_error_reason(exc)}"
-        self._fail(kept, self.dir_name, reason)
-        return kept
-
     def _convert(self, run_dir: Path, trace_path: Path, prof: Any) -> None:
         """Convert and save, in the helper process or here; never raises."""
         meta = run_metadata(prof, worker_name=self.worker_name)
         self._started(run_dir)
-        converter = self._converter()
-        if converter is not None:
-            try:
-                converter.submit(
-                    trace_path,
-                    run_dir,
-                    meta,
-                    keep_trace=self.keep_trace,
-                    done=lambda d, err: self._finished(d, trace_path, err),
-                )
-                return
-            except Exception as exc:
-                logger.info("perfkit: converting in-process (%s)", exc)
-        try:
-            from perfkit_core.capture import convert_file
-
-            convert_file(trace_path, run_dir, meta, keep_trace=self.keep_trace)
-        except Exception as exc:
-            self._finished(run_dir, trace_path, conversion_reason(exc, run_dir))
-        else:
-            self._finished(run_dir, trace_path, None)
+        self._convert_export(trace_path, run_dir, meta, self._converter())
 
 
 class ExportedProfile:

@@ -4,6 +4,7 @@
 - ``handlers``: what every framework's handler shares (run folders claimed atomically, metadata,
   room on disk before an export, contained chained handlers, failures warned about once).
 - ``step_timer``: ``step_timer(profiler)``, wall-clock step times with and without the profiler.
+- ``run_handler``: ``RunHandler``, the base of every framework's ``on_trace_ready`` handler.
 - ``background``: a helper process at the lowest CPU priority that converts exported traces
   into saved runs, off the training loop, with a bounded queue.
 """
@@ -20,7 +21,6 @@ from perfkit_core.capture.background import (
 from perfkit_core.capture.handlers import (
     ROOM_TIMEOUT_S,
     Failures,
-    RunHandler,
     claim_run_dir,
     conversion_reason,
     cut_short_reason,
@@ -34,6 +34,7 @@ from perfkit_core.capture.handlers import (
     partial_files,
     remove_partial,
 )
+from perfkit_core.capture.run_handler import RunHandler
 from perfkit_core.capture.step_timer import StepTimer, step_timer
 
 __all__ = [

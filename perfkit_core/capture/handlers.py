@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -237,82 +237,3 @@ def conversion_reason(exc: BaseException, run_dir: Path) -> str:
     if isinstance(exc, OSError):
         return f"the run could not be saved ({os_error_reason(exc, run_dir)})"
     return f"{type(exc).__name__}: {exc}"
-
-
-class RunHandler:
-    """What every framework's ``on_trace_ready`` handler keeps: its settings, the runs it saved,
-    what went wrong, and the profiles still being saved (``runs``, ``failures`` and ``wait()``
-    wait for those). A subclass implements ``__call__`` and reports each profile it takes with
-    ``_started``, then ``_finished`` (or ``_fail`` for what never became a run)."""
-
-    def __init__(
-        self,
-        dir_name: str | os.PathLike[str] = "./perfkit_runs",
-        *,
-        worker_name: str | None = None,
-        chain: Iterable[Callable[[Any], Any]] = (),
-        keep_trace: bool = False,
-        background: bool = True,
-    ) -> None:
-        self.dir_name = Path(dir_name)
-        self.worker_name = worker_name or default_worker_name()
-        self.chain = list(chain)
-        self.keep_trace = keep_trace
-        self.background = background
-        self._runs: list[Path] = []
-        self._failures_log = Failures()
-        self._outstanding: set[Path] = set()
-        self._state = threading.Condition()
-        #: The largest native export so far, in bytes: what the next one needs on disk.
-        self._estimate = 0
-
-    @property
-    def runs(self) -> list[Path]:
-        """Folders of the saved runs, in the order they were saved (waits for pending ones)."""
-        self.wait()
-        with self._state:
-            return list(self._runs)
-
-    @property
-    def failures(self) -> list[tuple[Path, str]]:
-        """``(path, reason)`` for each thing that went wrong, in order (waits for pending ones).
-
-        For a profile not saved as a run, ``path`` is the native export kept (a complete file),
-        or the run folder that was meant for it when nothing could be kept; for a chained
-        handler that raised, the run folder of that profile.
-        """
-        self.wait()
-        with self._state:
-            return list(self._failures_log.items)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until every profile this handler took has been saved or failed; False on
-        timeout."""
-        with self._state:
-            return self._state.wait_for(lambda: not self._outstanding, timeout=timeout)
-
-    def _started(self, run_dir: Path) -> None:
-        with self._state:
-            self._outstanding.add(run_dir)
-
-    def _fail(self, kept: Path | None, where: Path, reason: str) -> None:
-        with self._state:
-            self._failures_log.record(kept, where, reason)
-            self._state.notify_all()
-
-    def _finished(self, run_dir: Path, trace: Path | None, error: str | None) -> None:
-        with self._state:
-            self._outstanding.discard(run_dir)
-            if error is None:
-                self._runs.append(run_dir)
-            else:
-                kept = trace if trace is not None and self._kept(trace) else None
-                self._failures_log.record(kept, run_dir, error)
-            self._state.notify_all()
-
-    def _kept(self, trace: Path) -> bool:
-        """Whether the native export at ``trace`` is whole enough to point a user at."""
-        try:
-            return trace.is_file() and trace.stat().st_size > 0
-        except OSError:
-            return False
