@@ -64,9 +64,10 @@ class TraceHandler(RunHandler):
     Because the native export is written before any conversion, a process killed or
     interrupted while a run is being saved leaves that export in the folder (``perfkit_core.load``
     reads such a folder as the trace it holds); a save is atomic (``meta.json`` last), so a
-    folder never shows an event table without its metadata. At most two profiles wait for the
-    thread and two traces for the helper, and free space for the next export is checked first;
-    when a bound is reached the callback waits for the queued work.
+    folder never shows an event table without its metadata. The helper converts an export only on
+    a core training leaves idle (see ``perfkit_core.capture.background``). At most two profiles
+    wait for the thread and eight traces for the helper, and free space for the next export is
+    checked first; when a bound is reached the callback waits for the queued work.
 
     Handlers given in ``chain`` (``paddle.profiler.export_chrome_tracing(dir)``, a user's
     function) are called afterwards with the same profiler, whatever happened here; one that
@@ -173,7 +174,8 @@ class TraceHandler(RunHandler):
         trace = run_dir / NATIVE_TRACE_NAME
         result = box.pop()
         try:
-            failed = self._export_native(result, trace)
+            with _holding():
+                failed = self._export_native(result, trace)
             if failed is not None:
                 with contextlib.suppress(OSError):
                     run_dir.rmdir()  # empty: it must not look like a run
@@ -231,6 +233,17 @@ class TraceHandler(RunHandler):
 
 _EXPORTER: OrderedWorker | None = None
 _EXPORTER_LOCK = threading.Lock()
+
+
+def _holding() -> contextlib.AbstractContextManager[object]:
+    """While Paddle's export is written, the conversion helper starts no deferred conversion
+    (see ``BackgroundConverter.exporting``); a no-op when it cannot be reached."""
+    try:
+        from perfkit_core.capture import shared_converter
+
+        return shared_converter().exporting()
+    except Exception:
+        return contextlib.nullcontext()
 
 
 def _exporter() -> OrderedWorker:

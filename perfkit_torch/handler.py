@@ -57,7 +57,9 @@ class TraceHandler(RunHandler):
     waits for the export; reading ``runs`` or ``failures``, or calling ``wait()``, waits for the
     conversions still running, and they are finished before the interpreter exits.
 
-    What waits for the helper is bounded (two traces, see
+    The helper converts a trace only on a core training leaves idle (while every core is
+    busy, the traces wait on disk until the program waits for them, at exit at the latest, or
+    until 1 GiB of them is queued). What waits for it is bounded (eight traces, 4 GiB, see
     ``perfkit_core.capture.background``), and before each export the handler checks that the
     disk has room for a trace as large as its largest so far; when either is short it first
     waits for the queued conversions (which remove their traces).
@@ -76,6 +78,15 @@ class TraceHandler(RunHandler):
     native_name = NATIVE_TRACE_NAME
 
     def __call__(self, prof: Any) -> None:
+        converter = self._converter()
+        if converter is None:
+            self._handle(prof)
+            return
+        # The helper starts no deferred conversion during the export and the chained handlers.
+        with converter.exporting():
+            self._handle(prof)
+
+    def _handle(self, prof: Any) -> None:
         run_dir: Path | None = None
         trace: Path | None = None
         try:

@@ -12,7 +12,8 @@ import pandas as pd
 
 import perfkit_core
 from conftest import shared_trace
-from perfkit_core.capture.background import BackgroundConverter, convert_file
+from perfkit_core.capture.background import BackgroundConverter
+from perfkit_core.capture.helper import convert_file
 
 
 def test_helper_converts_like_a_direct_load(tmp_path):
@@ -75,7 +76,7 @@ def _kill_while_converting(work, source):
     for name in "ABC":
         traces[name] = work / f"{name}.json.gz"
         shutil.copy(source, traces[name])
-    converter = BackgroundConverter(max_jobs=8)
+    converter = BackgroundConverter(max_jobs=8, defer_bytes=0)
     done = {}
 
     def submit(name):
@@ -109,7 +110,7 @@ def test_helper_runs_at_the_lowest_priority_with_one_thread(tmp_path):
     trace = tmp_path / "t.json.gz"
     shutil.copy(shared_trace("resnet_nw4"), trace)
     own_nice = os.getpriority(os.PRIO_PROCESS, 0)
-    converter = BackgroundConverter()
+    converter = BackgroundConverter(defer_bytes=0)
     converter.submit(trace, tmp_path / "run", {}, keep_trace=True, done=lambda d, e: None)
     _wait_until(
         lambda: any(j.started for j in converter._pending.values()) or not converter.pending()
@@ -196,3 +197,139 @@ def test_ordered_worker_runs_in_order_on_a_low_priority_thread_and_is_bounded():
     expected_nice = 19 if sys.platform.startswith("linux") else own_nice
     assert seen == [("nice", expected_nice), "second", "third"]
     assert os.getpriority(os.PRIO_PROCESS, 0) == own_nice  # the caller's thread keeps its own
+
+
+class _Cores:
+    """Stands in for ``IdleCores``: says ``idle`` cores were idle over every sample."""
+
+    measurable = True
+
+    def __init__(self, idle):
+        self.idle = idle
+        self.samples = 0
+
+    def restart(self):
+        pass
+
+    def sample(self, min_s):
+        self.samples += 1
+        return self.idle
+
+
+def _inbox(lines):
+    from perfkit_core.capture.helper import Inbox
+
+    read, write = os.pipe()
+    writer = os.fdopen(write, "wb", buffering=0)
+    for line in lines:
+        writer.write(line)
+    return Inbox(os.fdopen(read, "rb")), writer
+
+
+def test_a_deferred_job_waits_for_an_idle_core_or_the_parents_hurry():
+    import threading
+
+    job = b'{"id": 0, "trace": "t", "defer": true}\n'
+    # Busy cores: the job waits, sampling, until the parent says hurry.
+    inbox, writer = _inbox([job])
+    busy = _Cores(0.1)
+    got = []
+    thread = threading.Thread(target=lambda: got.append(inbox.next_job(busy)))
+    thread.start()
+    time.sleep(1.6)
+    assert got == [] and busy.samples >= 2
+    writer.write(b'{"hurry": 0}\n')
+    thread.join(10)
+    assert got and got[0]["id"] == 0
+    # A hurry for an earlier id does not release a later job; closing the pipe does.
+    inbox, writer = _inbox([b'{"hurry": 0}\n', job.replace(b'"id": 0', b'"id": 1')])
+    got = []
+    thread = threading.Thread(target=lambda: got.append(inbox.next_job(_Cores(0.0))))
+    thread.start()
+    time.sleep(1.1)
+    assert got == []
+    writer.close()
+    thread.join(10)
+    assert got and got[0]["id"] == 1
+    assert inbox.next_job(_Cores(0.0)) is None  # closed and empty
+    # While the parent exports, idle cores do not start it; once the export is over they do.
+    inbox, writer = _inbox([b'{"hold": true}\n', job])
+    idle, got = _Cores(1.0), []
+    thread = threading.Thread(target=lambda: got.append(inbox.next_job(idle)))
+    thread.start()
+    time.sleep(1.1)
+    assert got == [] and idle.samples == 0
+    writer.write(b'{"hold": false}\n')
+    thread.join(10)
+    assert got and got[0]["id"] == 0 and idle.samples == 1
+    # An idle core lets it start; a job that is not deferrable never samples.
+    inbox, writer = _inbox([job, b'{"id": 1, "trace": "t", "defer": false}\n'])
+    idle, never = _Cores(1.0), _Cores(0.0)
+    assert inbox.next_job(idle)["id"] == 0 and idle.samples == 1
+    assert inbox.next_job(never)["id"] == 1 and never.samples == 0
+    writer.close()
+
+
+def _spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def _busy_children(seconds):
+    """One spinning process per usable core, for ``seconds``."""
+    import multiprocessing
+
+    from perfkit_core.capture.helper import usable_cores
+
+    context = multiprocessing.get_context("spawn")
+    children = [
+        context.Process(target=_spin, args=(seconds,), daemon=True)
+        for _ in range(max(int(usable_cores() + 0.99), 1))
+    ]
+    for child in children:
+        child.start()
+    return children
+
+
+def test_idle_cores_sees_a_busy_machine_and_a_busy_process():
+    from perfkit_core.capture.helper import IdleCores, usable_cores
+
+    children = _busy_children(6.0)
+    try:
+        time.sleep(1.0)  # they are running
+        cores = IdleCores(children[0].pid)
+        if not cores.measurable:
+            import pytest
+
+            pytest.skip("no /proc/stat here: the helper converts at once")
+        assert cores.sample(0.5) is None  # too short a stretch: no figure yet
+        time.sleep(1.0)
+        idle = cores.sample(0.5)
+        # Every usable core spins; the watched process alone takes about one of them.
+        assert idle is not None and idle < 0.5
+        assert idle <= usable_cores() - 0.5
+    finally:
+        for child in children:
+            child.join(10)
+
+
+def test_converter_defers_while_every_core_is_busy_and_converts_when_waited_for(tmp_path):
+    trace = tmp_path / "t.json.gz"
+    shutil.copy(shared_trace("resnet_nw4"), trace)
+    converter = BackgroundConverter()
+    children = _busy_children(5.0)
+    try:
+        time.sleep(1.0)  # they are running
+        converter.submit(trace, tmp_path / "run", {}, keep_trace=True, done=lambda d, e: None)
+        time.sleep(3.0)
+        # Training (here: spinning processes) keeps every core: the trace waits on disk.
+        assert converter.pending() == 1
+        assert not any(job.started for job in converter._pending.values())
+        assert not (tmp_path / "run" / "meta.json").exists()
+    finally:
+        for child in children:
+            child.join(10)
+    assert converter.wait(timeout=120)  # waiting for it makes the helper convert at once
+    converter.close(timeout=30)
+    assert perfkit_core.load(tmp_path / "run").meta["source"] is not None

@@ -7,6 +7,8 @@
 - ``run_handler``: ``RunHandler``, the base of every framework's ``on_trace_ready`` handler.
 - ``background``: a helper process at the lowest CPU priority that converts exported traces
   into saved runs, off the training loop, with a bounded queue.
+- ``helper``: that helper process itself: it converts a trace only on a core training leaves idle
+  until the program waits for it or too much is queued.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from perfkit_core.capture.annotate import annotate
 from perfkit_core.capture.background import (
     BackgroundConverter,
     OrderedWorker,
-    convert_file,
     shared_converter,
 )
 from perfkit_core.capture.handlers import (
@@ -34,6 +35,7 @@ from perfkit_core.capture.handlers import (
     partial_files,
     remove_partial,
 )
+from perfkit_core.capture.helper import convert_file
 from perfkit_core.capture.run_handler import RunHandler
 from perfkit_core.capture.step_timer import StepTimer, step_timer
 

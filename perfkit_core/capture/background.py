@@ -3,18 +3,23 @@
 A profiler callback runs inside the training loop, and every second it takes stalls training
 (and, in a distributed job, every other rank). The native export has to happen there, because
 the profiler frees its buffers afterwards; turning the exported file into a run does not.
-``BackgroundConverter`` starts one helper process (``python -m perfkit_core.capture``) on
-first use and sends it one job per trace over a pipe. The helper loads the file with
-``perfkit_core.load`` (any installed adapter), adds the given metadata, saves the run and, unless
-asked to keep it, removes the native trace. Jobs run one after the other, in order.
+``BackgroundConverter`` starts one helper process (``python -m perfkit_core.capture``, see
+``perfkit_core.capture.helper``) on first use and sends it one job per trace over a pipe. The
+helper loads the file with ``perfkit_core.load`` (any installed adapter), adds the given
+metadata, saves the run and, unless asked to keep it, removes the native trace. Jobs run one
+after the other, in order.
 
-The helper must not slow the training it runs beside: it runs at the lowest CPU priority the
-system grants (nice 19, and ``SCHED_IDLE`` on Linux, so it gets a core only when training leaves
-one idle; its disk priority follows its nice value) with one compute thread (``OMP_NUM_THREADS``
-and the other thread-count variables set to 1, Arrow's pools at one thread). What waits for it is
-bounded: at most ``max_jobs`` traces (``DEFAULT_MAX_JOBS``) holding at most ``max_bytes`` bytes
-(``DEFAULT_MAX_BYTES``) are queued; ``wait_for_room`` blocks the caller until the next trace
-fits, and while training waits there the helper has the cores to itself.
+The helper must not slow the training it runs beside. It runs at the lowest CPU priority the
+system grants (nice 19, and ``SCHED_IDLE`` on Linux; its disk priority follows its nice value)
+with one compute thread (``OMP_NUM_THREADS`` and the other thread-count variables set to 1,
+Arrow's pools at one thread), and it starts a conversion only on a core that training leaves
+idle: while training keeps every core busy, the traces wait on disk, up to ``defer_bytes``
+(``DEFAULT_DEFER_BYTES``) of them. Beyond that, and whenever the program waits for the helper
+(``wait()``, a full queue, a full disk, exit), it converts at once.
+
+What waits for it is bounded: at most ``max_jobs`` traces (``DEFAULT_MAX_JOBS``) holding at
+most ``max_bytes`` bytes (``DEFAULT_MAX_BYTES``) are queued; ``wait_for_room`` blocks the caller
+until the next trace fits, and while training waits there the helper has the cores to itself.
 
 Each helper process has its own jobs: a helper that dies (killed, out of memory) fails exactly
 the jobs it was given, and a job sent after that goes to a new helper, whose replies only its own
@@ -35,18 +40,20 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 #: Called as ``done(run_dir, error)`` when a job ends; ``error`` is None on success.
 DoneCallback = Callable[[Path, "str | None"], None]
 
 #: At most this many traces wait for the helper at once (the one it converts included).
-DEFAULT_MAX_JOBS = 2
+DEFAULT_MAX_JOBS = 8
 #: At most this many bytes of native traces wait for the helper at once.
 DEFAULT_MAX_BYTES = 4 << 30
+#: While at most this many bytes of traces are queued, the helper converts only on an idle core.
+DEFAULT_DEFER_BYTES = 1 << 30
 
 #: Environment variables that size the thread pools of the libraries a conversion uses.
 THREAD_VARIABLES = (
@@ -103,13 +110,22 @@ class BackgroundConverter:
     """One helper process converting traces to runs, in submission order.
 
     ``max_jobs`` and ``max_bytes`` bound what waits for the helper (see ``wait_for_room``).
+    While the queued traces hold at most ``defer_bytes`` bytes, the helper starts each one only
+    on a core training leaves idle; ``defer_bytes=0`` converts every trace at once.
     """
 
     def __init__(
-        self, *, max_jobs: int = DEFAULT_MAX_JOBS, max_bytes: int = DEFAULT_MAX_BYTES
+        self,
+        *,
+        max_jobs: int = DEFAULT_MAX_JOBS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        defer_bytes: int = DEFAULT_DEFER_BYTES,
     ) -> None:
         self.max_jobs = max(int(max_jobs), 1)
         self.max_bytes = max(int(max_bytes), 0)
+        self.defer_bytes = max(int(defer_bytes), 0)
+        #: Jobs up to this id are not deferred (the program waits for them, or too much waits).
+        self._hurry_through = -1
         self._lock = threading.Condition()
         self._proc: subprocess.Popen[bytes] | None = None
         self._readers: list[threading.Thread] = []
@@ -117,7 +133,7 @@ class BackgroundConverter:
         self._next_id = 0
         self._closed = False
         # Conversions still queued at exit are finished (the native traces stay on disk if not).
-        atexit.register(self.close, 600.0)
+        atexit.register(self._close_at_exit)
 
     def _start(self) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
@@ -179,6 +195,8 @@ class BackgroundConverter:
             job_id = self._next_id
             self._next_id += 1
             self._send(job_id, job)
+            if self.defer_bytes == 0 or self._queued_bytes() > self.defer_bytes:
+                self._hurry()
 
     def _send(self, job_id: int, job: _Job) -> None:
         """Write ``job`` to the live helper (starting one if needed; called holding the lock)."""
@@ -191,7 +209,8 @@ class BackgroundConverter:
             self._pending[job_id] = job
             try:
                 assert proc.stdin is not None
-                line = json.dumps({"id": job_id, **job.command}, default=str)
+                defer = job_id > self._hurry_through
+                line = json.dumps({"id": job_id, **job.command, "defer": defer}, default=str)
                 proc.stdin.write(line.encode() + b"\n")
                 proc.stdin.flush()
                 return
@@ -244,6 +263,44 @@ class BackgroundConverter:
                 "while converting this run",
             )
 
+    def _hurry(self) -> None:
+        """Tell the helper to convert every job sent so far without waiting for an idle core
+        (called holding the lock; a helper that is gone gets its jobs resent undeferred)."""
+        through = self._next_id - 1
+        if through <= self._hurry_through:
+            return
+        self._hurry_through = through
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.write(json.dumps({"hurry": through}).encode() + b"\n")
+            proc.stdin.flush()
+
+    @contextlib.contextmanager
+    def exporting(self) -> Iterator[None]:
+        """Around a native export in the training loop: the helper starts no deferred
+        conversion until the block ends (an export leaves cores idle for a moment; a
+        conversion begun then would run on into training)."""
+        self._tell({"hold": True})
+        try:
+            yield
+        finally:
+            self._tell({"hold": False})
+
+    def _tell(self, message: dict[str, Any]) -> None:
+        """Send ``message`` to the live helper, if there is one; never raises."""
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.stdin is None or proc.poll() is not None:
+                return
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.write(json.dumps(message).encode() + b"\n")
+                proc.stdin.flush()
+
+    def _queued_bytes(self) -> int:
+        return sum(job.nbytes for job in self._pending.values())
+
     def pending(self) -> int:
         """Return how many submitted conversions have not finished."""
         with self._lock:
@@ -252,7 +309,7 @@ class BackgroundConverter:
     def pending_bytes(self) -> int:
         """Return the bytes of the native traces whose conversion has not finished."""
         with self._lock:
-            return sum(job.nbytes for job in self._pending.values())
+            return self._queued_bytes()
 
     def has_room(self, nbytes: int = 0) -> bool:
         """True when one more trace of ``nbytes`` fits the queue's bounds (always when empty)."""
@@ -262,7 +319,7 @@ class BackgroundConverter:
     def _has_room(self, nbytes: int) -> bool:
         if not self._pending:
             return True
-        queued = sum(job.nbytes for job in self._pending.values())
+        queued = self._queued_bytes()
         return len(self._pending) < self.max_jobs and queued + nbytes <= self.max_bytes
 
     def wait_for_room(self, nbytes: int = 0, timeout: float | None = None) -> bool:
@@ -270,12 +327,30 @@ class BackgroundConverter:
         and at most ``max_bytes`` in all (an empty queue always has room). Returns False if
         ``timeout`` (seconds) ran out first."""
         with self._lock:
+            if not self._has_room(nbytes):
+                self._hurry()
             return self._lock.wait_for(lambda: self._has_room(nbytes), timeout=timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until every submitted conversion has finished; False if ``timeout`` ran out."""
+        """Block until every submitted conversion has finished (the helper converts them at
+        once from here on, idle core or not); False if ``timeout`` ran out."""
         with self._lock:
+            if self._pending:
+                self._hurry()
             return self._lock.wait_for(lambda: not self._pending, timeout=timeout)
+
+    def _close_at_exit(self) -> None:
+        """Say on stderr when the program's exit waits for conversions, then ``close``."""
+        waiting = self.pending()
+        if waiting:
+            with contextlib.suppress(Exception):
+                print(
+                    f"perfkit: saving {waiting} profile(s) as runs before exiting "
+                    "(their native traces are kept if this is interrupted)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        self.close(600.0)
 
     def close(self, timeout: float | None = None) -> None:
         """Finish the queued conversions, then stop the helper process."""
@@ -374,103 +449,3 @@ def shared_converter() -> BackgroundConverter:
         if _shared is None or _shared._closed:
             _shared = BackgroundConverter()
         return _shared
-
-
-def convert_file(trace: Path, run_dir: Path, meta: dict[str, Any], *, keep_trace: bool) -> Path:
-    """Load ``trace``, merge ``meta`` into its metadata, save it in ``run_dir``; return run_dir.
-
-    A ``rank`` in ``meta`` also sets the rank column of a one-rank trace (a launcher's rank
-    that the native file does not record). The native trace is removed after the run is saved
-    unless ``keep_trace``.
-    """
-    from perfkit_core.events.loading import load
-
-    run = load(trace)
-    meta = dict(meta)
-    extra = dict(meta.pop("extra", None) or {})
-    rank = meta.get("rank")
-    if isinstance(rank, int) and len(run.meta.get("ranks") or [0]) == 1:
-        import numpy as np
-
-        run.events["rank"] = np.full(len(run.events), rank, dtype=run.events["rank"].dtype)
-        run.meta["ranks"] = [rank]
-    run.meta.update(meta)
-    run.meta.setdefault("extra", {})
-    run.meta["extra"].update(extra)
-    if not keep_trace:
-        run.meta["source"] = None
-    run.save(run_dir)
-    if not keep_trace:
-        with contextlib.suppress(OSError):
-            trace.unlink()
-    return run_dir
-
-
-def lower_priority() -> list[str]:
-    """Give this process the lowest CPU priority the system grants; return what was set.
-
-    nice 19 (which also puts its disk requests last among normal ones), then on Linux the
-    ``SCHED_IDLE`` policy: it runs only on a core nothing else wants. Settings the system
-    refuses are skipped.
-    """
-    done = []
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, 0, 19)
-        done.append("nice 19")
-    with contextlib.suppress(OSError, AttributeError):
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        done.append("SCHED_IDLE")
-    return done
-
-
-def _one_thread() -> None:
-    """Arrow's CPU and I/O pools at one thread each (its pools ignore most variables)."""
-    with contextlib.suppress(Exception):
-        import pyarrow
-
-        pyarrow.set_cpu_count(1)
-        pyarrow.set_io_thread_count(1)
-
-
-def _serve(commands: IO[bytes], replies: IO[bytes]) -> None:
-    for raw in commands:
-        if not raw.strip():
-            continue
-        job: dict[str, Any] = {}
-        try:
-            job = json.loads(raw)
-            replies.write(json.dumps({"id": job.get("id"), "started": True}).encode() + b"\n")
-            replies.flush()
-            convert_file(
-                Path(job["trace"]),
-                Path(job["run_dir"]),
-                dict(job.get("meta") or {}),
-                keep_trace=bool(job.get("keep_trace")),
-            )
-            reply: dict[str, Any] = {"id": job.get("id"), "ok": True}
-        except OSError as exc:
-            from perfkit_core.capture.handlers import os_error_reason
-
-            error = f"the run could not be saved ({os_error_reason(exc)})"
-            reply = {"id": job.get("id"), "ok": False, "error": error}
-        except Exception as exc:
-            reply = {"id": job.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        replies.write(json.dumps(reply).encode() + b"\n")
-        replies.flush()
-
-
-def main() -> None:
-    """Serve conversion jobs read from stdin, one JSON object a line, until stdin closes."""
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    sys.stdout = sys.stderr  # nothing but replies may reach the pipe
-    # Ctrl-C in a terminal reaches every process of the group: the program decides when the
-    # helper stops (it closes stdin, and the queued runs are saved first).
-    with contextlib.suppress(ValueError, OSError):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    lower_priority()
-    _one_thread()
-    _serve(sys.stdin.buffer, replies)
-
-
-if __name__ == "__main__":
-    main()

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.capture.background import convert_file
 from perfkit_core.capture.handlers import (
     Failures,
     claim_run_dir,
@@ -20,6 +19,7 @@ from perfkit_core.capture.handlers import (
     fallback_dir,
     os_error_reason,
 )
+from perfkit_core.capture.helper import convert_file
 
 logger = logging.getLogger("perfkit")
 

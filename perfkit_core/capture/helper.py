@@ -1,0 +1,277 @@
+"""The conversion helper process (``python -m perfkit_core.capture``): the other end of
+``BackgroundConverter``'s pipe.
+
+It reads jobs from standard input, one JSON object a line, converts them one after the other
+(``convert_file``) and replies on standard output. It runs at the lowest CPU priority the system
+grants with one compute thread, and it starts a job it may defer only on a core that training
+leaves idle.
+
+Why wait for an idle core: even at ``SCHED_IDLE``, a conversion sharing the cores with training
+slows it. A framework's intra-op threads sleep and wake many times a step, and each wake on the
+core the helper holds pays a switch and a cache the helper has filled
+(``bench/bench_training_overhead.py`` measured a two-thread torch loop's steps at 3x their time
+while the helper converted beside it). So a deferrable job starts only when, over the last
+``SAMPLE_S`` seconds, at least ``MIN_IDLE_CORES`` cores were idle, both on the machine and in
+what the training process (this helper's parent) leaves of the cores this process may use.
+
+While the parent exports a profile (``{"hold": true}`` until ``{"hold": false}``) no deferred job
+starts, however idle the cores look: an export often leaves cores idle for a moment, and a
+conversion begun then would run on into the training after it. A job is not deferred at all
+when the parent says so: when its queue holds more than its ``defer_bytes``, when it waits for
+the queue (``wait()``, a full queue, a full disk), and once it closes the pipe (at exit, or
+because it died; the queued runs are then saved). Where idle cores cannot be measured (no
+``/proc``), every job starts at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import IO, Any
+
+#: A deferrable job starts once at least this many cores were idle over a sample.
+MIN_IDLE_CORES = 0.75
+#: How long one sample of idle cores lasts, in seconds.
+SAMPLE_S = 0.5
+
+
+def convert_file(trace: Path, run_dir: Path, meta: dict[str, Any], *, keep_trace: bool) -> Path:
+    """Load ``trace``, merge ``meta`` into its metadata, save it in ``run_dir``; return run_dir.
+
+    A ``rank`` in ``meta`` also sets the rank column of a one-rank trace (a launcher's rank
+    that the native file does not record). The native trace is removed after the run is saved
+    unless ``keep_trace``.
+    """
+    from perfkit_core.events.loading import load
+
+    run = load(trace)
+    meta = dict(meta)
+    extra = dict(meta.pop("extra", None) or {})
+    rank = meta.get("rank")
+    if isinstance(rank, int) and len(run.meta.get("ranks") or [0]) == 1:
+        import numpy as np
+
+        run.events["rank"] = np.full(len(run.events), rank, dtype=run.events["rank"].dtype)
+        run.meta["ranks"] = [rank]
+    run.meta.update(meta)
+    run.meta.setdefault("extra", {})
+    run.meta["extra"].update(extra)
+    if not keep_trace:
+        run.meta["source"] = None
+    run.save(run_dir)
+    if not keep_trace:
+        with contextlib.suppress(OSError):
+            trace.unlink()
+    return run_dir
+
+
+def usable_cores() -> float:
+    """The cores this process may run on: its CPU affinity, capped by a cgroup v2 CPU quota."""
+    try:
+        cores = float(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        cores = float(os.cpu_count() or 1)
+    with contextlib.suppress(OSError, ValueError, ZeroDivisionError):
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, int(quota) / int(period))
+    return cores
+
+
+class IdleCores:
+    """How many cores were idle over a stretch of time: the machine's idle time (``/proc/stat``)
+    and what the process ``pid`` left of ``usable_cores()`` (``/proc/<pid>/stat``), whichever
+    is fewer. ``measurable`` is False where ``/proc`` cannot be read."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cores = usable_cores()
+        self._ticks = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+        self._start = self._read()
+        self.measurable = self._start is not None
+
+    def _read(self) -> tuple[float, float, float | None] | None:
+        """(monotonic seconds, machine idle core-seconds, pid's CPU seconds or None when the
+        process is gone); None when the machine's idle time cannot be read."""
+        now = time.monotonic()
+        try:
+            with open("/proc/stat", "rb") as fh:
+                fields = fh.readline().split()
+            idle = (int(fields[4]) + int(fields[5])) / self._ticks  # idle + iowait
+        except (OSError, IndexError, ValueError):
+            return None
+        used: float | None = None
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            with open(f"/proc/{self.pid}/stat", "rb") as fh:
+                stat = fh.read().rsplit(b")", 1)[1].split()
+            used = (int(stat[11]) + int(stat[12])) / self._ticks  # utime + stime, all threads
+        return now, idle, used
+
+    def restart(self) -> None:
+        """Start a new stretch now."""
+        self._start = self._read()
+
+    def sample(self, min_s: float) -> float | None:
+        """Cores idle on average since the stretch began, then start a new one; None (and the
+        stretch goes on) when it is shorter than ``min_s`` seconds or cannot be read."""
+        start, now = self._start, self._read()
+        if start is None or now is None or now[0] - start[0] < min_s:
+            if start is None:
+                self._start = now
+            return None
+        self._start = now
+        wall = now[0] - start[0]
+        machine = (now[1] - start[1]) / wall
+        if start[2] is None or now[2] is None:
+            return machine  # the training process is gone: it leaves every core
+        return min(machine, self.cores - (now[2] - start[2]) / wall)
+
+
+def _job_id(job: dict[str, Any]) -> int:
+    try:
+        return int(job.get("id", -1))
+    except (TypeError, ValueError):
+        return -1
+
+
+class Inbox:
+    """The jobs read from the parent by a thread, in order, how far the parent asked the helper
+    to hurry (``{"hurry": id}``: jobs up to that id are not deferred), and whether it is
+    exporting (``{"hold": bool}``: no deferred job starts meanwhile)."""
+
+    def __init__(self, commands: IO[bytes]) -> None:
+        self._cond = threading.Condition()
+        self._jobs: deque[dict[str, Any]] = deque()
+        self._hurry = -1
+        self._held = False
+        self._closed = False
+        thread = threading.Thread(
+            target=self._read, args=(commands,), name="perfkit-inbox", daemon=True
+        )
+        thread.start()
+
+    def _read(self, commands: IO[bytes]) -> None:
+        for raw in commands:
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                continue  # a blank or broken line carries no job
+            if not isinstance(message, dict):
+                continue
+            with self._cond:
+                if "hurry" in message:
+                    self._hurry = max(self._hurry, _job_id({"id": message["hurry"]}))
+                elif "hold" in message:
+                    self._held = bool(message["hold"])
+                else:
+                    self._jobs.append(message)
+                self._cond.notify_all()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _deferred(self, job: dict[str, Any]) -> bool:
+        return bool(job.get("defer")) and not self._closed and _job_id(job) > self._hurry
+
+    def next_job(self, idle: IdleCores | None) -> dict[str, Any] | None:
+        """The next job, once it may start: at once unless it is deferred, then when ``idle``
+        saw ``MIN_IDLE_CORES`` idle cores over a sample taken while the parent was not
+        exporting (at once when ``idle`` is None or cannot measure). None when the parent
+        closed the pipe and no job is left."""
+        with self._cond:
+            self._cond.wait_for(lambda: bool(self._jobs) or self._closed)
+            if not self._jobs:
+                return None
+            job = self._jobs[0]
+            if idle is not None and idle.measurable:
+                idle.restart()
+                while self._deferred(job):
+                    self._cond.wait(SAMPLE_S)
+                    if self._held:
+                        idle.restart()  # a sample starts once the export is over
+                        continue
+                    cores = idle.sample(SAMPLE_S * 0.8)
+                    if cores is not None and cores >= MIN_IDLE_CORES:
+                        break
+            return self._jobs.popleft()
+
+
+def lower_priority() -> list[str]:
+    """Give this process the lowest CPU priority the system grants; return what was set.
+
+    nice 19 (which also puts its disk requests last among normal ones), then on Linux the
+    ``SCHED_IDLE`` policy: it runs only on a core nothing else wants. Settings the system
+    refuses are skipped.
+    """
+    done = []
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+        done.append("nice 19")
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        done.append("SCHED_IDLE")
+    return done
+
+
+def _one_thread() -> None:
+    """Arrow's CPU and I/O pools at one thread each (its pools ignore most variables)."""
+    with contextlib.suppress(Exception):
+        import pyarrow
+
+        pyarrow.set_cpu_count(1)
+        pyarrow.set_io_thread_count(1)
+
+
+def _reply(replies: IO[bytes], message: dict[str, Any]) -> None:
+    """Write one reply line; a parent that is gone is not an error (the runs are still saved)."""
+    with contextlib.suppress(OSError, ValueError):
+        replies.write(json.dumps(message).encode() + b"\n")
+        replies.flush()
+
+
+def serve(inbox: Inbox, replies: IO[bytes], idle: IdleCores | None) -> None:
+    """Convert the jobs of ``inbox`` in order until the parent closes the pipe, replying
+    ``{"id", "started"}`` when one begins and ``{"id", "ok", "error"}`` when it ends."""
+    while (job := inbox.next_job(idle)) is not None:
+        _reply(replies, {"id": job.get("id"), "started": True})
+        try:
+            convert_file(
+                Path(job["trace"]),
+                Path(job["run_dir"]),
+                dict(job.get("meta") or {}),
+                keep_trace=bool(job.get("keep_trace")),
+            )
+            reply: dict[str, Any] = {"id": job.get("id"), "ok": True}
+        except OSError as exc:
+            from perfkit_core.capture.handlers import os_error_reason
+
+            error = f"the run could not be saved ({os_error_reason(exc)})"
+            reply = {"id": job.get("id"), "ok": False, "error": error}
+        except Exception as exc:
+            reply = {"id": job.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        _reply(replies, reply)
+
+
+def main() -> None:
+    """Serve conversion jobs read from stdin, one JSON object a line, until stdin closes."""
+    parent = os.getppid()
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # nothing but replies may reach the pipe
+    # Ctrl-C in a terminal reaches every process of the group: the program decides when the
+    # helper stops (it closes stdin, and the queued runs are saved first).
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lower_priority()
+    _one_thread()
+    serve(Inbox(sys.stdin.buffer), replies, IdleCores(parent))
+
+
+if __name__ == "__main__":
+    main()
