@@ -83,6 +83,14 @@ def test_info_lists_plugins_and_views(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "torch" in out and "operator" in out and "user" in out
+    # Each installed adapter's framework by its own name and version (not the plugin's name).
+    import importlib.util
+
+    for module, name in (("torch", "PyTorch"), ("paddle", "PaddlePaddle")):
+        if importlib.util.find_spec(module) is not None:
+            assert f"{name} {__import__(module).__version__} installed" in out
+    if "perfkit-xla" in out and not any(f"{f} " in out for f in ("jax", "tensorflow")):
+        assert "TensorFlow/JAX is not installed" in out
 
 
 def test_demo_writes_a_run_and_report(tmp_path, capsys):

@@ -88,16 +88,19 @@ def adapter_status(pm: pluggy.PluginManager, distributions: dict[str, str]) -> l
     lines = []
     for name, dist in sorted(distributions.items()):
         entry = frameworks.get(name)
+        known = next((k for k in KNOWN_ADAPTERS if k.plugin == name), None)
+        label = known.framework if known else name
         if pm.is_blocked(name):
             state = "disabled by PERFKIT_DISABLE_PLUGINS"
         elif entry is None:
             state = "adapts no framework"
         elif entry.get("installed"):
-            state = f"{name} {entry.get('version')} installed"
+            version = str(entry.get("version"))
+            # An adapter of several frameworks names each one with its version ("jax 0.10.2").
+            state = f"{version if ' ' in version else f'{label} {version}'} installed"
         else:
-            known = next((k for k in KNOWN_ADAPTERS if k.plugin == name), None)
             hint = f": {known.framework_install}" if known else ""
-            state = f"{name} is not installed{hint}"
+            state = f"{label} is not installed{hint}"
         lines.append(f"{name} ({dist}): {state}")
     for known in KNOWN_ADAPTERS:
         if known.plugin not in distributions:
