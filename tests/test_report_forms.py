@@ -147,3 +147,34 @@ def test_model_pair_comparison_agrees_in_every_form(model_pairs: Any) -> None:
     comparison = perfkit_core.compare(*model_pairs("transformer"), labels=["torch", "paddle"])
     model = build_comparison_report(comparison, time_unit="us", gate=comparison.gate(10.0))
     assert check_forms(model) > 100
+
+
+def test_difference_chart_shows_longer_in_red_and_shorter_in_green() -> None:
+    """The comparison's difference chart: each family row is drawn once, in the "longer"
+    (red) series when the later run takes longer and in "shorter" (green) otherwise, so the
+    legend names both colours; the values are the family table's deltas."""
+    from perfkit_core.report.html import _tables
+
+    a = perfkit_core.load(shared_trace("resnet_nw0"))
+    b = perfkit_core.load(shared_trace("resnet_nw4"))
+    model = build_comparison_report(perfkit_core.compare(a, b, labels=["nw0", "nw4"]))
+    _, specs = _tables(model.tables, model.charts, model.time_unit)
+    (spec,) = [s for s in specs if s["id"] == "chart-difference"]
+    longer, shorter = spec["config"]["data"]["datasets"]
+    assert (longer["label"], longer["backgroundColor"]) == ("longer", "#c0392b")
+    assert (shorter["label"], shorter["backgroundColor"]) == ("shorter", "#27ae60")
+    assert spec["config"]["options"]["plugins"]["legend"]["display"]
+    family = next(t for t in model.tables if t.id == "family")
+    delta = [c.key for c in family.columns].index("delta_ns")
+    name = [c.key for c in family.columns].index("name")
+    deltas = [r[delta] / 1e6 for r in family.rows if r[name] != "step"]
+    drawn = [
+        x if x is not None else y for x, y in zip(longer["data"], shorter["data"], strict=True)
+    ]
+    assert all(
+        (x is None) != (y is None) for x, y in zip(longer["data"], shorter["data"], strict=True)
+    )
+    assert drawn == pytest.approx(deltas, abs=1e-6)
+    assert any(v is not None for v in longer["data"]) and any(
+        v is not None for v in shorter["data"]
+    )

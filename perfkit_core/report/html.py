@@ -131,10 +131,18 @@ def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, A
         chart.kind == "hbar" and len(chart.series) == 1 and chart.series[0].startswith("delta")
     )
     if delta_chart:
-        # A difference: longer in red, shorter in green, the chart's title as its legend.
-        datasets[0]["label"] = chart.title
-        datasets[0]["backgroundColor"] = [
-            "#c0392b" if (v or 0) > 0 else "#27ae60" for v in datasets[0]["data"]
+        # A difference: longer in red, shorter in green, as two series drawn on the same rows
+        # (each row has a value in one of them), so the legend shows both colours.
+        values = datasets[0]["data"]
+        datasets = [
+            {
+                "label": name,
+                "data": [v if v is not None and (v > 0) == longer else None for v in values],
+                "backgroundColor": color,
+                "borderColor": color,
+                "grouped": False,
+            }
+            for name, longer, color in (("longer", True, "#c0392b"), ("shorter", False, "#27ae60"))
         ]
     unit = {"time": time_unit, "bytes": "MiB", "pct": "%"}.get(units[chart.series[0]], "")
     stacked = chart.kind == "stacked"
@@ -163,7 +171,8 @@ def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, A
     }
     height = 340
     if horizontal:
-        height = min(max(BAR_PX * len(labels) * max(len(datasets), 1), CHART_MIN_PX), CHART_MAX_PX)
+        bars = 1 if delta_chart else max(len(datasets), 1)
+        height = min(max(BAR_PX * len(labels) * bars, CHART_MIN_PX), CHART_MAX_PX)
     return {"id": chart.id, "config": config}, height
 
 
