@@ -100,6 +100,29 @@ def a100_job_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+#: The larger job of the end-to-end checks: ranks, and the one made slow.
+JOB16_RANKS = 16
+JOB16_SLOW_RANK = 5
+
+
+@pytest.fixture(scope="session")
+def a100_job16_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A job of ``JOB16_RANKS`` ranks made like ``a100_job_dir``, rank ``JOB16_SLOW_RANK``
+    slower by ``JOB_SLOW_NS`` a step (only ever analysed on Dask: never loaded whole)."""
+    from tests.job_traces import make_job
+
+    folder = tmp_path_factory.mktemp("a100_job16")
+    make_job(
+        shared_trace("a100_rank3"),
+        folder,
+        JOB16_RANKS,
+        slow_rank=JOB16_SLOW_RANK,
+        slow_ns=JOB_SLOW_NS,
+        jitter_ns=0.5e6,
+    )
+    return folder
+
+
 @pytest.fixture(scope="session")
 def a100_job(a100_job_dir: Path):
     """The ``a100_job_dir`` job loaded in this process (a ``Run`` holding every rank)."""

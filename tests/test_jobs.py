@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import perfkit_core
-from conftest import JOB_RANKS, JOB_SLOW_RANK, ROOT, shared_trace
+from conftest import JOB16_RANKS, JOB16_SLOW_RANK, JOB_RANKS, JOB_SLOW_RANK, ROOT, shared_trace
 from perfkit_core.cli import main
 
 SLOW_RANK = JOB_SLOW_RANK
@@ -71,7 +71,10 @@ def test_local_cluster_job_matches_the_run_in_one_process(job_dir, a100_job, tmp
     pd.testing.assert_frame_equal(saved.summary("ranks"), run.summary("ranks"))
 
 
-def test_report_of_a_job_folder_starts_and_closes_a_cluster(job_dir, capsys):
+def test_report_of_a_job_folder_starts_and_closes_a_cluster(a100_job16_dir, capsys):
+    """The whole check on 16 ranks: a local cluster started and closed, the job views and the
+    straggler found (rank 5, made slow in its data loading)."""
+    job_dir = a100_job16_dir
     before = _child_pids()
     code = main(["report", str(job_dir), "--workers", "2", "--format", "json"])
     captured = capsys.readouterr()
@@ -84,11 +87,12 @@ def test_report_of_a_job_folder_starts_and_closes_a_cluster(job_dir, capsys):
     assert {"ranks", "collectives", "model", "operator"} <= set(tables)
     assert "device" not in tables  # per-rank blocks are left to --views
     ranks = tables["ranks"]
+    assert sorted(r["rank"] for r in ranks["rows"]) == list(range(JOB16_RANKS))
     flagged = [r for r in ranks["rows"] if r["straggler"]]
-    assert [r["rank"] for r in flagged] == [SLOW_RANK]
+    assert [r["rank"] for r in flagged] == [JOB16_SLOW_RANK]
     assert flagged[0]["slow_phase"] == "data loading"
     straggler = [f for f in report["advice"] if f["rule"] == "straggler"]
-    assert straggler and straggler[0]["evidence"]["rank"] == SLOW_RANK
+    assert straggler and straggler[0]["evidence"]["rank"] == JOB16_SLOW_RANK
 
 
 def test_rank_option_reads_one_rank_without_a_cluster(job_dir, capsys):
@@ -239,19 +243,24 @@ def external_cluster(tmp_path):
             log.close()
 
 
-def test_report_on_an_external_scheduler(job_dir, external_cluster, capsys, monkeypatch):
+def test_report_on_an_external_scheduler(
+    job_dir, a100_job16_dir, external_cluster, capsys, monkeypatch
+):
     before = _child_pids()
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", external_cluster)
-    code = main(["report", str(job_dir), "--format", "json", "--views", "ranks,collectives"])
+    code = main(["report", str(a100_job16_dir), "--format", "json", "--views", "ranks,collectives"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert f"using the Dask scheduler at {external_cluster} (2 worker(s))" in captured.err
     assert _child_pids() == before  # nothing started here
     report = json.loads(captured.out)
     ranks = {r["rank"]: r for r in report["tables"]["ranks"]["rows"]}
-    assert [r for r, row in ranks.items() if row["straggler"]] == [SLOW_RANK]
+    assert sorted(ranks) == list(range(JOB16_RANKS))
+    assert [r for r, row in ranks.items() if row["straggler"]] == [JOB16_SLOW_RANK]
+    assert report["tables"]["collectives"]["rows"]
     assert any(
-        f["rule"] == "straggler" and f["evidence"]["rank"] == SLOW_RANK for f in report["advice"]
+        f["rule"] == "straggler" and f["evidence"]["rank"] == JOB16_SLOW_RANK
+        for f in report["advice"]
     )
     # The same with --scheduler, and the cluster is still there for the next job.
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS")
