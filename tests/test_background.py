@@ -333,3 +333,27 @@ def test_converter_defers_while_every_core_is_busy_and_converts_when_waited_for(
     assert converter.wait(timeout=120)  # waiting for it makes the helper convert at once
     converter.close(timeout=30)
     assert perfkit_core.load(tmp_path / "run").meta["source"] is not None
+
+
+def test_jobs_sent_while_someone_waits_are_not_deferred(tmp_path):
+    """A job submitted inside ``urgent()`` (a handler's ``wait()`` while a Paddle export is
+    still on its way to the helper) starts at once even with every core busy."""
+    trace = tmp_path / "t.json.gz"
+    shutil.copy(shared_trace("resnet_nw4"), trace)
+    converter = BackgroundConverter()
+    children = _busy_children(60.0)
+    try:
+        time.sleep(1.0)
+        with converter.urgent():
+            converter.submit(trace, tmp_path / "run", {}, keep_trace=True, done=lambda d, e: None)
+            # Not converter.wait(), which would hurry by itself: poll while urgent, for less
+            # than the cores stay busy (a deferred job would wait for them to go idle).
+            began = time.monotonic()
+            _wait_until(lambda: not converter.pending(), timeout=40)
+            print(f"converted in {time.monotonic() - began:.1f} s beside busy cores")
+    finally:
+        for child in children:
+            child.terminate()
+            child.join(10)
+    converter.close(timeout=30)
+    assert (tmp_path / "run" / "meta.json").is_file()

@@ -126,6 +126,8 @@ class BackgroundConverter:
         self.defer_bytes = max(int(defer_bytes), 0)
         #: Jobs up to this id are not deferred (the program waits for them, or too much waits).
         self._hurry_through = -1
+        #: How many callers are inside ``urgent()``: while any is, no job is deferred.
+        self._urgent = 0
         self._lock = threading.Condition()
         self._proc: subprocess.Popen[bytes] | None = None
         self._readers: list[threading.Thread] = []
@@ -195,7 +197,7 @@ class BackgroundConverter:
             job_id = self._next_id
             self._next_id += 1
             self._send(job_id, job)
-            if self.defer_bytes == 0 or self._queued_bytes() > self.defer_bytes:
+            if self._urgent or self.defer_bytes == 0 or self._queued_bytes() > self.defer_bytes:
                 self._hurry()
 
     def _send(self, job_id: int, job: _Job) -> None:
@@ -268,7 +270,7 @@ class BackgroundConverter:
         (called holding the lock; a helper that is gone gets its jobs resent undeferred)."""
         through = self._next_id - 1
         if through <= self._hurry_through:
-            return
+            return  # nothing sent since the last hurry
         self._hurry_through = through
         proc = self._proc
         if proc is None or proc.stdin is None:
@@ -276,6 +278,19 @@ class BackgroundConverter:
         with contextlib.suppress(OSError, ValueError):
             proc.stdin.write(json.dumps({"hurry": through}).encode() + b"\n")
             proc.stdin.flush()
+
+    @contextlib.contextmanager
+    def urgent(self) -> Iterator[None]:
+        """While this block runs (someone waits for the runs), every queued conversion and every
+        one submitted meanwhile starts at once, idle core or not."""
+        with self._lock:
+            self._urgent += 1
+            self._hurry()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._urgent -= 1
 
     @contextlib.contextmanager
     def exporting(self) -> Iterator[None]:
@@ -334,9 +349,7 @@ class BackgroundConverter:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every submitted conversion has finished (the helper converts them at
         once from here on, idle core or not); False if ``timeout`` ran out."""
-        with self._lock:
-            if self._pending:
-                self._hurry()
+        with self.urgent(), self._lock:
             return self._lock.wait_for(lambda: not self._pending, timeout=timeout)
 
     def _close_at_exit(self) -> None:

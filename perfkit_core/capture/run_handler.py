@@ -4,6 +4,7 @@ export into a run); each adapter's handler subclasses it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.capture.background import shared_converter
 from perfkit_core.capture.handlers import (
     Failures,
     claim_run_dir,
@@ -76,9 +78,21 @@ class RunHandler:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every profile this handler took has been saved or failed; False on
-        timeout."""
+        timeout. Meanwhile the conversion helper converts at once, idle core or not."""
         with self._state:
+            if not self._outstanding:
+                return True
+        with self._helper_urgent(), self._state:
             return self._state.wait_for(lambda: not self._outstanding, timeout=timeout)
+
+    def _helper_urgent(self) -> contextlib.AbstractContextManager[object]:
+        """``BackgroundConverter.urgent()`` of the shared helper when this handler uses it."""
+        if not self.background:
+            return contextlib.nullcontext()
+        try:
+            return shared_converter().urgent()
+        except Exception:
+            return contextlib.nullcontext()
 
     def _started(self, run_dir: Path) -> None:
         with self._state:
