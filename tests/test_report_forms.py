@@ -161,8 +161,8 @@ def test_difference_chart_shows_longer_in_red_and_shorter_in_green() -> None:
     _, specs = _tables(model.tables, model.charts, model.time_unit)
     (spec,) = [s for s in specs if s["id"] == "chart-difference"]
     longer, shorter = spec["config"]["data"]["datasets"]
-    assert (longer["label"], longer["backgroundColor"]) == ("longer", "#c0392b")
-    assert (shorter["label"], shorter["backgroundColor"]) == ("shorter", "#27ae60")
+    assert (longer["label"], longer["backgroundColor"]) == ("longer in nw4", "#c0392b")
+    assert (shorter["label"], shorter["backgroundColor"]) == ("shorter in nw4", "#27ae60")
     assert spec["config"]["options"]["plugins"]["legend"]["display"]
     family = next(t for t in model.tables if t.id == "family")
     delta = [c.key for c in family.columns].index("delta_ns")

@@ -108,6 +108,7 @@ def build_comparison_report(
                 "name",
                 ["delta_ns"],
                 skip_rows=["step"],
+                subject=comparison.labels[-1],
             )
         )
     return ComparisonReport(

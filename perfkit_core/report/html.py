@@ -136,7 +136,7 @@ def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, A
         values = datasets[0]["data"]
         datasets = [
             {
-                "label": name,
+                "label": f"{name} in {chart.subject}" if chart.subject else name,
                 "data": [v if v is not None and (v > 0) == longer else None for v in values],
                 "backgroundColor": color,
                 "borderColor": color,

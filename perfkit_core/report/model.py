@@ -120,6 +120,9 @@ class Chart:
     series: list[str]
     #: Rows (by ``label`` value) the chart leaves out, e.g. a table's total row.
     skip_rows: list[str] = field(default_factory=list)
+    #: The run a difference chart (one ``delta`` series) is about: its legend reads "longer in
+    #: <run>" and "shorter in <run>".
+    subject: str | None = None
 
 
 @dataclass
