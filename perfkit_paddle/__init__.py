@@ -1,10 +1,10 @@
 """perfkit adapter for PaddlePaddle.
 
 ``perfkit_paddle.on_trace_ready(dir_name)`` returns a handler for
-``paddle.profiler.Profiler(on_trace_ready=...)`` that saves each profiled span as a perfkit run,
-off the training thread: Paddle's export of ``prof.profiler_result`` is written first, then
-converted by perfkit's helper process (``background=False``: converted from the result tree
-inside the callback). ``load_paddle_json`` and ``load_paddle_pb``
+``paddle.profiler.Profiler(on_trace_ready=...)`` that saves each profiled span as a perfkit run:
+Paddle's export of ``prof.profiler_result`` is written in the callback, then converted by
+perfkit's helper process off the training loop (``background=False``: converted from the result
+tree inside the callback). ``load_paddle_json`` and ``load_paddle_pb``
 read Paddle's exports. paddle is imported only when a handler runs or a ``.pb`` is read.
 """
 

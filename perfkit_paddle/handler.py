@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.util
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from perfkit_core.capture import (
-    ROOM_TIMEOUT_S,
-    OrderedWorker,
+    BackgroundConverter,
     RunHandler,
     claim_run_dir,
     conversion_reason,
@@ -51,23 +48,21 @@ class TraceHandler(RunHandler):
     """Callable for ``paddle.profiler.Profiler(on_trace_ready=...)`` that saves perfkit runs.
 
     Each call (one per profiled span of the scheduler) claims its own folder under ``dir_name``
-    and keeps a reference to ``prof.profiler_result``, which keeps Paddle's whole result alive
-    after the callback. With ``background=True`` (the default) that is all the training loop
-    waits for: a thread of this process at nice 19 then writes Paddle's native chrome-tracing
-    export into the folder first (Paddle's writer releases the interpreter lock, so training's
-    Python code runs meanwhile), drops the result, and hands the file to perfkit's conversion
-    helper process (lowest CPU priority, one thread), which saves ``events.parquet`` +
-    ``meta.json`` and removes the export unless ``keep_trace``. With ``background=False``
-    everything happens inside the callback: the native export first, then the run converted
-    straight from the result tree (no JSON read back) and saved.
+    and writes Paddle's native chrome-tracing export there first. With ``background=True`` (the
+    default) that export is all the training loop waits for: perfkit's conversion helper process
+    (lowest CPU priority, one thread, on a core training leaves idle; see
+    ``perfkit_core.capture.background``) turns it into ``events.parquet`` + ``meta.json`` and
+    removes it unless ``keep_trace``. With ``background=False`` the run is also converted
+    straight from the result tree (no JSON read back) and saved before the callback returns.
 
-    Because the native export is written before any conversion, a process killed or
-    interrupted while a run is being saved leaves that export in the folder (``perfkit_core.load``
-    reads such a folder as the trace it holds); a save is atomic (``meta.json`` last), so a
-    folder never shows an event table without its metadata. The helper converts an export only on
-    a core training leaves idle (see ``perfkit_core.capture.background``). At most two profiles
-    wait for the thread and eight traces for the helper, and free space for the next export is
-    checked first; when a bound is reached the callback waits for the queued work.
+    The export is written in the callback, not on a thread: Paddle's writer holds the
+    interpreter lock while it runs, so training's Python code would wait for it anyway, and
+    slower (``bench/bench_training_overhead.py --framework paddle``). Because the export is on
+    disk before the callback returns, a process killed or interrupted later keeps the profile
+    (``perfkit_core.load`` reads a folder holding only the export); a save is atomic
+    (``meta.json`` last), so a folder never shows an event table without its metadata. At most
+    eight exports wait for the helper, and free space for the next export is checked first; when
+    a bound is reached the callback waits for the queued work.
 
     Handlers given in ``chain`` (``paddle.profiler.export_chrome_tracing(dir)``, a user's
     function) are called afterwards with the same profiler, whatever happened here; one that
@@ -113,11 +108,9 @@ class TraceHandler(RunHandler):
         meta = self._metadata(prof, result)
         self._started(run_dir)
         if self.background:
-            # In a list, so the job can drop the result (Paddle's memory) once it is exported.
-            job = functools.partial(self._export_and_submit, [result], run_dir, step, meta)
-            if _exporter().submit(job, timeout=ROOM_TIMEOUT_S):
-                return run_dir
-        self._save_here(result, run_dir, step, meta)
+            self._export_and_submit(result, run_dir, step, meta, converter)
+        else:
+            self._save_here(result, run_dir, step, meta)
         return run_dir
 
     def _metadata(self, prof: Any, result: Any) -> dict[str, Any]:
@@ -165,16 +158,18 @@ class TraceHandler(RunHandler):
         return reason
 
     def _export_and_submit(
-        self, box: list[Any], run_dir: Path, step: int | None, meta: dict[str, Any]
+        self,
+        result: Any,
+        run_dir: Path,
+        step: int | None,
+        meta: dict[str, Any],
+        converter: BackgroundConverter | None,
     ) -> None:
-        """On the exporter thread: the native export first, then the conversion queued to the
-        helper process (or done here when no helper can be reached). Never raises."""
-        from perfkit_core.capture import shared_converter
-
+        """The native export, then its conversion queued to the helper process (or done here
+        when no helper can be reached). Never raises."""
         trace = run_dir / NATIVE_TRACE_NAME
-        result = box.pop()
         try:
-            with _holding():
+            with converter.exporting() if converter is not None else contextlib.nullcontext():
                 failed = self._export_native(result, trace)
             if failed is not None:
                 with contextlib.suppress(OSError):
@@ -182,15 +177,9 @@ class TraceHandler(RunHandler):
                 kept = self._export_elsewhere_quietly(result, step)
                 self._finished(run_dir, kept, failed)
                 return
-            del result  # the profile is on disk: give Paddle's memory back
         except Exception as exc:
             self._finished(run_dir, trace, conversion_reason(exc, run_dir))
             return
-        try:
-            converter = shared_converter()
-        except Exception as exc:
-            logger.info("perfkit: converting in-process (%s)", exc)
-            converter = None
         self._convert_export(trace, run_dir, meta, converter)
 
     def _export_elsewhere_quietly(self, result: Any, step: int | None) -> Path | None:
@@ -231,30 +220,6 @@ class TraceHandler(RunHandler):
         self._finished(run_dir, trace, None)
 
 
-_EXPORTER: OrderedWorker | None = None
-_EXPORTER_LOCK = threading.Lock()
-
-
-def _holding() -> contextlib.AbstractContextManager[object]:
-    """While Paddle's export is written, the conversion helper starts no deferred conversion
-    (see ``BackgroundConverter.exporting``); a no-op when it cannot be reached."""
-    try:
-        from perfkit_core.capture import shared_converter
-
-        return shared_converter().exporting()
-    except Exception:
-        return contextlib.nullcontext()
-
-
-def _exporter() -> OrderedWorker:
-    """The process-wide thread that writes Paddle's exports off the training thread."""
-    global _EXPORTER
-    with _EXPORTER_LOCK:
-        if _EXPORTER is None:
-            _EXPORTER = OrderedWorker("perfkit-paddle-export", max_queued=2)
-        return _EXPORTER
-
-
 def _rank_and_world() -> tuple[int, int]:
     """Rank and world size from Paddle's launcher environment (no paddle.distributed import)."""
     try:
@@ -291,10 +256,10 @@ def on_trace_ready(
     (``events.parquet`` + ``meta.json``); the folders are listed in ``handler.runs``.
     ``worker_name`` defaults to ``<host>_<pid>``. ``chain`` holds other handlers to call after
     this one, such as ``paddle.profiler.export_chrome_tracing(dir)``. Paddle's native
-    chrome-tracing export is always written first; ``keep_trace=True`` keeps it beside the run
-    (it is always kept when the run cannot be saved). ``background=True`` exports and converts
-    off the training thread, so the callback returns at once; ``False`` does both before the
-    callback returns.
+    chrome-tracing export is always written first, in the callback; ``keep_trace=True`` keeps it
+    beside the run (it is always kept when the run cannot be saved). ``background=True`` converts
+    it in perfkit's helper process, so the callback returns once the export is written;
+    ``False`` also converts and saves before the callback returns.
     """
     return TraceHandler(
         dir_name, worker_name=worker_name, chain=chain, keep_trace=keep_trace, background=background

@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 killed.append(converter.helper_pid)
                 os.kill(converter.helper_pid, signal.SIGKILL)
         if args.sigkill_self_at and cycle == args.sigkill_self_at:
-            # The run of this cycle is being saved off the training thread: die mid-way.
+            # The run of this cycle is being saved by the helper: die mid-way.
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and len(saved_or_exported(args.dir)) < cycle:
                 time.sleep(0.001)

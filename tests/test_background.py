@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -171,32 +170,6 @@ def test_convert_file_removes_the_trace_only_after_saving(tmp_path):
     assert not trace.exists()
     run = perfkit_core.load(tmp_path / "run")
     assert run.meta["framework_version"] == "9.9" and run.meta["source"] is None
-
-
-def test_ordered_worker_runs_in_order_on_a_low_priority_thread_and_is_bounded():
-    import threading
-
-    from perfkit_core.capture import OrderedWorker
-
-    worker = OrderedWorker("test-worker", max_queued=2)
-    release = threading.Event()
-    seen = []
-
-    def blocked():
-        seen.append(("nice", os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-        release.wait(30)
-
-    own_nice = os.getpriority(os.PRIO_PROCESS, 0)
-    assert worker.submit(blocked)
-    assert worker.submit(lambda: seen.append("second"))
-    # Two jobs are waiting (one running): a third is refused until one finishes.
-    assert not worker.submit(lambda: seen.append("third"), timeout=0.2)
-    release.set()
-    assert worker.submit(lambda: seen.append("third"), timeout=30)
-    assert worker.wait(timeout=30)
-    expected_nice = 19 if sys.platform.startswith("linux") else own_nice
-    assert seen == [("nice", expected_nice), "second", "third"]
-    assert os.getpriority(os.PRIO_PROCESS, 0) == own_nice  # the caller's thread keeps its own
 
 
 class _Cores:

@@ -227,8 +227,29 @@ def test_handler_never_raises_and_keeps_paddles_export(tmp_path, monkeypatch):
     del record
 
 
+def test_default_handler_has_the_profile_on_disk_when_the_callback_returns(tmp_path):
+    """Paddle's export is written in the callback (its writer holds the interpreter lock, so a
+    thread would stall training anyway): when the handler returns, its run folder holds the
+    whole export or the saved run, so a process killed right after keeps the profile."""
+    from perfkit_core.capture import export_is_complete
+    from perfkit_paddle.demo import train_mlp
+
+    seen: list[tuple[str, bool, bool]] = []
+
+    def after_perfkit(prof):
+        (folder,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+        trace = folder / "trace.paddle_trace.json"
+        seen.append((folder.name, export_is_complete(trace), (folder / "meta.json").is_file()))
+
+    runs, handler = train_mlp(tmp_path / "runs", steps=2, blocks=1, width=16, chain=[after_perfkit])
+    assert handler.failures == [] and len(runs) == 1
+    ((name, exported, saved),) = seen
+    assert name == runs[0].name and (exported or saved)
+    assert not (runs[0] / "trace.paddle_trace.json").exists()  # removed once converted
+
+
 def test_background_run_equals_the_run_from_the_tree(tmp_path):
-    """The default handler converts Paddle's export off the training thread; the same loop with
+    """The default handler converts Paddle's export in the helper process; the same loop with
     ``background=False`` converts the result tree in the callback. The same operators and calls
     on the training thread, the same rank and span metadata."""
     from perfkit_paddle.demo import train_mlp

@@ -263,7 +263,7 @@ def folders_after_death(target: Path) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_killed_or_interrupted_training_keeps_every_profile(tmp_path, framework, signal_name):
     """The process dies (SIGKILL once the export of cycle 2 is on disk and its run is being
-    saved off the training thread) or is interrupted (Ctrl-C, to the whole process group as a
+    saved by the helper) or is interrupted (Ctrl-C, to the whole process group as a
     terminal sends it, in the step after the callback of cycle 2): each
     cycle that reached the handler left a folder that loads, as a saved run or as the native
     export, and no folder shows an event table without its metadata."""

@@ -14,11 +14,7 @@
 from __future__ import annotations
 
 from perfkit_core.capture.annotate import annotate
-from perfkit_core.capture.background import (
-    BackgroundConverter,
-    OrderedWorker,
-    shared_converter,
-)
+from perfkit_core.capture.background import BackgroundConverter, shared_converter
 from perfkit_core.capture.handlers import (
     ROOM_TIMEOUT_S,
     Failures,
@@ -43,7 +39,6 @@ __all__ = [
     "ROOM_TIMEOUT_S",
     "BackgroundConverter",
     "Failures",
-    "OrderedWorker",
     "RunHandler",
     "StepTimer",
     "annotate",

@@ -34,7 +34,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -384,71 +383,6 @@ class BackgroundConverter:
             reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
-
-
-class OrderedWorker:
-    """One daemon thread of this process running submitted jobs in order, at nice 19 on Linux
-    (a thread's own priority: training's threads keep theirs), for work that must stay in the
-    process (a framework's in-memory profile) but off the training thread.
-
-    At most ``max_queued`` jobs wait (the running one included): ``submit`` blocks beyond that,
-    so what the jobs hold in memory is bounded. Jobs still queued at exit are finished first.
-    A job that raises is logged and the next one runs.
-    """
-
-    def __init__(self, name: str, *, max_queued: int = 2) -> None:
-        self.name = name
-        self.max_queued = max(int(max_queued), 1)
-        self._lock = threading.Condition()
-        self._jobs: list[Callable[[], None]] = []
-        self._running = 0
-        self._thread: threading.Thread | None = None
-        atexit.register(self.wait, 600.0)
-
-    def submit(self, job: Callable[[], None], timeout: float | None = None) -> bool:
-        """Queue ``job``; block while ``max_queued`` jobs wait. Returns False (job not queued)
-        when ``timeout`` seconds ran out first."""
-        with self._lock:
-            if not self._lock.wait_for(
-                lambda: len(self._jobs) + self._running < self.max_queued, timeout=timeout
-            ):
-                return False
-            self._jobs.append(job)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                self._thread.start()
-            self._lock.notify_all()
-            return True
-
-    def pending(self) -> int:
-        """Return the jobs queued or running."""
-        with self._lock:
-            return len(self._jobs) + self._running
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until every submitted job has finished; False if ``timeout`` ran out."""
-        with self._lock:
-            return self._lock.wait_for(lambda: not self._jobs and not self._running, timeout)
-
-    def _run(self) -> None:
-        if sys.platform.startswith("linux"):  # elsewhere the id would name a process
-            with contextlib.suppress(OSError, AttributeError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        while True:
-            with self._lock:
-                if not self._lock.wait_for(lambda: bool(self._jobs), timeout=30.0):
-                    self._thread = None  # idle: the next submit starts a new thread
-                    return
-                job = self._jobs.pop(0)
-                self._running = 1
-            try:
-                job()
-            except Exception:
-                logging.getLogger("perfkit").exception("perfkit: background job failed")
-            finally:
-                with self._lock:
-                    self._running = 0
-                    self._lock.notify_all()
 
 
 _shared: BackgroundConverter | None = None
