@@ -23,6 +23,20 @@ CPU_TRACES = {
 ALL_TRACES = {**GPU_TRACES, **CPU_TRACES}
 
 
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # the property-based tests skip
+    pass
+else:
+    # tests/test_mutations.py: about a minute by default; `--hypothesis-profile=perfkit-long`
+    # explores 25 times as many mutations. No example database is written into the checkout.
+    _hypothesis_settings.register_profile("perfkit", max_examples=120, deadline=None, database=None)
+    _hypothesis_settings.register_profile(
+        "perfkit-long", max_examples=3000, deadline=None, database=None
+    )
+    _hypothesis_settings.load_profile("perfkit")
+
+
 def shared_trace(key: str) -> Path:
     """Return the path of a real trace in ../shared/traces, or skip the test when it is absent."""
     path = TRACES / ALL_TRACES[key]

@@ -1,0 +1,259 @@
+"""Property-based: small real traces, mutated by Hypothesis, either load or fail with one
+``TraceError`` line naming the file; whatever loads works in every view, ``advise()`` and the
+exports, with no duration below zero.
+
+The seeds are small real traces, made once per session: a torch CPU profile and a Paddle CPU
+profile of the demo MLP (two steps each), and, from ../shared/traces, the gloo CPU rank whole
+and the first 3 ms of each step of the A100 rank (kernels, NCCL, copies, flows). A mutation is
+one or two edits of the parsed trace (a field set to an odd value, a field or an event dropped, an
+event repeated, a top-level key set or dropped), written out as JSON (sometimes gzip), or a
+byte-level edit of the file (cut short, a byte changed, bytes inserted).
+
+The default profile (conftest.py) tries 120 mutations of each seed, about a minute in all;
+``pytest tests/test_mutations.py --hypothesis-profile=perfkit-long`` tries 3,000 of each.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import random
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import event as note_outcome
+from hypothesis import strategies as st
+
+import perfkit_core
+from perfkit_core import TraceError
+from perfkit_core.advice.engine import advise
+from perfkit_core.errors import printable
+from perfkit_core.report.export import chrome_trace, folded_stacks
+from perfkit_core.views import registered_views
+
+ODD_NUMBERS = [
+    0, -1, 1, 2**31 - 1, 2**31, -(2**31) - 1, 2**53 + 1, 2**63 - 1, 2**63, -(2**63) - 1,
+    2**64, 2**70, 10**30, 1e23, 1e300, -1e308, 5e-324, 0.5, -0.5,
+    float("inf"), float("-inf"), float("nan"),
+]  # fmt: skip
+ODD_TEXT = [
+    "", " ", "1.2.3 us", "ProfilerStep#99999999999999999999999", "ProfilerStep#-1",
+    "<!--<script>", "a;b\nc\td", "\ud800", "\x00", "\u202e", "X", "M", "B", "E", "i", "f", "s",
+]  # fmt: skip
+EVENT_KEYS = ["ts", "dur", "pid", "tid", "name", "cat", "ph", "id", "args", "bp", "s"]
+ARG_KEYS = [
+    "External id", "correlation", "device", "stream", "Input Dims", "Input type",
+    "Sequence number", "Fwd thread id", "Ev Idx", "Addr", "Bytes", "Total Allocated",
+    "Total Reserved", "Device Type", "Device Id", "name", "Process Group Name",
+    "In msg nelems", "Out msg nelems", "Group size", "dtype", "Collective name",
+]  # fmt: skip
+TOP_KEYS = [
+    "traceEvents", "deviceProperties", "distributedInfo", "baseTimeNanoseconds",
+    "schemaVersion", "displayTimeUnit", "traceName", "ExtraInfo", "DeviceProperties",
+]  # fmt: skip
+
+leaf = st.one_of(
+    st.sampled_from(ODD_NUMBERS),
+    st.integers(),
+    st.floats(),
+    st.sampled_from(ODD_TEXT),
+    st.text(max_size=12),
+    st.booleans(),
+    st.none(),
+)
+value = st.recursive(
+    leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+# -- the seeds -----------------------------------------------------------------------------
+
+
+def _torch_seed(directory: Path) -> Path:
+    pytest.importorskip("torch")
+    from perfkit_torch.demo import train_mlp
+
+    runs, _ = train_mlp(
+        directory, steps=2, blocks=1, width=8, batch_size=4, keep_trace=True, background=False
+    )
+    return next(runs[0].glob("*.pt.trace.json"))
+
+
+def _paddle_seed(directory: Path) -> Path:
+    pytest.importorskip("paddle")
+    from perfkit_paddle.demo import train_mlp
+
+    runs, _ = train_mlp(
+        directory, steps=2, blocks=1, width=8, batch_size=4, keep_trace=True, background=False
+    )
+    return next(runs[0].glob("*.paddle_trace.json"))
+
+
+def _a100_window(directory: Path, window_us: float = 3000.0) -> Path:
+    """The real A100 rank cut to the first ``window_us`` of each step (each step's span cut to
+    match), metadata kept."""
+    from conftest import shared_trace
+
+    with gzip.open(shared_trace("a100_rank3"), "rb") as file:
+        doc = json.load(file)
+    steps = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    windows = [(float(s["ts"]), float(s["ts"]) + window_us) for s in steps]
+    kept = []
+    for event in doc["traceEvents"]:
+        if event.get("ph") == "M":
+            kept.append(event)
+            continue
+        ts = float(event.get("ts", -1))
+        if any(start <= ts < end for start, end in windows):
+            if event in steps:
+                event = {**event, "dur": window_us}
+            kept.append(event)
+    doc["traceEvents"] = kept
+    path = directory / "a100_window.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _gloo(directory: Path) -> Path:
+    from conftest import shared_trace
+
+    return shared_trace("gloo_rank34")
+
+
+SEEDS = {"torch": _torch_seed, "paddle": _paddle_seed, "a100": _a100_window, "gloo": _gloo}
+
+
+@pytest.fixture(scope="module", params=sorted(SEEDS))
+def seed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(name, raw bytes, parsed document, file suffix) of one seed trace."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = SEEDS[request.param](tmp_path_factory.mktemp(f"seed_{request.param}"))
+    raw = path.read_bytes()
+    if path.name.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    suffix = ".pt.trace.json" if request.param != "paddle" else ".paddle_trace.json"
+    return request.param, raw, json.loads(raw), suffix
+
+
+# -- mutations -----------------------------------------------------------------------------
+
+
+def _events(doc: Any) -> list[Any]:
+    if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+        return doc["traceEvents"]
+    return doc if isinstance(doc, list) else []
+
+
+def _key(pick: random.Random, present: Any, known: list[str]) -> str:
+    """A key the event has (most often: those are the ones a reader looks at), or a known one."""
+    keys = sorted(k for k in present if isinstance(k, str))
+    if keys and pick.random() < 0.75:
+        return pick.choice(keys)
+    return pick.choice(known)
+
+
+def _edit(data: st.DataObject, doc: Any) -> None:
+    """One structural edit of ``doc`` in place. Which event and key are picked uniformly (by a
+    random generator Hypothesis seeds): its own draws favour the first and last ones."""
+    pick = data.draw(st.randoms(use_true_random=False))
+    events = _events(doc)
+    kind = data.draw(
+        st.sampled_from(["set", "set", "set_arg", "set_arg", "drop", "drop_event", "repeat", "top"])
+    )
+    if kind == "top" or not events:
+        if isinstance(doc, dict):
+            key = _key(pick, doc, TOP_KEYS)
+            if data.draw(st.booleans()):
+                doc.pop(key, None)
+            else:
+                doc[key] = data.draw(value)
+        return
+    index = pick.randrange(len(events))
+    if kind == "set_arg":  # an event that has args, when one does
+        with_args = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("args")]
+        index = pick.choice(with_args) if with_args else index
+    event = events[index]
+    if kind == "drop_event":
+        del events[index]
+    elif kind == "repeat":
+        events.insert(index, copy.deepcopy(event))
+    elif not isinstance(event, dict):
+        events[index] = data.draw(value)
+    elif kind == "drop":
+        if event:
+            event.pop(_key(pick, event, EVENT_KEYS), None)
+    elif kind == "set_arg" and isinstance(event.get("args"), dict):
+        event["args"][_key(pick, event["args"], ARG_KEYS)] = data.draw(value)
+    else:
+        event[_key(pick, event, EVENT_KEYS)] = data.draw(value)
+
+
+def _mutated_bytes(data: st.DataObject, raw: bytes, doc: Any) -> bytes:
+    if data.draw(st.integers(0, 5)) == 0:  # byte level, one time in six
+        position = data.draw(st.integers(0, len(raw)))
+        action = data.draw(st.sampled_from(["cut", "byte", "insert"]))
+        if action == "cut":
+            return raw[:position]
+        inserted = data.draw(st.binary(min_size=1, max_size=4))
+        if action == "byte":
+            return raw[:position] + inserted[:1] + raw[position + 1 :]
+        return raw[:position] + inserted + raw[position:]
+    doc = copy.deepcopy(doc)
+    for _ in range(data.draw(st.integers(1, 2))):
+        _edit(data, doc)
+    return json.dumps(doc).encode()  # NaN and Infinity written as JSON's non-standard tokens
+
+
+# -- the property --------------------------------------------------------------------------
+
+
+def _check(path: Path) -> None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run = perfkit_core.load(path)
+    except TraceError as error:
+        note_outcome("refused with TraceError")
+        message = str(error)
+        assert message.isprintable(), message
+        assert printable(str(path)) in message, message
+        return
+    note_outcome("loaded")
+    events = run.events
+    assert (events["dur_ns"] >= 0).all(), "a duration below zero"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for view in registered_views():
+            run.summary(view)
+        advise(run)
+        chrome_trace(run)
+        folded_stacks(run)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_trace_loads_or_fails_with_one_line(seed, tmp_path, data):
+    name, raw, doc, suffix = seed
+    payload = _mutated_bytes(data, raw, doc)
+    packed = data.draw(st.booleans())
+    path = tmp_path / f"{name}{suffix}{'.gz' if packed else ''}"
+    path.write_bytes(gzip.compress(payload, compresslevel=1) if packed else payload)
+    _check(path)
+
+
+def test_seeds_load_and_pass_the_checks(seed, tmp_path):
+    name, raw, _doc, suffix = seed
+    path = tmp_path / f"{name}{suffix}"
+    path.write_bytes(raw)
+    run = perfkit_core.load(path)
+    assert len(run.events) > 10
+    _check(path)
