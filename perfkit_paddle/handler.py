@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -38,8 +37,6 @@ def _require_framework() -> None:
 
 
 _require_framework()
-
-logger = logging.getLogger("perfkit.paddle")
 
 NATIVE_TRACE_NAME = "trace.paddle_trace.json"
 
@@ -157,6 +154,26 @@ class TraceHandler(RunHandler):
         self._estimate = max(self._estimate, written + 1)
         return reason
 
+    def _export_first(
+        self,
+        result: Any,
+        run_dir: Path,
+        step: int | None,
+        converter: BackgroundConverter | None = None,
+    ) -> Path | None:
+        """Paddle's export into ``run_dir``; return it, or None when it failed (the failure is
+        recorded, with the export kept in the fallback folder when one could be written there).
+        The helper starts no deferred conversion meanwhile."""
+        trace = run_dir / NATIVE_TRACE_NAME
+        with converter.exporting() if converter is not None else contextlib.nullcontext():
+            failed = self._export_native(result, trace)
+        if failed is None:
+            return trace
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # empty: it must not look like a run
+        self._finished(run_dir, self._export_elsewhere_quietly(result, step), failed)
+        return None
+
     def _export_and_submit(
         self,
         result: Any,
@@ -167,20 +184,13 @@ class TraceHandler(RunHandler):
     ) -> None:
         """The native export, then its conversion queued to the helper process (or done here
         when no helper can be reached). Never raises."""
-        trace = run_dir / NATIVE_TRACE_NAME
         try:
-            with converter.exporting() if converter is not None else contextlib.nullcontext():
-                failed = self._export_native(result, trace)
-            if failed is not None:
-                with contextlib.suppress(OSError):
-                    run_dir.rmdir()  # empty: it must not look like a run
-                kept = self._export_elsewhere_quietly(result, step)
-                self._finished(run_dir, kept, failed)
-                return
+            trace = self._export_first(result, run_dir, step, converter)
         except Exception as exc:
-            self._finished(run_dir, trace, conversion_reason(exc, run_dir))
+            self._finished(run_dir, run_dir / NATIVE_TRACE_NAME, conversion_reason(exc, run_dir))
             return
-        self._convert_export(trace, run_dir, meta, converter)
+        if trace is not None:
+            self._convert_export(trace, run_dir, meta, converter)
 
     def _export_elsewhere_quietly(self, result: Any, step: int | None) -> Path | None:
         """Export into the fallback folder; return the export, or None (nothing recorded)."""
@@ -198,12 +208,8 @@ class TraceHandler(RunHandler):
         """In the callback: the native export first, then the run from the result tree."""
         from perfkit_paddle.result import run_from_result
 
-        trace = run_dir / NATIVE_TRACE_NAME
-        failed = self._export_native(result, trace)
-        if failed is not None:
-            with contextlib.suppress(OSError):
-                run_dir.rmdir()
-            self._finished(run_dir, self._export_elsewhere_quietly(result, step), failed)
+        trace = self._export_first(result, run_dir, step)
+        if trace is None:
             return
         try:
             meta = dict(meta)
