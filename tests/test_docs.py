@@ -341,7 +341,7 @@ def test_options_named_in_the_docs_exist() -> None:
     help_text = "\n".join(
         CliRunner().invoke(cli, [command, "--help"]).output for command in cli.commands
     )
-    foreign = {"--index-url", "--strict"}  # pip's and mkdocs' options
+    foreign = {"--index-url", "--strict", "--hypothesis-profile"}  # pip, mkdocs, Hypothesis
     # The example scripts' own options (examples/compare_frameworks.py --model ...).
     for script in EXAMPLES.glob("*.py"):
         text = script.read_text(encoding="utf-8")
