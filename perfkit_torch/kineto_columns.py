@@ -36,8 +36,10 @@ _ARG_KEYS = dict(zip(_Args.__struct_fields__, _Args.__struct_encode_fields__, st
 
 _get_dur = attrgetter("dur")
 _get_stack_of = attrgetter("args.call_stack")
-_get_dims_of = attrgetter("args.input_dims")
-_get_types_of = attrgetter("args.input_type")
+_get_inputs_of = attrgetter("args.input_dims", "args.input_type")
+#: ``Input Dims`` and ``Input type`` as one key: JSON text holds no control character, so
+#: ``\x01`` parts them unambiguously.
+_inputs_key = b"\x01".join
 
 
 def _ints(objs: list[Any], attr: str, path: Path) -> np.ndarray:
@@ -104,7 +106,7 @@ def row_columns(
     with event-key codes ``row_keys``; start times relative to the trace's base time).
 
     Columns named with a leading ``_`` are codes (``_key``, ``_device_type``, ``_stack``,
-    ``_input_shapes``, ``_input_dtypes``, ``_grid``, ``_block``) that ``trace_categoricals``
+    ``_inputs``, ``_grid``, ``_block``) that ``trace_categoricals``
     turns into the table's columns once every piece was read, or are for binding flows.
     """
     keys = strings.keys
@@ -183,8 +185,7 @@ def row_columns(
         "correlation": _arg_ints(rows, "correlation", path),
         "external_id": external_id,
         "sequence": _arg_ints(rows, "sequence", path),
-        "_input_shapes": strings.input_dims.encode_raw(list(map(_get_dims_of, rows))),
-        "_input_dtypes": strings.input_types.encode_raw(list(map(_get_types_of, rows))),
+        "_inputs": strings.inputs.encode(map(_inputs_key, map(_get_inputs_of, rows)), n),
         "_stack": strings.stacks.encode(map(_get_stack_of, rows), n),
         "flops": _arg_floats(rows, "flops"),
         "bytes": nbytes,
@@ -232,12 +233,11 @@ def trace_categoricals(columns: dict[str, Any], strings: TraceStrings) -> np.nda
     columns["device_type"] = pd.Categorical.from_codes(
         columns.pop("_device_type"), categories=list(keys.device_types)
     )
-    columns["input_shapes"] = categorical(
-        columns.pop("_input_shapes"), text_labels(strings.input_dims.values_in_order)
-    )
-    columns["input_dtypes"] = categorical(
-        columns.pop("_input_dtypes"), text_labels(strings.input_types.values_in_order)
-    )
+    inputs = columns.pop("_inputs")
+    pairs = [v.split(b"\x01") for v in strings.inputs.values_in_order]
+    columns["input_shapes"] = categorical(inputs, text_labels([p[0] for p in pairs]))
+    columns["input_dtypes"] = categorical(inputs, text_labels([p[1] for p in pairs]))
+    del inputs
     columns["stack"] = categorical(
         columns.pop("_stack"),
         ["\n".join(f for f in s.split(";") if f) for s in strings.stacks.values_in_order],

@@ -183,8 +183,9 @@ class TraceStrings:
     def __init__(self, path: Path) -> None:
         self.keys = EventKeys(path)
         self.stacks = Codes()
-        self.input_dims = Codes()
-        self.input_types = Codes()
+        #: ``Input Dims`` and ``Input type`` of an event together, as ``dims + b"\x01" + types``
+        #: (the two go together: one code per pair is one pass instead of two).
+        self.inputs = Codes()
         self.grids = Codes()
         self.blocks = Codes()
 
