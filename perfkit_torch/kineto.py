@@ -24,7 +24,7 @@ from perfkit_core.events import (
     note_skipped,
     read_trace_bytes,
 )
-from perfkit_torch.kineto_columns import row_columns, trace_categoricals
+from perfkit_torch.kineto_columns import FILL, row_columns, trace_columns
 from perfkit_torch.kineto_flows import bind_fwdbwd, bind_launch_flows
 from perfkit_torch.kineto_format import (
     FWDBWD_FLOW_CATEGORY,
@@ -162,8 +162,8 @@ _get_ts = attrgetter("ts")
 
 
 def _merge(parts: list[_Part]) -> tuple[dict[str, Any], int]:
-    """The columns of every part, end to end (a column a part lacks is "not recorded" there:
-    code -1 for ``_grid`` and ``_block``, NaN for the others)."""
+    """The columns of every part, end to end (a column a part lacks holds its ``FILL`` value
+    there, or NaN: not recorded)."""
     filled = [p for p in parts if p.n]
     if len(filled) == 1:
         return filled[0].columns, filled[0].n
@@ -174,11 +174,7 @@ def _merge(parts: list[_Part]) -> tuple[dict[str, Any], int]:
         for p in filled:
             value = p.columns.pop(name, None)
             if value is None:
-                value = (
-                    np.full(p.n, -1, dtype=np.int32)
-                    if name in ("_grid", "_block")
-                    else np.full(p.n, np.nan)
-                )
+                value = np.full(p.n, FILL.get(name, np.nan))
             pieces.append(value)
         merged[name] = np.concatenate(pieces)
         del pieces
@@ -203,7 +199,7 @@ def _finish(
     del parts
     if n == 0:
         raise TraceError(path, "the trace holds no events, only metadata and flows")
-    kind = trace_categoricals(columns, strings)
+    kind = trace_columns(columns, strings)
     base = int(trace.baseTimeNanoseconds or 0)
     start_rel = columns["start_ns"]
     # The time origin, and every start after it, within the range of perfkit's ns times.

@@ -27,6 +27,7 @@ from perfkit_torch.kineto_strings import (
     KIND_ORDER,
     TraceStrings,
     categorical,
+    encode_rare,
     text_labels,
 )
 
@@ -35,7 +36,6 @@ _ARG_KEYS = dict(zip(_Args.__struct_fields__, _Args.__struct_encode_fields__, st
 
 
 _get_dur = attrgetter("dur")
-_get_stack_of = attrgetter("args.call_stack")
 _get_inputs_of = attrgetter("args.input_dims", "args.input_type")
 #: ``Input Dims`` and ``Input type`` as one key: JSON text holds no control character, so
 #: ``\x01`` parts them unambiguously.
@@ -85,13 +85,15 @@ def _arg_ints(rows: list[Event], attr: str, path: Path) -> np.ndarray:
         return _ints([e.args for e in rows], attr, path)
 
 
-def _arg_floats(rows: list[Event], attr: str) -> np.ndarray:
-    """``_floats`` of the rows' ``args``."""
-    get = attrgetter("args." + attr)
-    try:
-        return np.fromiter(map(get, rows), np.float64, len(rows))
-    except TypeError:  # None (not recorded) among them
-        return np.array(list(map(get, rows)), dtype=np.float64)
+#: What a piece lacks a column for holds (``_merge`` fills it in): no device, no bytes.
+FILL: dict[str, Any] = {
+    "_on_device": False,
+    "_device_type": 0,
+    "device_index": -1,
+    "stream": -1,
+    "_grid": -1,
+    "_block": -1,
+}
 
 
 def row_columns(
@@ -105,13 +107,15 @@ def row_columns(
     """The event-table columns of ``rows`` (``traceEvents[row_index]``, starting at ``ts_us``,
     with event-key codes ``row_keys``; start times relative to the trace's base time).
 
-    Columns named with a leading ``_`` are codes (``_key``, ``_device_type``, ``_stack``,
-    ``_inputs``, ``_grid``, ``_block``) that ``trace_categoricals``
-    turns into the table's columns once every piece was read, or are for binding flows.
+    Columns named with a leading ``_`` are codes (``_key``, ``_rare``, ``_inputs``,
+    ``_device_type``, ``_grid``, ``_block``) or ``_on_device``, which ``trace_columns`` turns
+    into the table's columns once every piece was read. Columns of device and memory events
+    are left out of a piece that has none (``FILL`` and NaN stand for them).
     """
     keys = strings.keys
     keys.describe_rows(row_keys)
     n = len(rows)
+    columns: dict[str, Any] = {"_key": row_keys}
     kind = keys.kind[row_keys]
     on_device = keys.device_category[row_keys]
     other_rows = np.flatnonzero(kind == KIND_CODE["other"])
@@ -120,21 +124,56 @@ def row_columns(
         other_stream = _ints([rows[i].args for i in other_rows.tolist()], "stream", path)
         on_device[other_rows[other_stream >= 0]] = True
     dev_rows = np.flatnonzero(on_device)
-    dev_args = [rows[i].args for i in dev_rows.tolist()]
+    mem_rows = np.flatnonzero(kind == KIND_CODE["memory"])
+    if len(dev_rows) or len(mem_rows):
+        columns.update(
+            _device_columns(path, rows, row_index, row_keys, on_device, mem_rows, strings)
+        )
+    del kind, on_device
+    dur_us = np.fromiter(map(_get_dur, rows), np.float64, n)
+    check_times_us(path, ts_us, dur_us, describe=partial(_describe, rows, row_index))
+    columns["start_ns"] = us_to_ns(ts_us)  # the trace's base time is added by the caller
+    columns["dur_ns"] = np.maximum(us_to_ns(dur_us), 0)
+    del dur_us
 
-    pid = keys.pid[row_keys]
-    tid_any = keys.tid[row_keys]
-    tid = np.where(on_device, -1, tid_any)
+    ext_new = _arg_ints(rows, "external_id", path)
+    rare = encode_rare(strings, rows)
+    if strings.rare_int[rare].all():
+        ext_old = strings.rare_ext_old[rare]
+    else:  # text (hex, or not a number): read or refused one at a time
+        ext_old = _arg_ints(rows, "external_id_old", path)
+    columns["external_id"] = np.where(ext_new >= 0, ext_new, ext_old)
+    del ext_new, ext_old
+    columns["_rare"] = rare
+    columns["correlation"] = _arg_ints(rows, "correlation", path)
+    columns["sequence"] = _arg_ints(rows, "sequence", path)
+    columns["_inputs"] = strings.inputs.encode(map(_inputs_key, map(_get_inputs_of, rows)), n)
+    return columns
+
+
+def _device_columns(
+    path: Path,
+    rows: list[Event],
+    row_index: np.ndarray,
+    row_keys: np.ndarray,
+    on_device: np.ndarray,
+    mem_rows: np.ndarray,
+    strings: TraceStrings,
+) -> dict[str, Any]:
+    """The columns of device events (``on_device``) and memory events (``mem_rows``)."""
+    keys = strings.keys
+    n = len(rows)
+    dev_rows = np.flatnonzero(on_device)
+    dev_args = [rows[i].args for i in dev_rows.tolist()]
+    raw_pid = keys.pid[row_keys]
+    raw_tid = keys.tid[row_keys]
     stream = np.full(n, -1, dtype=np.int64)
     device_index = np.full(n, -1, dtype=np.int64)
     if len(dev_rows):
         dev_stream = _ints(dev_args, "stream", path)
         dev_device = _ints(dev_args, "device", path)
-        stream[dev_rows] = np.where(dev_stream >= 0, dev_stream, tid_any[dev_rows])
-        device_index[dev_rows] = np.where(dev_device >= 0, dev_device, pid[dev_rows])
-    columns_raw_ids = {"_pid": pid, "_tid": tid_any}  # as written, for binding flows
-    pid = np.where(on_device, -1, pid)  # Kineto writes the device index as a device event's pid
-
+        stream[dev_rows] = np.where(dev_stream >= 0, dev_stream, raw_tid[dev_rows])
+        device_index[dev_rows] = np.where(dev_device >= 0, dev_device, raw_pid[dev_rows])
     # cpu, else the device type of the category ("gpu" unless DEVICE_TYPE_OF_CATEGORY says)
     device_type = np.where(on_device, keys.device_type[row_keys], 0).astype(np.int16)
     nbytes = np.full(n, np.nan)
@@ -142,7 +181,6 @@ def row_columns(
     reserved = np.full(n, np.nan)
     if len(dev_rows):
         nbytes[dev_rows] = _floats(dev_args, "nbytes")
-    mem_rows = np.flatnonzero(kind == KIND_CODE["memory"])
     if len(mem_rows):
         mem_args = [rows[i].args for i in mem_rows.tolist()]
         mem_type = _ints(mem_args, "mem_device_type", path)
@@ -154,7 +192,6 @@ def row_columns(
         nbytes[mem_rows] = _floats(mem_args, "mem_bytes")
         allocated[mem_rows] = _floats(mem_args, "total_allocated")
         reserved[mem_rows] = _floats(mem_args, "total_reserved")
-
     check_values_range(
         path,
         device_index,
@@ -163,31 +200,11 @@ def row_columns(
         high=INT32_MAX,
         describe=partial(_describe, rows, row_index),
     )
-    dur_us = np.fromiter(map(_get_dur, rows), np.float64, n)
-    check_times_us(path, ts_us, dur_us, describe=partial(_describe, rows, row_index))
-    start_ns = us_to_ns(ts_us)  # the trace's base time is added by the caller
-    dur_ns = np.maximum(us_to_ns(dur_us), 0)
-    del dur_us
-
-    ext_new = _arg_ints(rows, "external_id", path)
-    ext_old = _arg_ints(rows, "external_id_old", path)
-    external_id = np.where(ext_new >= 0, ext_new, ext_old)
-
     columns: dict[str, Any] = {
-        "_key": row_keys,
-        "start_ns": start_ns,
-        "dur_ns": dur_ns,
+        "_on_device": on_device,
         "_device_type": device_type,
         "device_index": device_index,
-        "pid": pid,
-        "tid": tid,
         "stream": stream,
-        "correlation": _arg_ints(rows, "correlation", path),
-        "external_id": external_id,
-        "sequence": _arg_ints(rows, "sequence", path),
-        "_inputs": strings.inputs.encode(map(_inputs_key, map(_get_inputs_of, rows)), n),
-        "_stack": strings.stacks.encode(map(_get_stack_of, rows), n),
-        "flops": _arg_floats(rows, "flops"),
         "bytes": nbytes,
         "allocated_bytes": allocated,
         "reserved_bytes": reserved,
@@ -205,18 +222,18 @@ def row_columns(
             full = np.full(n, np.nan)
             full[dev_rows] = _floats(dev_args, attr)
             columns[column] = full
-    columns["_on_device"] = on_device
-    columns.update(columns_raw_ids)
     return columns
 
 
-def trace_categoricals(columns: dict[str, Any], strings: TraceStrings) -> np.ndarray:
+def trace_columns(columns: dict[str, Any], strings: TraceStrings) -> np.ndarray:
     """Turn the code columns of a whole trace (``row_columns``, pieces end to end) into the
-    event table's columns, in place; return the ``kind`` codes (into ``KIND_ORDER``)."""
+    event table's columns, in place, and add ``_pid``/``_tid`` (as written, for binding flows)
+    and ``_on_device``; return the ``kind`` codes (into ``KIND_ORDER``)."""
     import pandas as pd
 
     keys = strings.keys
     key = columns.pop("_key")
+    n = len(key)
     kind = keys.kind[key]
     columns["kind"] = pd.Categorical.from_codes(kind, categories=list(KIND_ORDER))
     columns["name"] = pd.Categorical.from_codes(
@@ -226,22 +243,34 @@ def trace_categoricals(columns: dict[str, Any], strings: TraceStrings) -> np.nda
         keys.category[key], categories=list(keys.categories.values_in_order)
     )
     columns["framework"] = pd.Categorical.from_codes(
-        np.zeros(len(key), dtype=np.int8), categories=["torch"]
+        np.zeros(n, dtype=np.int8), categories=["torch"]
     )
     columns["step"] = keys.step[key]
+    on_device = columns.setdefault("_on_device", np.zeros(n, dtype=bool))
+    columns["_pid"] = keys.pid[key]
+    columns["_tid"] = keys.tid[key]
+    # Kineto writes the device index as a device event's pid, the stream as its tid.
+    columns["pid"] = np.where(on_device, -1, columns["_pid"])
+    columns["tid"] = np.where(on_device, -1, columns["_tid"])
     del key
+    device_type = columns.pop("_device_type", None)
+    if device_type is None:
+        device_type = np.zeros(n, dtype=np.int8)
     columns["device_type"] = pd.Categorical.from_codes(
-        columns.pop("_device_type"), categories=list(keys.device_types)
+        device_type, categories=list(keys.device_types)
     )
     inputs = columns.pop("_inputs")
     pairs = [v.split(b"\x01") for v in strings.inputs.values_in_order]
     columns["input_shapes"] = categorical(inputs, text_labels([p[0] for p in pairs]))
     columns["input_dtypes"] = categorical(inputs, text_labels([p[1] for p in pairs]))
     del inputs
+    rare = columns.pop("_rare")
+    columns["flops"] = strings.rare_flops[rare]
     columns["stack"] = categorical(
-        columns.pop("_stack"),
+        strings.rare_stack[rare],
         ["\n".join(f for f in s.split(";") if f) for s in strings.stacks.values_in_order],
     )
+    del rare
     for column, codes in (("grid", strings.grids), ("block", strings.blocks)):
         if "_" + column in columns:
             values = columns.pop("_" + column)

@@ -14,6 +14,7 @@ category) is decided once per distinct key and looked up per event with numpy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable
 from operator import attrgetter
 from pathlib import Path
@@ -182,6 +183,14 @@ class TraceStrings:
 
     def __init__(self, path: Path) -> None:
         self.keys = EventKeys(path)
+        #: ``args`` that most events lack or share, as one key: (``external id``, ``flops``,
+        #: ``Call stack``). ``rare_*`` hold each key's values (``rare_int``: whether its
+        #: ``external id`` is an int, which text is not).
+        self.rare = Codes()
+        self.rare_ext_old = np.zeros(0, dtype=np.int64)
+        self.rare_int = np.zeros(0, dtype=bool)
+        self.rare_flops = np.zeros(0, dtype=np.float64)
+        self.rare_stack = np.zeros(0, dtype=np.int32)
         self.stacks = Codes()
         #: ``Input Dims`` and ``Input type`` of an event together, as ``dims + b"\x01" + types``
         #: (the two go together: one code per pair is one pass instead of two).
@@ -205,3 +214,21 @@ def text_labels(values: list[bytes], transform: Callable[[str], str] | None = No
     """Labels of raw JSON texts: decoded (invalid UTF-8 replaced), then ``transform``ed."""
     labels = [v.decode("utf-8", "replace") for v in values]
     return [transform(label) for label in labels] if transform else labels
+
+
+_RARE = attrgetter("args.external_id_old", "args.flops", "args.call_stack")
+
+
+def encode_rare(strings: TraceStrings, rows: list[Event]) -> np.ndarray:
+    """The ``rare`` key code of each of ``rows`` (new keys get their values)."""
+    known = len(strings.rare_int)
+    codes = strings.rare.encode(map(_RARE, rows), len(rows))
+    new = strings.rare.values_in_order[known:]
+    if new:
+        ext_old = [v[0] if type(v[0]) is int else -1 for v in new]
+        strings.rare_ext_old = _grow(strings.rare_ext_old, ext_old)
+        strings.rare_int = _grow(strings.rare_int, [type(v[0]) is int for v in new])
+        flops = [math.nan if v[1] is None else v[1] for v in new]
+        strings.rare_flops = _grow(strings.rare_flops, flops)
+        strings.rare_stack = _grow(strings.rare_stack, [strings.stacks[v[2]] for v in new])
+    return codes
