@@ -36,7 +36,8 @@ _ARG_KEYS = dict(zip(_Args.__struct_fields__, _Args.__struct_encode_fields__, st
 
 
 _get_dur = attrgetter("dur")
-_get_inputs_of = attrgetter("args.input_dims", "args.input_type")
+_get_args = attrgetter("args")
+_get_inputs = attrgetter("input_dims", "input_type")
 #: ``Input Dims`` and ``Input type`` as one key: JSON text holds no control character, so
 #: ``\x01`` parts them unambiguously.
 _inputs_key = b"\x01".join
@@ -74,15 +75,6 @@ def _describe(rows: list[Event], row_index: np.ndarray, i: int) -> str:
     name = rows[i].name
     shown = name if len(name) <= 60 else name[:57] + "..."
     return f"traceEvents[{int(row_index[i])}] ({shown!r})"
-
-
-def _arg_ints(rows: list[Event], attr: str, path: Path) -> np.ndarray:
-    """``_ints`` of the rows' ``args``: one pass straight from the events when every value is
-    an int (as Kineto writes them), else through ``_ints`` (text, messages)."""
-    try:
-        return np.fromiter(map(attrgetter("args." + attr), rows), np.int64, len(rows))
-    except (ValueError, TypeError, OverflowError):
-        return _ints([e.args for e in rows], attr, path)
 
 
 #: What a piece lacks a column for holds (``_merge`` fills it in): no device, no bytes.
@@ -136,18 +128,19 @@ def row_columns(
     columns["dur_ns"] = np.maximum(us_to_ns(dur_us), 0)
     del dur_us
 
-    ext_new = _arg_ints(rows, "external_id", path)
-    rare = encode_rare(strings, rows)
+    args = list(map(_get_args, rows))
+    ext_new = _ints(args, "external_id", path)
+    rare = encode_rare(strings, args)
     if strings.rare_int[rare].all():
         ext_old = strings.rare_ext_old[rare]
     else:  # text (hex, or not a number): read or refused one at a time
-        ext_old = _arg_ints(rows, "external_id_old", path)
+        ext_old = _ints(args, "external_id_old", path)
     columns["external_id"] = np.where(ext_new >= 0, ext_new, ext_old)
     del ext_new, ext_old
     columns["_rare"] = rare
-    columns["correlation"] = _arg_ints(rows, "correlation", path)
-    columns["sequence"] = _arg_ints(rows, "sequence", path)
-    columns["_inputs"] = strings.inputs.encode(map(_inputs_key, map(_get_inputs_of, rows)), n)
+    columns["correlation"] = _ints(args, "correlation", path)
+    columns["sequence"] = _ints(args, "sequence", path)
+    columns["_inputs"] = strings.inputs.encode(map(_inputs_key, map(_get_inputs, args)), n)
     return columns
 
 

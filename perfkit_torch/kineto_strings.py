@@ -216,13 +216,13 @@ def text_labels(values: list[bytes], transform: Callable[[str], str] | None = No
     return [transform(label) for label in labels] if transform else labels
 
 
-_RARE = attrgetter("args.external_id_old", "args.flops", "args.call_stack")
+_RARE = attrgetter("external_id_old", "flops", "call_stack")
 
 
-def encode_rare(strings: TraceStrings, rows: list[Event]) -> np.ndarray:
-    """The ``rare`` key code of each of ``rows`` (new keys get their values)."""
+def encode_rare(strings: TraceStrings, args: list[Any]) -> np.ndarray:
+    """The ``rare`` key code of each of the rows' ``args`` (new keys get their values)."""
     known = len(strings.rare_int)
-    codes = strings.rare.encode(map(_RARE, rows), len(rows))
+    codes = strings.rare.encode(map(_RARE, args), len(args))
     new = strings.rare.values_in_order[known:]
     if new:
         ext_old = [v[0] if type(v[0]) is int else -1 for v in new]

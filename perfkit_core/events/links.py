@@ -70,8 +70,8 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray
     Only rows where ``mask`` is true take part; events nest when they share ``group`` (one value
     per host thread) and one's interval holds the other's. An event is enclosed by the nearest
     earlier-starting event of its group that ends at or after its end (for zero-length events:
-    strictly after its start). Rows must not be pre-sorted; ties in start put longer events
-    first, then row order.
+    strictly after its start). Rows need not be sorted; ties in start put longer events first,
+    then row order.
     """
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
@@ -82,15 +82,20 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray
     s = start[rows]
     d = dur[rows]
     step = np.diff(s)
-    if ((step > 0) | ((step == 0) & (d[1:] <= d[:-1]))).all():
-        # Already in start order, longer first (as finish_events sorts the table): a stable
-        # sort by group alone gives the same order as the four-key sort below.
-        order = np.argsort(g, kind="stable")
-    else:
+    if not ((step > 0) | ((step == 0) & (d[1:] <= d[:-1]))).all():
         order = np.lexsort((rows, -d, s, g))
+    elif (g[1:] >= g[:-1]).all():
+        order = None  # in order already (one thread, as finish_events sorts the table)
+    else:
+        # In start order, longer first: a stable sort by group alone gives the same order as
+        # the four-key sort.
+        order = np.argsort(g, kind="stable")
     del step
-    srows = rows[order]
-    sg, ss, sd = g[order], s[order], d[order]
+    if order is None:
+        srows, sg, ss, sd = rows, g, s, d
+    else:
+        srows = rows[order]
+        sg, ss, sd = g[order], s[order], d[order]
     end = ss + sd
     threshold = np.where(sd > 0, end, ss + 1)
     found = previous_at_least(end, threshold)
