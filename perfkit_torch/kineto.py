@@ -23,6 +23,7 @@ from perfkit_core.events import (
     devices_from_properties,
     note_skipped,
     read_trace_bytes,
+    start_order,
 )
 from perfkit_torch.kineto_columns import FILL, row_columns, trace_columns
 from perfkit_torch.kineto_flows import bind_fwdbwd, bind_launch_flows
@@ -161,24 +162,59 @@ class _Part:
 _get_ts = attrgetter("ts")
 
 
-def _merge(parts: list[_Part]) -> tuple[dict[str, Any], int]:
+def _merge(path: Path, parts: list[_Part], base_ns: int) -> tuple[dict[str, Any], int]:
     """The columns of every part, end to end (a column a part lacks holds its ``FILL`` value
-    there, or NaN: not recorded)."""
+    there, or NaN: not recorded), and the rows sorted by start, longer first (``start_order``),
+    so that ``finish_events`` has nothing to sort: each column is made once, in its final
+    order. ``TraceError`` when a start is out of range after the time origin ``base_ns``."""
     filled = [p for p in parts if p.n]
-    if len(filled) == 1:
-        return filled[0].columns, filled[0].n
+    n = sum(p.n for p in filled)
     names = list(dict.fromkeys(name for p in filled for name in p.columns))
-    merged: dict[str, Any] = {}
-    for name in names:
-        pieces = []
+    scratch: dict[np.dtype, np.ndarray] = {}
+
+    def pieces(name: str) -> list[np.ndarray]:
+        out = []
         for p in filled:
             value = p.columns.pop(name, None)
-            if value is None:
-                value = np.full(p.n, FILL.get(name, np.nan))
-            pieces.append(value)
-        merged[name] = np.concatenate(pieces)
-        del pieces
-    return merged, sum(p.n for p in filled)
+            out.append(np.full(p.n, FILL.get(name, np.nan)) if value is None else value)
+        return out
+
+    start = np.concatenate(pieces("start_ns"))
+    dur = np.concatenate(pieces("dur_ns"))
+    _check_starts(path, start, base_ns)
+    order = start_order(start, dur)
+    merged: dict[str, Any] = {"start_ns": start, "dur_ns": dur}
+    if order is not None:
+        merged = {"start_ns": start[order], "dur_ns": dur[order]}
+    del start, dur
+    for name in names:
+        if name in merged:
+            continue
+        values = pieces(name)
+        if order is None:
+            merged[name] = np.concatenate(values) if len(values) > 1 else values[0]
+            continue
+        dtype = np.result_type(*values)
+        buffer = scratch.get(dtype)
+        if buffer is None:
+            buffer = scratch[dtype] = np.empty(n, dtype=dtype)
+        np.concatenate(values, out=buffer)
+        del values
+        merged[name] = buffer.take(order)
+    return merged, n
+
+
+def _check_starts(path: Path, start_rel: np.ndarray, base_ns: int) -> None:
+    """``TraceError`` unless the time origin and every start after it (ns) are within the range
+    of perfkit's ns times (the first and last are tried first: one pass, no copy)."""
+    if len(start_rel):
+        bounds = np.array([start_rel.min(), start_rel.max()]) / 1000.0
+        try:
+            check_times_us(path, bounds, np.zeros(0), base_ns=base_ns)
+            return
+        except TraceError:
+            pass  # name the first row out of range
+    check_times_us(path, start_rel / 1000.0, np.zeros(0), base_ns=base_ns)
 
 
 def _finish(
@@ -195,15 +231,13 @@ def _finish(
     fb = [f for p in parts for f in p.fwdbwd]
     launch_flows = [f for p in parts for f in p.launch]
     counts = {k: sum(p.flow_counts[k] for p in parts) for k in parts[0].flow_counts}
-    columns, n = _merge(parts)
-    del parts
-    if n == 0:
-        raise TraceError(path, "the trace holds no events, only metadata and flows")
-    kind = trace_columns(columns, strings)
     base = int(trace.baseTimeNanoseconds or 0)
+    if not any(p.n for p in parts):
+        raise TraceError(path, "the trace holds no events, only metadata and flows")
+    columns, n = _merge(path, parts, base)
+    del parts
+    kind = trace_columns(columns, strings)
     start_rel = columns["start_ns"]
-    # The time origin, and every start after it, within the range of perfkit's ns times.
-    check_times_us(path, start_rel / 1000.0, np.zeros(0), base_ns=base)
     columns["start_ns"] = start_rel + base
     on_device = columns.pop("_on_device")
     raw_pid, raw_tid = columns.pop("_pid"), columns.pop("_tid")

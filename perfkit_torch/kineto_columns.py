@@ -27,6 +27,7 @@ from perfkit_torch.kineto_strings import (
     KIND_ORDER,
     TraceStrings,
     categorical,
+    code_dtype,
     encode_rare,
     text_labels,
 )
@@ -229,12 +230,14 @@ def trace_columns(columns: dict[str, Any], strings: TraceStrings) -> np.ndarray:
     n = len(key)
     kind = keys.kind[key]
     columns["kind"] = pd.Categorical.from_codes(kind, categories=list(KIND_ORDER))
-    columns["name"] = pd.Categorical.from_codes(
-        keys.name[key], categories=list(keys.names.values_in_order)
-    )
-    columns["category"] = pd.Categorical.from_codes(
-        keys.category[key], categories=list(keys.categories.values_in_order)
-    )
+    for column, codes, table in (
+        ("name", keys.name, keys.names),
+        ("category", keys.category, keys.categories),
+    ):
+        narrow = codes.astype(code_dtype(len(table.values_in_order)))
+        columns[column] = pd.Categorical.from_codes(
+            narrow[key], categories=list(table.values_in_order)
+        )
     columns["framework"] = pd.Categorical.from_codes(
         np.zeros(n, dtype=np.int8), categories=["torch"]
     )
@@ -242,9 +245,12 @@ def trace_columns(columns: dict[str, Any], strings: TraceStrings) -> np.ndarray:
     on_device = columns.setdefault("_on_device", np.zeros(n, dtype=bool))
     columns["_pid"] = keys.pid[key]
     columns["_tid"] = keys.tid[key]
-    # Kineto writes the device index as a device event's pid, the stream as its tid.
-    columns["pid"] = np.where(on_device, -1, columns["_pid"])
-    columns["tid"] = np.where(on_device, -1, columns["_tid"])
+    if on_device.any():
+        # Kineto writes the device index as a device event's pid, the stream as its tid.
+        columns["pid"] = np.where(on_device, -1, columns["_pid"])
+        columns["tid"] = np.where(on_device, -1, columns["_tid"])
+    else:
+        columns["pid"], columns["tid"] = columns["_pid"], columns["_tid"]
     del key
     device_type = columns.pop("_device_type", None)
     if device_type is None:

@@ -90,10 +90,9 @@ def bind_fwdbwd(
     import pandas as pd
 
     flow_ts_ns = us_to_ns(flow_ts)
-    host_rows = np.flatnonzero(host)
     # Only rows that start when a flow does can match: the merge below then sees a few
     # thousand rows instead of every host row (the same matches, in the same order).
-    host_rows = host_rows[_starts_at(start_rel_ns[host_rows], flow_ts_ns)]
+    host_rows = np.flatnonzero(_starts_at(start_rel_ns, flow_ts_ns) & host)
     table = pd.DataFrame(
         {
             "pid": pid[host_rows],

@@ -204,10 +204,19 @@ def categorical(codes: np.ndarray, labels: list[str]) -> Any:
     import pandas as pd
 
     uniq: dict[str, int] = {}
-    remap = np.empty(len(labels), dtype=np.int64)
-    for i, label in enumerate(labels):
-        remap[i] = uniq.setdefault(label, len(uniq))
-    return pd.Categorical.from_codes(remap[codes] if len(codes) else codes, categories=list(uniq))
+    remap = np.array([uniq.setdefault(label, len(uniq)) for label in labels], dtype=np.int64)
+    # Codes as narrow as pandas keeps them, made in one step.
+    return pd.Categorical.from_codes(
+        remap.astype(code_dtype(len(uniq)))[codes], categories=list(uniq)
+    )
+
+
+def code_dtype(n_categories: int) -> np.dtype:
+    """The integer type pandas keeps the codes of ``n_categories`` categories in."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if n_categories < np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
 
 
 def text_labels(values: list[bytes], transform: Callable[[str], str] | None = None) -> list[str]:

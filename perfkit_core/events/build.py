@@ -111,19 +111,24 @@ def make_run(events: pd.DataFrame, meta: Mapping[str, Any]) -> Run:
     full = dict(meta)
     full["schema_version"] = schema.SCHEMA_VERSION
     full["steps"] = step_list(events)
-    ranks = sorted({int(r) for r in np.unique(events["rank"].to_numpy())}) or [
-        int(full.get("rank", 0))
-    ]
+    rank = events["rank"].to_numpy()
+    if len(rank) and (rank == rank[0]).all():
+        ranks = [int(rank[0])]
+    else:
+        ranks = sorted({int(r) for r in np.unique(rank)}) or [int(full.get("rank", 0))]
     full.setdefault("rank", ranks[0])
     full["ranks"] = ranks
     full.setdefault("world_size", 1)
     # The profiled span is that of the recorded work: the profiler's own span and markers (which
     # run to its "Record Window End", well after the last step) do not stretch it.
-    work = (events["kind"] != "profiler").to_numpy()
+    work = ~links.kind_is(events, "profiler")
     if work.any():
-        start = events["start_ns"].to_numpy()[work]
-        end = start + events["dur_ns"].to_numpy()[work]
-        full["span_ns"] = [int(start.min()), int(end.max())]
+        start = events["start_ns"].to_numpy()
+        end = start + events["dur_ns"].to_numpy()
+        full["span_ns"] = [
+            int(np.min(start, where=work, initial=np.iinfo(np.int64).max)),
+            int(np.max(end, where=work, initial=np.iinfo(np.int64).min)),
+        ]
     else:
         full["span_ns"] = [0, 0]
     return Run(events, full)

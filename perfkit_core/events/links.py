@@ -185,20 +185,26 @@ def assign_steps(events: pd.DataFrame, step_numbers: np.ndarray) -> np.ndarray:
     start = events["start_ns"].to_numpy()
     end = start + events["dur_ns"].to_numpy()
     rank = events["rank"].to_numpy()
-    when = start.copy()
+    one_rank = bool((rank == rank[0]).all())
+    when = start
     launcher = launcher_rows(events)
     launched = launcher >= 0
-    when[launched] = start[launcher[launched]]
+    if launched.any():
+        when = start.copy()
+        when[launched] = start[launcher[launched]]
     for r in np.unique(rank[is_step]):
         srows = np.flatnonzero(is_step & (rank == r))
         srows = srows[np.argsort(start[srows], kind="stable")]
         s_start, s_end = start[srows], end[srows]
-        in_rank = np.flatnonzero(rank == r)
-        idx = np.searchsorted(s_start, when[in_rank], side="right") - 1
+        # every row when the run holds one rank (no index of all rows to make)
+        in_rank = None if one_rank else np.flatnonzero(rank == r)
+        w = when if in_rank is None else when[in_rank]
+        idx = np.searchsorted(s_start, w, side="right") - 1
         ok = idx >= 0
-        inside = np.zeros(len(in_rank), dtype=bool)
-        inside[ok] = when[in_rank[ok]] < s_end[idx[ok]]
-        out[in_rank[inside]] = step_numbers[srows[idx[inside]]]
+        inside = np.zeros(len(w), dtype=bool)
+        inside[ok] = w[ok] < s_end[idx[ok]]
+        rows = np.flatnonzero(inside) if in_rank is None else in_rank[inside]
+        out[rows] = step_numbers[srows[idx[inside]]]
     return out
 
 
