@@ -270,10 +270,10 @@ def trace_columns(columns: dict[str, Any], strings: TraceStrings) -> np.ndarray:
         ["\n".join(f for f in s.split(";") if f) for s in strings.stacks.values_in_order],
     )
     del rare
-    for column, codes in (("grid", strings.grids), ("block", strings.blocks)):
+    for column, texts in (("grid", strings.grids), ("block", strings.blocks)):
         if "_" + column in columns:
             values = columns.pop("_" + column)
-            labels = [*text_labels(codes.values_in_order, _dims_label), ""]
+            labels = [*text_labels(texts.values_in_order, _dims_label), ""]
             values[values < 0] = len(labels) - 1  # not a device event
             columns[column] = categorical(values, labels)
     return kind

@@ -72,7 +72,7 @@ def finish_events(columns: Mapping[str, Any], n: int, *, consume: bool = False) 
     sorted_cols: dict[str, Any] = {}
     for name in list(columns):
         value = columns.pop(name) if consume else columns[name]  # type: ignore[attr-defined]
-        if inverse is None:
+        if order is None or inverse is None:
             sorted_cols[name] = value
             continue
         taken = _take(value, order)
