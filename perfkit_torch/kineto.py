@@ -8,8 +8,8 @@ then every column is built in one pass. Works without torch installed.
 from __future__ import annotations
 
 import gc
-from functools import partial
 from itertools import compress
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,41 +20,21 @@ from perfkit_core.events import (
     TraceError,
     check_int_range,
     check_times_us,
-    check_values_range,
     devices_from_properties,
     note_skipped,
     read_trace_bytes,
-    us_to_ns,
+    start_order,
 )
-from perfkit_torch.kineto_columns import (
-    _categorical_from_raw,
-    _describe,
-    _floats,
-    _from_codes,
-    _get_args,
-    _get_dims,
-    _get_ph,
-    _get_stack,
-    _get_types,
-    _ids,
-    _ints,
-    _scatter_categorical,
-    _stack_categorical,
-)
+from perfkit_torch.kineto_columns import FILL, row_columns, trace_columns
 from perfkit_torch.kineto_flows import bind_fwdbwd, bind_launch_flows
 from perfkit_torch.kineto_format import (
-    DEVICE_CATEGORIES,
-    DEVICE_TYPE_OF_CATEGORY,
-    FLOW_PHASES,
     FWDBWD_FLOW_CATEGORY,
     LAUNCH_FLOW_CATEGORIES,
-    MEMORY_DEVICE_TYPES,
-    STEP_RE,
     Event,
-    classify,
     decode,
     int_id,
 )
+from perfkit_torch.kineto_strings import FLOW, KIND_CODE, META, ROW_NO_PHASE, TraceStrings
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
@@ -87,12 +67,17 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
         # A file is read in pieces, so only one piece's bytes and events are in memory at a
         # time; one that cannot be is read whole, which names what is wrong with it.
         streamed = StreamedTrace(path)
+        strings = TraceStrings(path)
         try:
             parts = []
             for events in streamed.pieces():
-                parts.append(_Part.of(path, events, streamed.events_in_file - len(events)))
+                offset = streamed.events_in_file - len(events)
+                parts.append(_Part.of(path, events, strings, offset))
+                del events
             assert streamed.trace is not None
-            return _finish(path, streamed.trace, parts, streamed.events_in_file, extra_meta)
+            return _finish(
+                path, streamed.trace, parts, strings, streamed.events_in_file, extra_meta
+            )
         except NotStreamable:
             pass
         data = read_trace_bytes(path)
@@ -101,9 +86,10 @@ def _load_kineto(path: Path, data: bytes | None, extra_meta: dict[str, Any] | No
     events = trace.traceEvents or []
     n_in_file = len(events)
     trace.traceEvents = []
-    parts = [_Part.of(path, events)]
+    strings = TraceStrings(path)
+    parts = [_Part.of(path, events, strings)]
     del events
-    return _finish(path, trace, parts, n_in_file, extra_meta)
+    return _finish(path, trace, parts, strings, n_in_file, extra_meta)
 
 
 class _Part:
@@ -124,31 +110,38 @@ class _Part:
         self.flow_counts, self.metadata = flow_counts, metadata
 
     @classmethod
-    def of(cls, path: Path, events: list[Event], offset: int = 0) -> _Part:
-        """The part of ``events``, the trace's events from ``traceEvents[offset]`` on."""
-        import pandas as pd
-
-        phase_codes, phases = pd.factorize(np.asarray(list(map(_get_ph, events)), dtype=object))
-        is_flow = np.isin(phase_codes, [i for i, p in enumerate(phases) if p in FLOW_PHASES])
-        is_meta = np.isin(phase_codes, [i for i, p in enumerate(phases) if p == "M"])
-        is_row = ~is_flow & ~is_meta
-        row_index = np.flatnonzero(is_row)  # position in this piece, for messages
-        rows: list[Event] = list(compress(events, is_row.tolist()))
-        flows: list[Event] = list(compress(events, is_flow.tolist()))
-        metadata: list[Event] = list(compress(events, is_meta.tolist()))
-        ts_us = _floats(rows, "ts")
+    def of(cls, path: Path, events: list[Event], strings: TraceStrings, offset: int = 0) -> _Part:
+        """The part of ``events``, the trace's events from ``traceEvents[offset]`` on, coded
+        with the trace's ``strings``."""
+        keys = strings.keys
+        key_codes = keys.encode(events)
+        phase = keys.phase_class[key_codes]
+        flows: list[Event] = []
+        metadata: list[Event] = []
+        if (phase <= ROW_NO_PHASE).all():
+            rows = events
+            row_index = np.arange(len(events), dtype=np.int64)  # position in this piece
+            row_keys = key_codes
+        else:
+            is_row = phase <= ROW_NO_PHASE
+            row_index = np.flatnonzero(is_row)
+            rows = list(compress(events, is_row.tolist()))
+            row_keys = key_codes[row_index]
+            flows = [events[i] for i in np.flatnonzero(phase == FLOW).tolist()]
+            metadata = [events[i] for i in np.flatnonzero(phase == META).tolist()]
+        ts_us = np.fromiter(map(_get_ts, rows), np.float64, len(rows))
         no_ts = np.isnan(ts_us)
         n_empty = n_no_ts = 0
         if no_ts.any():
             # An event without a start cannot be placed in time (time 0 would stretch the
             # profile back to 1970). "{}" (no phase either) is padding some writers end with.
-            no_phase = np.isin(phase_codes[row_index], [i for i, p in enumerate(phases) if not p])
+            no_phase = phase[row_index] == ROW_NO_PHASE
             n_empty = int((no_ts & no_phase).sum())
             n_no_ts = int(no_ts.sum()) - n_empty
             keep = ~no_ts
             rows = list(compress(rows, keep.tolist()))
-            row_index, ts_us = row_index[keep], ts_us[keep]
-        del phase_codes
+            row_index, ts_us, row_keys = row_index[keep], ts_us[keep], row_keys[keep]
+        del phase, key_codes
         fb = [f for f in flows if f.cat == FWDBWD_FLOW_CATEGORY and f.ph in ("s", "f")]
         launch_flows = [f for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES]
         launch = len(launch_flows)
@@ -161,192 +154,76 @@ class _Part:
             "events_without_ts": n_no_ts,
         }
         del flows
-        row_index += offset
-        columns = _row_columns(path, rows, row_index, ts_us) if rows else {}
+        row_index = row_index + offset
+        columns = row_columns(path, rows, row_index, ts_us, row_keys, strings) if rows else {}
         return cls(columns, len(rows), fb, counts, metadata, launch_flows)
 
 
-def _row_columns(
-    path: Path, rows: list[Event], row_index: np.ndarray, ts_us: np.ndarray
-) -> dict[str, Any]:
-    """The event-table columns of ``rows`` (``traceEvents[row_index]``, starting at ``ts_us``;
-    start times relative to the trace's base time)."""
-    import pandas as pd
-
-    n = len(rows)
-    cats_raw = [e.cat for e in rows]
-    names_raw = [e.name for e in rows]
-    cat_codes, cat_uniques = pd.factorize(np.asarray(cats_raw, dtype=object))
-    name_codes, name_uniques = pd.factorize(np.asarray(names_raw, dtype=object))
-    del cats_raw, names_raw
-    n_names = max(len(name_uniques), 1)
-    pair = cat_codes.astype(np.int64) * n_names + name_codes
-    pair_uniques, pair_inverse = np.unique(pair, return_inverse=True)
-    pair_kinds = [
-        classify(str(cat_uniques[p // n_names]), str(name_uniques[p % n_names]))
-        for p in pair_uniques.tolist()
-    ]
-    kind = np.asarray(pair_kinds, dtype=object)[pair_inverse]
-    step_number = np.full(n, -1, dtype=np.int64)
-    is_step = kind == "step"
-    if is_step.any():
-        step_of_name = {
-            i: check_int_range(path, int(m.group(1)), f"{nm!r}: step number")
-            for i, nm in enumerate(name_uniques)
-            if (m := STEP_RE.match(str(nm)))
-        }
-        codes = name_codes[is_step]
-        step_number[is_step] = [step_of_name.get(c, -1) for c in codes.tolist()]
-
-    device_cats = [i for i, c in enumerate(cat_uniques) if str(c).lower() in DEVICE_CATEGORIES]
-    is_memory = kind == "memory"
-    args = list(map(_get_args, rows))
-    on_device = np.isin(cat_codes, device_cats)
-    other_rows = np.flatnonzero(kind == "other")
-    if len(other_rows):
-        # Unknown categories with a device stream are device events.
-        other_stream = _ints([args[i] for i in other_rows.tolist()], "stream", path)
-        on_device[other_rows[other_stream >= 0]] = True
-    dev_rows = np.flatnonzero(on_device)
-    dev_args = [args[i] for i in dev_rows.tolist()]
-
-    pid = _ids(path, rows, "pid")
-    tid_any = _ids(path, rows, "tid", device=True)
-    tid = np.where(on_device, -1, tid_any)
-    stream = np.full(n, -1, dtype=np.int64)
-    device_index = np.full(n, -1, dtype=np.int64)
-    if len(dev_rows):
-        dev_stream = _ints(dev_args, "stream", path)
-        dev_device = _ints(dev_args, "device", path)
-        stream[dev_rows] = np.where(dev_stream >= 0, dev_stream, tid_any[dev_rows])
-        device_index[dev_rows] = np.where(dev_device >= 0, dev_device, pid[dev_rows])
-    columns_raw_ids = {"_pid": pid, "_tid": tid_any}  # as written, for binding flows
-    pid = np.where(on_device, -1, pid)  # Kineto writes the device index as a device event's pid
-
-    device_type_codes = np.zeros(n, dtype=np.int8)  # cpu
-    device_type_labels = ["cpu", "gpu"]
-    device_type_codes[on_device] = 1
-    for i, c in enumerate(cat_uniques):
-        label = DEVICE_TYPE_OF_CATEGORY.get(str(c).lower())
-        if label is not None:
-            if label not in device_type_labels:
-                device_type_labels.append(label)
-            code = device_type_labels.index(label)
-            device_type_codes[on_device & (cat_codes == i)] = code
-    nbytes = np.full(n, np.nan)
-    allocated = np.full(n, np.nan)
-    reserved = np.full(n, np.nan)
-    if len(dev_rows):
-        nbytes[dev_rows] = _floats(dev_args, "nbytes")
-    mem_rows = np.flatnonzero(is_memory)
-    if len(mem_rows):
-        mem_args = [args[i] for i in mem_rows.tolist()]
-        mem_type = _ints(mem_args, "mem_device_type", path)
-        mem_dev = _ints(mem_args, "mem_device_id", path)
-        for code in np.unique(mem_type).tolist():
-            label = MEMORY_DEVICE_TYPES.get(code, "cpu" if code < 0 else f"device{code}")
-            if label not in device_type_labels:
-                device_type_labels.append(label)
-            device_type_codes[mem_rows[mem_type == code]] = device_type_labels.index(label)
-        device_index[mem_rows] = np.where(mem_type > 0, mem_dev, -1)
-        nbytes[mem_rows] = _floats(mem_args, "mem_bytes")
-        allocated[mem_rows] = _floats(mem_args, "total_allocated")
-        reserved[mem_rows] = _floats(mem_args, "total_reserved")
-
-    check_values_range(
-        path,
-        device_index,
-        "device index",
-        low=-INT32_MAX - 1,
-        high=INT32_MAX,
-        describe=partial(_describe, rows, row_index),
-    )
-    dur_us = _floats(rows, "dur")
-    check_times_us(path, ts_us, dur_us, describe=partial(_describe, rows, row_index))
-    start_ns = us_to_ns(ts_us)  # the trace's base time is added by the caller
-    dur_ns = np.maximum(us_to_ns(dur_us), 0)
-    del dur_us
-
-    ext_new = _ints(args, "external_id", path)
-    ext_old = _ints(args, "external_id_old", path)
-    external_id = np.where(ext_new >= 0, ext_new, ext_old)
-
-    columns: dict[str, Any] = {
-        "kind": _from_codes(pair_inverse, pair_kinds),
-        "name": pd.Categorical.from_codes(name_codes, categories=[str(x) for x in name_uniques]),
-        "category": pd.Categorical.from_codes(cat_codes, categories=[str(x) for x in cat_uniques]),
-        "framework": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=["torch"]),
-        "start_ns": start_ns,
-        "dur_ns": dur_ns,
-        "device_type": pd.Categorical.from_codes(device_type_codes, categories=device_type_labels),
-        "device_index": device_index,
-        "pid": pid,
-        "tid": tid,
-        "stream": stream,
-        "step": step_number,
-        "correlation": _ints(args, "correlation", path),
-        "external_id": external_id,
-        "sequence": _ints(args, "sequence", path),
-        "input_shapes": _categorical_from_raw(list(map(_get_dims, args))),
-        "input_dtypes": _categorical_from_raw(list(map(_get_types, args))),
-        "stack": _stack_categorical(list(map(_get_stack, args))),
-        "flops": _floats(args, "flops"),
-        "bytes": nbytes,
-        "allocated_bytes": allocated,
-        "reserved_bytes": reserved,
-    }
-    if len(dev_rows):
-        columns["grid"] = _scatter_categorical(
-            n, dev_rows, _categorical_from_raw([a.grid for a in dev_args], dims=True)
-        )
-        columns["block"] = _scatter_categorical(
-            n, dev_rows, _categorical_from_raw([a.block for a in dev_args], dims=True)
-        )
-        for column, attr in (
-            ("registers", "registers"),
-            ("shared_memory", "shared_memory"),
-            ("occupancy_pct", "occupancy"),
-        ):
-            full = np.full(n, np.nan)
-            full[dev_rows] = _floats(dev_args, attr)
-            columns[column] = full
-    columns["_on_device"] = on_device
-    columns.update(columns_raw_ids)
-    return columns
+_get_ts = attrgetter("ts")
 
 
-def _merge(parts: list[_Part]) -> tuple[dict[str, Any], int]:
-    """The columns of every part, end to end (a column a part lacks is "not recorded" there)."""
-    import pandas as pd
-    from pandas.api.types import union_categoricals
-
+def _merge(path: Path, parts: list[_Part], base_ns: int) -> tuple[dict[str, Any], int]:
+    """The columns of every part, end to end (a column a part lacks holds its ``FILL`` value
+    there, or NaN: not recorded), and the rows sorted by start, longer first (``start_order``),
+    so that ``finish_events`` has nothing to sort: each column is made once, in its final
+    order. ``TraceError`` when a start is out of range after the time origin ``base_ns``."""
     filled = [p for p in parts if p.n]
-    if len(filled) == 1:
-        return filled[0].columns, filled[0].n
-    names = {name for p in filled for name in p.columns}
-    merged: dict[str, Any] = {}
-    for name in names:
-        pieces = []
+    n = sum(p.n for p in filled)
+    names = list(dict.fromkeys(name for p in filled for name in p.columns))
+    scratch: dict[np.dtype, np.ndarray] = {}
+
+    def pieces(name: str) -> list[np.ndarray]:
+        out = []
         for p in filled:
-            value = p.columns.get(name)
-            if value is None:
-                value = (
-                    pd.Categorical.from_codes(np.zeros(p.n, dtype=np.int8), [""])
-                    if name in ("grid", "block")
-                    else np.full(p.n, np.nan)
-                )
-            pieces.append(value)
-            p.columns.pop(name, None)
-        if isinstance(pieces[0], pd.Categorical):
-            merged[name] = union_categoricals(pieces, ignore_order=True)
-        else:
-            merged[name] = np.concatenate(pieces)
-        del pieces
-    return merged, sum(p.n for p in filled)
+            value = p.columns.pop(name, None)
+            out.append(np.full(p.n, FILL.get(name, np.nan)) if value is None else value)
+        return out
+
+    start = np.concatenate(pieces("start_ns"))
+    dur = np.concatenate(pieces("dur_ns"))
+    _check_starts(path, start, base_ns)
+    order = start_order(start, dur)
+    merged: dict[str, Any] = {"start_ns": start, "dur_ns": dur}
+    if order is not None:
+        merged = {"start_ns": start[order], "dur_ns": dur[order]}
+    del start, dur
+    for name in names:
+        if name in merged:
+            continue
+        values = pieces(name)
+        if order is None:
+            merged[name] = np.concatenate(values) if len(values) > 1 else values[0]
+            continue
+        dtype = np.result_type(*values)
+        buffer = scratch.get(dtype)
+        if buffer is None:
+            buffer = scratch[dtype] = np.empty(n, dtype=dtype)
+        np.concatenate(values, out=buffer)
+        del values
+        merged[name] = buffer.take(order)
+    return merged, n
+
+
+def _check_starts(path: Path, start_rel: np.ndarray, base_ns: int) -> None:
+    """``TraceError`` unless the time origin and every start after it (ns) are within the range
+    of perfkit's ns times (the first and last are tried first: one pass, no copy)."""
+    if len(start_rel):
+        bounds = np.array([start_rel.min(), start_rel.max()]) / 1000.0
+        try:
+            check_times_us(path, bounds, np.zeros(0), base_ns=base_ns)
+            return
+        except TraceError:
+            pass  # name the first row out of range
+    check_times_us(path, start_rel / 1000.0, np.zeros(0), base_ns=base_ns)
 
 
 def _finish(
-    path: Path, trace: Any, parts: list[_Part], n_in_file: int, extra_meta: dict[str, Any] | None
+    path: Path,
+    trace: Any,
+    parts: list[_Part],
+    strings: TraceStrings,
+    n_in_file: int,
+    extra_meta: dict[str, Any] | None,
 ) -> Run:
     from perfkit_core.events import finish_events, make_run
 
@@ -354,14 +231,13 @@ def _finish(
     fb = [f for p in parts for f in p.fwdbwd]
     launch_flows = [f for p in parts for f in p.launch]
     counts = {k: sum(p.flow_counts[k] for p in parts) for k in parts[0].flow_counts}
-    columns, n = _merge(parts)
-    del parts
-    if n == 0:
-        raise TraceError(path, "the trace holds no events, only metadata and flows")
     base = int(trace.baseTimeNanoseconds or 0)
+    if not any(p.n for p in parts):
+        raise TraceError(path, "the trace holds no events, only metadata and flows")
+    columns, n = _merge(path, parts, base)
+    del parts
+    kind = trace_columns(columns, strings)
     start_rel = columns["start_ns"]
-    # The time origin, and every start after it, within the range of perfkit's ns times.
-    check_times_us(path, start_rel / 1000.0, np.zeros(0), base_ns=base)
     columns["start_ns"] = start_rel + base
     on_device = columns.pop("_on_device")
     raw_pid, raw_tid = columns.pop("_pid"), columns.pop("_tid")
@@ -373,7 +249,7 @@ def _finish(
         start_rel,
         columns["correlation"],
         on_device,
-        np.asarray(columns["kind"]) == "runtime",
+        kind == KIND_CODE["runtime"],
     )
     del raw_pid, raw_tid, launch_flows
     forward_op, links = bind_fwdbwd(
@@ -386,7 +262,7 @@ def _finish(
         dur_ns=columns["dur_ns"],
         host=~on_device,
     )
-    del start_rel, on_device
+    del start_rel, on_device, kind
     columns["forward_op"] = forward_op
     rank, world_size = _rank_info(path, trace.distributedInfo)
     columns["rank"] = np.full(n, rank, dtype=np.int32)

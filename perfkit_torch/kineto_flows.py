@@ -40,10 +40,10 @@ def bind_launch_flows(
     )
     flow_table = pd.DataFrame(
         {
-            "pid": np.array([flow_id(path, f.pid, "pid") for f in flows], dtype=np.int64),
-            "tid": np.array([flow_id(path, f.tid, "tid") for f in flows], dtype=np.int64),
+            "pid": flow_ids(path, flows, "pid"),
+            "tid": flow_ids(path, flows, "tid"),
             "ts": us_to_ns(flow_ts),
-            "id": np.array([flow_id(path, f.id, "id") for f in flows], dtype=np.int64),
+            "id": flow_ids(path, flows, "id"),
             "ph": [f.ph for f in flows],
         }
     )
@@ -89,7 +89,10 @@ def bind_fwdbwd(
         return forward_op, 0
     import pandas as pd
 
-    host_rows = np.flatnonzero(host)
+    flow_ts_ns = us_to_ns(flow_ts)
+    # Only rows that start when a flow does can match: the merge below then sees a few
+    # thousand rows instead of every host row (the same matches, in the same order).
+    host_rows = np.flatnonzero(_starts_at(start_rel_ns, flow_ts_ns) & host)
     table = pd.DataFrame(
         {
             "pid": pid[host_rows],
@@ -102,9 +105,9 @@ def bind_fwdbwd(
     )
     flow_table = pd.DataFrame(
         {
-            "pid": np.array([flow_id(path, f.pid, "pid") for f in fb], dtype=np.int64),
-            "tid": np.array([flow_id(path, f.tid, "tid") for f in fb], dtype=np.int64),
-            "ts": us_to_ns(flow_ts),
+            "pid": flow_ids(path, fb, "pid"),
+            "tid": flow_ids(path, fb, "tid"),
+            "ts": flow_ts_ns,
             "id": [str(f.id) for f in fb],
             "ph": [f.ph for f in fb],
         }
@@ -122,3 +125,20 @@ def bind_fwdbwd(
 
 def flow_id(path: Path, value: int | str | None, what: str) -> int:
     return check_int_range(path, int_id(value), f"flow event {what}", low=INT64_MIN, high=INT64_MAX)
+
+
+def flow_ids(path: Path, flows: list[Event], what: str) -> np.ndarray:
+    """``flow_id`` of each of ``flows``' ``what`` (pid, tid or id), as an int64 array."""
+    values = [getattr(f, what) for f in flows]
+    if all(type(v) is int for v in values):  # as Kineto writes them; msgspec checked the range
+        return np.array(values, dtype=np.int64)
+    return np.array([flow_id(path, v, what) for v in values], dtype=np.int64)
+
+
+def _starts_at(starts: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Whether each of ``starts`` is one of ``times``."""
+    if not len(times):
+        return np.zeros(len(starts), dtype=bool)
+    times = np.unique(times)
+    pos = np.minimum(np.searchsorted(times, starts), len(times) - 1)
+    return times[pos] == starts

@@ -35,7 +35,8 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NONE)
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NONE)
     call_stack: str = msgspec.field(name="Call stack", default="")
-    flops: float | None = None
+    # NaN when not recorded: a float default lets the column be read in one pass.
+    flops: float | None = math.nan
     device: IntOrText = -1
     stream: IntOrText = -1
     nbytes: float | None = msgspec.field(name="bytes", default=None)

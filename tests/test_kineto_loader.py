@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import perfkit_core
@@ -199,8 +201,6 @@ def test_folder_of_ranks_loads_as_one_job(tmp_path):
 @pytest.mark.parametrize("key", ["a100_rank3", "resnet_nw4"])
 def test_read_in_pieces_equals_read_whole(key, monkeypatch):
     """A trace read 256 KiB of JSON at a time gives the same run as the file read whole."""
-    import pandas as pd
-
     from perfkit_core.events import read_trace_bytes
     from perfkit_torch import kineto, kineto_stream
 
@@ -218,7 +218,8 @@ def test_read_in_pieces_equals_read_whole(key, monkeypatch):
     monkeypatch.setattr(kineto_stream.StreamedTrace, "pieces", counted)
     streamed = kineto.load_kineto(path)
     assert len(pieces) > 10 and sum(pieces) == streamed.meta["accounting"]["events_in_file"]
-    pd.testing.assert_frame_equal(streamed.events, whole.events, check_categorical=False)
+    # Categories too: each is listed in the order the rows first show it, whatever the pieces.
+    pd.testing.assert_frame_equal(streamed.events, whole.events)
     assert streamed.meta == whole.meta
 
 
@@ -252,3 +253,345 @@ def test_cuts_inside_strings_and_bad_tails_fall_back_to_reading_whole(tmp_path):
         list(kineto_stream.StreamedTrace(path, chunk_bytes=16 * 1024).pieces())
     with pytest.raises(perfkit_core.TraceError, match="truncated JSON"):
         kineto.load_kineto(path)
+
+
+# --------------------------------------------------------------------------- recomputed from JSON
+
+
+def _raw_rows(raw: dict) -> list[dict]:
+    """The events the table keeps, as ``json.load`` reads them: not flows or metadata, and
+    with a start time."""
+    return [e for e in raw["traceEvents"] if e.get("ph") not in ("s", "t", "f", "M") and "ts" in e]
+
+
+def _label(value) -> str | None:
+    """A raw JSON argument (or the table's text of one) in one spelling, None when absent."""
+    if value is None or value == "":
+        return None
+    return json.dumps(json.loads(value) if isinstance(value, str) else value, separators=(",", ":"))
+
+
+def _ext(args: dict) -> int:
+    new, old = args.get("External id", -1), args.get("external id", -1)
+    new = int(new, 0) if isinstance(new, str) else new
+    return new if new >= 0 else (int(old, 0) if isinstance(old, str) else old)
+
+
+def check_against_raw(raw: dict, run) -> None:
+    """Every row's name, category, start, duration, ids and argument texts, recomputed from the
+    JSON: equal as multisets per name (the table is in time order, the file need not be)."""
+    rows = _raw_rows(raw)
+    ev = run.events
+    names = ev["name"].astype(str).tolist()
+    assert len(ev) == len(rows)
+    assert Counter(names) == Counter(e.get("name", "") for e in rows)
+    assert Counter(zip(names, ev["category"].astype(str), strict=True)) == Counter(
+        (e.get("name", ""), e.get("cat", "")) for e in rows
+    )
+    base = raw.get("baseTimeNanoseconds", 0)
+    got_times: dict[str, list[tuple[int, int]]] = {}
+    for name, start, dur in zip(names, ev["start_ns"].tolist(), ev["dur_ns"].tolist(), strict=True):
+        got_times.setdefault(name, []).append((start - base, dur))
+    want_times: dict[str, list[tuple[float, float]]] = {}
+    for e in rows:
+        want = (e["ts"] * 1000, max(e.get("dur", 0) * 1000, 0))
+        want_times.setdefault(e.get("name", ""), []).append(want)
+    for name, want in want_times.items():
+        got = np.array(sorted(got_times[name]), dtype=np.float64)
+        # 1 ns: the float microseconds of the file, rounded to whole nanoseconds
+        assert np.abs(got - np.array(sorted(want))).max() <= 1, name
+    args = [e.get("args", {}) for e in rows]
+    want_ids = Counter(
+        (e.get("name", ""), _ext(a), a.get("Sequence number", -1))
+        for e, a in zip(rows, args, strict=True)
+    )
+    got_ids = Counter(zip(names, ev["external_id"], ev["sequence"], strict=True))
+    assert got_ids == want_ids
+    want_corr = Counter(
+        (e.get("name", ""), a["correlation"])
+        for e, a in zip(rows, args, strict=True)
+        if a.get("correlation", -1) >= 0
+    )
+    got_corr = Counter(zip(names, ev["correlation"], strict=True))
+    assert all(got_corr[k] >= v for k, v in want_corr.items())  # flows may add more
+    for column, key in (("input_shapes", "Input Dims"), ("input_dtypes", "Input type")):
+        got = Counter(zip(names, map(_label, ev[column].astype(str)), strict=True))
+        want = Counter(
+            (e.get("name", ""), _label(a.get(key))) for e, a in zip(rows, args, strict=True)
+        )
+        assert got == want, column
+    want_stack = Counter(
+        (e.get("name", ""), "\n".join(f for f in a.get("Call stack", "").split(";") if f))
+        for e, a in zip(rows, args, strict=True)
+    )
+    assert Counter(zip(names, ev["stack"].astype(str), strict=True)) == want_stack
+    want_flops = sorted(float(a["flops"]) for a in args if a.get("flops") is not None)
+    assert sorted(ev["flops"].dropna().tolist()) == want_flops
+
+
+def test_columns_match_a_recomputation_from_the_raw_json(loaded):
+    _, raw, run = loaded
+    check_against_raw(raw, run)
+
+
+def _edge_trace(n_steps: int = 40) -> dict:
+    """A Kineto trace with what real writers vary: non-ASCII and JSON-looking names, text ids,
+    nested shapes, stacks, null and huge numbers, device, memory, unknown-category, instant,
+    phase-less and time-less events, flows and metadata."""
+    events: list[dict] = [
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": 7, "args": {"name": "main"}}
+    ]
+    ts = 1000.0
+    ext = 1
+    for step in range(n_steps):
+        step_start = ts
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 7,
+                "tid": 7,
+                "ts": ts,
+                "dur": 90.5,
+            }
+        )
+        for i, name in enumerate(["aten::mm", "名前::op", "emoji 🚀 op", 'op }, { "x": 1', ""]):
+            args: dict = {"External id": ext, "Sequence number": step * 10 + i}
+            if i == 0:
+                args.update(
+                    {
+                        "Input Dims": [[64, 64], [[1], [2, 3]]],
+                        "Input type": ["float", "long int"],
+                        "flops": 524288.0,
+                    }
+                )
+            if i == 1:
+                args.update({"Call stack": "a.py(1): f;b.py(2): g;", "flops": None})
+            if i == 2:
+                args = {"external id": ext, "Input Dims": [], "Input type": []}
+            if i == 3 and step % 7 == 0:
+                args["External id"] = hex(ext)  # text, as ROCm writes ids
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": name,
+                    "pid": 7,
+                    "tid": 7,
+                    "ts": ts + 1 + i * 10,
+                    "dur": 8.25,
+                    "args": args,
+                }
+            )
+            ext += 1
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 7,
+                "tid": 7,
+                "ts": ts + 60,
+                "dur": 3.0,
+                "args": {"correlation": step + 1, "External id": 2**62},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"gemm_{step % 3}",
+                "pid": 0,
+                "tid": "stream 7",
+                "ts": ts + 70,
+                "dur": 5.0,
+                "args": {
+                    "correlation": step + 1,
+                    "stream": 7,
+                    "device": 0,
+                    "grid": [64, 1, 1],
+                    "block": [128, 1, 1],
+                    "registers per thread": 32,
+                    "shared memory": 0,
+                    "est. achieved occupancy %": 50,
+                },
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "weird_cat",
+                "name": "on a stream",
+                "pid": 0,
+                "tid": 3,
+                "ts": ts + 75,
+                "dur": 1.0,
+                "args": {"stream": "0x3"},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "weird_cat",
+                "name": "on the host",
+                "pid": 7,
+                "tid": 7,
+                "ts": ts + 76,
+                "dur": 1.0,
+            }
+        )
+        events.append(
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": 7,
+                "tid": 7,
+                "ts": ts + 77,
+                "args": {
+                    "Device Type": 1,
+                    "Device Id": 0,
+                    "Bytes": 4096,
+                    "Total Allocated": 8192,
+                    "Total Reserved": 2**21,
+                },
+            }
+        )
+        events.append(
+            {
+                "ph": "",
+                "cat": "cpu_op",
+                "name": "no phase",
+                "pid": 7,
+                "tid": 7,
+                "ts": ts + 78,
+                "dur": 0.5,
+            }
+        )
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": "no start", "pid": 7, "tid": 7, "dur": 0.5}
+        )
+        events.append(
+            {
+                "ph": "s",
+                "cat": "fwdbwd",
+                "name": "fwdbwd",
+                "id": step,
+                "pid": 7,
+                "tid": 7,
+                "ts": step_start + 1,
+            }
+        )
+        events.append(
+            {
+                "ph": "f",
+                "cat": "fwdbwd",
+                "name": "fwdbwd",
+                "id": step,
+                "pid": 7,
+                "tid": 7,
+                "ts": step_start + 11,
+                "bp": "e",
+            }
+        )
+        events.append(
+            {
+                "ph": "s",
+                "cat": "ac2g",
+                "name": "ac2g",
+                "id": step + 1,
+                "pid": 7,
+                "tid": 7,
+                "ts": ts + 60,
+            }
+        )
+        ts += 100.0
+    events.append({})  # padding some writers end with
+    return {
+        "schemaVersion": 1,
+        "traceEvents": events,
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+    }
+
+
+def _without_no_ts(raw: dict) -> dict:
+    return {
+        **raw,
+        "traceEvents": [e for e in raw["traceEvents"] if "ts" in e or e.get("ph") in ("M",)],
+    }
+
+
+def test_edge_cases_read_in_pieces_equal_the_file_read_whole_and_the_json(tmp_path, monkeypatch):
+    """Pieces of 4 KiB cut this trace hundreds of times; the run equals the one read whole
+    (categories in the same order too) and every column matches the JSON."""
+    from perfkit_core.events import read_trace_bytes
+    from perfkit_torch import kineto, kineto_stream
+
+    raw = _edge_trace()
+    path = tmp_path / "edge.json"
+    path.write_text(json.dumps(raw, ensure_ascii=False), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = kineto.load_kineto(path, read_trace_bytes(path))
+        monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 4096)
+        streamed = kineto.load_kineto(path)
+    pd.testing.assert_frame_equal(streamed.events, whole.events)
+    assert streamed.meta == whole.meta
+    acc = streamed.meta["accounting"]
+    assert acc["skipped"] == {"without a start time (ts)": 40}
+    assert acc["empty_events"] == 1 and acc["fwdbwd_links"] == 40
+    check_against_raw(_without_no_ts(raw), streamed)
+    ev = streamed.events
+    kind = dict(zip(ev["name"].astype(str), ev["kind"].astype(str), strict=False))
+    assert kind["on a stream"] == "other" and kind["gemm_0"] == "kernel"
+    assert kind["ProfilerStep#3"] == "step" and kind["[memory]"] == "memory"
+    device = ev[ev["stream"] >= 0]
+    assert sorted(set(device["name"].astype(str))) == ["gemm_0", "gemm_1", "gemm_2", "on a stream"]
+    assert set(device["grid"].astype(str)) == {"64,1,1", ""}
+    assert (ev.loc[ev["name"] == "on a stream", "stream"] == 3).all()
+    assert (ev.loc[ev["name"] == "gemm_1", "device_type"] == "gpu").all()
+    assert (ev.loc[ev["name"] == "[memory]", "allocated_bytes"] == 8192).all()
+    assert (ev.loc[ev["name"] == "aten::mm", "step"].to_numpy() == np.arange(40)).all()
+
+
+def _one_line_error(path, match: str) -> None:
+    from perfkit_core.errors import printable
+
+    with pytest.raises(perfkit_core.TraceError, match=match) as info:
+        perfkit_core.load(path)
+    message = str(info.value)
+    assert message.isprintable() and message.startswith(printable(str(path))), message
+
+
+def _deep(data: bytes, old: bytes, new: bytes) -> bytes:
+    """``data`` with the first ``old`` in its second half made ``new``."""
+    at = data.index(old, len(data) // 2)
+    return data[:at] + new + data[at + len(old) :]
+
+
+def test_bad_values_deep_in_a_big_trace_are_one_line_errors(tmp_path, monkeypatch):
+    """What is wrong far into a trace read in pieces is named in one line, as when read whole:
+    bytes that are not UTF-8, an integer beyond int64, text that is no number, a time that is
+    text; a trace whose every event lacks a start is refused."""
+    from perfkit_torch import kineto_stream
+
+    monkeypatch.setattr(kineto_stream, "CHUNK_BYTES", 4096)
+    good = json.dumps(_edge_trace(), ensure_ascii=False).encode()
+    no_ts = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "dur": 1}
+        for i in range(3000)
+    ]
+    cases = {
+        "utf8": (_deep(good, b'"aten::mm"', b'"aten::\xe9mm"'), "not UTF-8"),
+        "big_int": (_deep(good, str(2**62).encode(), str(2**64).encode()), "integer out of range"),
+        "text_id": (_deep(good, b'"External id": "0x', b'"External id": "zz'), "not an integer"),
+        "text_ts": (_deep(good, b'"ts": ', b'"ts": "later", "t2": '), "Expected `float`"),
+        "no_ts": (json.dumps({"traceEvents": no_ts}).encode(), "no events"),
+    }
+    for name, (data, match) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(data)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _one_line_error(path, match)

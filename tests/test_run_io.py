@@ -147,3 +147,76 @@ def test_str_values_is_astype_str_of_every_string_column():
     assert schema.str_values(gappy).tolist() == ["b", "", "a", "b"]
     plain = pd.Series(["x", "y"])
     assert schema.str_values(plain).tolist() == ["x", "y"]
+
+
+def test_start_order_is_the_two_key_sort_or_none_when_sorted():
+    """``start_order`` (the shortcut finish_events sorts with) gives ``lexsort((-dur, start))``:
+    None for rows already in it, the same permutation for nearly sorted rows, equal starts
+    with durations in and out of order, and random rows."""
+    from perfkit_core.events.build import start_order
+
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        n = int(rng.integers(0, 40))
+        start = np.sort(rng.integers(0, 12, n)).astype(np.int64)
+        dur = rng.integers(0, 5, n).astype(np.int64)
+        if trial % 3 == 1 and n > 2:  # one row out of place, as a profiler span written last
+            start[[0, n - 1]] = start[[n - 1, 0]]
+        elif trial % 3 == 2:
+            rng.shuffle(start)
+        want = np.lexsort((-dur, start))
+        got = start_order(start, dur)
+        if got is None:
+            assert (want == np.arange(n)).all()
+        else:
+            assert (got == want).all()
+
+
+def test_previous_at_least_matches_a_scan():
+    from perfkit_core.events.links import previous_at_least
+
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        n = int(rng.integers(0, 80))
+        values = rng.integers(0, 30, n).astype(np.int64)
+        thresholds = rng.integers(0, 35, n).astype(np.int64)
+        want = [
+            next((j for j in range(i - 1, -1, -1) if values[j] >= thresholds[i]), -1)
+            for i in range(n)
+        ]
+        for window in (1, 3, 8):
+            assert previous_at_least(values, thresholds, window=window).tolist() == want
+
+
+def test_nest_does_not_depend_on_row_order():
+    """Parents found with rows in start order (the fast path) and shuffled (the full sort)
+    are the same events, on random spans with children in three threads."""
+    from perfkit_core.events.links import nest
+
+    rng = np.random.default_rng(7)
+    starts, durs, groups = [], [], []
+    for group in range(3):
+        t = 0
+        for _ in range(200):
+            length = int(rng.integers(0, 50))
+            starts.append(t)
+            durs.append(length)
+            groups.append(group)
+            for _ in range(int(rng.integers(0, 4))):  # children inside the span
+                child = int(rng.integers(0, length + 1))
+                starts.append(t + child)
+                durs.append(int(rng.integers(0, length - child + 1)))
+                groups.append(group)
+            t += length + int(rng.integers(0, 3))
+    # Identical spans would nest in row order, which a shuffle changes: keep one of each.
+    spans = np.unique(np.array([starts, durs, groups], dtype=np.int64).T, axis=0)
+    start, dur, group = spans[:, 0], spans[:, 1], spans[:, 2]
+    order = np.lexsort((-dur, start))
+    start, dur, group = start[order], dur[order], group[order]
+    host = rng.random(len(start)) < 0.9
+    sorted_parent = nest(group, start, dur, host)
+    perm = rng.permutation(len(start))
+    shuffled_parent = nest(group[perm], start[perm], dur[perm], host[perm])
+    back = np.where(shuffled_parent >= 0, perm[np.maximum(shuffled_parent, 0)], -1)
+    assert (back == sorted_parent[perm]).all()
+    assert (sorted_parent >= 0).sum() > 200

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from perfkit_core.errors import TraceError
 from perfkit_core.events.atomic import atomic_path, write_bytes
-from perfkit_core.events.build import finish_events, make_run
+from perfkit_core.events.build import finish_events, make_run, start_order
 from perfkit_core.events.checks import (
     INT32_MAX,
     INT64_MAX,
@@ -73,6 +73,7 @@ __all__ = [
     "note_skipped",
     "read_head",
     "read_trace_bytes",
+    "start_order",
     "us_to_ns",
     "write_bytes",
 ]

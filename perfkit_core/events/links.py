@@ -18,38 +18,49 @@ if TYPE_CHECKING:
 def previous_at_least(values: np.ndarray, thresholds: np.ndarray, *, window: int = 8) -> np.ndarray:
     """For each position i, return the largest j < i with ``values[j] >= thresholds[i]``, or -1.
 
-    The nearest ``window`` positions are tried first (in event trees most parents are close);
-    the rest are answered with a sparse table of running maxima and binary lifting: O(n log n)
-    time and memory, all in numpy.
+    The nearest ``window`` positions are tried first (in event trees most parents are close).
+    A farther answer j is larger than each of the ``window`` values after it (they lie between
+    j and i and were too small), so the rest are answered among such positions only, with a
+    sparse table of running maxima and binary lifting: O(n log n) time and memory at most, all
+    in numpy, and far less where most positions are leaves.
     """
     n = len(values)
     out = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return out
     queries = np.arange(1, n, dtype=np.int64)
-    for d in range(1, min(window, n - 1) + 1):
+    window = min(window, n - 1)
+    for d in range(1, window + 1):
         queries = queries[queries >= d]
         hit = values[queries - d] >= thresholds[queries]
         out[queries[hit]] = queries[hit] - d
         queries = queries[~hit]
         if len(queries) == 0:
             return out
-    levels = [np.asarray(values)]
+    values = np.asarray(values)
+    ahead = np.empty(n, dtype=values.dtype)  # max of the next `window` values
+    ahead[:] = np.iinfo(values.dtype).min if values.dtype.kind in "iu" else -np.inf
+    for d in range(1, window + 1):
+        np.maximum(ahead[:-d], values[d:], out=ahead[:-d])
+    candidates = np.flatnonzero(values > ahead)
+    del ahead
+    levels = [values[candidates]]
     width = 1
-    while width * 2 <= n:
+    while width * 2 <= len(candidates):
         prev = levels[-1]
         nxt = prev.copy()
         nxt[width:] = np.maximum(prev[width:], prev[:-width])
         levels.append(nxt)
         width *= 2
     want = thresholds[queries]
-    pos = queries - 1
+    pos = np.searchsorted(candidates, queries) - 1  # the last candidate before each query
     for k in range(len(levels) - 1, -1, -1):
         valid = pos >= 0
         idx = np.where(valid, pos, 0)
         skip = valid & (levels[k][idx] < want)
         pos = np.where(skip, pos - (1 << k), pos)
-    out[queries] = np.where(pos >= 0, pos, -1)
+    found = pos >= 0
+    out[queries[found]] = candidates[pos[found]]
     return out
 
 
@@ -59,8 +70,8 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray
     Only rows where ``mask`` is true take part; events nest when they share ``group`` (one value
     per host thread) and one's interval holds the other's. An event is enclosed by the nearest
     earlier-starting event of its group that ends at or after its end (for zero-length events:
-    strictly after its start). Rows must not be pre-sorted; ties in start put longer events
-    first, then row order.
+    strictly after its start). Rows need not be sorted; ties in start put longer events first,
+    then row order.
     """
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
@@ -70,9 +81,21 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray
     g = group[rows]
     s = start[rows]
     d = dur[rows]
-    order = np.lexsort((rows, -d, s, g))
-    srows = rows[order]
-    sg, ss, sd = g[order], s[order], d[order]
+    step = np.diff(s)
+    if not ((step > 0) | ((step == 0) & (d[1:] <= d[:-1]))).all():
+        order = np.lexsort((rows, -d, s, g))
+    elif (g[1:] >= g[:-1]).all():
+        order = None  # in order already (one thread, as finish_events sorts the table)
+    else:
+        # In start order, longer first: a stable sort by group alone gives the same order as
+        # the four-key sort.
+        order = np.argsort(g, kind="stable")
+    del step
+    if order is None:
+        srows, sg, ss, sd = rows, g, s, d
+    else:
+        srows = rows[order]
+        sg, ss, sd = g[order], s[order], d[order]
     end = ss + sd
     threshold = np.where(sd > 0, end, ss + 1)
     found = previous_at_least(end, threshold)
@@ -89,10 +112,25 @@ def group_codes(*columns: np.ndarray) -> np.ndarray:
 
     combined = np.zeros(len(columns[0]), dtype=np.int64)
     for column in columns:
+        if len(column) and (column == column[0]).all():
+            continue  # one value: it would only double every code
         codes, uniques = pd.factorize(column)
         combined = combined * (len(uniques) + 1) + codes
         combined = pd.factorize(combined)[0].astype(np.int64)
     return combined
+
+
+def kind_is(events: pd.DataFrame, *kinds: str) -> np.ndarray:
+    """Return, for each row, whether its ``kind`` is one of ``kinds``: compared by category code,
+    without making the column's strings."""
+    import pandas as pd
+
+    column = events["kind"]
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return np.isin(column.to_numpy(), list(kinds))
+    categories = column.cat.categories
+    wanted = [categories.get_loc(k) for k in kinds if k in categories]
+    return np.isin(column.cat.codes.to_numpy(), wanted)
 
 
 def launcher_rows(events: pd.DataFrame) -> np.ndarray:
@@ -106,7 +144,7 @@ def launcher_rows(events: pd.DataFrame) -> np.ndarray:
     corr = events["correlation"].to_numpy()
     rank = events["rank"].to_numpy().astype(np.int64)
     host = events["stream"].to_numpy() < 0
-    runtime = host & (events["kind"].to_numpy() == "runtime") & (corr >= 0)
+    runtime = host & kind_is(events, "runtime") & (corr >= 0)
     device = ~host & (corr >= 0)
     if not runtime.any() or not device.any():
         return out
@@ -141,27 +179,32 @@ def assign_steps(events: pd.DataFrame, step_numbers: np.ndarray) -> np.ndarray:
     """
     n = len(events)
     out = np.full(n, -1, dtype=np.int64)
-    kind = events["kind"].to_numpy()
-    is_step = kind == "step"
+    is_step = kind_is(events, "step")
     if not is_step.any():
         return out
     start = events["start_ns"].to_numpy()
     end = start + events["dur_ns"].to_numpy()
     rank = events["rank"].to_numpy()
-    when = start.copy()
+    one_rank = bool((rank == rank[0]).all())
+    when = start
     launcher = launcher_rows(events)
     launched = launcher >= 0
-    when[launched] = start[launcher[launched]]
+    if launched.any():
+        when = start.copy()
+        when[launched] = start[launcher[launched]]
     for r in np.unique(rank[is_step]):
         srows = np.flatnonzero(is_step & (rank == r))
         srows = srows[np.argsort(start[srows], kind="stable")]
         s_start, s_end = start[srows], end[srows]
-        in_rank = np.flatnonzero(rank == r)
-        idx = np.searchsorted(s_start, when[in_rank], side="right") - 1
+        # every row when the run holds one rank (no index of all rows to make)
+        in_rank = None if one_rank else np.flatnonzero(rank == r)
+        w = when if in_rank is None else when[in_rank]
+        idx = np.searchsorted(s_start, w, side="right") - 1
         ok = idx >= 0
-        inside = np.zeros(len(in_rank), dtype=bool)
-        inside[ok] = when[in_rank[ok]] < s_end[idx[ok]]
-        out[in_rank[inside]] = step_numbers[srows[idx[inside]]]
+        inside = np.zeros(len(w), dtype=bool)
+        inside[ok] = w[ok] < s_end[idx[ok]]
+        rows = np.flatnonzero(inside) if in_rank is None else in_rank[inside]
+        out[rows] = step_numbers[srows[idx[inside]]]
     return out
 
 
@@ -214,7 +257,7 @@ def external_owner_rows(events: pd.DataFrame) -> np.ndarray:
         return out
     rank = events["rank"].to_numpy().astype(np.int64)
     host = events["stream"].to_numpy() < 0
-    owner = host & (ext >= 0) & ~np.isin(events["kind"].to_numpy(), list(_NOT_OWNER_KINDS))
+    owner = host & (ext >= 0) & ~kind_is(events, *_NOT_OWNER_KINDS)
     if not owner.any():
         return out
     own_rows = np.flatnonzero(owner)
@@ -247,7 +290,7 @@ def launch_parents(run: Run) -> np.ndarray:
     events = run.events
     parent = events["parent"].to_numpy()
     out = parent
-    runtime = (events["kind"].to_numpy() == "runtime") & (events["stream"].to_numpy() < 0)
+    runtime = kind_is(events, "runtime") & (events["stream"].to_numpy() < 0)
     if runtime.any():
         owner = external_owner_rows(events)
         has_children = np.bincount(parent[parent >= 0], minlength=len(events)) > 0
@@ -304,7 +347,7 @@ def device_time_by_launcher(
     by_owner = np.bincount(owner[direct], weights=dur[direct], minlength=n)
     # by_launcher is non-zero on runtime calls only; an op's own device time is that of the
     # runtime calls it made directly.
-    is_runtime = events["kind"].to_numpy() == "runtime"
+    is_runtime = kind_is(events, "runtime")
     self_dev = np.where(is_runtime, by_launcher, children_sum(parent, by_launcher)) + by_owner
     total = subtree_sums(parent, by_launcher + by_owner)
     run._cache[key] = (self_dev, total)
