@@ -80,7 +80,8 @@ def paddle_profile(tmp_path_factory: pytest.TempPathFactory):
 
     # In the callback: the run comes straight from Paddle's result tree, so its events can be
     # matched to the tree's nodes to the nanosecond (the default, background handler reads
-    # Paddle's JSON export back; tests/test_paddle.py compares the two).
+    # Paddle's protobuf export back; tests/test_paddle.py compares the two, and Paddle's JSON
+    # export, which the profile also holds).
     return record(
         tmp_path_factory.mktemp("paddle_profile"),
         profile_memory=True,

@@ -2,10 +2,10 @@
 
 ``perfkit_paddle.on_trace_ready(dir_name)`` returns a handler for
 ``paddle.profiler.Profiler(on_trace_ready=...)`` that saves each profiled span as a perfkit run:
-Paddle's export of ``prof.profiler_result`` is written in the callback, then converted by
-perfkit's helper process off the training loop (``background=False``: converted from the result
-tree inside the callback). ``load_paddle_json`` and ``load_paddle_pb``
-read Paddle's exports. paddle is imported only when a handler runs or a ``.pb`` is read.
+Paddle's protobuf export of ``prof.profiler_result`` is written in the callback, then converted
+by perfkit's helper process off the training loop (``background=False``: converted from the
+result tree inside the callback). ``load_paddle_json`` and ``load_paddle_pb`` read Paddle's
+exports without paddle; paddle is imported only when a handler runs.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from perfkit_paddle.chrome import load_paddle_json, load_paddle_pb
+    from perfkit_paddle.chrome import load_paddle_json
     from perfkit_paddle.handler import TraceHandler, on_trace_ready
+    from perfkit_paddle.pb import load_paddle_pb
     from perfkit_paddle.result import run_from_result
 
 __all__ = [
@@ -29,7 +30,7 @@ _LAZY = {
     "on_trace_ready": "perfkit_paddle.handler",
     "TraceHandler": "perfkit_paddle.handler",
     "load_paddle_json": "perfkit_paddle.chrome",
-    "load_paddle_pb": "perfkit_paddle.chrome",
+    "load_paddle_pb": "perfkit_paddle.pb",
     "run_from_result": "perfkit_paddle.result",
 }
 

@@ -1,4 +1,5 @@
-"""Read Paddle's exports: ``*.paddle_trace.json`` (chrome tracing) and ``*.paddle_trace.pb``.
+"""Read Paddle's chrome-tracing export, ``*.paddle_trace.json`` (``perfkit_paddle.pb`` reads the
+protobuf one).
 
 The JSON layout is Paddle's ``ChromeTracingLogger``: names carry a ``[<duration> ms]`` suffix,
 host thread ids look like ``123(Python)`` or ``123(C++)``, ``cat`` is the TracerEventType name,
@@ -13,14 +14,8 @@ of the truth (durations are exact).
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import re
-import sys
-import tempfile
-import warnings
-from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -113,7 +108,7 @@ def _thread_id(value: int | str | None) -> int:
 @lru_cache(maxsize=4096)
 def _normalized(raw: bytes) -> str:
     """Compact JSON text of a recorded value (shapes, dtypes); "" when empty. Cached per text."""
-    from perfkit_paddle.result import compact_json
+    from perfkit_paddle.columns import compact_json
 
     try:
         return compact_json(msgspec.json.decode(raw)) if raw.strip() else ""
@@ -135,7 +130,7 @@ def load_paddle_json(path: str | Path) -> Run:
     import gc
 
     from perfkit_core.events import finish_events, make_run, read_trace_bytes
-    from perfkit_paddle.result import _Columns, columns_to_events, extra_info_meta
+    from perfkit_paddle.columns import Columns, columns_to_events, extra_info_meta
 
     path = Path(path)
     data = read_trace_bytes(path)
@@ -152,7 +147,7 @@ def load_paddle_json(path: str | Path) -> Run:
             raise TraceError(path, decode_error_reason(exc, data, "malformed JSON")) from None
         if trace.traceEvents is None:
             raise TraceError(path, "a JSON object without 'traceEvents': not a chrome trace")
-        cols = _Columns()
+        cols = Columns()
         rel_start: list[int] = []
         ts_us: list[float] = []
         dur_us: list[float] = []
@@ -325,71 +320,3 @@ def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
 
 def _dims(raw: msgspec.Raw) -> str:
     return bytes(raw).decode("utf-8", "replace").strip("[]").replace(" ", "")
-
-
-def paddle_available() -> bool:
-    """Whether paddle can be imported, without importing it."""
-    import importlib.util
-    import sys
-
-    if "paddle" in sys.modules:
-        return sys.modules["paddle"] is not None
-    try:
-        return importlib.util.find_spec("paddle") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def load_paddle_pb(path: str | Path) -> Run:
-    """Return the ``Run`` in a Paddle protobuf export, read through paddle's own loader."""
-    path = Path(path)
-    if not paddle_available():
-        raise TraceError(
-            path,
-            "reading a .paddle_trace.pb needs paddle: pip install paddlepaddle (or export with format='json')",
-        )
-    if path.stat().st_size == 0:
-        raise TraceError(path, "the file is empty")
-    from perfkit_paddle.result import run_from_result
-
-    # paddle's import warns about build tools and its reader logs a line to file descriptor 2:
-    # neither is about the file, and the one line perfkit prints must stay the only one.
-    try:
-        with _stderr_captured(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from paddle.profiler import load_profiler_result
-
-            result = load_profiler_result(str(path))
-    except Exception as exc:
-        raise TraceError(path, f"paddle could not read it: {type(exc).__name__}: {exc}") from None
-    if result is None:
-        raise TraceError(
-            path,
-            "paddle could not read it back as a profiler result (not a profiler export, or "
-            "one of the dygraph .pb exports Paddle 3.x writes and its own reader rejects); "
-            "export with format='json' instead",
-        )
-    try:
-        return run_from_result(result, source=str(path))
-    except (ValueError, OverflowError) as exc:
-        raise TraceError(path, str(exc)) from None
-
-
-@contextlib.contextmanager
-def _stderr_captured() -> Iterator[list[str]]:
-    """Capture what C++ code writes to file descriptor 2 while the block runs; yields a list
-    that holds the text afterwards."""
-    said: list[str] = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with tempfile.TemporaryFile() as capture:
-            os.dup2(capture.fileno(), 2)
-            try:
-                yield said
-            finally:
-                os.dup2(saved, 2)
-                capture.seek(0)
-                said.append(capture.read().decode("utf-8", "replace"))
-    finally:
-        os.close(saved)

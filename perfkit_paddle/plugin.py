@@ -17,7 +17,7 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
     """Claim Paddle's exports: ``.paddle_trace.json`` (by name or content) and ``.paddle_trace.pb``."""
     name = path.name
     if name.endswith(".paddle_trace.pb"):
-        from perfkit_paddle.chrome import load_paddle_pb
+        from perfkit_paddle.pb import load_paddle_pb
 
         return load_paddle_pb
     text = head.lstrip()

@@ -20,62 +20,14 @@ from __future__ import annotations
 import gc
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from perfkit_paddle.kinds import classify, parse_place, step_number
+from perfkit_paddle.columns import Columns, columns_to_events, compact_json, extra_info_meta
+from perfkit_paddle.kinds import parse_place
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
 
 
-class _Columns:
-    """Lists filled by the walk, one entry per event."""
-
-    def __init__(self) -> None:
-        self.type: list[str] = []
-        self.name: list[str] = []
-        self.start: list[int] = []
-        self.end: list[int] = []
-        self.pid: list[int] = []
-        self.tid: list[int] = []
-        self.stream: list[int] = []
-        self.device_index: list[int] = []
-        self.device_type: list[str] = []
-        self.correlation: list[int] = []
-        self.external_id: list[int] = []
-        self.shapes: list[str] = []
-        self.dtypes: list[str] = []
-        self.stack: list[str] = []
-        self.nbytes: list[float] = []
-        self.allocated: list[float] = []
-        self.reserved: list[float] = []
-        self.grid: list[str] = []
-        self.block: list[str] = []
-        self.registers: list[float] = []
-        self.shared_memory: list[float] = []
-        self.occupancy: list[float] = []
-
-    def __len__(self) -> int:
-        return len(self.name)
-
-
 _NAN = float("nan")
-
-
-def compact_json(value: Any) -> str:
-    """Recorded shapes or dtypes as compact JSON text (``{"X":[[16,32]]}``); "" when empty.
-
-    Both Paddle paths (the result tree and the JSON export) produce the same text, so grouping
-    by input shape agrees whichever way a run was read.
-    """
-    if not value:
-        return ""
-    import json
-
-    try:
-        return json.dumps(value, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def _text(value: Any) -> str:
@@ -94,7 +46,7 @@ def _type_name(value: Any, cache: dict[Any, str]) -> str:
     return name
 
 
-def walk(trees: dict[Any, Any]) -> _Columns:
+def walk(trees: dict[Any, Any]) -> Columns:
     """Collect every node of ``trees`` (``ProfilerResult.get_data()``) into columns.
 
     Host, device and memory nodes are gathered as tuples of only the fields that vary for their
@@ -242,10 +194,10 @@ def _assemble(
     types: dict[Any, str],
     native: list[int] | None = None,
     runtime_ids: list[int] | None = None,
-) -> _Columns:
+) -> Columns:
     from collections import Counter
 
-    c = _Columns()
+    c = Columns()
     nh, nd, nm = len(host), len(device), len(memory)
     native = native or [0]
     on_runtime = Counter(runtime_ids or [])
@@ -357,84 +309,6 @@ def _assemble(
         c.occupancy.append(_NAN)
     assert len(c.name) == nh + nd + nm
     return c
-
-
-def columns_to_events(cols: _Columns | Any, *, rank: int = 0) -> dict[str, Any]:
-    """Turn collected columns into event-table columns (kinds, categoricals, arrays)."""
-    import pandas as pd
-
-    n = len(cols.name)
-    type_codes, type_uniques = pd.factorize(np.asarray(cols.type, dtype=object))
-    name_codes, name_uniques = pd.factorize(np.asarray(cols.name, dtype=object))
-    n_names = max(len(name_uniques), 1)
-    pair_uniques, pair_inverse = np.unique(
-        type_codes.astype(np.int64) * n_names + name_codes, return_inverse=True
-    )
-    pair_kinds = [
-        classify(str(type_uniques[p // n_names]), str(name_uniques[p % n_names]))
-        for p in pair_uniques.tolist()
-    ]
-    kinds = pd.Categorical.from_codes(*_dedupe(pair_inverse, pair_kinds))
-    steps = np.full(n, -1, dtype=np.int64)
-    is_step = np.asarray(kinds == "step")
-    if is_step.any():
-        numbers = {i: step_number(str(nm)) for i, nm in enumerate(name_uniques)}
-        steps[is_step] = [numbers[c] for c in name_codes[is_step].tolist()]
-    start = np.asarray(cols.start, dtype=np.int64)
-    end = np.asarray(cols.end, dtype=np.int64)
-    return {
-        "rank": np.full(n, rank, dtype=np.int32),
-        "kind": kinds,
-        "name": pd.Categorical.from_codes(name_codes, categories=[str(x) for x in name_uniques]),
-        "category": pd.Categorical.from_codes(
-            type_codes, categories=[str(x) for x in type_uniques]
-        ),
-        "framework": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=["paddle"]),
-        "start_ns": start,
-        "dur_ns": np.maximum(end - start, 0),
-        "device_type": pd.Categorical(cols.device_type),
-        "device_index": np.asarray(cols.device_index, dtype=np.int32),
-        "pid": np.asarray(cols.pid, dtype=np.int64),
-        "tid": np.asarray(cols.tid, dtype=np.int64),
-        "stream": np.asarray(cols.stream, dtype=np.int64),
-        "step": steps,
-        "correlation": np.asarray(cols.correlation, dtype=np.int64),
-        "external_id": np.asarray(cols.external_id, dtype=np.int64)
-        if len(getattr(cols, "external_id", ())) == n
-        else np.full(n, -1, dtype=np.int64),
-        "input_shapes": pd.Categorical(cols.shapes),
-        "input_dtypes": pd.Categorical(cols.dtypes),
-        "stack": pd.Categorical(cols.stack),
-        "bytes": np.asarray(cols.nbytes, dtype=np.float64),
-        "allocated_bytes": np.asarray(cols.allocated, dtype=np.float64),
-        "reserved_bytes": np.asarray(cols.reserved, dtype=np.float64),
-        "grid": pd.Categorical(cols.grid),
-        "block": pd.Categorical(cols.block),
-        "registers": np.asarray(cols.registers, dtype=np.float64),
-        "shared_memory": np.asarray(cols.shared_memory, dtype=np.float64),
-        "occupancy_pct": np.asarray(cols.occupancy, dtype=np.float64),
-    }
-
-
-def _dedupe(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
-    uniq: dict[str, int] = {}
-    remap = np.array([uniq.setdefault(label, len(uniq)) for label in labels], dtype=np.int64)
-    return (remap[codes] if len(codes) else codes.astype(np.int64)), list(uniq)
-
-
-def extra_info_meta(extra_info: dict[str, str]) -> dict[str, Any]:
-    """Split Paddle's ``get_extra_info()`` into thread names and CPU utilization (fractions)."""
-    threads: dict[str, str] = {}
-    utilization: dict[str, float] = {}
-    for key, value in (extra_info or {}).items():
-        if key.isdigit():
-            threads[key] = value
-        elif "Utilization" in key:
-            try:
-                utilization[key.lower().replace(" ", "_")] = float(value)
-            except ValueError:
-                continue
-    return {"threads": threads, "cpu_utilization": utilization}
 
 
 def run_from_result(

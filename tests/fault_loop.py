@@ -112,7 +112,9 @@ def paddle_loop(args: argparse.Namespace, handler: Any) -> None:
 def saved_or_exported(target: Path) -> list[Path]:
     """Run folders holding a saved run or a native export (the export renamed into place)."""
     return [
-        p for p in target.glob("*") if (p / "meta.json").is_file() or any(p.glob("trace.*.json"))
+        p
+        for p in target.glob("*")
+        if (p / "meta.json").is_file() or any(p.glob("trace.*.json")) or any(p.glob("trace.*.pb"))
     ]
 
 
@@ -143,7 +145,12 @@ def describe_kept(path: Path) -> dict[str, Any]:
     info: dict[str, Any] = {"path": str(path), "is_file": path.is_file()}
     if path.is_file():
         info["bytes"] = path.stat().st_size
-        info["complete"] = export_is_complete(path)
+        if path.suffix == ".pb":
+            from perfkit_paddle.pb import export_is_whole
+
+            info["complete"] = export_is_whole(path)
+        else:
+            info["complete"] = export_is_complete(path)
         try:
             info["rows"] = len(perfkit_core.load(path).events)
         except Exception as exc:

@@ -23,6 +23,10 @@ class PaddleProfile:
     cpu_range_sums: dict[str, int] = field(default_factory=dict)
     call_times: dict[str, int] = field(default_factory=dict)
     handler: Any = None
+    #: Paddle's own exports of the last span, written by a chained handler: its chrome-tracing
+    #: JSON and its protobuf file (the handler's native export, removed once converted).
+    json_export: Path | None = None
+    pb_export: Path | None = None
 
 
 def record(
@@ -40,9 +44,15 @@ def record(
     from perfkit_paddle.demo import train_mlp
 
     captured = PaddleProfile(runs=[])
+    exports = directory.with_name(directory.name + "_exports")
+    exports.mkdir(parents=True, exist_ok=True)
 
     def capture(prof: Any) -> None:
         result = prof.profiler_result
+        captured.json_export = exports / "span.paddle_trace.json"
+        captured.pb_export = exports / "span.paddle_trace.pb"
+        result.save(str(captured.json_export), "json")
+        result.save(str(captured.pb_export), "pb")
         trees = result.get_data()
         captured.statistic = StatisticData(trees, result.get_extra_info())
         # Paddle's enum objects point into the profile, which is freed after this callback:

@@ -91,10 +91,13 @@ def _paddle_seed(directory: Path) -> Path:
     pytest.importorskip("paddle")
     from perfkit_paddle.demo import train_mlp
 
-    runs, _ = train_mlp(
-        directory, steps=2, blocks=1, width=8, batch_size=4, keep_trace=True, background=False
-    )
-    return next(runs[0].glob("*.paddle_trace.json"))
+    export = directory / "seed.paddle_trace.json"
+
+    def export_json(prof: Any) -> None:
+        prof.profiler_result.save(str(export), "json")
+
+    train_mlp(directory / "runs", steps=2, blocks=1, width=8, batch_size=4, chain=[export_json])
+    return export
 
 
 def _a100_window(directory: Path, window_us: float = 3000.0) -> Path:
@@ -256,4 +259,89 @@ def test_seeds_load_and_pass_the_checks(seed, tmp_path):
     path.write_bytes(raw)
     run = perfkit_core.load(path)
     assert len(run.events) > 10
+    assert _check(path) == "loaded"
+
+
+# -- Paddle's protobuf export ----------------------------------------------------------------
+
+PB_NUMBERS = [0, 1, 2**31, 2**32 - 1, 2**62, 2**62 + 1, 2**63 - 1, 2**63, 2**64 - 1]
+PB_TEXT = ["", "ProfileStep#99999999999999999999999", "ProfileStep#-1", "<!--<script>", "a;b\nc"]
+
+
+@pytest.fixture(scope="module")
+def pb_seed(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The protobuf export of a small real Paddle CPU profile (what the handler writes)."""
+    pytest.importorskip("paddle")
+    from perfkit_paddle.demo import train_mlp
+
+    directory = tmp_path_factory.mktemp("seed_pb")
+    export = directory / "seed.paddle_trace.pb"
+
+    def export_pb(prof: Any) -> None:
+        prof.profiler_result.save(str(export), "pb")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train_mlp(directory / "runs", steps=2, blocks=1, width=8, batch_size=4, chain=[export_pb])
+    return export.read_bytes()
+
+
+def _mutated_pb(data: st.DataObject, raw: bytes) -> bytes:
+    """One or two edits of the decoded export (a host event's number or name set to an odd
+    value, a parent link or event type changed, a node dropped or repeated, a thread's tree
+    repeated), or a byte-level edit of the file."""
+    from perfkit_paddle.pb_schema import node_trees_class
+
+    if data.draw(st.integers(0, 3)) == 0:
+        position = data.draw(st.integers(0, len(raw)))
+        inserted = data.draw(st.binary(min_size=1, max_size=4))
+        action = data.draw(st.sampled_from(["cut", "byte", "insert"]))
+        if action == "cut":
+            return raw[:position]
+        if action == "byte":
+            return raw[:position] + inserted[:1] + raw[position + 1 :]
+        return raw[:position] + inserted + raw[position:]
+    message = node_trees_class()()
+    message.ParseFromString(raw)
+    pick = data.draw(st.randoms(use_true_random=False))
+    for _ in range(data.draw(st.integers(1, 2))):
+        tree = pick.choice(list(message.thread_trees))
+        index = pick.randrange(len(tree.host_nodes))
+        node = tree.host_nodes[index]
+        event = node.host_trace_event
+        kind = data.draw(
+            st.sampled_from(
+                ["number", "number", "name", "parent", "type", "drop", "repeat", "tree"]
+            )
+        )
+        if kind == "number":
+            field = pick.choice(["start_ns", "end_ns", "process_id", "thread_id"])
+            setattr(event, field, data.draw(st.sampled_from(PB_NUMBERS)))
+        elif kind == "name":
+            event.name = data.draw(st.sampled_from(PB_TEXT))
+        elif kind == "parent":
+            node.parentid = data.draw(st.sampled_from([-1, 0, index, index + 1, 2**40, -5]))
+        elif kind == "type":
+            event.type = data.draw(st.sampled_from([0, 2, 4, 15, 16, 17, 2**32 - 1]))
+        elif kind == "drop":
+            del tree.host_nodes[index]
+        elif kind == "repeat":
+            tree.host_nodes.add().CopyFrom(node)
+        else:
+            message.thread_trees.add().CopyFrom(tree)
+    return message.SerializeToString()
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_pb_export_loads_or_fails_with_one_line(pb_seed, tmp_path, data):
+    path = tmp_path / "mutated.paddle_trace.pb"
+    path.write_bytes(_mutated_pb(data, pb_seed))
+    note_outcome(_check(path))
+
+
+def test_pb_seed_loads_and_passes_the_checks(pb_seed, tmp_path):
+    path = tmp_path / "seed.paddle_trace.pb"
+    path.write_bytes(pb_seed)
+    assert len(perfkit_core.load(path).events) > 10
     assert _check(path) == "loaded"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -145,10 +147,9 @@ def test_operator_inner_stages_hang_under_their_operator(paddle_profile):
         )
 
 
-def test_json_and_pb_exports_load_to_the_same_tables(paddle_profile, tmp_path):
-    run_dir = paddle_profile.runs[0]
-    direct = perfkit_core.load(run_dir)
-    from_json = perfkit_core.load(run_dir / "trace.paddle_trace.json")
+def test_json_export_loads_to_the_same_tables(paddle_profile):
+    direct = perfkit_core.load(paddle_profile.runs[0])
+    from_json = perfkit_core.load(paddle_profile.json_export)
     assert from_json.meta["accounting"]["rows"] == len(direct.events)
     for view in ("operator", "user", "model"):
         a = direct.summary(view).set_index("name").sort_index()
@@ -164,25 +165,181 @@ def test_json_and_pb_exports_load_to_the_same_tables(paddle_profile, tmp_path):
     )
 
 
-def test_pb_export_loads(tmp_path):
-    from tests.paddle_profiles import record
+def _sorted_rows(events):
+    """The event table as plain values in a fixed row order (the walk's order may differ)."""
+    plain = events.astype({c: object for c in events.columns if events[c].dtype == "category"})
+    keys = ["start_ns", "dur_ns", "tid", "name", "kind"]
+    return plain.sort_values(keys, kind="stable").reset_index(drop=True)
 
-    pb = tmp_path / "span.paddle_trace.pb"
 
-    def export_pb(prof):
-        prof.export(str(pb), format="pb")
+def test_pb_export_is_the_run_from_the_tree_row_for_row(paddle_profile):
+    """perfkit's own .pb reader rebuilds Paddle's result tree: the run read from the protobuf
+    export equals, in every column and row, the run converted from the live tree in the
+    callback (operators, memory events, the dygraph kernel-launch spans that Paddle 3.3's own
+    .pb reader rejects), and so does its metadata. A CPU profile holds no device work and
+    Paddle 3.3 records no shapes there: the next test covers those fields."""
+    direct = perfkit_core.load(paddle_profile.runs[0])
+    from_pb = perfkit_core.load(paddle_profile.pb_export)
+    assert len(from_pb.events) == len(direct.events) > 100
+    a, b = _sorted_rows(direct.events), _sorted_rows(from_pb.events)
+    assert list(a.columns) == list(b.columns)
+    for column in a.columns:
+        assert a[column].equals(b[column]), column
+    kinds = set(b["kind"])
+    assert {"operator", "memory", "step", "operator_inner"} <= kinds
+    for key in ("threads", "devices"):
+        assert from_pb.meta[key] == direct.meta[key], key
+    for key in ("cpu_utilization", "span_index", "profiler_result_version"):
+        assert from_pb.meta["extra"][key] == direct.meta["extra"][key], key
+    assert from_pb.meta["source"] == str(paddle_profile.pb_export)
 
-    prof = record(tmp_path / "runs", steps=2, blocks=1, chain=[export_pb])
-    try:
-        from_pb = perfkit_core.load(pb)
-    except TraceError as exc:
-        # Paddle 3.3 writes dygraph kernel-launch events its own .pb reader rejects; perfkit
-        # must then say so in one line naming the file.
-        assert str(pb) in str(exc) and "format='json'" in str(exc)
-        return
-    direct = perfkit_core.load(prof.runs[0])
-    assert len(from_pb.events) == len(direct.events)
-    assert from_pb.summary("operator")["calls"].sum() == direct.summary("operator")["calls"].sum()
+
+def _gpu_shaped_pb(path):
+    """A protobuf export with what a CUDA profile holds and a CPU one does not: a runtime call
+    with the kernel, memcpy and an empty (non-kernel) device node it launched, an operator's
+    shapes, dtypes and call stack, a GPU memory event and a device's properties."""
+    from perfkit_paddle.pb_schema import node_trees_class
+
+    m = node_trees_class()(version="1.0.2", span_indx=0)
+    m.extra_info.add(key="7", value="MainThread")
+    m.device_property.add(
+        id=0, name="A100", total_global_memory=40 << 30, compute_major=8, compute_minor=0,
+        sm_count=108,
+    )  # fmt: skip
+    tree = m.thread_trees.add(thread_id=7)
+
+    def host(i, parent, name, kind, start, end):
+        node = tree.host_nodes.add(id=i, parentid=parent)
+        node.host_trace_event.SetInParent()
+        e = node.host_trace_event
+        e.name, e.type, e.start_ns, e.end_ns, e.process_id, e.thread_id = (
+            name, kind, start, end, 1, 7,
+        )  # fmt: skip
+        return node
+
+    host(0, -1, "Thread 7", 0, 0, 0)
+    host(1, 0, "ProfileStep#3", 2, 1_000, 90_000)
+    op = host(2, 1, "matmul", 0, 2_000, 50_000)
+    sup = op.op_supplement_nodes.add().op_supplement_event
+    sup.input_shapes.key.extend(["X", "Y"])
+    sup.input_shapes.shape_vecs.add().shapes.add().size.extend([16, 32])
+    sup.input_shapes.shape_vecs.add().shapes.add().size.extend([32, 8])
+    sup.dtypes.key.extend(["X", "Y"])
+    sup.dtypes.dtype_vecs.add().dtype.append("float32")
+    sup.dtypes.dtype_vecs.add().dtype.append("float32")
+    sup.callstack = "train.py:10"
+    rt = op.runtime_nodes.add()
+    r = rt.runtime_trace_event
+    r.name, r.start_ns, r.end_ns, r.process_id, r.thread_id, r.correlation_id = (
+        "cudaLaunchKernel", 3_000, 4_000, 1, 7, 42,
+    )  # fmt: skip
+    k = rt.device_nodes.add().device_event
+    k.name, k.type, k.start_ns, k.end_ns, k.device_id, k.stream_id, k.correlation_id = (
+        "gemm_kernel", 4, 10_000, 30_000, 0, 7, 42,
+    )  # fmt: skip
+    info = k.kernel_info
+    info.grid_x, info.grid_y, info.grid_z, info.block_x, info.block_y, info.block_z = (
+        2, 3, 1, 128, 1, 1,
+    )  # fmt: skip
+    info.dynamic_shared_memory, info.static_shared_memory = 1024, 512
+    info.registers_per_thread, info.occupancy = 64, 0.5
+    c = rt.device_nodes.add().device_event
+    c.name, c.type, c.start_ns, c.end_ns, c.device_id, c.stream_id, c.correlation_id = (
+        "Memcpy HtoD", 5, 31_000, 33_000, 0, 7, 42,
+    )  # fmt: skip
+    c.memcpy_info.num_bytes = 4096
+    rt.device_nodes.add()  # a device node Paddle's writer leaves empty
+    mem = op.mem_nodes.add().mem_event
+    mem.timestamp_ns, mem.type, mem.process_id, mem.thread_id = 2_500, 0, 1, 7
+    mem.increase_bytes, mem.place = 2048, "Place(gpu:0)"
+    mem.current_allocated, mem.current_reserved = 8192, 16384
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+def test_pb_reader_reads_device_work_shapes_and_memory(tmp_path):
+    from perfkit_core.errors import TraceWarning
+
+    path = _gpu_shaped_pb(tmp_path / "gpu.paddle_trace.pb")
+    with pytest.warns(TraceWarning, match="skipped 1 events"):
+        run = perfkit_core.load(path)
+    ev = run.events.set_index(run.events["name"].astype(str))
+    assert run.meta["accounting"]["skipped"] == {
+        "device events Paddle's writer left empty (not a kernel, memcpy or memset)": 1
+    }
+    assert run.meta["devices"] == [
+        {
+            "type": "gpu",
+            "index": 0,
+            "name": "A100",
+            "total_memory_bytes": 40 << 30,
+            "compute_capability": "8.0",
+            "sm_count": 108,
+        }
+    ]
+    assert run.meta["threads"] == {"7": "MainThread"}
+    kernel, copy, launch = ev.loc["gemm_kernel"], ev.loc["Memcpy HtoD"], ev.loc["cudaLaunchKernel"]
+    assert (kernel["kind"], kernel["grid"], kernel["block"]) == ("kernel", "2,3,1", "128,1,1")
+    assert (kernel["shared_memory"], kernel["registers"], kernel["occupancy_pct"]) == (
+        1536.0, 64.0, 50.0,
+    )  # fmt: skip
+    assert (kernel["start_ns"], kernel["dur_ns"], kernel["stream"]) == (10_000, 20_000, 7)
+    assert (copy["kind"], copy["bytes"]) == ("memcpy", 4096.0)
+    # The runtime call and the device work it launched share one correlation.
+    assert launch["kind"] == "runtime"
+    assert kernel["correlation"] == copy["correlation"] == launch["correlation"] == 42
+    op = ev.loc["matmul"]
+    assert op["input_shapes"] == '{"X":[[16,32]],"Y":[[32,8]]}'
+    assert op["input_dtypes"] == '{"X":["float32"],"Y":["float32"]}'
+    assert op["stack"] == "train.py:10"
+    memory = run.events[run.events["kind"] == "memory"].iloc[0]
+    assert (memory["device_type"], memory["device_index"], memory["bytes"]) == ("gpu", 0, 2048.0)
+    assert (memory["allocated_bytes"], memory["reserved_bytes"]) == (8192.0, 16384.0)
+    assert ev.loc["ProfileStep#3", "step"] == 3
+
+
+def test_pb_reader_refuses_an_inconsistent_tree(tmp_path):
+    from perfkit_paddle.pb_schema import node_trees_class
+
+    path = _gpu_shaped_pb(tmp_path / "gpu.paddle_trace.pb")
+    m = node_trees_class()()
+    m.ParseFromString(path.read_bytes())
+    m.thread_trees[0].host_nodes[2].parentid = 5  # not an earlier node
+    bad = tmp_path / "loop.paddle_trace.pb"
+    bad.write_bytes(m.SerializeToString())
+    with pytest.raises(TraceError, match=r"loop\.paddle_trace\.pb: .*host node 2 names parent 5"):
+        perfkit_core.load(bad)
+
+
+def test_pb_reader_needs_no_paddle(paddle_profile):
+    """A .paddle_trace.pb is read with protobuf alone: in a process where paddle cannot be
+    imported, the export loads to the same number of events."""
+    code = (
+        "import sys; sys.modules['paddle'] = None\n"
+        "import perfkit_core\n"
+        f"run = perfkit_core.load({str(paddle_profile.pb_export)!r})\n"
+        "assert 'paddle' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "print(len(run.events))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == len(perfkit_core.load(paddle_profile.runs[0]).events)
+
+
+def test_pb_export_cut_short_is_one_line_naming_the_file(paddle_profile, tmp_path):
+    from perfkit_paddle.pb import export_is_whole
+
+    data = paddle_profile.pb_export.read_bytes()
+    assert export_is_whole(paddle_profile.pb_export)
+    for keep in (1, 7, len(data) // 3, len(data) - 1):
+        cut = tmp_path / f"cut{keep}.paddle_trace.pb"
+        cut.write_bytes(data[:keep])
+        assert not export_is_whole(cut), keep
+        with pytest.raises(TraceError) as info:
+            perfkit_core.load(cut)
+        assert str(cut) in str(info.value) and "\n" not in str(info.value)
 
 
 def test_handler_chains_with_export_chrome_tracing(tmp_path):
@@ -219,10 +376,11 @@ def test_handler_never_raises_and_keeps_paddles_export(tmp_path, monkeypatch):
         runs, handler = train_mlp(tmp_path, steps=2, blocks=1, width=16, background=False)
     assert runs == []
     ((kept, reason),) = handler.failures
-    assert kept.name == "trace.paddle_trace.json" and kept.is_file()
+    assert kept.name == "trace.paddle_trace.pb" and kept.is_file()
     assert "conversion exploded" in reason
     ours = [w for w in caught if "perfkit" in str(w.message)]
     assert len(ours) == 1 and str(kept) in str(ours[0].message)
+    monkeypatch.undo()
     assert perfkit_core.load(kept).framework == "paddle"  # nothing recorded is lost
     del record
 
@@ -231,21 +389,21 @@ def test_default_handler_has_the_profile_on_disk_when_the_callback_returns(tmp_p
     """Paddle's export is written in the callback (its writer holds the interpreter lock, so a
     thread would stall training anyway): when the handler returns, its run folder holds the
     whole export or the saved run, so a process killed right after keeps the profile."""
-    from perfkit_core.capture import export_is_complete
     from perfkit_paddle.demo import train_mlp
+    from perfkit_paddle.pb import export_is_whole
 
     seen: list[tuple[str, bool, bool]] = []
 
     def after_perfkit(prof):
         (folder,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
-        trace = folder / "trace.paddle_trace.json"
-        seen.append((folder.name, export_is_complete(trace), (folder / "meta.json").is_file()))
+        trace = folder / "trace.paddle_trace.pb"
+        seen.append((folder.name, export_is_whole(trace), (folder / "meta.json").is_file()))
 
     runs, handler = train_mlp(tmp_path / "runs", steps=2, blocks=1, width=16, chain=[after_perfkit])
     assert handler.failures == [] and len(runs) == 1
     ((name, exported, saved),) = seen
     assert name == runs[0].name and (exported or saved)
-    assert not (runs[0] / "trace.paddle_trace.json").exists()  # removed once converted
+    assert not (runs[0] / "trace.paddle_trace.pb").exists()  # removed once converted
 
 
 def test_background_run_equals_the_run_from_the_tree(tmp_path):
@@ -258,8 +416,8 @@ def test_background_run_equals_the_run_from_the_tree(tmp_path):
     sync_runs, sync = train_mlp(tmp_path / "sync", steps=3, blocks=2, width=16, background=False)
     assert bg.failures == sync.failures == []
     a, b = perfkit_core.load(bg_runs[0]), perfkit_core.load(sync_runs[0])
-    assert not (bg_runs[0] / "trace.paddle_trace.json").exists()  # removed once saved
-    assert not (sync_runs[0] / "trace.paddle_trace.json").exists()
+    assert not (bg_runs[0] / "trace.paddle_trace.pb").exists()  # removed once saved
+    assert not (sync_runs[0] / "trace.paddle_trace.pb").exists()
     for key in ("framework", "rank", "world_size", "ranks"):
         assert a.meta[key] == b.meta[key], key
     for key in ("worker_name", "profiler_result_version", "pid"):
@@ -294,7 +452,7 @@ def test_background_handler_keeps_the_launchers_rank(tmp_path, monkeypatch):
     run = perfkit_core.load(runs[0])
     assert run.meta["rank"] == 3 and run.meta["world_size"] == 4 and run.meta["ranks"] == [3]
     assert (run.events["rank"] == 3).all()
-    assert (runs[0] / "trace.paddle_trace.json").is_file()  # keep_trace
+    assert (runs[0] / "trace.paddle_trace.pb").is_file()  # keep_trace
 
 
 BAD = {
@@ -356,16 +514,6 @@ def test_bad_paddle_files(tmp_path, name, capsys):
     assert err.count("\n") == 1 and str(path) in err
 
 
-def test_pb_without_paddle_is_a_clear_error(tmp_path, monkeypatch):
-    import perfkit_paddle.chrome as chrome
-
-    monkeypatch.setattr(chrome, "paddle_available", lambda: False)
-    path = tmp_path / "x.paddle_trace.pb"
-    path.write_bytes(b"\x08\x01")
-    with pytest.raises(TraceError, match="needs paddle"):
-        perfkit_core.load(path)
-
-
 def test_every_tracer_event_type_is_mapped():
     from paddle.profiler import TracerEventType
 
@@ -376,6 +524,22 @@ def test_every_tracer_event_type_is_mapped():
     assert classify("SomeFutureType", "x") == "other"
     assert classify("Kernel", "ncclKernel_AllReduce") == "communication"
     assert classify("Free", "[memory]") == "memory"
+
+
+def test_pb_reader_numbers_event_types_as_paddle_does():
+    """The protobuf export stores event types as numbers: perfkit's table of their names is
+    Paddle's own enum, number for number."""
+    from paddle.base.core import TracerMemEventType
+    from paddle.profiler import TracerEventType
+
+    from perfkit_paddle.pb_schema import EVENT_TYPES, MEMORY_EVENT_TYPES
+
+    assert {name: int(m.value) for name, m in TracerEventType.__members__.items()} == {
+        name: number for number, name in enumerate(EVENT_TYPES)
+    }
+    assert {name: int(m.value) for name, m in TracerMemEventType.__members__.items()} == {
+        name: number for number, name in enumerate(MEMORY_EVENT_TYPES)
+    }
 
 
 def test_annotate_records_a_paddle_span(tmp_path):
@@ -435,7 +599,7 @@ def test_op_detail_matches_paddles_operator_inners(paddle_profile):
 def test_json_export_keeps_nanosecond_starts(paddle_profile):
     run_dir = paddle_profile.runs[0]
     direct = perfkit_core.load(run_dir).events
-    from_json = perfkit_core.load(run_dir / "trace.paddle_trace.json").events
+    from_json = perfkit_core.load(paddle_profile.json_export).events
     host = (direct["stream"] < 0) & (direct["kind"] != "memory")
     a = direct.loc[host, ["start_ns", "dur_ns"]].sort_values(["start_ns", "dur_ns"]).to_numpy()
     host_json = (from_json["stream"] < 0) & (from_json["kind"] != "memory")
@@ -454,7 +618,7 @@ def test_json_export_keeps_nanosecond_starts(paddle_profile):
 
 
 def test_folder_of_paddle_exports_is_numbered_by_file_name(paddle_profile, tmp_path):
-    src = paddle_profile.runs[0] / "trace.paddle_trace.json"
+    src = paddle_profile.json_export
     for i in range(2):
         (tmp_path / f"worker{i}.paddle_trace.json").write_bytes(src.read_bytes())
     run = perfkit_core.load(tmp_path)

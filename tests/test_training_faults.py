@@ -165,7 +165,7 @@ def test_full_filesystem_keeps_every_cycle(tmp_path, framework):
 def test_filesystem_too_small_for_one_trace(tmp_path, framework):
     """A trace that cannot fit is never recorded as kept at a path holding a cut file: the cycle
     says disk full, and once the trace's size is known later cycles go to the fallback folder."""
-    report = run_loop(tmp_path, framework, "--cycles", "3", "--steps", "2", mount="size=96k")
+    report = run_loop(tmp_path, framework, "--cycles", "3", "--steps", "4", mount="size=32k")
     check_accounted(report, 3)
     assert report["runs"] == []
     for failure in report["failures"]:
