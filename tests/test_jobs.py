@@ -156,6 +156,28 @@ def test_local_workers_get_memory_returning_allocators(monkeypatch):
     }
 
 
+def test_local_workers_run_without_the_dask_profiler_unless_asked(monkeypatch):
+    """A local cluster's workers keep no statistical profile (its history grows with the job's
+    length); a user who sets Dask's variable for it gets their setting."""
+    import dask
+
+    from perfkit_core.jobs.cluster import dask_environ_name, job_client, local_cluster
+
+    key = "distributed.worker.profile.enabled"
+    assert dask_environ_name(key) == "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"
+    monkeypatch.delenv(dask_environ_name(key), raising=False)
+    with job_client(workers=1, ranks=2) as (client, _info):
+        (seen,) = client.run(lambda: dask.config.get(key)).values()
+    assert seen is False
+
+    def settings(**_options):
+        return dask.config.get(key)
+
+    monkeypatch.setenv(dask_environ_name(key), "True")
+    with dask.config.set({key: True}):  # what Dask read from the variable at its import
+        assert local_cluster(1, settings) is True
+
+
 def test_one_rank_never_imports_dask(tmp_path):
     folder = tmp_path / "one"
     folder.mkdir()
