@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.events.schema import str_values
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -392,9 +394,7 @@ def repeated_only_children(events: pd.DataFrame) -> np.ndarray:
     filters out. A chain of such rows folds into its top row."""
     n = len(events)
     into = np.full(n, -1, dtype=np.int64)
-    torch_rows = (events["framework"].astype(str).to_numpy() == "torch") & (
-        events["stream"].to_numpy() < 0
-    )
+    torch_rows = (str_values(events["framework"]) == "torch") & (events["stream"].to_numpy() < 0)
     if not torch_rows.any():
         return into
     kind = events["kind"].to_numpy()
