@@ -163,6 +163,15 @@ def launcher_rows(events: pd.DataFrame) -> np.ndarray:
     return out
 
 
+#: ``Run._cache`` entries that hold links between rows (keys, or the first item of a tuple key):
+#: each a column or two, computed once per run and read by most views and the advice. A worker
+#: summarising a rank keeps these from view to view and drops what a view cached for itself
+#: (``perfkit_core.jobs.tasks.drop_view_caches``).
+LINK_CACHE_KEYS = frozenset(
+    {"launchers", "launch_parents", "device_time", "repeated_only_children", "step_spans"}
+)
+
+
 def run_launchers(run: Run) -> np.ndarray:
     """``launcher_rows(run.events)``, computed once per run (views, advice and exports share it)."""
     cached = run._cache.get("launchers")
