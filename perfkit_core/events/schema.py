@@ -280,10 +280,34 @@ def build_events(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFra
                 data[col.name] = pd.Categorical(value)
         else:
             if value is None:
-                data[col.name] = np.full(n, col.missing, dtype=col.dtype)
+                data[col.name] = constant_column(col.missing, n, col.dtype)
             else:
-                data[col.name] = _cast(col, np.asarray(value))
+                data[col.name] = _shared_if_constant(_cast(col, np.asarray(value)))
     return pd.DataFrame(data, copy=False)
+
+
+def constant_column(value: Any, n: int, dtype: Any) -> np.ndarray:
+    """A read-only column of ``n`` rows that all hold ``value``, in the memory of one value
+    (a zero-stride view): a column a trace did not record (``flops``, ``forward_op``, the
+    memory columns of a run without memory events) or one value for all rows (``rank``) costs
+    nothing. Every row reads as in ``np.full``; writing to it raises, as writing to any
+    column of a table does under pandas' copy-on-write."""
+    if n == 0:
+        return np.empty(0, dtype=dtype)
+    return np.broadcast_to(np.array(value, dtype=dtype), (n,))
+
+
+def _shared_if_constant(values: np.ndarray) -> np.ndarray:
+    """``values`` as a ``constant_column`` when every row holds the first row's value (NaN
+    included), else as it is."""
+    if values.ndim != 1 or len(values) < 2 or values.strides == (0,):
+        return values
+    first = values[0]
+    if values.dtype.kind == "f" and np.isnan(first):
+        same = bool(np.isnan(values).all())
+    else:
+        same = bool((values == first).all())
+    return constant_column(first, len(values), values.dtype) if same else values
 
 
 def _cast(col: Column, value: np.ndarray) -> np.ndarray:
