@@ -19,6 +19,7 @@ import pytest
 import perfkit_core
 from conftest import JOB16_RANKS, JOB16_SLOW_RANK, JOB_RANKS, JOB_SLOW_RANK, ROOT, shared_trace
 from perfkit_core.cli import main
+from perfkit_core.jobs.tasks import view_key
 
 SLOW_RANK = JOB_SLOW_RANK
 RANKS = JOB_RANKS
@@ -154,6 +155,55 @@ def test_local_workers_get_memory_returning_allocators(monkeypatch):
         "ARROW_DEFAULT_MEMORY_POOL": "system",
         "MALLOC_MMAP_THRESHOLD_": "262144",
     }
+
+
+def test_local_workers_run_without_the_dask_profiler_unless_asked(monkeypatch):
+    """A local cluster's workers keep no statistical profile (its history grows with the job's
+    length); a user who sets Dask's variable for it gets their setting."""
+    import dask
+
+    from perfkit_core.jobs.cluster import dask_environ_name, job_client, local_cluster
+
+    key = "distributed.worker.profile.enabled"
+    assert dask_environ_name(key) == "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"
+    monkeypatch.delenv(dask_environ_name(key), raising=False)
+    with job_client(workers=1, ranks=2) as (client, _info):
+        (seen,) = client.run(lambda: dask.config.get(key)).values()
+    assert seen is False
+
+    def settings(**_options):
+        return dask.config.get(key)
+
+    monkeypatch.setenv(dask_environ_name(key), "True")
+    with dask.config.set({key: True}):  # what Dask read from the variable at its import
+        assert local_cluster(1, settings) is True
+
+
+def test_dropping_the_views_caches_changes_no_summary():
+    """A worker drops what each view cached for itself (keeping the links between rows): every
+    per-rank table, figure and finding of a rank equals those computed with the cache kept."""
+    from perfkit_core.advice.engine import advise_rank
+    from perfkit_core.events.links import LINK_CACHE_KEYS
+    from perfkit_core.jobs import DEFAULT_JOB_VIEWS
+    from perfkit_core.jobs.tasks import RankTask, drop_view_caches, load_rank, summarise_rank
+    from perfkit_core.views.collectives import collective_calls
+    from perfkit_core.views.ranks import rank_figures
+    from perfkit_core.views.registry import get_view, rank_view
+
+    views = tuple((v, ()) for v in DEFAULT_JOB_VIEWS if get_view(v).across != "native")
+    task = RankTask(0, str(shared_trace("a100_rank3")), views=views)
+    got = summarise_rank(task)
+    run = load_rank(task)
+    for name, options in task.views:
+        expected = rank_view(run, get_view(name), dict(options))
+        pd.testing.assert_frame_equal(got.frames[view_key(name, options)], expected)
+    assert got.findings == [f.to_dict() for f in advise_rank(run)]
+    assert got.figures == rank_figures(run)
+    pd.testing.assert_frame_equal(got.calls, collective_calls(run))
+    assert any(k == "structure" for k in run._cache)
+    drop_view_caches(run)
+    kept = {k[0] if isinstance(k, tuple) else k for k in run._cache}
+    assert kept and kept <= LINK_CACHE_KEYS
 
 
 def test_one_rank_never_imports_dask(tmp_path):

@@ -149,6 +149,48 @@ def test_str_values_is_astype_str_of_every_string_column():
     assert schema.str_values(plain).tolist() == ["x", "y"]
 
 
+def test_str_contains_is_pandas_str_contains_of_every_row():
+    """The per-category test of a string column equals pandas' row-by-row ``str.contains``
+    on a real trace's names (plain text, a compiled case-insensitive pattern, ``case=False``);
+    a missing value never matches; a plain column works too."""
+    import re
+
+    names = perfkit_core.load(shared_trace("a100_rank3")).events["name"]
+    patterns = [
+        ("DtoH", True),
+        (re.compile(r"Synchronize|^cudaMemcpy$", re.IGNORECASE), True),
+        ("launch", False),
+    ]
+    for pattern, case in patterns:
+        expected = names.astype(str).str.contains(pattern, case=case).to_numpy(dtype=bool)
+        got = schema.str_contains(names, pattern, case=case)
+        assert got.dtype == bool and got.tolist() == expected.tolist()
+        assert expected.any()
+    gappy = pd.Series(pd.Categorical(["ab", None, "b"]))
+    assert schema.str_contains(gappy, "b").tolist() == [True, False, True]
+    assert schema.str_contains(pd.Series(["ab", "c"]), "a").tolist() == [True, False]
+
+
+def test_constant_columns_hold_one_value():
+    """A column that is one value in every row (not recorded, or the run's one rank) is a
+    zero-stride view: it reads as np.full, cannot be written to, and saves and reads back."""
+    run = small_run()
+    events = run.events
+    for name in ("rank", "forward_op", "flops", "allocated_bytes", "registers"):
+        column = events[name].to_numpy()
+        assert column.strides == (0,), name
+        missing = schema.COLUMNS_BY_NAME[name].missing
+        full = np.full(len(events), missing, dtype=schema.COLUMNS_BY_NAME[name].dtype)
+        np.testing.assert_array_equal(column, full)
+        with pytest.raises(ValueError):
+            column[0] = 1
+    assert events["start_ns"].to_numpy().strides != (0,)
+    assert events["bytes"].to_numpy().strides != (0,)  # NaN but one row
+    ranked = schema.build_events({"rank": [3, 3], "start_ns": [0, 1], "dur_ns": [1, 1]})
+    assert ranked["rank"].tolist() == [3, 3] and ranked["rank"].to_numpy().strides == (0,)
+    assert schema.build_events({}, n=0)["flops"].to_numpy().shape == (0,)
+
+
 def test_start_order_is_the_two_key_sort_or_none_when_sorted():
     """``start_order`` (the shortcut finish_events sorts with) gives ``lexsort((-dur, start))``:
     None for rows already in it, the same permutation for nearly sorted rows, equal starts

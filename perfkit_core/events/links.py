@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.events.schema import str_values
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -159,6 +161,15 @@ def launcher_rows(events: pd.DataFrame) -> np.ndarray:
     hit = key_sorted[pos_c] == key_dev
     out[dev_rows[hit]] = rt_rows[order[pos_c[hit]]]
     return out
+
+
+#: ``Run._cache`` entries that hold links between rows (keys, or the first item of a tuple key):
+#: each a column or two, computed once per run and read by most views and the advice. A worker
+#: summarising a rank keeps these from view to view and drops what a view cached for itself
+#: (``perfkit_core.jobs.tasks.drop_view_caches``).
+LINK_CACHE_KEYS = frozenset(
+    {"launchers", "launch_parents", "device_time", "repeated_only_children", "step_spans"}
+)
 
 
 def run_launchers(run: Run) -> np.ndarray:
@@ -392,9 +403,7 @@ def repeated_only_children(events: pd.DataFrame) -> np.ndarray:
     filters out. A chain of such rows folds into its top row."""
     n = len(events)
     into = np.full(n, -1, dtype=np.int64)
-    torch_rows = (events["framework"].astype(str).to_numpy() == "torch") & (
-        events["stream"].to_numpy() < 0
-    )
+    torch_rows = (str_values(events["framework"]) == "torch") & (events["stream"].to_numpy() < 0)
     if not torch_rows.any():
         return into
     kind = events["kind"].to_numpy()

@@ -280,10 +280,34 @@ def build_events(columns: Mapping[str, Any], n: int | None = None) -> pd.DataFra
                 data[col.name] = pd.Categorical(value)
         else:
             if value is None:
-                data[col.name] = np.full(n, col.missing, dtype=col.dtype)
+                data[col.name] = constant_column(col.missing, n, col.dtype)
             else:
-                data[col.name] = _cast(col, np.asarray(value))
+                data[col.name] = _shared_if_constant(_cast(col, np.asarray(value)))
     return pd.DataFrame(data, copy=False)
+
+
+def constant_column(value: Any, n: int, dtype: Any) -> np.ndarray:
+    """A read-only column of ``n`` rows that all hold ``value``, in the memory of one value
+    (a zero-stride view): a column a trace did not record (``flops``, ``forward_op``, the
+    memory columns of a run without memory events) or one value for all rows (``rank``) costs
+    nothing. Every row reads as in ``np.full``; writing to it raises, as writing to any
+    column of a table does under pandas' copy-on-write."""
+    if n == 0:
+        return np.empty(0, dtype=dtype)
+    return np.broadcast_to(np.array(value, dtype=dtype), (n,))
+
+
+def _shared_if_constant(values: np.ndarray) -> np.ndarray:
+    """``values`` as a ``constant_column`` when every row holds the first row's value (NaN
+    included), else as it is."""
+    if values.ndim != 1 or len(values) < 2 or values.strides == (0,):
+        return values
+    first = values[0]
+    if values.dtype.kind == "f" and np.isnan(first):
+        same = bool(np.isnan(values).all())
+    else:
+        same = bool((values == first).all())
+    return constant_column(first, len(values), values.dtype) if same else values
 
 
 def _cast(col: Column, value: np.ndarray) -> np.ndarray:
@@ -354,6 +378,22 @@ def str_values(column: pd.Series) -> np.ndarray:
         categories = np.asarray(column.cat.categories.astype(str), dtype=object)
         return np.append(categories, "")[column.cat.codes.to_numpy()]
     return np.asarray(column.astype(str).to_numpy(), dtype=object)
+
+
+def str_contains(column: pd.Series, pattern: Any, *, case: bool = True) -> np.ndarray:
+    """Which values of a string column contain ``pattern`` (a regular expression, as pandas'
+    ``column.astype(str).str.contains(pattern, case=case)``), as a numpy bool array. A
+    categorical column is tested once per category and indexed by its codes: no string per row
+    is made (on a 100k-event table, ``astype(str)`` makes several MB of them). A missing value
+    never matches."""
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = pd.Series(column.cat.categories.astype(str), dtype=object)
+        hits = categories.str.contains(pattern, case=case, regex=True).to_numpy(dtype=bool)
+        return np.append(hits, False)[column.cat.codes.to_numpy()]
+    found = column.astype(str).str.contains(pattern, case=case, regex=True)
+    return found.fillna(False).to_numpy(dtype=bool)
 
 
 def concat_events(tables: list[pd.DataFrame]) -> pd.DataFrame:

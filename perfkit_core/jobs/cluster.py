@@ -30,6 +30,14 @@ CONNECT_TIMEOUT_S = 30
 #: held on to 60-70 MB of it; the system allocator gives it back. A fixed mmap threshold keeps
 #: glibc from raising it after the first big free, so big arrays are returned on free too.
 WORKER_ENVIRON = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESHOLD_": "131072"}
+#: Dask settings of a local cluster's workers. Dask's statistical profiler samples the running
+#: task every 10 ms and keeps one call tree per second for the last 1,000 seconds
+#: (``distributed.admin.low-level-log-length``), twice (per worker and per task): a worker that
+#: summarised 16 ranks held about 25 MB more for it than one that summarised a tiny trace, and
+#: it grows with the job's length, not with a rank. A user who sets
+#: ``DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED`` gets that setting (and the dashboard's
+#: Profile page back).
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 
 
 @dataclass
@@ -146,14 +154,19 @@ def job_client(
 
 
 def local_cluster(n: int, factory: Any) -> Any:
-    """A LocalCluster of ``n`` one-thread worker processes, spawned with ``WORKER_ENVIRON``
-    (a user's own setting of those variables wins)."""
+    """A LocalCluster of ``n`` one-thread worker processes, spawned with ``WORKER_ENVIRON`` and
+    ``WORKER_CONFIG`` (a user's own setting of those variables, or of Dask's environment
+    variable for a setting, wins)."""
     import dask
 
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
     for key, value in WORKER_ENVIRON.items():
         environ.setdefault(key, os.environ.get(key, value))
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+    settings: dict[str, Any] = {"distributed.nanny.pre-spawn-environ": environ}
+    for key, setting in WORKER_CONFIG.items():
+        if dask_environ_name(key) not in os.environ:
+            settings[key] = setting
+    with dask.config.set(settings):
         return factory(
             n_workers=n,
             threads_per_worker=1,
@@ -161,6 +174,12 @@ def local_cluster(n: int, factory: Any) -> Any:
             dashboard_address=":0",
             silence_logs=logging.ERROR,
         )
+
+
+def dask_environ_name(key: str) -> str:
+    """The environment variable that sets the Dask setting ``key``
+    (``distributed.worker.profile.enabled``: ``DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED``)."""
+    return "DASK_" + key.upper().replace(".", "__").replace("-", "_")
 
 
 def _worker_addresses(client: Client) -> list[str]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS, view_frame
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def stream_idle_view(
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     device = ev["device_index"].to_numpy()
-    dev_type = ev["device_type"].astype(str).to_numpy()
+    dev_type = str_values(ev["device_type"])
     launcher = links.run_launchers(run)
     launched_at = np.where(launcher >= 0, start[np.maximum(launcher, 0)], np.iinfo(np.int64).min)
     rows_sel = np.flatnonzero(sel)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS, view_frame
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def launches_view(run: Run, *, rank: int | None = None, top: int | None = None) 
     if not len(rows):
         return view_frame([], columns, "no device launches were recorded")
     operator = _innermost_operator(run, by)
-    names = ev["name"].astype(str).to_numpy()
+    names = str_values(ev["name"])
     op_name = np.where(operator >= 0, names[np.maximum(operator, 0)], NO_OPERATOR)
     frame = pd.DataFrame(
         {
@@ -132,7 +133,7 @@ def queue_length_series(run: Run, *, rank: int | None = None) -> pd.DataFrame:
         rows, by = rows[keep], by[keep]
     start = ev["start_ns"].to_numpy()
     key_cols = [ranks[rows], ev["device_index"].to_numpy()[rows], ev["stream"].to_numpy()[rows]]
-    dev_type = ev["device_type"].astype(str).to_numpy()[rows]
+    dev_type = str_values(ev["device_type"])[rows]
     frame = pd.DataFrame(
         {
             "device_type": np.concatenate([dev_type, dev_type]),

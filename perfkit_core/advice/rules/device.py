@@ -14,6 +14,7 @@ from perfkit_core.events.intervals import (
     step_window,
 )
 from perfkit_core.events.names import short_name
+from perfkit_core.events.schema import str_contains
 from perfkit_core.views.common import DEVICE_KINDS
 
 #: launch-bound: median kernel shorter than this, GPU busy under LOW_GPU_UTIL_PCT, and host
@@ -92,9 +93,8 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
         return None
     median = float(kernels["dur_ns"].median())
     busy, count = _gpu_busy(ctx)
-    names = ev["name"].astype(str)
-    launches = ev[(ev["kind"] == "runtime") & names.str.contains("Launch", case=False).to_numpy()]
-    launch_ns = float(launches["dur_ns"].sum())
+    launches = (ev["kind"] == "runtime").to_numpy() & str_contains(ev["name"], "Launch", case=False)
+    launch_ns = float(ev["dur_ns"].to_numpy()[launches].sum())
     kernel_ns = float(kernels["dur_ns"].sum())
     if (
         median >= LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS
@@ -225,11 +225,10 @@ def rule_pageable_memcpy(ctx: Context) -> Finding | None:
     if not ctx.has_device or not ctx.step_ns:
         return None
     ev = ctx.run.events
-    names = ev["name"].astype(str)
     copies = np.flatnonzero(
-        (
-            (ev["kind"] == "memcpy") & names.str.contains("HtoD") & names.str.contains("Pageable")
-        ).to_numpy()
+        (ev["kind"] == "memcpy").to_numpy()
+        & str_contains(ev["name"], "HtoD")
+        & str_contains(ev["name"], "Pageable")
     )
     if len(copies) == 0:
         return None

@@ -11,7 +11,7 @@ import numpy as np
 from perfkit_core.advice.engine import Context, Finding, duration_text, share_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals
-from perfkit_core.events.schema import str_values
+from perfkit_core.events.schema import str_contains, str_values
 from perfkit_core.views.common import DEVICE_KINDS
 from perfkit_core.views.families import normalize
 
@@ -202,9 +202,8 @@ def _mostly_nested(events: pd.DataFrame, names: list[str]) -> set[str]:
 
 
 def _sync_rows(events: pd.DataFrame) -> np.ndarray:
-    names = events["name"].astype(str)
     runtime = (events["kind"] == "runtime").to_numpy()
-    return np.flatnonzero(runtime & names.str.contains(_SYNC_RE).to_numpy())
+    return np.flatnonzero(runtime & str_contains(events["name"], _SYNC_RE))
 
 
 def _waiting_rows(run: Run) -> np.ndarray:
@@ -212,9 +211,7 @@ def _waiting_rows(run: Run) -> np.ndarray:
     device-to-host copies (they return once the copy is done)."""
     events = run.events
     launcher = links.run_launchers(run)
-    dtoh = (events["kind"] == "memcpy").to_numpy() & events["name"].astype(str).str.contains(
-        "DtoH"
-    ).to_numpy()
+    dtoh = (events["kind"] == "memcpy").to_numpy() & str_contains(events["name"], "DtoH")
     copy_launches = launcher[np.flatnonzero(dtoh)]
     return np.union1d(_sync_rows(events), copy_launches[copy_launches >= 0])
 
@@ -258,9 +255,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     kind = ev["kind"].to_numpy()
     dur = ev["dur_ns"].to_numpy().astype(np.float64)
     launcher = links.run_launchers(ctx.run)
-    dtoh = np.flatnonzero(
-        (kind == "memcpy") & ev["name"].astype(str).str.contains("DtoH").to_numpy()
-    )
+    dtoh = np.flatnonzero((kind == "memcpy") & str_contains(ev["name"], "DtoH"))
     syncs = _sync_rows(ev)
     start = ev["start_ns"].to_numpy()
     bubble = _device_bubbles(ev, start, start + ev["dur_ns"].to_numpy())
