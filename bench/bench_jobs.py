@@ -11,9 +11,10 @@ each) that the call starts and closes. Measured:
 
 * **analysis s**: from the cluster being up (its start is reported apart) to the ``Job``
   returned; **s per rank** divides it by the ranks; **speed-up** is 1 worker's over 2's.
-* **client peak MB**: peak RSS (``ru_maxrss``) of the process that ran ``analyse_job``: the
-  Dask client and scheduler, and the combined tables (the workers are other processes).
-* **worker peak MB**: the highest peak RSS of a worker process (``ru_maxrss`` after its last
+* **client peak MB**: peak RSS of the process that ran ``analyse_job`` (``VmHWM``, its own
+  address space's; ``ru_maxrss`` would carry over the peak of the process that started it):
+  the Dask client and scheduler, and the combined tables (the workers are other processes).
+* **worker peak MB**: the highest peak RSS of a worker process (``VmHWM`` after its last
   rank), and **worker growth MB**: that less the peak of a worker that summarised a tiny
   two-event trace (so it imported everything a rank needs; measured on its own). The growth is
   what a rank costs a worker.
@@ -30,7 +31,6 @@ import argparse
 import gzip
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -68,6 +68,7 @@ def make_jobs(sizes: list[int]) -> dict[int, Path]:
 def child(job: str, workers: int, target: str) -> None:
     """Analyse ``job`` with ``workers`` local workers; write the figures to ``target``."""
     from perfkit_core.jobs import DEFAULT_JOB_VIEWS, analyse_job
+    from perfkit_core.jobs.tasks import peak_rss_bytes
 
     marks: dict[str, float] = {"begin": time.perf_counter()}
 
@@ -81,7 +82,7 @@ def child(job: str, workers: int, target: str) -> None:
         "ranks": len(result.meta["ranks"]),
         "cluster_start_s": marks["cluster_up"] - marks["begin"],
         "analysis_s": marks["end"] - marks["cluster_up"],
-        "client_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "client_peak_bytes": peak_rss_bytes(),
         "results": result.results,
         "stragglers": int(result.summary("ranks")["straggler"].sum()),
         "findings": len(findings),
@@ -108,7 +109,9 @@ def idle_worker(target: str) -> None:
                 trace = dict(TINY_TRACE, distributedInfo={"rank": rank, "world_size": 2})
                 (Path(tmp) / f"rank{rank}.json").write_text(json.dumps(trace))
             summarise_rank(plan_tasks(tmp, DEFAULT_JOB_VIEWS, {})[0])
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        from perfkit_core.jobs.tasks import peak_rss_bytes
+
+        return peak_rss_bytes()
 
     with (
         local_cluster(1, LocalCluster) as cluster,

@@ -318,3 +318,24 @@ def test_report_on_an_external_scheduler(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert any(f["rule"] == "straggler" for f in json.loads(captured.out))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
+def test_a_workers_peak_is_its_own_not_the_peak_of_the_process_that_started_it():
+    """On Linux ``ru_maxrss`` survives ``exec``: a process started by a bigger one reports the
+    bigger one's peak. The per-rank peak perfkit reports (``peak_rss_bytes``) is the process's
+    own."""
+    held = bytearray(300 << 20)
+    held[:: 1 << 12] = b"\x01" * len(held[:: 1 << 12])  # touch every page: 300 MB resident
+    code = (
+        "import resource\n"
+        "from perfkit_core.jobs.tasks import peak_rss_bytes\n"
+        "print(peak_rss_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    own, inherited = map(int, out.stdout.split())
+    del held
+    assert inherited >= 300 << 20  # the starter's peak, carried over
+    assert 0 < own < 200 << 20  # an interpreter with pandas and numpy imported

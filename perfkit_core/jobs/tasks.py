@@ -116,8 +116,6 @@ def drop_view_caches(run: Run) -> None:
 
 def summarise_rank(task: RankTask) -> RankResult:
     """Load, summarise and (when asked) save one rank; return what the client needs."""
-    import resource
-
     from perfkit_core.advice.engine import advise_rank, step_figures
     from perfkit_core.events.dataset import rank_entry, write_rank
     from perfkit_core.views.collectives import collective_calls
@@ -153,5 +151,24 @@ def summarise_rank(task: RankTask) -> RankResult:
     del run
     release_memory()
     result.seconds = time.perf_counter() - began
-    result.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result.peak_rss_bytes = peak_rss_bytes()
     return result
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory in bytes: ``VmHWM`` of ``/proc/self/status`` where
+    there is one (Linux), which belongs to this process's own address space, else
+    ``ru_maxrss``. On Linux ``ru_maxrss`` survives ``exec``: a worker started by a bigger
+    process would report that process's peak as its own."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024  # bytes there, KiB here
