@@ -45,7 +45,12 @@ def test_attribution_adds_up_with_little_unattributed(pair):
         assert body["delta_ns"].sum() == pytest.approx(delta), view
         assert body["share_pct"].sum() == pytest.approx(100.0), view
         if view != "phases":
-            assert abs(table.loc["unattributed", "share_pct"]) < 10.0, (model, view)
+            # Under 10% of the difference; when the frameworks take nearly the same time (the
+            # difference under a tenth of a step), a share of it means little: then under 1%
+            # of the slower step.
+            scale = max(abs(delta), 0.1 * max(_step_mean(torch_run), _step_mean(paddle_run)))
+            unattributed = abs(table.loc["unattributed", "delta_ns"])
+            assert unattributed < 0.1 * scale, (model, view, unattributed, delta)
 
 
 def test_every_run_puts_under_10_percent_of_op_time_in_no_family(pair):
@@ -188,7 +193,12 @@ def test_verdict_attribution_and_gate_agree_in_every_form(model_pairs, tmp_path)
     for line in data["verdict"]["lines"]:
         assert line in text and line in html_lib.unescape(page)
     head = data["verdict"]["unprofiled"]
-    if head["ratio"] >= 1.0:
+    assert head["significant"] == (head["low"] > 1.0 or head["high"] < 1.0)
+    if not head["significant"]:  # the interval holds 1: no faster or slower is claimed
+        assert "within the noise" in data["verdict"]["lines"][0]
+        assert f"ratio {head['ratio']:.2f}" in data["verdict"]["lines"][0]
+        assert f"{head['low']:.2f}-{head['high']:.2f}" in data["verdict"]["lines"][0]
+    elif head["ratio"] >= 1.0:
         assert f"{head['ratio']:.2f}x slower" in data["verdict"]["lines"][0]
         assert f"{head['low']:.2f}-{head['high']:.2f}" in data["verdict"]["lines"][0]
     else:  # the unprofiled steps can rank the runs the other way round
