@@ -200,16 +200,21 @@ def _edit(data: st.DataObject, doc: Any) -> None:
         event[_key(pick, event, EVENT_KEYS)] = data.draw(value)
 
 
+def _byte_edit(data: st.DataObject, raw: bytes) -> bytes:
+    """The file cut short, one byte changed, or bytes inserted."""
+    position = data.draw(st.integers(0, len(raw)))
+    action = data.draw(st.sampled_from(["cut", "byte", "insert"]))
+    if action == "cut":
+        return raw[:position]
+    inserted = data.draw(st.binary(min_size=1, max_size=4))
+    if action == "byte":
+        return raw[:position] + inserted[:1] + raw[position + 1 :]
+    return raw[:position] + inserted + raw[position:]
+
+
 def _mutated_bytes(data: st.DataObject, raw: bytes, doc: Any) -> bytes:
     if data.draw(st.integers(0, 5)) == 0:  # byte level, one time in six
-        position = data.draw(st.integers(0, len(raw)))
-        action = data.draw(st.sampled_from(["cut", "byte", "insert"]))
-        if action == "cut":
-            return raw[:position]
-        inserted = data.draw(st.binary(min_size=1, max_size=4))
-        if action == "byte":
-            return raw[:position] + inserted[:1] + raw[position + 1 :]
-        return raw[:position] + inserted + raw[position:]
+        return _byte_edit(data, raw)
     doc = copy.deepcopy(doc)
     for _ in range(data.draw(st.integers(1, 2))):
         _edit(data, doc)
@@ -292,15 +297,8 @@ def _mutated_pb(data: st.DataObject, raw: bytes) -> bytes:
     repeated), or a byte-level edit of the file."""
     from perfkit_paddle.pb_schema import node_trees_class
 
-    if data.draw(st.integers(0, 3)) == 0:
-        position = data.draw(st.integers(0, len(raw)))
-        inserted = data.draw(st.binary(min_size=1, max_size=4))
-        action = data.draw(st.sampled_from(["cut", "byte", "insert"]))
-        if action == "cut":
-            return raw[:position]
-        if action == "byte":
-            return raw[:position] + inserted[:1] + raw[position + 1 :]
-        return raw[:position] + inserted + raw[position:]
+    if data.draw(st.integers(0, 3)) == 0:  # byte level, one time in four
+        return _byte_edit(data, raw)
     message = node_trees_class()()
     message.ParseFromString(raw)
     pick = data.draw(st.randoms(use_true_random=False))
