@@ -35,7 +35,7 @@ handler/summary, ...); the verdict uses the ratio of the medians. Rows:
 Each handler is made before the clock starts; each call saves a run in a folder of its own.
 * Paddle's protobuf export alone (``prof.profiler_result.save(path, "pb")``), for reference:
   what the default handler's wait is made of; and its JSON export alone (``"json"``), which the
-  handler wrote before (about five times as long).
+  handler wrote before (about four times as long).
 * the bare tree walk, for reference: ``prof.profiler_result.get_data()`` and visiting every host,
   runtime, device and memory node, doing nothing with them. This is also how nodes are counted.
 

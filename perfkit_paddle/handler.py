@@ -57,7 +57,7 @@ class TraceHandler(RunHandler):
     returns.
 
     The export is Paddle's protobuf one (``trace.paddle_trace.pb``), not its chrome-tracing
-    JSON: on a 149k-node profile Paddle writes it in about a fifth of the time
+    JSON: on a 149k-node profile Paddle writes it about four times as fast
     (``bench/bench_paddle_handler.py``), and perfkit reads it without paddle. To look at a run
     in a trace viewer, ``perfkit export RUN --to chrome -o trace.json``; to have Paddle's own
     JSON as well, chain ``paddle.profiler.export_chrome_tracing(dir)`` (at its cost).

@@ -184,10 +184,9 @@ def _result(message: Any) -> PbResult:
                     nodes[parent].children_node = [node]
             if proto.runtime_nodes:
                 node.runtime_node = [_runtime_node(rt) for rt in proto.runtime_nodes]
-                dropped += sum(
-                    not dev.HasField("device_event")
-                    for rt in proto.runtime_nodes
-                    for dev in rt.device_nodes
+                # Device nodes written empty were left out of the runtime nodes' lists.
+                dropped += sum(len(rt.device_nodes) for rt in proto.runtime_nodes) - sum(
+                    len(runtime.device_node) for runtime in node.runtime_node
                 )
             if proto.mem_nodes:
                 node.mem_node = [_mem_node(m.mem_event) for m in proto.mem_nodes]
