@@ -56,11 +56,12 @@ def column_label(key: str) -> str:
 
 
 def header_label(label: str, unit: str, time_unit: str) -> str:
-    """A column header with its unit: ``CPU total (ms)``, ``CPU ratio (%)``."""
+    """A column header with its unit: ``CPU total (ms)``, ``CPU ratio (%)``; a label that
+    already names its percentage (``busy (% of the slice)``) is kept as it is."""
     if unit == "time":
         return f"{label} ({time_unit})"
     if unit == "pct":
-        return f"{label} (%)"
+        return label if "%" in label else f"{label} (%)"
     return label
 
 

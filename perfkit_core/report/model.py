@@ -206,11 +206,12 @@ def table_from_frame(
     """Return a ``Table`` of ``frame`` (at most ``top`` rows; a note says how many there were).
 
     Columns of a view's ``level``/``detail_of`` pair become the table's ``levels``; header labels
-    come from the column names unless ``labels`` gives them; ``units`` overrides units by key.
+    come from ``labels``, else from the labels the view states (``frame.attrs["labels"]``), else
+    from the column names; ``units`` overrides units by key.
     """
     from perfkit_core.report.format import column_label
 
-    labels = labels or {}
+    labels = {**(frame.attrs.get("labels") or {}), **(labels or {})}
     units = units or {}
     notes = [n for n in (note, frame.attrs.get("note")) if n]
     shown = frame.head(top) if top else frame
