@@ -112,7 +112,7 @@ def build_comparison_report(
             )
         )
     return ComparisonReport(
-        title="perfkit comparison",
+        title=f"{' vs '.join(comparison.labels)} — perfkit comparison",
         time_unit=time_unit,
         per=per,
         labels=list(comparison.labels),

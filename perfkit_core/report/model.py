@@ -346,6 +346,24 @@ def _headline(
     return Headline(items, phases, top, note)
 
 
+def run_label(run: Run | Job) -> str:
+    """The name a run goes by in titles: the file or folder it was loaded from (``origin``);
+    else its trace's file name (the folder's, for a trace kept inside a saved run), the folder
+    of a job's traces, or its framework."""
+    origin = getattr(run, "origin", None)
+    if origin is not None and Path(origin).name:
+        return Path(origin).name
+    source = run.meta.get("source")
+    if isinstance(source, list) and source:
+        folders = {Path(str(s)).parent.name for s in source}
+        if len(folders) == 1 and "" not in folders:
+            return folders.pop()
+    elif isinstance(source, str) and source:
+        path = Path(source)
+        return path.parent.name if path.name.startswith("trace.") and path.parent.name else path.name
+    return str(run.meta.get("framework") or "run")
+
+
 def skipped_events(meta: dict[str, Any]) -> dict[str, int]:
     """Events the loader skipped, ``{reason: count}`` over every rank (``meta["accounting"]``)."""
     accounting = meta.get("accounting") or {}
@@ -432,7 +450,7 @@ def build_report(
             if chart is not None:
                 chart_list.append(chart)
     return Report(
-        title="perfkit report",
+        title=f"{run_label(run)} — perfkit report",
         time_unit=time_unit,
         header=_header(run),
         findings=findings,

@@ -112,7 +112,7 @@ MEMORY_LABELS: dict[str, str] = {
     "device": "Device",
     "allocations": "Allocations per step",
     "allocated_bytes": "Allocated per step",
-    "freed_later_bytes": "Of that, freed later (per step)",
+    "freed_later_bytes": "Of that, freed later per step",
     "held_bytes": "Held at the end of the profile",
     "frees": "Frees per step",
     "freed_bytes": "Freed per step",
