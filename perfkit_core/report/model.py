@@ -360,7 +360,9 @@ def run_label(run: Run | Job) -> str:
             return folders.pop()
     elif isinstance(source, str) and source:
         path = Path(source)
-        return path.parent.name if path.name.startswith("trace.") and path.parent.name else path.name
+        return (
+            path.parent.name if path.name.startswith("trace.") and path.parent.name else path.name
+        )
     return str(run.meta.get("framework") or "run")
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 NOTEBOOK_VIEWS = ("model", "phases", "operator", "kernel")
 #: Rows of the ranked tables (ops, kernels) shown in a notebook.
 NOTEBOOK_TOP = 10
+
+
 def run_html(run: Run) -> str:
     """The notebook view of ``run``: its report's headline, advice and main tables, as an HTML
     fragment (see the module's docstring)."""
