@@ -93,19 +93,10 @@ def _allocations(run: Run, rank: int | None) -> Allocations:
     start = ev["start_ns"].to_numpy()[rows]
     rows = rows[np.argsort(start, kind="stable")]
     start = ev["start_ns"].to_numpy()[rows]
-    ranks = ev["rank"].to_numpy()[rows]
-    several_ranks = len(np.unique(ranks)) > 1
-    device = np.array(
-        [
-            (f"{t}" if i < 0 else f"{t}:{i}") + (f" (rank {r})" if several_ranks else "")
-            for t, i, r in zip(
-                str_values(ev["device_type"])[rows],
-                ev["device_index"].to_numpy()[rows].tolist(),
-                ranks.tolist(),
-                strict=True,
-            )
-        ],
-        dtype=object,
+    device = _device_labels(
+        str_values(ev["device_type"])[rows],
+        ev["device_index"].to_numpy()[rows],
+        ev["rank"].to_numpy()[rows],
     )
     nbytes = ev["bytes"].to_numpy()[rows].astype(np.float64)
     address = ev["address"].to_numpy()[rows]
@@ -124,6 +115,26 @@ def _allocations(run: Run, rank: int | None) -> Allocations:
         by_address=not (size_class >= 0).any(),
         ambiguous_bytes=_ambiguous_bytes(size_class, ops, nbytes, freed),
     )
+
+
+def _device_labels(types: np.ndarray, index: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """``gpu:0``, ``cpu`` (`` (rank 3)`` added when several ranks are there) per event, made
+    once per distinct device."""
+    if not len(types):
+        return np.empty(0, dtype=object)
+    type_names, type_codes = np.unique(types.astype(str), return_inverse=True)
+    keys = np.stack([type_codes.ravel(), index.astype(np.int64), ranks.astype(np.int64)])
+    distinct, inverse = np.unique(keys, axis=1, return_inverse=True)
+    several_ranks = len(np.unique(ranks)) > 1
+    labels = np.array(
+        [
+            (str(type_names[t]) if i < 0 else f"{type_names[t]}:{i}")
+            + (f" (rank {r})" if several_ranks else "")
+            for t, i, r in distinct.T.tolist()
+        ],
+        dtype=object,
+    )
+    return labels[inverse.ravel()]
 
 
 def _ops(run: Run, rows: np.ndarray) -> np.ndarray:
@@ -170,16 +181,17 @@ def pair_events(
     size_class = np.full(n, -1, dtype=np.int64)
     if not counted.any():
         return freed, paired, size_class
-    device_code = np.unique(device.astype(str), return_inverse=True)[1].astype(np.int64).ravel()
+    import pandas as pd
+
+    device_code = pd.factorize(device)[0].astype(np.int64)
     has_address = counted & (address >= 0)
     if has_address.any():
         _pair_by_key(np.flatnonzero(has_address), device_code, address, alloc, freed, paired)
     by_size = counted & ~has_address
     if by_size.any():
         idx = np.flatnonzero(by_size)
-        size_code = np.unique(np.abs(nbytes[idx]), return_inverse=True)[1].astype(np.int64)
-        pairs = np.stack([device_code[idx], size_code.ravel()])
-        group = np.unique(pairs, axis=1, return_inverse=True)[1].astype(np.int64).ravel()
+        size_code = pd.factorize(np.abs(nbytes[idx]))[0].astype(np.int64)
+        group = device_code[idx] * (int(size_code.max()) + 1) + size_code
         size_class[idx] = group
         _pair_lifo(idx, group, alloc, freed, paired)
     return freed, paired, size_class
