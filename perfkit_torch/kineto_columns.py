@@ -16,6 +16,7 @@ from perfkit_core.events import (
     INT64_MAX,
     INT64_MIN,
     TraceError,
+    address_column,
     check_int_range,
     check_times_us,
     check_values_range,
@@ -86,6 +87,7 @@ FILL: dict[str, Any] = {
     "stream": -1,
     "_grid": -1,
     "_block": -1,
+    "address": -1,
 }
 
 
@@ -173,6 +175,7 @@ def _device_columns(
     nbytes = np.full(n, np.nan)
     allocated = np.full(n, np.nan)
     reserved = np.full(n, np.nan)
+    address = np.full(n, -1, dtype=np.int64)
     if len(dev_rows):
         nbytes[dev_rows] = _floats(dev_args, "nbytes")
     if len(mem_rows):
@@ -186,6 +189,7 @@ def _device_columns(
         nbytes[mem_rows] = _floats(mem_args, "mem_bytes")
         allocated[mem_rows] = _floats(mem_args, "total_allocated")
         reserved[mem_rows] = _floats(mem_args, "total_reserved")
+        address[mem_rows] = address_column([a.mem_addr for a in mem_args])
     check_values_range(
         path,
         device_index,
@@ -202,6 +206,7 @@ def _device_columns(
         "bytes": nbytes,
         "allocated_bytes": allocated,
         "reserved_bytes": reserved,
+        "address": address,
     }
     if len(dev_rows):
         for column, codes in (("_grid", strings.grids), ("_block", strings.blocks)):

@@ -50,6 +50,8 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     mem_bytes: float | None = msgspec.field(name="Bytes", default=None)
     total_allocated: float | None = msgspec.field(name="Total Allocated", default=None)
     total_reserved: float | None = msgspec.field(name="Total Reserved", default=None)
+    # Any integer: an address is 64 bits, and may not fit int64 (``address_column`` maps it).
+    mem_addr: int | str | None = msgspec.field(name="Addr", default=None)
     meta_name: str = msgspec.field(name="name", default="")
 
 

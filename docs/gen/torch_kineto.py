@@ -34,6 +34,7 @@ ARG_COLUMNS: dict[str, str] = {
     "mem_bytes": "bytes",
     "total_allocated": "allocated_bytes",
     "total_reserved": "reserved_bytes",
+    "mem_addr": "address",
 }
 
 #: The name rules of ``classify``, in the order it applies them: (the rule, the kind it gives,

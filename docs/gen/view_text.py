@@ -233,32 +233,50 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "gb_per_s": "achieved bandwidth: `bytes` over `gpu_total_ns`",
     },
     "memory": {
-        "name": "`by='op'`: the host event enclosing the memory event (`(outside any op)` for "
-        "none); `by='device'`: the device",
-        "device": "`gpu:0`, `cpu`, ... (only with `by='op'`)",
-        "allocations": "allocation events",
-        "frees": "free events",
-        "allocated_bytes": "summed bytes allocated",
-        "freed_bytes": "summed bytes freed",
-        "net_bytes": "allocated less freed (only with `by='op'`)",
+        "name": "`by='op'`: the op that made the allocations and frees: the innermost host event "
+        "enclosing them that is not a step span (`(outside any op)` for none); `by='device'`: "
+        "the device; `by='step'`: `step <n>`",
+        "device": "`gpu:0`, `cpu`, ... (with `by='op'` and `by='step'`)",
+        "allocations": "allocation events per step (events inside the steps, over the number "
+        "of steps; with `by='step'`: in that step)",
+        "allocated_bytes": "bytes allocated per step (as `allocations`)",
+        "freed_later_bytes": "of `allocated_bytes`, the bytes freed again before the profile "
+        "ended, by this or any other op (only with `by='op'`)",
+        "held_bytes": "bytes allocated during the profile (by the op, with `by='op'`) and not "
+        "freed by its end; not per step (with `by='op'` and `by='device'`)",
+        "frees": "free events per step, whoever allocated the memory (as `allocations`)",
+        "freed_bytes": "bytes freed per step, whoever allocated them (as `allocations`)",
         "peak_allocated_bytes": "largest allocator total of allocated bytes after any event "
-        "(only with `by='device'`)",
-        "peak_reserved_bytes": "largest allocator total of reserved bytes after any event (only "
-        "with `by='device'`)",
+        "(of the profile, or of the step); NaN when the profiler recorded no totals (torch "
+        "before 1.10) (with `by='device'` and `by='step'`)",
+        "peak_reserved_bytes": "largest allocator total of reserved bytes after any event, as "
+        "`peak_allocated_bytes`",
+        "peak_above_start_bytes": "largest level of bytes allocated less freed since the start "
+        "of the profile (of the profile, or of the step): the peak counted from the events "
+        "alone, without the memory held before the profile started (with `by='device'` and "
+        "`by='step'`)",
     },
     "memory_timeline": {
-        "name": "start of the time slice, from the first event (`12.5 ms`)",
-        "offset_ns": "start of the time slice, from the first event",
-        "slice": "number of the time slice, from 0 (a job's ranks are lined up by it)",
-        "<device>_peak_allocated_bytes": "one column per device (`gpu:0_peak_allocated_bytes`): "
-        "the largest allocator total of allocated bytes seen in the slice; NaN when the device "
-        "had no memory event in it",
+        "name": "the slice: `step 7 (2/4)` (the second of four slices of step 7), `step 7` "
+        "with one slice per step; `12.5 ms` (its start) when no steps were recorded",
+        "offset_ns": "start of the slice, from the start of the first slice",
+        "dur_ns": "length of the slice",
+        "slice": "number of the slice, from 0 (a job's ranks are lined up by it)",
+        "<device>_peak_allocated_bytes": "one column per device (`gpu:0_peak_allocated_bytes`) "
+        "whose memory events record the allocator's totals: the highest total of allocated "
+        "bytes in the slice, the total it started with included (a total holds until the next "
+        "event)",
+        "<device>_peak_above_start_bytes": "one column per device (`gpu:0_peak_above_start_"
+        "bytes`) whose memory events record no totals (torch before 1.10): the highest level "
+        "of bytes allocated less freed since the start of the profile, in the slice",
     },
     "device_timeline": {
-        "name": "start of the time slice, from the first recorded work (`12.5 ms`)",
-        "offset_ns": "start of the time slice, from the first recorded work",
+        "name": "the slice, as in `memory_timeline`",
+        "offset_ns": "start of the slice, from the start of the first slice",
+        "dur_ns": "length of the slice",
+        "slice": "number of the slice, from 0",
         "<device>_busy_pct": "one column per device (`gpu:0_busy_pct`): the share of the slice "
-        "the device ran kernels, copies or sets, overlaps merged",
+        "the device ran kernels, copies or sets, overlaps merged (% of the slice)",
     },
     "distributed": {
         "name": "`step`, `communication`, `computation`, `overlap` per rank (with ` (rank <r>)` "
@@ -336,7 +354,11 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
 }
 
 #: Columns whose name holds a device: the pattern that finds them, and the generic name.
-DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = ("_peak_allocated_bytes", "_busy_pct")
+DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = (
+    "_peak_allocated_bytes",
+    "_peak_above_start_bytes",
+    "_busy_pct",
+)
 #: Columns that end like a per-device column but are one figure of their own.
 NOT_DEVICE_COLUMNS: frozenset[str] = frozenset({"gpu_busy_pct"})
 
@@ -352,7 +374,7 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     "user": ({"group_by_input_shape": True}, {"group_by_stack_n": 2}, {"by_thread": True}),
     "overview": ({"by": "category"},),
     "breakdown": ({"per_step": True},),
-    "memory": ({"by": "device"},),
+    "memory": ({"by": "device"}, {"by": "step"}),
     "benchmark": ({"batch_size": 32},),
     "collectives": ({"by": "rank"},),
 }
@@ -375,13 +397,15 @@ OPTION_MEANINGS: dict[object, str] = {
     "kernel wait (HTA's `consecutive_kernel_delay`)",
     ("overview", "by"): "`'kind'`: one row per event kind; `'category'`: one row per native "
     "category (Paddle's TracerEventType names, Kineto's `cat`)",
-    ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "
-    "row per device with peaks",
+    ("memory", "by"): "`'op'`: one row per op and device; `'device'`: one row per device with "
+    "its peaks; `'step'`: one row per step and device with the step's peaks",
     ("collectives", "by"): "`'collective'`: one row per collective, process group and size; "
     "`'rank'`: one row per collective and rank",
     "warmup": "steps left out at the start of each rank (default: see *Warm-up* below)",
     "batch_size": "samples per step; adds the `ips_samples` row",
-    "slices": "number of equal time slices the profile is cut into",
+    "slices": "about how many time slices: each step is cut into `round(slices / steps)` "
+    "equal slices (at least one), so slices line up with the steps; without steps, the "
+    "profile is cut into `slices` equal slices",
 }
 
 #: What each unit a column name can give means, and how the text report writes it

@@ -130,6 +130,13 @@ def column_rows(name: str) -> list[list[str]]:
     order: list[str] = []
     for _label, columns in shapes:
         order += [c for c in columns if c not in order]
+    # Header labels the view states (``frame.attrs["labels"]``), device columns generic.
+    stated: dict[str, str] = {}
+    for _label, frame in computed(name):
+        for column, text in (frame.attrs.get("labels") or {}).items():
+            generic = generic_column(column)
+            device = column[: len(column) - len(generic) + len("<device>")]
+            stated.setdefault(generic, text.replace(device, "<device>", 1) if device else text)
     meanings = VIEW_COLUMNS.get(name, {})
     stale = set(meanings) - set(order)
     if stale:
@@ -143,7 +150,7 @@ def column_rows(name: str) -> list[list[str]]:
         if len(present) < len(shapes) and "(only with" not in meaning:
             meaning += " (only with " + "; ".join(code(p) for p in present) + ")"
         unit = column_unit(column)
-        header = header_label(column_label(column), unit, "ms")
+        header = header_label(stated.get(column) or column_label(column), unit, "ms")
         rows.append([code(column), "" if unit == "text" else unit, header, meaning])
     return rows
 

@@ -80,13 +80,6 @@ class Comparison:
             self._verdict = build_verdict(self)
         return self._verdict
 
-    def _repr_html_(self) -> str:
-        """The comparison page, for Jupyter (the report layer, above this one, is bound late)."""
-        import importlib
-
-        notebook = importlib.import_module("perfkit_core.report.notebook")
-        return str(notebook.comparison_html(self))
-
     def summary(self, view: str = "steps") -> pd.DataFrame:
         """Return the comparison table ``view``, one of ``VIEWS``."""
         if view in ATTRIBUTION_VIEWS:

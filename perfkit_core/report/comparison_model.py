@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from perfkit_core.report.model import Chart, Table, table_from_frame
-from perfkit_core.report.tables import drop_empty_columns
+from perfkit_core.report.model import Chart, Table
+from perfkit_core.report.tables import drop_empty_columns, table_from_frame
 
 if TYPE_CHECKING:
     from perfkit_core.comparison import Comparison, GateResult, Verdict
@@ -113,7 +113,7 @@ def build_comparison_report(
             )
         )
     return ComparisonReport(
-        title="perfkit comparison",
+        title=f"{' vs '.join(comparison.labels)} — perfkit comparison",
         time_unit=time_unit,
         per=per,
         labels=list(comparison.labels),

@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.events.names import short_name
+from perfkit_core.events.names import short_name, short_names
 from perfkit_core.report.format import (
     TIME_UNITS,
     cell_text,
@@ -67,6 +67,8 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
     """A table as the template wants it: header labels and classes, and per cell its HTML,
     sort key, class and (for shortened names) the full name."""
     rows = []
+    names = [format_value(row[0], table.columns[0].unit, time_unit) for row in table.rows]
+    shown_names = short_names(names)
     for i, row in enumerate(table.rows):
         cells = []
         for j, (column, value) in enumerate(zip(table.columns, row, strict=True)):
@@ -75,7 +77,7 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
             text = cell_text(table, i, j, time_unit)
             full = None
             if j == 0:
-                shown = short_name(text)
+                shown = shown_names[i]
                 full = text if shown != text else None
                 level = table.levels[i] if table.levels else 0
                 cells.append(
@@ -121,7 +123,7 @@ def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, A
     keys = [c.key for c in table.columns]
     units = {c.key: c.unit for c in table.columns}
     rows = [r for r in table.rows if str(r[keys.index(chart.label)]) not in chart.skip_rows]
-    labels = [short_name(str(row[keys.index(chart.label)]), 40) for row in rows]
+    labels = short_names([str(row[keys.index(chart.label)]) for row in rows], 40)
 
     def scaled(key: str) -> list[float | None]:
         scale = {"time": TIME_UNITS[time_unit], "bytes": 2**20}.get(units[key], 1.0)
@@ -257,8 +259,40 @@ def _finding(f: Any, time_unit: str, table_ids: set[str]) -> dict[str, Any]:
     }
 
 
-def _page(**context: Any) -> str:
-    """Render the page template with the inlined style, script and Chart.js."""
+#: The element a notebook fragment's HTML and style are scoped to.
+FRAGMENT_SCOPE = "div.perfkit-nb"
+#: Rules a notebook fragment adds to the page's style: tables laid out by their content (a
+#: notebook's own style may fix their layout), headers not clickable (no script sorts them).
+_FRAGMENT_STYLE = (
+    "table { table-layout: auto; margin-left: 0; margin-right: 0; }"
+    " th { cursor: default; } th, td { line-height: 1.35; }"
+    " h1 { font-size: 1.5em; margin-top: .3em; } h2 { font-size: 1.2em; }"
+)
+
+
+@cache
+def scoped_style() -> str:
+    """The page's style for a notebook fragment: every rule scoped to ``FRAGMENT_SCOPE`` (a
+    ``body`` rule applies to that element itself), so it styles nothing else in the notebook,
+    plus the fragment's own rules."""
+    css = re.sub(r"/\*.*?\*/", "", _asset("report.css") + _FRAGMENT_STYLE, flags=re.S)
+    rules = []
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        scoped = []
+        for selector in selectors.split(","):
+            selector = selector.strip()
+            if selector in ("body", "html"):
+                scoped.append(FRAGMENT_SCOPE)
+            else:
+                scoped.append(f"{FRAGMENT_SCOPE} {selector}")
+        rules.append(f"{', '.join(scoped)} {{{body.strip()}}}")
+    return "\n".join(rules)
+
+
+def _page(*, fragment: bool = False, **context: Any) -> str:
+    """Render the page template with the inlined style, script and Chart.js; with ``fragment``,
+    the part of the page a notebook shows: the same content in a ``FRAGMENT_SCOPE`` element
+    with its style scoped to it, and no script, chart or search box."""
     import jinja2
 
     context.setdefault("headline", None)
@@ -272,17 +306,20 @@ def _page(**context: Any) -> str:
         jinja2.Environment(autoescape=True)
         .from_string(_asset("page.html.j2"))
         .render(
-            style=_asset("report.css"),
-            script=_asset("report.js"),
-            chartjs=_asset("chart.umd.min.js"),
+            fragment=fragment,
+            style=scoped_style() if fragment else _asset("report.css"),
+            script="" if fragment else _asset("report.js"),
+            chartjs="" if fragment else _asset("chart.umd.min.js"),
             **context,
         )
     )
 
 
-def render_report_html(report: Report) -> str:
+def render_report_html(report: Report, *, fragment: bool = False) -> str:
     """Return the report as one self-contained HTML page: headline, run details, advice, and
-    sortable, searchable tables, some with a chart of their numbers above them."""
+    sortable, searchable tables, some with a chart of their numbers above them. With
+    ``fragment``: the same without charts, script or search boxes, as a notebook shows it
+    (see ``_page``)."""
     unit = report.time_unit
     table_ids = {t.id for t in report.tables}
     findings = None
@@ -297,6 +334,7 @@ def render_report_html(report: Report) -> str:
         for item in report.header
     ]
     return _page(
+        fragment=fragment,
         title=report.title,
         subtitle=f"Times in {unit}.",
         headline=_headline(report.headline, unit) if report.headline else None,
@@ -308,15 +346,16 @@ def render_report_html(report: Report) -> str:
     )
 
 
-def render_comparison_html(report: ComparisonReport) -> str:
+def render_comparison_html(report: ComparisonReport, *, fragment: bool = False) -> str:
     """Return the comparison as one self-contained HTML page (no network needed to view it):
     the verdict first, then the gate's line, then the tables, the difference chart over the
-    family table."""
+    family table. ``fragment`` as for ``render_report_html``."""
     subtitle = ", ".join(
         f"{label} ({fw})" for label, fw in zip(report.labels, report.frameworks, strict=True)
     )
     tables, specs = _tables(report.tables, report.charts, report.time_unit)
     return _page(
+        fragment=fragment,
         title=report.title,
         subtitle=f"{subtitle}. Times in {report.time_unit} per {report.per}.",
         verdict=report.verdict_lines or None,

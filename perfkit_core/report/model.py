@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.report.format import column_unit
 from perfkit_core.report.tables import (
+    Table,
     drop_empty_columns,
     drop_zero_rows,
     label_whole_run,
     mark_repeated_columns,
+    table_from_frame,
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from perfkit_core.events.run import Run
     from perfkit_core.jobs import Job
@@ -83,40 +83,6 @@ VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "memory_timeline": ("Memory allocated over time", "line", None),
     "device_timeline": ("Device utilisation over time", "line", None),
 }
-
-
-@dataclass
-class Column:
-    """A table column: its key (the view's column name), header label and unit (see
-    ``perfkit_core.report.format.column_unit``)."""
-
-    key: str
-    label: str
-    unit: str
-    #: A column that only repeats the name column (``step`` beside ``step 2``): the JSON keeps
-    #: it for programs, the text and HTML forms leave it out for readers.
-    repeats_name: bool = False
-
-
-@dataclass
-class Table:
-    """A table as a report shows it: raw values (ns, %, counts, text; None where not measured)."""
-
-    id: str
-    title: str
-    columns: list[Column]
-    rows: list[list[Any]]
-    note: str | None = None
-    #: Per row, its nesting level (detail rows of op_detail are 1); empty when all are 0.
-    levels: list[int] = field(default_factory=list)
-    #: Per row, the unit of its numbers (``time``, ``number``) where a table's rows differ in
-    #: unit (the benchmark view's costs and rates); empty when the columns give the units.
-    row_units: list[str] = field(default_factory=list)
-
-    def records(self) -> list[dict[str, Any]]:
-        """The rows as dicts keyed by column key."""
-        keys = [c.key for c in self.columns]
-        return [dict(zip(keys, row, strict=True)) for row in self.rows]
 
 
 @dataclass
@@ -198,67 +164,6 @@ class Report:
     def table(self, table_id: str) -> Table:
         """The table with id ``table_id``."""
         return next(t for t in self.tables if t.id == table_id)
-
-
-def _plain(value: Any) -> Any:
-    """A plain Python value: numpy scalars unwrapped, NaN and NA as None."""
-    if value is None:
-        return None
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and value != value:
-        return None
-    try:
-        import pandas as pd
-
-        if value is pd.NA or value is pd.NaT:
-            return None
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        pass
-    return value
-
-
-def table_from_frame(
-    table_id: str,
-    title: str,
-    frame: pd.DataFrame,
-    *,
-    top: int | None = None,
-    note: str | None = None,
-    labels: dict[str, str] | None = None,
-    units: dict[str, str] | None = None,
-) -> Table:
-    """Return a ``Table`` of ``frame`` (at most ``top`` rows; a note says how many there were).
-
-    Columns of a view's ``level``/``detail_of`` pair become the table's ``levels``; header labels
-    come from the column names unless ``labels`` gives them; ``units`` overrides units by key.
-    """
-    from perfkit_core.report.format import column_label
-
-    labels = {**(frame.attrs.get("labels") or {}), **(labels or {})}
-    units = units or {}
-    notes = [n for n in (note, frame.attrs.get("note")) if n]
-    shown = frame.head(top) if top else frame
-    if top and len(frame) > top:
-        notes.append(f"top {len(shown)} of {len(frame)} rows")
-    levels: list[int] = []
-    if "level" in shown.columns:
-        levels = [int(v) for v in shown["level"]]
-        shown = shown.drop(columns=[c for c in ("level", "detail_of") if c in shown.columns])
-    columns = [
-        Column(
-            str(c),
-            labels.get(str(c)) or column_label(str(c)),
-            units.get(str(c)) or column_unit(str(c), shown[c]),
-        )
-        for c in shown.columns
-    ]
-    rows = [[_plain(v) for v in row] for row in shown.itertuples(index=False, name=None)]
-    row_units: list[str] = []
-    unit_column = frame.attrs.get("row_unit_column")
-    if unit_column and unit_column in shown.columns:
-        row_units = ["time" if str(u) == "ns" else "number" for u in shown[unit_column]]
-    return Table(table_id, title, columns, rows, "; ".join(notes) or None, levels, row_units)
 
 
 def _step_count(run: Run | Job) -> int:
@@ -379,6 +284,26 @@ def _headline(
     return Headline(items, phases, top, note, combined)
 
 
+def run_label(run: Run | Job) -> str:
+    """The name a run goes by in titles: the file or folder it was loaded from (``origin``);
+    else its trace's file name (the folder's, for a trace kept inside a saved run), the folder
+    of a job's traces, or its framework."""
+    origin = getattr(run, "origin", None)
+    if origin is not None and Path(origin).name:
+        return Path(origin).name
+    source = run.meta.get("source")
+    if isinstance(source, list) and source:
+        folders = {Path(str(s)).parent.name for s in source}
+        if len(folders) == 1 and "" not in folders:
+            return folders.pop()
+    elif isinstance(source, str) and source:
+        path = Path(source)
+        return (
+            path.parent.name if path.name.startswith("trace.") and path.parent.name else path.name
+        )
+    return str(run.meta.get("framework") or "run")
+
+
 def skipped_events(meta: dict[str, Any]) -> dict[str, int]:
     """Events the loader skipped, ``{reason: count}`` over every rank (``meta["accounting"]``)."""
     accounting = meta.get("accounting") or {}
@@ -469,7 +394,7 @@ def build_report(
             if chart is not None:
                 chart_list.append(chart)
     return Report(
-        title="perfkit report",
+        title=f"{run_label(run)} — perfkit report",
         time_unit=time_unit,
         header=_header(run),
         findings=findings,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.events.names import short_names
 from perfkit_core.report.format import (
     TIME_UNITS,
     cell_text,
@@ -34,9 +35,11 @@ def format_table(
 ) -> str:
     """Return ``table`` as aligned text under a banner with its title.
 
-    Time columns are shown in ``time_unit``; text columns are left-aligned and cut to
-    ``max_name_width`` characters; numbers are right-aligned; ``-`` marks a value that was not
-    measured; detail rows are indented under their parent.
+    Time columns are shown in ``time_unit``; names (the first column) are shortened to about
+    ``max_name_width`` characters, different names staying different
+    (``perfkit_core.events.names.short_names``), other text columns are cut to it; text is
+    left-aligned, numbers right-aligned; ``-`` marks a value that was not measured; detail
+    rows are indented under their parent.
     """
     if time_unit not in TIME_UNITS:
         raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
@@ -44,13 +47,17 @@ def format_table(
     headers = [header_label(table.columns[j].label, table.columns[j].unit, time_unit) for j in shown]
     text_cols = [table.columns[j].unit == "text" for j in shown]
     body: list[list[str]] = []
+    names = short_names(
+        [format_value(row[0], table.columns[0].unit, time_unit) for row in table.rows],
+        max_name_width,
+    )
     for i, _row in enumerate(table.rows):
         cells = []
         for k, j in enumerate(shown):
-            cell = cell_text(table, i, j, time_unit)
+            cell = names[i] if j == 0 else cell_text(table, i, j, time_unit)
             if j == 0 and table.levels and table.levels[i]:
                 cell = "  " * table.levels[i] + cell
-            if text_cols[k] and len(cell) > max_name_width:
+            if j and text_cols[k] and len(cell) > max_name_width:
                 cell = cell[: max_name_width - 3] + "..."
             cells.append(cell)
         body.append(cells)

@@ -3,8 +3,9 @@
 A view is a function ``view(run, **options) -> DataFrame`` registered through the
 ``perfkit_register_views`` hook; ``run.summary(name)`` looks it up in ``registry``. The built-in
 views live in ``operators`` (operator, user), ``phases`` (model, phases), ``families``
-(family), ``overview`` (overview, device), ``kernels`` (kernel), ``memory`` (memcpy, memory),
-``timelines`` (memory_timeline, device_timeline), ``distributed`` and ``steps`` (steps,
+(family), ``overview`` (overview, device), ``kernels`` (kernel), ``memory`` (memcpy, memory;
+frees paired with their allocations by ``allocations``), ``timelines`` (memory_timeline,
+device_timeline, in slices that line up with the steps), ``distributed`` and ``steps`` (steps,
 benchmark), and are registered by ``builtin``. ``families`` also holds the op-family rules adapters build on.
 """
 
