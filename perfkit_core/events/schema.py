@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: Version of the event-table layout, stored in every saved run's metadata. Bump the minor
 #: number for added columns or kinds, the major number for anything that changes a meaning.
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 #: Every value the ``kind`` column can take, with what it means.
 KINDS: dict[str, str] = {
@@ -153,6 +153,12 @@ COLUMNS: tuple[Column, ...] = (
         "category",
         "",
         'input dtypes as recorded, e.g. `["float", "float"]`; empty when not recorded',
+    ),
+    Column(
+        "input_values",
+        "category",
+        "",
+        'the values of scalar and list inputs as recorded (torch\'s `Concrete Inputs`), one text per input, e.g. `["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "1"]` for a strided convolution (stride, padding, dilation, groups); empty when not recorded',
     ),
     Column(
         "stack",

@@ -35,6 +35,8 @@ DEFAULT_VIEWS: tuple[str, ...] = (
     "device",
     "operator",
     "kernel",
+    "roofline",
+    "mfu",
     "memcpy",
     "user",
     "distributed",
@@ -55,6 +57,8 @@ VIEW_TITLES: dict[str, str] = {
     "device": "Device Summary",
     "operator": "Operator Summary",
     "kernel": "Kernel Summary",
+    "roofline": "Roofline: each op against the device's peaks",
+    "mfu": "Model FLOPs utilisation per step",
     "memcpy": "Memory Manipulation Summary",
     "user": "UserDefined Summary",
     "distributed": "Distributed Summary",
@@ -67,7 +71,7 @@ VIEW_TITLES: dict[str, str] = {
 #: Views whose rows are ranked entries (ops, kernels, ...): ``top`` cuts them. Other views are
 #: fixed structures (the model view's phases, the overview's kinds) and are shown whole.
 RANKED_VIEWS = frozenset(
-    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches"}
+    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches", "roofline"}
 )
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
@@ -76,6 +80,18 @@ VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "family": ("Time per step by op family", "hbar", ["time_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
     "device_timeline": ("Device utilisation over time", "line", None),
+    # x, y, point size, then the ceilings' columns (drawn when the table has them).
+    "roofline": (
+        "Roofline: achieved TFLOP/s against arithmetic intensity (log-log; points sized by time)",
+        "roofline",
+        [
+            "intensity_flop_per_byte",
+            "achieved_tflops_per_s",
+            "time_ns",
+            "peak_tflops_per_s",
+            "peak_tb_per_s",
+        ],
+    ),
 }
 
 
@@ -110,7 +126,9 @@ class Table:
 @dataclass
 class Chart:
     """A chart drawn from ``table``: bars (or a line) per ``label`` value, one series per column
-    in ``series``. ``kind`` is ``bar``, ``stacked``, ``hbar`` or ``line``."""
+    in ``series``. ``kind`` is ``bar``, ``stacked``, ``hbar``, ``line`` or ``roofline`` (a
+    log-log scatter of one point per row: ``series`` names the x, y and point-size columns,
+    then the columns of the compute and bandwidth ceilings drawn over it)."""
 
     id: str
     title: str
@@ -206,11 +224,12 @@ def table_from_frame(
     """Return a ``Table`` of ``frame`` (at most ``top`` rows; a note says how many there were).
 
     Columns of a view's ``level``/``detail_of`` pair become the table's ``levels``; header labels
-    come from the column names unless ``labels`` gives them; ``units`` overrides units by key.
+    come from ``labels``, else the view's own (``frame.attrs["labels"]``), else the column
+    names; ``units`` overrides units by key.
     """
     from perfkit_core.report.format import column_label
 
-    labels = labels or {}
+    labels = {**(frame.attrs.get("labels") or {}), **(labels or {})}
     units = units or {}
     notes = [n for n in (note, frame.attrs.get("note")) if n]
     shown = frame.head(top) if top else frame
