@@ -48,7 +48,7 @@ from perfkit_core.views.opcost import (
     softmax_cost,
 )
 from perfkit_core.views.registry import ViewSpec, get_view, registered_views, summary
-from perfkit_core.views.shapes import Inputs, Shape, numel, parse_inputs
+from perfkit_core.views.shapes import Inputs, Shape, dtype_bytes, numel, parse_inputs
 
 __all__ = [
     "CANONICAL_FAMILIES",
@@ -70,6 +70,7 @@ __all__ = [
     "conv_output_spatial",
     "copy_cost",
     "direction_of",
+    "dtype_bytes",
     "elementwise_cost",
     "embedding_cost",
     "family_of",
