@@ -171,6 +171,8 @@ def _run_costs(run: Run) -> RunCosts:
     shape_codes, shape_cats = _codes(ev["input_shapes"])
     dtype_codes, dtype_cats = _codes(ev["input_dtypes"])
     value_codes, value_cats = _codes(ev["input_values"])
+    stack_codes, stack_cats = _codes(ev["stack"])
+    origins = [c.split("\n", 1)[0] for c in stack_cats]
     pair = _pairs(run)
     unit_of = st.unit_of
 
@@ -203,7 +205,8 @@ def _run_costs(run: Run) -> RunCosts:
                 dtype_cats[dc] if dc >= 0 else "",
                 value_cats[vc] if vc >= 0 else "",
             )
-            found = OpCall(str(names[r]), inputs, framework)
+            origin = origins[stack_codes[r]] if stack_codes[r] >= 0 else ""
+            found = OpCall(str(names[r]), inputs, framework, origin=origin)
             bare[r] = found
         return found
 
@@ -216,12 +219,14 @@ def _run_costs(run: Run) -> RunCosts:
         up = calls.get(p)
         unit = int(unit_of[r])
         partner = int(pair[unit]) if unit >= 0 else -1
+        own_call = bare_call(r)
         call = OpCall(
-            str(names[r]),
-            bare_call(r).inputs,
+            own_call.name,
+            own_call.inputs,
             framework,
             up,
             bare_call(first_with_shapes(partner)) if partner >= 0 else None,
+            own_call.origin,
         )
         calls[r] = call
         if call in memo:
@@ -230,6 +235,10 @@ def _run_costs(run: Run) -> RunCosts:
         cost = hook(call=call, framework=framework)
         memo[call] = cost
         own[r] = cost
+    recorded = ev["flops"].to_numpy()
+    for r in ops[np.isfinite(recorded[ops]) & (recorded[ops] > 0)].tolist():
+        if own[r] is None:  # the profiler's own count (XLA's flops stat), bytes unknown
+            own[r] = OpCost(float(recorded[r]), float("nan"), "other", assumed="")
     return _collect(run, own, ops)
 
 

@@ -81,13 +81,16 @@ class OpCall:
     ``inputs``, the op it ran inside (``parent``, None at the top of an op nest) and the op
     it is paired with (``paired``: for a gradient op the forward op it differentiates, for a
     forward op its gradient op; the first op of the paired nest that recorded shapes; None
-    when unknown), and the run's ``framework``."""
+    when unknown), the run's ``framework``, and ``origin``: the innermost frame of the
+    recorded stack (for an XLA op, the framework operation it came from: ``dot_general``,
+    ``conv_general_dilated``; ``""`` when none was recorded)."""
 
     name: str
     inputs: Inputs
     framework: str = ""
     parent: OpCall | None = None
     paired: OpCall | None = None
+    origin: str = ""
 
 
 @dataclass(frozen=True)

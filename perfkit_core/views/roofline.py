@@ -209,8 +209,8 @@ def roofline_view(
         calls=("calls", "sum"),
         time_ns=("time_ns", "sum"),
         flops=("flops", "sum"),
-        bytes=("bytes", "sum"),
-        bound_time_ns=("bound_time_ns", lambda v: v.sum(min_count=1)),
+        bytes=("bytes", lambda v: v.sum() if v.notna().all() else np.nan),
+        bound_time_ns=("bound_time_ns", lambda v: v.sum() if v.notna().all() else np.nan),
         peak_tflops_per_s=("peak_tflops_per_s", "max"),
     ).reset_index()
     bound = (
