@@ -97,6 +97,10 @@ def constant_value(name: str, value: float) -> str:
         return f"{value:g} per step"
     if name.endswith("_PERCENTILE"):
         return f"the {value:g}th percentile"
+    if name.endswith("_ELEMENTS"):
+        return f"{value:g} elements"
+    if name.endswith("_OPS"):
+        return f"{value:g} ops"
     raise DocsError(f"no unit known for the advice constant {name}; name it *_PCT, *_NS, ...")
 
 

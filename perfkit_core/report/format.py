@@ -46,6 +46,12 @@ def column_label(key: str) -> str:
         "algbw_gb_per_s": "Algbw (GB/s)",
         "gflops_per_s": "GFLOP/s",
         "flops": "FLOPs",
+        "gflops": "GFLOP",
+        "achieved_tflops_per_s": "Achieved TFLOP/s",
+        "achieved_tb_per_s": "Achieved TB/s",
+        "peak_tflops_per_s": "Peak TFLOP/s",
+        "peak_tb_per_s": "Peak TB/s",
+        "intensity_flop_per_byte": "Intensity (FLOP/B)",
     }
     if base in special:
         return special[base]

@@ -65,7 +65,9 @@ _MI300X = "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/d
 def _tc(
     fp64: float, fp32: float, tf32: float | None, half: float, fp8: float | None = None
 ) -> dict[str, float]:
-    out = {"fp64": fp64, "fp32": fp32, "fp16 tensor": half, "bf16 tensor": half}
+    out = {"fp32": fp32, "fp16 tensor": half, "bf16 tensor": half}
+    if fp64:
+        out["fp64"] = fp64
     if tf32 is not None:
         out["tf32 tensor"] = tf32
     if fp8 is not None:

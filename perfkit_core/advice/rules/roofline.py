@@ -36,12 +36,12 @@ MAX_ROOFLINE_PCT = 50.0
 MIN_SAVING_STEP_PCT = 1.0
 #: gemm-alignment: tensor-core kernels want every GEMM dimension a multiple of this (8 fp16/bf16
 #: elements are 16 bytes; NVIDIA's guidance for tensor cores).
-ALIGNMENT = 8
-#: small-gemms: at least this many latency-bound matrix-op calls per step.
-SMALL_GEMMS_MIN_CALLS = 20
+ALIGNMENT_ELEMENTS = 8
+#: small-gemms: at least this many latency-bound matrix-op calls a step.
+SMALL_GEMMS_MIN_PER_STEP = 20
 #: unfused-elementwise: a run of at least this many consecutive memory-bound ops over tensors
 #: of the same size.
-FUSION_MIN_CHAIN = 3
+FUSION_MIN_OPS = 3
 #: Kinds of memory-bound ops a compiler fuses.
 FUSABLE_KINDS = ("elementwise", "norm", "softmax")
 
@@ -149,12 +149,7 @@ def _finding(
 
 
 def _tensor_cores_unused(ctx: Context, claims: _Claims) -> Finding | None:
-    """Matrix ops that ran in fp32 off tensor cores on a GPU with tensor cores, in a run where
-    other ops used them (without any tensor-core kernel the ``amp`` rule speaks instead).
-
-    Saving: their time above the bound they would have on the tensor-core peak of their
-    precision (TF32 for fp32 where the GPU has it, else fp16), per step.
-    """
+    """The finding of ``rule_tensor_cores_unused``, its op calls claimed in ``claims``."""
     found = _table(ctx)
     if found is None:
         return None
@@ -190,17 +185,11 @@ def _misaligned(table: pd.DataFrame) -> np.ndarray:
     dims = table[["gemm_m", "gemm_n", "gemm_k"]].to_numpy()
     known = (dims > 0).all(axis=1)
     # The batch (rows) dimension M aligns itself in practice; N and K set the kernel's tiles.
-    return known & ((dims[:, 1] % ALIGNMENT != 0) | (dims[:, 2] % ALIGNMENT != 0))
+    return known & ((dims[:, 1] % ALIGNMENT_ELEMENTS != 0) | (dims[:, 2] % ALIGNMENT_ELEMENTS != 0))
 
 
 def _gemm_alignment(ctx: Context, claims: _Claims) -> Finding | None:
-    """Matrix ops on tensor cores whose N or K (output features, reduction length; channels of
-    a convolution) is not a multiple of ALIGNMENT, running under MAX_ROOFLINE_PCT of their
-    bound.
-
-    Saving: their time above their roofline bound, per step (an upper bound: padded to
-    aligned sizes they run at the aligned kernels' speed, which is near the bound).
-    """
+    """The finding of ``rule_gemm_alignment``, its op calls claimed in ``claims``."""
     found = _table(ctx)
     if found is None:
         return None
@@ -224,23 +213,18 @@ def _gemm_alignment(ctx: Context, claims: _Claims) -> Finding | None:
         "gemm-alignment",
         picked,
         saving,
-        f"Matrix ops with sizes that are not multiples of {ALIGNMENT} run far below their bound",
-        f"{len(shapes)} GEMM shapes (M, N, K) have N or K not a multiple of {ALIGNMENT}, "
+        f"Matrix ops with sizes that are not multiples of {ALIGNMENT_ELEMENTS} run far below their bound",
+        f"{len(shapes)} GEMM shapes (M, N, K) have N or K not a multiple of {ALIGNMENT_ELEMENTS}, "
         f"e.g. {', '.join(map(str, shapes[:3]))}: tensor cores then fall back to slower "
         "unaligned kernels (cuBLAS/CUTLASS kernels named *align1* or *align2*).",
         "Their time above their roofline bound, per step (padded to aligned sizes, the aligned "
         "kernels run near it).",
-        {"alignment": ALIGNMENT, "shapes": [list(s) for s in shapes[:10]]},
+        {"alignment": ALIGNMENT_ELEMENTS, "shapes": [list(s) for s in shapes[:10]]},
     )
 
 
 def _small_gemms(ctx: Context, claims: _Claims) -> Finding | None:
-    """At least SMALL_GEMMS_MIN_CALLS matrix-op calls a step whose work takes under
-    ``LATENCY_BOUND_NS`` at the roofline: launch and ramp-up, not math, set their time.
-
-    Saving: their time above their roofline bound, per step (batched into one larger GEMM, or
-    replayed as a CUDA graph, the calls approach their bound).
-    """
+    """The finding of ``rule_small_gemms``, its op calls claimed in ``claims``."""
     found = _table(ctx)
     if found is None:
         return None
@@ -250,7 +234,7 @@ def _small_gemms(ctx: Context, claims: _Claims) -> Finding | None:
         & (table["bound_time_ns"] < LATENCY_BOUND_NS)
         & claims.free(table)
     ]
-    if len(picked) / max(ctx.steps, 1) < SMALL_GEMMS_MIN_CALLS:
+    if len(picked) / max(ctx.steps, 1) < SMALL_GEMMS_MIN_PER_STEP:
         return None
     saving = float((picked["time_ns"] - picked["bound_time_ns"]).clip(lower=0).sum())
     return _finding(
@@ -269,7 +253,7 @@ def _small_gemms(ctx: Context, claims: _Claims) -> Finding | None:
 
 
 def _chains(table: pd.DataFrame) -> list[np.ndarray]:
-    """Runs (positions in ``table``, in call order) of at least FUSION_MIN_CHAIN consecutive
+    """Runs (positions in ``table``, in call order) of at least FUSION_MIN_OPS consecutive
     memory-bound fusable ops over tensors of the same number of elements."""
     order = np.argsort(table["row"].to_numpy(), kind="stable")
     kind = table["kind"].to_numpy()[order]
@@ -286,19 +270,14 @@ def _chains(table: pd.DataFrame) -> list[np.ndarray]:
             and math.isclose(flops[i] or 1, flops[i - 1] or 1, rel_tol=0.5)
         )
         if not same:
-            if i - start >= FUSION_MIN_CHAIN and ok[start]:
+            if i - start >= FUSION_MIN_OPS and ok[start]:
                 out.append(order[start:i])
             start = i
     return out
 
 
 def _unfused_elementwise(ctx: Context, claims: _Claims) -> Finding | None:
-    """Runs of at least FUSION_MIN_CHAIN consecutive memory-bound elementwise, normalisation or
-    softmax ops over the same tensor, each reading and writing it in full.
-
-    Saving: their time less the time one fused pass would take at the bandwidth bound (the
-    runs' bytes less the intermediate tensors each op wrote and the next read back), per step.
-    """
+    """The finding of ``rule_unfused_elementwise``, its op calls claimed in ``claims``."""
     found = _table(ctx)
     if found is None:
         return None
@@ -331,25 +310,50 @@ def _unfused_elementwise(ctx: Context, claims: _Claims) -> Finding | None:
         "tensors of the same size, each reading and writing the whole tensor in device memory.",
         "The runs' time less one fused pass at the bandwidth bound (their bytes less the "
         "intermediate tensors written and read back), per step.",
-        {"chains_per_step": len(chains) / max(ctx.steps, 1), "min_chain": FUSION_MIN_CHAIN},
+        {"chains_per_step": len(chains) / max(ctx.steps, 1), "min_chain": FUSION_MIN_OPS},
     )
 
 
 def rule_tensor_cores_unused(ctx: Context) -> Finding | None:
-    """``tensor-cores-unused`` (see ``_tensor_cores_unused``)."""
+    """Matrix ops that ran in fp32 off tensor cores on a GPU with tensor cores, in a run where
+    other ops used them (without any tensor-core kernel the ``amp`` rule speaks instead).
+
+    Saving: their time above the bound they would have on the tensor-core peak of their
+    precision (TF32 for fp32 where the GPU has it, else fp16), per step.
+    Reported when that is at least MIN_SAVING_STEP_PCT of the step.
+    """
     return _findings(ctx)["tensor-cores-unused"]
 
 
 def rule_gemm_alignment(ctx: Context) -> Finding | None:
-    """``gemm-alignment`` (see ``_gemm_alignment``)."""
+    """Matrix ops on tensor cores whose N or K (output features, reduction length; channels of
+    a convolution) is not a multiple of ALIGNMENT_ELEMENTS, running under MAX_ROOFLINE_PCT of their
+    bound.
+
+    Saving: their time above their roofline bound, per step (an upper bound: padded to
+    aligned sizes they run at the aligned kernels' speed, which is near the bound).
+    Reported when that is at least MIN_SAVING_STEP_PCT of the step.
+    """
     return _findings(ctx)["gemm-alignment"]
 
 
 def rule_small_gemms(ctx: Context) -> Finding | None:
-    """``small-gemms`` (see ``_small_gemms``)."""
+    """At least SMALL_GEMMS_MIN_PER_STEP matrix-op calls a step whose work takes under
+    ``LATENCY_BOUND_NS`` at the roofline: launch and ramp-up, not math, set their time.
+
+    Saving: their time above their roofline bound, per step (batched into one larger GEMM, or
+    replayed as a CUDA graph, the calls approach their bound).
+    Reported when that is at least MIN_SAVING_STEP_PCT of the step.
+    """
     return _findings(ctx)["small-gemms"]
 
 
 def rule_unfused_elementwise(ctx: Context) -> Finding | None:
-    """``unfused-elementwise`` (see ``_unfused_elementwise``)."""
+    """Runs of at least FUSION_MIN_OPS consecutive memory-bound elementwise, normalisation or
+    softmax ops over the same tensor, each reading and writing it in full.
+
+    Saving: their time less the time one fused pass would take at the bandwidth bound (the
+    runs' bytes less the intermediate tensors each op wrote and the next read back), per step.
+    Reported when that is at least MIN_SAVING_STEP_PCT of the step.
+    """
     return _findings(ctx)["unfused-elementwise"]
