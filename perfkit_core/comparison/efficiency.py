@@ -49,8 +49,14 @@ def _keys(run: object, table: pd.DataFrame, by: str, comparison: Comparison) -> 
         )
     ops = np.where(has, labels.op[safe], table["name"].to_numpy())
     direction = np.where(has & labels.gradient[safe], "backward", "forward")
+    # Optimizer and data-loading work has no direction, as in the ``ops`` table.
+    plain = {"optimizer", "data"}
     return np.array(
-        [f"{o} ({d})" for o, d in zip(ops.tolist(), direction.tolist(), strict=True)], dtype=object
+        [
+            o if labels.resolver.family(str(o)) in plain else f"{o} ({d})"
+            for o, d in zip(ops.tolist(), direction.tolist(), strict=True)
+        ],
+        dtype=object,
     )
 
 

@@ -44,7 +44,7 @@ COMPARISON_TITLES = {
     "layers": "Difference by Layer",
     "user": "Difference by Annotated Span",
     "ops": "Matched Ops",
-    "efficiency": "Efficiency by Op: achieved TFLOP/s, % of peak and of the roofline bound",
+    "efficiency": "Efficiency by Op",
     "layer_efficiency": "Efficiency by Layer",
 }
 DEFAULT_COMPARISON_VIEWS = (

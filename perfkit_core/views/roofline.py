@@ -283,7 +283,10 @@ def _note(run: Run, costs: RunCosts, peaks: Peaks | None, steps: int, table: pd.
                 "(or give --peak-tflops and --peak-bandwidth)"
             )
     else:
-        notes.append(f"peaks of {peaks.device}: {peaks.source}")
+        source = peaks.source
+        if source.startswith("https://"):
+            source = "its datasheet (`perfkit peaks --devices` gives the address)"
+        notes.append(f"peaks of {peaks.device}: {source}")
         notes.extend(peaks.notes)
     modelled = float(table["time_ns"].sum())
     missing = sum(costs.unmodelled_ns.values())
@@ -412,7 +415,7 @@ def mfu_view(
     peaks = steps.attrs.get("peaks")
     frame.attrs["note"] = (
         "model FLOPs: the FLOPs of GEMMs, convolutions, attention and recurrent layers, forward "
-        f"and backward; MFU against the {precision} peak of {peaks.device} ({peaks.source})"
+        f"and backward; MFU against the {precision} peak of {peaks.device}"
         if peaks is not None
         else "model FLOPs: the FLOPs of GEMMs, convolutions, attention and recurrent layers; "
         "no peaks known, so no MFU (give --peak-tflops)"
