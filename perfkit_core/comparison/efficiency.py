@@ -39,24 +39,24 @@ def _keys(run: object, table: pd.DataFrame, by: str, comparison: Comparison) -> 
     has = unit >= 0
     safe = np.maximum(unit, 0)
     if by == "layers":
-        rows = np.where(has, labels.layer_row[safe], -1)
-        return np.array(
-            [
-                st.layer_key.get(int(r), "(no layer)") if r >= 0 else "(no layer)"
-                for r in rows.tolist()
-            ],
-            dtype=object,
-        )
-    ops = np.where(has, labels.op[safe], table["name"].to_numpy())
+        rows, at = np.unique(np.where(has, labels.layer_row[safe], -1), return_inverse=True)
+        keys = [
+            st.layer_key.get(int(r), "(no layer)") if r >= 0 else "(no layer)"
+            for r in rows.tolist()
+        ]
+        return np.array(keys, dtype=object)[at] if len(unit) else np.array([], dtype=object)
+    ops = np.where(has, labels.op[safe], table["name"].to_numpy()).astype(str)
     direction = np.where(has & labels.gradient[safe], "backward", "forward")
+    pairs, at = np.unique(np.stack([ops, direction], axis=1), axis=0, return_inverse=True)
     # Optimizer and data-loading work has no direction, as in the ``ops`` table.
     plain = {"optimizer", "data"}
-    return np.array(
-        [
-            o if labels.resolver.family(str(o)) in plain else f"{o} ({d})"
-            for o, d in zip(ops.tolist(), direction.tolist(), strict=True)
-        ],
-        dtype=object,
+    keys = [
+        o if labels.resolver.family(str(o)) in plain else f"{o} ({d})" for o, d in pairs.tolist()
+    ]
+    return (
+        np.array(keys, dtype=object)[np.asarray(at).reshape(-1)]
+        if len(ops)
+        else np.array([], dtype=object)
     )
 
 

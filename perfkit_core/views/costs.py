@@ -14,6 +14,7 @@ read the other's shapes.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import links
-from perfkit_core.events.schema import str_values
+from perfkit_core.events.schema import str_contains, str_values
 from perfkit_core.plugins import get_plugin_manager
 from perfkit_core.views.opcost import OpCall, OpCost
 from perfkit_core.views.shapes import parse_inputs
@@ -74,13 +75,13 @@ class RunCosts:
         tensor cores when most of its device time was on tensor-core kernels, else its dtype's
         (``fp32``, ...)."""
         on_tc = self.tensor_core_ns > 0.5 * np.where(self.time_ns > 0, self.time_ns, np.inf)
-        return np.array(
-            [
-                TENSOR_PRECISION.get(p, p) + " tensor" if tc and p in TENSOR_PRECISION else p
-                for p, tc in zip(self.precision.tolist(), on_tc.tolist(), strict=True)
-            ],
-            dtype=object,
-        )
+        base = self.precision.astype(str)
+        tensor = np.array([TENSOR_PRECISION.get(p, "") for p in np.unique(base)], dtype=object)
+        mapped = tensor[np.searchsorted(np.unique(base), base)] if len(base) else tensor
+        use = on_tc & (mapped != "")
+        out = base.astype(object)
+        out[use] = np.char.add(mapped[use].astype(str), " tensor")
+        return out
 
 
 def _pairs(run: Run) -> np.ndarray:
@@ -158,105 +159,135 @@ def _codes(column: Any) -> tuple[np.ndarray, list[str]]:
     return values.cat.codes.to_numpy().astype(np.int64), [str(c) for c in values.cat.categories]
 
 
+def _first_with_shapes(
+    rows: np.ndarray,
+    parent: np.ndarray,
+    ops: np.ndarray,
+    has_shapes: np.ndarray,
+    start: np.ndarray,
+) -> np.ndarray:
+    """For each row of ``rows`` (-1 passes through), the row itself when it recorded shapes,
+    else its first child op that did, down to four levels (an autograd engine span holds the
+    node that records them)."""
+    n = len(parent)
+    kids = ops[parent[ops] >= 0]
+    kids = kids[np.lexsort((start[kids], parent[kids]))]
+    first_child = np.full(n, -1, dtype=np.int64)
+    if len(kids):
+        heads = np.r_[True, parent[kids][1:] != parent[kids][:-1]]
+        first_child[parent[kids][heads]] = kids[heads]
+    out = rows.copy()
+    for _ in range(4):
+        safe = np.maximum(out, 0)
+        go = (out >= 0) & ~has_shapes[safe] & (first_child[safe] >= 0)
+        if not go.any():
+            break
+        out[go] = first_child[out[go]]
+    return out
+
+
 def _run_costs(run: Run) -> RunCosts:
+    """Every op's own cost, asked once per distinct call: ops are coded in bulk by what a call
+    holds (name, recorded inputs, stack's innermost frame, enclosing call, paired call), level
+    by level of the op nests, and one ``OpCall`` is made per distinct code."""
     ev = run.events
     n = len(ev)
     st = structure(run)
     parent = ev["parent"].to_numpy()
-    kind = st.kind
-    ops = np.flatnonzero(st.host & (kind == "operator"))
+    ops = np.flatnonzero(st.host & (st.kind == "operator"))
     hook = get_plugin_manager().hook.perfkit_op_cost
     framework = run.framework
-    names = st.names
-    shape_codes, shape_cats = _codes(ev["input_shapes"])
-    dtype_codes, dtype_cats = _codes(ev["input_dtypes"])
-    value_codes, value_cats = _codes(ev["input_values"])
-    stack_codes, stack_cats = _codes(ev["stack"])
-    origins = [c.split("\n", 1)[0] for c in stack_cats]
+    columns = ("name", "input_shapes", "input_dtypes", "input_values", "stack")
+    codes = {c: _codes(ev[c]) for c in columns}
+    shape_codes, shape_cats = codes["input_shapes"]
+    has_shapes = np.append(np.array([bool(c) for c in shape_cats], dtype=bool), False)[shape_codes]
+    # What a call holds of its own, as one code per op.
+    own_key = np.full(n, -1, dtype=np.int64)
+    own_values = np.zeros((0, len(columns)), dtype=np.int64)
+    if len(ops):
+        stacked = np.stack([codes[c][0][ops] for c in columns], axis=1)
+        own_values, own_code = np.unique(stacked, axis=0, return_inverse=True)
+        own_key[ops] = np.asarray(own_code).reshape(-1)
     pair = _pairs(run)
-    unit_of = st.unit_of
+    unit = st.unit_of
+    partner_unit = np.where(unit >= 0, pair[np.maximum(unit, 0)], -1)
+    partner_row = _first_with_shapes(partner_unit, parent, ops, has_shapes, st.start)
+    partner_key = np.where(partner_row >= 0, own_key[np.maximum(partner_row, 0)], -1)
+    # Call codes level by level: (own, enclosing call, paired) -> a distinct call.
+    call_of = np.full(n, -1, dtype=np.int64)
+    depth = links.depth(parent)
+    triples: list[tuple[int, int, int]] = []
+    index: dict[tuple[int, int, int], int] = {}
+    for level in np.unique(depth[ops]).tolist():
+        rows = ops[depth[ops] == level]
+        up = np.where(parent[rows] >= 0, call_of[np.maximum(parent[rows], 0)], -1)
+        keys = np.stack([own_key[rows], up, partner_key[rows]], axis=1)
+        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+        ids = np.empty(len(distinct), dtype=np.int64)
+        for i, key in enumerate(distinct.tolist()):
+            triple = (int(key[0]), int(key[1]), int(key[2]))
+            if triple not in index:
+                index[triple] = len(triples)
+                triples.append(triple)
+            ids[i] = index[triple]
+        call_of[rows] = ids[np.asarray(inverse).reshape(-1)]
+    # One OpCall per distinct own code and per distinct call; the hook once per call.
+    texts = {c: codes[c][1] for c in columns}
 
-    def first_with_shapes(unit: int) -> int:
-        """The unit row, or the first op inside it that recorded shapes."""
-        r = unit
-        for _ in range(4):
-            if shape_codes[r] >= 0 and shape_cats[shape_codes[r]]:
-                return r
-            kids = children.get(r)
-            if not kids:
-                return r
-            r = kids[0]
-        return r
+    def text(column: str, code: int) -> str:
+        return texts[column][code] if code >= 0 else ""
 
-    children: dict[int, list[int]] = {}
-    for r in ops[np.argsort(st.start[ops], kind="stable")].tolist():
-        p = int(parent[r])
-        if p >= 0:
-            children.setdefault(p, []).append(r)
-
-    bare: dict[int, OpCall] = {}
-
-    def bare_call(r: int) -> OpCall:
-        found = bare.get(r)
-        if found is None:
-            sc, dc, vc = shape_codes[r], dtype_codes[r], value_codes[r]
-            inputs = parse_inputs(
-                shape_cats[sc] if sc >= 0 else "",
-                dtype_cats[dc] if dc >= 0 else "",
-                value_cats[vc] if vc >= 0 else "",
-            )
-            origin = origins[stack_codes[r]] if stack_codes[r] >= 0 else ""
-            found = OpCall(str(names[r]), inputs, framework, origin=origin)
-            bare[r] = found
-        return found
-
-    calls: dict[int, OpCall] = {}
-    memo: dict[OpCall, OpCost | None] = {}
-    own: list[OpCost | None] = [None] * n
-    order = ops[np.argsort(links.depth(parent)[ops], kind="stable")]
-    for r in order.tolist():
-        p = int(parent[r])
-        up = calls.get(p)
-        unit = int(unit_of[r])
-        partner = int(pair[unit]) if unit >= 0 else -1
-        own_call = bare_call(r)
-        call = OpCall(
-            own_call.name,
-            own_call.inputs,
-            framework,
-            up,
-            bare_call(first_with_shapes(partner)) if partner >= 0 else None,
-            own_call.origin,
+    bare: list[OpCall] = []
+    for name, shapes, dtypes, values, stack in own_values.tolist():
+        inputs = parse_inputs(
+            text("input_shapes", shapes), text("input_dtypes", dtypes), text("input_values", values)
         )
-        calls[r] = call
-        if call in memo:
-            own[r] = memo[call]
-            continue
-        cost = hook(call=call, framework=framework)
-        memo[call] = cost
-        own[r] = cost
-    recorded = ev["flops"].to_numpy()
-    for r in ops[np.isfinite(recorded[ops]) & (recorded[ops] > 0)].tolist():
-        if own[r] is None:  # the profiler's own count (XLA's flops stat), bytes unknown
-            own[r] = OpCost(float(recorded[r]), float("nan"), "other", assumed="")
-    return _collect(run, own, ops)
+        origin = text("stack", stack).split("\n", 1)[0]
+        bare.append(OpCall(text("name", name), inputs, framework, origin=origin))
+    calls: list[OpCall] = []
+    costs: list[OpCost | None] = []
+    memo: dict[OpCall, OpCost | None] = {}
+    for own, enclosing, partner in triples:
+        base = bare[own]
+        call = OpCall(
+            base.name,
+            base.inputs,
+            framework,
+            calls[enclosing] if enclosing >= 0 else None,
+            bare[partner] if partner >= 0 else None,
+            base.origin,
+        )
+        calls.append(call)
+        if call not in memo:
+            memo[call] = hook(call=call, framework=framework)
+        costs.append(memo[call])
+    return _collect(run, ops, call_of, costs, ev["flops"].to_numpy())
 
 
-def _collect(run: Run, own: list[OpCost | None], ops: np.ndarray) -> RunCosts:
-    """Pick the counted ops from every op's own cost and measure their time."""
+def _collect(
+    run: Run,
+    ops: np.ndarray,
+    call_of: np.ndarray,
+    costs: list[OpCost | None],
+    recorded: np.ndarray,
+) -> RunCosts:
+    """Pick the counted ops from every op's own cost (``costs[call_of[row]]``; an op the model
+    does not know keeps the FLOPs the profiler recorded, its bytes unknown) and measure their
+    time."""
     ev = run.events
     n = len(ev)
     parent = ev["parent"].to_numpy()
-    costed = np.zeros(n, dtype=bool)
-    weak = np.zeros(n, dtype=bool)
-    own_flops = np.full(n, np.nan)
-    own_bytes = np.full(n, np.nan)
-    for r in ops.tolist():
-        cost = own[r]
-        if cost is not None:
-            costed[r] = True
-            weak[r] = bool(cost.assumed)
-            own_flops[r], own_bytes[r] = cost.flops, cost.bytes
+    known = np.array([c is not None for c in costs] + [False], dtype=bool)
+    table = [c if c is not None else OpCost(math.nan, math.nan) for c in costs]
+    table.append(OpCost(math.nan, math.nan))
+    code = np.where(call_of >= 0, call_of, len(table) - 1)
+    costed = known[code]
+    weak = np.array([bool(c.assumed) for c in table], dtype=bool)[code] & costed
+    own_flops = np.where(costed, np.array([c.flops for c in table])[code], np.nan)
+    own_bytes = np.where(costed, np.array([c.bytes for c in table])[code], np.nan)
+    fallback = ~costed & np.isfinite(recorded) & (recorded > 0) & (call_of >= 0)
+    own_flops[fallback] = recorded[fallback]
+    costed |= fallback
     below = np.zeros(n, dtype=bool)  # has a costed descendant
     cur = parent[costed]
     while len(cur):
@@ -269,17 +300,19 @@ def _collect(run: Run, own: list[OpCost | None], ops: np.ndarray) -> RunCosts:
     rows = np.flatnonzero(counted)
     on_device = bool((ev["stream"].to_numpy() >= 0).any())
     time_ns, tc_ns, kernel = _times(run, counted, rows, on_device)
-    costs = [own[r] for r in rows.tolist()]
-    gemm = np.array([c.gemm if c and c.gemm else (-1, -1, -1) for c in costs], dtype=np.int64)
+    # A fallback op (recorded FLOPs only) reads the "unknown" entry for the rest.
+    picked = np.where(known[code[rows]], code[rows], len(table) - 1)
     out = RunCosts(
         rows=rows,
-        flops=np.array([c.flops for c in costs], dtype=np.float64),  # type: ignore[union-attr]
-        bytes=np.array([c.bytes for c in costs], dtype=np.float64),  # type: ignore[union-attr]
-        kind=np.array([c.kind for c in costs], dtype=object),  # type: ignore[union-attr]
-        precision=np.array([c.precision for c in costs], dtype=object),  # type: ignore[union-attr]
-        gemm=gemm.reshape(-1, 3),
-        batch=np.array([c.batch for c in costs], dtype=np.int64),  # type: ignore[union-attr]
-        assumed=np.array([c.assumed for c in costs], dtype=object),  # type: ignore[union-attr]
+        flops=own_flops[rows],
+        bytes=own_bytes[rows],
+        kind=np.array([c.kind for c in table], dtype=object)[picked],
+        precision=np.array([c.precision for c in table], dtype=object)[picked],
+        gemm=np.array([c.gemm or (-1, -1, -1) for c in table], dtype=np.int64).reshape(-1, 3)[
+            picked
+        ],
+        batch=np.array([c.batch for c in table], dtype=np.int64)[picked],
+        assumed=np.array([c.assumed for c in table], dtype=object)[picked],
         time_ns=time_ns,
         tensor_core_ns=tc_ns,
         kernel=kernel,
@@ -320,7 +353,7 @@ def _times(
     n = len(ev)
     total = np.bincount(owner, weights=dur[device], minlength=n)
     names = str_values(ev["name"])[device]
-    tc = np.array([bool(TENSOR_CORE_RE.search(x)) for x in names], dtype=bool)
+    tc = str_contains(ev["name"], TENSOR_CORE_RE.pattern, case=False)[device]
     tc_total = np.bincount(owner[tc], weights=dur[device][tc], minlength=n)
     longest = np.full(n, "", dtype=object)
     order = np.lexsort((dur[device], owner))
@@ -365,7 +398,9 @@ def _unmodelled(
         )
         times = ev["dur_ns"].to_numpy()[top_rows].astype(np.float64)
         labels = st.names[top_rows]
-    for name, t in zip(labels.tolist(), times.tolist(), strict=True):
-        if t > 0:
-            out[str(name)] = out.get(str(name), 0.0) + float(t)
+    if len(times):
+        import pandas as pd
+
+        sums = pd.Series(times).groupby(np.asarray(labels, dtype=object)).sum()
+        out = {str(k): float(v) for k, v in sums.items() if v > 0}
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -117,7 +117,8 @@ def op_table(run: Run, peaks: Peaks | None) -> pd.DataFrame:
     precision = costs.math_precision()[keep]
     flops, nbytes = costs.flops[keep], costs.bytes[keep]
     if peaks is not None:
-        ceiling = np.array([peaks.ceiling(p or "fp32") for p in precision.tolist()])
+        kinds, at = np.unique(precision.astype(str), return_inverse=True)
+        ceiling = np.array([peaks.ceiling(p or "fp32") for p in kinds.tolist()])[at]
         bw = peaks.bandwidth_tbps if peaks.bandwidth_tbps > 0 else math.nan
         compute_ns = flops / (ceiling * 1e12) * 1e9
         memory_ns = nbytes / (bw * 1e12) * 1e9
@@ -163,14 +164,22 @@ def _group_labels(run: Run, table: pd.DataFrame, by: str) -> tuple[list[str], di
     unit_of = st.unit_of[table["row"].to_numpy()]
     found = unit_labels(run)
     if by == "family":
-        ops = [str(found.op[u]) if u >= 0 else "" for u in unit_of.tolist()]
-        return ["name"], {"name": [found.resolver.family(o) if o else "other" for o in ops]}
+        ops = np.where(unit_of >= 0, found.op[np.maximum(unit_of, 0)], "").astype(str)
+        kinds, at = np.unique(ops, return_inverse=True)
+        families = np.array(
+            [found.resolver.family(o) if o else "other" for o in kinds.tolist()], dtype=object
+        )
+        return ["name"], {"name": families[at] if len(ops) else ops.astype(object)}
     layer_row = np.where(unit_of >= 0, found.layer_row[np.maximum(unit_of, 0)], -1)
-    names = [
-        st.layer_label.get(int(r), "(no layer)") if r >= 0 else "(no layer)"
-        for r in layer_row.tolist()
-    ]
-    return ["name"], {"name": names}
+    rows, at = np.unique(layer_row, return_inverse=True)
+    names = np.array(
+        [
+            st.layer_label.get(int(r), "(no layer)") if r >= 0 else "(no layer)"
+            for r in rows.tolist()
+        ],
+        dtype=object,
+    )
+    return ["name"], {"name": names[at] if len(layer_row) else np.array([], dtype=object)}
 
 
 def roofline_view(
