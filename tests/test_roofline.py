@@ -78,6 +78,11 @@ def test_flops_equal_torch_with_flops_on_a_cpu_run(tmp_path):
     } <= names
     own = run_costs(run).own_flops
     ev = run.events
+    # Kineto's Concrete Inputs reach the input_values column: the stride the FLOPs need.
+    conv = ev[ev["name"] == "aten::conv2d"]
+    assert set(conv["input_values"].astype(str)) == {
+        '["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "2"]'
+    }
     event_names = ev["name"].astype(str).to_numpy()
     start = ev["start_ns"].to_numpy()
     for name in sorted(names):

@@ -201,3 +201,38 @@ def test_roofline_chart_in_the_v100_report(tmp_path):
         abs(pixels[..., 1].astype(int) - 0x39) < 8
     )
     assert red.sum() > 200
+
+
+def test_roofline_per_layer_of_a_torch_cnn(tmp_path):
+    """With layer spans (``perfkit_torch.record_modules``), ``by="layer"`` gives each layer its
+    ops' FLOPs, backward included: the demo CNN's second convolution does its forward, input
+    gradient and weight gradient; the first, whose input needs no gradient, two of them."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    from perfkit_torch.demo_models import MODELS, build
+    from perfkit_torch.modules import record_modules
+
+    torch.manual_seed(0)
+    model, optimizer, make_data = build("cnn")
+    batch = MODELS["cnn"]["batch"]
+    x, y = make_data(batch)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    record_modules(model, loss_fn)
+
+    def step():
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        step()
+    prof.export_chrome_trace(str(tmp_path / "cnn.pt.trace.json"))
+    view = perfkit_core.load(tmp_path / "cnn.pt.trace.json").summary("roofline", by="layer")
+    layers = view.set_index("name")["gflops"] * 1e9
+    first = 2 * batch * 32 * 32 * 16 * 3 * 9
+    second = 2 * batch * 16 * 16 * 32 * 16 * 9
+    assert layers["Sequential / Conv2d 1"] == pytest.approx(2 * first)
+    assert layers["Sequential / Conv2d 2"] == pytest.approx(3 * second)
+    assert "precision" not in view.columns
