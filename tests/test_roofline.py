@@ -327,6 +327,17 @@ def test_given_peaks_replace_the_devices(v100, tmp_path):
     view = v100.summary("roofline", peak_tflops=100.0, peak_bandwidth=2.0)
     assert set(view["peak_tflops_per_s"]) == {100.0} and set(view["peak_tb_per_s"]) == {2.0}
     assert "given" in view.attrs["note"]
+    from perfkit_core.cli import main
+
+    out = tmp_path / "report.json"
+    args = ["--views", "roofline,mfu", "--peak-tflops", "100", "--peak-bandwidth", "2"]
+    assert (
+        main(["report", str(shared_trace("resnet_nw0")), *args, "--format", "json", "-o", str(out)])
+        == 0
+    )
+    tables = json.loads(out.read_text())["tables"]
+    assert {row["peak_tflops_per_s"] for row in tables["roofline"]["rows"]} == {100.0}
+    assert {row["peak_tflops_per_s"] for row in tables["mfu"]["rows"]} == {100.0}
 
 
 def test_latency_bound_ops_are_the_tiny_ones(a100):
