@@ -286,7 +286,7 @@ def test_named_ops_recomputed_from_raw_events(trace, name, flops_of):
     calls, flops, device_ns, steps = _by_hand(path, name, flops_of)
     view = perfkit_core.load(path).summary("roofline")
     rows = view[view["name"] == name]
-    assert rows["calls"].sum() * steps == pytest.approx(calls)
+    assert rows["calls_per_step"].sum() * steps == pytest.approx(calls)
     assert rows["gflops"].sum() * 1e9 * steps == pytest.approx(flops, rel=1e-9)
     assert rows["time_ns"].sum() * steps == pytest.approx(device_ns, rel=1e-6)
     achieved = flops / device_ns / 1e3
@@ -343,7 +343,7 @@ def test_given_peaks_replace_the_devices(v100, tmp_path):
 def test_latency_bound_ops_are_the_tiny_ones(a100):
     table = a100.summary("roofline", by="shape")
     latency = table[table["bound"] == "latency"]
-    per_call = latency["bound_time_ns"] / latency["calls"]
+    per_call = latency["bound_time_ns"] / latency["calls_per_step"]
     assert len(latency) and (per_call < LATENCY_BOUND_NS).all()
 
 

@@ -83,7 +83,7 @@ def test_paddle_gpu_shaped_profile_gets_flops_from_named_shapes(tmp_path):
     matmul = view.loc["matmul dygraph"]
     assert matmul["gflops"] * 1e9 == 2 * 64 * 256 * 128
     assert matmul["precision"] == "fp32" and matmul["peak_tflops_per_s"] == 19.5
-    assert matmul["time_ns"] == 20_000 and matmul["calls"] == 1
+    assert matmul["time_ns"] == 20_000 and matmul["calls_per_step"] == 1
     # The stride-2 output (16 x 16) comes from the gradient node's out_grad.
     conv_flops = 2 * 8 * 16 * 16 * 32 * 16 * 9
     conv = view.loc["conv2d dygraph"]

@@ -42,11 +42,11 @@ GROUPINGS = ("op", "shape", "family", "layer")
 COLUMNS = (
     "name",
     "precision",
-    "calls",
+    "calls_per_step",
     "time_ns",
     "step_pct",
     "gflops",
-    "bytes",
+    "moved_bytes",
     "intensity_flop_per_byte",
     "achieved_tflops_per_s",
     "achieved_tb_per_s",
@@ -65,11 +65,11 @@ def labels(on_device: bool) -> dict[str, str]:
     return {
         "name": "Op",
         "precision": "Precision",
-        "calls": "Calls per step",
+        "calls_per_step": "Calls per step",
         "time_ns": time,
         "step_pct": "% of step",
         "gflops": "GFLOP per step",
-        "bytes": "Bytes per step",
+        "moved_bytes": "Bytes moved per step",
         "intensity_flop_per_byte": "Intensity (FLOP/B)",
         "achieved_tflops_per_s": "Achieved TFLOP/s",
         "achieved_tb_per_s": "Achieved TB/s",
@@ -245,11 +245,11 @@ def _finish(
     with np.errstate(divide="ignore", invalid="ignore"):
         seconds = out["time_ns"].to_numpy() / 1e9
         flops, nbytes = out["flops"].to_numpy(), out["bytes"].to_numpy()
-        out["calls"] = out["calls"] / steps
+        out["calls_per_step"] = out["calls"] / steps
         out["time_ns"] = out["time_ns"] / steps
         out["step_pct"] = 100.0 * out["time_ns"] / step_ns if step_ns > 0 else math.nan
         out["gflops"] = flops / steps / 1e9
-        out["bytes"] = nbytes / steps
+        out["moved_bytes"] = nbytes / steps
         out["intensity_flop_per_byte"] = np.where(
             nbytes > 0, flops / np.where(nbytes > 0, nbytes, 1), math.nan
         )

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.advice.engine import Context, Finding, duration_text
+from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.text import duration_text
 from perfkit_core.views.opcost import MODEL_KINDS
 from perfkit_core.views.peaks import Peaks, run_peaks
 from perfkit_core.views.roofline import LATENCY_BOUND_NS, op_table
@@ -59,7 +60,7 @@ def _table(ctx: Context) -> tuple[pd.DataFrame, Peaks] | None:
 
 
 def _mean_step(ctx: Context) -> float:
-    return float(ctx.step_ns) / max(ctx.steps, 1)
+    return float(ctx.step_ns)
 
 
 class _Claims:
@@ -130,6 +131,7 @@ def _finding(
         title=f"{title}: {duration_text(saving)} per step ({100.0 * saving / step:.1f}% of the step) to gain",
         severity="",
         saving_ns=saving,
+        acts_on="device",
         details=lines,
         estimate=estimate,
         cites={"roofline": [str(n) for n in by_op.index[:5]]},
