@@ -88,15 +88,10 @@ VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "device_timeline": ("Device utilisation over time", "line", None),
     # x, y, point size, then the ceilings' columns (drawn when the table has them).
     "roofline": (
-        "Roofline: achieved TFLOP/s against arithmetic intensity (log-log; points sized by time)",
+        "Roofline: achieved TFLOP/s against arithmetic intensity (log-log, points sized by time)",
         "roofline",
-        [
-            "intensity_flop_per_byte",
-            "achieved_tflops_per_s",
-            "time_ns",
-            "peak_tflops_per_s",
-            "peak_tb_per_s",
-        ],
+        ["intensity_flop_per_byte", "achieved_tflops_per_s", "time_ns"]
+        + ["peak_tflops_per_s", "peak_tb_per_s"],
     ),
 }
 
