@@ -128,7 +128,7 @@ def _finding(
     ]
     return Finding(
         id=rule,
-        title=f"{title}: {duration_text(saving)} per step ({100.0 * saving / step:.1f}% of the step) to gain",
+        title=title,
         severity="",
         saving_ns=saving,
         acts_on="device",
