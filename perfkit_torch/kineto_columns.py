@@ -39,9 +39,9 @@ _ARG_KEYS = dict(zip(_Args.__struct_fields__, _Args.__struct_encode_fields__, st
 
 _get_dur = attrgetter("dur")
 _get_args = attrgetter("args")
-_get_inputs = attrgetter("input_dims", "input_type")
-#: ``Input Dims`` and ``Input type`` as one key: JSON text holds no control character, so
-#: ``\x01`` parts them unambiguously.
+_get_inputs = attrgetter("input_dims", "input_type", "input_values")
+#: ``Input Dims``, ``Input type`` and ``Concrete Inputs`` as one key: JSON text holds no control
+#: character, so ``\x01`` parts them unambiguously.
 _inputs_key = b"\x01".join
 
 
@@ -267,6 +267,7 @@ def trace_columns(columns: dict[str, Any], strings: TraceStrings) -> np.ndarray:
     pairs = [v.split(b"\x01") for v in strings.inputs.values_in_order]
     columns["input_shapes"] = categorical(inputs, text_labels([p[0] for p in pairs]))
     columns["input_dtypes"] = categorical(inputs, text_labels([p[1] for p in pairs]))
+    columns["input_values"] = categorical(inputs, text_labels([p[2] for p in pairs]))
     del inputs
     rare = columns.pop("_rare")
     columns["flops"] = strings.rare_flops[rare]

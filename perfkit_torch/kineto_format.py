@@ -34,6 +34,7 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     sequence: IntOrText = msgspec.field(name="Sequence number", default=-1)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NONE)
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NONE)
+    input_values: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_NONE)
     call_stack: str = msgspec.field(name="Call stack", default="")
     # NaN when not recorded: a float default lets the column be read in one pass.
     flops: float | None = math.nan

@@ -19,6 +19,7 @@ ARG_COLUMNS: dict[str, str] = {
     "sequence": "sequence",
     "input_dims": "input_shapes",
     "input_type": "input_dtypes",
+    "input_values": "input_values",
     "call_stack": "stack",
     "flops": "flops",
     "device": "device_index",

@@ -215,6 +215,49 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "left out; NaN when none recorded one",
         "tensor_cores": "whether the name marks a tensor-core kernel (below)",
     },
+    "roofline": {
+        "name": "op name as recorded (`aten::addmm`, `matmul dygraph`, `dot.4`); with "
+        "`by='family'` the op family, with `by='layer'` the layer span (`(no layer)` outside "
+        "layers)",
+        "input_shapes": "input shapes as recorded (only with `by='shape'`)",
+        "precision": "the precision the op's math ran in: the dtype's (`fp32`, `bf16`, ...), "
+        "with ` tensor` when most of its device time ran on tensor-core kernels (`tf32 "
+        "tensor`: fp32 on tensor cores); not with `by='family'` or `by='layer'`",
+        "calls_per_step": "calls per step",
+        "time_ns": "device time per step of everything the op launched (its host time on runs "
+        "without device work)",
+        "step_pct": "share of the mean step (`% of step`)",
+        "gflops": "floating-point operations per step from the performance model, in 10⁹ FLOP "
+        "(the profiler's own count for ops the model does not know)",
+        "moved_bytes": "bytes read and written in device memory per step, from the model (each input "
+        "read once, each output written once); NaN when unknown",
+        "intensity_flop_per_byte": "arithmetic intensity: FLOPs over bytes",
+        "achieved_tflops_per_s": "FLOPs over time, in 10¹² FLOP per second",
+        "achieved_tb_per_s": "bytes over time, in 10¹² bytes per second",
+        "peak_tflops_per_s": "the device's peak FLOP rate of the row's precision "
+        "(`perfkit peaks --devices`; `--peak-tflops` when given); NaN for families and layers, "
+        "which mix precisions, and without peaks",
+        "peak_tb_per_s": "the device's peak memory bandwidth",
+        "bound_time_ns": "time per step at the roofline: each call's larger of FLOPs over the "
+        "peak FLOP rate and bytes over the peak bandwidth, summed",
+        "roofline_pct": "`bound_time_ns` as a share of `time_ns` (`% of roofline bound`): "
+        "100 runs at the roofline; equals the achieved FLOP rate as a share of the attainable "
+        "rate at the op's intensity",
+        "bound": "what bounds the op: `compute` (its FLOPs take longer at peak than its "
+        "bytes), `memory`, or `latency` (a call's bound time under 5 us: launch and ramp-up "
+        "set its time); for a group, the bound of most of its time",
+        "headroom_ns": "time per step above the bound (`time_ns` - `bound_time_ns`, at least 0)",
+    },
+    "mfu": {
+        "name": "`step N`, then `mean` (all steps' model FLOPs over their time); `profiled "
+        "span` when no steps were recorded",
+        "dur_ns": "the step's time, stretched over the device work it launched",
+        "model_gflops": "the step's model FLOPs: GEMMs, convolutions, attention and recurrent "
+        "layers, forward and backward, in 10⁹ FLOP",
+        "achieved_tflops_per_s": "model FLOPs over the step's time",
+        "peak_tflops_per_s": "the device's peak of the precision that carried most model FLOPs",
+        "mfu_pct": "model FLOPs utilisation: the achieved rate as a share of that peak",
+    },
     "memcpy": {
         "name": "the row's operation, direction, host memory and launch joined "
         "(`Memcpy HtoD pageable async`)",
@@ -377,6 +420,7 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     "memory": ({"by": "device"}, {"by": "step"}),
     "benchmark": ({"batch_size": 32},),
     "collectives": ({"by": "rank"},),
+    "roofline": ({"by": "shape"}, {"by": "family"}, {"by": "layer"}),
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
@@ -406,6 +450,11 @@ OPTION_MEANINGS: dict[object, str] = {
     "slices": "about how many time slices: each step is cut into `round(slices / steps)` "
     "equal slices (at least one), so slices line up with the steps; without steps, the "
     "profile is cut into `slices` equal slices",
+    ("roofline", "by"): "`'op'`: one row per op name and precision; `'shape'`: per op, input "
+    "shapes and precision; `'family'`: per op family; `'layer'`: per layer span",
+    "peak_tflops": "peak TFLOP/s to measure every op against, for every precision (default: "
+    "the device's datasheet peaks, or this machine's from `perfkit peaks` on a CPU run)",
+    "peak_bandwidth": "peak memory bandwidth in TB/s (default: as `peak_tflops`)",
 }
 
 #: What each unit a column name can give means, and how the text report writes it
@@ -415,7 +464,8 @@ UNIT_TEXT: dict[str, tuple[str, str]] = {
     "pct": ("percent, 0 to 100", "two decimals, `(%)` in the header"),
     "bytes": ("bytes", "whole bytes"),
     "rate": (
-        "per second: `gb_per_s` in 10⁹ bytes, `gflops_per_s` in 10⁹ floating-point operations",
-        "headers `GB/s` and `GFLOP/s`",
+        "per second: `gb_per_s` in 10⁹ bytes, `gflops_per_s` in 10⁹ floating-point "
+        "operations, `tflops_per_s` in 10¹² floating-point operations, `tb_per_s` in 10¹² bytes",
+        "headers `GB/s`, `GFLOP/s`, `TFLOP/s` and `TB/s`",
     ),
 }

@@ -283,7 +283,10 @@ def phase_rules() -> str:
     that they add up to the step on a synthetic run."""
     run = synthetic.default_run()
     times = step_time.phase_times(run)
-    if not times.empty and (times[list(step_time.PHASE_COLUMNS)].sum(axis=1) - times["step_ns"]).abs().max() > 1:
+    if (
+        not times.empty
+        and (times[list(step_time.PHASE_COLUMNS)].sum(axis=1) - times["step_ns"]).abs().max() > 1
+    ):
         raise DocsError("the phases of a step no longer add up to the step")
     doc = inspect.getdoc(attribution) or ""
     part = doc.split("Phases, one definition for every framework:", 1)[1].split("\n\n", 2)[1]

@@ -6,7 +6,9 @@ key column ``name`` and one column per run (its label): ``steps`` (step times an
 ``totals`` (device, copy, communication and data-loading time), and the attribution tables that
 add up to the step-time difference, ranked by their share of it: ``phases``, ``family`` (op
 families), ``layers``, ``user`` (annotated spans) and ``ops`` (canonical ops, lined up across
-frameworks). Times are per step, or per sample when batch sizes are given. ``gate(pct)`` is the
+frameworks); ``efficiency`` and ``layer_efficiency`` (achieved TFLOP/s, share of the peak and
+of the roofline bound per canonical op or layer, and each run's MFU). Times are per step, or
+per sample when batch sizes are given. ``gate(pct)`` is the
 regression check CI uses. The first run is the baseline; differences are last minus first.
 """
 
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.comparison.attribution import ATTRIBUTION_VIEWS, attribution_table
+from perfkit_core.comparison.efficiency import efficiency_table
 from perfkit_core.comparison.gate import GateResult, gate
 from perfkit_core.comparison.overhead import host_events_per_step
 from perfkit_core.comparison.verdict import Verdict, build_verdict
@@ -33,7 +36,17 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 #: Every comparison view, in the order a comparison report shows them.
-VIEWS = ("steps", "phases", "family", "layers", "user", "ops", "totals")
+VIEWS = (
+    "steps",
+    "phases",
+    "family",
+    "layers",
+    "user",
+    "ops",
+    "totals",
+    "efficiency",
+    "layer_efficiency",
+)
 #: Column names a comparison table uses itself: no run label may take one.
 RESERVED_COLUMNS = frozenset(
     {"name", "framework", "steps", "delta_ns", "delta_pct", "share_pct", "status"}
@@ -84,7 +97,12 @@ class Comparison:
         """Return the comparison table ``view``, one of ``VIEWS``."""
         if view in ATTRIBUTION_VIEWS:
             return attribution_table(self, view)
-        builders = {"steps": self._steps, "totals": self._totals}
+        builders = {
+            "steps": self._steps,
+            "totals": self._totals,
+            "efficiency": lambda: efficiency_table(self, "ops"),
+            "layer_efficiency": lambda: efficiency_table(self, "layers"),
+        }
         if view not in builders:
             raise KeyError(f"unknown comparison view {view!r}; known: {', '.join(VIEWS)}")
         return builders[view]()

@@ -155,6 +155,12 @@ COLUMNS: tuple[Column, ...] = (
         'input dtypes as recorded, e.g. `["float", "float"]`; empty when not recorded',
     ),
     Column(
+        "input_values",
+        "category",
+        "",
+        'the values of scalar and list inputs as recorded (torch\'s `Concrete Inputs`), one text per input, e.g. `["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "1"]` for a strided convolution (stride, padding, dilation, groups); empty when not recorded',
+    ),
+    Column(
         "stack",
         "category",
         "",

@@ -45,8 +45,20 @@ COMPARISON_TITLES = {
     "layers": "Difference by Layer",
     "user": "Difference by Annotated Span",
     "ops": "Matched Ops",
+    "efficiency": "Efficiency by Op",
+    "layer_efficiency": "Efficiency by Layer",
 }
-DEFAULT_COMPARISON_VIEWS = ("steps", "family", "layers", "ops", "phases", "user", "totals")
+DEFAULT_COMPARISON_VIEWS = (
+    "steps",
+    "family",
+    "layers",
+    "ops",
+    "efficiency",
+    "layer_efficiency",
+    "phases",
+    "user",
+    "totals",
+)
 #: Comparison views whose ranked rows ``top`` cuts (the rest summed into one row).
 RANKED_COMPARISON_VIEWS = frozenset({"family", "layers", "ops", "user"})
 
@@ -75,8 +87,8 @@ def build_comparison_report(
     verdict = comparison.verdict()
     tables = []
     for view in views:
-        if view in ("layers", "user") and not _has_spans(
-            comparison, "layer" if view == "layers" else "user"
+        if view in ("layers", "user", "layer_efficiency") and not _has_spans(
+            comparison, "layer" if view != "user" else "user"
         ):
             continue
         if view in ATTRIBUTION_VIEWS:

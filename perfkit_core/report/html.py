@@ -117,9 +117,117 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
     }
 
 
+#: Colours of the roofline chart's points by their bound, and of its ceilings.
+BOUND_COLOURS = {"compute": "#2980b9", "memory": "#e67e22", "latency": "#8e44ad", "": "#95a5a6"}
+CEILING_COLOUR = "#c0392b"
+#: Radius (px) of the roofline chart's largest and smallest points.
+POINT_MAX_PX, POINT_MIN_PX = 22.0, 3.0
+
+
+def _roofline_spec(chart: Chart, table: Table, time_unit: str) -> dict[str, Any]:
+    """A log-log scatter of ``table``'s rows (x: intensity, y: achieved FLOP rate, radius by
+    time, coloured by bound) with each distinct pair of compute and bandwidth ceilings the
+    table holds drawn as a roofline across the points' range."""
+    keys = [c.key for c in table.columns]
+    x_key, y_key, size_key = chart.series[:3]
+    peak_key = chart.series[3] if len(chart.series) > 3 else None
+    bw_key = chart.series[4] if len(chart.series) > 4 else None
+    column = {k: keys.index(k) for k in chart.series if k in keys}
+    bound_at = keys.index("bound") if "bound" in keys else None
+    rows = [
+        r
+        for r in table.rows
+        if isinstance(r[column[x_key]], (int, float))
+        and isinstance(r[column[y_key]], (int, float))
+        and r[column[x_key]] > 0
+        and r[column[y_key]] > 0
+    ]
+    largest = max((float(r[column[size_key]] or 0) for r in rows), default=0.0) or 1.0
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        size = float(r[column[size_key]] or 0)
+        bound = str(r[bound_at]) if bound_at is not None and r[bound_at] else ""
+        groups.setdefault(bound, []).append(
+            {
+                "x": float(r[column[x_key]]),
+                "y": float(r[column[y_key]]),
+                "r": round(
+                    POINT_MIN_PX + (POINT_MAX_PX - POINT_MIN_PX) * (size / largest) ** 0.5, 2
+                ),
+                "label": short_name(str(r[keys.index(chart.label)]), 60),
+                "time": format_value(size, "time", time_unit) + f" {time_unit} per step",
+            }
+        )
+    datasets: list[dict[str, Any]] = [
+        {
+            "type": "bubble",
+            "label": f"{bound}-bound ops" if bound else "ops",
+            "data": points,
+            "backgroundColor": BOUND_COLOURS.get(bound, "#95a5a6") + "99",
+            "borderColor": BOUND_COLOURS.get(bound, "#95a5a6"),
+        }
+        for bound, points in sorted(groups.items())
+    ]
+    xs = [p["x"] for points in groups.values() for p in points]
+    low, high = (min(xs) / 10, max(xs) * 10) if xs else (0.01, 1000.0)
+    ceilings = sorted(
+        {
+            (float(r[column[peak_key]]), float(r[column[bw_key]]))
+            for r in table.rows
+            if peak_key in column
+            and bw_key in column
+            and isinstance(r[column[peak_key]], (int, float))
+            and isinstance(r[column[bw_key]], (int, float))
+            and r[column[peak_key]] > 0
+            and r[column[bw_key]] > 0
+        }
+    )
+    for peak, bandwidth in ceilings:
+        ridge = peak / bandwidth  # FLOP/B where the bandwidth slope meets the compute roof
+        start, end = min(low, ridge / 10), max(high, ridge * 10)
+        datasets.append(
+            {
+                "type": "line",
+                "label": f"roofline: {peak:g} TFLOP/s, {bandwidth:g} TB/s",
+                "data": [
+                    {"x": start, "y": start * bandwidth},
+                    {"x": ridge, "y": peak},
+                    {"x": end, "y": peak},
+                ],
+                "borderColor": CEILING_COLOUR,
+                "backgroundColor": CEILING_COLOUR,
+                "borderWidth": 1.5,
+                "pointRadius": 0,
+                "fill": False,
+            }
+        )
+    label_of = {c.key: c.label for c in table.columns}
+    return {
+        "type": "bubble",
+        "data": {"datasets": datasets},
+        "options": {
+            "animation": False,
+            "maintainAspectRatio": False,
+            "plugins": {"legend": {"display": True}},
+            "scales": {
+                "x": {
+                    "type": "logarithmic",
+                    "title": {"display": True, "text": label_of.get(x_key, x_key)},
+                },
+                "y": {
+                    "type": "logarithmic",
+                    "title": {"display": True, "text": label_of.get(y_key, y_key)},
+                },
+            },
+        },
+    }
+
+
 def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, Any], int]:
     """The Chart.js configuration of ``chart``, its values read from ``table``, and the height
     (px) that fits every label."""
+    if chart.kind == "roofline":
+        return {"id": chart.id, "config": _roofline_spec(chart, table, time_unit)}, 480
     keys = [c.key for c in table.columns]
     units = {c.key: c.unit for c in table.columns}
     rows = [r for r in table.rows if str(r[keys.index(chart.label)]) not in chart.skip_rows]

@@ -41,6 +41,8 @@ DEFAULT_VIEWS: tuple[str, ...] = (
     "device",
     "operator",
     "kernel",
+    "roofline",
+    "mfu",
     "memcpy",
     "user",
     "distributed",
@@ -61,6 +63,8 @@ VIEW_TITLES: dict[str, str] = {
     "device": "Device Summary",
     "operator": "Operator Summary",
     "kernel": "Kernel Summary",
+    "roofline": "Roofline: each op against the device's peaks",
+    "mfu": "Model FLOPs utilisation per step",
     "memcpy": "Memory Manipulation Summary",
     "user": "UserDefined Summary",
     "distributed": "Distributed Summary",
@@ -73,7 +77,7 @@ VIEW_TITLES: dict[str, str] = {
 #: Views whose rows are ranked entries (ops, kernels, ...): ``top`` cuts them. Other views are
 #: fixed structures (the model view's phases, the overview's kinds) and are shown whole.
 RANKED_VIEWS = frozenset(
-    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches"}
+    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches", "roofline"}
 )
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
@@ -82,13 +86,27 @@ VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "family": ("Time per step by op family", "hbar", ["per_step_ns", "gpu_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
     "device_timeline": ("Device utilisation over time", "line", None),
+    # x, y, point size, then the ceilings' columns (drawn when the table has them).
+    "roofline": (
+        "Roofline: achieved TFLOP/s against arithmetic intensity (log-log, points sized by time)",
+        "roofline",
+        [
+            "intensity_flop_per_byte",
+            "achieved_tflops_per_s",
+            "time_ns",
+            "peak_tflops_per_s",
+            "peak_tb_per_s",
+        ],
+    ),
 }
 
 
 @dataclass
 class Chart:
     """A chart drawn from ``table``: bars (or a line) per ``label`` value, one series per column
-    in ``series``. ``kind`` is ``bar``, ``stacked``, ``hbar`` or ``line``."""
+    in ``series``. ``kind`` is ``bar``, ``stacked``, ``hbar``, ``line`` or ``roofline`` (a
+    log-log scatter of one point per row: ``series`` names the x, y and point-size columns,
+    then the columns of the compute and bandwidth ceilings drawn over it)."""
 
     id: str
     title: str
@@ -327,7 +345,8 @@ def _view_chart(table: Table) -> Chart | None:
         series = [
             c.key
             for c in table.columns[1:]
-            if c.unit in ("time", "bytes", "pct") and c.key not in ("dur_ns", "step_ns", "offset_ns")
+            if c.unit in ("time", "bytes", "pct")
+            and c.key not in ("dur_ns", "step_ns", "offset_ns")
         ]
     else:
         series = [k for k in wanted if k in keys]

@@ -67,7 +67,11 @@ def drop_empty_columns(table: Table, prefixes: Sequence[str], reason: str) -> No
 def drop_zero_rows(table: Table) -> None:
     """Remove rows whose every number is 0 or not measured, and say so in the note: a CPU run's
     device parts, a phase nothing ran in. A table's ``step`` or ``total`` row always stays."""
-    numeric = [j for j, c in enumerate(table.columns) if j and c.unit in ("time", "pct", "count", "number", "bytes")]
+    numeric = [
+        j
+        for j, c in enumerate(table.columns)
+        if j and c.unit in ("time", "pct", "count", "number", "bytes")
+    ]
     if not numeric or len(table.rows) < 2:
         return
     keep = [

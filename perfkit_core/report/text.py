@@ -44,7 +44,9 @@ def format_table(
     if time_unit not in TIME_UNITS:
         raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
     shown = [j for j, c in enumerate(table.columns) if not c.repeats_name]
-    headers = [header_label(table.columns[j].label, table.columns[j].unit, time_unit) for j in shown]
+    headers = [
+        header_label(table.columns[j].label, table.columns[j].unit, time_unit) for j in shown
+    ]
     text_cols = [table.columns[j].unit == "text" for j in shown]
     body: list[list[str]] = []
     names = short_names(

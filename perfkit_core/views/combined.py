@@ -352,6 +352,8 @@ ACROSS: dict[str, Any] = {
     "queue": "concat",
     "launches": LAUNCHES,
     "kernel": KERNEL,
+    "roofline": "concat",
+    "mfu": "concat",
     "memcpy": MEMCPY,
     "memory": memory_rule,
     "memory_timeline": MemoryTimelineCombiner,
