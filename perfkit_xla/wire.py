@@ -65,8 +65,9 @@ def _long_varints(buf: Buffer, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         b9 = buf.byte[p + 9].astype(np.uint64)
         if ((b8 >= 0x80) & (b9 >= 0x80)).any():
             raise WireError("a varint longer than 10 bytes")
-        x[longer] |= ((b8 & _U64(0x7F)) << _U64(56)) | ((b9 & _ONE) << _U64(63))
-        length[longer] = np.where(b8 >= 0x80, 10, 9)
+        tenth = b8 >= 0x80  # a tenth byte: the varint's 64th bit
+        x[longer] |= ((b8 & _U64(0x7F)) << _U64(56)) | ((b9 & _ONE & tenth) << _U64(63))
+        length[longer] = np.where(tenth, 10, 9)
     return x, length
 
 

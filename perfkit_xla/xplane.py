@@ -404,8 +404,6 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
     category_names = [_CATEGORIES[int(i)] for i in category_first]
     kinds = [CATEGORY_KINDS[c] for c in category_names]
     framework, version = _framework(space, set(category_names))
-    device_names = sorted(set(per_line["device"]))
-    device_code = np.array([device_names.index(d) for d in per_line["device"]], dtype=np.int64)
     columns: dict[str, Any] = {
         "rank": np.zeros(n, dtype=np.int32),
         "kind": pd.Categorical.from_codes(category_codes, categories=kinds)
@@ -416,9 +414,7 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "framework": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [framework]),
         "start_ns": start,
         "dur_ns": dur,
-        "device_type": pd.Categorical.from_codes(
-            np.repeat(device_code, repeat), categories=device_names
-        ),
+        "device_type": _categorical(np.repeat(np.arange(len(repeat)), repeat), per_line["device"]),
         "device_index": np.repeat(np.asarray(per_line["index"], dtype=np.int32), repeat),
         "pid": np.repeat(np.asarray(per_line["pid"], dtype=np.int64), repeat),
         "tid": np.repeat(np.asarray(per_line["tid"], dtype=np.int64), repeat),
