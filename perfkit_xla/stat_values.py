@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 ABSENT, OBJECT = -1, 9
 _INT64_LIMIT = 2**63
 _DOUBLE = struct.Struct("<d")
+_OUT_OF_RANGE = f"is out of range ({-_INT64_LIMIT} to {_INT64_LIMIT - 1})"
 
 
 def to_int(value: Any, default: int = -1) -> int:
@@ -205,7 +206,7 @@ class PlaneStats:
         if at.any():
             if (bits[at] >= np.uint64(_INT64_LIMIT)).any():
                 big = int(bits[at][bits[at] >= np.uint64(_INT64_LIMIT)][0])
-                raise TraceError(source, f"a {what} stat of {big} is out of range")
+                raise TraceError(source, f"a {what} stat of {big} {_OUT_OF_RANGE}")
             out[at] = bits[at].astype(np.int64)
         at = np.flatnonzero(where & (kind == DOUBLE))
         if at.size:
@@ -213,7 +214,7 @@ class PlaneStats:
             number = ~np.isnan(value)
             if ((value[number] < -(2.0**63)) | (value[number] >= 2.0**63)).any():
                 bad = value[number][(value[number] < -(2.0**63)) | (value[number] >= 2.0**63)]
-                raise TraceError(source, f"a {what} stat of {bad[0]} is out of range")
+                raise TraceError(source, f"a {what} stat of {bad[0]} {_OUT_OF_RANGE}")
             out[at[number]] = np.trunc(value[number]).astype(np.int64)
         at = np.flatnonzero(where & (kind == OBJECT))
         if at.size:
@@ -221,7 +222,7 @@ class PlaneStats:
             converted = [to_int(self.objects[int(i)]) for i in distinct]
             for big in converted:
                 if not -_INT64_LIMIT <= big < _INT64_LIMIT:
-                    raise TraceError(source, f"a {what} stat of {big} is out of range")
+                    raise TraceError(source, f"a {what} stat of {big} {_OUT_OF_RANGE}")
             out[at] = np.array(converted, dtype=np.int64)[inverse]
         return out
 
