@@ -19,37 +19,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import TIME_LIMIT_NS, TraceError, check_values_range, note_skipped
-from perfkit_xla.hlo import HloOp, ModuleOps, hlo_ops
-from perfkit_xla.kinds import CATEGORY_KINDS, device_category, device_of_plane, host_category
-from perfkit_xla.stat_values import OBJECT, PlaneStats
+from perfkit_xla.hlo import hlo_ops
+from perfkit_xla.kinds import CATEGORY_KINDS, device_of_plane
+from perfkit_xla.plane_columns import (
+    CATEGORIES,
+    READ_STATS,
+    PlaneColumns,
+    categorical,
+    stacked,
+)
 from perfkit_xla.stat_values import to_float as _float
 from perfkit_xla.stat_values import to_int as _int
 from perfkit_xla.wire import WireError
-from perfkit_xla.xspace import XPlane, XSpace, decode_xspace
+from perfkit_xla.xspace import XSpace, decode_xspace
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from perfkit_core.events import Run
 
 #: Line timestamps below this (about 3 years after 1970, in ns) are relative to the profile's
 #: start, as the profilers normalize them; larger ones are already since the Unix epoch.
 RELATIVE_BELOW_NS = 10**17
-#: Stats read into columns: stat name -> column.
-STAT_COLUMNS: dict[str, str] = {
-    "step_num": "step (rows of kind step)",
-    "flops": "flops",
-    "model_flops": "flops (when flops is absent)",
-    "bytes_transferred": "bytes (memcpy, memset, communication rows)",
-    "num_bytes": "bytes (memcpy, memset, communication rows)",
-    "correlation_id": "correlation",
-    "input_shapes": "input_shapes",
-    "shape": "input_shapes (when input_shapes is absent)",
-    "input_dtypes": "input_dtypes",
-    "tf_op": "stack (the TensorFlow op's full name, for TF ops)",
-    "hlo_module": "stack (the XLA module of an XLA op whose HLO the profile does not hold)",
-}
-_BYTES_CATEGORIES = frozenset({"Memcpy", "Memset", "Collective"})
 
 
 def read_xspace(path: str | Path, stats: Collection[str] | None = None) -> XSpace:
@@ -90,197 +79,6 @@ def _versions(space: XSpace) -> dict[str, str]:
     return found
 
 
-#: Every stat the loader reads (into columns, or to tell what an event is).
-READ_STATS = frozenset(
-    {*STAT_COLUMNS, "hlo_op", "hlo_module", "program_id", "perfkit", "tf_function_call"}
-)
-#: Stats that give an event's shapes, dtypes or call stack (read per distinct combination).
-_TEXT_STATS = ("input_shapes", "shape", "input_dtypes", "tf_op", "hlo_module", "hlo_op")
-#: Every native category, in a fixed order (``_Plane.category`` indexes it).
-_CATEGORIES = list(CATEGORY_KINDS)
-_CATEGORY_INDEX = {c: i for i, c in enumerate(_CATEGORIES)}
-
-
-def _read_stats(
-    plane: XPlane, read: dict[int, str], stats: list[tuple[int, Any]]
-) -> dict[str, Any]:
-    """The stats of ``stats`` the loader reads, by name (ref values resolved)."""
-    out: dict[str, Any] = {}
-    for key, value in stats:
-        name = read.get(key)
-        if name is not None:
-            out[name] = plane.resolve(value)
-    return out
-
-
-class _Plane:
-    """The columns of one plane's events (rows ``plane.first`` to ``plane.stop`` of the
-    XSpace's event table), computed in bulk: ``name`` (codes into ``names``), ``category``
-    (codes into ``_CATEGORIES``), the per-line columns and the stat columns."""
-
-    def __init__(
-        self,
-        space: XSpace,
-        plane: XPlane,
-        stat_rows: np.ndarray,
-        hlo: dict[tuple[str, int], ModuleOps],
-        source: Path,
-    ) -> None:
-        events = space.events
-        n = plane.stop - plane.first
-        self.n = n
-        device = device_of_plane(plane.name)
-        self.device = device
-        plane_stats = plane.named_stats(plane.stats)
-        self.pid = _int(plane_stats.get("process_id"), -1) if device is None else -1
-        distinct, inverse = np.unique(
-            events.metadata_id[plane.first : plane.stop], return_inverse=True
-        )
-        metadata = [plane.event_metadata.get(int(m)) for m in distinct]
-        self.names = [
-            em.name if em is not None else f"<event metadata {int(m)}>"
-            for m, em in zip(distinct, metadata, strict=True)
-        ]
-        self.name = inverse
-        # Only the stats the loader reads are looked at (by id): the rest stay in the file.
-        read = {k: m.name for k, m in plane.stat_metadata.items() if m.name in READ_STATS}
-        ids = np.array([k for k in read if k >= 0], dtype=np.uint64)
-        rows = stat_rows[
-            (events.stats.event[stat_rows] >= plane.first)
-            & (events.stats.event[stat_rows] < plane.stop)
-        ]
-        rows = rows[np.isin(events.stats.metadata_id[rows], ids)]
-        stats = PlaneStats(plane, events.stats, rows, read, metadata, inverse)
-        self.category = self._categories(plane, stats, inverse)
-        category = self.category
-        step = category == _CATEGORY_INDEX["Step"]
-        self.step = stats.ints(stats.get("step_num"), n, step, source, "step_num")
-        self.correlation = stats.ints(
-            stats.get("correlation_id"), n, np.ones(n, dtype=bool), source, "correlation_id"
-        )
-        self.flops = stats.floats(stats.either("flops", "model_flops"), n)
-        nbytes = stats.floats(stats.either("bytes_transferred", "num_bytes"), n)
-        moves = np.isin(category, [_CATEGORY_INDEX[c] for c in _BYTES_CATEGORIES])
-        self.nbytes = np.where(moves, nbytes, np.nan)
-        self.texts, self.shapes, self.dtypes, self.stack = self._texts(stats, hlo)
-
-    def _categories(self, plane: XPlane, stats: PlaneStats, inverse: np.ndarray) -> np.ndarray:
-        """The native category of each event (index into ``_CATEGORIES``)."""
-        n = self.n
-        if self.device is None:
-            # What host_category looks at: the name, three stats' presence and perfkit="user".
-            user = np.zeros(n, dtype=bool)
-            perfkit = stats.get("perfkit")
-            if perfkit is not None:
-                objects = np.flatnonzero(perfkit.kind == OBJECT)
-                marks = [stats.objects[int(i)] == "user" for i in perfkit.bits[objects]]
-                user[objects[np.array(marks, dtype=bool)]] = True
-            flags = (
-                stats.present("step_num", n).astype(np.int64)
-                | stats.present("hlo_op", n) << 1
-                | stats.present("tf_op", n) << 2
-                | user << 3
-            )
-            keys, where = np.unique(inverse * 16 + flags, return_inverse=True)
-            found = []
-            for k in keys.tolist():
-                name, f = self.names[k >> 4], k & 15
-                marked: dict[str, object] = {
-                    stat: 0
-                    for bit, stat in ((1, "step_num"), (2, "hlo_op"), (4, "tf_op"))
-                    if f & bit
-                }
-                if f & 8:
-                    marked["perfkit"] = "user"
-                found.append(_CATEGORY_INDEX[host_category(name, marked)])
-            return np.array(found, dtype=np.int64)[where]
-        has_streams = any(line.name.startswith("Stream") for line in plane.lines)
-        out = np.empty(n, dtype=np.int64)
-        for line in plane.lines:
-            lo, hi = line.first - plane.first, line.first - plane.first + len(line.metadata_id)
-            if hi == lo:
-                continue
-            line_name = line.display_name or line.name
-            keys, where = np.unique(inverse[lo:hi], return_inverse=True)
-            found = [
-                _CATEGORY_INDEX[device_category(line_name, self.names[k], has_streams)]
-                for k in keys.tolist()
-            ]
-            out[lo:hi] = np.array(found, dtype=np.int64)[where]
-        return out
-
-    def _texts(
-        self, stats: PlaneStats, hlo: dict[tuple[str, int], ModuleOps]
-    ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-        """The shapes, dtypes and call stack of each event, from its stats and its XLA op's HLO:
-        (texts, and per event the index in texts of each of the three)."""
-        n = self.n
-        texts = [""]
-        shapes = np.zeros(n, dtype=np.int64)
-        dtypes = np.zeros(n, dtype=np.int64)
-        stack = np.zeros(n, dtype=np.int64)
-        columns = {name: stats.get(name) for name in (*_TEXT_STATS, "program_id")}
-        some = np.zeros(n, dtype=bool)
-        for name in _TEXT_STATS:
-            some |= stats.present(name, n)
-        rows = np.flatnonzero(some)
-        if not rows.size:
-            return texts, shapes, dtypes, stack
-        import pandas as pd
-
-        category = self.category[rows]
-        key = (category == _CATEGORY_INDEX["TF Op"]) * 2 + (category == _CATEGORY_INDEX["Python"])
-        for column in columns.values():
-            codes = stats.codes(column, rows) + 1
-            key = pd.factorize(key * (int(codes.max()) + 1) + codes)[0]
-        distinct, first = np.unique(key, return_index=True)
-        index: dict[str, int] = {"": 0}
-        found = np.zeros((len(distinct), 3), dtype=np.int64)
-        for j, row in enumerate(rows[first].tolist()):
-            values = {
-                name: value
-                for name, column in columns.items()
-                if (value := stats.value(column, row)) is not None
-            }
-            category_name = _CATEGORIES[int(self.category[row])]
-            for i, text in enumerate(_event_texts(values, category_name, hlo)):
-                found[j, i] = index.setdefault(text, len(index))
-        texts = list(index)
-        where = np.searchsorted(distinct, key)
-        shapes[rows] = found[where, 0]
-        dtypes[rows] = found[where, 1]
-        stack[rows] = found[where, 2]
-        return texts, shapes, dtypes, stack
-
-
-def _event_texts(
-    stats: dict[str, Any], category: str, hlo: dict[tuple[str, int], ModuleOps]
-) -> tuple[str, str, str]:
-    """(input shapes, input dtypes, call stack) of an event with ``stats`` (by name) and
-    ``category``: from its stats, else from its XLA op's HLO."""
-    shapes = stats.get("input_shapes", stats.get("shape"))
-    dtypes = stats.get("input_dtypes")
-    where = stats.get("tf_op") if category == "TF Op" else stats.get("hlo_module")
-    op = _hlo_op(hlo, stats) if "hlo_op" in stats else None
-    if op is not None:
-        shapes = shapes if shapes is not None else op.input_shapes
-        dtypes = dtypes if dtypes is not None else op.input_dtypes
-        if op.op_name:
-            where = "\n".join(reversed(op.op_name.split("/")))
-    return (
-        str(shapes) if shapes is not None else "",
-        str(dtypes) if dtypes is not None else "",
-        str(where) if where is not None and category != "Python" else "",
-    )
-
-
-def _hlo_op(hlo: dict[tuple[str, int], ModuleOps], stats: dict[str, Any]) -> HloOp | None:
-    """What the module's HLO proto says about the XLA op of an event (by its ``hlo_module``,
-    ``program_id`` and ``hlo_op`` stats), or None."""
-    ops = hlo.get((str(stats.get("hlo_module", "")), _int(stats.get("program_id"))))
-    return ops.get(str(stats["hlo_op"])) if ops is not None else None
-
-
 def _framework(space: XSpace, categories: set[str]) -> tuple[str, str | None]:
     """("jax", version) or ("tensorflow", version) from the host plane's version stats and the
     events; ("xla", None) when neither says."""
@@ -300,28 +98,6 @@ def _framework(space: XSpace, categories: set[str]) -> tuple[str, str | None]:
 _HOST_FILE_RE = re.compile(r"^(?P<host>.+)\.xplane\.pb(\.gz)?$")
 
 
-def _categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
-    """The categorical of ``values[codes]``, its categories the values used, sorted (as
-    ``pd.Categorical(list_of_strings)`` makes them); ``values`` may repeat."""
-    import pandas as pd
-
-    used = np.bincount(codes, minlength=len(values)) > 0
-    categories = sorted({v for v, u in zip(values, used.tolist(), strict=True) if u})
-    position = {c: i for i, c in enumerate(categories)}
-    remap = np.array([position.get(v, -1) for v in values], dtype=np.int64)
-    return pd.Categorical.from_codes(remap[codes], categories=categories)
-
-
-def _stacked(parts: list[tuple[np.ndarray, list[str]]]) -> pd.Categorical:
-    """One categorical of the parts' (codes, values), in order."""
-    codes: list[np.ndarray] = []
-    values: list[str] = []
-    for part_codes, part_values in parts:
-        codes.append(part_codes + len(values))
-        values.extend(part_values)
-    return _categorical(np.concatenate(codes), values)
-
-
 def run_from_xspace(space: XSpace, source: Path) -> Run:
     """Return the ``Run`` of a decoded XSpace (decoded with at least the event stats of
     ``READ_STATS``); ``source`` is the file it came from (for messages and ``meta["source"]``).
@@ -337,7 +113,7 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
     aggregated = 0
     devices: list[dict[str, Any]] = []
     planes_read: list[str] = []
-    parts: list[_Plane] = []
+    parts: list[PlaneColumns] = []
     # Per line: its start (ns), its rows, and the columns all its rows share.
     bases: list[int] = []
     counts: list[int] = []
@@ -364,7 +140,7 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
                     "sm_count": None,
                 }
             )
-        part = _Plane(space, plane, stat_rows, hlo, source)
+        part = PlaneColumns(space, plane, stat_rows, hlo, source)
         parts.append(part)
         for line in plane.lines:
             aggregated += line.aggregated
@@ -401,7 +177,7 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
     check_values_range(source, start, "start time (ns)", low=-TIME_LIMIT_NS, high=TIME_LIMIT_NS)
     dur = (dur_ps + 500) // 1000
     category_codes, category_first = pd.factorize(np.concatenate([p.category for p in parts]))
-    category_names = [_CATEGORIES[int(i)] for i in category_first]
+    category_names = [CATEGORIES[int(i)] for i in category_first]
     kinds = [CATEGORY_KINDS[c] for c in category_names]
     framework, version = _framework(space, set(category_names))
     columns: dict[str, Any] = {
@@ -409,12 +185,12 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "kind": pd.Categorical.from_codes(category_codes, categories=kinds)
         if len(set(kinds)) == len(kinds)
         else pd.Categorical(np.asarray(kinds, dtype=object)[category_codes]),
-        "name": _stacked([(p.name, p.names) for p in parts]),
+        "name": stacked([(p.name, p.names) for p in parts]),
         "category": pd.Categorical.from_codes(category_codes, categories=category_names),
         "framework": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [framework]),
         "start_ns": start,
         "dur_ns": dur,
-        "device_type": _categorical(np.repeat(np.arange(len(repeat)), repeat), per_line["device"]),
+        "device_type": categorical(np.repeat(np.arange(len(repeat)), repeat), per_line["device"]),
         "device_index": np.repeat(np.asarray(per_line["index"], dtype=np.int32), repeat),
         "pid": np.repeat(np.asarray(per_line["pid"], dtype=np.int64), repeat),
         "tid": np.repeat(np.asarray(per_line["tid"], dtype=np.int64), repeat),
@@ -423,9 +199,9 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "correlation": np.concatenate([p.correlation for p in parts]),
         "flops": np.concatenate([p.flops for p in parts]),
         "bytes": np.concatenate([p.nbytes for p in parts]),
-        "input_shapes": _stacked([(p.shapes, p.texts) for p in parts]),
-        "input_dtypes": _stacked([(p.dtypes, p.texts) for p in parts]),
-        "stack": _stacked([(p.stack, p.texts) for p in parts]),
+        "input_shapes": stacked([(p.shapes, p.texts) for p in parts]),
+        "input_dtypes": stacked([(p.dtypes, p.texts) for p in parts]),
+        "stack": stacked([(p.stack, p.texts) for p in parts]),
     }
     del parts
     events_table = finish_events(columns, n, consume=True)

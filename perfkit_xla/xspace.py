@@ -275,16 +275,14 @@ def decode_xspace(data: bytes, stats: Collection[str] | None = None) -> XSpace:
         names = set(stats)
         ids = {k for p in planes for k, m in p.stat_metadata.items() if m.name in names}
         wanted = np.array(sorted(k for k in ids if k >= 0), dtype=np.uint64)
+    errors = [_text(e) for e in message.errors]
+    warnings = [_text(w) for w in message.warnings]
+    hostnames = [_text(h) for h in message.hostnames]
+    del message  # the events' bytes are in payloads: free the parsed message before reading them
+    counts = [len(e) for e in payloads]
     table, aggregated = _event_table(payloads, wanted)
-    space = XSpace(
-        planes,
-        table,
-        errors=[_text(e) for e in message.errors],
-        warnings=[_text(w) for w in message.warnings],
-        hostnames=[_text(h) for h in message.hostnames],
-    )
-    del message
-    _place_lines(space, [len(e) for e in payloads], aggregated)
+    space = XSpace(planes, table, errors=errors, warnings=warnings, hostnames=hostnames)
+    _place_lines(space, counts, aggregated)
     return space
 
 
@@ -336,12 +334,13 @@ def _event_table(
 ) -> tuple[EventTable, np.ndarray]:
     """The table of the events whose encoded messages are ``payloads`` (one list per line), and
     which of those messages are aggregates (bool, one per message). ``wanted``: the metadata
-    ids of the stats to keep (None: all)."""
+    ids of the stats to keep (None: all). Empties ``payloads``."""
     lengths = np.concatenate(
         [np.zeros(0, dtype=np.int64)]
         + [np.fromiter(map(len, events), dtype=np.int64, count=len(events)) for events in payloads]
     )
     buf = Buffer(b"".join([b"".join(events) for events in payloads]))
+    payloads.clear()  # each event's bytes are in buf now
     ends = np.cumsum(lengths)
     starts = ends - lengths
     n = len(lengths)
