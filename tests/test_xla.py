@@ -156,7 +156,9 @@ def test_stats_the_loader_does_not_read_are_not_parsed(tmp_path):
     damaged = b"\x18\xff"  # a uint64 value whose varint runs past the stat's end
     assert perfkit_core.load(profile(vfield(1, 1) + vfield(3, 42))).events["correlation"][0] == 42
     assert perfkit_core.load(profile(vfield(1, 2) + damaged)).events["correlation"][0] == -1
-    with pytest.raises(TraceError, match=r"not an XSpace protobuf \(\*.xplane.pb\): a varint runs past the end"):
+    with pytest.raises(
+        TraceError, match=r"not an XSpace protobuf \(\*.xplane.pb\): a varint runs past the end"
+    ):
         perfkit_core.load(profile(vfield(1, 1) + damaged))
 
 
@@ -233,27 +235,38 @@ def test_the_reader_gives_the_same_run_on_a_fresh_jax_profile(tmp_path):
     assert_same_run(xplane)
 
 
+#: A TensorFlow program profiled for the test below, in a process of its own (importing
+#: tensorflow here would make ``perfkit_xla.profile`` ask which framework the tests mean).
+TF_PROFILE_SCRIPT = """
+import sys
+import tensorflow as tf
+
+w = tf.Variable(tf.zeros((64, 10)))
+x, y = tf.ones((32, 64)), tf.ones((32, 10))
+opt = tf.keras.optimizers.SGD(0.1)
+
+@tf.function
+def step():
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((x @ w - y) ** 2)
+    opt.apply_gradients([(tape.gradient(loss, w), w)])
+    return loss
+
+step()
+tf.profiler.experimental.start(sys.argv[1])
+for i in range(5):
+    with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+        step()
+tf.profiler.experimental.stop()
+"""
+
+
 @needs_tf
 def test_the_reader_gives_the_same_run_on_a_fresh_tensorflow_profile(tmp_path):
-    import tensorflow as tf
-
-    w = tf.Variable(tf.zeros((64, 10)))
-    x, y = tf.ones((32, 64)), tf.ones((32, 10))
-    opt = tf.keras.optimizers.SGD(0.1)
-
-    @tf.function
-    def step():
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((x @ w - y) ** 2)
-        opt.apply_gradients([(tape.gradient(loss, w), w)])
-        return loss
-
-    step()
-    tf.profiler.experimental.start(str(tmp_path))
-    for i in range(5):
-        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-            step()
-    tf.profiler.experimental.stop()
+    made = subprocess.run(
+        [sys.executable, "-c", TF_PROFILE_SCRIPT, str(tmp_path)], capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
     (xplane,) = tmp_path.rglob("*.xplane.pb")
     assert_same_run(xplane)
 
