@@ -38,7 +38,7 @@ STAT_COLUMNS: dict[str, str] = {
     "tf_op": "stack (the TensorFlow op's full name, for TF ops)",
     "hlo_module": "stack (the XLA module of an XLA op whose HLO the profile does not hold)",
 }
-_BYTESCATEGORIES = frozenset({"Memcpy", "Memset", "Collective"})
+_BYTES_CATEGORIES = frozenset({"Memcpy", "Memset", "Collective"})
 
 
 #: Every stat the loader reads (into columns, or to tell what an event is).
@@ -99,7 +99,7 @@ class PlaneColumns:
         )
         self.flops = stats.floats(stats.either("flops", "model_flops"), n)
         nbytes = stats.floats(stats.either("bytes_transferred", "num_bytes"), n)
-        moves = np.isin(category, [CATEGORY_INDEX[c] for c in _BYTESCATEGORIES])
+        moves = np.isin(category, [CATEGORY_INDEX[c] for c in _BYTES_CATEGORIES])
         self.nbytes = np.where(moves, nbytes, np.nan)
         self.texts, self.shapes, self.dtypes, self.stack = self._texts(stats, hlo)
 
