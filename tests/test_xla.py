@@ -124,6 +124,8 @@ def test_decoder_reads_varints_and_values_by_the_wire_format():
 
 
 def test_wire_reads_varints_of_every_length():
+    import numpy as np
+
     from perfkit_xla.wire import Buffer, varints
 
     values = [0, 1, 127, *(2 ** (7 * k) + d for k in range(1, 10) for d in (-1, 0)), 2**64 - 1]
