@@ -470,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = show_warning
             result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
     except (TraceError, UnknownViewError, OptionError) as exc:
-        click.echo(f"perfkit: error: {exc}", err=True)
+        click.echo(f"perfkit: error: {printable(str(exc))}", err=True)
         return 2
     except KeyError as exc:
         # Unknown rule ids (advice.UnknownRuleError) and other lookups of names the user gave.
@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if not isinstance(exc, UnknownRuleError):
             raise
-        click.echo(f"perfkit: error: {exc}", err=True)
+        click.echo(f"perfkit: error: {printable(str(exc))}", err=True)
         return 2
     except click.exceptions.Abort:
         click.echo("perfkit: aborted", err=True)
