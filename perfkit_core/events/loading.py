@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.errors import TraceError
+from perfkit_core.events.inflate import gunzip
 from perfkit_core.events.run import Run, is_saved_run
 
 if TYPE_CHECKING:
@@ -60,13 +61,14 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
 def read_trace_bytes(path: Path) -> bytes:
     """Return the bytes of a trace file, decompressed when it is gzip (several concatenated
     members are joined, as ``gunzip`` does), without a UTF-8 byte-order mark; ``TraceError``
-    when unreadable."""
+    when unreadable, or when it inflates to more than this process can hold
+    (``perfkit_core.events.inflate``)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
     if data[:2] == b"\x1f\x8b":
-        data = _gunzip(path, data)
+        data = gunzip(path, data)
     return _without_bom(data)
 
 
@@ -74,31 +76,6 @@ def _without_bom(data: bytes) -> bytes:
     # Some editors and Windows tools start UTF-8 text with a byte-order mark; JSON parsers
     # reject it, and it says nothing about the trace.
     return data[len(codecs.BOM_UTF8) :] if data[:3] == codecs.BOM_UTF8 else data
-
-
-def _gunzip(path: Path, data: bytes) -> bytes:
-    parts: list[bytes] = []
-    rest = data
-    while rest:
-        inflater = zlib.decompressobj(wbits=31)
-        try:
-            parts.append(inflater.decompress(rest))
-        except zlib.error as exc:
-            raise TraceError(path, f"broken gzip data: {exc}") from None
-        if not inflater.eof:
-            raise TraceError(
-                path, "broken gzip data: the file ends before the compressed data does"
-            )
-        rest = inflater.unused_data
-        if rest[:2] != b"\x1f\x8b" and rest.strip(b"\x00"):
-            raise TraceError(
-                path,
-                f"{len(rest)} bytes that are not gzip data follow the compressed trace "
-                "(a file appended to, or two files joined)",
-            )
-        if rest[:2] != b"\x1f\x8b":
-            break  # zero padding after the last member, which gunzip also ignores
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def check_path(path: Path) -> None:
@@ -226,7 +203,12 @@ def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Ru
             "not a trace any installed adapter reads "
             f"(adapters: {', '.join(installed) or 'none'}; run `perfkit info` to add one)",
         )
-    run = loader(path)
+    try:
+        run = loader(path)
+    except MemoryError:
+        raise TraceError(
+            path, "not enough memory to read it here (read it on a machine with more)"
+        ) from None
     if not isinstance(run, Run):
         raise TraceError(path, f"the loader returned {type(run).__name__}, not a Run")
     return run
