@@ -13,7 +13,7 @@ import numpy as np
 
 from perfkit_core.errors import TraceError
 from perfkit_core.events.inflate import gunzip
-from perfkit_core.events.run import Run, is_saved_run
+from perfkit_core.events.run import META_FILE, Run, is_saved_run
 
 if TYPE_CHECKING:
     import pluggy
@@ -104,6 +104,26 @@ def check_path(path: Path) -> None:
         raise TraceError(path, reason) from None
 
 
+def check_folder(path: Path) -> None:
+    """Raise ``TraceError`` when the folder ``path`` cannot be searched (its files cannot be
+    reached: no ``x`` permission) or listed (no ``r`` permission)."""
+    try:
+        os.stat(os.path.join(path, "."))  # reaching anything inside needs search permission
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise TraceError(
+                path, "permission denied: the folder cannot be searched (its files cannot be read)"
+            ) from None
+        raise TraceError(
+            path, f"cannot reach what the folder holds: {exc.strerror or exc}"
+        ) from None
+    try:
+        with os.scandir(path) as entries:
+            next(entries, None)
+    except OSError as exc:
+        raise TraceError(path, f"cannot list the folder: {exc.strerror or exc}") from None
+
+
 def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None) -> Run:
     """Return the ``Run`` at ``path``.
 
@@ -115,11 +135,14 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
     """
     path = Path(path)
     check_path(path)
-    if is_saved_run(path):
-        return Run.read(path)
+    folder = _is_dir(path)
+    if folder:
+        check_folder(path)
+    if is_saved_run(path) or (folder and os.path.lexists(path / META_FILE)):
+        return Run.read(path)  # a meta.json it cannot read (a folder, say) says why
     from perfkit_core.progress import stage
 
-    if path.is_dir():
+    if folder:
         from perfkit_core.plugins import get_plugin_manager
 
         folder_loader = (pm or get_plugin_manager()).hook.perfkit_claim_folder(path=path)
@@ -129,15 +152,7 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
             if not isinstance(run, Run):
                 raise TraceError(path, f"the loader returned {type(run).__name__}, not a Run")
             return run
-        files = trace_files(path)
-        if not files:
-            saved = sorted(p.name for p in path.iterdir() if is_saved_run(p))
-            if saved:
-                shown = ", ".join(saved[:5]) + (", ..." if len(saved) > 5 else "")
-                raise TraceError(
-                    path, f"a folder of {len(saved)} saved runs ({shown}): give one of them"
-                )
-            raise TraceError(path, "holds neither a saved perfkit run nor trace files")
+        files = folder_traces(path, pm=pm)
         runs = []
         with stage(f"loading {path.name}", total=len(files)) as bar:
             for f in files:
@@ -148,9 +163,16 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
         return load_trace_file(path, pm=pm)
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # check_path has said why it cannot be reached
+        return False
+
+
 def trace_files(directory: Path) -> list[Path]:
-    """Return the trace files directly inside ``directory``, sorted by name; ``TraceError`` when
-    the folder cannot be listed."""
+    """Return the files directly inside ``directory`` whose names a trace may have
+    (``TRACE_SUFFIXES``), sorted by name; ``TraceError`` when the folder cannot be listed."""
     try:
         return sorted(
             p
@@ -165,6 +187,75 @@ def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
     except OSError:
+        return False
+
+
+def folder_traces(directory: Path, *, pm: pluggy.PluginManager | None = None) -> list[Path]:
+    """Return the trace files of a folder of per-rank traces (``trace_files``), when an
+    installed adapter reads at least one of them (the others are ranks that will fail, each
+    with its own reason). Raises ``TraceError`` for a folder holding no trace: saying which
+    saved runs it holds, the adapter a file needs, or what it holds instead."""
+    from perfkit_core.plugins import adapter_for, get_plugin_manager, plugin_names
+
+    files = trace_files(directory)
+    pm = pm or get_plugin_manager()
+    heads: dict[Path, bytes] = {}
+    for f in files:
+        try:
+            heads[f] = read_head(f)
+        except TraceError:
+            continue
+        if pm.hook.perfkit_claim_trace(path=f, head=heads[f]) is not None:
+            return files
+    installed = set(plugin_names(pm))
+    for f, head in heads.items():
+        wanted = adapter_for(f, head)
+        if wanted is not None and (wanted.plugin not in installed or pm.is_blocked(wanted.plugin)):
+            load_trace_file(f, pm=pm)  # says which adapter it needs
+    raise _no_trace(directory)
+
+
+def _no_trace(directory: Path) -> TraceError:
+    """The error for a folder that holds no trace: the runs it holds (saved, or a native trace
+    kept in a run folder), else what it holds instead."""
+    from perfkit_core.events.dataset import EVENTS_DIR
+    from perfkit_core.events.run import EVENTS_FILE
+    from perfkit_core.events.sniff import folder_summary
+
+    if any(os.path.lexists(directory / name) for name in (EVENTS_FILE, EVENTS_DIR)):
+        return TraceError(
+            directory,
+            f"holds a saved run's event table but no {META_FILE}: a save cut short, or its "
+            "metadata removed",
+        )
+    runs = []
+    try:
+        for sub in sorted(p for p in directory.iterdir() if _is_dir(p)):
+            if is_saved_run(sub):
+                runs.append(sub.name)
+            elif _claimable(sub):
+                runs.append(f"{sub.name} (its native trace only)")
+    except OSError as exc:
+        return TraceError(directory, f"cannot list the folder: {exc.strerror or exc}")
+    if runs:
+        shown = ", ".join(runs[:5]) + (", ..." if len(runs) > 5 else "")
+        return TraceError(
+            directory, f"a folder of {len(runs)} saved runs ({shown}): give one of them"
+        )
+    looked = ", ".join(f"*{s}" for s in TRACE_SUFFIXES)
+    return TraceError(
+        directory,
+        f"no profiler trace in this folder (looked for {looked} files, a saved run's "
+        f"{META_FILE} and a log folder an installed adapter reads); it holds "
+        f"{folder_summary(directory)}",
+    )
+
+
+def _claimable(folder: Path) -> bool:
+    """Whether ``folder`` holds a trace file (a run folder whose native trace was kept)."""
+    try:
+        return bool(trace_files(folder))
+    except TraceError:
         return False
 
 
@@ -198,10 +289,17 @@ def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Ru
                 f"looks like a {wanted.framework} trace, and the {wanted.distribution} adapter "
                 f"is not installed: {wanted.install}",
             )
+        from perfkit_core.events.sniff import MAGIC, describe_file
+
+        looks = describe_file(path)
+        if looks.removeprefix("gzip of ").startswith(tuple(name for _, name in MAGIC)):
+            raise TraceError(path, f"{looks}, not a profiler trace")
+        if looks.startswith(("JSON cut short", "malformed JSON")):
+            raise TraceError(path, f"{looks}: too little of it to tell which profiler wrote it")
         raise TraceError(
             path,
-            "not a trace any installed adapter reads "
-            f"(adapters: {', '.join(installed) or 'none'}; run `perfkit info` to add one)",
+            f"not a trace any installed adapter reads: {looks} (adapters: "
+            f"{', '.join(installed) or 'none'}; run `perfkit info` to add one)",
         )
     try:
         run = loader(path)
