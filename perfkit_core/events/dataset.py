@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from perfkit_core.errors import TraceError
 from perfkit_core.events import schema
 from perfkit_core.events.atomic import atomic_path, write_bytes
-from perfkit_core.events.run import table_run_id
+from perfkit_core.events.run import EVENTS_DIR, table_run_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 META_FILE = "meta.json"
-EVENTS_DIR = "events"
 PART_FILE = "part-0.parquet"
 #: ``meta["layout"]`` of a saved job.
 LAYOUT = "ranks"

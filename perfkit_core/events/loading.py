@@ -218,8 +218,7 @@ def folder_traces(directory: Path, *, pm: pluggy.PluginManager | None = None) ->
 def _no_trace(directory: Path) -> TraceError:
     """The error for a folder that holds no trace: the runs it holds (saved, or a native trace
     kept in a run folder), else what it holds instead."""
-    from perfkit_core.events.dataset import EVENTS_DIR
-    from perfkit_core.events.run import EVENTS_FILE
+    from perfkit_core.events.run import EVENTS_DIR, EVENTS_FILE
     from perfkit_core.events.sniff import folder_summary
 
     if any(os.path.lexists(directory / name) for name in (EVENTS_FILE, EVENTS_DIR)):

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 EVENTS_FILE = "events.parquet"
 META_FILE = "meta.json"
+#: The folder of a saved job's per-rank event tables (``perfkit_core.events.dataset``).
+EVENTS_DIR = "events"
 
 #: What ``Run``'s convenience methods call, as ``module:function`` in the layers above, and
 #: how a run of several ranks is saved and read (a saved job, ``perfkit_core.events.dataset``,
