@@ -46,6 +46,18 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         **_HOST_COLUMNS,
     },
     "model": {
+        "name": "`step`, then the phases `data`, `forward`, `backward`, `optimizer`, `other` "
+        "(rows below), which add up to the step",
+        "steps": "steps in which the phase took time; for `step` the number of steps",
+        "per_step_ns": "mean time per step, over all steps (a step without the phase counts 0)",
+        "step_pct": "`per_step_ns` over the mean step",
+        "min_per_step_ns": "the least time one step spent in the phase",
+        "max_per_step_ns": "the most time one step spent in the phase",
+        "gpu_per_step_ns": "kernel time (communication kernels included) launched while the step "
+        "was in the phase, per step; for `step` all the steps launched; only with device events",
+        "gpu_share_pct": "`gpu_per_step_ns` over the step's; only with device events",
+    },
+    "model_spans": {
         "name": "the phase (rows below)",
         "calls": "outermost events of the phase; for `step` the number of steps; 0 for `others`",
         "cpu_total_ns": "summed duration of those events; for `step` the merged step time; for "
@@ -64,20 +76,30 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
     "phases": {
         "name": "`step <N>`",
         "step": "the step number",
-        "dur_ns": "the step's duration",
-        "dataloader_ns": "host time of the step's outermost data-loading events",
-        "forward_ns": "the step's forward time (derived for torch runs, as in the `model` view)",
-        "backward_ns": "host time of the step's outermost backward events",
-        "optimization_ns": "host time of the step's outermost optimizer events",
-        "others_ns": "the step's time no phase accounts for (never below 0)",
+        "step_ns": "the step's duration: its recorded span stretched over the device work it "
+        "launched (`steps`' `dur_ns`)",
+        "data_ns": "the step's time waiting for data (data-loading spans on the training thread)",
+        "forward_ns": "the step before its first backward event, the loss included",
+        "backward_ns": "from the step's first backward event to its last, time between autograd "
+        "nodes included",
+        "optimizer_ns": "optimizer spans (`step`, `zero_grad`) and optimizer ops",
+        "other_ns": "the rest of the step after the backward window, and the device finishing "
+        "work the step launched after its host span ended; the phases add up to `step_ns`",
     },
     "family": {
         "name": "`family (direction)`, such as `matmul (backward)`",
-        "family": "the canonical op family, one of `perfkit_core.views.FAMILIES`",
-        "direction": "`forward` or `backward` (inside a backward span, or a gradient op)",
-        "time_per_step_ns": "time of the family's outermost work per step: GPU time where "
-        "device work was recorded, else CPU time; data loading is always host time",
-        "share_pct": "share of the summed family time",
+        "family": "the canonical op family, one of `perfkit_core.views.FAMILIES`, or `overhead` "
+        "(host time between ops inside a span), `device tail` (the device finishing work after "
+        "the host step) and `unattributed` (step time no event covers)",
+        "direction": "`forward` or `backward` (the step's backward window: its first to last "
+        "backward event); empty for data loading, the optimizer and `unattributed`",
+        "per_step_ns": "wall time per step the step spent in the family's outermost ops (the "
+        "slices of the step each op owns), so the families add up to the step",
+        "step_pct": "`per_step_ns` over the mean step",
+        "gpu_per_step_ns": "kernel time per step the family's ops launched (a kernel counts in "
+        "its launching op's family); only with device events",
+        "gpu_share_pct": "`gpu_per_step_ns` over the kernel time the steps launched; only with "
+        "device events",
     },
     "overview": {
         "name": "`step`, then every kind present, in the order of `perfkit_core.KINDS`, memory "
@@ -85,13 +107,13 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "except the categories of step spans and memory instants (in a torch run that leaves "
         "out `user_annotation`, the category `ProfilerStep#N` shares with data-loading, "
         "optimizer and `record_function` spans)",
-        "calls": "events of the kind; for `step` the number of steps (1 when none were recorded)",
-        "cpu_time_ns": "union of the kind's host intervals over all threads, clipped to the "
-        "steps; NaN when the kind has no host events",
-        "cpu_ratio_pct": "share of the merged step time",
-        "gpu_time_ns": "union of the kind's device intervals over all streams and devices, "
-        "clipped to the steps; NaN when it has no device events",
-        "gpu_ratio_pct": "share of the merged step time",
+        "calls_per_step": "events of the kind per step; 1 for `step`",
+        "cpu_per_step_ns": "union of the kind's host intervals over all threads, clipped to the "
+        "steps, per step; NaN when the kind has no host events",
+        "cpu_ratio_pct": "`cpu_per_step_ns` over the mean step",
+        "gpu_per_step_ns": "union of the kind's device intervals over all streams and devices, "
+        "clipped to the steps, per step; NaN when it has no device events",
+        "gpu_ratio_pct": "`gpu_per_step_ns` over the mean step",
     },
     "breakdown": {
         "name": "the part (`Kernel`, `Memcpy`, `Memset`, `Communication`, `Runtime`, "
@@ -151,15 +173,16 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "name": "`CPU (host threads busy)`; `CPU (process, recorded)` and `CPU (system, "
         "recorded)` where the profiler recorded them (Paddle); then `GPU <index>` for each "
         "device (`GPU <index> (rank <r>)` in a run of several ranks)",
-        "utilization_pct": "`busy_ns` over `window_ns`; for the recorded CPU rows, the "
-        "profiler's own figure",
-        "busy_ns": "host: the time each host thread spent inside recorded events, summed over "
-        "threads (so it can exceed the window); GPU: merged time it ran kernels, copies or "
-        "sets (device-busy); NaN for the recorded CPU rows",
-        "kernel_utilization_pct": "GPU: `kernel_busy_ns` over `window_ns` (the TensorBoard "
-        "profiler's GPU Utilization, over the steps rather than first to last step); NaN for CPU",
-        "kernel_busy_ns": "GPU: merged time it ran kernels, communication kernels included, "
-        "copies and sets left out (kernel-busy); NaN for CPU",
+        "utilization_pct": "GPU: `busy_per_step_ns` over the mean step; NaN for CPU rows (see "
+        "`cores_busy`)",
+        "busy_per_step_ns": "host: the time host threads spent inside recorded events, summed "
+        "over threads, per step (so it can exceed the step); GPU: merged time it ran kernels, "
+        "copies or sets (device-busy), per step; NaN for the recorded CPU rows",
+        "kernel_utilization_pct": "GPU: `kernel_busy_per_step_ns` over the mean step (the "
+        "TensorBoard profiler's GPU Utilization, over the steps rather than first to last "
+        "step); NaN for CPU",
+        "kernel_busy_per_step_ns": "GPU: merged time it ran kernels, communication kernels "
+        "included, copies and sets left out (kernel-busy), per step; NaN for CPU",
         "occupancy_pct": "GPU: estimated achieved occupancy of its kernels weighted by their "
         "time within the steps (the TensorBoard profiler's Est. Achieved Occupancy); NaN for "
         "CPU and where not recorded",
@@ -167,7 +190,13 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "(grid blocks over the device's SMs) summed and capped at 1, averaged over the steps "
         "(the TensorBoard profiler's Est. SM Efficiency); NaN for CPU and without launch shapes "
         "or SM count",
-        "window_ns": "merged step time of the device's rank",
+        "cores_busy": "CPU: the mean number of cores busy over the steps (1.0 = one core all "
+        "the time): host threads inside recorded events, or the profiler's own process CPU "
+        "figure (Paddle's CPU(Process) over 100%); NaN for GPUs",
+        "system_pct": "the profiler's system-wide CPU figure (Paddle's CPU(System): all cores' "
+        "busy time over their busy and idle time); NaN elsewhere",
+        "step_ns": "the mean step of the device's rank (the steps stretched over their device "
+        "work)",
     },
     "kernel": {
         "name": "kernel name as recorded",
@@ -185,6 +214,49 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "duration (as the TensorBoard profiler and Nsight weigh it); calls without a figure "
         "left out; NaN when none recorded one",
         "tensor_cores": "whether the name marks a tensor-core kernel (below)",
+    },
+    "roofline": {
+        "name": "op name as recorded (`aten::addmm`, `matmul dygraph`, `dot.4`); with "
+        "`by='family'` the op family, with `by='layer'` the layer span (`(no layer)` outside "
+        "layers)",
+        "input_shapes": "input shapes as recorded (only with `by='shape'`)",
+        "precision": "the precision the op's math ran in: the dtype's (`fp32`, `bf16`, ...), "
+        "with ` tensor` when most of its device time ran on tensor-core kernels (`tf32 "
+        "tensor`: fp32 on tensor cores); not with `by='family'` or `by='layer'`",
+        "calls_per_step": "calls per step",
+        "time_ns": "device time per step of everything the op launched (its host time on runs "
+        "without device work)",
+        "step_pct": "share of the mean step (`% of step`)",
+        "gflops": "floating-point operations per step from the performance model, in 10⁹ FLOP "
+        "(the profiler's own count for ops the model does not know)",
+        "moved_bytes": "bytes read and written in device memory per step, from the model (each input "
+        "read once, each output written once); NaN when unknown",
+        "intensity_flop_per_byte": "arithmetic intensity: FLOPs over bytes",
+        "achieved_tflops_per_s": "FLOPs over time, in 10¹² FLOP per second",
+        "achieved_tb_per_s": "bytes over time, in 10¹² bytes per second",
+        "peak_tflops_per_s": "the device's peak FLOP rate of the row's precision "
+        "(`perfkit peaks --devices`; `--peak-tflops` when given); NaN for families and layers, "
+        "which mix precisions, and without peaks",
+        "peak_tb_per_s": "the device's peak memory bandwidth",
+        "bound_time_ns": "time per step at the roofline: each call's larger of FLOPs over the "
+        "peak FLOP rate and bytes over the peak bandwidth, summed",
+        "roofline_pct": "`bound_time_ns` as a share of `time_ns` (`% of roofline bound`): "
+        "100 runs at the roofline; equals the achieved FLOP rate as a share of the attainable "
+        "rate at the op's intensity",
+        "bound": "what bounds the op: `compute` (its FLOPs take longer at peak than its "
+        "bytes), `memory`, or `latency` (a call's bound time under 5 us: launch and ramp-up "
+        "set its time); for a group, the bound of most of its time",
+        "headroom_ns": "time per step above the bound (`time_ns` - `bound_time_ns`, at least 0)",
+    },
+    "mfu": {
+        "name": "`step N`, then `mean` (all steps' model FLOPs over their time); `profiled "
+        "span` when no steps were recorded",
+        "dur_ns": "the step's time, stretched over the device work it launched",
+        "model_gflops": "the step's model FLOPs: GEMMs, convolutions, attention and recurrent "
+        "layers, forward and backward, in 10⁹ FLOP",
+        "achieved_tflops_per_s": "model FLOPs over the step's time",
+        "peak_tflops_per_s": "the device's peak of the precision that carried most model FLOPs",
+        "mfu_pct": "model FLOPs utilisation: the achieved rate as a share of that peak",
     },
     "memcpy": {
         "name": "the row's operation, direction, host memory and launch joined "
@@ -204,32 +276,50 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "gb_per_s": "achieved bandwidth: `bytes` over `gpu_total_ns`",
     },
     "memory": {
-        "name": "`by='op'`: the host event enclosing the memory event (`(outside any op)` for "
-        "none); `by='device'`: the device",
-        "device": "`gpu:0`, `cpu`, ... (only with `by='op'`)",
-        "allocations": "allocation events",
-        "frees": "free events",
-        "allocated_bytes": "summed bytes allocated",
-        "freed_bytes": "summed bytes freed",
-        "net_bytes": "allocated less freed (only with `by='op'`)",
+        "name": "`by='op'`: the op that made the allocations and frees: the innermost host event "
+        "enclosing them that is not a step span (`(outside any op)` for none); `by='device'`: "
+        "the device; `by='step'`: `step <n>`",
+        "device": "`gpu:0`, `cpu`, ... (with `by='op'` and `by='step'`)",
+        "allocations": "allocation events per step (events inside the steps, over the number "
+        "of steps; with `by='step'`: in that step)",
+        "allocated_bytes": "bytes allocated per step (as `allocations`)",
+        "freed_later_bytes": "of `allocated_bytes`, the bytes freed again before the profile "
+        "ended, by this or any other op (only with `by='op'`)",
+        "held_bytes": "bytes allocated during the profile (by the op, with `by='op'`) and not "
+        "freed by its end; not per step (with `by='op'` and `by='device'`)",
+        "frees": "free events per step, whoever allocated the memory (as `allocations`)",
+        "freed_bytes": "bytes freed per step, whoever allocated them (as `allocations`)",
         "peak_allocated_bytes": "largest allocator total of allocated bytes after any event "
-        "(only with `by='device'`)",
-        "peak_reserved_bytes": "largest allocator total of reserved bytes after any event (only "
-        "with `by='device'`)",
+        "(of the profile, or of the step); NaN when the profiler recorded no totals (torch "
+        "before 1.10) (with `by='device'` and `by='step'`)",
+        "peak_reserved_bytes": "largest allocator total of reserved bytes after any event, as "
+        "`peak_allocated_bytes`",
+        "peak_above_start_bytes": "largest level of bytes allocated less freed since the start "
+        "of the profile (of the profile, or of the step): the peak counted from the events "
+        "alone, without the memory held before the profile started (with `by='device'` and "
+        "`by='step'`)",
     },
     "memory_timeline": {
-        "name": "start of the time slice, from the first event (`12.5 ms`)",
-        "offset_ns": "start of the time slice, from the first event",
-        "slice": "number of the time slice, from 0 (a job's ranks are lined up by it)",
-        "<device>_peak_allocated_bytes": "one column per device (`gpu:0_peak_allocated_bytes`): "
-        "the largest allocator total of allocated bytes seen in the slice; NaN when the device "
-        "had no memory event in it",
+        "name": "the slice: `step 7 (2/4)` (the second of four slices of step 7), `step 7` "
+        "with one slice per step; `12.5 ms` (its start) when no steps were recorded",
+        "offset_ns": "start of the slice, from the start of the first slice",
+        "dur_ns": "length of the slice",
+        "slice": "number of the slice, from 0 (a job's ranks are lined up by it)",
+        "<device>_peak_allocated_bytes": "one column per device (`gpu:0_peak_allocated_bytes`) "
+        "whose memory events record the allocator's totals: the highest total of allocated "
+        "bytes in the slice, the total it started with included (a total holds until the next "
+        "event)",
+        "<device>_peak_above_start_bytes": "one column per device (`gpu:0_peak_above_start_"
+        "bytes`) whose memory events record no totals (torch before 1.10): the highest level "
+        "of bytes allocated less freed since the start of the profile, in the slice",
     },
     "device_timeline": {
-        "name": "start of the time slice, from the first recorded work (`12.5 ms`)",
-        "offset_ns": "start of the time slice, from the first recorded work",
+        "name": "the slice, as in `memory_timeline`",
+        "offset_ns": "start of the slice, from the start of the first slice",
+        "dur_ns": "length of the slice",
+        "slice": "number of the slice, from 0",
         "<device>_busy_pct": "one column per device (`gpu:0_busy_pct`): the share of the slice "
-        "the device ran kernels, copies or sets, overlaps merged",
+        "the device ran kernels, copies or sets, overlaps merged (% of the slice)",
     },
     "distributed": {
         "name": "`step`, `communication`, `computation`, `overlap` per rank (with ` (rank <r>)` "
@@ -238,23 +328,23 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "side": "`gpu` when the rank recorded device events (communication kernels against "
         "other kernels, copies and sets), `cpu` otherwise (collective ops against other "
         "operators)",
-        "time_ns": "merged time within the rank's steps",
-        "ratio_pct": "share of the rank's merged step time",
+        "per_step_ns": "merged time within the rank's steps, per step",
+        "ratio_pct": "`per_step_ns` over the rank's mean step",
     },
     "steps": {
         "name": "`step <N>`",
         "rank": "the rank",
         "step": "the step number",
-        "offset_ns": "start of the step, from the first event of the run",
-        "dur_ns": "the step's duration as recorded on the host",
-        "span_ns": "the step stretched over the device work it launched (the TensorBoard "
-        "profiler's step time): from its host start, or the previous step's stretched end if "
-        "later, to its host end, or the end of its last device event if later",
-        "dataloader_ns": "merged data-loading time in the step",
+        "offset_ns": "start of the step's recorded span, from the first event of the run",
+        "dur_ns": "the step: its recorded span stretched over the device work it launched (the "
+        "TensorBoard profiler's step time): from its host start, or the previous step's "
+        "stretched end if later, to its host end, or the end of its last device event if "
+        "later; on a run without device work, the recorded span",
+        "host_dur_ns": "the step's span as recorded on the host",
+        "data_ns": "the step's time waiting for data (the `model` view's `data` phase)",
         "gpu_busy_ns": "merged device time of the work launched in the step, never clipped at "
-        "the step's end; NaN without device events; it can exceed `dur_ns` when device work "
-        "runs on after the step, and `span_ns` when it started on another stream while the "
-        "previous step's work was still running",
+        "the step's end; NaN without device events; it can exceed `dur_ns` when it started "
+        "on another stream while the previous step's work was still running",
     },
     "ranks": {
         "name": "the rank (`rank 3`)",
@@ -270,7 +360,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "exposed_communication_ns": "per step: communication not overlapped with compute",
         "wait_ns": "per step: time spent in collectives waiting for the last rank to arrive "
         "(see `collectives`); NaN with one rank",
-        "dataloader_ns": "per step: time in data loading",
+        "data_ns": "per step: time waiting for data (the `model` view's `data` phase)",
         "gpu_busy_pct": "merged device time over the step time; NaN without device events",
         "kernels": "device kernels per step",
         "peak_memory_bytes": "highest allocated device memory; NaN when not recorded",
@@ -298,15 +388,20 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
     "benchmark": {
         "name": "`reader_cost`, `batch_cost`, `ips`, and `ips_samples` with `batch_size`",
         "avg": "mean over the kept steps, in the row's `unit`; for `ips` steps over total "
-        "time, not the mean of per-step rates",
+        "time, not the mean of per-step rates (the headline's throughput)",
         "max": "largest per-step value, in the row's `unit`",
         "min": "smallest per-step value, in the row's `unit`",
-        "unit": "`s`, `steps/s` or `samples/s`",
+        "unit": "`ns` for `reader_cost` (the step's time waiting for data) and `batch_cost` "
+        "(the step), shown in the page's time unit; `steps/s` or `samples/s` for the rates",
     },
 }
 
 #: Columns whose name holds a device: the pattern that finds them, and the generic name.
-DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = ("_peak_allocated_bytes", "_busy_pct")
+DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = (
+    "_peak_allocated_bytes",
+    "_peak_above_start_bytes",
+    "_busy_pct",
+)
 #: Columns that end like a per-device column but are one figure of their own.
 NOT_DEVICE_COLUMNS: frozenset[str] = frozenset({"gpu_busy_pct"})
 
@@ -322,13 +417,14 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     "user": ({"group_by_input_shape": True}, {"group_by_stack_n": 2}, {"by_thread": True}),
     "overview": ({"by": "category"},),
     "breakdown": ({"per_step": True},),
-    "memory": ({"by": "device"},),
+    "memory": ({"by": "device"}, {"by": "step"}),
     "benchmark": ({"batch_size": 32},),
     "collectives": ({"by": "rank"},),
+    "roofline": ({"by": "shape"}, {"by": "family"}, {"by": "layer"}),
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
-FIXED_ROW_VIEWS = ("model", "distributed", "benchmark", "breakdown")
+FIXED_ROW_VIEWS = ("model", "model_spans", "distributed", "benchmark", "breakdown")
 
 #: What each view option does; ``(view, option)`` entries win over plain option names.
 OPTION_MEANINGS: dict[object, str] = {
@@ -345,13 +441,20 @@ OPTION_MEANINGS: dict[object, str] = {
     "kernel wait (HTA's `consecutive_kernel_delay`)",
     ("overview", "by"): "`'kind'`: one row per event kind; `'category'`: one row per native "
     "category (Paddle's TracerEventType names, Kineto's `cat`)",
-    ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "
-    "row per device with peaks",
+    ("memory", "by"): "`'op'`: one row per op and device; `'device'`: one row per device with "
+    "its peaks; `'step'`: one row per step and device with the step's peaks",
     ("collectives", "by"): "`'collective'`: one row per collective, process group and size; "
     "`'rank'`: one row per collective and rank",
     "warmup": "steps left out at the start of each rank (default: see *Warm-up* below)",
     "batch_size": "samples per step; adds the `ips_samples` row",
-    "slices": "number of equal time slices the profile is cut into",
+    "slices": "about how many time slices: each step is cut into `round(slices / steps)` "
+    "equal slices (at least one), so slices line up with the steps; without steps, the "
+    "profile is cut into `slices` equal slices",
+    ("roofline", "by"): "`'op'`: one row per op name and precision; `'shape'`: per op, input "
+    "shapes and precision; `'family'`: per op family; `'layer'`: per layer span",
+    "peak_tflops": "peak TFLOP/s to measure every op against, for every precision (default: "
+    "the device's datasheet peaks, or this machine's from `perfkit peaks` on a CPU run)",
+    "peak_bandwidth": "peak memory bandwidth in TB/s (default: as `peak_tflops`)",
 }
 
 #: What each unit a column name can give means, and how the text report writes it
@@ -361,7 +464,8 @@ UNIT_TEXT: dict[str, tuple[str, str]] = {
     "pct": ("percent, 0 to 100", "two decimals, `(%)` in the header"),
     "bytes": ("bytes", "whole bytes"),
     "rate": (
-        "per second: `gb_per_s` in 10⁹ bytes, `gflops_per_s` in 10⁹ floating-point operations",
-        "headers `GB/s` and `GFLOP/s`",
+        "per second: `gb_per_s` in 10⁹ bytes, `gflops_per_s` in 10⁹ floating-point "
+        "operations, `tflops_per_s` in 10¹² floating-point operations, `tb_per_s` in 10¹² bytes",
+        "headers `GB/s`, `GFLOP/s`, `TFLOP/s` and `TB/s`",
     ),
 }

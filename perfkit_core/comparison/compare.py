@@ -6,7 +6,9 @@ key column ``name`` and one column per run (its label): ``steps`` (step times an
 ``totals`` (device, copy, communication and data-loading time), and the attribution tables that
 add up to the step-time difference, ranked by their share of it: ``phases``, ``family`` (op
 families), ``layers``, ``user`` (annotated spans) and ``ops`` (canonical ops, lined up across
-frameworks). Times are per step, or per sample when batch sizes are given. ``gate(pct)`` is the
+frameworks); ``efficiency`` and ``layer_efficiency`` (achieved TFLOP/s, share of the peak and
+of the roofline bound per canonical op or layer, and each run's MFU). Times are per step, or
+per sample when batch sizes are given. ``gate(pct)`` is the
 regression check CI uses. The first run is the baseline; differences are last minus first.
 """
 
@@ -20,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.comparison.attribution import ATTRIBUTION_VIEWS, attribution_table
+from perfkit_core.comparison.efficiency import efficiency_table
 from perfkit_core.comparison.gate import GateResult, gate
 from perfkit_core.comparison.overhead import host_events_per_step
 from perfkit_core.comparison.verdict import Verdict, build_verdict
 from perfkit_core.views.attribution import step_slices
 from perfkit_core.views.canonical import OpMap
+from perfkit_core.views.step_time import phase_times, step_durations
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,7 +36,17 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 #: Every comparison view, in the order a comparison report shows them.
-VIEWS = ("steps", "phases", "family", "layers", "user", "ops", "totals")
+VIEWS = (
+    "steps",
+    "phases",
+    "family",
+    "layers",
+    "user",
+    "ops",
+    "totals",
+    "efficiency",
+    "layer_efficiency",
+)
 #: Column names a comparison table uses itself: no run label may take one.
 RESERVED_COLUMNS = frozenset(
     {"name", "framework", "steps", "delta_ns", "delta_pct", "share_pct", "status"}
@@ -79,18 +93,16 @@ class Comparison:
             self._verdict = build_verdict(self)
         return self._verdict
 
-    def _repr_html_(self) -> str:
-        """The comparison page, for Jupyter (the report layer, above this one, is bound late)."""
-        import importlib
-
-        notebook = importlib.import_module("perfkit_core.report.notebook")
-        return str(notebook.comparison_html(self))
-
     def summary(self, view: str = "steps") -> pd.DataFrame:
         """Return the comparison table ``view``, one of ``VIEWS``."""
         if view in ATTRIBUTION_VIEWS:
             return attribution_table(self, view)
-        builders = {"steps": self._steps, "totals": self._totals}
+        builders = {
+            "steps": self._steps,
+            "totals": self._totals,
+            "efficiency": lambda: efficiency_table(self, "ops"),
+            "layer_efficiency": lambda: efficiency_table(self, "layers"),
+        }
         if view not in builders:
             raise KeyError(f"unknown comparison view {view!r}; known: {', '.join(VIEWS)}")
         return builders[view]()
@@ -157,28 +169,34 @@ class Comparison:
         return frame
 
     def _totals(self) -> pd.DataFrame:
+        """Per run, per step (or sample): the step, its time waiting for data (the model
+        view's ``data`` phase), the GPU time its kernels took (the model view's GPU time of the
+        step: kernels and communication kernels launched in it), device copies and sets, and
+        communication kernels."""
         from perfkit_core.views.structure import structure
 
-        order = ["step", "dataloader", "kernel", "memcpy", "communication"]
+        order = ["step", "data", "gpu", "memcpy", "communication"]
         per_run = []
         for i, run in enumerate(self.runs):
             ev = run.events
             kind = structure(run).kind
             device = ev["stream"].to_numpy() >= 0
-            host = ~device
             dur = ev["dur_ns"].to_numpy().astype(float)
             has_device = bool(device.any())
+            times = phase_times(run)
             div = self.divisor(i)
-            copies = device & np.isin(kind, ["memcpy", "memset"])
+            in_steps = ev["step"].to_numpy() >= 0
+            copies = device & in_steps & np.isin(kind, ["memcpy", "memset"])
+            comm = device & in_steps & (kind == "communication")
             per_run.append(
                 {
                     "step": float(_step_durations(run).sum()) / div,
-                    "dataloader": float(dur[host & (kind == "dataloader")].sum()) / div,
-                    "kernel": float(dur[device & (kind == "kernel")].sum()) / div
-                    if has_device
+                    "data": float(times["data_ns"].sum()) / div if len(times) else math.nan,
+                    "gpu": float(times["gpu_step_ns"].sum()) / div
+                    if has_device and "gpu_step_ns" in times
                     else math.nan,
                     "memcpy": float(dur[copies].sum()) / div if has_device else math.nan,
-                    "communication": float(dur[kind == "communication"].sum()) / div,
+                    "communication": float(dur[comm].sum()) / div if has_device else math.nan,
                 }
             )
         frame = self._wide(per_run, order)
@@ -198,12 +216,9 @@ def _step_count(run: Run) -> int:
 
 
 def _step_durations(run: Run) -> np.ndarray:
-    ev = run.events
-    steps = ev[ev["kind"] == "step"]
-    if steps.empty:
-        span = run.meta.get("span_ns") or [0, 0]
-        return np.array([span[1] - span[0]], dtype=float)
-    return steps["dur_ns"].to_numpy().astype(float)
+    """The run's step durations (ns), as its report times them: each step stretched over the
+    device work it launched (``views.step_time.step_durations``)."""
+    return step_durations(run)
 
 
 def check_labels(labels: list[str]) -> list[str]:

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from perfkit_core.report.model import Chart, Table, _drop_empty_columns, table_from_frame
+from perfkit_core.report.model import Chart, Table
+from perfkit_core.report.tables import drop_empty_columns, table_from_frame
 
 if TYPE_CHECKING:
     from perfkit_core.comparison import Comparison, GateResult, Verdict
@@ -44,8 +45,20 @@ COMPARISON_TITLES = {
     "layers": "Difference by Layer",
     "user": "Difference by Annotated Span",
     "ops": "Matched Ops",
+    "efficiency": "Efficiency by Op",
+    "layer_efficiency": "Efficiency by Layer",
 }
-DEFAULT_COMPARISON_VIEWS = ("steps", "family", "layers", "ops", "phases", "user", "totals")
+DEFAULT_COMPARISON_VIEWS = (
+    "steps",
+    "family",
+    "layers",
+    "ops",
+    "efficiency",
+    "layer_efficiency",
+    "phases",
+    "user",
+    "totals",
+)
 #: Comparison views whose ranked rows ``top`` cuts (the rest summed into one row).
 RANKED_COMPARISON_VIEWS = frozenset({"family", "layers", "ops", "user"})
 
@@ -74,8 +87,8 @@ def build_comparison_report(
     verdict = comparison.verdict()
     tables = []
     for view in views:
-        if view in ("layers", "user") and not _has_spans(
-            comparison, "layer" if view == "layers" else "user"
+        if view in ("layers", "user", "layer_efficiency") and not _has_spans(
+            comparison, "layer" if view != "user" else "user"
         ):
             continue
         if view in ATTRIBUTION_VIEWS:
@@ -86,7 +99,7 @@ def build_comparison_report(
             frame = comparison.summary(view)
         units = {label: "time" for label in comparison.labels if label in frame.columns}
         labels = {label: label for label in comparison.labels}
-        labels.update({"share_pct": "Share of difference", "delta_ns": "Delta"})
+        labels.update({"share_pct": "Share (% of the difference)", "delta_ns": "Delta"})
         table = table_from_frame(
             view,
             COMPARISON_TITLES.get(view, view) + f" (per {per})",
@@ -94,7 +107,7 @@ def build_comparison_report(
             labels=labels,
             units=units,
         )
-        _drop_empty_columns(table, ("",), "")
+        drop_empty_columns(table, ("",), "")
         tables.append(table)
     charts = []
     if any(t.id == "family" for t in tables):
@@ -112,7 +125,7 @@ def build_comparison_report(
             )
         )
     return ComparisonReport(
-        title="perfkit comparison",
+        title=f"{' vs '.join(comparison.labels)} — perfkit comparison",
         time_unit=time_unit,
         per=per,
         labels=list(comparison.labels),

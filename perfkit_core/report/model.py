@@ -10,17 +10,23 @@ shows that table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.report.format import column_unit
+from perfkit_core.report.tables import (
+    Table,
+    drop_empty_columns,
+    drop_zero_rows,
+    label_whole_run,
+    mark_repeated_columns,
+    table_from_frame,
+)
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from perfkit_core.events.run import Run
     from perfkit_core.jobs import Job
@@ -35,6 +41,8 @@ DEFAULT_VIEWS: tuple[str, ...] = (
     "device",
     "operator",
     "kernel",
+    "roofline",
+    "mfu",
     "memcpy",
     "user",
     "distributed",
@@ -55,6 +63,8 @@ VIEW_TITLES: dict[str, str] = {
     "device": "Device Summary",
     "operator": "Operator Summary",
     "kernel": "Kernel Summary",
+    "roofline": "Roofline: each op against the device's peaks",
+    "mfu": "Model FLOPs utilisation per step",
     "memcpy": "Memory Manipulation Summary",
     "user": "UserDefined Summary",
     "distributed": "Distributed Summary",
@@ -67,50 +77,36 @@ VIEW_TITLES: dict[str, str] = {
 #: Views whose rows are ranked entries (ops, kernels, ...): ``top`` cuts them. Other views are
 #: fixed structures (the model view's phases, the overview's kinds) and are shown whole.
 RANKED_VIEWS = frozenset(
-    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches"}
+    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches", "roofline"}
 )
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
 VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "phases": ("Time per step by phase", "stacked", None),
-    "family": ("Time per step by op family", "hbar", ["time_per_step_ns"]),
+    "family": ("Time per step by op family", "hbar", ["per_step_ns", "gpu_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
     "device_timeline": ("Device utilisation over time", "line", None),
+    # x, y, point size, then the ceilings' columns (drawn when the table has them).
+    "roofline": (
+        "Roofline: achieved TFLOP/s against arithmetic intensity (log-log, points sized by time)",
+        "roofline",
+        [
+            "intensity_flop_per_byte",
+            "achieved_tflops_per_s",
+            "time_ns",
+            "peak_tflops_per_s",
+            "peak_tb_per_s",
+        ],
+    ),
 }
-
-
-@dataclass
-class Column:
-    """A table column: its key (the view's column name), header label and unit (see
-    ``perfkit_core.report.format.column_unit``)."""
-
-    key: str
-    label: str
-    unit: str
-
-
-@dataclass
-class Table:
-    """A table as a report shows it: raw values (ns, %, counts, text; None where not measured)."""
-
-    id: str
-    title: str
-    columns: list[Column]
-    rows: list[list[Any]]
-    note: str | None = None
-    #: Per row, its nesting level (detail rows of op_detail are 1); empty when all are 0.
-    levels: list[int] = field(default_factory=list)
-
-    def records(self) -> list[dict[str, Any]]:
-        """The rows as dicts keyed by column key."""
-        keys = [c.key for c in self.columns]
-        return [dict(zip(keys, row, strict=True)) for row in self.rows]
 
 
 @dataclass
 class Chart:
     """A chart drawn from ``table``: bars (or a line) per ``label`` value, one series per column
-    in ``series``. ``kind`` is ``bar``, ``stacked``, ``hbar`` or ``line``."""
+    in ``series``. ``kind`` is ``bar``, ``stacked``, ``hbar``, ``line`` or ``roofline`` (a
+    log-log scatter of one point per row: ``series`` names the x, y and point-size columns,
+    then the columns of the compute and bandwidth ceilings drawn over it)."""
 
     id: str
     title: str
@@ -144,14 +140,27 @@ class PhaseShare:
 
 
 @dataclass
+class CombinedSaving:
+    """What applying every finding would save per step (ns), how many findings, and how the
+    savings were combined (``advice.engine.combined_saving``)."""
+
+    saving_ns: float
+    findings: int
+    how: str
+    step_ns: float
+
+
+@dataclass
 class Headline:
     """The answer first: step time and its spread, throughput, where the step goes, and the one
-    change worth most (the top finding, or why there is none)."""
+    change worth most (the top finding, or why there is none), with what every finding together
+    would save."""
 
     items: list[HeaderItem]
     phases: list[PhaseShare]
     finding: Any | None
     note: str | None = None
+    combined: CombinedSaving | None = None
 
 
 @dataclass
@@ -175,76 +184,15 @@ class Report:
         return next(t for t in self.tables if t.id == table_id)
 
 
-def _plain(value: Any) -> Any:
-    """A plain Python value: numpy scalars unwrapped, NaN and NA as None."""
-    if value is None:
-        return None
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and value != value:
-        return None
+def _step_count(run: Run | Job) -> int:
+    """The number of steps of the run (of its mean rank, for several ranks); 0 without steps."""
     try:
-        import pandas as pd
-
-        if value is pd.NA or value is pd.NaT:
-            return None
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        pass
-    return value
-
-
-def table_from_frame(
-    table_id: str,
-    title: str,
-    frame: pd.DataFrame,
-    *,
-    top: int | None = None,
-    note: str | None = None,
-    labels: dict[str, str] | None = None,
-    units: dict[str, str] | None = None,
-) -> Table:
-    """Return a ``Table`` of ``frame`` (at most ``top`` rows; a note says how many there were).
-
-    Columns of a view's ``level``/``detail_of`` pair become the table's ``levels``; header labels
-    come from the column names unless ``labels`` gives them; ``units`` overrides units by key.
-    """
-    from perfkit_core.report.format import column_label
-
-    labels = labels or {}
-    units = units or {}
-    notes = [n for n in (note, frame.attrs.get("note")) if n]
-    shown = frame.head(top) if top else frame
-    if top and len(frame) > top:
-        notes.append(f"top {len(shown)} of {len(frame)} rows")
-    levels: list[int] = []
-    if "level" in shown.columns:
-        levels = [int(v) for v in shown["level"]]
-        shown = shown.drop(columns=[c for c in ("level", "detail_of") if c in shown.columns])
-    columns = [
-        Column(
-            str(c),
-            labels.get(str(c)) or column_label(str(c)),
-            units.get(str(c)) or column_unit(str(c), shown[c]),
-        )
-        for c in shown.columns
-    ]
-    rows = [[_plain(v) for v in row] for row in shown.itertuples(index=False, name=None)]
-    return Table(table_id, title, columns, rows, "; ".join(notes) or None, levels)
-
-
-def _drop_empty_columns(table: Table, prefixes: Sequence[str], reason: str) -> None:
-    """Remove columns whose key starts with one of ``prefixes`` (``""``: any column) when every
-    value is missing, and add ``reason`` to the note when one was removed."""
-    drop = [
-        i
-        for i, c in enumerate(table.columns)
-        if i and c.key.startswith(tuple(prefixes)) and all(r[i] is None for r in table.rows)
-    ]
-    if not drop or not table.rows:
-        return
-    table.columns = [c for i, c in enumerate(table.columns) if i not in drop]
-    table.rows = [[v for i, v in enumerate(r) if i not in drop] for r in table.rows]
-    table.note = "; ".join(n for n in (table.note, reason) if n)
+        steps = run.summary("steps")
+    except KeyError:
+        return 0
+    if steps.empty:
+        return 0
+    return round(len(steps) / max(steps["rank"].nunique(), 1))
 
 
 def _has_device(run: Run | Job) -> bool:
@@ -303,16 +251,20 @@ def _header(run: Run | Job) -> list[HeaderItem]:
 #: The views the headline reads: a job must be analysed with them for its report to have one.
 HEADLINE_VIEWS = ("steps", "model")
 #: Rows of the model view that make up a step, in the headline's stacking order.
-HEADLINE_PHASES = ("dataloader", "forward", "backward", "optimization", "others")
+HEADLINE_PHASES = ("data", "forward", "backward", "optimizer", "other")
 
 
 def _headline(
     run: Run | Job, findings: list[Any] | None, batch_size: int | None, note: str | None
 ) -> Headline:
-    """The headline: median step time with its interquartile range, throughput (samples/s with
-    a batch size, else steps/s, from the median step), the model view's phases per step, and
-    the top finding. Of a job: over every rank's steps, the phases per step of the mean rank
-    (a job analysed without ``HEADLINE_VIEWS`` gets only the top finding)."""
+    """The headline: the mean step (the step every share on the page divides by) and the
+    spread of the steps (median, quartiles), throughput (samples/s with a batch size, else
+    steps/s, from the mean step: steps over their total time), the model view's phases per step
+    (they add up to the step), the top finding and what every finding together would save. Of a
+    job: over every rank's steps, the phases per step of the mean rank (a job analysed without
+    ``HEADLINE_VIEWS`` gets only the top finding)."""
+    from perfkit_core.advice.combine import combined_saving
+
     try:
         steps = run.summary("steps")
         model = run.summary("model").set_index("name")
@@ -320,12 +272,14 @@ def _headline(
         return Headline([], [], findings[0] if findings else None, note)
     durations = steps["dur_ns"].to_numpy(dtype=np.float64) if len(steps) else np.empty(0)
     items: list[HeaderItem] = []
+    step_ns = float(model.loc["step", "per_step_ns"]) if "step" in model.index else 0.0
     if len(durations):
         median = float(np.median(durations))
         p25, p75 = (float(v) for v in np.percentile(durations, [25, 75]))
         ranks = steps["rank"].nunique()
         items += [
-            HeaderItem("Step time (median)", median, "time"),
+            HeaderItem("Step time (mean)", step_ns, "time"),
+            HeaderItem("Median step", median, "time"),
             HeaderItem("25th percentile", p25, "time"),
             HeaderItem("75th percentile", p75, "time"),
             HeaderItem(
@@ -333,19 +287,42 @@ def _headline(
             ),
         ]
         if batch_size:
-            items.append(HeaderItem("Throughput (samples/s)", batch_size * 1e9 / median, "number"))
+            items.append(HeaderItem("Throughput (samples/s)", batch_size * 1e9 / step_ns, "number"))
         else:
-            items.append(HeaderItem("Throughput (steps/s)", 1e9 / median, "number"))
+            items.append(HeaderItem("Throughput (steps/s)", 1e9 / step_ns, "number"))
     phases: list[PhaseShare] = []
-    count = max(int(model.loc["step", "calls"]), 1) if "step" in model.index else 1
     for name in HEADLINE_PHASES:
         if name in model.index:
-            total = float(model.loc[name, "cpu_total_ns"])
-            share = float(model.loc[name, "cpu_ratio_pct"])
-            if total > 0:
-                phases.append(PhaseShare(name, total / count, share))
+            per_step = float(model.loc[name, "per_step_ns"])
+            share = float(model.loc[name, "step_pct"])
+            if per_step > 0:
+                phases.append(PhaseShare(name, per_step, share))
     top = findings[0] if findings else None
-    return Headline(items, phases, top, note)
+    combined = None
+    if findings and len(findings) > 1 and step_ns:
+        saving, how = combined_saving(findings, step_ns)
+        combined = CombinedSaving(saving, len(findings), how, step_ns)
+    return Headline(items, phases, top, note, combined)
+
+
+def run_label(run: Run | Job) -> str:
+    """The name a run goes by in titles: the file or folder it was loaded from (``origin``);
+    else its trace's file name (the folder's, for a trace kept inside a saved run), the folder
+    of a job's traces, or its framework."""
+    origin = getattr(run, "origin", None)
+    if origin is not None and Path(origin).name:
+        return Path(origin).name
+    source = run.meta.get("source")
+    if isinstance(source, list) and source:
+        folders = {Path(str(s)).parent.name for s in source}
+        if len(folders) == 1 and "" not in folders:
+            return folders.pop()
+    elif isinstance(source, str) and source:
+        path = Path(source)
+        return (
+            path.parent.name if path.name.startswith("trace.") and path.parent.name else path.name
+        )
+    return str(run.meta.get("framework") or "run")
 
 
 def skipped_events(meta: dict[str, Any]) -> dict[str, int]:
@@ -371,7 +348,8 @@ def _view_chart(table: Table) -> Chart | None:
         series = [
             c.key
             for c in table.columns[1:]
-            if c.unit in ("time", "bytes", "pct") and c.key not in ("dur_ns", "offset_ns")
+            if c.unit in ("time", "bytes", "pct")
+            and c.key not in ("dur_ns", "step_ns", "offset_ns")
         ]
     else:
         series = [k for k in wanted if k in keys]
@@ -402,6 +380,7 @@ def build_report(
     views = list(views)
     options = options or {}
     has_device = _has_device(run)
+    steps = _step_count(run)
     tables: list[Table] = []
     chart_list: list[Chart] = []
     findings = None
@@ -425,16 +404,19 @@ def build_report(
                 top=top if view in RANKED_VIEWS else None,
             )
             if not has_device:
-                _drop_empty_columns(
+                drop_empty_columns(
                     table, ("gpu_",), "no device events were recorded: GPU columns omitted"
                 )
-            _drop_empty_columns(table, ("",), "")
+            drop_empty_columns(table, ("",), "")
+            drop_zero_rows(table)
+            mark_repeated_columns(table)
+            label_whole_run(table, steps)
             tables.append(table)
             chart = _view_chart(table) if charts else None
             if chart is not None:
                 chart_list.append(chart)
     return Report(
-        title="perfkit report",
+        title=f"{run_label(run)} — perfkit report",
         time_unit=time_unit,
         header=_header(run),
         findings=findings,

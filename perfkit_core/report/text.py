@@ -8,10 +8,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import printable
+from perfkit_core.events.names import short_names
 from perfkit_core.report.format import (
     TIME_UNITS,
+    cell_text,
     format_value,
     header_label,
+    per_step_value,
     saving_text,
 )
 
@@ -33,22 +36,31 @@ def format_table(
 ) -> str:
     """Return ``table`` as aligned text under a banner with its title.
 
-    Time columns are shown in ``time_unit``; text columns are left-aligned and cut to
-    ``max_name_width`` characters; numbers are right-aligned; ``-`` marks a value that was not
-    measured; detail rows are indented under their parent.
+    Time columns are shown in ``time_unit``; names (the first column) are shortened to about
+    ``max_name_width`` characters, different names staying different
+    (``perfkit_core.events.names.short_names``), other text columns are cut to it; text is
+    left-aligned, numbers right-aligned; ``-`` marks a value that was not measured; detail
+    rows are indented under their parent.
     """
     if time_unit not in TIME_UNITS:
         raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
-    headers = [header_label(c.label, c.unit, time_unit) for c in table.columns]
-    text_cols = [c.unit == "text" for c in table.columns]
+    shown = [j for j, c in enumerate(table.columns) if not c.repeats_name]
+    headers = [
+        header_label(table.columns[j].label, table.columns[j].unit, time_unit) for j in shown
+    ]
+    text_cols = [table.columns[j].unit == "text" for j in shown]
     body: list[list[str]] = []
-    for i, row in enumerate(table.rows):
+    names = short_names(
+        [format_value(row[0], table.columns[0].unit, time_unit) for row in table.rows],
+        max_name_width,
+    )
+    for i, _row in enumerate(table.rows):
         cells = []
-        for j, (column, value) in enumerate(zip(table.columns, row, strict=True)):
-            cell = format_value(value, column.unit, time_unit)
+        for k, j in enumerate(shown):
+            cell = names[i] if j == 0 else cell_text(table, i, j, time_unit)
             if j == 0 and table.levels and table.levels[i]:
                 cell = "  " * table.levels[i] + cell
-            if text_cols[j] and len(cell) > max_name_width:
+            if j and text_cols[k] and len(cell) > max_name_width:
                 cell = cell[: max_name_width - 3] + "..."
             cells.append(cell)
         body.append(cells)
@@ -113,6 +125,13 @@ def render_headline(headline: Headline, time_unit: str) -> str:
             f"{'Change first:'.ljust(width)} [{top.severity}] {top.title}; estimated saving "
             f"{saving_text(top, time_unit)} (advice 1 below)"
         )
+        combined = headline.combined
+        if combined is not None:
+            lines.append(
+                f"{'All advice:'.ljust(width)} applying all {combined.findings} findings would "
+                f"save about {per_step_value(combined.saving_ns, combined.step_ns, time_unit)} "
+                f"({combined.how})"
+            )
     elif headline.note:
         lines.append(f"{'Advice:'.ljust(width)} {headline.note}")
     return " Headline ".center(TABLE_WIDTH_MIN, "=") + "\n" + "\n".join(lines)
@@ -128,7 +147,7 @@ def render_findings(findings: list[Any], *, time_unit: str = "ms", note: str | N
     for i, f in enumerate(findings, 1):
         lines = [
             f"{i}. [{f.severity}] {f.title}",
-            f"   Estimated saving: {saving_text(f, time_unit)} over the profiled steps ({f.id}).",
+            f"   Estimated saving: {saving_text(f, time_unit)} ({f.id}).",
         ]
         if f.estimate:
             lines.append(f"   How: {f.estimate}")

@@ -123,42 +123,60 @@ MEMCPY = MeanRule(
 
 MEMORY_BY_OP = MeanRule(
     keys=("name", "device"),
-    sums=("allocations", "frees", "allocated_bytes", "freed_bytes", "net_bytes"),
+    sums=(
+        "allocations",
+        "allocated_bytes",
+        "freed_later_bytes",
+        "held_bytes",
+        "frees",
+        "freed_bytes",
+    ),
     finish=lambda frame, options: _sort_desc(frame, "allocated_bytes"),
 )
 
 
 def memory_rule(options: dict[str, Any]) -> Combiner:
-    """The memory view: by op, the mean per rank; by device, one row per device of each rank."""
+    """The memory view: by op, the mean per rank; by device or step, the rows of each rank."""
     from perfkit_core.views.across import ConcatCombiner, MeanCombiner
 
-    if options.get("by", "op") == "device":
+    if options.get("by", "op") in ("device", "step"):
         return ConcatCombiner(options)
     return MeanCombiner(MEMORY_BY_OP, options)
 
 
+#: The per-device columns of the memory timeline (``<device><suffix>``).
+MEMORY_TIMELINE_SUFFIXES = ("_peak_allocated_bytes", "_peak_above_start_bytes")
+
+
 class MemoryTimelineCombiner(Combiner):
-    """The memory timeline of a job: each rank's profile cut into the same number of slices;
-    in each slice, the highest peak allocated memory of any rank's devices of a type."""
+    """The memory timeline of a job: each rank's steps cut into the same slices (lined up by
+    slice number); in each slice, the highest peak of any rank's devices of a type."""
 
     how = (
-        "each of {n} ranks' profiles cut into equal slices; each cell: the highest peak of any "
+        "each of {n} ranks' steps cut into the same slices; each cell: the highest peak of any "
         "rank's devices of that type in the slice"
     )
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self.peaks: dict[tuple[int, str], float] = {}
+        self.names: dict[int, str] = {}
         self.offsets: dict[int, list[int]] = {}
 
     def _add(self, rank: int, frame: pd.DataFrame) -> None:
         if frame.empty or "slice" not in frame.columns:
             return
         slices = frame["slice"].to_numpy().astype(np.int64)
-        for index, offset in zip(slices.tolist(), frame["offset_ns"].tolist(), strict=True):
+        for index, offset, name in zip(
+            slices.tolist(), frame["offset_ns"].tolist(), frame["name"].tolist(), strict=True
+        ):
             self.offsets.setdefault(index, []).append(int(offset))
-        for column in [c for c in frame.columns if c.endswith("_peak_allocated_bytes")]:
-            kind = column.split("_peak_allocated_bytes")[0].split(":")[0]
+            self.names.setdefault(index, str(name))
+        for column in frame.columns:
+            suffix = next((s for s in MEMORY_TIMELINE_SUFFIXES if column.endswith(s)), None)
+            if suffix is None:
+                continue
+            kind = column[: -len(suffix)].split(":")[0] + suffix
             values = frame[column].to_numpy().astype(np.float64)
             for index, value in zip(slices.tolist(), values.tolist(), strict=True):
                 if value == value:  # not NaN
@@ -172,22 +190,18 @@ class MemoryTimelineCombiner(Combiner):
         rows = []
         for index in sorted(self.offsets):
             offset = int(np.mean(self.offsets[index]))
-            row: dict[str, Any] = {
-                "name": f"{offset / 1e6:.1f} ms",
-                "offset_ns": offset,
-                "slice": index,
-            }
+            row: dict[str, Any] = {"name": self.names[index], "offset_ns": offset, "slice": index}
             for kind in kinds:
-                row[f"{kind}_peak_allocated_bytes"] = self.peaks.get((index, kind), np.nan)
+                row[kind] = self.peaks.get((index, kind), np.nan)
             rows.append(row)
-        columns = ["name", "offset_ns", "slice", *[f"{k}_peak_allocated_bytes" for k in kinds]]
+        columns = ["name", "offset_ns", "slice", *kinds]
         return pd.DataFrame(rows, columns=columns)
 
 
 # ------------------------------------------------------------------ model, phases, family
 
 
-def _finish_model(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
+def _finish_model_spans(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
     step = frame[frame["name"] == "step"]
     step_cpu = float(step["cpu_total_ns"].iloc[0]) if len(step) else np.nan
     step_gpu = float(step["gpu_total_ns"].iloc[0]) if len(step) else np.nan
@@ -198,11 +212,32 @@ def _finish_model(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
     return frame
 
 
-MODEL = MeanRule(
+MODEL_SPANS = MeanRule(
     keys=("name",),
     sums=("calls", "cpu_total_ns", "gpu_total_ns"),
     maxes=("cpu_max_ns", "gpu_max_ns"),
     mins=("cpu_min_ns", "gpu_min_ns"),
+    finish=_finish_model_spans,
+    how="mean per rank over {n} ranks (shares of the mean rank's step); maxima and minima over "
+    "all ranks",
+)
+
+
+def _finish_model(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
+    step = frame[frame["name"] == "step"]
+    step_ns = float(step["per_step_ns"].iloc[0]) if len(step) else np.nan
+    frame["step_pct"] = 100.0 * _ratio(frame["per_step_ns"], step_ns)
+    if "gpu_per_step_ns" in frame.columns:
+        gpu = float(step["gpu_per_step_ns"].iloc[0]) if len(step) else np.nan
+        frame["gpu_share_pct"] = 100.0 * _ratio(frame["gpu_per_step_ns"], gpu)
+    return frame
+
+
+MODEL = MeanRule(
+    keys=("name",),
+    sums=("steps", "per_step_ns", "gpu_per_step_ns"),
+    maxes=("max_per_step_ns",),
+    mins=("min_per_step_ns",),
     finish=_finish_model,
     how="mean per rank over {n} ranks (shares of the mean rank's step); maxima and minima over "
     "all ranks",
@@ -210,27 +245,25 @@ MODEL = MeanRule(
 
 PHASES = MeanRule(
     keys=("name", "step"),
-    sums=(
-        "dur_ns",
-        "dataloader_ns",
-        "forward_ns",
-        "backward_ns",
-        "optimization_ns",
-        "others_ns",
-    ),
+    sums=("step_ns", "data_ns", "forward_ns", "backward_ns", "optimizer_ns", "other_ns"),
     per_present=True,
     how="each step: the mean over the ranks that recorded it ({n} ranks)",
 )
 
 
 def _finish_family(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
-    frame["share_pct"] = 100.0 * _ratio(frame["time_per_step_ns"], frame["time_per_step_ns"].sum())
-    return _sort_desc(frame, "time_per_step_ns")
+    # A rank's families add up to its step, so the mean rank's add up to the mean step.
+    frame["step_pct"] = 100.0 * _ratio(frame["per_step_ns"], frame["per_step_ns"].sum())
+    if "gpu_per_step_ns" in frame.columns:
+        gpu = frame["gpu_per_step_ns"]
+        frame["gpu_share_pct"] = 100.0 * _ratio(gpu, gpu.sum())
+        return _sort_desc(frame, "gpu_per_step_ns")
+    return _sort_desc(frame, "per_step_ns")
 
 
 FAMILY = MeanRule(
     keys=("name", "family", "direction"),
-    sums=("time_per_step_ns",),
+    sums=("per_step_ns", "gpu_per_step_ns"),
     finish=_finish_family,
     how="mean per rank over {n} ranks (a rank without the family counts 0)",
 )
@@ -240,15 +273,15 @@ FAMILY = MeanRule(
 
 def _finish_overview(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
     step = frame[frame["name"] == "step"]
-    total = float(step["cpu_time_ns"].iloc[0]) if len(step) else np.nan
-    frame["cpu_ratio_pct"] = 100.0 * _ratio(frame["cpu_time_ns"], total)
-    frame["gpu_ratio_pct"] = 100.0 * _ratio(frame["gpu_time_ns"], total)
+    total = float(step["cpu_per_step_ns"].iloc[0]) if len(step) else np.nan
+    frame["cpu_ratio_pct"] = 100.0 * _ratio(frame["cpu_per_step_ns"], total)
+    frame["gpu_ratio_pct"] = 100.0 * _ratio(frame["gpu_per_step_ns"], total)
     return frame
 
 
 OVERVIEW = MeanRule(
     keys=("name",),
-    sums=("calls", "cpu_time_ns", "gpu_time_ns"),
+    sums=("calls_per_step", "cpu_per_step_ns", "gpu_per_step_ns"),
     finish=_finish_overview,
     how="mean per rank over {n} ranks (shares of the mean rank's step)",
 )
@@ -309,6 +342,7 @@ ACROSS: dict[str, Any] = {
     "operator": HOST_TABLE,
     "user": HOST_TABLE,
     "model": MODEL,
+    "model_spans": MODEL_SPANS,
     "phases": PHASES,
     "family": FAMILY,
     "overview": OVERVIEW,
@@ -318,6 +352,8 @@ ACROSS: dict[str, Any] = {
     "queue": "concat",
     "launches": LAUNCHES,
     "kernel": KERNEL,
+    "roofline": "concat",
+    "mfu": "concat",
     "memcpy": MEMCPY,
     "memory": memory_rule,
     "memory_timeline": MemoryTimelineCombiner,

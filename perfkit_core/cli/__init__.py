@@ -1,4 +1,8 @@
-"""The ``perfkit`` command line. Bad input prints one line and exits 2, never a traceback."""
+"""The ``perfkit`` command line. Bad input prints one line and exits 2, never a traceback.
+
+The commands are here; options several commands share are in ``perfkit_core.cli.options``,
+``perfkit peaks`` in ``perfkit_core.cli.peaks``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from typing import Any
 import click
 
 from perfkit_core.advice.engine import UnknownRuleError
+from perfkit_core.cli.options import JOB_OPTIONS, PEAK_OPTIONS
+from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
     OptionError,
     TraceError,
@@ -23,25 +29,6 @@ from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS
 from perfkit_core.report.model import DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
 
-#: Where a job of several ranks runs (``report`` and ``advise``).
-JOB_OPTIONS = (
-    click.option(
-        "--scheduler",
-        envvar="DASK_SCHEDULER_ADDRESS",
-        default=None,
-        metavar="ADDRESS",
-        help="Dask scheduler to analyse a job on (default: $DASK_SCHEDULER_ADDRESS, else a "
-        "local cluster started and closed here).",
-    ),
-    click.option(
-        "--workers",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Worker processes of the local cluster (default: one per core, at most one per "
-        "rank, as memory allows).",
-    ),
-)
-
 #: Paths are checked by the commands themselves, which name the file and the reason in one
 #: line (click's own checks print a usage message instead).
 _PATH = click.Path(path_type=Path, readable=False)
@@ -51,6 +38,9 @@ _PATH = click.Path(path_type=Path, readable=False)
 @click.version_option(package_name="perfkit", prog_name="perfkit")
 def cli() -> None:
     """Unified summaries of PyTorch and PaddlePaddle profiler traces."""
+
+
+cli.add_command(peaks_command)
 
 
 @cli.command()
@@ -119,6 +109,8 @@ def cli() -> None:
 )
 @JOB_OPTIONS[0]
 @JOB_OPTIONS[1]
+@PEAK_OPTIONS[0]
+@PEAK_OPTIONS[1]
 @click.option(
     "--save",
     "save_to",
@@ -145,6 +137,8 @@ def report(
     output: Path | None,
     scheduler: str | None,
     workers: int | None,
+    peak_tflops: float | None,
+    peak_bandwidth: float | None,
     save_to: Path | None,
 ) -> int:
     """Print the summaries of the run, trace or job at PATH.
@@ -172,6 +166,8 @@ def report(
         "group_by_stack_n": group_by_stack_n,
         "by_thread": by_thread,
         "op_detail": op_detail,
+        "peak_tflops": peak_tflops,
+        "peak_bandwidth": peak_bandwidth,
     }
     options = {name: view_options(name, requested) for name in names}
     source: Any
