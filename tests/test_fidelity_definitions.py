@@ -665,17 +665,20 @@ def test_a_stepless_trace_is_read_over_its_profiled_span_in_every_view():
     assert run.meta["span_ns"][1] - run.meta["span_ns"][0] == profiled
     device = run.summary("device").set_index("name")
     assert device.loc["GPU 0", "utilization_pct"] == pytest.approx(expected)
-    assert device.loc["GPU 0", "window_ns"] == profiled
+    assert device.loc["GPU 0", "step_ns"] == profiled
     overview = run.summary("overview").set_index("name")
-    assert overview.loc["step", "cpu_time_ns"] == profiled
+    assert overview.loc["step", "cpu_per_step_ns"] == profiled
     assert overview.loc["kernel", "gpu_ratio_pct"] == pytest.approx(expected)
     breakdown = run.summary("breakdown").set_index("name")
     assert breakdown.loc["Kernel", "ratio_pct"] == pytest.approx(expected)
     assert breakdown["time_ns"].sum() == pytest.approx(profiled)
     model = run.summary("model").set_index("name")
-    assert model.loc["step", "cpu_total_ns"] == profiled
-    headline = report_json(build_report(run))["headline"]
-    assert sum(p["per_step_ns"] for p in headline["phases"]) == pytest.approx(profiled)
+    assert model.loc["step", "per_step_ns"] == profiled
+    # The report shows the same figures (its headline has no step to show).
+    tables = report_json(build_report(run))["tables"]
+    gpu = next(r for r in tables["device"]["rows"] if r["name"] == "GPU 0")
+    assert gpu["utilization_pct"] == pytest.approx(expected)
+    assert tables["model"]["rows"][0]["per_step_ns"] == profiled
 
 
 # ---------------------------------------------------------------------------------------------
@@ -719,8 +722,8 @@ def test_collectives_linked_to_kernels_by_external_id_are_measured_by_their_kern
     run = perfkit_core.load(path)
     assert not host_collectives(run).any()
     rows = run.summary("distributed").set_index("name")
-    assert rows.loc["communication", "time_ns"] == 1572 * US
-    assert rows.loc["step", "time_ns"] == 1718 * US
+    assert rows.loc["communication", "per_step_ns"] == 1572 * US
+    assert rows.loc["step", "per_step_ns"] == 1718 * US
     # Without the kernels' External ids the collectives launched nothing the trace shows: they
     # count on the host, as a CPU-only rank's do.
     events = json.loads(json.dumps(TB_NCCL_WORKER0))
@@ -730,6 +733,6 @@ def test_collectives_linked_to_kernels_by_external_id_are_measured_by_their_kern
     unlinked = perfkit_core.load(path)
     assert host_collectives(unlinked).sum() == 2
     assert (
-        unlinked.summary("distributed").set_index("name").loc["communication", "time_ns"]
+        unlinked.summary("distributed").set_index("name").loc["communication", "per_step_ns"]
         == (75 + 1558) * US
     )

@@ -111,7 +111,7 @@ def test_a_trace_nested_200000_deep_reports(tmp_path):
     assert sum(r["calls"] for r in operators) == DEPTH
     # The outermost op holds all the others: operators take the whole span, 400.001 ms.
     overview = {r["name"]: r for r in report["tables"]["overview"]["rows"]}
-    assert overview["operator"]["cpu_time_ns"] == (2 * DEPTH + 1) * 1000
+    assert overview["operator"]["cpu_per_step_ns"] == (2 * DEPTH + 1) * 1000
 
 
 # -- gzip bombs --------------------------------------------------------------------------------
