@@ -315,6 +315,33 @@ def test_unreadable_inputs_are_one_line_without_privileges(corpus, tmp_path):
             )
             if not ok:
                 failures.append((name, command[0], proc.returncode, proc.stderr[-600:]))
+    # An op map the user may not read (click's own check printed a usage message before).
+    op_map = tmp_path / "ops.toml"
+    op_map.write_text("[ops]\n")
+    op_map.chmod(0o000)
+    good = str(corpus["g_run"])
+    proc = subprocess.run(
+        [
+            *prefix,
+            sys.executable,
+            "-m",
+            "perfkit_core",
+            "compare",
+            good,
+            good,
+            "--op-map",
+            str(op_map),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if (proc.returncode, proc.stdout, proc.stderr) != (
+        2,
+        "",
+        f"perfkit: error: {op_map}: Permission denied\n",
+    ):
+        failures.append(("op map", "compare", proc.returncode, proc.stderr[-600:]))
     for path in tmp_path.rglob("*"):
         path.chmod(0o755)
     assert not failures, failures

@@ -289,7 +289,7 @@ def advise(
 @click.option(
     "--op-map",
     "op_map",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     default=None,
     help="TOML (or YAML) file adding or overriding canonical-op mappings.",
 )
