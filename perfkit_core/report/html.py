@@ -317,7 +317,7 @@ def _tables(
 def _headline(headline: Headline, time_unit: str) -> dict[str, Any]:
     def text(item: Any) -> str:
         value = format_value(item.value, item.unit, time_unit)
-        return value + (f" {time_unit}" if item.unit == "time" else "")
+        return value + (f" {time_unit}" if item.unit == "time" else "%" if item.unit == "pct" else "")
 
     top = headline.finding
     return {

@@ -10,6 +10,7 @@ shows that table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,6 +291,7 @@ def _headline(
             items.append(HeaderItem("Throughput (samples/s)", batch_size * 1e9 / step_ns, "number"))
         else:
             items.append(HeaderItem("Throughput (steps/s)", 1e9 / step_ns, "number"))
+        items += _mfu_items(run)
     phases: list[PhaseShare] = []
     for name in HEADLINE_PHASES:
         if name in model.index:
@@ -323,6 +325,26 @@ def run_label(run: Run | Job) -> str:
             path.parent.name if path.name.startswith("trace.") and path.parent.name else path.name
         )
     return str(run.meta.get("framework") or "run")
+
+
+def _mfu_items(run: Run | Job) -> list[HeaderItem]:
+    """The headline's model FLOPs per step and MFU: the ``mfu`` view's mean row, labelled as
+    that view labels them; none when the run's model FLOPs or peaks are unknown."""
+    try:
+        mfu = run.summary("mfu")
+    except (KeyError, ValueError):
+        return []
+    mean = mfu[mfu["name"] == "mean"] if "name" in mfu.columns else mfu.iloc[0:0]
+    if mean.empty or "mfu_pct" not in mean.columns:
+        return []
+    row = mean.iloc[0]
+    if math.isnan(float(row["mfu_pct"])) or not row.get("model_gflops"):
+        return []
+    labels = mfu.attrs.get("labels") or {}
+    return [
+        HeaderItem("Model GFLOP per step", float(row["model_gflops"]), "number"),
+        HeaderItem(labels.get("mfu_pct", "MFU (% of the peak)"), float(row["mfu_pct"]), "pct"),
+    ]
 
 
 def skipped_events(meta: dict[str, Any]) -> dict[str, int]:

@@ -49,7 +49,7 @@ def family_key(family: str, direction: str) -> str:
 
 #: Header labels of the family view's columns.
 FAMILY_LABELS = {
-    "per_step_ns": "Time per step",
+    "per_step_ns": "Host time per step",
     "step_pct": "% of step",
     "gpu_per_step_ns": "GPU time per step",
     "gpu_share_pct": "% of the steps' GPU time",
