@@ -16,6 +16,7 @@ from perfkit_core.capture import (
     conversion_reason,
     cut_short_reason,
     fallback_dir,
+    fallback_refusal,
     handler_metadata,
     make_room,
     os_error_reason,
@@ -205,6 +206,8 @@ class TraceHandler(RunHandler):
 
     def _export_elsewhere_quietly(self, result: Any, step: int | None) -> Path | None:
         """Export into the fallback folder; return the export, or None (nothing recorded)."""
+        if fallback_refusal(self._estimate) is not None:
+            return None
         try:
             folder = claim_run_dir(fallback_dir(), self.worker_name, step)
         except OSError:

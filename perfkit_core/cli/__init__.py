@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from perfkit_core.advice.engine import UnknownRuleError
 from perfkit_core.cli.options import JOB_OPTIONS, PEAK_OPTIONS
 from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
@@ -139,7 +140,7 @@ def report(
     peak_tflops: float | None,
     peak_bandwidth: float | None,
     save_to: Path | None,
-) -> None:
+) -> int:
     """Print the summaries of the run, trace or job at PATH.
 
     A job (a folder of per-rank traces, or a saved job) is analysed rank by rank on Dask: on
@@ -195,6 +196,7 @@ def report(
         batch_size=batch_size,
     )
     _emit(render(report_model, fmt), output)
+    return 2 if getattr(source, "missing_ranks", None) else 0  # a job's ranks left out
 
 
 def _notify(line: str) -> None:
@@ -233,7 +235,7 @@ def advise(
     output: Path | None,
     scheduler: str | None,
     workers: int | None,
-) -> None:
+) -> int:
     """Print what to change, most valuable first, with the evidence and estimated saving."""
     from perfkit_core.advice.engine import advice_note
     from perfkit_core.jobs import analyse_job, is_job
@@ -243,6 +245,7 @@ def advise(
 
     chosen = [r.strip() for r in rules.split(",")] if rules else None
     note = None
+    job = None
     if is_job(path):
         job = analyse_job(
             path, (), rules=chosen, scheduler=scheduler, workers=workers, notify=_notify
@@ -258,6 +261,7 @@ def advise(
         else render_findings(findings, note=note)
     )
     _emit(text, output)
+    return 2 if job is not None and job.missing_ranks else 0
 
 
 @cli.command("compare")
@@ -285,7 +289,7 @@ def advise(
 @click.option(
     "--op-map",
     "op_map",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     default=None,
     help="TOML (or YAML) file adding or overriding canonical-op mappings.",
 )
@@ -465,16 +469,12 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning
             result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
-    except (TraceError, UnknownViewError, OptionError) as exc:
-        click.echo(f"perfkit: error: {exc}", err=True)
+    except (TraceError, UnknownViewError, OptionError, UnknownRuleError) as exc:
+        click.echo(f"perfkit: error: {printable(str(exc))}", err=True)
         return 2
-    except KeyError as exc:
-        # Unknown rule ids (advice.UnknownRuleError) and other lookups of names the user gave.
-        from perfkit_core.advice.engine import UnknownRuleError
-
-        if not isinstance(exc, UnknownRuleError):
-            raise
-        click.echo(f"perfkit: error: {exc}", err=True)
+    except OSError as exc:  # a file the checks before reading it did not reach: still one line
+        where = f"{printable(str(exc.filename))}: " if exc.filename is not None else ""
+        click.echo(f"perfkit: error: {where}{exc.strerror or exc}", err=True)
         return 2
     except click.exceptions.Abort:
         click.echo("perfkit: aborted", err=True)

@@ -255,6 +255,9 @@ META_KEYS: dict[str, str] = {
     "compute_threads": "host thread ids that run the steps' compute for the step's thread (XLA:CPU's executor threads, which run a jitted step's ops): the `family` view does not count their ops as data loading",
     "per_rank": "for a run of several ranks: host, devices, source and span of each rank",
     "extra": "framework-specific facts (profiler options, distributed backend, ...)",
+    "run_id": "id of the save that wrote the run, also written in its event table's Parquet metadata (a saved job's: in every rank's file), so a folder whose files came from two saves is refused",
+    "events": "rows of the saved event table (of every rank, for a saved job)",
+    "missing_ranks": "for a job: the ranks whose traces could not be read, each with its `rank`, `source` and `reason`; left out of every figure",
 }
 
 

@@ -232,6 +232,9 @@ def _header(run: Run | Job) -> list[HeaderItem]:
         HeaderItem("Profiled", int(span[1] - span[0]), "time"),
         HeaderItem("Devices", devices or "none recorded"),
     ]
+    for m in meta.get("missing_ranks") or []:  # a job's ranks that could not be read
+        reason = f"{Path(str(m['source'])).name}: {m['reason']}"
+        items.append(HeaderItem(f"Missing rank {m['rank']}", reason))
     engine = meta.get("engine")
     if engine:
         where = "a local Dask cluster" if engine.get("kind") == "local" else "a Dask cluster"

@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.errors import printable
 from perfkit_core.events.names import short_names
 from perfkit_core.report.format import (
     TIME_UNITS,
@@ -186,7 +187,14 @@ def render_findings(findings: list[Any], *, time_unit: str = "ms", note: str | N
             lines.append("   What to change:")
             lines += [f"     {line}" for line in str(f.remedy).splitlines()]
         blocks.append("\n".join(lines))
-    return " Advice ".center(TABLE_WIDTH_MIN, "-") + "\n" + "\n\n".join(blocks) + "\n"
+    return _lines(" Advice ".center(TABLE_WIDTH_MIN, "-") + "\n" + "\n\n".join(blocks)) + "\n"
+
+
+def _lines(text: str) -> str:
+    """``text`` with the control characters of each line escaped (``\\x1b``, ``\\r``): names
+    from a trace (titles, evidence, labels) cannot move the cursor, clear the screen, retitle
+    the window or ring the bell of the terminal showing the report."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def render_report(report: Report) -> str:
@@ -203,7 +211,7 @@ def render_report(report: Report) -> str:
             ).rstrip()
         )
     parts += [format_table(t, time_unit=report.time_unit) for t in report.tables]
-    return "\n\n".join(parts) + "\n"
+    return _lines("\n\n".join(parts)) + "\n"
 
 
 def render_comparison(report: ComparisonReport) -> str:
@@ -240,4 +248,4 @@ def render_comparison(report: ComparisonReport) -> str:
     text = "\n\n".join(parts) + "\n"
     if report.gate is not None:
         text += report.gate.message + "\n"
-    return text
+    return _lines(text)

@@ -186,6 +186,13 @@ def _first_with_shapes(
     return out
 
 
+#: Ops nested deeper than this in a nest of ops are costed as tops of their own nests (their
+#: ``OpCall.parent`` is None): the formulas read one enclosing op, real nests are a few ops
+#: deep, and a chain of enclosing calls as deep as a pathological trace's would overflow the
+#: recursion of the calls' hash.
+MAX_CALL_NESTING = 64
+
+
 def _run_costs(run: Run) -> RunCosts:
     """Every op's own cost, asked once per distinct call: ops are coded in bulk by what a call
     holds (name, recorded inputs, stack's innermost frame, enclosing call, paired call), level
@@ -213,14 +220,24 @@ def _run_costs(run: Run) -> RunCosts:
     partner_unit = np.where(unit >= 0, pair[np.maximum(unit, 0)], -1)
     partner_row = _first_with_shapes(partner_unit, parent, ops, has_shapes, st.start)
     partner_key = np.where(partner_row >= 0, own_key[np.maximum(partner_row, 0)], -1)
-    # Call codes level by level: (own, enclosing call, paired) -> a distinct call.
+    # Call codes level by level of the op nests: (own, enclosing call, paired) -> a distinct
+    # call. A level is an op's place in its nest of ops; ops nested deeper than
+    # MAX_CALL_NESTING are coded as tops of their own nests, so an OpCall's chain of enclosing
+    # calls (which its hash and equality follow) stays short on traces nested 200,000 deep.
     call_of = np.full(n, -1, dtype=np.int64)
-    depth = links.depth(parent)
+    is_op = np.zeros(n, dtype=bool)
+    is_op[ops] = True
+    op_parent = np.where((parent >= 0) & is_op[np.maximum(parent, 0)], parent, -1)
+    depth = links.depth(op_parent)
     triples: list[tuple[int, int, int]] = []
     index: dict[tuple[int, int, int], int] = {}
-    for level in np.unique(depth[ops]).tolist():
-        rows = ops[depth[ops] == level]
-        up = np.where(parent[rows] >= 0, call_of[np.maximum(parent[rows], 0)], -1)
+    for level in np.unique(np.minimum(depth[ops], MAX_CALL_NESTING)).tolist():
+        rows = ops[np.minimum(depth[ops], MAX_CALL_NESTING) == level]
+        up = np.where(
+            (parent[rows] >= 0) & (level < MAX_CALL_NESTING),
+            call_of[np.maximum(parent[rows], 0)],
+            -1,
+        )
         keys = np.stack([own_key[rows], up, partner_key[rows]], axis=1)
         distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
         ids = np.empty(len(distinct), dtype=np.int64)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.events import links
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -37,34 +39,12 @@ LAYER_PREFIX = "nn.Module: "
 def innermost(parent: np.ndarray, flag: np.ndarray, *, self_too: bool = True) -> np.ndarray:
     """For each row, the nearest ancestor (or the row itself, with ``self_too``) whose ``flag``
     is set; -1 where there is none."""
-    n = len(parent)
-    out = np.full(n, -1, dtype=np.int64)
-    if self_too:
-        out[flag] = np.flatnonzero(flag)
-    cur = parent.copy()
-    active = (out < 0) & (cur >= 0)
-    while active.any():
-        idx = np.flatnonzero(active)
-        hit = flag[cur[idx]]
-        out[idx[hit]] = cur[idx[hit]]
-        cur[idx] = parent[cur[idx]]
-        active = (out < 0) & (cur >= 0)
-    return out
+    return links.nearest_flagged(parent, flag, self_too=self_too)
 
 
 def outermost(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
     """For each row, the outermost ancestor-or-self whose ``flag`` is set; -1 where none is."""
-    n = len(parent)
-    out = np.where(flag, np.arange(n), -1)
-    cur = parent.copy()
-    active = cur >= 0
-    while active.any():
-        idx = np.flatnonzero(active)
-        hit = flag[cur[idx]]
-        out[idx[hit]] = cur[idx[hit]]
-        cur[idx] = parent[cur[idx]]
-        active = cur >= 0
-    return out
+    return links.farthest_flagged(parent, flag)
 
 
 @dataclass
