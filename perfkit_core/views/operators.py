@@ -9,6 +9,7 @@ import numpy as np
 
 from perfkit_core.events import links
 from perfkit_core.events.schema import str_values
+from perfkit_core.views.structure import LAYER_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,8 +83,10 @@ def host_event_table(
     by_thread: bool = False,
     sort_by: str = "cpu_total",
     top: int | None = None,
+    skip_prefixes: tuple[str, ...] = (),
 ) -> pd.DataFrame:
-    """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``.
+    """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``
+    (those whose name starts with one of ``skip_prefixes`` left out).
 
     Columns: ``name``, [``input_shapes``], [``stack``], ``calls``, ``cpu_total_ns``,
     ``cpu_self_ns``, ``cpu_avg_ns``, ``cpu_max_ns``, ``cpu_min_ns``, ``gpu_total_ns``,
@@ -106,6 +109,12 @@ def host_event_table(
     mask = events["kind"].isin(list(kinds)).to_numpy() & (events["stream"].to_numpy() < 0)
     if rank is not None:
         mask &= events["rank"].to_numpy() == rank
+    if skip_prefixes:
+        names = events["name"]
+        skipped = np.array(
+            [str(c).startswith(skip_prefixes) for c in names.cat.categories] + [False], dtype=bool
+        )
+        mask &= ~skipped[names.cat.codes.to_numpy()]
     gpu_self, gpu_total = links.device_time_by_launcher(run)
     self_ns = host_self_time(run)
     # A torch operator that only re-enters itself (aten::div calling aten::div) is one call,
@@ -290,5 +299,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
 
 
 def user_view(run: Run, **options: Any) -> pd.DataFrame:
-    """User-defined spans (record_function, RecordEvent): calls and time per span name."""
-    return host_event_table(run, ("user",), **options)
+    """User-defined spans (record_function, RecordEvent): calls and time per span name. torch's
+    layer spans (``nn.Module: Type_k``) are layers, not user spans, as Paddle's layer events are
+    not in its user-defined summary: they are left out."""
+    return host_event_table(run, ("user",), skip_prefixes=(LAYER_PREFIX,), **options)
