@@ -33,6 +33,7 @@ TESTED_BY = {
     "perfkit_trace_rank": "test_trace_rank_hook_picks_the_file_of_a_rank",
     "perfkit_canonical_op": "test_canonical_op_hook_lines_up_frameworks",
     "perfkit_profiler_recording": "test_profiler_recording_hook_tells_profiled_steps",
+    "perfkit_layer_spans_fix": "test_layer_spans_fix_hook_names_each_frameworks_way",
 }
 
 
@@ -422,6 +423,26 @@ def test_remedy_hook_gives_framework_code():
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
     assert pm.hook.perfkit_remedy(finding=finding, framework="mxnet") is None
+
+
+def test_layer_spans_fix_hook_names_each_frameworks_way():
+    pm = plugins.get_plugin_manager()
+    torch_text = pm.hook.perfkit_layer_spans_fix(framework="torch")
+    assert "perfkit_torch.on_trace_ready" in torch_text and "layers=False" in torch_text
+    assert "paddle.nn.Layer" in pm.hook.perfkit_layer_spans_fix(framework="paddle")
+    assert pm.hook.perfkit_layer_spans_fix(framework="mxnet") is None
+
+    class Mx:
+        @hookimpl
+        def perfkit_layer_spans_fix(self, framework):
+            return "wrap each block in mx.profiler.scope" if framework == "mxnet" else None
+
+    plugin = Mx()
+    pm.register(plugin)
+    try:
+        assert pm.hook.perfkit_layer_spans_fix(framework="mxnet").startswith("wrap each block")
+    finally:
+        pm.unregister(plugin)
 
 
 def test_op_family_hook_maps_names():

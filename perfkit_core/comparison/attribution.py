@@ -6,6 +6,11 @@ Every table has a ``step`` row (the mean step time), the rows that split it, and
 phase table (phases are time windows that cover the whole step), an ``unattributed`` row: the
 step time no recorded event covers. So the rows' ``delta_ns`` add up to the step row's, and
 their ``share_pct`` to 100. Times are means per step (or per sample).
+
+Layers are compared only when every run recorded layer spans: when one did and another did not,
+a row of one would be a row of the other's ``(no layer)`` time, so every run's layer table is
+by phase instead (``(no layer) forward``, ...), and ``missing_layers_line`` says which run lacks
+them and how its framework records them.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.plugins import get_plugin_manager
 from perfkit_core.views.attribution import PHASES, UNATTRIBUTED
 
 if TYPE_CHECKING:
@@ -30,10 +36,40 @@ SAME_PCT = 5.0
 TOTAL = "step"
 NO_LAYER = "(no layer)"
 NOT_ANNOTATED = "(not annotated)"
+#: What a comparison says when the run's adapter has no advice of its own.
+NO_LAYERS_GENERIC = "record each layer's forward as a span named after its class"
 
 
-def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
-    """The row name each slice counts under in ``view``."""
+def runs_without_layers(comparison: Comparison) -> list[int]:
+    """Positions of the runs whose steps hold no layer span, when another run's steps do
+    (empty when every run, or none, has layer spans)."""
+    cached = comparison.cache.get("runs_without_layers")
+    if cached is not None:
+        return list(cached)
+    has = [bool((comparison.slices(i)["layer"] != "").any()) for i in range(len(comparison.runs))]
+    missing = [] if all(has) else [i for i, found in enumerate(has) if not found and any(has)]
+    comparison.cache["runs_without_layers"] = missing
+    return list(missing)
+
+
+def missing_layers_line(comparison: Comparison) -> str:
+    """One line saying that layers are not compared and why: which run recorded no layer
+    spans, and how its framework records them (its adapter's ``perfkit_layer_spans_fix``);
+    empty when layers are compared."""
+    missing = runs_without_layers(comparison)
+    if not missing:
+        return ""
+    hook = get_plugin_manager().hook.perfkit_layer_spans_fix
+    parts = []
+    for i in missing:
+        fix = hook(framework=comparison.runs[i].framework) or NO_LAYERS_GENERIC
+        parts.append(f"{comparison.labels[i]} recorded no layer spans (to record them: {fix})")
+    return "layers not compared, rows by phase: " + "; ".join(parts)
+
+
+def slice_keys(slices: pd.DataFrame, view: str, *, by_phase: bool = False) -> np.ndarray:
+    """The row name each slice counts under in ``view``; with ``by_phase`` the layer view's
+    rows are phases only (``(no layer) <phase>``), for comparisons where a run has no layers."""
 
     def col(name: str) -> np.ndarray:
         column = slices[name]
@@ -58,7 +94,8 @@ def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
         keys = with_direction(col("op"))
     elif view == "layers":
         layer = col("layer")
-        keys = np.where(layer != "", layer, NO_LAYER + " " + col("phase"))
+        by_phase_keys = np.char.add(NO_LAYER + " ", col("phase").astype(str))
+        keys = by_phase_keys if by_phase else np.where(layer != "", layer, by_phase_keys)
     elif view == "user":
         user = col("user")
         keys = np.where(user != "", user, NOT_ANNOTATED)
@@ -70,10 +107,11 @@ def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
 def per_run_totals(comparison: Comparison, view: str) -> list[dict[str, float]]:
     """For each run, time per step (or sample) of every row of ``view``, and ``TOTAL``."""
     out = []
+    by_phase = view == "layers" and bool(runs_without_layers(comparison))
     for i in range(len(comparison.runs)):
         slices = comparison.slices(i)
         divisor = comparison.divisor(i)
-        keys = slice_keys(slices, view)
+        keys = slice_keys(slices, view, by_phase=by_phase)
         ns = slices["ns"].to_numpy()
         values: dict[str, float] = {}
         if len(keys):
@@ -224,5 +262,8 @@ def _note(comparison: Comparison, view: str) -> str:
             "name; ops inside a known layer count as that layer's op, e.g. a conv's bias add)"
         )
     if view == "layers":
+        missing = missing_layers_line(comparison)
+        if missing:
+            return f"{missing}; {base}"
         return base + "; a backward op counts in the layer of the forward op it differentiates"
     return base

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.comparison.attribution import TOTAL, attribution_table
+from perfkit_core.comparison.attribution import TOTAL, attribution_table, missing_layers_line
 from perfkit_core.comparison.overhead import RunOverhead, density_warning, run_overhead
 from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
 from perfkit_core.views.attribution import UNATTRIBUTED
@@ -61,6 +61,8 @@ class Verdict:
     overheads: list[RunOverhead]
     labels: list[str]
     warnings: list[str] = field(default_factory=list)
+    #: Why layers are not compared (a run without layer spans), else empty.
+    layers_missing: str = ""
 
     @property
     def headline(self) -> RatioEstimate:
@@ -120,7 +122,9 @@ class Verdict:
         names = {"layers": "by layer", "ops": "by op", "phases": "by phase"}
         for view, title in names.items():
             causes = self.causes.get(view) or []
-            if causes:
+            if view == "layers" and self.layers_missing:
+                out.append(f"{title}: {self.layers_missing}")
+            elif causes:
                 out.append(f"{title}: " + ", ".join(c.text(time_unit) for c in causes))
         out.append(
             f"baseline: {self.baseline}; differences are {self.candidate} minus "
@@ -164,6 +168,7 @@ class Verdict:
                 label: o.to_dict() for label, o in zip(self.labels, self.overheads, strict=True)
             },
             "warnings": list(self.warnings),
+            "layers_missing": self.layers_missing,
         }
 
 
@@ -191,7 +196,11 @@ def build_verdict(comparison: Comparison) -> Verdict:
             overheads[first].unprofiled_ns / comparison.sample_scale(first),
             overheads[last].unprofiled_ns / comparison.sample_scale(last),
         )
-    causes = {view: top_causes(comparison, view) for view in CAUSE_VIEWS}
+    layers_missing = missing_layers_line(comparison)
+    causes = {
+        view: [] if view == "layers" and layers_missing else top_causes(comparison, view)
+        for view in CAUSE_VIEWS
+    }
     family = attribution_table(comparison, "family").set_index("name")
     unattributed = (
         float(family.loc[UNATTRIBUTED, "share_pct"]) if UNATTRIBUTED in family.index else 0.0
@@ -216,4 +225,5 @@ def build_verdict(comparison: Comparison) -> Verdict:
         overheads=overheads,
         labels=list(comparison.labels),
         warnings=warnings,
+        layers_missing=layers_missing,
     )
