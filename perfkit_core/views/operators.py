@@ -73,6 +73,11 @@ def _python_stacks(run: Run, rows: np.ndarray, n: int) -> list[str]:
     return [labels[i] for i in np.asarray(inverse).reshape(-1)]
 
 
+#: Events of a kind that are not that kind's rows, by name prefix: torch's layer spans
+#: (``nn.Module: Type_k``, kind ``user``) are layers, not user-defined spans.
+SKIPPED_PREFIXES: dict[str, tuple[str, ...]] = {"user": (LAYER_PREFIX,)}
+
+
 def host_event_table(
     run: Run,
     kinds: Iterable[str],
@@ -83,10 +88,9 @@ def host_event_table(
     by_thread: bool = False,
     sort_by: str = "cpu_total",
     top: int | None = None,
-    skip_prefixes: tuple[str, ...] = (),
 ) -> pd.DataFrame:
     """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``
-    (those whose name starts with one of ``skip_prefixes`` left out).
+    (``user`` events that are layer spans, ``SKIPPED_PREFIXES``, left out).
 
     Columns: ``name``, [``input_shapes``], [``stack``], ``calls``, ``cpu_total_ns``,
     ``cpu_self_ns``, ``cpu_avg_ns``, ``cpu_max_ns``, ``cpu_min_ns``, ``gpu_total_ns``,
@@ -106,9 +110,11 @@ def host_event_table(
     if sort_by not in SORT_KEYS and sort_by != "name":
         raise ValueError(f"sort_by must be one of {', '.join(SORT_KEYS)} or name, not {sort_by!r}")
     events = run.events
+    kinds = tuple(kinds)
     mask = events["kind"].isin(list(kinds)).to_numpy() & (events["stream"].to_numpy() < 0)
     if rank is not None:
         mask &= events["rank"].to_numpy() == rank
+    skip_prefixes = tuple(p for k in kinds for p in SKIPPED_PREFIXES.get(k, ()))
     if skip_prefixes:
         names = events["name"]
         skipped = np.array(
@@ -302,4 +308,4 @@ def user_view(run: Run, **options: Any) -> pd.DataFrame:
     """User-defined spans (record_function, RecordEvent): calls and time per span name. torch's
     layer spans (``nn.Module: Type_k``) are layers, not user spans, as Paddle's layer events are
     not in its user-defined summary: they are left out."""
-    return host_event_table(run, ("user",), skip_prefixes=(LAYER_PREFIX,), **options)
+    return host_event_table(run, ("user",), **options)
