@@ -4,31 +4,40 @@ records its layers.
 
 torch's profiler records ``nn.Module: Type_k`` spans only with ``with_stack=True``, whose Python
 tracer slows every step many times over. perfkit records the same spans, named the same way
-(``k`` counts the modules of one type in the order they are first called since the hooks were
-installed), from torch's global module hooks
-(``torch.nn.modules.module.register_module_forward_pre_hook`` and
-``register_module_forward_hook``), so no model needs a call of its own.
+(``k`` counts the modules of one type in the order they are first called since the wrapper was
+installed), from a wrapper around ``torch.nn.Module.__call__``, so no model needs a call of its
+own.
 
-The hooks are installed only while something asks for spans (a ``ModuleSpans`` that is
-*armed*), and record only while a profiler records. While they are installed, every module call
-takes torch's hooked path, a few microseconds a call whether the profiler records or not (see
-``bench/bench_layer_spans.py``), so the handler arms them only around its profiler's recording:
+Why a wrapper and not torch's global module hooks (``register_module_forward_pre_hook`` and
+``register_module_forward_hook``): any global hook sends every module call down torch's hooked
+call path, which costs 4 to 7 microseconds a call on the demo models, whether the profiler
+records or not: 7 to 11% of a recorded step of ``perfkit demo``'s MLP. The wrapper costs one
+Python call when the profiler does not record and one span when it does (within the noise of
+that step; ``bench/bench_layer_spans.py``). torch expects ``Module.__call__`` to be wrapped:
+``torch.fx``'s tracer wraps it, and ``torch.compile`` inlines a wrapped one (it only takes a
+shortcut for the unwrapped one).
 
-- ``perfkit_torch.on_trace_ready(...)`` (``layers=True``, the default) arms them when it is
+The wrapper is installed only while something asks for spans (a ``ModuleSpans`` that is
+*armed*), and records only while a profiler records:
+
+- ``perfkit_torch.on_trace_ready(...)`` (``layers=True``, the default) arms it when it is
   created, for its profiler's first cycle; at the end of each cycle it follows the profiler's
   schedule (``ModuleSpans.follow``): armed in the warm-up and recording steps, taken off in the
   steps the schedule skips and once the profiler has stopped;
-- ``record_modules()`` arms them until its ``remove()`` (or the end of its ``with`` block),
-  for code that profiles without perfkit's handler (the Kineto trace it writes then holds the
+- ``record_modules()`` arms it until its ``remove()`` (or the end of its ``with`` block), for
+  code that profiles without perfkit's handler (the Kineto trace it writes then holds the
   spans, for ``perfkit report trace.json``).
 
-A module call that starts while spans are armed and a profiler records is one span, from its
-forward pre-hooks to its forward's return (or exception). Under ``torch.compile`` the hooks do
-nothing (the compiled region is one span of its caller). The hooks never raise into the model.
+A module call made while spans are armed and a profiler records is one span, from the call to
+its return (or exception), hooks included. Under ``torch.compile`` the wrapper records nothing
+(the compiled region is one span of its caller). It never raises into the model. When another
+library wraps ``Module.__call__`` after perfkit, removing perfkit's wrapper would remove theirs:
+perfkit's then stays, passing calls straight through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from typing import Any
@@ -42,8 +51,12 @@ _RECORDING_ACTIONS = frozenset({"RECORD", "RECORD_AND_SAVE"})
 
 _lock = threading.Lock()
 _armed: set[ModuleSpans] = set()
-_handles: list[Any] = []
-_local = threading.local()
+#: ``Module.__call__`` as perfkit last found it when installing its wrapper (kept afterwards,
+#: for calls already inside the wrapper and for a library that wrapped over it).
+_original: Any = None
+#: Whether the wrapper records (it may stay installed, passing calls through, when another
+#: library wrapped ``Module.__call__`` over it).
+_active = False
 #: Span name of each module seen (by ``id``; dropped when the module is collected).
 _names: dict[int, str] = {}
 _type_counts: dict[str, int] = {}
@@ -51,9 +64,6 @@ _type_counts: dict[str, int] = {}
 _watched: set[int] = set()
 #: Whether an armed ``ModuleSpans`` follows a schedule that says the profiler records now.
 _expect_recording = False
-#: Whether a span was opened since the hooks were installed: until one is, the post-hook has
-#: nothing to look up.
-_opened = False
 
 
 def _torch_functions() -> tuple[Any, Any, Any]:
@@ -88,9 +98,7 @@ def _span_name(module: Any) -> str:
             try:
                 weakref.finalize(module, _forget, key)
                 _watched.add(key)
-            except (
-                TypeError
-            ):  # not weak-referenceable: its name stays (only the ordinal is at stake)
+            except TypeError:  # not weak-referenceable: the name stays, only its ordinal matters
                 pass
     return name
 
@@ -101,69 +109,63 @@ def _forget(key: int) -> None:
     _watched.discard(key)
 
 
-def _enter(module: Any, args: Any) -> None:
-    """Global forward pre-hook: open the module's span when a profiler records."""
-    global _opened
+def _call(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """``torch.nn.Module.__call__`` while perfkit's wrapper is installed: the call, inside a span
+    named after the module when a profiler records."""
+    original = _original
+    if not _active or _compiling():
+        return original(self, *args, **kwargs)
     try:
-        if _compiling():
-            return
         if not _enabled():
             if _expect_recording:
                 _stopped()
-            return
-        span = _Span(_span_name(module))
-        span.__enter__()
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append((module, span))
-        _opened = True
+            span = None
+        else:
+            span = _Span(_span_name(self))
+            span.__enter__()
     except Exception:  # a span is never worth a failed step
-        return
-
-
-def _exit(module: Any, args: Any, output: Any) -> None:
-    """Global forward hook (also called when the forward raised): close the module's span."""
-    if not _opened:
-        return
+        span = None
+    if span is None:
+        return original(self, *args, **kwargs)
     try:
-        if _compiling():
-            return
-        stack = getattr(_local, "stack", None)
-        if stack and stack[-1][0] is module:
-            stack.pop()[1].__exit__(None, None, None)
-    except Exception:
-        return
+        return original(self, *args, **kwargs)
+    finally:
+        with contextlib.suppress(Exception):
+            span.__exit__(None, None, None)
 
 
 def _install() -> None:
-    """Install the global hooks (under ``_lock``)."""
-    global _enabled, _compiling, _Span, _opened
-    if _handles:
+    """Install the wrapper around ``Module.__call__`` (under ``_lock``)."""
+    global _enabled, _compiling, _Span, _original, _active
+    if _active:
         return
-    _opened = False
-    from torch.nn.modules import module as torch_module
+    import torch
 
     _enabled, _compiling, _Span = _torch_functions()
     # Ordinals count from 0 again, so one model's spans are named alike in every cycle.
     _names.clear()
     _type_counts.clear()
-    _handles.append(torch_module.register_module_forward_pre_hook(_enter))
-    try:
-        _handles.append(torch_module.register_module_forward_hook(_exit, always_call=True))
-    except TypeError:  # torch before 2.1: no always_call; a forward that raises leaves its span
-        _handles.append(torch_module.register_module_forward_hook(_exit))
+    if torch.nn.Module.__call__ is not _call:
+        _original = torch.nn.Module.__call__
+        torch.nn.Module.__call__ = _call  # type: ignore[method-assign]
+    _active = True
 
 
 def _uninstall() -> None:
-    """Remove the global hooks (under ``_lock``)."""
-    for handle in _handles:
-        handle.remove()
-    _handles.clear()
+    """Remove the wrapper (under ``_lock``); one another library wrapped stays, passing calls
+    through."""
+    global _active
+    if not _active:
+        return
+    _active = False
+    import torch
+
+    if torch.nn.Module.__call__ is _call:
+        torch.nn.Module.__call__ = _original  # type: ignore[method-assign]
 
 
 def _set(spans: ModuleSpans, armed: bool, recording: bool) -> None:
-    """Arm or disarm ``spans``; install the hooks while any request is armed, remove them when
+    """Arm or disarm ``spans``; install the wrapper while any request is armed, remove it when
     none is."""
     global _expect_recording
     with _lock:
@@ -187,15 +189,16 @@ def _stopped() -> None:
             spans.arm(False)
 
 
-def hooks_installed() -> bool:
-    """Whether the global module hooks are installed now."""
-    return bool(_handles)
+def installed() -> bool:
+    """Whether perfkit's wrapper around ``Module.__call__`` records module spans now (when a
+    profiler records)."""
+    return _active
 
 
 class ModuleSpans:
     """A request for module spans: while it is armed (``arm(True)``), every module call is
     recorded as a span whenever a profiler records. ``remove()`` (or leaving the ``with``
-    block) disarms it for good. Any number may exist; the hooks are installed while at least
+    block) disarms it for good. Any number may exist; the wrapper is installed while at least
     one is armed."""
 
     def __init__(self) -> None:

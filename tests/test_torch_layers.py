@@ -1,6 +1,7 @@
 """Layer spans in torch runs: perfkit's handler records every ``nn.Module`` call while its
 profiler records (``perfkit_torch.modules``), named and nested as the modules are, counted as
-torch's own ``key_averages`` counts them, and costs nothing once the profiler is done."""
+torch's own ``key_averages`` counts them, and leaves ``Module.__call__`` alone once the
+profiler is done."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from perfkit_torch import modules  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _no_spans_left_armed():
-    """Every test starts and ends with no module hooks installed."""
+    """Every test starts and ends with perfkit's wrapper of ``Module.__call__`` off."""
     for spans in list(modules._armed):
         spans.remove()
     yield
@@ -33,7 +34,8 @@ def _no_spans_left_armed():
     for spans in leftover:
         spans.remove()
     assert not leftover, "a test left module spans armed"
-    assert not modules.hooks_installed()
+    assert not modules.installed()
+    assert torch.nn.Module.__call__ is torch.nn.Module._wrapped_call_impl
 
 
 def _model(blocks: int = 2) -> torch.nn.Module:
@@ -103,27 +105,28 @@ def test_handler_records_every_module_call_as_torch_counts_it(tmp_path):
     assert "sequential[1]/linear[3]" in keys and "sequential[1]/layernorm[2]" in keys
     assert not any(n.startswith("nn.Module") for n in run.summary("user")["name"])
     assert set(run.events.loc[run.events["name"].astype(str).isin(theirs), "kind"]) == {"user"}
-    assert not modules.hooks_installed()
+    assert not modules.installed()
 
 
-def test_layers_false_records_no_module_span_and_installs_no_hook(tmp_path):
+def test_layers_false_records_no_module_span_and_leaves_module_call_alone(tmp_path):
+    original = torch.nn.Module.__call__
     model = _model()
     handler = perfkit_torch.on_trace_ready(tmp_path, background=False, layers=False)
-    assert not modules.hooks_installed()
+    assert not modules.installed()
     with profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
         on_trace_ready=handler,
     ) as prof:
         for _ in range(4):
-            assert not modules.hooks_installed()
+            assert torch.nn.Module.__call__ is original
             _step(model)
             prof.step()
     (run_dir,) = handler.runs
     assert _module_spans(perfkit_core.load(run_dir)) == Counter()
 
 
-def test_hooks_are_installed_only_for_the_schedules_warmup_and_recording_steps(tmp_path):
+def test_spans_are_armed_only_for_the_schedules_warmup_and_recording_steps(tmp_path):
     """Armed from the handler's creation through the first cycle, then only in the warm-up
     and recording steps; none once the schedule is done."""
     model = _model()
@@ -135,11 +138,11 @@ def test_hooks_are_installed_only_for_the_schedules_warmup_and_recording_steps(t
         on_trace_ready=handler,
     ) as prof:
         for _ in range(12):
-            installed.append(modules.hooks_installed())
+            installed.append(modules.installed())
             _step(model)
             prof.step()
     assert installed == [True] * 5 + [False, False, True, True, True] + [False, False]
-    assert not modules.hooks_installed()
+    assert not modules.installed()
     first, second = (perfkit_core.load(r) for r in handler.runs)
     assert set(structure(first).layer_key.values()) == set(structure(second).layer_key.values())
     assert (
@@ -149,7 +152,7 @@ def test_hooks_are_installed_only_for_the_schedules_warmup_and_recording_steps(t
     )
 
 
-def test_without_a_schedule_the_hooks_go_once_the_profiler_stops(tmp_path):
+def test_without_a_schedule_spans_are_disarmed_once_the_profiler_stops(tmp_path):
     model = _model()
     handler = perfkit_torch.on_trace_ready(tmp_path, background=False)
     with profile(activities=[ProfilerActivity.CPU], on_trace_ready=handler) as prof:
@@ -158,7 +161,7 @@ def test_without_a_schedule_the_hooks_go_once_the_profiler_stops(tmp_path):
             prof.step()
     # The handler ran at the profiler's stop; the next module call finds it stopped.
     _step(model)
-    assert not modules.hooks_installed()
+    assert not modules.installed()
     run = perfkit_core.load(handler.runs[0])  # no schedule: torch records no step spans
     assert _module_spans(run, in_steps=False) == {
         "Sequential": 2,
@@ -168,12 +171,12 @@ def test_without_a_schedule_the_hooks_go_once_the_profiler_stops(tmp_path):
     }
 
 
-def test_a_handler_never_used_takes_its_hooks_with_it(tmp_path):
+def test_a_handler_never_used_disarms_when_collected(tmp_path):
     handler = perfkit_torch.on_trace_ready(tmp_path)
-    assert modules.hooks_installed()
+    assert modules.installed()
     del handler
     gc.collect()
-    assert not modules.hooks_installed()
+    assert not modules.installed()
 
 
 def test_record_modules_serves_a_plain_profiler_and_never_doubles_the_handlers(tmp_path):
@@ -181,7 +184,7 @@ def test_record_modules_serves_a_plain_profiler_and_never_doubles_the_handlers(t
     trace = tmp_path / "plain.json"
     with perfkit_torch.record_modules(), profile(activities=[ProfilerActivity.CPU]) as prof:
         _step(model)
-    assert not modules.hooks_installed()
+    assert not modules.installed()
     prof.export_chrome_trace(str(trace))
     run = perfkit_core.load(trace)
     assert {"sequential[1]", "sequential[1]/linear[2]"} <= set(structure(run).layer_key.values())
@@ -250,7 +253,6 @@ def test_a_forward_that_raises_closes_its_spans_and_keeps_its_error(tmp_path):
     with perfkit_torch.record_modules(), profile(activities=[ProfilerActivity.CPU]) as prof:
         with pytest.raises(ValueError, match="bad input"):
             model(torch.randn(2, 8))
-        assert not getattr(modules._local, "stack", [])
         model[0](torch.randn(2, 8))
     prof.export_chrome_trace(str(trace))
     events = json.loads(Path(trace).read_text())["traceEvents"]
@@ -265,7 +267,7 @@ def test_a_forward_that_raises_closes_its_spans_and_keeps_its_error(tmp_path):
 
 
 def test_spans_are_named_alike_in_every_cycle_and_model(tmp_path):
-    """Ordinals count again from 0 whenever the hooks are installed anew."""
+    """Ordinals count again from 0 whenever the wrapper is installed anew."""
     names = []
     for i in range(2):
         model = _model(blocks=1)
@@ -279,3 +281,40 @@ def test_spans_are_named_alike_in_every_cycle_and_model(tmp_path):
         names.append(sorted(e["name"] for e in events if e["name"].startswith("nn.Module: ")))
     assert names[0] == names[1]
     assert "nn.Module: Linear_1" in names[0] and "nn.Module: Linear_2" not in names[0]
+
+
+def test_a_wrapper_another_library_adds_later_survives_disarming():
+    model = _model(blocks=1)
+    calls = []
+    spans = perfkit_torch.record_modules()
+    ours = torch.nn.Module.__call__
+    assert ours is modules._call
+
+    def theirs(self, *args, **kwargs):
+        calls.append(type(self).__name__)
+        return ours(self, *args, **kwargs)
+
+    torch.nn.Module.__call__ = theirs
+    try:
+        spans.remove()
+        assert torch.nn.Module.__call__ is theirs
+        _step(model)
+        assert calls.count("Linear") == 2
+    finally:
+        torch.nn.Module.__call__ = modules._original
+
+
+def test_torch_compile_traces_through_the_wrapper(tmp_path):
+    """Dynamo inlines the wrapped call: a full graph, the same result, the caller's span."""
+    model = _model(blocks=1)
+    x = torch.randn(4, 8)
+    expected = model(x)
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    trace = tmp_path / "compiled.json"
+    with perfkit_torch.record_modules(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        got = compiled(x)
+    torch.testing.assert_close(got, expected)
+    prof.export_chrome_trace(str(trace))
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = [e["name"] for e in events if e["name"].startswith("nn.Module: ")]
+    assert names == ["nn.Module: OptimizedModule_0"]
