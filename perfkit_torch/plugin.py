@@ -103,6 +103,17 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 
 
 @hookimpl
+def perfkit_layer_spans_fix(framework: str) -> str | None:
+    """How a torch run gets layer spans: perfkit's handler records them unless told not to."""
+    if framework != "torch":
+        return None
+    return (
+        "profile with perfkit_torch.on_trace_ready(...), which records every nn.Module call "
+        "unless given layers=False, or call perfkit_torch.record_modules() before profiling"
+    )
+
+
+@hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The torch code to change for a finding on a torch run."""
     if framework != "torch":

@@ -34,6 +34,7 @@ TESTED_BY = {
     "perfkit_canonical_op": "test_canonical_op_hook_lines_up_frameworks",
     "perfkit_profiler_recording": "test_profiler_recording_hook_tells_profiled_steps",
     "perfkit_op_cost": "test_op_cost_hook_gives_a_custom_ops_formula",
+    "perfkit_layer_spans_fix": "test_layer_spans_fix_hook_names_each_frameworks_way",
 }
 
 
@@ -423,6 +424,26 @@ def test_remedy_hook_gives_framework_code():
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
     assert pm.hook.perfkit_remedy(finding=finding, framework="mxnet") is None
+
+
+def test_layer_spans_fix_hook_names_each_frameworks_way():
+    pm = plugins.get_plugin_manager()
+    torch_text = pm.hook.perfkit_layer_spans_fix(framework="torch")
+    assert "perfkit_torch.on_trace_ready" in torch_text and "layers=False" in torch_text
+    assert "paddle.nn.Layer" in pm.hook.perfkit_layer_spans_fix(framework="paddle")
+    assert pm.hook.perfkit_layer_spans_fix(framework="mxnet") is None
+
+    class Mx:
+        @hookimpl
+        def perfkit_layer_spans_fix(self, framework):
+            return "wrap each block in mx.profiler.scope" if framework == "mxnet" else None
+
+    plugin = Mx()
+    pm.register(plugin)
+    try:
+        assert pm.hook.perfkit_layer_spans_fix(framework="mxnet").startswith("wrap each block")
+    finally:
+        pm.unregister(plugin)
 
 
 def test_op_family_hook_maps_names():

@@ -42,7 +42,8 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "`op_detail`)",
     },
     "user": {
-        "name": "span name (`record_function`, `RecordEvent`, `perfkit_core.annotate`)",
+        "name": "span name (`record_function`, `RecordEvent`, `perfkit_core.annotate`; torch's layer "
+        "spans `nn.Module: Type_k` are layers and left out)",
         **_HOST_COLUMNS,
     },
     "model": {

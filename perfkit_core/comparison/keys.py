@@ -18,8 +18,9 @@ NO_LAYER = "(no layer)"
 NOT_ANNOTATED = "(not annotated)"
 
 
-def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
-    """The row name each slice counts under in ``view``."""
+def slice_keys(slices: pd.DataFrame, view: str, *, by_phase: bool = False) -> np.ndarray:
+    """The row name each slice counts under in ``view``; with ``by_phase`` the layer view's
+    rows are phases only (``(no layer) <phase>``), for comparisons where a run has no layers."""
 
     def col(name: str) -> np.ndarray:
         column = slices[name]
@@ -44,7 +45,8 @@ def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
         keys = with_direction(col("op"))
     elif view == "layers":
         layer = col("layer")
-        keys = np.where(layer != "", layer, NO_LAYER + " " + col("phase"))
+        by_phase_keys = np.char.add(NO_LAYER + " ", col("phase").astype(str))
+        keys = by_phase_keys if by_phase else np.where(layer != "", layer, by_phase_keys)
     elif view == "user":
         user = col("user")
         keys = np.where(user != "", user, NOT_ANNOTATED)

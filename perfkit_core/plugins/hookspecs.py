@@ -265,3 +265,19 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
         now, ``False`` when it is not recording, ``None`` when this plugin cannot tell. Results
         of all plugins are collected; a step is profiled when any says ``True``.
     """
+
+
+@hookspec(firstresult=True)
+def perfkit_layer_spans_fix(framework: str) -> str | None:
+    """Say how a run of ``framework`` gets layer spans, for a comparison whose other runs have them.
+
+    Called by ``perfkit compare`` (``perfkit_core.comparison.attribution.missing_layers_line``)
+    when a run has no layer span while another run has: the comparison then lines layers up by
+    phase only and prints this advice beside its layer table and verdict.
+
+    :param framework: the run's framework (``run.framework``).
+    :returns: a short clause naming the call or option that records layer spans, when this
+        plugin adapts ``framework``, else ``None``; perfkit then says so in neutral words.
+
+    Stops at the first non-None result (``firstresult``).
+    """

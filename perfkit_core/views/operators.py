@@ -9,6 +9,7 @@ import numpy as np
 
 from perfkit_core.events import links
 from perfkit_core.events.schema import str_values
+from perfkit_core.views.structure import LAYER_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,6 +73,11 @@ def _python_stacks(run: Run, rows: np.ndarray, n: int) -> list[str]:
     return [labels[i] for i in np.asarray(inverse).reshape(-1)]
 
 
+#: Events of a kind that are not that kind's rows, by name prefix: torch's layer spans
+#: (``nn.Module: Type_k``, kind ``user``) are layers, not user-defined spans.
+SKIPPED_PREFIXES: dict[str, tuple[str, ...]] = {"user": (LAYER_PREFIX,)}
+
+
 def host_event_table(
     run: Run,
     kinds: Iterable[str],
@@ -83,7 +89,8 @@ def host_event_table(
     sort_by: str = "cpu_total",
     top: int | None = None,
 ) -> pd.DataFrame:
-    """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``.
+    """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``
+    (``user`` events that are layer spans, ``SKIPPED_PREFIXES``, left out).
 
     Columns: ``name``, [``input_shapes``], [``stack``], ``calls``, ``cpu_total_ns``,
     ``cpu_self_ns``, ``cpu_avg_ns``, ``cpu_max_ns``, ``cpu_min_ns``, ``gpu_total_ns``,
@@ -103,9 +110,17 @@ def host_event_table(
     if sort_by not in SORT_KEYS and sort_by != "name":
         raise ValueError(f"sort_by must be one of {', '.join(SORT_KEYS)} or name, not {sort_by!r}")
     events = run.events
+    kinds = tuple(kinds)
     mask = events["kind"].isin(list(kinds)).to_numpy() & (events["stream"].to_numpy() < 0)
     if rank is not None:
         mask &= events["rank"].to_numpy() == rank
+    skip_prefixes = tuple(p for k in kinds for p in SKIPPED_PREFIXES.get(k, ()))
+    if skip_prefixes:
+        names = events["name"]
+        skipped = np.array(
+            [str(c).startswith(skip_prefixes) for c in names.cat.categories] + [False], dtype=bool
+        )
+        mask &= ~skipped[names.cat.codes.to_numpy()]
     gpu_self, gpu_total = links.device_time_by_launcher(run)
     self_ns = host_self_time(run)
     # A torch operator that only re-enters itself (aten::div calling aten::div) is one call,
@@ -290,5 +305,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
 
 
 def user_view(run: Run, **options: Any) -> pd.DataFrame:
-    """User-defined spans (record_function, RecordEvent): calls and time per span name."""
+    """User-defined spans (record_function, RecordEvent): calls and time per span name. torch's
+    layer spans (``nn.Module: Type_k``) are layers, not user spans, as Paddle's layer events are
+    not in its user-defined summary: they are left out."""
     return host_event_table(run, ("user",), **options)
