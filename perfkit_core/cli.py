@@ -46,6 +46,18 @@ JOB_OPTIONS = (
 _PATH = click.Path(path_type=Path, readable=False)
 
 
+def _regex(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``value`` when it is a regular expression (or None); a usage error saying why not."""
+    import re
+
+    if value is not None:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise click.BadParameter(f"{value!r} is not a regular expression: {exc}") from None
+    return value
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="perfkit", prog_name="perfkit")
 def cli() -> None:
@@ -89,6 +101,20 @@ def cli() -> None:
     type=int,
     default=0,
     help="One row per operator and its top N stack frames.",
+)
+@click.option(
+    "--group-by",
+    type=click.Choice(["type", "name"]),
+    default="type",
+    show_default=True,
+    help="Operator rows by type (the operator's name) or by full name with its side, where the profiler records full names (MindSpore).",
+)
+@click.option(
+    "--filter",
+    "name_filter",
+    default=None,
+    callback=_regex,
+    help="Only operators and user spans whose name or full name matches this regular expression (case-insensitive).",
 )
 @click.option(
     "--format",
@@ -138,6 +164,8 @@ def report(
     op_detail: bool,
     by_thread: bool,
     group_by_stack_n: int,
+    group_by: str,
+    name_filter: str | None,
     fmt: str,
     batch_size: int | None,
     with_advice: bool,
@@ -171,6 +199,8 @@ def report(
         "group_by_stack_n": group_by_stack_n,
         "by_thread": by_thread,
         "op_detail": op_detail,
+        "group_by": group_by,
+        "filter": name_filter,
     }
     options = {name: view_options(name, requested) for name in names}
     source: Any

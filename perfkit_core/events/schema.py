@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: Version of the event-table layout, stored in every saved run's metadata. Bump the minor
 #: number for added columns or kinds, the major number for anything that changes a meaning.
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 #: Every value the ``kind`` column can take, with what it means.
 KINDS: dict[str, str] = {
@@ -66,9 +66,20 @@ COLUMNS: tuple[Column, ...] = (
     Column("kind", "category", "", "what the event is; one of the kinds listed below"),
     Column("name", "category", "", "the event's name as the framework recorded it"),
     Column(
+        "full_name",
+        "category",
+        "",
+        "the operator's full name where the profiler records one beside its type (`name`): MindSpore's scoped name `Default/network-WithLossCell/_backbone-SequentialCell/0-Dense/MatMul-op0`; empty otherwise",
+    ),
+    Column(
         "category", "category", "", "the raw native category (Kineto `cat`, Paddle TracerEventType)"
     ),
-    Column("framework", "category", "", "framework that recorded the event: `torch` or `paddle`"),
+    Column(
+        "framework",
+        "category",
+        "",
+        "framework that recorded the event: `torch`, `paddle`, `jax`, `tensorflow`, `mindspore`",
+    ),
     Column(
         "start_ns",
         "int64",

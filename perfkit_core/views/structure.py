@@ -163,12 +163,21 @@ def structure(run: Run) -> Structure:
     return found
 
 
+#: Layer types that one framework names differently from torch (lower case): the key uses
+#: torch's name, so one model's layers line up across frameworks; the label keeps the native one.
+LAYER_TYPE_ALIASES: dict[str, str] = {
+    "sequentialcell": "sequential",  # MindSpore's nn.SequentialCell
+    "dense": "linear",  # MindSpore's nn.Dense
+}
+
+
 def _layer_type(name: str) -> tuple[str, str]:
     """(normalized type, display type) of a layer span's name."""
     text = name[len(LAYER_PREFIX) :] if name.startswith(LAYER_PREFIX) else name
     if name.startswith(LAYER_PREFIX) and "_" in text and text.rsplit("_", 1)[1].isdigit():
         text = text.rsplit("_", 1)[0]
-    return text.lower(), text
+    normalized = text.lower()
+    return LAYER_TYPE_ALIASES.get(normalized, normalized), text
 
 
 def _layer_keys(
