@@ -89,6 +89,10 @@ class TraceHandler(RunHandler):
 
     native_name = ""
 
+    def _kept(self, trace: Path) -> bool:
+        """MindSpore's profile folder is kept whenever it is there."""
+        return trace.is_dir()
+
     def __init__(
         self,
         dir_name: str | os.PathLike[str] = "./perfkit_runs",
@@ -202,16 +206,32 @@ def on_trace_ready(
     return TraceHandler(dir_name, worker_name=worker_name, chain=chain, background=background)
 
 
-def step(prof: Any) -> Any:
+def _synchronize() -> None:
+    """Wait for the operators MindSpore has queued (graph kernels run asynchronously)."""
+    try:
+        import mindspore
+
+        mindspore.runtime.synchronize()
+    except Exception:
+        pass
+
+
+def step(prof: Any, *, sync: bool = True) -> Any:
     """``prof.step()``, marking the step's end for perfkit: one line in place of ``prof.step()``
     in a loop under ``mindspore.profiler.profile``. MindSpore's CPU profiler records no steps;
-    with these marks a run's steps are the spans between them (host clock, ns). Never raises
-    what perfkit's part would raise; what ``prof.step()`` raises goes through."""
+    with these marks a run's steps are the spans between them (host clock, ns).
+
+    With ``sync`` (the default) the mark first waits for the step's operators to finish
+    (``mindspore.runtime.synchronize()``): MindSpore runs compiled kernels asynchronously, and a
+    step span must hold its operators, as ``Model.train`` steps do. Never raises what perfkit's
+    part would raise; what ``prof.step()`` raises goes through."""
     number = getattr(prof, "step_num", None)
     try:
         number = int(number) if number is not None else None
     except (TypeError, ValueError):
         number = None
+    if sync:
+        _synchronize()
     return record.mark_step(number, prof.step)
 
 

@@ -72,10 +72,24 @@ RANKED_VIEWS = frozenset(
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
 VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
+    "operator_average": ("Top 20 operators by average time", "hbar", ["cpu_avg_ns", "gpu_avg_ns"]),
     "phases": ("Time per step by phase", "stacked", None),
     "family": ("Time per step by op family", "hbar", ["time_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
     "device_timeline": ("Device utilisation over time", "line", None),
+}
+
+#: Tables a report adds after a view's, from the same view with other options, for a chart:
+#: id -> (view, title, options, columns, rows). ``operator_average`` is MindInsight's chart of
+#: the operator types with the highest average time.
+DERIVED_TABLES: dict[str, tuple[str, str, dict[str, Any], tuple[str, ...], int]] = {
+    "operator_average": (
+        "operator",
+        "Operators by average time (top 20)",
+        {"sort_by": "cpu_avg"},
+        ("name", "calls", "cpu_avg_ns", "gpu_avg_ns"),
+        20,
+    ),
 }
 
 
@@ -210,7 +224,7 @@ def table_from_frame(
     """
     from perfkit_core.report.format import column_label
 
-    labels = labels or {}
+    labels = {**frame.attrs.get("labels", {}), **(labels or {})}
     units = units or {}
     notes = [n for n in (note, frame.attrs.get("note")) if n]
     shown = frame.head(top) if top else frame
@@ -377,6 +391,30 @@ def _view_chart(table: Table) -> Chart | None:
     return Chart(f"chart-{table.id.replace('_', '-')}", title, kind, table.id, "name", series)
 
 
+def _derived_tables(
+    run: Run | Job,
+    view: str,
+    frame: pd.DataFrame,
+    options: dict[str, dict[str, Any]],
+    has_device: bool,
+) -> list[Table]:
+    """The ``DERIVED_TABLES`` of ``view`` (whose table is ``frame``), when it has two rows or
+    more to rank."""
+    out = []
+    for table_id, (source, title, extra, columns, rows) in DERIVED_TABLES.items():
+        if source != view or len(frame) < 2:
+            continue
+        chosen = {k: v for k, v in options.get(view, {}).items() if k != "op_detail"}
+        derived = run.summary(view, **{**chosen, **extra})
+        derived = derived[[c for c in columns if c in derived.columns]]
+        table = table_from_frame(table_id, title, derived, top=rows)
+        if not has_device:
+            _drop_empty_columns(table, ("gpu_",), "")
+        _drop_empty_columns(table, ("",), "")
+        out.append(table)
+    return out
+
+
 def build_report(
     run: Run | Job,
     views: Iterable[str] = DEFAULT_VIEWS,
@@ -430,6 +468,11 @@ def build_report(
             chart = _view_chart(table) if charts else None
             if chart is not None:
                 chart_list.append(chart)
+            for derived in _derived_tables(run, view, frame, options, has_device) if charts else ():
+                tables.append(derived)
+                chart = _view_chart(derived)
+                if chart is not None:
+                    chart_list.append(chart)
     return Report(
         title="perfkit report",
         time_unit=time_unit,

@@ -168,6 +168,7 @@ def structure(run: Run) -> Structure:
 LAYER_TYPE_ALIASES: dict[str, str] = {
     "sequentialcell": "sequential",  # MindSpore's nn.SequentialCell
     "dense": "linear",  # MindSpore's nn.Dense
+    "softmaxcrossentropywithlogits": "crossentropyloss",  # MindSpore's loss cell
 }
 
 
