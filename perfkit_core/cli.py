@@ -20,7 +20,7 @@ from perfkit_core.errors import (
 from perfkit_core.report import render
 from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS
 from perfkit_core.report.model import DEFAULT_VIEWS
-from perfkit_core.views.operators import SORT_KEYS
+from perfkit_core.views.operators import GROUP_BY, OPTION_HELP, SORT_KEYS
 
 #: Where a job of several ranks runs (``report`` and ``advise``).
 JOB_OPTIONS = (
@@ -44,18 +44,6 @@ JOB_OPTIONS = (
 #: Paths are checked by the commands themselves, which name the file and the reason in one
 #: line (click's own checks print a usage message instead).
 _PATH = click.Path(path_type=Path, readable=False)
-
-
-def _regex(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """``value`` when it is a regular expression (or None); a usage error saying why not."""
-    import re
-
-    if value is not None:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise click.BadParameter(f"{value!r} is not a regular expression: {exc}") from None
-    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -103,19 +91,9 @@ def cli() -> None:
     help="One row per operator and its top N stack frames.",
 )
 @click.option(
-    "--group-by",
-    type=click.Choice(["type", "name"]),
-    default="type",
-    show_default=True,
-    help="Operator rows by type (the operator's name) or by full name with its side, where the profiler records full names (MindSpore).",
+    "--group-by", type=click.Choice(GROUP_BY), default="type", help=OPTION_HELP["group_by"]
 )
-@click.option(
-    "--filter",
-    "name_filter",
-    default=None,
-    callback=_regex,
-    help="Only operators and user spans whose name or full name matches this regular expression (case-insensitive).",
-)
+@click.option("--filter", default=None, help=OPTION_HELP["filter"])
 @click.option(
     "--format",
     "fmt",
@@ -165,7 +143,7 @@ def report(
     by_thread: bool,
     group_by_stack_n: int,
     group_by: str,
-    name_filter: str | None,
+    filter: str | None,
     fmt: str,
     batch_size: int | None,
     with_advice: bool,
@@ -192,16 +170,8 @@ def report(
     names = [v.strip() for v in views.split(",") if v.strip()]
     for name in names:
         get_view(name)
-    requested = {
-        "sort_by": sort_by,
-        "rank": rank,
-        "group_by_input_shape": group_by_input_shape,
-        "group_by_stack_n": group_by_stack_n,
-        "by_thread": by_thread,
-        "op_detail": op_detail,
-        "group_by": group_by,
-        "filter": name_filter,
-    }
+    keys = ("sort_by", "rank", "group_by_input_shape", "group_by_stack_n", "by_thread", "op_detail")
+    requested = {key: ctx.params[key] for key in (*keys, "group_by", "filter")}
     options = {name: view_options(name, requested) for name in names}
     source: Any
     if job:

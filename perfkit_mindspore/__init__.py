@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perfkit_mindspore.capture import ProfilerCallback, TraceHandler, on_trace_ready, step
-    from perfkit_mindspore.profile import load_folder, load_trace_view
+    from perfkit_mindspore.loader import load_folder, load_trace_view
     from perfkit_mindspore.record import span as annotate
 
 __all__ = [
@@ -32,8 +32,8 @@ _LAZY = {
     "ProfilerCallback": ("perfkit_mindspore.capture", "ProfilerCallback"),
     "step": ("perfkit_mindspore.capture", "step"),
     "annotate": ("perfkit_mindspore.record", "span"),
-    "load_folder": ("perfkit_mindspore.profile", "load_folder"),
-    "load_trace_view": ("perfkit_mindspore.profile", "load_trace_view"),
+    "load_folder": ("perfkit_mindspore.loader", "load_folder"),
+    "load_trace_view": ("perfkit_mindspore.loader", "load_trace_view"),
 }
 
 

@@ -29,16 +29,16 @@ from typing import Any
 
 from perfkit_core import TraceError
 from perfkit_mindspore.ascend import add_launches
+from perfkit_mindspore.assemble import (
+    add_shapes,
+    add_steps_and_spans,
+    check_types,
+    find_steps,
+    finish,
+    host_ops,
+)
 from perfkit_mindspore.cells import add_all_scope_spans
 from perfkit_mindspore.layout import Layout
-from perfkit_mindspore.profile import (
-    _add_shapes,
-    _add_steps_and_spans,
-    _check_types,
-    _finish,
-    _host_ops,
-    _steps,
-)
 from perfkit_mindspore.rows import Rows
 from perfkit_mindspore.scopes import op_type
 from perfkit_mindspore.spans import read_spans
@@ -115,14 +115,14 @@ def load_gpu_profile(layout: Layout) -> Any:
     table = read_type_table(type_path, gpu=True) if type_path is not None else None
     if table is not None:
         counted = Counter(rows.columns["name"][:n])
-        _check_types(type_path, table, counted, ops_path.name)  # type: ignore[arg-type]
+        check_types(type_path, table, counted, ops_path.name)  # type: ignore[arg-type]
     _add_kernels(rows, layout, n)
-    ops = _host_ops(rows)
+    ops = host_ops(rows)
     skipped: dict[str, int] = {}
     shapes_path = layout.get("gpu_framework")
     if shapes_path is not None:
         gpu_rows = [r for r in ops if r < n]
-        unmatched = _add_shapes(rows, gpu_rows, shapes_path)
+        unmatched = add_shapes(rows, gpu_rows, shapes_path)
         if unmatched:
             skipped["input shapes that do not line up with the calls (left empty)"] = unmatched
     spans_path = layout.get("perfkit_spans")
@@ -132,14 +132,14 @@ def load_gpu_profile(layout: Layout) -> Any:
     if steps:
         steps_from = "step_trace_profiling"
     else:
-        steps, steps_from = _steps(rows, [r for r in ops if r < n], spans)
-    _add_steps_and_spans(rows, [r for r in ops if r < n], steps, spans)
+        steps, steps_from = find_steps(rows, [r for r in ops if r < n], spans)
+    add_steps_and_spans(rows, [r for r in ops if r < n], steps, spans)
     add_all_scope_spans(rows, ops, steps)
     for r in range(len(rows)):
         if rows.columns["stream"][r] >= 0:
             rows.columns["device_type"][r] = "gpu"
             rows.columns["device_index"][r] = layout.device
-    run = _finish(rows, layout, ops_path, {"events_in_file": len(rows)}, skipped, steps_from)
+    run = finish(rows, layout, ops_path, {"events_in_file": len(rows)}, skipped, steps_from)
     run.meta["devices"] = [{"type": "gpu", "index": layout.device, "name": f"GPU {layout.device}"}]
     return run
 

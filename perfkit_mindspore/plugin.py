@@ -24,7 +24,7 @@ def perfkit_claim_folder(path: Path) -> TraceLoader | None:
 
     if find_layout(path) is None:
         return None
-    from perfkit_mindspore.profile import load_folder
+    from perfkit_mindspore.loader import load_folder
 
     return load_folder
 
@@ -37,7 +37,7 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
 
     if not is_trace_view(path, head):
         return None
-    from perfkit_mindspore.profile import load_trace_view
+    from perfkit_mindspore.loader import load_trace_view
 
     return load_trace_view
 

@@ -47,7 +47,8 @@ def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
     unattributed = fam == UNATTRIBUTED
 
     def with_direction(base: np.ndarray) -> np.ndarray:
-        suffix = np.where(direction != "", " (" + direction + ")", "")
+        # np.char.add, not +: numpy 1.x has no + for string arrays (MindSpore needs numpy<2).
+        suffix = np.where(direction != "", np.char.add(np.char.add(" (", direction), ")"), "")
         return np.char.add(base.astype(str), suffix.astype(str))
 
     if view == "phases":
@@ -58,7 +59,7 @@ def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
         keys = with_direction(col("op"))
     elif view == "layers":
         layer = col("layer")
-        keys = np.where(layer != "", layer, NO_LAYER + " " + col("phase"))
+        keys = np.where(layer != "", layer, np.char.add(NO_LAYER + " ", col("phase")))
     elif view == "user":
         user = col("user")
         keys = np.where(user != "", user, NOT_ANNOTATED)

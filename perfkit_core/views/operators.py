@@ -72,6 +72,13 @@ def _python_stacks(run: Run, rows: np.ndarray, n: int) -> list[str]:
     return [labels[i] for i in np.asarray(inverse).reshape(-1)]
 
 
+#: Help of the command-line options of the operator and user views.
+OPTION_HELP = {
+    "group_by": "Operator rows by type (the operator's name) or by full name with the side it "
+    "ran on, where the profiler records full names (MindSpore).",
+    "filter": "Only operators and user spans whose name or full name matches this regular "
+    "expression (anywhere, case-insensitive).",
+}
 #: What ``group_by`` may name: ``type``, one row per event name (torch's and Paddle's operator
 #: names, MindSpore's operator types); ``name``, one row per full name where the profiler
 #: records one (MindSpore's scoped names), with the side it ran on.
@@ -85,10 +92,12 @@ def _matching(run: Run, rows: np.ndarray, pattern: str) -> np.ndarray:
 
     from perfkit_core.events.schema import str_contains
 
+    from perfkit_core.errors import OptionError
+
     try:
         compiled = re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
-        raise ValueError(f"filter {pattern!r} is not a regular expression: {exc}") from None
+        raise OptionError(f"filter {pattern!r} is not a regular expression: {exc}") from None
     events = run.events
     hit = str_contains(events["name"], compiled) | str_contains(events["full_name"], compiled)
     return rows[hit[rows]]
