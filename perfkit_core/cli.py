@@ -162,7 +162,7 @@ def report(
     from perfkit_core.jobs.job import load_run
     from perfkit_core.report.model import HEADLINE_VIEWS, build_report
     from perfkit_core.views import get_view
-    from perfkit_core.views.registry import view_options
+    from perfkit_core.views.registry import REPORT_VIEW_OPTIONS, view_options
 
     job = is_job(path) and rank is None
     if job and ctx.get_parameter_source("views") is click.core.ParameterSource.DEFAULT:
@@ -170,8 +170,7 @@ def report(
     names = [v.strip() for v in views.split(",") if v.strip()]
     for name in names:
         get_view(name)
-    keys = ("sort_by", "rank", "group_by_input_shape", "group_by_stack_n", "by_thread", "op_detail")
-    requested = {key: ctx.params[key] for key in (*keys, "group_by", "filter")}
+    requested = {key: ctx.params[key] for key in REPORT_VIEW_OPTIONS}
     options = {name: view_options(name, requested) for name in names}
     source: Any
     if job:

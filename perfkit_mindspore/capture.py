@@ -115,6 +115,11 @@ class TraceHandler(RunHandler):
         self._native = mindspore.profiler.tensorboard_trace_handler(
             str(self.dir_name), worker_name=worker_name
         )
+        if self._native is None:  # MindSpore logs why and returns nothing
+            raise ValueError(
+                f"MindSpore's profiler refuses the folder {self.dir_name} or the worker name "
+                f"{worker_name!r} (its paths may hold letters, digits, '_', '-', '.' and '/')"
+            )
 
     def __call__(self, prof: Any) -> None:
         run_dir: Path | None = None
@@ -207,11 +212,20 @@ def on_trace_ready(
 
 
 def _synchronize() -> None:
-    """Wait for the operators MindSpore has queued (graph kernels run asynchronously)."""
+    """Wait for the operators MindSpore has queued (compiled kernels run asynchronously): the
+    executor's queue, as MindSpore's profiler does when it stops, and the device's streams on a
+    GPU or an Ascend device."""
+    try:
+        from mindspore.common.api import _pynative_executor
+
+        _pynative_executor.sync()
+    except Exception:
+        pass
     try:
         import mindspore
 
-        mindspore.runtime.synchronize()
+        if mindspore.get_context("device_target") != "CPU":
+            mindspore.runtime.synchronize()
     except Exception:
         pass
 
@@ -222,8 +236,8 @@ def step(prof: Any, *, sync: bool = True) -> Any:
     with these marks a run's steps are the spans between them (host clock, ns).
 
     With ``sync`` (the default) the mark first waits for the step's operators to finish
-    (``mindspore.runtime.synchronize()``): MindSpore runs compiled kernels asynchronously, and a
-    step span must hold its operators, as ``Model.train`` steps do. Never raises what perfkit's
+    (the executor's queue, and the device's streams): MindSpore runs compiled kernels
+    asynchronously, and a step span must hold its operators, as ``Model.train`` steps do. Never raises what perfkit's
     part would raise; what ``prof.step()`` raises goes through."""
     number = getattr(prof, "step_num", None)
     try:

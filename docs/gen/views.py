@@ -4,10 +4,8 @@ view returns on a synthetic run (``synthetic.py``), described by ``view_text.py`
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
-import textwrap
 from functools import cache
 from typing import Any
 
@@ -28,7 +26,7 @@ from perfkit_core import cli
 from perfkit_core.report.format import column_label, column_unit, header_label
 from perfkit_core.views import ViewSpec, phases, registered_views, steps
 from perfkit_core.views.operators import host_event_table
-from perfkit_core.views.registry import view_options
+from perfkit_core.views.registry import REPORT_VIEW_OPTIONS, view_options
 
 #: perfkit's own packages: the views they register are documented (a third party's are not).
 OWN_PACKAGES = (
@@ -63,20 +61,12 @@ def view_parameters(spec: ViewSpec) -> list[inspect.Parameter]:
 
 @cache
 def cli_view_options() -> dict[str, str]:
-    """Options ``perfkit report`` hands to the views: view option -> command-line flag, read
-    from the ``requested`` dict in ``perfkit_core.cli.report`` so a new one is found."""
-    callback = cli.report.callback
-    tree = ast.parse(textwrap.dedent(inspect.getsource(callback)))
-    keys: list[str] = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "requested" for t in node.targets)
-            and isinstance(node.value, ast.Dict)
-        ):
-            keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
-    if not keys:
-        raise DocsError("no `requested = {...}` in perfkit_core.cli.report any more")
+    """Options ``perfkit report`` hands to the views: view option -> command-line flag, from
+    ``perfkit_core.views.registry.REPORT_VIEW_OPTIONS``, the list the command reads."""
+    source = inspect.getsource(cli.report.callback)
+    if "REPORT_VIEW_OPTIONS" not in source:
+        raise DocsError("perfkit_core.cli.report no longer reads REPORT_VIEW_OPTIONS")
+    keys = list(REPORT_VIEW_OPTIONS)
     flags = {p.name: p for p in cli.report.params}
     missing = [key for key in keys if key not in flags]
     if missing:

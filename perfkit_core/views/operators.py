@@ -90,9 +90,8 @@ def _matching(run: Run, rows: np.ndarray, pattern: str) -> np.ndarray:
     matches anywhere (case-insensitive, as MindInsight's operator search)."""
     import re
 
-    from perfkit_core.events.schema import str_contains
-
     from perfkit_core.errors import OptionError
+    from perfkit_core.events.schema import str_contains
 
     try:
         compiled = re.compile(pattern, re.IGNORECASE)
