@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit_core import TraceError
-from perfkit_core.events import TIME_LIMIT_NS, write_bytes
+from perfkit_core.events import TIME_LIMIT_NS, check_int_range, write_bytes
 
 VERSION = 1
 
@@ -64,6 +64,12 @@ def _time(path: Path, value: Any, what: str) -> int:
     return value
 
 
+def _int(path: Path, value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TraceError(path, f"{what} {value!r} is not a whole number")
+    return check_int_range(path, value, what)
+
+
 def read_spans(path: Path) -> Spans:
     """The ``Spans`` in ``path``; ``TraceError`` naming it when it is not such a file."""
     try:
@@ -74,19 +80,22 @@ def read_spans(path: Path) -> Spans:
         raise TraceError(path, f"is not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("version") != VERSION:
         raise TraceError(path, f"is not a perfkit spans file of version {VERSION}")
-    out = Spans(thread=int(data.get("thread", -1)), steps_from=str(data.get("steps_from", "")))
+    out = Spans(
+        thread=_int(path, data.get("thread", -1), "thread"),
+        steps_from=str(data.get("steps_from", "")),
+    )
     try:
         for number, start, end in data.get("steps", []):
             begin = None if start is None else _time(path, start, "step start")
-            out.steps.append((int(number), begin, _time(path, end, "step end")))
-        out.step_numbers = [int(n) for n in data.get("step_numbers", [])]
+            out.steps.append((_int(path, number, "step"), begin, _time(path, end, "step end")))
+        out.step_numbers = [_int(path, n, "step") for n in data.get("step_numbers", [])]
         for name, start, end, thread in data.get("spans", []):
             out.spans.append(
                 (
                     str(name),
                     _time(path, start, "span start"),
                     _time(path, end, "span end"),
-                    int(thread),
+                    _int(path, thread, "thread"),
                 )
             )
     except (TypeError, ValueError):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfkit_core import TraceError
-from perfkit_core.events import TIME_LIMIT_NS
+from perfkit_core.events import INT64_MAX, TIME_LIMIT_NS
 
 #: Columns of ``cpu_op_type_info_<dev>.csv`` perfkit reads (MindSpore's CPU data saver).
 CPU_TYPE_COLUMNS = (
@@ -142,7 +142,8 @@ def _int(path: Path, line: int, what: str, text: str) -> int:
     if not _INT_RE.match(text):
         raise TraceError(path, f"line {line}: {what} {text!r} is not a whole number")
     value = int(text)
-    if abs(value) > TIME_LIMIT_NS and what.startswith("start"):
+    limit = TIME_LIMIT_NS if what.startswith("start") else INT64_MAX
+    if abs(value) > limit:
         raise TraceError(path, f"line {line}: {what} {text} is out of range")
     return value
 

@@ -27,7 +27,12 @@ from typing import Any
 import msgspec
 
 from perfkit_core import TraceError
-from perfkit_core.events import TIME_LIMIT_NS, decode_error_reason, read_trace_bytes
+from perfkit_core.events import (
+    TIME_LIMIT_NS,
+    check_int_range,
+    decode_error_reason,
+    read_trace_bytes,
+)
 
 #: Process (layer) name -> (perfkit kind, on the device). Unknown layers are ``other``.
 LAYER_KINDS: dict[str, tuple[str, bool]] = {
@@ -117,6 +122,12 @@ def _int_id(value: Any) -> int | None:
     return None
 
 
+def _hashable(value: Any) -> Any:
+    """``value`` as a key: a pid or tid that is a list or an object (a malformed trace) becomes
+    its text."""
+    return value if isinstance(value, (int, float, str, type(None))) else repr(value)
+
+
 def read_trace_view(path: Path) -> Timeline:
     """The complete events of MindSpore's ``trace_view.json`` at ``path`` as a ``Timeline``.
 
@@ -138,6 +149,7 @@ def read_trace_view(path: Path) -> Timeline:
         ) from None
     layers: dict[Any, str] = {}
     for e in events:
+        e.pid, e.tid = _hashable(e.pid), _hashable(e.tid)
         if e.ph == "M" and e.name == "process_name" and isinstance(e.args, dict):
             layers[e.pid] = str(e.args.get("name", ""))
     out = Timeline()
@@ -151,7 +163,7 @@ def read_trace_view(path: Path) -> Timeline:
             if e.cat == LAUNCH_FLOW and e.id is not None:
                 ts = us_text_to_ns(e.ts)
                 if ts is not None:
-                    flow_ends.setdefault((e.id, str(e.name)), {})[e.ph] = (e.pid, e.tid, ts)
+                    flow_ends.setdefault((_hashable(e.id), e.name), {})[e.ph] = (e.pid, e.tid, ts)
             continue
         if e.ph != "X":
             reason = {"C": "counter events", "i": "instant events", "I": "instant events"}.get(
@@ -179,6 +191,9 @@ def read_trace_view(path: Path) -> Timeline:
                 kind = "other"
         pid = _int_id(e.pid)
         tid = _int_id(e.tid)
+        for what, value in (("pid", pid), ("tid", tid)):
+            if value is not None:
+                check_int_range(path, value, f"event {i} ({e.name!r}): {what}")
         args = e.args if isinstance(e.args, dict) else {}
         where[(e.pid, e.tid, start)] = len(out.name)
         out.kind.append(kind)

@@ -79,14 +79,14 @@ VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "device_timeline": ("Device utilisation over time", "line", None),
 }
 
-#: Tables a report adds after a view's, from the same view with other options, for a chart:
-#: id -> (view, title, options, columns, rows). ``operator_average`` is MindInsight's chart of
-#: the operator types with the highest average time.
-DERIVED_TABLES: dict[str, tuple[str, str, dict[str, Any], tuple[str, ...], int]] = {
+#: Tables a report adds after a view's, its rows in another order, for a chart:
+#: id -> (view, title, sort column, columns, rows). ``operator_average`` is MindInsight's chart
+#: of the operator types with the highest average time.
+DERIVED_TABLES: dict[str, tuple[str, str, str, tuple[str, ...], int]] = {
     "operator_average": (
         "operator",
         "Operators by average time (top 20)",
-        {"sort_by": "cpu_avg"},
+        "cpu_avg_ns",
         ("name", "calls", "cpu_avg_ns", "gpu_avg_ns"),
         20,
     ),
@@ -391,22 +391,19 @@ def _view_chart(table: Table) -> Chart | None:
     return Chart(f"chart-{table.id.replace('_', '-')}", title, kind, table.id, "name", series)
 
 
-def _derived_tables(
-    run: Run | Job,
-    view: str,
-    frame: pd.DataFrame,
-    options: dict[str, dict[str, Any]],
-    has_device: bool,
-) -> list[Table]:
-    """The ``DERIVED_TABLES`` of ``view`` (whose table is ``frame``), when it has two rows or
-    more to rank."""
+def _derived_tables(view: str, frame: pd.DataFrame, has_device: bool) -> list[Table]:
+    """The ``DERIVED_TABLES`` of ``view``: its table ``frame`` (detail rows left out) sorted by
+    another column, when it has two rows or more to rank."""
     out = []
-    for table_id, (source, title, extra, columns, rows) in DERIVED_TABLES.items():
-        if source != view or len(frame) < 2:
+    for table_id, (source, title, key, columns, rows) in DERIVED_TABLES.items():
+        if source != view or key not in frame.columns:
             continue
-        chosen = {k: v for k, v in options.get(view, {}).items() if k != "op_detail"}
-        derived = run.summary(view, **{**chosen, **extra})
-        derived = derived[[c for c in columns if c in derived.columns]]
+        if "level" in frame.columns:
+            frame = frame[frame["level"] == 0]
+        if len(frame) < 2:
+            continue
+        derived = frame.sort_values([key, "name"], ascending=[False, True], kind="stable")
+        derived = derived[[c for c in columns if c in derived.columns]].reset_index(drop=True)
         table = table_from_frame(table_id, title, derived, top=rows)
         if not has_device:
             _drop_empty_columns(table, ("gpu_",), "")
@@ -468,7 +465,7 @@ def build_report(
             chart = _view_chart(table) if charts else None
             if chart is not None:
                 chart_list.append(chart)
-            for derived in _derived_tables(run, view, frame, options, has_device) if charts else ():
+            for derived in _derived_tables(view, frame, has_device) if charts else ():
                 tables.append(derived)
                 chart = _view_chart(derived)
                 if chart is not None:
