@@ -41,27 +41,27 @@ REMEDIES = {
 def rule_slow_steps(ctx: Context) -> Finding | None:
     """Steps at least SLOW_STEP_FACTOR times the median step.
 
-    Saving: their time beyond the median step (what they would save if they ran like the
-    others).
+    Saving (ns per step, as every finding states it): the slow steps' time beyond the median
+    step, spread over all the steps (what they would save if they ran like the others).
     """
     phases = ctx.run.summary("phases")
     if len(phases) < 3:
         return None
-    median = float(phases["dur_ns"].median())
-    slow = phases[phases["dur_ns"] >= SLOW_STEP_FACTOR * median]
+    median = float(phases["step_ns"].median())
+    slow = phases[phases["step_ns"] >= SLOW_STEP_FACTOR * median]
     if slow.empty:
         return None
-    excess = float((slow["dur_ns"] - median).sum())
+    excess = float((slow["step_ns"] - median).sum()) / len(phases)
     grown = []
     for row in slow.itertuples():
         # The phase that grew most against its median over all steps.
         growth = {
             p: getattr(row, f"{p}_ns") - float(phases[f"{p}_ns"].median())
-            for p in ("dataloader", "forward", "backward", "optimization", "others")
+            for p in ("data", "forward", "backward", "optimizer", "other")
         }
         phase = max(growth, key=lambda p: growth[p])
         grown.append(
-            f"{row.name}: {row.dur_ns / 1e6:.1f} ms against a median of {median / 1e6:.1f} ms; "
+            f"{row.name}: {row.step_ns / 1e6:.1f} ms against a median of {median / 1e6:.1f} ms; "
             f"{phase} grew most ({growth[phase] / 1e6:+.1f} ms)."
         )
     return Finding(
@@ -70,12 +70,12 @@ def rule_slow_steps(ctx: Context) -> Finding | None:
         severity="",  # left empty: perfkit rates it from the saving
         saving_ns=excess,
         details=grown,
-        estimate="The slow steps' time beyond the median step.",
+        estimate="The slow steps' time beyond the median step, per step of the run.",
         cites={"phases": [str(n) for n in slow["name"]]},
         evidence={
             "median_step_ns": median,
             "slow_steps": slow["step"].tolist(),
-            "excess_ns": excess,
+            "excess_per_step_ns": excess,
         },
     )
 

@@ -66,10 +66,9 @@ REMEDIES: dict[str, str] = {
         "paddle.CUDAPinnedPlace()), then x.cuda(blocking=False)."
     ),
     "optimizer": (
-        "Use the multi-tensor implementation, which updates all parameters in a few ops instead\n"
-        "of a loop over them:\n"
-        "    optimizer = paddle.optimizer.AdamW(learning_rate=..., parameters=model.parameters(),\n"
-        "                                       use_multi_tensor=True)"
+        "Use the multi-tensor implementation of your optimizer, which updates all parameters in\n"
+        "a few ops instead of a loop over them: keep its class and arguments and add\n"
+        "use_multi_tensor=True (paddle.optimizer.Adam and Momentum have it)."
     ),
     "small-ops": (
         "Convert the model to a static graph so runs of tiny ops are fused and Python dispatch\n"
@@ -103,9 +102,37 @@ REMEDIES: dict[str, str] = {
 }
 
 
+#: Paddle optimizers with a multi-tensor implementation (``use_multi_tensor=True``).
+MULTI_TENSOR_OPTIMIZERS = ("Adam", "Momentum")
+
+
+def optimizer_remedy(cls: str | None) -> str:
+    """The optimizer remedy for the class the trace names (``Adam``), keeping the class and its
+    arguments so the training math stays the same."""
+    if not cls:
+        return REMEDIES["optimizer"]
+    if cls in MULTI_TENSOR_OPTIMIZERS:
+        return (
+            f"Use {cls}'s multi-tensor implementation, which updates all parameters in a few ops\n"
+            "instead of a loop over them; keep the class and your arguments, and add\n"
+            "use_multi_tensor=True:\n"
+            f"    optimizer = paddle.optimizer.{cls}(learning_rate=..., parameters=model.parameters(),\n"
+            f"{' ' * len(f'    optimizer = paddle.optimizer.{cls}(')}use_multi_tensor=True)"
+        )
+    return (
+        f"Paddle's {cls} has no multi-tensor implementation (only Adam and Momentum have one,\n"
+        "use_multi_tensor=True), so no drop-in change keeps its update rule. Switching to one of\n"
+        "them changes the training math (Adam's weight_decay is L2 regularisation, not AdamW's\n"
+        "decoupled decay): compare the loss curves before adopting it."
+    )
+
+
 def remedy(finding: Any) -> str | None:
     """The paddle remedy for ``finding`` (by its rule), naming the ops it found where useful."""
     rule = getattr(finding, "rule", "")
+    if rule == "optimizer":
+        evidence = getattr(finding, "evidence", {}) or {}
+        return optimizer_remedy(evidence.get("optimizer_class"))
     cc = (getattr(finding, "evidence", {}) or {}).get("compute_capability")
     if rule == "amp" and cc is not None:
         return (_AMP_BF16 if float(cc) >= 8.0 else _AMP_FP16).format(cc=f"{float(cc):.1f}")

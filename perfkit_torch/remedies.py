@@ -82,10 +82,9 @@ REMEDIES: dict[str, str] = {
         "    x = x.to('cuda', non_blocking=True)"
     ),
     "optimizer": (
-        "Use the fused (or multi-tensor) implementation, one kernel for all parameters instead\n"
-        "of a loop over them:\n"
-        "    optimizer = torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n"
-        "(fused=True exists for Adam, AdamW, SGD and Adagrad; otherwise foreach=True)."
+        "Use the fused (or multi-tensor) implementation of your optimizer, one kernel for all\n"
+        "parameters instead of a loop over them: keep its class and arguments and add\n"
+        "fused=True (Adam, AdamW, SGD, Adagrad) or foreach=True (the others)."
     ),
     "small-ops": (
         "Compile the model so that runs of tiny ops become a few fused kernels and Python\n"
@@ -121,11 +120,41 @@ REMEDIES: dict[str, str] = {
 }
 
 
+#: torch optimizers with a fused implementation (``fused=True``), on the CPU and CUDA.
+FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD", "Adagrad")
+
+
+def optimizer_remedy(cls: str | None, implementation: str | None) -> str:
+    """The optimizer remedy for the class the trace names (``Adam``), keeping the class and its
+    arguments so the training math stays the same."""
+    if not cls:
+        return REMEDIES["optimizer"]
+    if cls in FUSED_OPTIMIZERS:
+        return (
+            f"Use {cls}'s fused implementation, one kernel for all parameters instead of a loop\n"
+            "over them; keep the class and your arguments, and add fused=True:\n"
+            f"    optimizer = torch.optim.{cls}(model.parameters(), ..., fused=True)"
+        )
+    if implementation == "foreach":
+        return (
+            f"{cls} already runs its multi-tensor (foreach) implementation and has no fused one;\n"
+            "compiling the optimizer step fuses its updates:\n"
+            "    optimizer.step = torch.compile(optimizer.step)"
+        )
+    return (
+        f"Use {cls}'s multi-tensor implementation, which updates all parameters in a few ops\n"
+        "instead of a loop over them; keep the class and your arguments, and add foreach=True:\n"
+        f"    optimizer = torch.optim.{cls}(model.parameters(), ..., foreach=True)"
+    )
+
+
 def remedy(finding: Any) -> str | None:
     """The torch remedy for ``finding`` (by its rule), fitted to the run's hardware and naming
     the ops it found where useful."""
     rule = getattr(finding, "rule", "")
     evidence = getattr(finding, "evidence", {}) or {}
+    if rule == "optimizer":
+        return optimizer_remedy(evidence.get("optimizer_class"), evidence.get("implementation"))
     if rule == "input-pipeline" and evidence.get("has_device") is False:
         return _LOADER_CPU
     if rule == "amp":

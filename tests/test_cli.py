@@ -9,6 +9,7 @@ import pytest
 import perfkit_core
 from conftest import shared_trace
 from perfkit_core.cli import main
+from tests.peer_definitions import read_events, tb_steps
 
 
 def test_report_prints_aligned_tables(capsys):
@@ -20,7 +21,9 @@ def test_report_prints_aligned_tables(capsys):
     assert "Operator Summary" in out and "Time unit: us" in out
     lines = out.splitlines()
     header = next(line for line in lines if line.startswith("Name"))
-    assert "CPU total (us)" in header and "GPU total (us)" in header
+    # Totals over the run say how many steps they cover; per-call figures say so too.
+    assert "CPU total, 6 steps (us)" in header and "GPU total, 6 steps (us)" in header
+    assert "CPU avg/call (us)" in header
     # The first operator row equals the view's top row, converted to us.
     ops = perfkit_core.load(path).summary("operator")
     top = ops.iloc[0]
@@ -123,16 +126,15 @@ def test_report_model_view_numbers(capsys):
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["tables"]["model"]["rows"]}
     run = perfkit_core.load(path)
     ev = run.events
-    steps = ev[ev["kind"] == "step"]
     loaders = ev[ev["kind"] == "dataloader"]
-    assert rows["step"]["cpu_total_ns"] == int(steps["dur_ns"].sum())
-    assert rows["dataloader"]["cpu_total_ns"] == int(loaders["dur_ns"].sum())
-    assert rows["dataloader"]["calls"] == len(loaders) == 6
-    share = 100 * loaders["dur_ns"].sum() / steps["dur_ns"].sum()
-    assert rows["dataloader"]["cpu_ratio_pct"] == pytest.approx(share)
+    stretched = tb_steps(read_events(path), unlaunched="own_start")
+    step = sum(e - s for s, e in stretched) / len(stretched)
+    assert rows["step"]["per_step_ns"] == pytest.approx(step)
+    assert rows["step"]["steps"] == len(stretched) == 6
+    assert rows["data"]["per_step_ns"] == pytest.approx(loaders["dur_ns"].sum() / 6)
+    assert rows["data"]["steps"] == len(loaders) == 6
+    share = 100 * loaders["dur_ns"].sum() / 6 / step
+    assert rows["data"]["step_pct"] == pytest.approx(share)
     assert 30 < share < 50  # single-process DataLoader: a large share of each step
-    parts = sum(
-        rows[k]["cpu_total_ns"]
-        for k in ("dataloader", "forward", "backward", "optimization", "others")
-    )
-    assert parts == rows["step"]["cpu_total_ns"]
+    parts = sum(rows[k]["per_step_ns"] for k in ("data", "forward", "backward", "optimizer", "other"))
+    assert parts == pytest.approx(rows["step"]["per_step_ns"])

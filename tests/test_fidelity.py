@@ -131,7 +131,7 @@ def test_rocm_hex_ids_are_read(tmp_path):
     device = np.flatnonzero(ev["stream"].to_numpy() >= 0)
     assert sorted(names[launcher[device]]) == ["hipLaunchKernel", "hipMemcpyWithStream"]
     gpu = run.summary("device").set_index("name")
-    assert gpu.loc["GPU 2", "busy_ns"] == 22_000 + 50_000
+    assert gpu.loc["GPU 2", "busy_per_step_ns"] == 22_000 + 50_000  # one step (no steps)
 
 
 def test_id_text_that_is_no_number_is_named(tmp_path):
@@ -185,8 +185,8 @@ def test_datapipe_spans_are_data_loading(tmp_path):
     assert set(ev["kind"].to_numpy()[pipes]) == {"dataloader"}
     # The TensorBoard profiler's DataLoader role: the union of the DataPipe spans per step.
     steps = run.summary("steps")
-    assert steps["dataloader_ns"].tolist() == [300_000, 300_000]
-    model = run.summary("model").set_index("name")
+    assert steps["data_ns"].tolist() == [300_000, 300_000]
+    model = run.summary("model_spans").set_index("name")
     assert model.loc["dataloader", "calls"] == 2  # outermost spans only
     assert model.loc["dataloader", "cpu_total_ns"] == 600_000
 
@@ -218,9 +218,9 @@ def test_host_computation_counts_top_level_operators(tmp_path, steps):
     dist = run.summary("distributed").set_index("name")
     # Computation: the merged operators outside collectives, [100, 400] and [500, 600] us;
     # communication [350, 550]; they overlap on [350, 400] and [500, 550].
-    assert dist.loc["computation", "time_ns"] == 400_000
-    assert dist.loc["communication", "time_ns"] == 200_000
-    assert dist.loc["overlap", "time_ns"] == 100_000
+    assert dist.loc["computation", "per_step_ns"] == 400_000
+    assert dist.loc["communication", "per_step_ns"] == 200_000
+    assert dist.loc["overlap", "per_step_ns"] == 100_000
     assert (dist["side"] == "cpu").all()
     figures = rank_figures(run)
     assert figures["compute_ns"] == 400_000
@@ -264,9 +264,9 @@ def test_gloo_collectives_count_on_a_gpu_rank(tmp_path):
     # Communication: the gloo all-reduce on the host [300, 600] and the NCCL kernel
     # [720, 900] (not the NCCL launch span, not the stream wait); computation: the sgemm
     # kernel [150, 450]; they overlap on [300, 450].
-    assert dist.loc["communication", "time_ns"] == 480_000
-    assert dist.loc["computation", "time_ns"] == 300_000
-    assert dist.loc["overlap", "time_ns"] == 150_000
+    assert dist.loc["communication", "per_step_ns"] == 480_000
+    assert dist.loc["computation", "per_step_ns"] == 300_000
+    assert dist.loc["overlap", "per_step_ns"] == 150_000
     figures = rank_figures(run)
     assert figures["communication_ns"] == 480_000
     assert figures["exposed_communication_ns"] == 330_000
@@ -292,7 +292,7 @@ def test_real_gloo_rank_communication_is_its_collectives():
     want = length(clip_to(starts, ends, window))
     dist = load(path).summary("distributed").set_index("name")
     assert want > 0
-    assert dist.loc["communication", "time_ns"] == pytest.approx(want, abs=len(gloo))
+    assert dist.loc["communication", "per_step_ns"] == pytest.approx(want, abs=len(gloo))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,10 +331,10 @@ def test_mtia_device_events_are_device_work(tmp_path):
     assert kernels.loc["fc-dtype_Float", "gpu_total_ns"] == 400_000
     device = run.summary("device").set_index("name")
     # HTA's memory pattern: MTIA DMA requests are copies; the queue wait keeps nothing busy.
-    assert device.loc["MTIA 9", "busy_ns"] == 400_000 + 100_000
+    assert device.loc["MTIA 9", "busy_per_step_ns"] == 400_000 + 100_000  # one step
     overview = run.summary("overview").set_index("name")
-    assert overview.loc["kernel", "gpu_time_ns"] == 400_000
-    assert overview.loc["memcpy", "gpu_time_ns"] == 100_000
+    assert overview.loc["kernel", "gpu_per_step_ns"] == 400_000
+    assert overview.loc["memcpy", "gpu_per_step_ns"] == 100_000
     ops = run.summary("operator").set_index("name")
     assert ops.loc["aten::mm", "gpu_total_ns"] == 400_000
 
@@ -688,9 +688,13 @@ def test_paddle_device_time_follows_the_result_tree(correlation):
     assert ops.loc["matmul", "gpu_total_ns"] == 300 + 20
     assert ops.loc["relu", "gpu_self_ns"] == 60
     assert ops.loc["add", "gpu_total_ns"] == 40
-    model = run.summary("model").set_index("name")
+    model = run.summary("model_spans").set_index("name")
     assert model.loc["forward", "gpu_total_ns"] == 400  # none left in "others"
     assert model.loc["others", "gpu_total_ns"] == 0
+    phases = run.summary("model").set_index("name")
+    steps = phases.loc["step", "steps"]
+    assert phases.loc["forward", "gpu_per_step_ns"] * steps == 400
+    assert phases.loc["other", "gpu_per_step_ns"] == 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -144,15 +144,16 @@ def test_device_work_past_the_step_end_is_not_clipped(tmp_path):
     )
     run = perfkit_core.load(path)
     over = run.summary("overview").set_index("name")
-    assert over.loc["kernel", "gpu_time_ns"] == 210 * US  # clipped to the host steps: 90 + 10
+    # All the kernel time, within the stretched steps (0-220 and 220-240 us), per step.
+    assert over.loc["kernel", "gpu_per_step_ns"] * 2 == 210 * US
     steps = run.summary("steps").set_index("step")
     assert steps.loc[1, "gpu_busy_ns"] == 200 * US
-    assert steps.loc[1, "span_ns"] == 220 * US  # 0 to the kernel's end
-    assert steps.loc[2, "span_ns"] == 20 * US  # 220 (step 1's stretched end) to 240
-    assert steps.loc[1, "dur_ns"] == steps.loc[2, "dur_ns"] == 100 * US
-    assert over.loc["step", "cpu_time_ns"] == 240 * US
+    assert steps.loc[1, "dur_ns"] == 220 * US  # 0 to the kernel's end
+    assert steps.loc[2, "dur_ns"] == 20 * US  # 220 (step 1's stretched end) to 240
+    assert steps.loc[1, "host_dur_ns"] == steps.loc[2, "host_dur_ns"] == 100 * US
+    assert over.loc["step", "cpu_per_step_ns"] * 2 == 240 * US
     device = run.summary("device").set_index("name")
-    assert device.loc["GPU 0", "busy_ns"] == 210 * US
+    assert device.loc["GPU 0", "busy_per_step_ns"] * 2 == 210 * US
     expected = tb_steps(read_events(path))
     assert expected == [(0, 220 * US), (220 * US, 240 * US)]
 
@@ -176,7 +177,7 @@ def test_host_only_runs_keep_their_host_steps(torch_profile):
     assert (spans["start_ns"] == spans["host_start_ns"]).all()
     assert (spans["end_ns"] == spans["host_end_ns"]).all()
     steps = run.summary("steps")
-    assert (steps["span_ns"] == steps["dur_ns"]).all()
+    assert (steps["host_dur_ns"] == steps["dur_ns"]).all()
 
 
 def test_steps_of_several_ranks_stretch_independently(tmp_path):
@@ -263,19 +264,20 @@ def test_kernel_busy_and_device_busy_recomputed_from_the_raw_trace(real):
     window = merged(steps)
     kernels = merged([span(e) for e in events if cat(e) in KERNEL_CATS])
     device = merged([span(e) for e in events if cat(e) in DEVICE_CATS])
-    assert gpu["kernel_busy_ns"] == intersect_length(kernels, window)
-    assert gpu["busy_ns"] == intersect_length(device, window)
-    assert gpu["busy_ns"] >= gpu["kernel_busy_ns"]
-    assert gpu["window_ns"] == int((window[1] - window[0]).sum())
+    n = len(steps)
+    kernel_busy = gpu["kernel_busy_per_step_ns"] * n
+    assert kernel_busy == pytest.approx(intersect_length(kernels, window))
+    assert gpu["busy_per_step_ns"] * n == pytest.approx(intersect_length(device, window))
+    assert gpu["busy_per_step_ns"] >= gpu["kernel_busy_per_step_ns"]
+    window_ns = int((window[1] - window[0]).sum())
+    assert gpu["step_ns"] * n == pytest.approx(window_ns)
     # The plugin's figure divides by first step start to last step end, so it also counts the
     # kernel time between steps: that is the whole difference.
     whole = (np.array([steps[0][0]]), np.array([steps[-1][1]]))
     between = intersect_length(kernels, whole) - intersect_length(kernels, window)
     tb = tb_gpu_utilization(events, unlaunched="own_start")
-    assert tb * (steps[-1][1] - steps[0][0]) == pytest.approx(gpu["kernel_busy_ns"] + between)
-    assert gpu["kernel_utilization_pct"] == pytest.approx(
-        100.0 * gpu["kernel_busy_ns"] / gpu["window_ns"]
-    )
+    assert tb * (steps[-1][1] - steps[0][0]) == pytest.approx(kernel_busy + between)
+    assert gpu["kernel_utilization_pct"] == pytest.approx(100.0 * kernel_busy / window_ns)
 
 
 def test_device_occupancy_is_the_tensorboard_figure_over_the_steps(real):
@@ -312,8 +314,8 @@ def test_copies_count_as_device_busy_not_kernel_busy(tmp_path):
         ],
     )
     gpu = perfkit_core.load(path).summary("device").set_index("name").loc["GPU 0"]
-    assert gpu["busy_ns"] == 450 * US  # 100-550 us
-    assert gpu["kernel_busy_ns"] == 200 * US
+    assert gpu["busy_per_step_ns"] == 450 * US  # 100-550 us, one step
+    assert gpu["kernel_busy_per_step_ns"] == 200 * US
     assert gpu["utilization_pct"] == pytest.approx(45.0)
     assert gpu["kernel_utilization_pct"] == pytest.approx(20.0)
     assert gpu["occupancy_pct"] == pytest.approx(50.0)
@@ -355,8 +357,8 @@ def test_breakdown_is_the_tensorboard_breakdown_on_real_traces(real):
     mine = breakdown_rows(run)
     # The parts add up to the stretched step.
     steps = run.summary("steps")
-    assert [sum(r[p] for p in PART_COLUMNS) for r in mine] == steps["span_ns"].tolist()
-    assert [r["Total"] for r in mine] == steps["span_ns"].tolist()
+    assert [sum(r[p] for p in PART_COLUMNS) for r in mine] == steps["dur_ns"].tolist()
+    assert [r["Total"] for r in mine] == steps["dur_ns"].tolist()
     # perfkit's two documented choices re-applied to the plugin's rule reproduce perfkit
     # exactly: NCCL kernels are Communication by their name, and host-side collectives are
     # every host event perfkit files as communication (record_param_comms, c10d::*, nccl:*).

@@ -103,7 +103,7 @@ def test_rank_option_reads_one_rank_without_a_cluster(job_dir, capsys):
     assert "Dask" not in captured.err
     model = json.loads(captured.out)["tables"]["model"]
     alone = perfkit_core.load(job_dir / "rank2.json.gz").summary("model")
-    assert [r["cpu_total_ns"] for r in model["rows"]] == alone["cpu_total_ns"].tolist()
+    assert [r["per_step_ns"] for r in model["rows"]] == alone["per_step_ns"].tolist()
     code = main(["report", str(job_dir), "--rank", "9", "--views", "model"])
     assert code == 2
     assert "no trace holds rank 9 (ranks: 0-3)" in capsys.readouterr().err

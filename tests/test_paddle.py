@@ -48,8 +48,8 @@ def test_operator_view_matches_paddle_statistics(paddle_profile):
         assert ops.loc[name, "cpu_min_ns"] == item.min_cpu_time
 
 
-def test_model_view_matches_paddle_statistics(paddle_profile):
-    model = perfkit_core.load(paddle_profile.runs[0]).summary("model").set_index("name")
+def test_model_spans_view_matches_paddle_statistics(paddle_profile):
+    model = perfkit_core.load(paddle_profile.runs[0]).summary("model_spans").set_index("name")
     theirs = paddle_profile.statistic.event_summary.model_perspective_items
     mapping = {
         "ProfileStep": "step",
@@ -70,6 +70,26 @@ def test_model_view_matches_paddle_statistics(paddle_profile):
     assert model["gpu_total_ns"].isna().all()  # a CPU run: not measured, not zero
 
 
+def test_model_view_against_paddles_model_summary(paddle_profile):
+    """The report's phases split each step so that they add up to it. Against Paddle's Model
+    Summary of the same profile: the steps, the data wait and the optimizer step are Paddle's
+    figures; backward runs from the first to the last backward event, which holds Paddle's
+    Backward span; forward is the rest of the step before it, so it holds Paddle's Forward and
+    the loss Paddle counts in Others."""
+    run = perfkit_core.load(paddle_profile.runs[0])
+    model = run.summary("model").set_index("name")
+    theirs = paddle_profile.statistic.event_summary.model_perspective_items
+    n = int(model.loc["step", "steps"])
+    assert n == theirs["ProfileStep"].call
+    total = {name: model.loc[name, "per_step_ns"] * n for name in model.index}
+    assert total["step"] == pytest.approx(theirs["ProfileStep"].cpu_time, rel=0.01)
+    assert total["data"] == pytest.approx(theirs["Dataloader"].cpu_time, rel=0.01)
+    assert total["optimizer"] == pytest.approx(theirs["Optimization"].cpu_time, rel=0.01)
+    assert total["backward"] >= theirs["Backward"].cpu_time * 0.99
+    assert total["forward"] >= theirs["Forward"].cpu_time * 0.99
+    assert (model["steps"] == n).all()  # one of each phase per step, not one per span
+
+
 def _printed_rows(text: str, title: str) -> dict[str, tuple[str, list[float]]]:
     """Rows of one table of Paddle's printed summary: name -> (calls, CPU figures)."""
     block = text.split(title, 1)[1].split("Note:", 1)[0].split("\n\n\n", 1)[0]
@@ -87,7 +107,7 @@ def _printed_rows(text: str, title: str) -> dict[str, tuple[str, list[float]]]:
 def test_model_and_user_views_agree_with_printed_summary(paddle_profile):
     run = perfkit_core.load(paddle_profile.runs[0])
     printed = _printed_rows(paddle_profile.summary_text, "Model Summary")
-    model = run.summary("model").set_index("name")
+    model = run.summary("model_spans").set_index("name")
     names = {
         "ProfileStep": "step",
         "Dataloader": "dataloader",
@@ -151,7 +171,7 @@ def test_json_export_loads_to_the_same_tables(paddle_profile):
     direct = perfkit_core.load(paddle_profile.runs[0])
     from_json = perfkit_core.load(paddle_profile.json_export)
     assert from_json.meta["accounting"]["rows"] == len(direct.events)
-    for view in ("operator", "user", "model"):
+    for view in ("operator", "user", "model_spans"):
         a = direct.summary(view).set_index("name").sort_index()
         b = from_json.summary(view).set_index("name").sort_index()
         assert (a["calls"] == b["calls"]).all(), view
@@ -565,14 +585,19 @@ def test_overview_by_category_matches_paddles_time_ranges(paddle_profile):
     run = perfkit_core.load(paddle_profile.runs[0])
     view = run.summary("overview", by="category").set_index("name")
     theirs = paddle_profile.cpu_range_sums
-    assert view.loc["step", "cpu_time_ns"] == pytest.approx(theirs["ProfileStep"], rel=0.01)
+    steps = len(run.meta["steps"])
+    assert view.loc["step", "cpu_per_step_ns"] * steps == pytest.approx(
+        theirs["ProfileStep"], rel=0.01
+    )
     checked = 0
     for name in view.index:
         if name == "step" or name not in theirs:
             continue
         # Paddle merges the whole profile; perfkit clips to the steps, which hold every event here.
-        assert view.loc[name, "cpu_time_ns"] == pytest.approx(theirs[name], rel=0.01), name
-        assert view.loc[name, "calls"] == paddle_profile.call_times[name], name
+        total = view.loc[name, "cpu_per_step_ns"] * steps
+        assert total == pytest.approx(theirs[name], rel=0.01), name
+        calls = view.loc[name, "calls_per_step"] * steps
+        assert calls == pytest.approx(paddle_profile.call_times[name]), name
         checked += 1
     assert checked >= 5
 
@@ -631,13 +656,18 @@ def test_device_view_reports_cpu_utilization(paddle_profile):
     run = perfkit_core.load(paddle_profile.runs[0])
     device = run.summary("device").set_index("name")
     recorded = run.meta["extra"]["cpu_utilization"]
-    system = device.loc["CPU (system, recorded)", "utilization_pct"]
+    # Paddle's CPU(System): all cores' busy time over busy and idle time, a percentage of
+    # all cores; its CPU(Process): process CPU time over elapsed time, 100% per core.
+    system = device.loc["CPU (system, recorded)", "system_pct"]
     assert system == pytest.approx(100 * recorded["system_cpu_utilization"])
-    process = device.loc["CPU (process, recorded)", "utilization_pct"]
+    process = device.loc["CPU (process, recorded)", "cores_busy"]
     if recorded["process_cpu_utilization"] == 0:
         assert math.isnan(process)  # Paddle's 0.00 on CPU is not a measurement
         assert "not measured" in run.summary("device").attrs["note"]
     else:
-        assert process == pytest.approx(100 * recorded["process_cpu_utilization"])
-    busy = device.loc["CPU (host threads busy)", "utilization_pct"]
-    assert 50 < busy <= 200  # the training thread is busy most of each step
+        assert process == pytest.approx(recorded["process_cpu_utilization"])
+    busy = device.loc["CPU (host threads busy)", "cores_busy"]
+    assert 0.5 < busy <= 2.0  # the training thread is busy most of each step
+    # No CPU row claims a share of the step: a sum over threads or cores is not one.
+    cpu_rows = device[device.index.str.startswith("CPU")]
+    assert cpu_rows["utilization_pct"].isna().all()

@@ -52,11 +52,19 @@ def text_rows(text: str, title: str) -> list[list[str]]:
     return [[line[a:b].strip() for a, b in extents] for line in rows]
 
 
-def numbers_of(table: dict[str, Any], row: dict[str, Any], time_unit: str) -> list[str]:
+def numbers_of(
+    table: dict[str, Any], row: dict[str, Any], time_unit: str, row_unit: str = ""
+) -> list[str]:
+    """The numbers of ``row`` as a reader sees them: in their column's unit, or in the row's
+    own unit where the table's rows differ in unit (the benchmark's costs and rates)."""
     return [
-        format_value(row[c["key"]], c["unit"], time_unit)
+        format_value(
+            row[c["key"]],
+            row_unit if row_unit and c["unit"] in ("number", "count") else c["unit"],
+            time_unit,
+        )
         for c in table["columns"]
-        if c["unit"] != "text"
+        if c["unit"] != "text" and not c.get("repeats_name")
     ]
 
 
@@ -72,13 +80,15 @@ def check_forms(model: Any) -> int:
         lines = text_rows(text, table["title"])
         cells = html_rows(page, table_id)
         assert len(lines) == len(table["rows"]) == len(cells), table_id
-        for row, text_cells, html_cells in zip(table["rows"], lines, cells, strict=True):
-            wanted = numbers_of(table, row, unit)
+        row_units = table.get("row_units") or [""] * len(table["rows"])
+        for row, row_unit, text_cells, html_cells in zip(
+            table["rows"], row_units, lines, cells, strict=True
+        ):
+            wanted = numbers_of(table, row, unit, row_unit)
             for form, got in (("text", text_cells), ("html", html_cells)):
+                shown = [c for c in table["columns"] if not c.get("repeats_name")]
                 numeric = [
-                    cell
-                    for cell, c in zip(got, table["columns"], strict=True)
-                    if c["unit"] != "text"
+                    cell for cell, c in zip(got, shown, strict=True) if c["unit"] != "text"
                 ]
                 assert numeric == wanted, (form, table_id, got, wanted)
             checked += len(wanted)

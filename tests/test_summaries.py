@@ -17,6 +17,9 @@ from tests.peer_definitions import read_events, tb_steps
 
 VIEWS = (
     "model",
+    "model_spans",
+    "phases",
+    "family",
     "overview",
     "device",
     "operator",
@@ -84,21 +87,26 @@ def test_memcpy_view_counts_raw_copies(gpu_run):
 def test_overview_merged_times_stay_within_wall_time(gpu_run):
     key, run = gpu_run
     view = run.summary("overview").set_index("name")
-    step_total = view.loc["step", "cpu_time_ns"]
     ev = run.events
     # The steps stretched over the device work they launched, from the raw trace.
     stretched = tb_steps(read_events(shared_trace(key)), unlaunched="own_start")
-    assert step_total == sum(e - s for s, e in stretched)  # stretched steps do not overlap
+    steps = len(stretched)
+    step = view.loc["step", "cpu_per_step_ns"]
+    assert step * steps == pytest.approx(sum(e - s for s, e in stretched))  # they do not overlap
+    assert view.loc["step", "calls_per_step"] == 1
     for name, row in view.iterrows():
         for col in ("cpu_ratio_pct", "gpu_ratio_pct"):
             if not math.isnan(row[col]):
                 assert 0 <= row[col] <= 100, (name, col)
-        for col in ("cpu_time_ns", "gpu_time_ns"):
+                base = row[col.replace("ratio_pct", "per_step_ns")]
+                assert row[col] == pytest.approx(100.0 * base / step), (name, col)
+        for col in ("cpu_per_step_ns", "gpu_per_step_ns"):
             if not math.isnan(row[col]):
-                assert row[col] <= step_total
+                assert row[col] <= step
                 if name != "step":
                     kind_rows = ev[ev["kind"] == name]
-                    assert row[col] <= kind_rows["dur_ns"].sum()
+                    assert row[col] * steps <= kind_rows["dur_ns"].sum() + 1
+                    assert row["calls_per_step"] * steps == len(kind_rows)
 
 
 def test_device_view_is_merged_device_time(gpu_run):
@@ -121,16 +129,61 @@ def test_device_view_is_merged_device_time(gpu_run):
             group["start_ns"].to_numpy(), (group["start_ns"] + group["dur_ns"]).to_numpy()
         )
         expected_host += intersect_length(merged, window)
-    assert host["busy_ns"] == expected_host
+    steps = len(stretched)
+    window_ns = int((window[1] - window[0]).sum())
+    assert host["busy_per_step_ns"] * steps == pytest.approx(expected_host)
+    assert host["cores_busy"] == pytest.approx(expected_host / window_ns)
+    assert math.isnan(host["utilization_pct"])  # a sum over threads is not a share of the step
     gpu = view[view["name"].str.startswith("GPU")]
     assert len(gpu) == 1
-    assert int(gpu["busy_ns"].iloc[0]) == expected
+    assert gpu["busy_per_step_ns"].iloc[0] * steps == pytest.approx(expected)
+    assert gpu["step_ns"].iloc[0] == pytest.approx(window_ns / steps)
+    assert gpu["utilization_pct"].iloc[0] == pytest.approx(100.0 * expected / window_ns)
     assert 0 < gpu["utilization_pct"].iloc[0] <= 100
 
 
-def test_model_view_dataloader_equals_dataloader_spans(gpu_run):
-    _, run = gpu_run
+def test_model_view_phases_add_up_to_the_stretched_step(gpu_run):
+    """The model view splits every step (stretched over its device work, recomputed from the raw
+    trace) into phases that add up to it; data is the loader spans on the training thread."""
+    key, run = gpu_run
     model = run.summary("model").set_index("name")
+    raw_events = read_events(shared_trace(key))
+    stretched = tb_steps(raw_events, unlaunched="own_start")
+    steps = len(stretched)
+    step = sum(e - s for s, e in stretched) / steps
+    assert model.loc["step", "per_step_ns"] == pytest.approx(step)
+    assert model.loc["step", "steps"] == steps
+    phases = ["data", "forward", "backward", "optimizer", "other"]
+    assert model.loc[phases, "per_step_ns"].sum() == pytest.approx(step)
+    assert model.loc[phases, "step_pct"].sum() == pytest.approx(100.0)
+    assert ((model["step_pct"] >= 0) & (model["step_pct"] <= 100)).all()
+    # Per step too: each step's phases add up to it.
+    times = run.summary("phases")
+    parts = times[[f"{p}_ns" for p in phases]].sum(axis=1)
+    assert parts.to_numpy() == pytest.approx(times["step_ns"].to_numpy())
+    assert times["step_ns"].tolist() == [e - s for s, e in stretched]
+    # Data: the DataLoader spans, all on the training thread inside the steps here.
+    loading = [
+        (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000))
+        for e in raw_events
+        if str(e.get("name", "")).startswith("enumerate(DataLoader)")
+    ]
+    if loading:
+        inside = sum(
+            max(0, min(e, s1) - max(s, s0)) for s, e in loading for s0, s1 in stretched
+        )
+        assert model.loc["data", "per_step_ns"] * steps == pytest.approx(inside)
+    # GPU time by phase: every kernel launched in a step counts in exactly one phase.
+    assert model.loc[phases, "gpu_per_step_ns"].sum() == pytest.approx(
+        model.loc["step", "gpu_per_step_ns"]
+    )
+    assert model.loc[phases, "gpu_share_pct"].sum() == pytest.approx(100.0)
+
+
+def test_model_spans_view_sums_the_phase_spans(gpu_run):
+    """Paddle's definition: each phase row sums the outermost spans of its kind."""
+    _, run = gpu_run
+    model = run.summary("model_spans").set_index("name")
     ev = run.events
     spans = ev[ev["kind"] == "dataloader"]
     assert model.loc["dataloader", "calls"] == len(spans)
@@ -148,10 +201,13 @@ def test_distributed_view_on_nccl_jobs():
     ev = run.events
     comm = ev[(ev["kind"] == "communication") & (ev["stream"] >= 0)]
     assert len(comm) > 0
-    assert view.loc["communication", "time_ns"] <= comm["dur_ns"].sum()
-    assert view.loc["overlap", "time_ns"] <= min(
-        view.loc["communication", "time_ns"], view.loc["computation", "time_ns"]
+    steps = int((ev["kind"] == "step").sum())
+    assert view.loc["communication", "per_step_ns"] * steps <= comm["dur_ns"].sum()
+    assert view.loc["overlap", "per_step_ns"] <= min(
+        view.loc["communication", "per_step_ns"], view.loc["computation", "per_step_ns"]
     )
+    step = run.summary("model").set_index("name").loc["step", "per_step_ns"]
+    assert view.loc["step", "per_step_ns"] == pytest.approx(step)
     assert ((view["ratio_pct"] >= 0) & (view["ratio_pct"] <= 100)).all()
 
 
@@ -160,17 +216,36 @@ def test_steps_and_benchmark_views():
     steps = run.summary("steps")
     ev = run.events
     spans = ev[ev["kind"] == "step"].sort_values("start_ns")
-    assert steps["dur_ns"].tolist() == spans["dur_ns"].tolist()
-    loaders = ev[ev["kind"] == "dataloader"].groupby("step")["dur_ns"].sum()
-    assert steps.set_index("step")["dataloader_ns"].to_dict() == loaders.to_dict()
+    stretched = tb_steps(read_events(shared_trace("resnet_nw0")), unlaunched="own_start")
+    assert steps["dur_ns"].tolist() == [e - s for s, e in stretched]
+    assert steps["host_dur_ns"].tolist() == spans["dur_ns"].tolist()
+    # Waiting for data: the loader spans on the training thread, clipped to each stretched step
+    # (a step stretched over its device work holds the start of the next step's loading).
+    loaders = ev[ev["kind"] == "dataloader"]
+    clipped = [
+        sum(
+            max(0, min(int(b), e) - max(int(a), s0))
+            for a, b in zip(loaders["start_ns"], loaders["start_ns"] + loaders["dur_ns"], strict=True)
+        )
+        for s0, e in stretched
+    ]
+    assert steps["data_ns"].tolist() == pytest.approx(clipped)
     bench = run.summary("benchmark").set_index("name")
-    kept = spans["dur_ns"].to_numpy()[1:] / 1e9  # 6 steps: the first is warm-up
+    kept = steps["dur_ns"].to_numpy() / 1.0  # every step, in ns
+    assert bench.loc["batch_cost", "unit"] == "ns"
     assert bench.loc["batch_cost", "avg"] == pytest.approx(kept.mean())
     assert bench.loc["batch_cost", "max"] == pytest.approx(kept.max())
-    assert bench.loc["ips", "avg"] == pytest.approx(len(kept) / kept.sum())
-    assert "5 of 6 steps" in bench.attrs["note"]
+    assert bench.loc["reader_cost", "avg"] == pytest.approx(steps["data_ns"].mean())
+    assert bench.loc["ips", "avg"] == pytest.approx(len(kept) / kept.sum() * 1e9)
+    assert bench.attrs["note"] == "all 6 steps"
+    # The headline's throughput is the same figure.
+    model = run.summary("model").set_index("name")
+    assert bench.loc["ips", "avg"] == pytest.approx(1e9 / model.loc["step", "per_step_ns"])
     with_batch = run.summary("benchmark", batch_size=32).set_index("name")
-    assert with_batch.loc["ips_samples", "avg"] == pytest.approx(32 * len(kept) / kept.sum())
+    assert with_batch.loc["ips_samples", "avg"] == pytest.approx(32 * len(kept) / kept.sum() * 1e9)
+    warm = run.summary("benchmark", warmup=1).set_index("name")
+    assert warm.loc["batch_cost", "avg"] == pytest.approx(kept[1:].mean())
+    assert "5 of 6 steps" in warm.attrs["note"]
 
 
 def test_memory_view_recomputes_from_raw_memory_events():
@@ -201,8 +276,9 @@ def test_cpu_runs_say_gpu_was_not_measured(torch_profile, paddle_profile):
         assert run.summary("kernel").empty and "no kernels" in run.summary("kernel").attrs["note"]
         assert run.summary("memcpy").empty
         over = run.summary("overview")
-        assert over["gpu_time_ns"].isna().all()
-        assert run.summary("model")["gpu_total_ns"].isna().all()
+        assert over["gpu_per_step_ns"].isna().all()
+        assert "gpu_per_step_ns" not in run.summary("model").columns
+        assert run.summary("model_spans")["gpu_total_ns"].isna().all()
         assert run.summary("memory")["allocations"].sum() > 0  # both recorded memory
 
 
@@ -248,10 +324,13 @@ def test_trace_without_steps_counts_the_whole_span(tmp_path):
         frame = run.summary(view)  # never a crash
         assert frame is not None
     model = run.summary("model").set_index("name")
-    assert model.loc["step", "cpu_total_ns"] == 27_000
+    assert model.loc["step", "per_step_ns"] == 27_000
+    assert list(model.index) == ["step"]  # phases need steps
     assert "no steps" in run.summary("model").attrs["note"]
+    spans = run.summary("model_spans").set_index("name")
+    assert spans.loc["step", "cpu_total_ns"] == 27_000
     over = run.summary("overview").set_index("name")
-    assert over.loc["operator", "cpu_time_ns"] == 10_000 + 7_000  # two threads overlap 20-27 us
+    assert over.loc["operator", "cpu_per_step_ns"] == 10_000 + 7_000  # two threads overlap 20-27 us
 
 
 def test_overlapping_same_thread_events_and_clock_skew(tmp_path):
@@ -363,10 +442,14 @@ def test_phase_time_outside_steps_is_not_shared_out(tmp_path):
             }
         )
     )
-    model = perfkit_core.load(path).summary("model").set_index("name")
+    run = perfkit_core.load(path)
+    model = run.summary("model_spans").set_index("name")
     assert model.loc["dataloader", "cpu_total_ns"] == 20_000
     assert model.loc["others", "cpu_total_ns"] == 80_000
     assert (model["cpu_ratio_pct"].dropna() >= 0).all()
+    phases = run.summary("model").set_index("name")
+    assert phases.loc["data", "per_step_ns"] == 20_000
+    assert phases.loc["step", "per_step_ns"] == 100_000
 
 
 def test_cli_passes_rank_and_top_to_every_view(tmp_path, capsys):
@@ -397,7 +480,7 @@ def test_cli_passes_rank_and_top_to_every_view(tmp_path, capsys):
     run = perfkit_core.load(tmp_path)
     # --top cuts ranked tables (kernels) only; the model view's phases are shown whole.
     expected = run.summary("model", rank=1)
-    assert [r["cpu_total_ns"] for r in views["model"]] == expected["cpu_total_ns"].tolist()
+    assert [r["per_step_ns"] for r in views["model"]] == expected["per_step_ns"].tolist()
     assert len(views["kernel"]) == 2
     assert {r["rank"] for r in views["steps"]} == {1}
 
@@ -453,17 +536,30 @@ def test_torch_forward_is_derived_by_the_documented_rule(tmp_path):
         },
     ]
     path.write_text(json.dumps({"traceEvents": events}))
-    model = perfkit_core.load(path).summary("model").set_index("name")
+    run = perfkit_core.load(path)
+    model = run.summary("model_spans").set_index("name")
     # forward: linear (15-35) and relu clipped at the first backward event (40-50) = 30 us
     assert model.loc["forward", "cpu_total_ns"] == 30_000
     assert model.loc["forward", "calls"] == 1
     assert model.loc["backward", "cpu_total_ns"] == 20_000
     assert model.loc["others", "cpu_total_ns"] == 100_000 - 10_000 - 30_000 - 20_000 - 10_000
+    # The step's phases: data 0-10; forward 10-50 (the step before its first backward event,
+    # the gaps between ops included); backward 50-70; then 70-80 other and 80-90 the
+    # optimizer; 90-100 other again.
+    phases = run.summary("model").set_index("name")["per_step_ns"]
+    assert phases.to_dict() == {
+        "step": 100_000,
+        "data": 10_000,
+        "forward": 40_000,
+        "backward": 20_000,
+        "optimizer": 10_000,
+        "other": 20_000,
+    }
 
 
 @pytest.mark.parametrize("key", ["resnet_nw0", "a100_rank3"])
-def test_torch_model_view_adds_up_on_real_traces(key):
-    model = perfkit_core.load(shared_trace(key)).summary("model").set_index("name")
+def test_torch_model_spans_view_adds_up_on_real_traces(key):
+    model = perfkit_core.load(shared_trace(key)).summary("model_spans").set_index("name")
     assert model.loc["forward", "calls"] == model.loc["step", "calls"] == 6
     parts = ["dataloader", "forward", "backward", "optimization", "others"]
     assert model.loc[parts, "cpu_total_ns"].sum() == model.loc["step", "cpu_total_ns"]
@@ -476,12 +572,21 @@ def test_torch_model_view_adds_up_on_real_traces(key):
     assert model.loc["backward", "gpu_total_ns"] > model.loc["forward", "gpu_total_ns"] > 0
 
 
+@pytest.mark.parametrize("key", ["resnet_nw0", "a100_rank3"])
+def test_model_view_counts_one_backward_per_step(key):
+    """Steps, not spans: torch records one span per autograd node, but a step has one backward
+    pass, and the GPU time of its kernels is backward's, not forward's."""
+    model = perfkit_core.load(shared_trace(key)).summary("model").set_index("name")
+    assert (model["steps"] == 6).all()
+    assert model.loc["backward", "gpu_per_step_ns"] > model.loc["forward", "gpu_per_step_ns"] > 0
+
+
 def test_single_threaded_cpu_run_is_never_over_100_percent_busy(torch_profile):
     """The demo trains on one thread: before the profiler's own span was set apart, its
     `PyTorch Profiler (0)` span counted as a second busy thread (193.9%)."""
     run = perfkit_core.load(torch_profile.runs[0])
     host = run.summary("device").set_index("name").loc["CPU (host threads busy)"]
-    assert 50.0 < host["utilization_pct"] <= 100.0
+    assert 0.5 < host["cores_busy"] <= 1.0
 
 
 def test_profiled_span_ends_with_the_work_not_the_profiler_marker(traces_dir):

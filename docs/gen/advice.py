@@ -17,7 +17,7 @@ from typing import Any
 
 from gen import generator, synthetic
 from gen.markdown import DocsError, blocks, code, constant_comment, table
-from perfkit_core.advice import GENERIC_REMEDIES, Context, Finding, advise, engine
+from perfkit_core.advice import GENERIC_REMEDIES, Context, Finding, advise, combine
 from perfkit_core.advice.rules import BUILTIN_RULES
 from perfkit_mindspore import remedies as mindspore_remedies
 from perfkit_paddle import remedies as paddle_remedies
@@ -31,10 +31,10 @@ FINDING_FIELDS: dict[str, str] = {
     "title": "one line saying what was found, with the key figure",
     "severity": "`high`, `medium` or `low`; computed from the saving (below) when the rule "
     "leaves it empty",
-    "saving_ns": "estimated time the change would save over the profiled steps at best, in ns "
-    "(never negative)",
-    "evidence": "the figures behind the finding (times in ns, shares in percent); perfkit adds "
-    "`step_time_ns` and `steps`",
+    "saving_ns": "estimated time the change would save at best, in ns per step (never "
+    "negative)",
+    "evidence": "the figures behind the finding (times in ns, per step where the key says "
+    "`_per_step_ns`; shares in percent); perfkit adds `step_time_ns` (the mean step) and `steps`",
     "remedy": "what to change, with code in the run's framework",
     "rule": "the id the rule was registered under (filled in by perfkit)",
     "details": "the evidence for people: sentences with units (`Step 7: data loading 73.4 ms "
@@ -42,13 +42,19 @@ FINDING_FIELDS: dict[str, str] = {
     "estimate": "how `saving_ns` was estimated, in one sentence",
     "cites": 'rows of views the finding is about, by view (`{"operator": ["aten::item"]}`); '
     "HTML reports link to them",
+    "remedy_key": "findings with the same non-empty key prescribe one remedy and are merged into "
+    "one finding, their savings added (rules claim separate time)",
+    "acts_on": "`host` or `device`: what the saving shortens; the headline's combined saving "
+    "adds savings of one kind and combines the two kinds as shares of the step left",
 }
 
 #: What each field of the Context a rule receives holds.
 CONTEXT_FIELDS: dict[str, str] = {
     "run": "the `Run`: read `run.events`, `run.meta` and `run.summary(...)`",
-    "step_ns": "merged step time of the run, in ns (the whole profiled span without steps)",
+    "step_ns": "the mean step, in ns per step (each step stretched over the device work it "
+    "launched); every share of the step divides by it",
     "steps": "number of step spans (0 without steps: such runs get no advice)",
+    "total_ns": "the steps' time together, in ns (`step_ns * steps`)",
     "has_device": "whether the run recorded any device event",
     "framework": "`torch` or `paddle`",
     "devices": 'the run\'s devices (`Run.meta["devices"]`): name, memory, compute capability, '
@@ -142,9 +148,9 @@ def checked() -> None:
     pressed = advise(synthetic.build(device_memory=2 * 2**20), rules=["memory-pressure"])
     if [(f.severity, f.saving_ns) for f in pressed] != [("medium", 0.0)]:
         raise DocsError("memory-pressure no longer warns at medium severity with no saving")
-    high, medium = engine.SEVERITY_HIGH_PCT, engine.SEVERITY_MEDIUM_PCT
+    high, medium = combine.SEVERITY_HIGH_PCT, combine.SEVERITY_MEDIUM_PCT
     for share, expected in ((high, "high"), (medium, "medium"), (medium / 2, "low")):
-        if engine._severity(share * 1000.0, 100_000) != expected:
+        if combine.severity(share * 1000.0, 100_000) != expected:
             raise DocsError(f"a saving of {share}% of step time is no longer {expected!r}")
 
 

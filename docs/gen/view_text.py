@@ -54,6 +54,18 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         **_HOST_COLUMNS,
     },
     "model": {
+        "name": "`step`, then the phases `data`, `forward`, `backward`, `optimizer`, `other` "
+        "(rows below), which add up to the step",
+        "steps": "steps in which the phase took time; for `step` the number of steps",
+        "per_step_ns": "mean time per step, over all steps (a step without the phase counts 0)",
+        "step_pct": "`per_step_ns` over the mean step",
+        "min_per_step_ns": "the least time one step spent in the phase",
+        "max_per_step_ns": "the most time one step spent in the phase",
+        "gpu_per_step_ns": "kernel time (communication kernels included) launched while the step "
+        "was in the phase, per step; for `step` all the steps launched; only with device events",
+        "gpu_share_pct": "`gpu_per_step_ns` over the step's; only with device events",
+    },
+    "model_spans": {
         "name": "the phase (rows below)",
         "calls": "outermost events of the phase; for `step` the number of steps; 0 for `others`",
         "cpu_total_ns": "summed duration of those events; for `step` the merged step time; for "
@@ -72,20 +84,30 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
     "phases": {
         "name": "`step <N>`",
         "step": "the step number",
-        "dur_ns": "the step's duration",
-        "dataloader_ns": "host time of the step's outermost data-loading events",
-        "forward_ns": "the step's forward time (derived for torch runs, as in the `model` view)",
-        "backward_ns": "host time of the step's outermost backward events",
-        "optimization_ns": "host time of the step's outermost optimizer events",
-        "others_ns": "the step's time no phase accounts for (never below 0)",
+        "step_ns": "the step's duration: its recorded span stretched over the device work it "
+        "launched (`steps`' `dur_ns`)",
+        "data_ns": "the step's time waiting for data (data-loading spans on the training thread)",
+        "forward_ns": "the step before its first backward event, the loss included",
+        "backward_ns": "from the step's first backward event to its last, time between autograd "
+        "nodes included",
+        "optimizer_ns": "optimizer spans (`step`, `zero_grad`) and optimizer ops",
+        "other_ns": "the rest of the step after the backward window, and the device finishing "
+        "work the step launched after its host span ended; the phases add up to `step_ns`",
     },
     "family": {
         "name": "`family (direction)`, such as `matmul (backward)`",
-        "family": "the canonical op family, one of `perfkit_core.views.FAMILIES`",
-        "direction": "`forward` or `backward` (inside a backward span, or a gradient op)",
-        "time_per_step_ns": "time of the family's outermost work per step: GPU time where "
-        "device work was recorded, else CPU time; data loading is always host time",
-        "share_pct": "share of the summed family time",
+        "family": "the canonical op family, one of `perfkit_core.views.FAMILIES`, or `overhead` "
+        "(host time between ops inside a span), `device tail` (the device finishing work after "
+        "the host step) and `unattributed` (step time no event covers)",
+        "direction": "`forward` or `backward` (the step's backward window: its first to last "
+        "backward event); empty for data loading, the optimizer and `unattributed`",
+        "per_step_ns": "wall time per step the step spent in the family's outermost ops (the "
+        "slices of the step each op owns), so the families add up to the step",
+        "step_pct": "`per_step_ns` over the mean step",
+        "gpu_per_step_ns": "kernel time per step the family's ops launched (a kernel counts in "
+        "its launching op's family); only with device events",
+        "gpu_share_pct": "`gpu_per_step_ns` over the kernel time the steps launched; only with "
+        "device events",
     },
     "overview": {
         "name": "`step`, then every kind present, in the order of `perfkit_core.KINDS`, memory "
@@ -93,13 +115,13 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "except the categories of step spans and memory instants (in a torch run that leaves "
         "out `user_annotation`, the category `ProfilerStep#N` shares with data-loading, "
         "optimizer and `record_function` spans)",
-        "calls": "events of the kind; for `step` the number of steps (1 when none were recorded)",
-        "cpu_time_ns": "union of the kind's host intervals over all threads, clipped to the "
-        "steps; NaN when the kind has no host events",
-        "cpu_ratio_pct": "share of the merged step time",
-        "gpu_time_ns": "union of the kind's device intervals over all streams and devices, "
-        "clipped to the steps; NaN when it has no device events",
-        "gpu_ratio_pct": "share of the merged step time",
+        "calls_per_step": "events of the kind per step; 1 for `step`",
+        "cpu_per_step_ns": "union of the kind's host intervals over all threads, clipped to the "
+        "steps, per step; NaN when the kind has no host events",
+        "cpu_ratio_pct": "`cpu_per_step_ns` over the mean step",
+        "gpu_per_step_ns": "union of the kind's device intervals over all streams and devices, "
+        "clipped to the steps, per step; NaN when it has no device events",
+        "gpu_ratio_pct": "`gpu_per_step_ns` over the mean step",
     },
     "breakdown": {
         "name": "the part (`Kernel`, `Memcpy`, `Memset`, `Communication`, `Runtime`, "
@@ -159,15 +181,16 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "name": "`CPU (host threads busy)`; `CPU (process, recorded)` and `CPU (system, "
         "recorded)` where the profiler recorded them (Paddle); then `GPU <index>` for each "
         "device (`GPU <index> (rank <r>)` in a run of several ranks)",
-        "utilization_pct": "`busy_ns` over `window_ns`; for the recorded CPU rows, the "
-        "profiler's own figure",
-        "busy_ns": "host: the time each host thread spent inside recorded events, summed over "
-        "threads (so it can exceed the window); GPU: merged time it ran kernels, copies or "
-        "sets (device-busy); NaN for the recorded CPU rows",
-        "kernel_utilization_pct": "GPU: `kernel_busy_ns` over `window_ns` (the TensorBoard "
-        "profiler's GPU Utilization, over the steps rather than first to last step); NaN for CPU",
-        "kernel_busy_ns": "GPU: merged time it ran kernels, communication kernels included, "
-        "copies and sets left out (kernel-busy); NaN for CPU",
+        "utilization_pct": "GPU: `busy_per_step_ns` over the mean step; NaN for CPU rows (see "
+        "`cores_busy`)",
+        "busy_per_step_ns": "host: the time host threads spent inside recorded events, summed "
+        "over threads, per step (so it can exceed the step); GPU: merged time it ran kernels, "
+        "copies or sets (device-busy), per step; NaN for the recorded CPU rows",
+        "kernel_utilization_pct": "GPU: `kernel_busy_per_step_ns` over the mean step (the "
+        "TensorBoard profiler's GPU Utilization, over the steps rather than first to last "
+        "step); NaN for CPU",
+        "kernel_busy_per_step_ns": "GPU: merged time it ran kernels, communication kernels "
+        "included, copies and sets left out (kernel-busy), per step; NaN for CPU",
         "occupancy_pct": "GPU: estimated achieved occupancy of its kernels weighted by their "
         "time within the steps (the TensorBoard profiler's Est. Achieved Occupancy); NaN for "
         "CPU and where not recorded",
@@ -175,7 +198,13 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "(grid blocks over the device's SMs) summed and capped at 1, averaged over the steps "
         "(the TensorBoard profiler's Est. SM Efficiency); NaN for CPU and without launch shapes "
         "or SM count",
-        "window_ns": "merged step time of the device's rank",
+        "cores_busy": "CPU: the mean number of cores busy over the steps (1.0 = one core all "
+        "the time): host threads inside recorded events, or the profiler's own process CPU "
+        "figure (Paddle's CPU(Process) over 100%); NaN for GPUs",
+        "system_pct": "the profiler's system-wide CPU figure (Paddle's CPU(System): all cores' "
+        "busy time over their busy and idle time); NaN elsewhere",
+        "step_ns": "the mean step of the device's rank (the steps stretched over their device "
+        "work)",
     },
     "kernel": {
         "name": "kernel name as recorded",
@@ -248,23 +277,23 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "side": "`gpu` when the rank recorded device events (communication kernels against "
         "other kernels, copies and sets), `cpu` otherwise (collective ops against other "
         "operators)",
-        "time_ns": "merged time within the rank's steps",
-        "ratio_pct": "share of the rank's merged step time",
+        "per_step_ns": "merged time within the rank's steps, per step",
+        "ratio_pct": "`per_step_ns` over the rank's mean step",
     },
     "steps": {
         "name": "`step <N>`",
         "rank": "the rank",
         "step": "the step number",
-        "offset_ns": "start of the step, from the first event of the run",
-        "dur_ns": "the step's duration as recorded on the host",
-        "span_ns": "the step stretched over the device work it launched (the TensorBoard "
-        "profiler's step time): from its host start, or the previous step's stretched end if "
-        "later, to its host end, or the end of its last device event if later",
-        "dataloader_ns": "merged data-loading time in the step",
+        "offset_ns": "start of the step's recorded span, from the first event of the run",
+        "dur_ns": "the step: its recorded span stretched over the device work it launched (the "
+        "TensorBoard profiler's step time): from its host start, or the previous step's "
+        "stretched end if later, to its host end, or the end of its last device event if "
+        "later; on a run without device work, the recorded span",
+        "host_dur_ns": "the step's span as recorded on the host",
+        "data_ns": "the step's time waiting for data (the `model` view's `data` phase)",
         "gpu_busy_ns": "merged device time of the work launched in the step, never clipped at "
-        "the step's end; NaN without device events; it can exceed `dur_ns` when device work "
-        "runs on after the step, and `span_ns` when it started on another stream while the "
-        "previous step's work was still running",
+        "the step's end; NaN without device events; it can exceed `dur_ns` when it started "
+        "on another stream while the previous step's work was still running",
     },
     "ranks": {
         "name": "the rank (`rank 3`)",
@@ -280,7 +309,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "exposed_communication_ns": "per step: communication not overlapped with compute",
         "wait_ns": "per step: time spent in collectives waiting for the last rank to arrive "
         "(see `collectives`); NaN with one rank",
-        "dataloader_ns": "per step: time in data loading",
+        "data_ns": "per step: time waiting for data (the `model` view's `data` phase)",
         "gpu_busy_pct": "merged device time over the step time; NaN without device events",
         "kernels": "device kernels per step",
         "peak_memory_bytes": "highest allocated device memory; NaN when not recorded",
@@ -308,10 +337,11 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
     "benchmark": {
         "name": "`reader_cost`, `batch_cost`, `ips`, and `ips_samples` with `batch_size`",
         "avg": "mean over the kept steps, in the row's `unit`; for `ips` steps over total "
-        "time, not the mean of per-step rates",
+        "time, not the mean of per-step rates (the headline's throughput)",
         "max": "largest per-step value, in the row's `unit`",
         "min": "smallest per-step value, in the row's `unit`",
-        "unit": "`s`, `steps/s` or `samples/s`",
+        "unit": "`ns` for `reader_cost` (the step's time waiting for data) and `batch_cost` "
+        "(the step), shown in the page's time unit; `steps/s` or `samples/s` for the rates",
     },
 }
 
@@ -340,7 +370,7 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
-FIXED_ROW_VIEWS = ("model", "distributed", "benchmark", "breakdown")
+FIXED_ROW_VIEWS = ("model", "model_spans", "distributed", "benchmark", "breakdown")
 
 #: What each view option does; ``(view, option)`` entries win over plain option names.
 OPTION_MEANINGS: dict[object, str] = {

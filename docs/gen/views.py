@@ -24,7 +24,7 @@ from gen.view_text import (
 )
 from perfkit_core import cli
 from perfkit_core.report.format import column_label, column_unit, header_label
-from perfkit_core.views import ViewSpec, phases, registered_views, steps
+from perfkit_core.views import ViewSpec, attribution, phases, registered_views, step_time, steps
 from perfkit_core.views.operators import host_event_table
 from perfkit_core.views.registry import REPORT_VIEW_OPTIONS, view_options
 
@@ -266,15 +266,28 @@ def python_only_options() -> str:
     return codes(found)
 
 
+@generator("views.phase_rules")
+def phase_rules() -> str:
+    """The phases of a step, from ``perfkit_core.views.attribution``'s docstring, after checking
+    that they add up to the step on a synthetic run."""
+    run = synthetic.default_run()
+    times = step_time.phase_times(run)
+    if not times.empty and (times[list(step_time.PHASE_COLUMNS)].sum(axis=1) - times["step_ns"]).abs().max() > 1:
+        raise DocsError("the phases of a step no longer add up to the step")
+    doc = inspect.getdoc(attribution) or ""
+    part = doc.split("Phases, one definition for every framework:", 1)[1].split("\n\n", 2)[1]
+    return part
+
+
 @generator("views.model_phases")
 def model_phases() -> str:
-    """The model view's phase rows, after checking the phase rules on synthetic runs."""
-    frame = phases.model_view(synthetic.default_run()).set_index("name")
+    """The model_spans view's phase rows, after checking the phase rules on synthetic runs."""
+    frame = phases.model_spans_view(synthetic.default_run()).set_index("name")
     note = str(frame.attrs.get("note", ""))
     if not note.startswith("forward derived") or int(frame.loc["forward", "calls"]) == 0:
         raise DocsError("the model view no longer derives the forward phase of torch runs")
     older = [e for e in synthetic.STEP if not e[1].startswith("autograd::engine")]
-    older_frame = phases.model_view(synthetic.build(3, older)).set_index("name")
+    older_frame = phases.model_spans_view(synthetic.build(3, older)).set_index("name")
     if int(older_frame.loc["backward", "calls"]) != 3:
         raise DocsError("operators named *Backward no longer count as backward in older traces")
     rows = [[code(label), code(kind)] for label, kind in phases.MODEL_PHASES]
@@ -291,17 +304,15 @@ def derived_forward_rule() -> str:
 @generator("views.model_note")
 def model_note() -> str:
     """The note the model view gives a torch run, as code."""
-    return code(phases.model_view(synthetic.default_run()).attrs.get("note", ""))
+    return code(phases.model_spans_view(synthetic.default_run()).attrs.get("note", ""))
 
 
 @generator("views.warmup_notes")
 def warmup_notes() -> str:
-    """The benchmark view's warm-up note on runs just below and at the warm-up threshold."""
-    n = steps.DEFAULT_WARMUP_MIN_STEPS
-    notes = []
-    for count in (n - 1, n):
-        note = str(steps.benchmark_view(synthetic.build(count)).attrs.get("note", ""))
-        notes.append((count, note))
-    if "warm-up" in notes[0][1] or "warm-up" not in notes[1][1]:
+    """The benchmark view's note by default and with one warm-up step, on a 3-step run."""
+    run = synthetic.build(3)
+    default = str(steps.benchmark_view(run).attrs.get("note", ""))
+    warm = str(steps.benchmark_view(run, warmup=1).attrs.get("note", ""))
+    if "warm-up" in default or "warm-up" not in warm:
         raise DocsError("the benchmark view's warm-up rule changed; update the views page")
-    return " and ".join(f"{code(text)} ({count} steps)" for count, text in notes)
+    return f"{code(default)} by default and {code(warm)} with `warmup=1`"

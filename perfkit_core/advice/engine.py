@@ -11,8 +11,11 @@ adapter of the run's framework through ``perfkit_remedy``, so a torch run gets t
 paddle run paddle code.
 
 Every rule states its thresholds (module constants) and how it estimates ``saving_ns``: the time
-over the profiled steps that the change would save at best. A saving is never larger than the
-measured time it is based on.
+per step that the change would save at best (ns per step, against the mean step
+``Context.step_ns``). A saving is never larger than the measured time it is based on, and two
+findings never claim the same time: rules leave to each other what another rule claims (the
+optimizer's ops are the optimizer rule's, not the tiny-ops rule's), and findings that prescribe
+one remedy (``Finding.remedy_key``) are merged into one finding with one saving.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.advice.combine import (
+    merge_shared_remedies,
+    severity,
+)
 from perfkit_core.events.intervals import step_window
 from perfkit_core.plugins import get_plugin_manager, registrations
 
@@ -29,10 +36,6 @@ if TYPE_CHECKING:
 
     from perfkit_core.events.run import Run
 
-#: A finding saving at least this share of step time is rated high ...
-SEVERITY_HIGH_PCT = 10.0
-#: ... at least this share medium, below it low.
-SEVERITY_MEDIUM_PCT = 2.0
 #: Advice needs at least this many recorded steps: one step (often the partial cycle a profiler
 #: flushes when the loop ends) holds too little to tell a steady cost from a one-time one.
 MIN_STEPS = 2
@@ -47,12 +50,13 @@ class UnknownRuleError(KeyError):
 
 @dataclass
 class Finding:
-    """One piece of advice: what is wrong, the numbers behind it, the estimated saving (ns over
-    the profiled steps), and what to change (``remedy``, in the run's framework)."""
+    """One piece of advice: what is wrong, the numbers behind it, the estimated saving (ns per
+    step), and what to change (``remedy``, in the run's framework)."""
 
     id: str
     title: str
     severity: str
+    #: Estimated saving in ns per step (of the mean step, ``Context.step_ns``).
     saving_ns: float
     #: The numbers behind the finding, raw (ns, counts, names), for JSON and other tools.
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -65,6 +69,12 @@ class Finding:
     #: The rows of views the finding is about: view name -> row names (``{"operator":
     #: ["aten::item"], "phases": ["step 7"]}``); reports link to them.
     cites: dict[str, list[str]] = field(default_factory=dict)
+    #: Findings with the same non-empty key prescribe one remedy (``compile`` for
+    #: ``torch.compile`` / ``paddle.jit.to_static``) and are merged into one finding.
+    remedy_key: str = ""
+    #: What the saving shortens: ``host`` (host time in the step) or ``device`` (device time);
+    #: ``combined_saving`` adds savings of one kind and combines the two kinds.
+    acts_on: str = "host"
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as plain JSON-ready data."""
@@ -73,15 +83,23 @@ class Finding:
 
 @dataclass
 class Context:
-    """Figures most rules need, computed once per ``advise()``."""
+    """Figures most rules need, computed once per ``advise()``: ``step_ns`` is the mean step
+    (ns per step: each step stretched over the device work it launched), ``total_ns`` the
+    steps' time together, ``steps`` their count."""
 
     run: Run
-    step_ns: int
+    step_ns: float
     steps: int
     has_device: bool
     framework: str
     #: The run's devices (``Run.meta["devices"]``): name, memory, compute capability, SMs.
     devices: list[dict[str, Any]] = field(default_factory=list)
+    #: The steps' time together, in ns (``step_ns * steps``).
+    total_ns: float = 0.0
+
+    def per_step(self, total_ns: float) -> float:
+        """``total_ns`` (a time over all the steps) per step."""
+        return float(total_ns) / max(self.steps, 1)
 
     @property
     def compute_capability(self) -> float | None:
@@ -100,11 +118,11 @@ class Context:
 class JobContext:
     """What the cross-rank rules read: ``job`` (a run of several ranks, or a job analysed on
     Dask: anything with ``summary(view)``, ``meta`` and ``framework``), its ``ranks``, the
-    median rank's profiled step time ``step_ns`` (ns, over its steps) and step count."""
+    median rank's mean step ``step_ns`` (ns per step) and step count."""
 
     job: Any
     ranks: list[int]
-    step_ns: int
+    step_ns: float
     steps: int
     has_device: bool
     framework: str
@@ -148,27 +166,21 @@ def registered_advisors(
     }
 
 
-def _severity(saving_ns: float, step_ns: int) -> str:
-    share = 100.0 * saving_ns / step_ns if step_ns else 0.0
-    if share >= SEVERITY_HIGH_PCT:
-        return "high"
-    if share >= SEVERITY_MEDIUM_PCT:
-        return "medium"
-    return "low"
-
-
 def make_context(run: Run) -> Context:
     """The figures every rule reads, for ``run``."""
     window, has_steps = step_window(run)
     ev = run.events
     devices = run.meta.get("devices") or []
+    total = float((window[1] - window[0]).sum())
+    steps = int((ev["kind"] == "step").sum()) if has_steps else 0
     return Context(
         run=run,
-        step_ns=int((window[1] - window[0]).sum()),
-        steps=int((ev["kind"] == "step").sum()) if has_steps else 0,
+        step_ns=total / max(steps, 1),
+        steps=steps,
         has_device=bool((ev["stream"].to_numpy() >= 0).any()),
         framework=run.framework,
         devices=[d for d in devices if isinstance(d, dict)],
+        total_ns=total,
     )
 
 
@@ -224,8 +236,8 @@ def check_rules(rules: list[str] | None, pm: pluggy.PluginManager) -> None:
         )
 
 
-def step_figures(run: Run) -> tuple[int, int]:
-    """(profiled step time in ns, step count) of a one-rank run, as ``Context`` holds them."""
+def step_figures(run: Run) -> tuple[float, int]:
+    """(mean step in ns per step, step count) of a one-rank run, as ``Context`` holds them."""
     ctx = make_context(run)
     return ctx.step_ns, ctx.steps
 
@@ -250,7 +262,7 @@ def advise_rank(
         for finding in result if isinstance(result, list) else [result]:
             finding.rule = finding.rule or rule_id
             finding.saving_ns = float(max(finding.saving_ns, 0.0))
-            finding.severity = finding.severity or _severity(finding.saving_ns, ctx.step_ns)
+            finding.severity = finding.severity or severity(finding.saving_ns, ctx.step_ns)
             finding.evidence.setdefault("step_time_ns", ctx.step_ns)
             finding.evidence.setdefault("steps", ctx.steps)
             findings.append(finding)
@@ -260,30 +272,15 @@ def advise_rank(
             finding.remedy = hook(finding=finding, framework=ctx.framework) or GENERIC_REMEDIES.get(
                 finding.rule, ""
             )
+    findings = merge_shared_remedies(findings, ctx.step_ns)
     findings.sort(key=lambda f: (-f.saving_ns, f.id))
     return findings
-
-
-def duration_text(ns: float) -> str:
-    """A duration for a sentence: ``73.4 ms``, ``812 us``, ``950 ns``."""
-    if ns >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.1f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.0f} us"
-    return f"{ns:.0f} ns"
-
-
-def share_text(part: float, whole: float) -> str:
-    """``12.4%`` of ``whole`` (``-`` when there is no whole)."""
-    return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
 
 def advise_job(
     job: Any,
     per_rank: dict[int, list[Finding]],
-    steps: dict[int, tuple[int, int]],
+    steps: dict[int, tuple[float, int]],
     *,
     rules: list[str] | None = None,
     pm: pluggy.PluginManager | None = None,
@@ -318,7 +315,7 @@ def advise_job(
         for finding in result if isinstance(result, list) else [result]:
             finding.rule = finding.rule or rule_id
             finding.saving_ns = float(max(finding.saving_ns, 0.0))
-            finding.severity = finding.severity or _severity(finding.saving_ns, step_ns)
+            finding.severity = finding.severity or severity(finding.saving_ns, step_ns)
             finding.evidence.setdefault("step_time_ns", step_ns)
             finding.evidence.setdefault("steps", ctx.steps)
             if not finding.remedy:
@@ -340,7 +337,7 @@ def _has_device(job: Any) -> bool:
     return bool(getattr(job, "has_device", False))
 
 
-def merge_rank_findings(per_rank: dict[int, list[Finding]], step_ns: int) -> list[Finding]:
+def merge_rank_findings(per_rank: dict[int, list[Finding]], step_ns: float) -> list[Finding]:
     """One finding per finding id across ranks: the worst rank's title and evidence (naming
     the rank and how many ranks show it), the saving the mean per rank (a rank without the
     finding saves 0), its severity against the median rank's step time ``step_ns``."""
@@ -372,7 +369,7 @@ def merge_rank_findings(per_rank: dict[int, list[Finding]], step_ns: int) -> lis
             Finding(
                 id=finding_id,
                 title=f"{worst.title} (worst on rank {worst_rank}; {shown} {n} ranks)",
-                severity=_severity(saving, step_ns),
+                severity=severity(saving, step_ns),
                 saving_ns=saving,
                 evidence=evidence,
                 remedy=worst.remedy,
@@ -380,6 +377,8 @@ def merge_rank_findings(per_rank: dict[int, list[Finding]], step_ns: int) -> lis
                 details=[f"rank {worst_rank}: {line}" for line in worst.details],
                 estimate=(f"{worst.estimate} On each rank; the mean over {n} ranks.").strip(),
                 cites=dict(worst.cites),
+                remedy_key=worst.remedy_key,
+                acts_on=worst.acts_on,
             )
         )
     return merged

@@ -25,6 +25,7 @@ from perfkit_core.comparison.overhead import host_events_per_step
 from perfkit_core.comparison.verdict import Verdict, build_verdict
 from perfkit_core.views.attribution import step_slices
 from perfkit_core.views.canonical import OpMap
+from perfkit_core.views.step_time import phase_times, step_durations
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -157,28 +158,34 @@ class Comparison:
         return frame
 
     def _totals(self) -> pd.DataFrame:
+        """Per run, per step (or sample): the step, its time waiting for data (the model
+        view's ``data`` phase), the GPU time its kernels took (the model view's GPU time of the
+        step: kernels and communication kernels launched in it), device copies and sets, and
+        communication kernels."""
         from perfkit_core.views.structure import structure
 
-        order = ["step", "dataloader", "kernel", "memcpy", "communication"]
+        order = ["step", "data", "gpu", "memcpy", "communication"]
         per_run = []
         for i, run in enumerate(self.runs):
             ev = run.events
             kind = structure(run).kind
             device = ev["stream"].to_numpy() >= 0
-            host = ~device
             dur = ev["dur_ns"].to_numpy().astype(float)
             has_device = bool(device.any())
+            times = phase_times(run)
             div = self.divisor(i)
-            copies = device & np.isin(kind, ["memcpy", "memset"])
+            in_steps = ev["step"].to_numpy() >= 0
+            copies = device & in_steps & np.isin(kind, ["memcpy", "memset"])
+            comm = device & in_steps & (kind == "communication")
             per_run.append(
                 {
                     "step": float(_step_durations(run).sum()) / div,
-                    "dataloader": float(dur[host & (kind == "dataloader")].sum()) / div,
-                    "kernel": float(dur[device & (kind == "kernel")].sum()) / div
-                    if has_device
+                    "data": float(times["data_ns"].sum()) / div if len(times) else math.nan,
+                    "gpu": float(times["gpu_step_ns"].sum()) / div
+                    if has_device and "gpu_step_ns" in times
                     else math.nan,
                     "memcpy": float(dur[copies].sum()) / div if has_device else math.nan,
-                    "communication": float(dur[kind == "communication"].sum()) / div,
+                    "communication": float(dur[comm].sum()) / div if has_device else math.nan,
                 }
             )
         frame = self._wide(per_run, order)
@@ -198,12 +205,9 @@ def _step_count(run: Run) -> int:
 
 
 def _step_durations(run: Run) -> np.ndarray:
-    ev = run.events
-    steps = ev[ev["kind"] == "step"]
-    if steps.empty:
-        span = run.meta.get("span_ns") or [0, 0]
-        return np.array([span[1] - span[0]], dtype=float)
-    return steps["dur_ns"].to_numpy().astype(float)
+    """The run's step durations (ns), as its report times them: each step stretched over the
+    device work it launched (``views.step_time.step_durations``)."""
+    return step_durations(run)
 
 
 def check_labels(labels: list[str]) -> list[str]:

@@ -169,6 +169,6 @@ def _iqr(values: np.ndarray) -> float:
 def _metric_values(comparison: Comparison, i: int, metric: str) -> np.ndarray:
     steps = comparison.runs[i].summary("steps")
     if metric == "dataloader":
-        return steps["dataloader_ns"].to_numpy().astype(float) / comparison.sample_scale(i)
+        return steps["data_ns"].to_numpy().astype(float) / comparison.sample_scale(i)
     busy = steps["gpu_busy_ns"].to_numpy().astype(float)
     return 100.0 * busy / steps["dur_ns"].to_numpy()

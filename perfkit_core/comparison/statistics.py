@@ -49,13 +49,36 @@ class RatioEstimate:
         """True when the interval leaves out 1: the runs differ beyond their noise."""
         return bool(self.low > 1.0 or self.high < 1.0)
 
+    @property
+    def direction(self) -> str:
+        """``slower`` or ``faster`` (the candidate against the baseline, beyond the noise), or
+        ``same`` (within it)."""
+        if not self.significant:
+            return "same"
+        return "slower" if self.ratio >= 1.0 else "faster"
+
+    @property
+    def factor(self) -> tuple[float, float, float]:
+        """The figure a reader is told, with its interval: ``ratio`` when the candidate is
+        slower or the same, ``1 / ratio`` when it is faster ("1.25x faster" for a ratio of
+        0.80)."""
+        if self.direction == "faster":
+            return 1.0 / self.ratio, 1.0 / self.high, 1.0 / self.low
+        return self.ratio, self.low, self.high
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain values for JSON (NaN as None)."""
+        """Plain values for JSON (NaN as None): ``ratio`` is the candidate's mean over the
+        baseline's; ``direction`` and ``factor`` (with ``factor_low``, ``factor_high``) are what
+        the verdict's sentence says ("1.25x faster")."""
         out: dict[str, Any] = {}
         for key, value in self.__dict__.items():
             out[key] = None if isinstance(value, float) and math.isnan(value) else value
         out["delta"] = None if math.isnan(self.delta) else self.delta
         out["significant"] = self.significant
+        out["direction"] = self.direction
+        factor, low, high = self.factor
+        for key, value in (("factor", factor), ("factor_low", low), ("factor_high", high)):
+            out[key] = None if math.isnan(value) else value
         return out
 
 

@@ -80,21 +80,17 @@ class Verdict:
         source = " without the profiler" if self.unprofiled is not None else ""
         steps = f"{est.candidate_n} vs {est.baseline_n} steps"
         ci = f"{100 * est.confidence:.0f}% CI"
-        if not est.significant:
+        factor, low, high = est.factor
+        if est.direction == "same":
             head = (
                 f"{self.candidate} and {self.baseline} take the same time per {self.per}"
-                f"{source} within the noise (ratio {est.ratio:.2f}, {ci} {est.low:.2f}-"
-                f"{est.high:.2f}, {steps})"
-            )
-        elif est.ratio >= 1.0:
-            head = (
-                f"{self.candidate} is {est.ratio:.2f}x slower per {self.per} than "
-                f"{self.baseline}{source} ({ci} {est.low:.2f}-{est.high:.2f}, {steps})"
+                f"{source} within the noise (ratio {factor:.2f}, {ci} {low:.2f}-"
+                f"{high:.2f}, {steps})"
             )
         else:
             head = (
-                f"{self.candidate} is {1 / est.ratio:.2f}x faster per {self.per} than "
-                f"{self.baseline}{source} ({ci} {1 / est.high:.2f}-{1 / est.low:.2f}, {steps})"
+                f"{self.candidate} is {factor:.2f}x {est.direction} per {self.per} than "
+                f"{self.baseline}{source} ({ci} {low:.2f}-{high:.2f}, {steps})"
             )
         causes = self.causes.get("family", [])
         if not causes:

@@ -55,7 +55,7 @@ class Job:
         calls: pd.DataFrame,
         tables: dict[str, pd.DataFrame],
         findings: dict[int, list[Finding]],
-        steps: dict[int, tuple[int, int]],
+        steps: dict[int, tuple[float, int]],
         cluster: ClusterInfo | None = None,
         results: list[dict[str, Any]] | None = None,
     ) -> None:
@@ -332,7 +332,7 @@ class _Fold:
         self.figures: list[dict[str, Any]] = []
         self.calls: list[pd.DataFrame] = []
         self.findings: dict[int, list[Finding]] = {}
-        self.steps: dict[int, tuple[int, int]] = {}
+        self.steps: dict[int, tuple[float, int]] = {}
         self.results: list[dict[str, Any]] = []
 
     def add(self, result: RankResult) -> None:

@@ -47,7 +47,7 @@ class RankResult:
     calls: pd.DataFrame
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
     findings: list[dict[str, Any]] = field(default_factory=list)
-    step: tuple[int, int] = (0, 1)
+    step: tuple[float, int] = (0.0, 1)
     has_device: bool = False
     seconds: float = 0.0
     peak_rss_bytes: int = 0

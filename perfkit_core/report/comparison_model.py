@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from perfkit_core.report.model import Chart, Table, _drop_empty_columns, table_from_frame
+from perfkit_core.report.model import Chart, Table, table_from_frame
+from perfkit_core.report.tables import drop_empty_columns
 
 if TYPE_CHECKING:
     from perfkit_core.comparison import Comparison, GateResult, Verdict
@@ -86,7 +87,7 @@ def build_comparison_report(
             frame = comparison.summary(view)
         units = {label: "time" for label in comparison.labels if label in frame.columns}
         labels = {label: label for label in comparison.labels}
-        labels.update({"share_pct": "Share of difference", "delta_ns": "Delta"})
+        labels.update({"share_pct": "Share (% of the difference)", "delta_ns": "Delta"})
         table = table_from_frame(
             view,
             COMPARISON_TITLES.get(view, view) + f" (per {per})",
@@ -94,7 +95,7 @@ def build_comparison_report(
             labels=labels,
             units=units,
         )
-        _drop_empty_columns(table, ("",), "")
+        drop_empty_columns(table, ("",), "")
         tables.append(table)
     charts = []
     if any(t.id == "family" for t in tables):

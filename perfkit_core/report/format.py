@@ -35,8 +35,47 @@ def column_unit(key: str, values: Any = None) -> str:
     return "text"
 
 
+#: Header labels of view columns whose key means one thing in every view; a view gives labels
+#: of its own in ``frame.attrs["labels"]``. A percentage's label names its denominator.
+COLUMN_LABELS: dict[str, str] = {
+    "cpu_ratio_pct": "CPU time (% of step)",
+    "ratio_pct": "% of step",
+    "step_pct": "% of step",
+    "gpu_share_pct": "% of the steps' GPU time",
+    "utilization_pct": "Busy (% of step)",
+    "kernel_utilization_pct": "Kernel busy (% of step)",
+    "occupancy_pct": "Est. achieved occupancy (% of the SM's warps)",
+    "sm_efficiency_pct": "Est. SM efficiency (% of step)",
+    "gpu_busy_pct": "GPU busy (% of step)",
+    "empty_pct": "Queue empty (% of the stream's launch span)",
+    "wait_pct": "Waiting (% of the collective's time)",
+    "share_pct": "Share (% of the difference)",
+    "delta_pct": "Delta (% of the baseline)",
+    "spread_pct": "Spread (IQR, % of the median)",
+    "overhead_pct": "Profiler overhead (% of step)",
+    "offset_ns": "Start",
+    "cpu_avg_ns": "CPU avg/call",
+    "cpu_max_ns": "CPU max/call",
+    "cpu_min_ns": "CPU min/call",
+    "gpu_avg_ns": "GPU avg/call",
+    "gpu_max_ns": "GPU max/call",
+    "gpu_min_ns": "GPU min/call",
+}
+#: Column keys that hold a figure over all the profiled steps (not per step): their header
+#: says so (``CPU total over 20 steps``).
+WHOLE_RUN_SUFFIXES = ("_total_ns", "_self_ns")
+WHOLE_RUN_KEYS = frozenset({"calls", "flops", "bytes", "launches", "allocations", "frees"})
+
+
 def column_label(key: str) -> str:
-    """Header for a column: ``cpu_total_ns`` -> ``CPU total``; the unit is added by the renderer."""
+    """Header for a column: ``cpu_total_ns`` -> ``CPU total``; the unit is added by the renderer.
+    Keys in ``COLUMN_LABELS`` take their label from there; a device's busy share in a timeline
+    (``gpu:0_busy_pct``) reads ``GPU:0 busy (% of the slice)``."""
+    if key in COLUMN_LABELS:
+        return COLUMN_LABELS[key]
+    if key.endswith("_busy_pct") and ":" in key:
+        device = key[: -len("_busy_pct")]
+        return f"{device.split(':')[0].upper()}:{device.split(':', 1)[1]} busy (% of the slice)"
     base = key
     for suffix in ("_ns", "_pct"):
         if base.endswith(suffix):
@@ -56,12 +95,31 @@ def column_label(key: str) -> str:
 
 
 def header_label(label: str, unit: str, time_unit: str) -> str:
-    """A column header with its unit: ``CPU total (ms)``, ``CPU ratio (%)``."""
+    """A column header with its unit: ``CPU total (ms)``; a percentage's label already says
+    what it is a percentage of (``% of step``), else ``(%)`` is added."""
     if unit == "time":
         return f"{label} ({time_unit})"
     if unit == "pct":
-        return f"{label} (%)"
+        return label if "%" in label else f"{label} (%)"
     return label
+
+
+#: The column of a table with per-row units that names each row's unit (see ``cell_text``).
+UNIT_COLUMN = "unit"
+
+
+def cell_text(table: Any, i: int, j: int, time_unit: str) -> str:
+    """The text of cell (row ``i``, column ``j``) of a report table: ``format_value`` in the
+    column's unit, or, in a table with per-row units (``table.row_units``), numbers in the
+    row's unit and the row's ``unit`` cell naming it (``ms`` for a time row)."""
+    column = table.columns[j]
+    value = table.rows[i][j]
+    row_unit = table.row_units[i] if getattr(table, "row_units", None) else ""
+    if row_unit and column.key == UNIT_COLUMN:
+        return time_unit if row_unit == "time" else str(value)
+    if row_unit and column.unit in ("number", "count"):
+        return format_value(value, row_unit, time_unit)
+    return format_value(value, column.unit, time_unit)
 
 
 #: Binary size units for byte counts, largest first.
@@ -98,8 +156,16 @@ def format_value(value: Any, unit: str, time_unit: str = "ms") -> str:
     return str(value).replace("\n", " <- ")
 
 
+def per_step_value(ns: float, step_ns: float, time_unit: str) -> str:
+    """``1.234 ms per step (5.6% of the step)``: a time per step in the page's unit, and its
+    share of the mean step."""
+    share = f" ({100.0 * ns / step_ns:.1f}% of the step)" if step_ns else ""
+    return f"{ns / TIME_UNITS[time_unit]:.3f} {time_unit} per step{share}"
+
+
 def saving_text(finding: Any, time_unit: str) -> str:
-    """``1.234 ms (5.6% of step time)``: a finding's estimated saving and its share of the steps."""
-    step = finding.evidence.get("step_time_ns") or 0
-    share = f" ({100.0 * finding.saving_ns / step:.1f}% of step time)" if step else ""
-    return f"{finding.saving_ns / TIME_UNITS[time_unit]:.3f} {time_unit}{share}"
+    """``1.234 ms per step (5.6% of the step)``: a finding's estimated saving per step and its
+    share of the mean step."""
+    return per_step_value(
+        finding.saving_ns, finding.evidence.get("step_time_ns") or 0, time_unit
+    )

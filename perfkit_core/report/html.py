@@ -19,7 +19,14 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.events.names import short_name
-from perfkit_core.report.format import TIME_UNITS, format_value, header_label, saving_text
+from perfkit_core.report.format import (
+    TIME_UNITS,
+    cell_text,
+    format_value,
+    header_label,
+    per_step_value,
+    saving_text,
+)
 
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
@@ -63,7 +70,9 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
     for i, row in enumerate(table.rows):
         cells = []
         for j, (column, value) in enumerate(zip(table.columns, row, strict=True)):
-            text = format_value(value, column.unit, time_unit)
+            if column.repeats_name:
+                continue
+            text = cell_text(table, i, j, time_unit)
             full = None
             if j == 0:
                 shown = short_name(text)
@@ -95,6 +104,7 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
             "cls": "name" if k == 0 else ("num" if c.unit != "text" else "text"),
         }
         for k, c in enumerate(table.columns)
+        if not c.repeats_name
     ]
     return {
         "id": f"table-{table.id}",
@@ -215,6 +225,15 @@ def _headline(headline: Headline, time_unit: str) -> dict[str, Any]:
         "finding": None
         if top is None
         else {"severity": top.severity, "title": top.title, "saving": saving_text(top, time_unit)},
+        "combined": None
+        if headline.combined is None
+        else {
+            "findings": headline.combined.findings,
+            "saving": per_step_value(
+                headline.combined.saving_ns, headline.combined.step_ns, time_unit
+            ),
+            "how": headline.combined.how,
+        },
         "note": headline.note,
     }
 

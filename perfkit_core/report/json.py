@@ -42,9 +42,18 @@ def table_json(table: Table) -> dict[str, Any]:
     return {
         "title": table.title,
         "note": table.note,
-        "columns": [{"key": c.key, "label": c.label, "unit": c.unit} for c in table.columns],
+        "columns": [
+            {
+                "key": c.key,
+                "label": c.label,
+                "unit": c.unit,
+                **({"repeats_name": True} if c.repeats_name else {}),
+            }
+            for c in table.columns
+        ],
         "rows": table.records(),
         **({"levels": table.levels} if table.levels else {}),
+        **({"row_units": table.row_units} if table.row_units else {}),
     }
 
 
@@ -62,6 +71,9 @@ def report_json(report: Report) -> dict[str, Any]:
             ],
             "phases": [p.__dict__ for p in report.headline.phases],
             "finding": report.headline.finding.id if report.headline.finding else None,
+            "combined": None
+            if report.headline.combined is None
+            else report.headline.combined.__dict__,
             "note": report.headline.note,
         },
         "advice": [f.to_dict() for f in report.findings or []],

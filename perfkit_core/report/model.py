@@ -10,7 +10,7 @@ shows that table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.report.format import column_unit
+from perfkit_core.report.tables import (
+    derived_frames,
+    drop_empty_columns,
+    drop_zero_rows,
+    label_whole_run,
+    mark_repeated_columns,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,22 +81,9 @@ RANKED_VIEWS = frozenset(
 VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "operator_average": ("Top 20 operators by average time", "hbar", ["cpu_avg_ns", "gpu_avg_ns"]),
     "phases": ("Time per step by phase", "stacked", None),
-    "family": ("Time per step by op family", "hbar", ["time_per_step_ns"]),
+    "family": ("Time per step by op family", "hbar", ["per_step_ns", "gpu_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
     "device_timeline": ("Device utilisation over time", "line", None),
-}
-
-#: Tables a report adds after a view's, its rows in another order, for a chart:
-#: id -> (view, title, sort column, columns, rows). ``operator_average`` is MindInsight's chart
-#: of the operator types with the highest average time.
-DERIVED_TABLES: dict[str, tuple[str, str, str, tuple[str, ...], int]] = {
-    "operator_average": (
-        "operator",
-        "Operators by average time (top 20)",
-        "cpu_avg_ns",
-        ("name", "calls", "cpu_avg_ns", "gpu_avg_ns"),
-        20,
-    ),
 }
 
 
@@ -101,6 +95,9 @@ class Column:
     key: str
     label: str
     unit: str
+    #: A column that only repeats the name column (``step`` beside ``step 2``): the JSON keeps
+    #: it for programs, the text and HTML forms leave it out for readers.
+    repeats_name: bool = False
 
 
 @dataclass
@@ -114,6 +111,9 @@ class Table:
     note: str | None = None
     #: Per row, its nesting level (detail rows of op_detail are 1); empty when all are 0.
     levels: list[int] = field(default_factory=list)
+    #: Per row, the unit of its numbers (``time``, ``number``) where a table's rows differ in
+    #: unit (the benchmark view's costs and rates); empty when the columns give the units.
+    row_units: list[str] = field(default_factory=list)
 
     def records(self) -> list[dict[str, Any]]:
         """The rows as dicts keyed by column key."""
@@ -158,14 +158,27 @@ class PhaseShare:
 
 
 @dataclass
+class CombinedSaving:
+    """What applying every finding would save per step (ns), how many findings, and how the
+    savings were combined (``advice.engine.combined_saving``)."""
+
+    saving_ns: float
+    findings: int
+    how: str
+    step_ns: float
+
+
+@dataclass
 class Headline:
     """The answer first: step time and its spread, throughput, where the step goes, and the one
-    change worth most (the top finding, or why there is none)."""
+    change worth most (the top finding, or why there is none), with what every finding together
+    would save."""
 
     items: list[HeaderItem]
     phases: list[PhaseShare]
     finding: Any | None
     note: str | None = None
+    combined: CombinedSaving | None = None
 
 
 @dataclass
@@ -224,7 +237,7 @@ def table_from_frame(
     """
     from perfkit_core.report.format import column_label
 
-    labels = {**frame.attrs.get("labels", {}), **(labels or {})}
+    labels = {**(frame.attrs.get("labels") or {}), **(labels or {})}
     units = units or {}
     notes = [n for n in (note, frame.attrs.get("note")) if n]
     shown = frame.head(top) if top else frame
@@ -243,22 +256,22 @@ def table_from_frame(
         for c in shown.columns
     ]
     rows = [[_plain(v) for v in row] for row in shown.itertuples(index=False, name=None)]
-    return Table(table_id, title, columns, rows, "; ".join(notes) or None, levels)
+    row_units: list[str] = []
+    unit_column = frame.attrs.get("row_unit_column")
+    if unit_column and unit_column in shown.columns:
+        row_units = ["time" if str(u) == "ns" else "number" for u in shown[unit_column]]
+    return Table(table_id, title, columns, rows, "; ".join(notes) or None, levels, row_units)
 
 
-def _drop_empty_columns(table: Table, prefixes: Sequence[str], reason: str) -> None:
-    """Remove columns whose key starts with one of ``prefixes`` (``""``: any column) when every
-    value is missing, and add ``reason`` to the note when one was removed."""
-    drop = [
-        i
-        for i, c in enumerate(table.columns)
-        if i and c.key.startswith(tuple(prefixes)) and all(r[i] is None for r in table.rows)
-    ]
-    if not drop or not table.rows:
-        return
-    table.columns = [c for i, c in enumerate(table.columns) if i not in drop]
-    table.rows = [[v for i, v in enumerate(r) if i not in drop] for r in table.rows]
-    table.note = "; ".join(n for n in (table.note, reason) if n)
+def _step_count(run: Run | Job) -> int:
+    """The number of steps of the run (of its mean rank, for several ranks); 0 without steps."""
+    try:
+        steps = run.summary("steps")
+    except KeyError:
+        return 0
+    if steps.empty:
+        return 0
+    return round(len(steps) / max(steps["rank"].nunique(), 1))
 
 
 def _has_device(run: Run | Job) -> bool:
@@ -314,16 +327,20 @@ def _header(run: Run | Job) -> list[HeaderItem]:
 #: The views the headline reads: a job must be analysed with them for its report to have one.
 HEADLINE_VIEWS = ("steps", "model")
 #: Rows of the model view that make up a step, in the headline's stacking order.
-HEADLINE_PHASES = ("dataloader", "forward", "backward", "optimization", "others")
+HEADLINE_PHASES = ("data", "forward", "backward", "optimizer", "other")
 
 
 def _headline(
     run: Run | Job, findings: list[Any] | None, batch_size: int | None, note: str | None
 ) -> Headline:
-    """The headline: median step time with its interquartile range, throughput (samples/s with
-    a batch size, else steps/s, from the median step), the model view's phases per step, and
-    the top finding. Of a job: over every rank's steps, the phases per step of the mean rank
-    (a job analysed without ``HEADLINE_VIEWS`` gets only the top finding)."""
+    """The headline: the mean step (the step every share on the page divides by) and the
+    spread of the steps (median, quartiles), throughput (samples/s with a batch size, else
+    steps/s, from the mean step: steps over their total time), the model view's phases per step
+    (they add up to the step), the top finding and what every finding together would save. Of a
+    job: over every rank's steps, the phases per step of the mean rank (a job analysed without
+    ``HEADLINE_VIEWS`` gets only the top finding)."""
+    from perfkit_core.advice.combine import combined_saving
+
     try:
         steps = run.summary("steps")
         model = run.summary("model").set_index("name")
@@ -331,12 +348,14 @@ def _headline(
         return Headline([], [], findings[0] if findings else None, note)
     durations = steps["dur_ns"].to_numpy(dtype=np.float64) if len(steps) else np.empty(0)
     items: list[HeaderItem] = []
+    step_ns = float(model.loc["step", "per_step_ns"]) if "step" in model.index else 0.0
     if len(durations):
         median = float(np.median(durations))
         p25, p75 = (float(v) for v in np.percentile(durations, [25, 75]))
         ranks = steps["rank"].nunique()
         items += [
-            HeaderItem("Step time (median)", median, "time"),
+            HeaderItem("Step time (mean)", step_ns, "time"),
+            HeaderItem("Median step", median, "time"),
             HeaderItem("25th percentile", p25, "time"),
             HeaderItem("75th percentile", p75, "time"),
             HeaderItem(
@@ -344,19 +363,22 @@ def _headline(
             ),
         ]
         if batch_size:
-            items.append(HeaderItem("Throughput (samples/s)", batch_size * 1e9 / median, "number"))
+            items.append(HeaderItem("Throughput (samples/s)", batch_size * 1e9 / step_ns, "number"))
         else:
-            items.append(HeaderItem("Throughput (steps/s)", 1e9 / median, "number"))
+            items.append(HeaderItem("Throughput (steps/s)", 1e9 / step_ns, "number"))
     phases: list[PhaseShare] = []
-    count = max(int(model.loc["step", "calls"]), 1) if "step" in model.index else 1
     for name in HEADLINE_PHASES:
         if name in model.index:
-            total = float(model.loc[name, "cpu_total_ns"])
-            share = float(model.loc[name, "cpu_ratio_pct"])
-            if total > 0:
-                phases.append(PhaseShare(name, total / count, share))
+            per_step = float(model.loc[name, "per_step_ns"])
+            share = float(model.loc[name, "step_pct"])
+            if per_step > 0:
+                phases.append(PhaseShare(name, per_step, share))
     top = findings[0] if findings else None
-    return Headline(items, phases, top, note)
+    combined = None
+    if findings and len(findings) > 1 and step_ns:
+        saving, how = combined_saving(findings, step_ns)
+        combined = CombinedSaving(saving, len(findings), how, step_ns)
+    return Headline(items, phases, top, note, combined)
 
 
 def skipped_events(meta: dict[str, Any]) -> dict[str, int]:
@@ -382,34 +404,13 @@ def _view_chart(table: Table) -> Chart | None:
         series = [
             c.key
             for c in table.columns[1:]
-            if c.unit in ("time", "bytes", "pct") and c.key not in ("dur_ns", "offset_ns")
+            if c.unit in ("time", "bytes", "pct") and c.key not in ("dur_ns", "step_ns", "offset_ns")
         ]
     else:
         series = [k for k in wanted if k in keys]
     if not series:
         return None
     return Chart(f"chart-{table.id.replace('_', '-')}", title, kind, table.id, "name", series)
-
-
-def _derived_tables(view: str, frame: pd.DataFrame, has_device: bool) -> list[Table]:
-    """The ``DERIVED_TABLES`` of ``view``: its table ``frame`` (detail rows left out) sorted by
-    another column, when it has two rows or more to rank."""
-    out = []
-    for table_id, (source, title, key, columns, rows) in DERIVED_TABLES.items():
-        if source != view or key not in frame.columns:
-            continue
-        if "level" in frame.columns:
-            frame = frame[frame["level"] == 0]
-        if len(frame) < 2:
-            continue
-        derived = frame.sort_values([key, "name"], ascending=[False, True], kind="stable")
-        derived = derived[[c for c in columns if c in derived.columns]].reset_index(drop=True)
-        table = table_from_frame(table_id, title, derived, top=rows)
-        if not has_device:
-            _drop_empty_columns(table, ("gpu_",), "")
-        _drop_empty_columns(table, ("",), "")
-        out.append(table)
-    return out
 
 
 def build_report(
@@ -434,6 +435,7 @@ def build_report(
     views = list(views)
     options = options or {}
     has_device = _has_device(run)
+    steps = _step_count(run)
     tables: list[Table] = []
     chart_list: list[Chart] = []
     findings = None
@@ -457,17 +459,21 @@ def build_report(
                 top=top if view in RANKED_VIEWS else None,
             )
             if not has_device:
-                _drop_empty_columns(
+                drop_empty_columns(
                     table, ("gpu_",), "no device events were recorded: GPU columns omitted"
                 )
-            _drop_empty_columns(table, ("",), "")
+            drop_empty_columns(table, ("",), "")
+            drop_zero_rows(table)
+            mark_repeated_columns(table)
+            label_whole_run(table, steps)
             tables.append(table)
             chart = _view_chart(table) if charts else None
             if chart is not None:
                 chart_list.append(chart)
-            for derived in _derived_tables(view, frame, has_device) if charts else ():
-                tables.append(derived)
-                chart = _view_chart(derived)
+            for table_id, title, derived, rows in derived_frames(view, frame) if charts else ():
+                tables.append(table_from_frame(table_id, title, derived, top=rows))
+                drop_empty_columns(tables[-1], ("",), "")
+                chart = _view_chart(tables[-1])
                 if chart is not None:
                     chart_list.append(chart)
     return Report(

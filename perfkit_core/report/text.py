@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from perfkit_core.report.format import (
     TIME_UNITS,
+    cell_text,
     format_value,
     header_label,
+    per_step_value,
     saving_text,
 )
 
@@ -38,16 +40,17 @@ def format_table(
     """
     if time_unit not in TIME_UNITS:
         raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
-    headers = [header_label(c.label, c.unit, time_unit) for c in table.columns]
-    text_cols = [c.unit == "text" for c in table.columns]
+    shown = [j for j, c in enumerate(table.columns) if not c.repeats_name]
+    headers = [header_label(table.columns[j].label, table.columns[j].unit, time_unit) for j in shown]
+    text_cols = [table.columns[j].unit == "text" for j in shown]
     body: list[list[str]] = []
-    for i, row in enumerate(table.rows):
+    for i, _row in enumerate(table.rows):
         cells = []
-        for j, (column, value) in enumerate(zip(table.columns, row, strict=True)):
-            cell = format_value(value, column.unit, time_unit)
+        for k, j in enumerate(shown):
+            cell = cell_text(table, i, j, time_unit)
             if j == 0 and table.levels and table.levels[i]:
                 cell = "  " * table.levels[i] + cell
-            if text_cols[j] and len(cell) > max_name_width:
+            if text_cols[k] and len(cell) > max_name_width:
                 cell = cell[: max_name_width - 3] + "..."
             cells.append(cell)
         body.append(cells)
@@ -112,6 +115,13 @@ def render_headline(headline: Headline, time_unit: str) -> str:
             f"{'Change first:'.ljust(width)} [{top.severity}] {top.title}; estimated saving "
             f"{saving_text(top, time_unit)} (advice 1 below)"
         )
+        combined = headline.combined
+        if combined is not None:
+            lines.append(
+                f"{'All advice:'.ljust(width)} applying all {combined.findings} findings would "
+                f"save about {per_step_value(combined.saving_ns, combined.step_ns, time_unit)} "
+                f"({combined.how})"
+            )
     elif headline.note:
         lines.append(f"{'Advice:'.ljust(width)} {headline.note}")
     return " Headline ".center(TABLE_WIDTH_MIN, "=") + "\n" + "\n".join(lines)
@@ -127,7 +137,7 @@ def render_findings(findings: list[Any], *, time_unit: str = "ms", note: str | N
     for i, f in enumerate(findings, 1):
         lines = [
             f"{i}. [{f.severity}] {f.title}",
-            f"   Estimated saving: {saving_text(f, time_unit)} over the profiled steps ({f.id}).",
+            f"   Estimated saving: {saving_text(f, time_unit)} ({f.id}).",
         ]
         if f.estimate:
             lines.append(f"   How: {f.estimate}")

@@ -42,6 +42,7 @@ class Combiner:
         self.options = dict(options)
         self.ranks: list[int] = []
         self.notes: list[str] = []
+        self.labels: dict[str, str] = {}
 
     def add(self, rank: int, frame: pd.DataFrame) -> None:
         """Fold in ``frame``, the view of rank ``rank`` (each rank once)."""
@@ -49,6 +50,7 @@ class Combiner:
         note = frame.attrs.get("note")
         if note and note not in self.notes:
             self.notes.append(str(note))
+        self.labels.update(frame.attrs.get("labels") or {})
         self._add(int(rank), frame)
 
     def _add(self, rank: int, frame: pd.DataFrame) -> None:
@@ -64,6 +66,8 @@ class Combiner:
             frame = frame.head(int(top)).reset_index(drop=True)
         if notes:
             frame.attrs["note"] = "; ".join(notes)
+        if self.labels:
+            frame.attrs["labels"] = dict(self.labels)
         return frame
 
     def _result(self) -> pd.DataFrame:

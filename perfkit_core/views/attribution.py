@@ -1,7 +1,7 @@
 """Where each step's wall time goes: the step, on the thread that runs it, cut into slices that
 each belong to exactly one event, and each slice labelled by phase, op family, canonical op,
-layer and user span. The slices of a step add up to the step's duration, so every table grouped
-from them adds up too.
+layer and user span. The slices of a step add up to the step's duration (the step stretched
+over the device work it launched), so every table grouped from them adds up too.
 
 Ownership: a slice of the step belongs to the op unit running then (``structure``); time
 inside a span (a layer, a user span, the autograd engine) but outside every op belongs to that
@@ -16,7 +16,9 @@ Phases, one definition for every framework:
 - ``backward``: from the step's first backward event to its last, everything between them
   included (torch's time between autograd nodes and Paddle's alike);
 - ``forward``: the rest of the step before the backward window, **loss included**;
-- ``other``: the rest of the step after the backward window.
+- ``other``: the rest of the step after the backward window, and the time the device still
+  ran work the step launched after the step's host span ended (a step is stretched over the
+  device work it launched, ``events.intervals.step_spans``).
 
 A backward op belongs to the layer, and counts as the canonical op, of the forward op it is the
 gradient of: torch and MindSpore link them (the ``forward_op`` column; a unit with such a link is
@@ -35,6 +37,7 @@ import numpy as np
 from perfkit_core.views.canonical import OpMap, Resolver, is_gradient
 from perfkit_core.views.family_rules import display_name
 from perfkit_core.views.structure import ENGINE_PREFIX, Structure, structure
+from perfkit_core.views.windows import in_stretched_steps
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +55,9 @@ KIND_FAMILIES = {
 BETWEEN_OPS = "host time between ops"
 UNATTRIBUTED = "unattributed"
 COLUMNS = (
+    "rank",
     "step",
+    "start_ns",
     "owner",
     "ns",
     "phase",
@@ -221,6 +226,25 @@ def _fill(
     return covered[0], covered[1], covered[2], arrays(left)
 
 
+def _after_previous(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each interval's start moved to the end of the intervals before it in its ``group`` (a
+    step), so that units on one thread never overlap: a trace whose clock skews lets a sibling
+    start before the previous one ended, and its time must not count twice."""
+    import pandas as pd
+
+    if len(start) == 0:
+        return start
+    order = np.lexsort((start, group))
+    g, s0, e0 = group[order], start[order], end[order]
+    reached = pd.Series(e0).groupby(g, sort=False).cummax().to_numpy()
+    first = np.r_[True, g[1:] != g[:-1]]
+    previous = np.where(first, np.iinfo(np.int64).min, np.r_[0, reached[:-1]])
+    moved = np.minimum(np.maximum(s0, previous), e0)
+    out = np.empty_like(start)
+    out[order] = moved
+    return out
+
+
 @dataclass
 class UnitLabels:
     """Per row (meaningful on op units): ``gradient`` (a backward op), ``matched`` (the forward
@@ -311,6 +335,7 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     gap_owner, gap_start, gap_end = _gaps(st, owners, kids)
     unit_start = np.maximum(st.start[units], st.start[st.step_row_of[units]])
     unit_end = np.minimum(st.end[units], st.end[st.step_row_of[units]])
+    unit_start = _after_previous(st.step_row_of[units], unit_start, unit_end)
     labels = unit_labels(run, op_map=op_map)
     grad, unit_op, layer_row = labels.gradient, labels.op, labels.layer_row
     resolver = labels.resolver
@@ -388,12 +413,19 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     layer = np.where(is_unit_owner, layer_row[owner], st.layer_of[owner])
     user = st.user_of[owner]
 
+    # Where each part starts: before the backward window, inside it, after it.
+    part_starts = {
+        "before": s0,
+        "within": np.where(has_window, np.maximum(s0, a), s0),
+        "after": s1 - after,
+    }
     parts = []
     for part, length in (("before", before), ("within", within), ("after", after)):
         keep = length > 0
         frame = pd.DataFrame(
             {
                 "_step_row": step_row[keep],
+                "start_ns": part_starts[part][keep].astype(np.int64),
                 "owner": owner[keep],
                 "ns": length[keep].astype(np.float64),
                 "_part": part,
@@ -423,6 +455,8 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     out["direction"] = direction
     step_numbers = run.events["step"].to_numpy()
     out["step"] = step_numbers[out["_step_row"].to_numpy()]
+    out["rank"] = run.events["rank"].to_numpy()[out["_step_row"].to_numpy()]
+    out = in_stretched_steps(run, out)
 
     def by_row(rows: np.ndarray, name_of: Callable[[int], str]) -> pd.Categorical:
         """A categorical of ``name_of(row)``, computed once per distinct row."""

@@ -19,6 +19,7 @@ from perfkit_core.views import (
     overview,
     phases,
     ranks,
+    step_time,
     steps,
     timelines,
 )
@@ -33,10 +34,15 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
     ("user", operators.user_view, "calls, CPU and GPU time per user-defined span"),
     (
         "model",
-        phases.model_view,
-        "step time by training phase: dataloader, forward, backward, optimization, others",
+        step_time.model_view,
+        "step time by training phase, per step: data, forward, backward, optimizer, other",
     ),
-    ("phases", phases.step_phases, "per step: the model view's phases, for stacked charts"),
+    ("phases", step_time.phases_view, "per step: the model view's phases, which add up to it"),
+    (
+        "model_spans",
+        phases.model_spans_view,
+        "Paddle's Model Summary: phase spans summed (calls count spans), for parity with Paddle",
+    ),
     ("family", families.family_view, "time per step by op family (matmul, conv, ...)"),
     (
         "overview",

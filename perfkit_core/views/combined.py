@@ -187,7 +187,7 @@ class MemoryTimelineCombiner(Combiner):
 # ------------------------------------------------------------------ model, phases, family
 
 
-def _finish_model(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
+def _finish_model_spans(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
     step = frame[frame["name"] == "step"]
     step_cpu = float(step["cpu_total_ns"].iloc[0]) if len(step) else np.nan
     step_gpu = float(step["gpu_total_ns"].iloc[0]) if len(step) else np.nan
@@ -198,11 +198,32 @@ def _finish_model(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
     return frame
 
 
-MODEL = MeanRule(
+MODEL_SPANS = MeanRule(
     keys=("name",),
     sums=("calls", "cpu_total_ns", "gpu_total_ns"),
     maxes=("cpu_max_ns", "gpu_max_ns"),
     mins=("cpu_min_ns", "gpu_min_ns"),
+    finish=_finish_model_spans,
+    how="mean per rank over {n} ranks (shares of the mean rank's step); maxima and minima over "
+    "all ranks",
+)
+
+
+def _finish_model(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
+    step = frame[frame["name"] == "step"]
+    step_ns = float(step["per_step_ns"].iloc[0]) if len(step) else np.nan
+    frame["step_pct"] = 100.0 * _ratio(frame["per_step_ns"], step_ns)
+    if "gpu_per_step_ns" in frame.columns:
+        gpu = float(step["gpu_per_step_ns"].iloc[0]) if len(step) else np.nan
+        frame["gpu_share_pct"] = 100.0 * _ratio(frame["gpu_per_step_ns"], gpu)
+    return frame
+
+
+MODEL = MeanRule(
+    keys=("name",),
+    sums=("steps", "per_step_ns", "gpu_per_step_ns"),
+    maxes=("max_per_step_ns",),
+    mins=("min_per_step_ns",),
     finish=_finish_model,
     how="mean per rank over {n} ranks (shares of the mean rank's step); maxima and minima over "
     "all ranks",
@@ -210,27 +231,25 @@ MODEL = MeanRule(
 
 PHASES = MeanRule(
     keys=("name", "step"),
-    sums=(
-        "dur_ns",
-        "dataloader_ns",
-        "forward_ns",
-        "backward_ns",
-        "optimization_ns",
-        "others_ns",
-    ),
+    sums=("step_ns", "data_ns", "forward_ns", "backward_ns", "optimizer_ns", "other_ns"),
     per_present=True,
     how="each step: the mean over the ranks that recorded it ({n} ranks)",
 )
 
 
 def _finish_family(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
-    frame["share_pct"] = 100.0 * _ratio(frame["time_per_step_ns"], frame["time_per_step_ns"].sum())
-    return _sort_desc(frame, "time_per_step_ns")
+    # A rank's families add up to its step, so the mean rank's add up to the mean step.
+    frame["step_pct"] = 100.0 * _ratio(frame["per_step_ns"], frame["per_step_ns"].sum())
+    if "gpu_per_step_ns" in frame.columns:
+        gpu = frame["gpu_per_step_ns"]
+        frame["gpu_share_pct"] = 100.0 * _ratio(gpu, gpu.sum())
+        return _sort_desc(frame, "gpu_per_step_ns")
+    return _sort_desc(frame, "per_step_ns")
 
 
 FAMILY = MeanRule(
     keys=("name", "family", "direction"),
-    sums=("time_per_step_ns",),
+    sums=("per_step_ns", "gpu_per_step_ns"),
     finish=_finish_family,
     how="mean per rank over {n} ranks (a rank without the family counts 0)",
 )
@@ -240,15 +259,15 @@ FAMILY = MeanRule(
 
 def _finish_overview(frame: pd.DataFrame, options: dict[str, Any]) -> pd.DataFrame:
     step = frame[frame["name"] == "step"]
-    total = float(step["cpu_time_ns"].iloc[0]) if len(step) else np.nan
-    frame["cpu_ratio_pct"] = 100.0 * _ratio(frame["cpu_time_ns"], total)
-    frame["gpu_ratio_pct"] = 100.0 * _ratio(frame["gpu_time_ns"], total)
+    total = float(step["cpu_per_step_ns"].iloc[0]) if len(step) else np.nan
+    frame["cpu_ratio_pct"] = 100.0 * _ratio(frame["cpu_per_step_ns"], total)
+    frame["gpu_ratio_pct"] = 100.0 * _ratio(frame["gpu_per_step_ns"], total)
     return frame
 
 
 OVERVIEW = MeanRule(
     keys=("name",),
-    sums=("calls", "cpu_time_ns", "gpu_time_ns"),
+    sums=("calls_per_step", "cpu_per_step_ns", "gpu_per_step_ns"),
     finish=_finish_overview,
     how="mean per rank over {n} ranks (shares of the mean rank's step)",
 )
@@ -309,6 +328,7 @@ ACROSS: dict[str, Any] = {
     "operator": HOST_TABLE,
     "user": HOST_TABLE,
     "model": MODEL,
+    "model_spans": MODEL_SPANS,
     "phases": PHASES,
     "family": FAMILY,
     "overview": OVERVIEW,

@@ -82,8 +82,8 @@ def distributed_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     """Communication against computation: merged communication time (NCCL/gloo kernels and
     collectives that ran on the host, such as gloo's on a GPU rank), merged computation time
     (other kernels; when no device events were recorded, every host operator outside a
-    collective, top-level ones included), and how much of the two overlap, per step window and
-    rank."""
+    collective, top-level ones included), and how much of the two overlap, within the rank's
+    steps, per step (``per_step_ns``) and as a share of the step, per rank."""
     ev = run.events
     ranks = sorted({int(r) for r in ev["rank"].unique()}) if rank is None else [rank]
     kind = ev["kind"].to_numpy()
@@ -92,8 +92,9 @@ def distributed_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     rows = []
     for r in ranks:
         in_rank = ev["rank"].to_numpy() == r
-        window, _ = step_window(run, r)
+        window, has_steps = step_window(run, r)
         total = length(window)
+        steps = float(max(int((in_rank & (kind == "step")).sum()), 1)) if has_steps else 1.0
         comm_mask, comp_mask, side = work_masks(run, in_rank)
         comm = clip_to(start[comm_mask], end[comm_mask], window)
         comp = clip_to(start[comp_mask], end[comp_mask], window)
@@ -110,12 +111,14 @@ def distributed_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
                     "name": name + suffix,
                     "rank": r,
                     "side": side,
-                    "time_ns": value,
+                    "per_step_ns": value / steps,
                     "ratio_pct": 100.0 * value / total if total else math.nan,
                 }
             )
-    columns = ["name", "rank", "side", "time_ns", "ratio_pct"]
+    columns = ["name", "rank", "side", "per_step_ns", "ratio_pct"]
     if not (kind == "communication").any():
         # Nothing distributed to show: an empty table (reports leave the section out).
         return view_frame([], columns, "no communication was recorded")
-    return view_frame(rows, columns)
+    frame = view_frame(rows, columns)
+    frame.attrs["labels"] = {"per_step_ns": "Time per step", "ratio_pct": "% of step"}
+    return frame

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.events import links
-from perfkit_core.views.attribution import KIND_FAMILIES, unit_labels
 from perfkit_core.views.family_rules import (
     FAMILIES,
     UNDIRECTED,
@@ -30,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from perfkit_core.events.run import Run
+    from perfkit_core.views.canonical import OpMap
 
 __all__ = [
     "FAMILIES",
@@ -48,85 +47,153 @@ def family_key(family: str, direction: str) -> str:
     return family if family in UNDIRECTED or not direction else f"{family} ({direction})"
 
 
-def family_times(run: Run) -> dict[str, float]:
-    """Time (ns, whole run) per ``family (direction)`` of the run's outermost work.
+#: Header labels of the family view's columns.
+FAMILY_LABELS = {
+    "per_step_ns": "Time per step",
+    "step_pct": "% of step",
+    "gpu_per_step_ns": "GPU time per step",
+    "gpu_share_pct": "% of the steps' GPU time",
+}
 
-    The work counted is the run's op units (``perfkit_core.views.structure``: the outermost op
-    of each nest, data-loading and optimizer spans, one autograd node, one Paddle API entry);
-    a unit's family is its canonical op's (``perfkit_core.views.attribution.unit_labels``).
-    Ops on a host thread that runs no step and no backward work (a data loader's prefetch
-    thread) count as ``data``, unless the run lists the thread in ``meta["compute_threads"]``
-    (threads that run the steps' compiled programs, such as XLA:CPU's executor threads). A unit is ``backward`` when it is a gradient op or runs inside a
-    backward span. Time is GPU time (work launched within) when the run recorded device events,
-    CPU time otherwise; data loading always counts host time.
-    """
+
+def family_times(run: Run) -> dict[str, float]:
+    """Wall time (ns, over all steps) of each ``family (direction)`` in the steps: the slices
+    of ``views.attribution.step_slices`` grouped by family, so the families of a step add up to
+    the step. Host time between ops is ``overhead``; the device finishing work after the host
+    step ended is ``device tail``; step time no event covers is ``unattributed``."""
+    from perfkit_core.views.attribution import step_slices
+
+    slices = step_slices(run)
+    if len(slices) == 0:
+        return {}
+    keys = _slice_keys(slices)
+    sums = slices.assign(_key=keys).groupby("_key")["ns"].sum()
+    return {str(k): float(v) for k, v in sums.items()}
+
+
+def _slice_keys(slices: pd.DataFrame) -> np.ndarray:
+    """``family (direction)`` of each slice."""
+    family = slices["family"].astype(str).to_numpy()
+    direction = slices["direction"].astype(str).to_numpy()
+    pairs = {(f, d): family_key(f, d) for f, d in set(zip(family.tolist(), direction.tolist(), strict=True))}
+    return np.array(
+        [pairs[(f, d)] for f, d in zip(family.tolist(), direction.tolist(), strict=True)],
+        dtype=object,
+    )
+
+
+def family_gpu_times(run: Run) -> dict[str, float]:
+    """Kernel time (ns, over all steps) launched by each ``family (direction)``: a kernel counts
+    in the family of its launching op (the outermost op around its launch call), in the
+    direction of the step at that op's start. Empty without device work."""
+    from perfkit_core.views.step_time import launched_kernels
+
+    kernels = launched_kernels(run)
+    if kernels.empty:
+        return {}
+    units = kernels["unit"].to_numpy().astype(np.int64)
+    family = unit_families(run, units)
+    direction = kernels["direction"].to_numpy()
+    direction = np.where(np.isin(family, list(UNDIRECTED)), "", direction)
+    keys = [family_key(str(f), str(d)) for f, d in zip(family, direction, strict=True)]
+    sums = kernels.assign(_key=keys).groupby("_key")["ns"].sum()
+    return {str(k): float(v) for k, v in sums.items()}
+
+
+def _other_threads_ns(run: Run) -> float:
+    """Host work (ns, outermost events, over the profile) on threads that run no step and no
+    backward or compiled work for it, such as a data loader's prefetch thread."""
+    from perfkit_core.views.attribution import compute_thread_rows, unit_labels
     from perfkit_core.views.structure import structure
 
     st = structure(run)
-    labels = unit_labels(run)
-    ev = run.events
-    kind = st.kind
-    units = np.flatnonzero(st.is_unit)
-    in_backward = links.has_ancestor(st.parent, kind == "backward")
-    backward_thread = np.zeros(len(kind), dtype=bool)
-    if len(units):
-        import pandas as pd
+    if not st.step_thread.any():
+        return 0.0
+    import pandas as pd
 
-        threads = pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["tid"].to_numpy()])
-        busy = threads[st.host & ((kind == "backward") | labels.gradient)]
-        backward_thread = threads.isin(busy)
-    loader_thread = st.host & ~st.step_thread & ~backward_thread & bool(st.step_thread.any())
-    compute = [int(t) for t in run.meta.get("compute_threads") or []]
-    if compute:
-        # Threads that run the steps' compute for the step's thread (XLA:CPU's executors).
-        loader_thread &= ~np.isin(ev["tid"].to_numpy(), compute)
-    _, gpu_total = links.device_time_by_launcher(run)
-    use_gpu = not np.isnan(gpu_total).all()
-    ev_dur = ev["dur_ns"].to_numpy().astype(float)
-    time = gpu_total if use_gpu else ev_dur
-    resolver = labels.resolver
-    out: dict[str, float] = {}
-    for r in units.tolist():
-        k = kind[r]
-        if k == "dataloader" or loader_thread[r]:
-            family, direction = "data", ""
-        elif k == "optimizer":
-            family, direction = "optimizer", ""
-        else:
-            family = KIND_FAMILIES.get(k) or resolver.family(str(labels.op[r]))
-            direction = "backward" if labels.gradient[r] or in_backward[r] else "forward"
-        key = family_key(family, direction)
-        # Data loading is host work even in GPU runs: count its host time.
-        chosen = ev_dur[r] if family == "data" else time[r]
-        value = float(chosen) if not math.isnan(chosen) else 0.0
-        out[key] = out.get(key, 0.0) + value
-    return out
+    ev = run.events
+    labels = unit_labels(run)
+    threads = pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["tid"].to_numpy()])
+    helpers = threads[st.host & ((st.kind == "backward") | labels.gradient)]
+    other = st.host & ~st.step_thread & ~threads.isin(helpers) & ~compute_thread_rows(run)
+    roots = other & st.is_unit
+    return float((st.end[roots] - st.start[roots]).sum())
 
 
 def family_view(run: Run, *, top: int | None = None) -> pd.DataFrame:
-    """Time per op family of the run's outermost work, per step (``family_times`` divided by
-    the number of steps): columns ``name`` (``family (direction)``), ``family``, ``direction``,
-    ``time_per_step_ns`` and ``share_pct`` (of the summed family time), largest first.
-    GPU time where device work was recorded, else CPU time; data loading is host time."""
+    """Time per op family per step: columns ``name`` (``family (direction)``), ``family``,
+    ``direction``, ``per_step_ns`` (the family's wall time in the steps, per step: the
+    families of a step add up to it, as the phases do) and ``step_pct`` (of the mean step);
+    on runs with device work also ``gpu_per_step_ns`` (kernel time the family launched, per
+    step) and ``gpu_share_pct`` (of the steps' kernel time). Rows largest first: by GPU time
+    on runs with device work, else by time."""
     import pandas as pd
 
+    from perfkit_core.views.step_time import step_durations
+
+    durations = step_durations(run)
+    steps = max(len(run.meta.get("steps") or []), 1) if len(durations) == 0 else len(durations)
+    if not (run.events["kind"] == "step").any():
+        steps = 1
     times = family_times(run)
-    steps = max(len(run.meta.get("steps") or []), 1)
-    total = sum(times.values())
+    gpu = family_gpu_times(run)
+    has_gpu = bool((run.events["stream"].to_numpy() >= 0).any())
+    names = sorted(set(times) | set(gpu))
+    mean_step = float(np.mean(durations)) if len(durations) else math.nan
+    gpu_total = sum(gpu.values())
     frame = pd.DataFrame(
         {
-            "name": list(times),
-            "family": [k.split(" (")[0] for k in times],
-            "direction": [k.split(" (")[1].rstrip(")") if " (" in k else "" for k in times],
-            "time_per_step_ns": [v / steps for v in times.values()],
-            "share_pct": [100.0 * v / total if total else math.nan for v in times.values()],
+            "name": names,
+            "family": [k.split(" (")[0] for k in names],
+            "direction": [k.split(" (")[1].rstrip(")") if " (" in k else "" for k in names],
+            "per_step_ns": [times.get(k, 0.0) / steps for k in names],
+            "step_pct": [
+                100.0 * times.get(k, 0.0) / steps / mean_step if mean_step else math.nan
+                for k in names
+            ],
         }
-    ).sort_values(["time_per_step_ns", "name"], ascending=[False, True], kind="stable")
+    )
+    order = "per_step_ns"
+    if has_gpu:
+        frame["gpu_per_step_ns"] = [gpu.get(k, 0.0) / steps for k in names]
+        frame["gpu_share_pct"] = [
+            100.0 * gpu.get(k, 0.0) / gpu_total if gpu_total else math.nan for k in names
+        ]
+        order = "gpu_per_step_ns"
+    frame = frame.sort_values([order, "per_step_ns", "name"], ascending=[False, False, True], kind="stable")
     frame = frame.reset_index(drop=True)
     if top is not None:
         frame = frame.head(top)
-    frame.attrs["note"] = (
-        "outermost ops only, by the family of their canonical op (a layer's bias add counts "
-        "as the layer's op); GPU time where device work was recorded, else CPU time"
-    )
+    notes = [
+        "the step's wall time by the family of the op running (outermost ops; a layer's bias "
+        "add counts as the layer's op), adding up to the step"
+    ]
+    if has_gpu:
+        notes.append("GPU time: the kernels each family launched; rows by GPU time")
+    elsewhere = _other_threads_ns(run) / steps
+    if elsewhere > 0:
+        notes.append(
+            f"other host threads (such as a data loader's prefetch thread) ran "
+            f"{elsewhere / 1e6:.3f} ms of work per step outside the step's thread, not counted here"
+        )
+    frame.attrs["note"] = "; ".join(notes)
+    frame.attrs["labels"] = dict(FAMILY_LABELS)
     return frame
+
+
+def unit_families(run: Run, rows: np.ndarray, *, op_map: OpMap | None = None) -> np.ndarray:
+    """The op family of each op unit in ``rows`` (as ``step_slices`` labels the slices the
+    unit owns): fixed by its kind for data loading, optimizer, communication and runtime
+    units (``KIND_FAMILIES``), else its canonical op's family."""
+    from perfkit_core.views.attribution import KIND_FAMILIES, unit_labels
+    from perfkit_core.views.structure import structure
+
+    st = structure(run)
+    labels = unit_labels(run, op_map=op_map)
+    kind = st.kind[rows]
+    ops = labels.op[rows]
+    families = {x: labels.resolver.family(str(x)) for x in set(ops.tolist())}
+    out = np.array([families[x] for x in ops.tolist()], dtype=object)
+    for k, fixed in KIND_FAMILIES.items():
+        out[kind == k] = fixed
+    return out

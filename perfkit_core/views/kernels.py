@@ -180,4 +180,6 @@ def kernel_view(
     out = out[columns].sort_values(["gpu_total_ns", "name"], ascending=[False, True], kind="stable")
     if top is not None:
         out = out.head(top)
-    return pd.DataFrame(out.reset_index(drop=True))
+    frame = pd.DataFrame(out.reset_index(drop=True))
+    frame.attrs["labels"] = {"gpu_ratio_pct": "% of all kernel time"}
+    return frame

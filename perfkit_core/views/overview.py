@@ -33,15 +33,28 @@ if TYPE_CHECKING:
 # overview
 
 
+#: Header labels of the overview's columns.
+OVERVIEW_LABELS = {
+    "calls_per_step": "Calls per step",
+    "cpu_per_step_ns": "CPU time per step",
+    "cpu_ratio_pct": "CPU time (% of step)",
+    "gpu_per_step_ns": "GPU time per step",
+    "gpu_ratio_pct": "GPU time (% of step)",
+}
+
+
 def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.DataFrame:
-    """Time per event kind with overlaps merged, host side and device side, within the steps.
+    """Time per event kind with overlaps merged, host side and device side, within the steps,
+    per step.
 
     Rows: ``step`` then every kind present (``by="category"``: every native category, such as
-    Paddle's TracerEventType names, as Paddle's Overview Summary lists them). ``cpu_time_ns`` is the union of the kind's host
-    intervals over all threads, ``gpu_time_ns`` the union of its device intervals over all
-    streams and devices, both clipped to the step intervals (each step stretched over the device
-    work it launched, ``step_spans``); ratios are shares of the merged step time. Kinds overlap
-    (an operator holds its runtime calls), so ratios do not add up to 100.
+    Paddle's TracerEventType names, as Paddle's Overview Summary lists them).
+    ``cpu_per_step_ns`` is the union of the kind's host intervals over all threads,
+    ``gpu_per_step_ns`` the union of its device intervals over all streams and devices, both
+    clipped to the steps (each step stretched over the device work it launched,
+    ``step_spans``) and divided by the number of steps; ``calls_per_step`` its events per step;
+    ratios are shares of the step. Kinds overlap (an operator holds its runtime calls), so
+    ratios do not add up to 100.
     """
     if by not in ("kind", "category"):
         raise ValueError(f"by must be 'kind' or 'category', not {by!r}")
@@ -50,6 +63,8 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     total = length(window)
     sel = np.ones(len(ev), dtype=bool) if rank is None else ev["rank"].to_numpy() == rank
     kind = ev["kind"].to_numpy()
+    n_steps = int((sel & (kind == "step")).sum()) if has_steps else 1
+    per = float(max(n_steps, 1))
     groups = kind if by == "kind" else str_values(ev["category"])
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
@@ -58,10 +73,10 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     rows = [
         {
             "name": "step",
-            "calls": int((sel & (kind == "step")).sum()) if has_steps else 1,
-            "cpu_time_ns": total,
+            "calls_per_step": 1.0,
+            "cpu_per_step_ns": total / per,
             "cpu_ratio_pct": 100.0 if total else math.nan,
-            "gpu_time_ns": math.nan,
+            "gpu_per_step_ns": math.nan,
             "gpu_ratio_pct": math.nan,
         }
     ]
@@ -92,74 +107,120 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
         rows.append(
             {
                 "name": k,
-                "calls": int(mask.sum()),
-                "cpu_time_ns": cpu,
+                "calls_per_step": int(mask.sum()) / per,
+                "cpu_per_step_ns": cpu / per,
                 "cpu_ratio_pct": 100.0 * cpu / total if total and not math.isnan(cpu) else math.nan,
-                "gpu_time_ns": gpu,
+                "gpu_per_step_ns": gpu / per,
                 "gpu_ratio_pct": 100.0 * gpu / total if total and not math.isnan(gpu) else math.nan,
             }
         )
-    return view_frame(
+    frame = view_frame(
         rows,
-        ["name", "calls", "cpu_time_ns", "cpu_ratio_pct", "gpu_time_ns", "gpu_ratio_pct"],
+        [
+            "name",
+            "calls_per_step",
+            "cpu_per_step_ns",
+            "cpu_ratio_pct",
+            "gpu_per_step_ns",
+            "gpu_ratio_pct",
+        ],
         no_step_note(has_steps),
     )
+    frame.attrs["labels"] = dict(OVERVIEW_LABELS)
+    return frame
 
 
 # ---------------------------------------------------------------------------------------------
 # device
 
 
+#: Header labels of the device view's columns.
+DEVICE_LABELS = {
+    "utilization_pct": "Busy (% of step)",
+    "busy_per_step_ns": "Busy per step",
+    "kernel_utilization_pct": "Kernel busy (% of step)",
+    "kernel_busy_per_step_ns": "Kernel busy per step",
+    "cores_busy": "Cores busy (mean)",
+    "system_pct": "System CPU (% of all cores)",
+    "step_ns": "Step",
+}
+
+
 def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
-    """Utilization per device, in percent (``utilization_pct``) of the merged step time.
+    """How busy each device was in the steps, per step.
 
-    ``CPU (host threads busy)``: the summed time host threads spent inside recorded events,
-    measured from the events for every framework (100% = one thread busy throughout). The CPU
-    figures a profiler records itself (Paddle: process and system) follow as ``... recorded``;
-    a recorded process figure of 0 while the events show host work is reported as not measured
-    (NaN), not as a measured zero.
+    ``CPU (host threads busy)``: ``cores_busy``, the mean number of host threads inside
+    recorded events over the steps (1.0 = one core busy throughout; two threads busy at once
+    count twice), and ``busy_per_step_ns`` their summed busy time per step, measured from the
+    events for every framework. The CPU figures a profiler records itself follow as
+    ``... recorded``: Paddle's process CPU time as ``cores_busy`` (Paddle's CPU(Process)
+    divided by 100%: 1.0 = one core) and its system-wide CPU as ``system_pct`` (busy time of
+    all the machine's cores over their busy and idle time, Paddle's CPU(System)); a recorded
+    process figure of 0 while the events show host work is reported as not measured (NaN), not
+    as a measured zero.
 
-    Each GPU, two figures of busy time within the steps: device-busy (``busy_ns``,
-    ``utilization_pct``), the merged time it ran kernels, copies or sets, and kernel-busy
-    (``kernel_busy_ns``, ``kernel_utilization_pct``), the merged time it ran kernels
-    (communication kernels included), the TensorBoard profiler's "GPU Utilization". The plugin
-    divides by the span from the first step's start to the last step's end; perfkit by the
-    merged (stretched) steps, so time between steps counts in neither the busy time nor the
-    window. ``occupancy_pct``: the kernels' estimated achieved occupancy weighted by their
-    duration within the steps (the plugin's "Est. Achieved Occupancy"); NaN where not recorded.
-    ``sm_efficiency_pct``: the plugin's "Est. SM Efficiency": at each instant the running
-    kernels' blocks per SM (blocks in the grid over the device's SMs), summed and capped at 1,
-    averaged over the steps; NaN without launch shapes or the device's SM count.
+    Each GPU, two figures of busy time within the steps, per step and as a share of the step:
+    device-busy (``busy_per_step_ns``, ``utilization_pct``), the merged time it ran kernels,
+    copies or sets, and kernel-busy (``kernel_busy_per_step_ns``, ``kernel_utilization_pct``),
+    the merged time it ran kernels (communication kernels included), the TensorBoard profiler's
+    "GPU Utilization". The plugin divides by the span from the first step's start to the last
+    step's end; perfkit by the merged (stretched) steps, so time between steps counts in neither
+    the busy time nor the window. ``occupancy_pct``: the kernels' estimated achieved occupancy
+    weighted by their duration within the steps (the plugin's "Est. Achieved Occupancy"); NaN
+    where not recorded. ``sm_efficiency_pct``: the plugin's "Est. SM Efficiency": at each
+    instant the running kernels' blocks per SM (blocks in the grid over the device's SMs),
+    summed and capped at 1, averaged over the steps; NaN without launch shapes or the device's
+    SM count. ``step_ns``: the mean step of the rank.
     """
     ev = run.events
     window, has_steps = step_window(run, rank)
     total = length(window)
+    kind_all = ev["kind"].to_numpy()
+
+    def steps_of(r: int | None) -> float:
+        if not has_steps:
+            return 1.0
+        mine = kind_all == "step"
+        if r is not None:
+            mine &= ev["rank"].to_numpy() == r
+        return float(max(int(mine.sum()), 1))
+
+    n = steps_of(rank)
     host_busy = _host_threads_busy(run, window, rank)
     rows: list[dict[str, Any]] = [
         {
             "name": "CPU (host threads busy)",
-            "utilization_pct": 100.0 * host_busy / total if total else math.nan,
-            "busy_ns": host_busy,
-            "window_ns": total,
+            "utilization_pct": math.nan,
+            "busy_per_step_ns": host_busy / n,
+            "cores_busy": host_busy / total if total else math.nan,
+            "step_ns": total / n,
         }
     ]
     notes: list[str] = []
     cpu = (run.meta.get("extra") or {}).get("cpu_utilization") or {}
-    labels = {
-        "process_cpu_utilization": "CPU (process, recorded)",
-        "system_cpu_utilization": "CPU (system, recorded)",
-    }
-    for key, label in labels.items():
-        if key not in cpu:
-            continue
-        value = 100.0 * float(cpu[key])
-        if key == "process_cpu_utilization" and value == 0.0 and host_busy > 0:
+    if "process_cpu_utilization" in cpu:
+        value = float(cpu["process_cpu_utilization"])
+        if value == 0.0 and host_busy > 0:
             value = math.nan
             notes.append(
                 "the profiler recorded 0% process CPU although its events show host work: not measured"
             )
         rows.append(
-            {"name": label, "utilization_pct": value, "busy_ns": math.nan, "window_ns": total}
+            {
+                "name": "CPU (process, recorded)",
+                "utilization_pct": math.nan,
+                "cores_busy": value,
+                "step_ns": total / n,
+            }
+        )
+    if "system_cpu_utilization" in cpu:
+        rows.append(
+            {
+                "name": "CPU (system, recorded)",
+                "utilization_pct": math.nan,
+                "system_pct": 100.0 * float(cpu["system_cpu_utilization"]),
+                "step_ns": total / n,
+            }
         )
     sel = ev["stream"].to_numpy() >= 0
     sel &= ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
@@ -188,6 +249,7 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     for r, t, i in keys:
         rows_sel = sel & (ranks == r) & (dev_type == t) & (dev_index == i)
         rank_window = step_window(run, r)[0]
+        rank_steps = steps_of(r if has_steps else None)
         busy = length(clip_to(start[rows_sel], end[rows_sel], rank_window))
         kernels = rows_sel & is_kernel
         kernel_busy = length(clip_to(start[kernels], end[kernels], rank_window))
@@ -197,9 +259,9 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
             {
                 "name": name,
                 "utilization_pct": 100.0 * busy / win if win else math.nan,
-                "busy_ns": busy,
+                "busy_per_step_ns": busy / rank_steps,
                 "kernel_utilization_pct": 100.0 * kernel_busy / win if win else math.nan,
-                "kernel_busy_ns": kernel_busy,
+                "kernel_busy_per_step_ns": kernel_busy / rank_steps,
                 "occupancy_pct": _weighted_occupancy(
                     start[kernels], end[kernels], occupancy[kernels], rank_window
                 ),
@@ -209,21 +271,25 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
                     blocks[kernels] / sm_count.get((t, i), math.nan),
                     rank_window,
                 ),
-                "window_ns": win,
+                "step_ns": win / rank_steps,
             }
         )
     note = "; ".join(n for n in [no_step_note(has_steps), *notes] if n) or None
     columns = [
         "name",
         "utilization_pct",
-        "busy_ns",
+        "busy_per_step_ns",
         "kernel_utilization_pct",
-        "kernel_busy_ns",
+        "kernel_busy_per_step_ns",
         "occupancy_pct",
         "sm_efficiency_pct",
-        "window_ns",
+        "cores_busy",
+        "system_pct",
+        "step_ns",
     ]
-    return view_frame(rows, columns, note)
+    frame = view_frame(rows, columns, note)
+    frame.attrs["labels"] = dict(DEVICE_LABELS)
+    return frame
 
 
 def _grid_blocks(grid: pd.Series) -> np.ndarray:

@@ -1,4 +1,12 @@
-"""The model view and per-step phases: where each step's time goes, by training phase."""
+"""Paddle's Model Summary, as ``prof.summary()`` prints it: the ``model_spans`` view.
+
+Each phase row sums the outermost spans of one kind (Paddle's ``Dataloader``, ``Forward``,
+``Backward``, ``Optimization``; torch's data-loading and optimizer spans and autograd nodes), so
+its ``calls`` count spans (one per autograd node in torch) and ``others`` is the step time no
+span covers. This is the peer's definition, kept for parity with Paddle; the report's ``model``
+view (``perfkit_core.views.step_time``) splits every step into phases that add up to it, the
+one definition the headline, the advice and the comparison use.
+"""
 
 from __future__ import annotations
 
@@ -90,7 +98,7 @@ def _derived_forward(
 def _phase_events(
     run: Run, rank: int | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
-    """The model view's classification, shared by ``model_view`` and ``step_phases``.
+    """The classification of ``model_spans_view``.
 
     Returns (host mask, kinds with old-style ``*Backward`` ops counted as backward, outermost
     phase events, step rows, whether forward must be derived). When steps were recorded, only
@@ -117,8 +125,8 @@ def _phase_events(
     return host, kind, outermost, step_rows, derived
 
 
-def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
-    """Step time split into phases: rows ``step``, ``dataloader``, ``forward``, ``backward``,
+def model_spans_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
+    """Paddle's Model Summary: step time split into phase spans: rows ``step``, ``dataloader``, ``forward``, ``backward``,
     ``optimization``, ``others``.
 
     A phase row sums the outermost events of that phase's kind (an event inside another phase
@@ -217,49 +225,8 @@ def model_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     frame.loc[0, "cpu_ratio_pct"] = 100.0 if step_total else np.nan
     if note:
         frame.attrs["note"] = note
+    frame.attrs["labels"] = {
+        "cpu_ratio_pct": "CPU time (% of step)",
+        "gpu_ratio_pct": "GPU time (% of the steps' kernel time)",
+    }
     return frame
-
-
-def step_phases(run: Run, *, rank: int | None = None) -> pd.DataFrame:
-    """Per step, the time of each model-view phase: columns ``name``, ``step``, ``dur_ns``,
-    ``dataloader_ns``, ``forward_ns``, ``backward_ns``, ``optimization_ns``, ``others_ns``
-    (``others`` = step time no phase covers). The same rules as the model view, split by step
-    (for stacked per-step charts)."""
-    import pandas as pd
-
-    events = run.events
-    _, kind, outermost, step_rows, derived = _phase_events(run, rank)
-    dur = events["dur_ns"].to_numpy()
-    step_of = events["step"].to_numpy()
-    columns = [
-        "name",
-        "step",
-        "dur_ns",
-        "dataloader_ns",
-        "forward_ns",
-        "backward_ns",
-        "optimization_ns",
-        "others_ns",
-    ]
-    if len(step_rows) == 0:
-        return pd.DataFrame(columns=columns)
-    forward_cpu = None
-    if derived:
-        forward_cpu, _ = _derived_forward(
-            events, kind, outermost, step_rows, dur.astype(np.float64)
-        )
-    rows = []
-    for i, s in enumerate(step_rows.tolist()):
-        in_step = outermost & (step_of == step_of[s])
-        row = {"name": f"step {int(step_of[s])}", "step": int(step_of[s]), "dur_ns": int(dur[s])}
-        total = 0
-        for label, phase_kind in MODEL_PHASES:
-            if phase_kind == "forward" and forward_cpu is not None:
-                value = int(forward_cpu[i]) if i < len(forward_cpu) else 0
-            else:
-                value = int(dur[in_step & (kind == phase_kind)].sum())
-            row[f"{label}_ns"] = value
-            total += value
-        row["others_ns"] = max(int(dur[s]) - total, 0)
-        rows.append(row)
-    return pd.DataFrame(rows, columns=columns)

@@ -66,7 +66,7 @@ COLUMNS = [
     "communication_ns",
     "exposed_communication_ns",
     "wait_ns",
-    "dataloader_ns",
+    "data_ns",
     "gpu_busy_pct",
     "kernels",
     "peak_memory_bytes",
@@ -82,7 +82,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
     (merged device time of kernels, copies and sets; host operators when no device events
     were recorded), ``communication_ns`` (merged; host collectives such as gloo's count on a
     GPU rank too, see ``distributed.work_masks``), ``exposed_communication_ns`` (not
-    overlapped with compute), ``dataloader_ns``, ``gpu_busy_pct`` (merged device time over the
+    overlapped with compute), ``data_ns`` (the model view's data phase), ``gpu_busy_pct`` (merged device time over the
     step time; NaN without device events), ``kernels`` (device kernels per step),
     ``peak_memory_bytes`` (highest allocated device memory; NaN when not recorded)."""
     ev = run.events
@@ -93,8 +93,9 @@ def rank_figures(run: Run) -> dict[str, Any]:
     device = ev["stream"].to_numpy() >= 0
     window, has_steps = step_window(run)
     total = length(window)
-    step_rows = np.flatnonzero((kind == "step") & ~device)
-    durations = ev["dur_ns"].to_numpy()[step_rows] if has_steps else np.array([total])
+    from perfkit_core.views.step_time import phase_times, step_durations
+
+    durations = step_durations(run)
     steps = max(len(durations), 1)
     has_device = bool(device.any())
     comm_mask, comp_mask, _side = work_masks(run, np.ones(len(ev), dtype=bool))
@@ -102,7 +103,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
     comp = clip_to(start[comp_mask], end[comp_mask], window)
     comm_ns = length(comm)
     exposed = comm_ns - intersect_length(comm, comp)
-    loader = ~device & (kind == "dataloader")
+    times = phase_times(run)
     busy_mask = device & np.isin(kind, list(DEVICE_KINDS))
     busy = length(clip_to(start[busy_mask], end[busy_mask], window))
     memory = (kind == "memory") & (str_values(ev["device_type"]) != "cpu")
@@ -116,7 +117,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
         "compute_ns": length(comp) / steps,
         "communication_ns": comm_ns / steps,
         "exposed_communication_ns": exposed / steps,
-        "dataloader_ns": length(clip_to(start[loader], end[loader], window)) / steps,
+        "data_ns": float(times["data_ns"].mean()) if len(times) else 0.0,
         "gpu_busy_pct": 100.0 * busy / total if has_device and total else math.nan,
         "kernels": float(((kind == "kernel") & device).sum()) / steps if has_device else math.nan,
         "peak_memory_bytes": float(np.nanmax(allocated))
@@ -142,7 +143,7 @@ def slow_phase(row: pd.Series, medians: pd.Series) -> tuple[str, dict[str, float
     transfer = row["communication_ns"] - _nan0(row["wait_ns"])
     median_transfer = medians["communication_ns"] - _nan0(medians["wait_ns"])
     excess = {
-        "data loading": _nan0(row["dataloader_ns"] - medians["dataloader_ns"]),
+        "data loading": _nan0(row["data_ns"] - medians["data_ns"]),
         "device": _nan0(row["compute_ns"] - medians["compute_ns"]),
         "communication": _nan0(transfer - median_transfer),
     }
@@ -164,6 +165,20 @@ def slow_phase(row: pd.Series, medians: pd.Series) -> tuple[str, dict[str, float
 
 def _nan0(value: float) -> float:
     return 0.0 if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+#: Header labels of the ranks view's columns: every time is per step.
+RANKS_LABELS = {
+    "step_median_ns": "Median step",
+    "step_spread_ns": "Step spread (max - min)",
+    "work_ns": "Work per step",
+    "compute_ns": "Compute per step",
+    "communication_ns": "Communication per step",
+    "exposed_communication_ns": "Exposed communication per step",
+    "wait_ns": "Waiting per step",
+    "data_ns": "Data per step",
+    "kernels": "Kernels per step",
+}
 
 
 def ranks_frame(figures: list[dict[str, Any]], waits: dict[int, float]) -> pd.DataFrame:
@@ -207,6 +222,7 @@ def ranks_frame(figures: list[dict[str, Any]], waits: dict[int, float]) -> pd.Da
         notes.append("no collective was lined up across ranks: waits not measured")
     frame = pd.DataFrame(f[COLUMNS])
     frame.attrs["note"] = "; ".join(notes)
+    frame.attrs["labels"] = RANKS_LABELS
     return frame
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from perfkit_core.advice.engine import Context, Finding, duration_text
+from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.text import duration_text, per_step_text
 
 #: communication: communication above this share of step time, or ...
 COMMUNICATION_MIN_PCT = 10.0
@@ -24,7 +25,7 @@ def rule_communication(ctx: Context) -> Finding | None:
     view = ctx.run.summary("distributed")
     if view.empty:
         return None
-    totals = view.groupby(view["name"].str.split(" ").str[0])["time_ns"].sum()
+    totals = view.groupby(view["name"].str.split(" ").str[0])["per_step_ns"].sum()
     comm = float(totals.get("communication", 0.0))
     if comm <= 0:
         return None
@@ -41,15 +42,16 @@ def rule_communication(ctx: Context) -> Finding | None:
         title=f"Communication takes {share:.1f}% of the step, {overlapped:.0f}% of it overlapped with computation",
         severity="",
         saving_ns=comm - overlap,
+        acts_on="device",
         details=[
-            f"Collectives ran {duration_text(comm)} of {duration_text(ctx.step_ns)} of steps "
-            f"({share:.1f}%); {duration_text(overlap)} of that ran while the GPU also computed, "
-            f"{duration_text(comm - overlap)} did not."
+            f"Collectives ran {per_step_text(comm, ctx.step_ns)}; "
+            f"{duration_text(overlap)} per step of that ran while the GPU also "
+            f"computed, {duration_text(comm - overlap)} per step did not."
         ],
         estimate="The communication time not hidden behind computation.",
         evidence={
-            "communication_ns": comm,
-            "overlap_ns": overlap,
+            "communication_per_step_ns": comm,
+            "overlap_per_step_ns": overlap,
             "communication_pct": share,
             "overlap_pct": overlapped,
         },

@@ -3,79 +3,155 @@ framework overhead from many tiny ops, and Python time between ops."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.advice.engine import Context, Finding, duration_text, share_text
+from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.text import duration_text, per_step_text, share_text
 from perfkit_core.events import intervals, links
+from perfkit_core.events.schema import str_values
+from perfkit_core.views.families import normalize
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
-#: optimizer: the optimizer step takes at least this share of step time.
+#: optimizer: the optimizer step takes at least this share of the step.
 OPTIMIZER_MIN_STEP_PCT = 15.0
 #: optimizer: assumed speed-up of a fused or multi-tensor optimizer over the per-parameter loop.
-#: Conservative: measured on the CPU demo MLP (bench/bench_optimizer.py, several runs), torch
-#: Adam with foreach=True ran 1.45-1.6x and fused=True 3.3-3.7x as fast as foreach=False, Paddle
-#: Adam with use_multi_tensor=True 1.7-2.4x as fast as without.
+#: Conservative: on the CPU demo MLP, torch Adam with foreach=True ran 1.45-1.6x and fused=True
+#: 3.3-3.7x as fast as foreach=False, Paddle Adam with use_multi_tensor=True 1.7-2.4x as fast as
+#: without.
 OPTIMIZER_FUSED_SPEEDUP = 1.4
 #: small-ops: an outermost op shorter than this is "tiny": its time is mostly framework overhead
 #: (dispatch, Python binding, allocation), not math.
 SMALL_OP_NS = 20_000
 #: small-ops: at least this many outermost ops per step ...
 SMALL_OPS_MIN_PER_STEP = 100
-#: ... and tiny ops together take at least this share of step time.
+#: ... and tiny ops together take at least this share of the step.
 SMALL_OPS_MIN_STEP_PCT = 10.0
 #: small-ops: the per-op overhead a compiled graph saves is taken as this percentile of the
 #: outermost ops' durations (the floor: an op that does no math still costs that much).
 SMALL_OPS_OVERHEAD_PERCENTILE = 10.0
 #: python-overhead: the host runs no recorded work (no op, data loading, optimizer step, copy
-#: or collective) for at least this share of step time.
+#: or collective) for at least this share of the step.
 PYTHON_OVERHEAD_MIN_STEP_PCT = 25.0
 #: python-overhead: host event kinds that are work; time outside all of them is the
 #: interpreter's (user annotations and phase spans wrap Python code, so they do not count).
 HOST_WORK_KINDS = ("operator", "dataloader", "optimizer", "communication", "memcpy", "runtime")
+#: The remedy key of the rules whose remedy is compiling the model (``torch.compile``,
+#: ``paddle.jit.to_static``, graph mode): their findings are merged into one.
+COMPILE = "compile"
+#: Optimizer classes, by the lower-cased op name of their update (Paddle: ``adam_``) or class.
+OPTIMIZER_CLASSES = {
+    "adam": "Adam",
+    "adamw": "AdamW",
+    "sgd": "SGD",
+    "momentum": "Momentum",
+    "adagrad": "Adagrad",
+    "rmsprop": "RMSProp",
+    "lamb": "Lamb",
+    "adadelta": "Adadelta",
+    "adamax": "Adamax",
+    "nadam": "NAdam",
+    "radam": "RAdam",
+    "lars_momentum": "LarsMomentum",
+}
+_TORCH_STEP_RE = re.compile(r"Optimizer\.step#(\w+)\.step")
+
+
+def _outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masks over the event table: outermost host operators in the steps, those of them inside
+    an optimizer span, and those inside a data-loading span. One count of ops per step for
+    every rule."""
+    cached = ctx.run._cache.get("advice_outermost_ops")
+    if cached is not None:
+        return cached
+    ev = ctx.run.events
+    kind = ev["kind"].to_numpy()
+    parent = ev["parent"].to_numpy()
+    is_op = (kind == "operator") & (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0)
+    outer = is_op & ~links.has_ancestor(parent, kind == "operator")
+    in_optimizer = outer & links.has_ancestor(parent, kind == "optimizer")
+    in_data = outer & links.has_ancestor(parent, kind == "dataloader")
+    found = (outer, in_optimizer, in_data)
+    ctx.run._cache["advice_outermost_ops"] = found
+    return found
+
+
+def optimizer_class(run: Run, in_optimizer: np.ndarray) -> tuple[str | None, str]:
+    """(the optimizer's class as the trace names it, or None; its implementation: ``fused``,
+    ``foreach`` (multi-tensor) or ``for-loop``), from the optimizer spans' names (torch's
+    ``Optimizer.step#Adam.step``) or the update ops inside them (Paddle's ``adam_``)."""
+    ev = run.events
+    names = str_values(ev["name"])
+    kind = ev["kind"].to_numpy()
+    found: str | None = None
+    for name in set(names[kind == "optimizer"].tolist()):
+        m = _TORCH_STEP_RE.search(str(name))
+        if m:
+            found = m.group(1)
+            break
+    op_names = {normalize(str(n)) for n in set(names[in_optimizer].tolist())}
+    if found is None:
+        for op in sorted(op_names):
+            base = op.rstrip("_")
+            if base in OPTIMIZER_CLASSES:
+                found = OPTIMIZER_CLASSES[base]
+                break
+    if any("fused" in op for op in op_names):
+        implementation = "fused"
+    elif any(op.startswith("_foreach") or "multi_tensor" in op or op.startswith("merged_") for op in op_names):
+        implementation = "foreach"
+    else:
+        implementation = "for-loop"
+    return found, implementation
 
 
 def rule_optimizer(ctx: Context) -> Finding | None:
     """The optimizer step (torch ``Optimizer.step``, Paddle's optimization span) takes at least
-    OPTIMIZER_MIN_STEP_PCT of step time.
+    OPTIMIZER_MIN_STEP_PCT of the step, run as a loop over parameters (not fused).
 
-    Saving: the optimizer time times (1 - 1/OPTIMIZER_FUSED_SPEEDUP), the speed-up a fused or
-    multi-tensor implementation gives at least on the measured models.
+    Saving: the optimizer phase's time per step times (1 - 1/OPTIMIZER_FUSED_SPEEDUP), the
+    speed-up a fused or multi-tensor implementation gives at least on the measured models.
     """
     if not ctx.step_ns:
         return None
     model = ctx.run.summary("model").set_index("name")
-    optimizer = float(model.loc["optimization", "cpu_total_ns"])
+    if "optimizer" not in model.index:
+        return None
+    optimizer = float(model.loc["optimizer", "per_step_ns"])
     share = 100.0 * optimizer / ctx.step_ns
     if share < OPTIMIZER_MIN_STEP_PCT:
         return None
-    ev = ctx.run.events
-    in_optimizer = (
-        links.has_ancestor(ev["parent"].to_numpy(), (ev["kind"] == "optimizer").to_numpy())
-        & (ev["kind"] == "operator").to_numpy()
-    )
+    _, in_optimizer, _ = _outermost_ops(ctx)
+    cls, implementation = optimizer_class(ctx.run, in_optimizer)
+    if implementation == "fused":
+        return None
     ops_per_step = int(in_optimizer.sum()) / max(ctx.steps, 1)
+    named = f"The {cls} optimizer step" if cls else "The optimizer step"
     return Finding(
         id="optimizer",
-        title=f"The optimizer step takes {share:.1f}% of each step",
+        title=f"{named} takes {share:.1f}% of each step",
         severity="",
         saving_ns=optimizer * (1.0 - 1.0 / OPTIMIZER_FUSED_SPEEDUP),
         details=[
-            f"The optimizer ran {duration_text(optimizer)} of {duration_text(ctx.step_ns)} of "
-            f"steps ({share:.1f}%), issuing {ops_per_step:.0f} ops per step: a few per "
-            "parameter tensor, the pattern a fused optimizer replaces with one op per group."
+            f"{named} ran {per_step_text(optimizer, ctx.step_ns)}, issuing "
+            f"{ops_per_step:.0f} ops per step (outermost calls): a few per parameter tensor, "
+            "the pattern a fused optimizer replaces with one op per group."
         ],
         estimate=(
             f"The optimizer time, {OPTIMIZER_FUSED_SPEEDUP:g}x faster with a fused or "
-            "multi-tensor implementation (the smallest speed-up measured in bench/bench_optimizer.py)."
+            "multi-tensor implementation: the smallest speed-up measured on small models; "
+            "larger models often gain more."
         ),
         evidence={
-            "optimizer_ns": optimizer,
+            "optimizer_per_step_ns": optimizer,
             "optimizer_pct": share,
             "optimizer_ops_per_step": ops_per_step,
+            "optimizer_class": cls,
+            "implementation": implementation,
             "has_device": ctx.has_device,
         },
     )
@@ -83,8 +159,9 @@ def rule_optimizer(ctx: Context) -> Finding | None:
 
 def rule_small_ops(ctx: Context) -> Finding | None:
     """In a CPU-only run, at least SMALL_OPS_MIN_PER_STEP outermost ops per step, and those
-    shorter than SMALL_OP_NS take at least SMALL_OPS_MIN_STEP_PCT of step time: the step is
-    framework overhead (Python, dispatch) more than math. (GPU runs: see launch-bound.)
+    shorter than SMALL_OP_NS take at least SMALL_OPS_MIN_STEP_PCT of the step: the step is
+    framework overhead (Python, dispatch) more than math. (GPU runs: see launch-bound.) The
+    ops of the optimizer step and of data loading are left to their own rules.
 
     Saving: the tiny ops' count times the per-op floor (the SMALL_OPS_OVERHEAD_PERCENTILE
     percentile of the outermost ops' durations), at most the tiny ops' time: a compiled graph
@@ -92,30 +169,33 @@ def rule_small_ops(ctx: Context) -> Finding | None:
     """
     if ctx.has_device or not ctx.step_ns:
         return None
-    ev = ctx.run.events
-    kind = ev["kind"].to_numpy()
-    is_op = (kind == "operator") & (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0)
-    outer = is_op & ~links.has_ancestor(ev["parent"].to_numpy(), kind == "operator")
-    dur = ev["dur_ns"].to_numpy()[outer].astype(np.float64)
+    outer, in_optimizer, in_data = _outermost_ops(ctx)
+    mine = outer & ~in_optimizer & ~in_data
+    all_dur = ctx.run.events["dur_ns"].to_numpy()
+    dur = all_dur[mine].astype(np.float64)
     if len(dur) == 0:
         return None
-    per_step = len(dur) / max(ctx.steps, 1)
+    steps = max(ctx.steps, 1)
+    per_step = len(dur) / steps
     tiny = dur[dur < SMALL_OP_NS]
-    tiny_ns = float(tiny.sum())
+    tiny_ns = ctx.per_step(float(tiny.sum()))
     share = 100.0 * tiny_ns / ctx.step_ns
     if per_step < SMALL_OPS_MIN_PER_STEP or share < SMALL_OPS_MIN_STEP_PCT:
         return None
     floor = float(np.percentile(dur, SMALL_OPS_OVERHEAD_PERCENTILE))
-    saving = min(len(tiny) * floor, tiny_ns)
+    saving = min(len(tiny) / steps * floor, tiny_ns)
+    elsewhere = int(outer.sum()) / steps - per_step
     return Finding(
         id="small-ops",
         title=f"{per_step:.0f} ops per step, {share_text(len(tiny), len(dur))} of them under {duration_text(SMALL_OP_NS)}: framework overhead, not math",
         severity="",
         saving_ns=saving,
+        remedy_key=COMPILE,
         details=[
-            f"The steps ran {per_step:.0f} ops each (outermost calls); {len(tiny)} of them "
-            f"took under {duration_text(SMALL_OP_NS)}, {duration_text(tiny_ns)} together "
-            f"({share:.1f}% of step time).",
+            f"Outside the optimizer step and data loading, each step ran {per_step:.0f} ops "
+            f"(outermost calls; {elsewhere:.0f} more in those); {len(tiny) / steps:.0f} of them "
+            f"took under {duration_text(SMALL_OP_NS)}, {per_step_text(tiny_ns, ctx.step_ns)} "
+            "together.",
             f"Even the fastest ops cost {duration_text(floor)} each (the "
             f"{SMALL_OPS_OVERHEAD_PERCENTILE:g}th percentile): per-op overhead that a compiled "
             "graph pays once per fused group instead.",
@@ -126,8 +206,8 @@ def rule_small_ops(ctx: Context) -> Finding | None:
         ),
         evidence={
             "ops_per_step": per_step,
-            "small_ops": len(tiny),
-            "small_ops_ns": tiny_ns,
+            "small_ops_per_step": len(tiny) / steps,
+            "small_ops_per_step_ns": tiny_ns,
             "per_op_floor_ns": floor,
         },
     )
@@ -135,7 +215,7 @@ def rule_small_ops(ctx: Context) -> Finding | None:
 
 def uncovered_step_time(run: Run) -> tuple[float, float]:
     """(time in the steps when no host thread ran recorded work, the part of it inside optimizer
-    spans), in ns, summed over ranks: the Python between ops."""
+    spans), in ns over all steps, summed over ranks: the Python between ops."""
     ev = run.events
     kind = ev["kind"].to_numpy()
     host = ev["stream"].to_numpy() < 0
@@ -162,11 +242,11 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
 
 def rule_python_overhead(ctx: Context) -> Finding | None:
     """In a CPU-only run, no host thread runs recorded work (ops, data loading, copies,
-    collectives) for at least PYTHON_OVERHEAD_MIN_STEP_PCT of step time: the interpreter runs
+    collectives) for at least PYTHON_OVERHEAD_MIN_STEP_PCT of the step: the interpreter runs
     the model's Python between ops. (GPU runs: the host waits on the device there; see
     launch-bound and low-gpu-utilization.)
 
-    Saving: the uncovered time outside optimizer steps (the optimizer rule counts those), an
+    Saving: the uncovered time outside optimizer steps (the optimizer rule claims those), an
     upper bound: a compiled graph removes the Python inside the model, not the loop's own code.
 
     Not for runs whose steps run on a framework's executor threads (``meta["compute_threads"]``:
@@ -177,6 +257,7 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
     if ctx.has_device or not ctx.step_ns or ctx.run.meta.get("compute_threads"):
         return None
     uncovered, in_optimizer = uncovered_step_time(ctx.run)
+    uncovered, in_optimizer = ctx.per_step(uncovered), ctx.per_step(in_optimizer)
     share = 100.0 * uncovered / ctx.step_ns
     if share < PYTHON_OVERHEAD_MIN_STEP_PCT:
         return None
@@ -186,20 +267,22 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
         title=f"Python runs {share:.1f}% of each step between ops",
         severity="",
         saving_ns=saving,
+        remedy_key=COMPILE,
         details=[
-            f"For {duration_text(uncovered)} of {duration_text(ctx.step_ns)} of steps "
-            f"({share:.1f}%) no host thread ran an op, data loading or a copy: the interpreter "
-            "was running the model's Python (module calls, hooks, bookkeeping) between ops.",
-            f"{duration_text(in_optimizer)} of it is inside the optimizer step (see the "
-            "optimizer finding, if any); the rest is in the model and the loop.",
+            f"For {per_step_text(uncovered, ctx.step_ns)} no host thread ran an op, data "
+            "loading or a copy: the interpreter was running the model's Python (module calls, "
+            "hooks, bookkeeping) between ops.",
+            f"{duration_text(in_optimizer)} per step of it is inside the optimizer step, which "
+            "the optimizer's own remedy addresses; the rest, "
+            f"{duration_text(saving)} per step, is in the model and the loop.",
         ],
         estimate=(
             "Upper bound: the Python time outside the optimizer step; a compiled graph removes "
             "the part inside the model, not the training loop's own code."
         ),
         evidence={
-            "python_ns": uncovered,
+            "python_per_step_ns": uncovered,
             "python_pct": share,
-            "python_in_optimizer_ns": in_optimizer,
+            "python_in_optimizer_per_step_ns": in_optimizer,
         },
     )

@@ -7,11 +7,15 @@ import re
 
 import numpy as np
 
-from perfkit_core.advice.engine import Context, Finding, duration_text, share_text
+from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.text import duration_text, per_step_text, share_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import (
     clip_to,
+    length,
+    merge_intervals,
     step_window,
+    subtract_intervals,
 )
 from perfkit_core.events.names import short_name
 from perfkit_core.events.schema import str_contains
@@ -43,7 +47,7 @@ _NORM_RE = re.compile(r"\bbn_|batch_?norm|layer_?norm|_norm", re.IGNORECASE)
 
 
 def _gpu_busy(ctx: Context) -> tuple[int, int]:
-    """(merged device busy ns within the steps, kernel count)."""
+    """(merged device busy ns within the steps, over all steps; kernel count)."""
     ev = ctx.run.events
     sel = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
     start = ev["start_ns"].to_numpy()
@@ -53,29 +57,69 @@ def _gpu_busy(ctx: Context) -> tuple[int, int]:
     return int((busy[1] - busy[0]).sum()), int((ev["kind"] == "kernel").sum())
 
 
-def rule_low_gpu_utilization(ctx: Context) -> Finding | None:
-    """GPU busy (kernels, copies, sets, merged) under LOW_GPU_UTIL_PCT of step time.
+def _unclaimed_idle(ctx: Context) -> tuple[float, float]:
+    """(the device's idle time in the steps, the part of it no other rule claims), in ns over
+    all steps. Other rules claim the idle time while the training thread waits for data
+    (input-pipeline) and while the host is blocked in syncs and device-to-host copies
+    (placement)."""
+    from perfkit_core.advice.rules.host import _waiting_rows
 
-    Saving: the GPU's idle time in the steps, an upper bound (the step cannot get shorter than
-    its busy time).
+    ev = ctx.run.events
+    kind = ev["kind"].to_numpy()
+    device = (ev["stream"].to_numpy() >= 0) & np.isin(kind, list(DEVICE_KINDS))
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    window, _ = step_window(ctx.run)
+    busy = clip_to(start[device], end[device], window)
+    idle = subtract_intervals(window, busy)
+    claimed = np.zeros(len(ev), dtype=bool)
+    claimed[(kind == "dataloader") & (ev["stream"].to_numpy() < 0)] = True
+    claimed[_waiting_rows(ctx.run)] = True
+    rest = subtract_intervals(idle, merge_intervals(start[claimed], end[claimed]))
+    return float(length(idle)), float(length(rest))
+
+
+def rule_low_gpu_utilization(ctx: Context) -> Finding | None:
+    """GPU busy (kernels, copies, sets, merged) under LOW_GPU_UTIL_PCT of the step.
+
+    Saving: the GPU's idle time in the steps that no other finding claims (waiting for data,
+    syncs and copies, slow kernel launches), an upper bound: a step cannot be shorter than its
+    busy time.
     """
-    if not ctx.has_device or not ctx.step_ns:
+    if not ctx.has_device or not ctx.total_ns:
         return None
     busy, _ = _gpu_busy(ctx)
-    share = 100.0 * busy / ctx.step_ns
+    share = 100.0 * busy / ctx.total_ns
     if share >= LOW_GPU_UTIL_PCT:
         return None
+    idle, unclaimed = _unclaimed_idle(ctx)
+    launch = rule_launch_bound(ctx)
+    if launch is not None:
+        unclaimed = max(unclaimed - launch.saving_ns * max(ctx.steps, 1), 0.0)
+    busy_step = ctx.per_step(busy)
     return Finding(
         id="low-gpu-utilization",
         title=f"The GPU is busy only {share:.1f}% of the step",
         severity="",
-        saving_ns=ctx.step_ns - busy,
+        saving_ns=ctx.per_step(unclaimed),
         details=[
-            f"The GPU ran kernels, copies or sets for {duration_text(busy)} of "
-            f"{duration_text(ctx.step_ns)} of steps ({share:.1f}%); it waited the rest."
+            f"The GPU ran kernels, copies or sets {per_step_text(busy_step, ctx.step_ns)}; it "
+            f"waited {duration_text(ctx.per_step(idle))} per step.",
+            f"{duration_text(ctx.per_step(unclaimed))} per step of that wait is not explained "
+            "by waiting for data, syncs, copies or slow kernel launches (the other findings "
+            "claim those).",
         ],
-        estimate="Upper bound: the GPU's idle time in the steps (a step cannot be shorter than its busy time).",
-        evidence={"gpu_busy_ns": busy, "gpu_busy_pct": share},
+        estimate=(
+            "Upper bound: the GPU's idle time in the steps that no other finding claims (a step "
+            "cannot be shorter than its busy time)."
+        ),
+        evidence={
+            "gpu_busy_per_step_ns": busy_step,
+            "gpu_busy_pct": share,
+            "gpu_idle_per_step_ns": ctx.per_step(idle),
+            "unclaimed_idle_per_step_ns": ctx.per_step(unclaimed),
+        },
+        acts_on="device",
     )
 
 
@@ -85,7 +129,7 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
 
     Saving: launch time beyond device time, at most the GPU's idle time.
     """
-    if not ctx.has_device or not ctx.step_ns:
+    if not ctx.has_device or not ctx.total_ns:
         return None
     ev = ctx.run.events
     kernels = ev[(ev["kind"] == "kernel") & (ev["stream"] >= 0)]
@@ -98,29 +142,31 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
     kernel_ns = float(kernels["dur_ns"].sum())
     if (
         median >= LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS
-        or 100.0 * busy / ctx.step_ns >= LOW_GPU_UTIL_PCT
+        or 100.0 * busy / ctx.total_ns >= LOW_GPU_UTIL_PCT
         or launch_ns <= kernel_ns
     ):
         return None
-    saving = min(launch_ns - kernel_ns, ctx.step_ns - busy)
+    saving = min(launch_ns - kernel_ns, ctx.total_ns - busy)
+    per_step = count / max(ctx.steps, 1)
     return Finding(
         id="launch-bound",
-        title=f"{count / max(ctx.steps, 1):.0f} short kernels per step (median {median / 1000:.1f} us): the host cannot launch them fast enough",
+        title=f"{per_step:.0f} short kernels per step (median {median / 1000:.1f} us): the host cannot launch them fast enough",
         severity="",
-        saving_ns=saving,
+        saving_ns=ctx.per_step(saving),
         details=[
-            f"{count / max(ctx.steps, 1):.0f} kernels per step, median {duration_text(median)}; "
-            f"launching them held the host {duration_text(launch_ns)}, more than the "
-            f"{duration_text(kernel_ns)} they ran on the GPU."
+            f"{per_step:.0f} kernels per step, median {duration_text(median)}; launching them "
+            f"held the host {duration_text(ctx.per_step(launch_ns))} per step, more than the "
+            f"{duration_text(ctx.per_step(kernel_ns))} per step they ran on the GPU."
         ],
         estimate="Host launch time beyond the kernels' device time, at most the GPU's idle time.",
         evidence={
-            "kernels_per_step": count / max(ctx.steps, 1),
+            "kernels_per_step": per_step,
             "median_kernel_ns": median,
-            "launch_ns": launch_ns,
-            "kernel_ns": kernel_ns,
-            "gpu_busy_ns": busy,
+            "launch_per_step_ns": ctx.per_step(launch_ns),
+            "kernel_per_step_ns": ctx.per_step(kernel_ns),
+            "gpu_busy_per_step_ns": ctx.per_step(busy),
         },
+        acts_on="device",
     )
 
 
@@ -149,24 +195,27 @@ def rule_amp(ctx: Context) -> Finding | None:
     top = heavy.head(3)
     return Finding(
         id="amp",
-        title=f"matmul/convolution kernels take {100.0 * heavy_ns / total:.0f}% of GPU time and none run on tensor cores",
+        title=f"Matmul/convolution kernels take {100.0 * heavy_ns / total:.0f}% of GPU time and none run on tensor cores",
         severity="",
-        saving_ns=heavy_ns * (1.0 - 1.0 / AMP_SPEEDUP),
+        saving_ns=ctx.per_step(heavy_ns) * (1.0 - 1.0 / AMP_SPEEDUP),
+        acts_on="device",
         details=[
-            f"Matmul and convolution kernels ran {duration_text(heavy_ns)} of "
-            f"{duration_text(total)} of kernel time ({share_text(heavy_ns, total)}) in fp32 "
-            f"on {device}{cc_text}; no kernel used tensor cores."
+            f"Matmul and convolution kernels ran {duration_text(ctx.per_step(heavy_ns))} of "
+            f"{duration_text(ctx.per_step(total))} of kernel time per step "
+            f"({share_text(heavy_ns, total)}) in fp32 on {device}{cc_text}; no kernel used "
+            "tensor cores."
         ]
         + [
-            f"{short_name(r.name)}: {int(r.calls)} calls, {duration_text(r.gpu_total_ns)}."
+            f"{short_name(r.name)}: {ctx.per_step(r.calls):g} calls and "
+            f"{duration_text(ctx.per_step(r.gpu_total_ns))} per step."
             for r in top.itertuples()
         ],
         cites={"kernel": [str(n) for n in top["name"]]},
         estimate=f"Those kernels' time, {AMP_SPEEDUP:g}x faster on tensor cores in reduced precision (conservative: NVIDIA quotes 2-8x).",
         evidence={
             "compute_capability": capability,
-            "matmul_conv_ns": heavy_ns,
-            "kernel_ns": total,
+            "matmul_conv_per_step_ns": ctx.per_step(heavy_ns),
+            "kernel_per_step_ns": ctx.per_step(total),
             "top_kernels": heavy.head(5)[["name", "calls", "gpu_total_ns"]].to_dict("records"),
         },
     )
@@ -217,12 +266,12 @@ def rule_memory_pressure(ctx: Context) -> Finding | None:
 
 def rule_pageable_memcpy(ctx: Context) -> Finding | None:
     """Host-to-device copies from pageable memory, their launches holding the host at least
-    PAGEABLE_MIN_STEP_PCT of step time.
+    PAGEABLE_MIN_STEP_PCT of the step.
 
     Saving: the host time blocked in those copy launches (a pinned, asynchronous copy returns
     at once).
     """
-    if not ctx.has_device or not ctx.step_ns:
+    if not ctx.has_device or not ctx.total_ns:
         return None
     ev = ctx.run.events
     copies = np.flatnonzero(
@@ -235,23 +284,26 @@ def rule_pageable_memcpy(ctx: Context) -> Finding | None:
     launcher = links.run_launchers(ctx.run)[copies]
     dur = ev["dur_ns"].to_numpy()
     blocked = float(dur[launcher[launcher >= 0]].sum())
-    if 100.0 * blocked / ctx.step_ns < PAGEABLE_MIN_STEP_PCT:
+    if 100.0 * blocked / ctx.total_ns < PAGEABLE_MIN_STEP_PCT:
         return None
+    per_step = len(copies) / max(ctx.steps, 1)
+    copied = float(np.nansum(ev["bytes"].to_numpy()[copies]))
     return Finding(
         id="pageable-memcpy",
-        title=f"{len(copies)} host-to-device copies from pageable memory hold the host {blocked / 1e6:.3f} ms",
+        title=f"{per_step:g} host-to-device copies per step from pageable memory hold the host {per_step_text(ctx.per_step(blocked), ctx.step_ns)}",
         severity="",
-        saving_ns=blocked,
+        saving_ns=ctx.per_step(blocked),
         details=[
-            f"{len(copies)} host-to-device copies of {np.nansum(ev['bytes'].to_numpy()[copies]) / 2**20:.0f} MiB "
-            f"from pageable memory ran {duration_text(float(dur[copies].sum()))} on the GPU and "
-            f"held the host {duration_text(blocked)} in their launches."
+            f"{per_step:g} host-to-device copies per step of "
+            f"{ctx.per_step(copied) / 2**20:.1f} MiB from pageable memory ran "
+            f"{duration_text(ctx.per_step(float(dur[copies].sum())))} per step on the GPU and "
+            f"held the host {duration_text(ctx.per_step(blocked))} per step in their launches."
         ],
         estimate="Upper bound: the host time blocked in the copy launches, if pinned, asynchronous copies overlap compute.",
         evidence={
-            "copies": len(copies),
-            "bytes": float(np.nansum(ev["bytes"].to_numpy()[copies])),
-            "copy_ns": float(dur[copies].sum()),
-            "blocked_ns": blocked,
+            "copies_per_step": per_step,
+            "bytes_per_step": ctx.per_step(copied),
+            "copy_per_step_ns": ctx.per_step(float(dur[copies].sum())),
+            "blocked_per_step_ns": ctx.per_step(blocked),
         },
     )

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.advice.engine import Context, Finding, duration_text, share_text
+from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.text import duration_text, per_step_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals
 from perfkit_core.events.schema import str_contains, str_values
@@ -74,48 +75,47 @@ def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 
 def rule_input_pipeline(ctx: Context) -> Finding | None:
-    """Data loading takes at least INPUT_PIPELINE_MIN_PCT of step time.
+    """Waiting for data (the ``data`` phase of the model view) takes at least
+    INPUT_PIPELINE_MIN_PCT of the step.
 
-    Saving: the data-loading time inside the steps; with loading done in background workers it
-    overlaps compute, so at best all of it leaves the step. The remedy of a CPU-only run leaves
-    out pinned memory and non-blocking copies, which only help a GPU.
+    Saving: the step's data time; with loading done in background workers it overlaps compute,
+    so at best all of it leaves the step. The remedy of a CPU-only run leaves out pinned memory
+    and non-blocking copies, which only help a GPU.
     """
     model = ctx.run.summary("model").set_index("name")
-    loading = float(model.loc["dataloader", "cpu_total_ns"])
-    share = 100.0 * loading / ctx.step_ns if ctx.step_ns else 0.0
+    if "data" not in model.index or not ctx.step_ns:
+        return None
+    loading = float(model.loc["data", "per_step_ns"])
+    share = 100.0 * loading / ctx.step_ns
     if share < INPUT_PIPELINE_MIN_PCT:
         return None
     steps = ctx.run.summary("steps")
-    worst = steps.sort_values("dataloader_ns", ascending=False).head(3)
-    calls = int(model.loc["dataloader", "calls"])
+    worst = steps.sort_values("data_ns", ascending=False).head(3)
+    waited = int(model.loc["data", "steps"])
     details = [
-        f"Data loading took {duration_text(loading)} of {duration_text(ctx.step_ns)} of steps "
-        f"({share:.1f}%): the training thread waited for data in {calls} calls."
+        f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
+        f"{waited} of {ctx.steps} steps."
     ]
     details += [
-        f"Step {int(r.step)}: data loading {duration_text(r.dataloader_ns)} of "
+        f"Step {int(r.step)}: waiting for data {duration_text(r.data_ns)} of "
         f"{duration_text(r.dur_ns)}."
         for r in worst.itertuples()
     ]
     return Finding(
         id="input-pipeline",
-        title=f"Data loading takes {share:.1f}% of each step",
+        title=f"Waiting for data takes {share:.1f}% of each step",
         severity="",
         saving_ns=loading,
         details=details,
-        estimate="All of the data-loading time in the steps, which loader workers overlap with the step.",
+        estimate="All of the step's time waiting for data, which loader workers overlap with the step.",
         cites={"phases": [f"step {int(r.step)}" for r in worst.itertuples()]},
         evidence={
-            "dataloader_ns": loading,
-            "dataloader_pct": share,
-            "dataloader_calls": calls,
+            "data_per_step_ns": loading,
+            "data_pct": share,
+            "steps_waiting": waited,
             "has_device": ctx.has_device,
             "worst_steps": [
-                {
-                    "step": int(r.step),
-                    "dataloader_ns": int(r.dataloader_ns),
-                    "dur_ns": int(r.dur_ns),
-                }
+                {"step": int(r.step), "data_ns": float(r.data_ns), "dur_ns": int(r.dur_ns)}
                 for r in worst.itertuples()
             ],
         },
@@ -129,7 +129,7 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
 
     Saving: the op's host time beyond its device time (``cpu_total - gpu_total``).
     """
-    if not ctx.has_device or not ctx.step_ns:
+    if not ctx.has_device or not ctx.total_ns:
         return None
     ops = _ops_table(ctx)
     waiting = _sync_time_by_op(ctx)
@@ -138,7 +138,7 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
     for name, row in ops.iterrows():
         cpu = float(row["cpu_total_ns"])
         gpu = 0.0 if math.isnan(row["gpu_total_ns"]) else float(row["gpu_total_ns"])
-        if 100.0 * cpu / ctx.step_ns < CPU_BOUND_MIN_STEP_PCT or cpu <= 0:
+        if 100.0 * cpu / ctx.total_ns < CPU_BOUND_MIN_STEP_PCT or cpu <= 0:
             continue
         host_only = max(cpu - gpu, 0.0)
         if 100.0 * host_only / cpu < CPU_BOUND_MIN_HOST_PCT:
@@ -151,13 +151,14 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
         findings.append(
             Finding(
                 id=f"cpu-bound-op:{name}",
-                title=f"{name} spends {100.0 * host_only / cpu:.0f}% of its time on the host ({100.0 * cpu / ctx.step_ns:.1f}% of step time)",
+                title=f"{name} spends {100.0 * host_only / cpu:.0f}% of its time on the host ({100.0 * ctx.per_step(cpu) / ctx.step_ns:.1f}% of the step)",
                 severity="",
-                saving_ns=host_only,
+                saving_ns=ctx.per_step(host_only),
                 details=[
-                    f"{name}: {int(row['calls'])} calls, {duration_text(cpu)} on the host "
-                    f"({share_text(cpu, ctx.step_ns)} of step time), of which the device work "
-                    f"it launched matches only {duration_text(gpu)}."
+                    f"{name}: {ctx.per_step(int(row['calls'])):g} calls per step, "
+                    f"{per_step_text(ctx.per_step(cpu), ctx.step_ns)} on the host, of which the "
+                    f"device work it launched matches only {duration_text(ctx.per_step(gpu))} per "
+                    "step."
                 ],
                 estimate="The op's host time beyond the device time it launched.",
                 cites={"operator": [name]},
@@ -248,7 +249,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     the time the host was blocked in it. Device work the host waited for still has to run, so
     it is not counted.
     """
-    if not ctx.has_device or not ctx.step_ns:
+    if not ctx.has_device or not ctx.total_ns:
         return None
     ev = ctx.run.events
     names = str_values(ev["name"])
@@ -316,7 +317,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
         if a["gpu_ns"] < PLACEMENT_MAX_DEVICE_PCT / 100.0 * a["cpu_ns"]
     }
     blocked = sum(min(a["blocked"], a["cpu_ns"]) for a in culprits.values())
-    if not culprits or 100.0 * blocked / ctx.step_ns < PLACEMENT_MIN_STEP_PCT:
+    if not culprits or 100.0 * blocked / ctx.total_ns < PLACEMENT_MIN_STEP_PCT:
         return None
     ranked = sorted(culprits.items(), key=lambda kv: -kv[1]["blocked"])
     steps = max(ctx.steps, 1)
@@ -327,8 +328,8 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
             "calls": int(a["calls"]),
             "device_to_host_copies_per_step": a["dtoh"] / steps,
             "syncs_per_step": a["syncs"] / steps,
-            "blocked_ns": min(a["blocked"], a["cpu_ns"]),
-            "device_idle_ns": min(a["bubble"], a["blocked"], a["cpu_ns"]),
+            "blocked_per_step_ns": min(a["blocked"], a["cpu_ns"]) / steps,
+            "device_idle_per_step_ns": min(a["bubble"], a["blocked"], a["cpu_ns"]) / steps,
             "cpu_total_ns": a["cpu_ns"],
             "gpu_total_ns": a["gpu_ns"],
         }
@@ -339,8 +340,9 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     sync_count = sum(a["syncs"] for a in culprits.values()) / steps
     details = [
         f"{o['op']}: {o['device_to_host_copies_per_step']:g} device-to-host copies and "
-        f"{o['syncs_per_step']:g} syncs per step hold the host {duration_text(o['blocked_ns'])} "
-        f"over the steps; the device sits idle {duration_text(o['device_idle_ns'])} around them."
+        f"{o['syncs_per_step']:g} syncs per step hold the host "
+        f"{duration_text(o['blocked_per_step_ns'])} per step; the device sits idle "
+        f"{duration_text(o['device_idle_per_step_ns'])} per step around them."
         for o in ops
     ]
     return [
@@ -350,9 +352,10 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
             if len(ops) > 1
             else f"{top} forces device-to-host copies or syncs every step",
             severity="",
-            saving_ns=saving,
+            saving_ns=saving / steps,
             details=details,
             cites={"operator": [o["op"] for o in ops]},
+            acts_on="device",
             estimate=(
                 "The device's idle time around the syncs and copies (from its last work before "
                 "each returns to its next work after), at most the time the host was blocked; "
@@ -362,8 +365,8 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
                 "ops": ops,
                 "device_to_host_copies_per_step": copies,
                 "syncs_per_step": sync_count,
-                "blocked_ns": blocked,
-                "device_idle_ns": saving,
+                "blocked_per_step_ns": blocked / steps,
+                "device_idle_per_step_ns": saving / steps,
             },
         )
     ]

@@ -60,8 +60,8 @@ def rule_straggler(ctx: JobContext) -> list[Finding] | None:
     """A straggler rank (flagged by the ``ranks`` view: its work per step above the median by
     more than 3 scaled MADs and 2% of the step), naming the phase that makes it slow.
 
-    Saving: per step, the straggler's extra work over the median rank's, at most what the
-    other ranks measurably wait (median over them) when waits were measured; times the steps.
+    Saving (per step): the straggler's extra work over the median rank's, at most what the
+    other ranks measurably wait (median over them) when waits were measured.
     """
     from perfkit_core.views.ranks import slow_phase
 
@@ -76,7 +76,6 @@ def rule_straggler(ctx: JobContext) -> list[Finding] | None:
         others = ranks[ranks["rank"] != row["rank"]]["wait_ns"]
         waited = float(others.median()) if others.notna().any() else math.nan
         per_step = min(extra, waited) if not math.isnan(waited) else extra
-        steps = int(row["steps"])
         step = float(row["step_median_ns"])
         share = 100.0 * extra / step if step else math.nan
         findings.append(
@@ -88,7 +87,8 @@ def rule_straggler(ctx: JobContext) -> list[Finding] | None:
                     f"({share:.1f}% of a step) more per step than the median rank"
                 ),
                 severity="",
-                saving_ns=max(per_step, 0.0) * steps,
+                saving_ns=max(per_step, 0.0),
+                acts_on="device",
                 evidence={
                     "rank": int(row["rank"]),
                     "cause": phase,
@@ -112,7 +112,7 @@ def rule_load_imbalance(ctx: JobContext) -> Finding | None:
     """Ranks wait for each other in collectives at least LOAD_IMBALANCE_MIN_PCT of the step
     (mean over ranks) and no single straggler explains it: the work is spread unevenly.
 
-    Saving: the mean wait per rank over the profiled steps.
+    Saving (per step): the mean wait per rank.
     """
     ranks = _ranks(ctx)
     if ranks is None or ranks["straggler"].any() or ranks["wait_ns"].isna().all():
@@ -133,7 +133,8 @@ def rule_load_imbalance(ctx: JobContext) -> Finding | None:
             "more than the median rank"
         ),
         severity="",
-        saving_ns=wait * float(ranks["steps"].median()),
+        saving_ns=wait,
+        acts_on="device",
         evidence={
             "wait_per_step_ns": wait,
             "wait_pct": share,
@@ -153,7 +154,7 @@ def rule_exposed_communication(ctx: JobContext) -> Finding | None:
     ranks (that is imbalance, not transfer), takes at least EXPOSED_COMMUNICATION_MIN_PCT of
     the median rank's step. Replaces the per-rank ``communication`` rule in a job.
 
-    Saving: the mean over ranks of that exposed transfer time, over the profiled steps.
+    Saving (per step): the mean over ranks of that exposed transfer time.
     """
     ranks = _ranks(ctx)
     if ranks is None:
@@ -175,7 +176,8 @@ def rule_exposed_communication(ctx: JobContext) -> Finding | None:
             + (", waiting for other ranks left out" if measured else "")
         ),
         severity="",
-        saving_ns=float(exposed.mean()) * float(ranks["steps"].median()),
+        saving_ns=float(exposed.mean()),
+        acts_on="device",
         evidence={
             "exposed_by_rank": [
                 {"rank": int(r), "exposed_per_step_ns": float(v), "share_of_step_pct": float(p)}

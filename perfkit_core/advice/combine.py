@@ -1,0 +1,95 @@
+"""How findings add up: severity from a finding's share of the step, findings that share a
+remedy merged into one, and the saving of applying every finding."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from perfkit_core.advice.text import duration_text
+
+if TYPE_CHECKING:
+    from perfkit_core.advice.engine import Finding
+
+#: A finding saving at least this share of the step is rated high ...
+SEVERITY_HIGH_PCT = 10.0
+#: ... at least this share medium, below it low.
+SEVERITY_MEDIUM_PCT = 2.0
+
+
+def severity(saving_ns: float, step_ns: float) -> str:
+    """``high``, ``medium`` or ``low``: the saving's share of the mean step against
+    ``SEVERITY_HIGH_PCT`` and ``SEVERITY_MEDIUM_PCT``."""
+    share = 100.0 * saving_ns / step_ns if step_ns else 0.0
+    if share >= SEVERITY_HIGH_PCT:
+        return "high"
+    if share >= SEVERITY_MEDIUM_PCT:
+        return "medium"
+    return "low"
+
+
+def merge_shared_remedies(findings: list[Finding], step_ns: float) -> list[Finding]:
+    """One finding per ``remedy_key``: findings that prescribe one remedy become the finding
+    with the largest saving, its saving the sum of theirs (rules claim disjoint time), its
+    evidence and details gaining the others' (``evidence["merged"]`` names their ids)."""
+    groups: dict[str, list[Finding]] = {}
+    out: list[Finding] = []
+    for finding in findings:
+        if finding.remedy_key:
+            groups.setdefault(finding.remedy_key, []).append(finding)
+        else:
+            out.append(finding)
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        group.sort(key=lambda f: (-f.saving_ns, f.id))
+        lead, rest = group[0], group[1:]
+        saving = sum(f.saving_ns for f in group)
+        lead.evidence["merged"] = [f.id for f in rest]
+        lead.evidence["saving_by_finding"] = {f.id: f.saving_ns for f in group}
+        for other in rest:
+            for key, value in other.evidence.items():
+                lead.evidence.setdefault(key, value)
+            lead.details += other.details
+            for view, rows in other.cites.items():
+                lead.cites.setdefault(view, [])
+                lead.cites[view] += [r for r in rows if r not in lead.cites[view]]
+        lead.title = f"{lead.title}; {'; '.join(_lower_first(f.title) for f in rest)}"
+        lead.estimate = " ".join(
+            [f"{duration_text(f.saving_ns)} per step from {f.id}: {f.estimate}" for f in group]
+            + ["One remedy acts on both, on separate time, so the savings add up."]
+        )
+        lead.saving_ns = saving
+        lead.severity = severity(saving, step_ns)
+        out.append(lead)
+    return out
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[:1].isupper() and text[1:2].islower() else text
+
+
+def combined_saving(findings: list[Finding], step_ns: float) -> tuple[float, str]:
+    """The saving per step (ns) of applying every finding, and how it was combined: savings of
+    one kind (``acts_on``: host time, device time) add up, since rules claim disjoint time; the
+    two kinds combine as shares of the step left (a device-time saving shortens a step only
+    where the host does not hold it), so the whole is below the plain sum when both occur.
+    Never more than the step."""
+    by_kind: dict[str, float] = {}
+    for finding in findings:
+        by_kind[finding.acts_on] = by_kind.get(finding.acts_on, 0.0) + finding.saving_ns
+    if not step_ns or not by_kind:
+        return 0.0, "no finding claims time"
+    shares = [min(v / step_ns, 1.0) for v in by_kind.values()]
+    left = 1.0
+    for share in shares:
+        left *= 1.0 - share
+    total = step_ns * (1.0 - left)
+    if len(shares) == 1:
+        how = "the findings' savings added up: each claims separate time in the step"
+    else:
+        how = (
+            "host-time and device-time savings each added up, then combined as shares of the "
+            "step left: not the plain sum, since the host and the device overlap"
+        )
+    return total, how
