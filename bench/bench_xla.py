@@ -6,16 +6,17 @@ Python tracer on, as by default): ``--steps`` steps under ``jax.profiler.trace``
 ``bench/out/xla_<steps>/``. What is measured, ``--repeat`` times, interleaved, in this process
 (the file is read once first, so it comes from the page cache):
 
-* ``perfkit_xla.load_xplane(path)``: the whole call: reading, decoding the XSpace protobuf (in
-  Python), the HLO protos, and building the finished event table (sorted, nested, steps).
+* ``perfkit_xla.load_xplane(path)``: the whole call: reading, decoding the XSpace protobuf
+  (protobuf's compiled parser and NumPy), the HLO protos, and building the finished event table
+  (sorted, nested, steps).
 * ``jax.profiler.ProfileData.from_file(path)`` plus a walk over every event's name, start and
   duration: JAX's own (C++) XSpace reader, which gives events one by one, no table.
 * ``json.load`` of the ``.trace.json.gz`` the profiler writes beside it: the trace viewer's data,
   parsed only.
 
-Prints each tool's median time and perfkit's time over each. Needs jax. There is no target: it
-says what the pure-Python decoder costs against a C++ reader, so that a user with a large
-profile knows what to expect.
+Prints each tool's median time and perfkit's time over each. Needs jax. The target (load_xplane
+at most 2.0x JAX's reader, on a 300-step profile) is checked by ``bench_report.py``, in fresh
+processes; this script is the quick look, in one process.
 
 Run: ``python bench/bench_xla.py [--steps N] [--repeat K]``.
 """

@@ -36,7 +36,13 @@ from perfkit_core.events import (
     note_skipped,
     us_to_ns,
 )
-from perfkit_paddle.kinds import DEVICE_TYPES, MEMORY_TYPES, TYPE_KINDS, parse_place
+from perfkit_paddle.kinds import (
+    ALLOCATION_TYPES,
+    DEVICE_TYPES,
+    MEMORY_TYPES,
+    TYPE_KINDS,
+    parse_place,
+)
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
@@ -60,6 +66,7 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     block: msgspec.Raw = _NONE
     place: str = ""
     increase_bytes: float | None = None
+    addr: int | str | None = None
     current_allocated: float | None = None
     current_reserved: float | None = None
     input_shapes: msgspec.Raw = _NONE
@@ -300,7 +307,12 @@ def _add_event(c: Any, e: _Event, rel_start: list[int]) -> None:
         device_type, device_index = parse_place(a.place)
         c.device_type.append(device_type)
         c.device_index.append(device_index)
-        c.nbytes.append(a.increase_bytes if a.increase_bytes is not None else nan)
+        # Reserved-pool events change only the allocator's totals: no bytes allocated or freed.
+        counted = a.increase_bytes is not None and cat in ALLOCATION_TYPES
+        c.nbytes.append(a.increase_bytes if counted else nan)
+        if a.addr is not None:
+            c.address_rows.append(len(c.name) - 1)
+            c.address.append(a.addr)
         c.allocated.append(a.current_allocated if a.current_allocated is not None else nan)
         c.reserved.append(a.current_reserved if a.current_reserved is not None else nan)
         c.shapes.append("")

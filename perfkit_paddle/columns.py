@@ -31,6 +31,10 @@ class Columns:
         self.nbytes: list[float] = []
         self.allocated: list[float] = []
         self.reserved: list[float] = []
+        #: Memory events only: the row of each event that recorded an address, and the address
+        #: as Paddle wrote it (an int, or decimal text in the JSON export).
+        self.address_rows: list[int] = []
+        self.address: list[int | str] = []
         self.grid: list[str] = []
         self.block: list[str] = []
         self.registers: list[float] = []
@@ -107,12 +111,24 @@ def columns_to_events(cols: Columns | Any, *, rank: int = 0) -> dict[str, Any]:
         "bytes": np.asarray(cols.nbytes, dtype=np.float64),
         "allocated_bytes": np.asarray(cols.allocated, dtype=np.float64),
         "reserved_bytes": np.asarray(cols.reserved, dtype=np.float64),
+        "address": _addresses(cols, n),
         "grid": pd.Categorical(cols.grid),
         "block": pd.Categorical(cols.block),
         "registers": np.asarray(cols.registers, dtype=np.float64),
         "shared_memory": np.asarray(cols.shared_memory, dtype=np.float64),
         "occupancy_pct": np.asarray(cols.occupancy, dtype=np.float64),
     }
+
+
+def _addresses(cols: Columns | Any, n: int) -> np.ndarray:
+    """The ``address`` column: -1 except at the memory events that recorded one."""
+    from perfkit_core.events import address_column
+
+    out = np.full(n, -1, dtype=np.int64)
+    rows = getattr(cols, "address_rows", None)
+    if rows:
+        out[np.asarray(rows, dtype=np.int64)] = address_column(cols.address)
+    return out
 
 
 def _check_times(start: np.ndarray, end: np.ndarray, names: list[str]) -> None:

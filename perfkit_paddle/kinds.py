@@ -31,6 +31,9 @@ TYPE_KINDS: dict[str, str] = {
 }
 #: TracerMemEventType names of memory events.
 MEMORY_TYPES = frozenset({"Allocate", "Free", "ReservedAllocate", "ReservedFree"})
+#: The memory event types that allocate or free memory; the reserved-pool ones
+#: (``ReservedAllocate``/``ReservedFree``) change only the allocator's totals.
+ALLOCATION_TYPES = frozenset({"Allocate", "Free"})
 DEVICE_TYPES = frozenset({"Kernel", "Memcpy", "Memset"})
 
 STEP_RE = re.compile(r"^ProfileStep#(\d+)$")

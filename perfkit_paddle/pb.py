@@ -84,6 +84,7 @@ class MemNode:
     process_id: int
     thread_id: int
     increase_bytes: int
+    addr: int | None
     place: str
     current_allocated: int
     current_reserved: int
@@ -276,6 +277,7 @@ def _mem_node(e: Any) -> MemNode:
         e.process_id,
         e.thread_id,
         e.increase_bytes,
+        e.addr if e.HasField("addr") else None,
         e.place,
         e.current_allocated,
         e.current_reserved,

@@ -66,6 +66,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str]]] = {
     "MemEvent": [
         ("timestamp_ns", 1, _U64, _REQ, ""),
         ("type", 2, _U32, _REQ, ""),
+        ("addr", 3, _U64, _OPT, ""),
         ("process_id", 4, _U64, _REQ, ""),
         ("thread_id", 5, _U64, _REQ, ""),
         ("increase_bytes", 6, _I64, _REQ, ""),

@@ -170,3 +170,13 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
     if name.startswith("_DataLoaderIter"):
         return "data loading"
     return _PADDLE_CANONICAL.get(base_name(name))
+
+
+@hookimpl
+def perfkit_op_cost(call: Any, framework: str) -> Any:
+    """The FLOPs and bytes of a call of a Paddle op (``perfkit_paddle.opcosts``)."""
+    if framework != "paddle":
+        return None
+    from perfkit_paddle.opcosts import op_cost
+
+    return op_cost(call)

@@ -70,6 +70,26 @@ REMEDIES: dict[str, str] = {
         "a few ops instead of a loop over them: keep its class and arguments and add\n"
         "use_multi_tensor=True (paddle.optimizer.Adam and Momentum have it)."
     ),
+    "tensor-cores-unused": (
+        "Run matmuls and convolutions in reduced precision on tensor cores with automatic mixed\n"
+        "precision:\n"
+        "    with paddle.amp.auto_cast(dtype='bfloat16'):   # 'float16' with a GradScaler on 7.x\n"
+        "        loss = model(x)"
+    ),
+    "gemm-alignment": (
+        "Pad the sizes these GEMMs multiply to multiples of 8: hidden and feature sizes,\n"
+        "channels, vocabulary, and under AMP the batch times sequence length."
+    ),
+    "small-gemms": (
+        "Batch the small matrix products: one paddle.bmm (or paddle.matmul on stacked tensors)\n"
+        "instead of a loop of matmuls, or a larger batch; a static graph\n"
+        "(paddle.jit.to_static) cuts the launch overhead around them."
+    ),
+    "unfused-elementwise": (
+        "Convert the model to a static graph with the CINN compiler, which fuses chains of\n"
+        "elementwise ops into one kernel:\n"
+        "    model = paddle.jit.to_static(model, backend='CINN')"
+    ),
     "small-ops": (
         "Convert the model to a static graph so runs of tiny ops are fused and Python dispatch\n"
         "leaves the step:\n"

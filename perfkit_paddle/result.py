@@ -21,7 +21,7 @@ import gc
 from typing import TYPE_CHECKING, Any
 
 from perfkit_paddle.columns import Columns, columns_to_events, compact_json, extra_info_meta
-from perfkit_paddle.kinds import parse_place
+from perfkit_paddle.kinds import ALLOCATION_TYPES, parse_place
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
@@ -174,14 +174,17 @@ def _device_tuple(dev: Any, types: dict[Any, str], link: int = 0) -> tuple[Any, 
 
 def _memory_tuple(m: Any, types: dict[Any, str]) -> tuple[Any, ...]:
     device_type, device_index = parse_place(str(m.place))
+    type_name = _type_name(m.type, types)
     return (
-        _type_name(m.type, types),
+        type_name,
         m.timestamp_ns,
         m.process_id,
         m.thread_id,
         device_type,
         device_index,
-        float(m.increase_bytes),
+        # Reserved-pool events change only the allocator's totals: no bytes allocated or freed.
+        float(m.increase_bytes) if type_name in ALLOCATION_TYPES else _NAN,
+        m.addr,
         float(m.current_allocated),
         float(m.current_reserved),
     )
@@ -284,7 +287,20 @@ def _assemble(
         c.registers.append(regs)
         c.shared_memory.append(shm)
         c.occupancy.append(occ)
-    for type_name, ts, pid, tid, device_type, device_index, inc, cur_alloc, cur_res in memory:
+    for row, (
+        type_name,
+        ts,
+        pid,
+        tid,
+        device_type,
+        device_index,
+        inc,
+        addr,
+        cur_alloc,
+        cur_res,
+    ) in enumerate(memory, nh + nd):
+        c.address_rows.append(row)
+        c.address.append(addr)
         c.type.append(type_name)
         c.name.append("[memory]")
         c.start.append(ts)

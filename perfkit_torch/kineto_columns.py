@@ -16,6 +16,7 @@ from perfkit_core.events import (
     INT64_MAX,
     INT64_MIN,
     TraceError,
+    address_column,
     check_int_range,
     check_times_us,
     check_values_range,
@@ -38,9 +39,9 @@ _ARG_KEYS = dict(zip(_Args.__struct_fields__, _Args.__struct_encode_fields__, st
 
 _get_dur = attrgetter("dur")
 _get_args = attrgetter("args")
-_get_inputs = attrgetter("input_dims", "input_type")
-#: ``Input Dims`` and ``Input type`` as one key: JSON text holds no control character, so
-#: ``\x01`` parts them unambiguously.
+_get_inputs = attrgetter("input_dims", "input_type", "input_values")
+#: ``Input Dims``, ``Input type`` and ``Concrete Inputs`` as one key: JSON text holds no control
+#: character, so ``\x01`` parts them unambiguously.
 _inputs_key = b"\x01".join
 
 
@@ -86,6 +87,7 @@ FILL: dict[str, Any] = {
     "stream": -1,
     "_grid": -1,
     "_block": -1,
+    "address": -1,
 }
 
 
@@ -173,6 +175,7 @@ def _device_columns(
     nbytes = np.full(n, np.nan)
     allocated = np.full(n, np.nan)
     reserved = np.full(n, np.nan)
+    address = np.full(n, -1, dtype=np.int64)
     if len(dev_rows):
         nbytes[dev_rows] = _floats(dev_args, "nbytes")
     if len(mem_rows):
@@ -186,6 +189,7 @@ def _device_columns(
         nbytes[mem_rows] = _floats(mem_args, "mem_bytes")
         allocated[mem_rows] = _floats(mem_args, "total_allocated")
         reserved[mem_rows] = _floats(mem_args, "total_reserved")
+        address[mem_rows] = address_column([a.mem_addr for a in mem_args])
     check_values_range(
         path,
         device_index,
@@ -202,6 +206,7 @@ def _device_columns(
         "bytes": nbytes,
         "allocated_bytes": allocated,
         "reserved_bytes": reserved,
+        "address": address,
     }
     if len(dev_rows):
         for column, codes in (("_grid", strings.grids), ("_block", strings.blocks)):
@@ -262,6 +267,7 @@ def trace_columns(columns: dict[str, Any], strings: TraceStrings) -> np.ndarray:
     pairs = [v.split(b"\x01") for v in strings.inputs.values_in_order]
     columns["input_shapes"] = categorical(inputs, text_labels([p[0] for p in pairs]))
     columns["input_dtypes"] = categorical(inputs, text_labels([p[1] for p in pairs]))
+    columns["input_values"] = categorical(inputs, text_labels([p[2] for p in pairs]))
     del inputs
     rare = columns.pop("_rare")
     columns["flops"] = strings.rare_flops[rare]

@@ -34,6 +34,7 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     sequence: IntOrText = msgspec.field(name="Sequence number", default=-1)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NONE)
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NONE)
+    input_values: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_NONE)
     call_stack: str = msgspec.field(name="Call stack", default="")
     # NaN when not recorded: a float default lets the column be read in one pass.
     flops: float | None = math.nan
@@ -50,6 +51,8 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     mem_bytes: float | None = msgspec.field(name="Bytes", default=None)
     total_allocated: float | None = msgspec.field(name="Total Allocated", default=None)
     total_reserved: float | None = msgspec.field(name="Total Reserved", default=None)
+    # Any integer: an address is 64 bits, and may not fit int64 (``address_column`` maps it).
+    mem_addr: int | str | None = msgspec.field(name="Addr", default=None)
     meta_name: str = msgspec.field(name="name", default="")
 
 

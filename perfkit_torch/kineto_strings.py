@@ -1,8 +1,8 @@
 """Per-trace string coding for the Kineto reader.
 
 A trace of half a million events holds a few hundred distinct names, categories, call stacks and
-argument texts (``Input Dims``, ``Input type``, ``grid``, ``block``). Each distinct value is
-given an integer code the first time a piece of the trace shows it (``Codes``), so a piece
+argument texts (``Input Dims``, ``Input type``, ``Concrete Inputs``, ``grid``, ``block``). Each
+distinct value is given an integer code the first time a piece of the trace shows it (``Codes``), so a piece
 becomes int32 code arrays in one C-level pass per field, and each distinct value is looked at
 (classified, decoded, range-checked) once per trace instead of once per piece or per event. The
 event table's categoricals are made once, at the end, from the codes and the distinct values.
@@ -192,8 +192,9 @@ class TraceStrings:
         self.rare_flops = np.zeros(0, dtype=np.float64)
         self.rare_stack = np.zeros(0, dtype=np.int32)
         self.stacks = Codes()
-        #: ``Input Dims`` and ``Input type`` of an event together, as ``dims + b"\x01" + types``
-        #: (the two go together: one code per pair is one pass instead of two).
+        #: ``Input Dims``, ``Input type`` and ``Concrete Inputs`` of an event together, as
+        #: ``dims + b"\x01" + types + b"\x01" + values`` (they go together: one code per
+        #: triple is one pass instead of three).
         self.inputs = Codes()
         self.grids = Codes()
         self.blocks = Codes()

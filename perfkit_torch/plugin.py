@@ -215,3 +215,13 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
     if name.startswith(DATALOADER_PREFIXES):
         return "data loading"
     return _TORCH_CANONICAL.get(base_name(name))
+
+
+@hookimpl
+def perfkit_op_cost(call: Any, framework: str) -> Any:
+    """The FLOPs and bytes of a call of a torch op (``perfkit_torch.opcosts``)."""
+    if framework != "torch":
+        return None
+    from perfkit_torch.opcosts import op_cost
+
+    return op_cost(call)

@@ -86,6 +86,30 @@ REMEDIES: dict[str, str] = {
         "parameters instead of a loop over them: keep its class and arguments and add\n"
         "fused=True (Adam, AdamW, SGD, Adagrad) or foreach=True (the others)."
     ),
+    "tensor-cores-unused": (
+        "Let fp32 matmuls and convolutions run on tensor cores (TF32, from compute capability\n"
+        "8.0), or run them in bf16 under autocast:\n"
+        "    torch.backends.cuda.matmul.allow_tf32 = True   # or torch.set_float32_matmul_precision('high')\n"
+        "    torch.backends.cudnn.allow_tf32 = True\n"
+        "    with torch.autocast(device_type='cuda', dtype=torch.bfloat16):\n"
+        "        loss = model(x)"
+    ),
+    "gemm-alignment": (
+        "Pad the sizes these GEMMs multiply to multiples of 8 (fp16/bf16; 4 for TF32): hidden\n"
+        "and feature sizes, channels, vocabulary (e.g. 50257 -> 50304), and under autocast the\n"
+        "batch times sequence length; torch.nn.functional.pad the odd tensor once if needed."
+    ),
+    "small-gemms": (
+        "Batch the small matrix products: one torch.bmm (or torch.matmul on stacked\n"
+        "tensors) instead of a loop of mm calls, a larger batch, or capture the step in a CUDA\n"
+        "graph so that launches stop dominating:\n"
+        "    model = torch.compile(model, mode='reduce-overhead')"
+    ),
+    "unfused-elementwise": (
+        "Compile the model, so chains of elementwise, normalisation and softmax ops become\n"
+        "fused kernels that read and write each tensor once:\n"
+        "    model = torch.compile(model)"
+    ),
     "small-ops": (
         "Compile the model so that runs of tiny ops become a few fused kernels and Python\n"
         "dispatch leaves the step:\n"

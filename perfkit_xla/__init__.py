@@ -3,8 +3,8 @@
 ``perfkit_xla.profile(dir)`` profiles a block with JAX's (or TensorFlow's) own profiler and
 saves it as a perfkit run; ``load_xplane`` and ``load_log_dir`` read the profiles both write
 (``*.xplane.pb``, ``LOG_DIR/plugins/profile/<run>/``). Reading needs neither framework: the
-XSpace protobuf is decoded by ``perfkit_xla.xspace``. jax and tensorflow are imported only when
-a profile is taken.
+XSpace protobuf is decoded by ``perfkit_xla.xspace`` (protobuf's compiled parser and NumPy). jax
+and tensorflow are imported only when a profile is taken.
 """
 
 from __future__ import annotations

@@ -3,24 +3,27 @@ input shapes and dtypes, and the framework operation it came from.
 
 JAX and TensorFlow store each compiled module's ``HloProto`` as the ``Hlo Proto`` stat of an
 event metadata of the ``/host:metadata`` plane, named ``<module>(<program id>)``. Only the few
-fields read here are decoded (numbers of the documented ``hlo.proto``)::
+fields read here are declared (``perfkit_xla.protos``; numbers of the published ``hlo.proto``)
+and protobuf's compiled parser decodes them::
 
     HloProto              hlo_module=1 (HloModuleProto)
     HloModuleProto        name=1, computations=3 (HloComputationProto)
     HloComputationProto   instructions=2 (HloInstructionProto)
     HloInstructionProto   name=1, opcode=2, shape=3 (ShapeProto), metadata=7 (OpMetadata),
                           id=35, operand_ids=36
-    ShapeProto            element_type=2 (PrimitiveType), dimensions=3, tuple_shapes=4
+    ShapeProto            element_type=2 (PrimitiveType), dimensions=3
     OpMetadata            op_type=1, op_name=2
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from perfkit_xla.xspace import WireError, XSpace, _fields, _signed, _text, _varint
+if TYPE_CHECKING:
+    from perfkit_xla.xspace import XSpace
 
 #: PrimitiveType numbers of xla_data.proto -> dtype names.
 DTYPES: dict[int, str] = {
@@ -60,97 +63,87 @@ class HloOp:
     input_dtypes: str
 
 
-def _shape(buf: bytes, start: int, end: int) -> tuple[list[int], str] | None:
-    """(dimensions, dtype) of an array shape; None for tuples, tokens and unknown types."""
-    element = 0
-    dims: list[int] = []
-    for number, wire, v in _fields(buf, start, end):
-        if number == 2 and wire == 0:
-            element = v
-        elif number == 3:
-            if wire == 0:
-                dims.append(_signed(v))
-            elif wire == 2:  # packed
-                pos = v[0]
-                while pos < v[1]:
-                    value, pos = _varint(buf, pos)
-                    dims.append(_signed(value))
+def _shape(shape: Any) -> tuple[list[int], str] | None:
+    """(dimensions, dtype) of an array shape (a ``ShapeProto``); None for tuples, tokens and
+    unknown types."""
+    element = shape.element_type
     if element == _TUPLE or element not in DTYPES:
         return None
-    return dims, DTYPES[element]
+    return list(shape.dimensions), DTYPES[element]
 
 
-def _op_name(buf: bytes, start: int, end: int) -> str:
-    for number, wire, v in _fields(buf, start, end):
-        if number == 2 and wire == 2:
-            return _text(buf, v)
-    return ""
+class ModuleOps(Mapping[str, HloOp]):
+    """Instruction name -> ``HloOp`` for every instruction of one compiled module. The module's
+    proto is parsed when an instruction is first asked for, and an instruction's ``HloOp`` made
+    then (a profile's events name a few instructions of a few modules); a proto that does not
+    parse reads as a module without instructions (its ops then have no shapes)."""
 
+    def __init__(self, proto: bytes) -> None:
+        """``proto``: a serialized ``HloProto``."""
+        self._proto: bytes | None = proto
+        # The last instruction of a name (or an id) is the one that counts, as in a dict.
+        self._by_name: dict[str, Any] = {}
+        self._by_id: dict[int, Any] = {}
+        self._made: dict[str, HloOp] = {}
 
-def _packed(buf: bytes, wire: int, v: Any) -> list[int]:
-    """The values of a repeated varint field: one (``wire`` 0) or packed (``wire`` 2)."""
-    if wire == 0:
-        return [int(v)]
-    out = []
-    start, end = v
-    pos = start
-    while pos < end:
-        value, pos = _varint(buf, pos)
-        out.append(value)
-    return out
+    def _parse(self) -> None:
+        if self._proto is None:
+            return
+        from google.protobuf.message import DecodeError
 
+        from perfkit_xla.protos import message_class
 
-def module_ops(proto: bytes) -> dict[str, HloOp]:
-    """Instruction name -> ``HloOp`` for every instruction of the module in ``proto`` (a
-    serialized ``HloProto``); ``WireError`` when it is not one."""
-    raw: list[tuple[str, str, str, list[int], int]] = []
-    shapes: dict[int, tuple[list[int], str] | None] = {}
-    for number, wire, module in _fields(proto, 0, len(proto)):
-        if number != 1 or wire != 2:
-            continue
-        for n2, w2, comp in _fields(proto, *module):
-            if n2 != 3 or w2 != 2:
-                continue
-            for n3, w3, inst in _fields(proto, *comp):
-                if n3 != 2 or w3 != 2:
-                    continue
-                name = opcode = op_name = ""
-                ident = -1
-                operands: list[int] = []
-                shape: tuple[list[int], str] | None = None
-                for n4, w4, v in _fields(proto, *inst):
-                    if n4 == 1 and w4 == 2:
-                        name = _text(proto, v)
-                    elif n4 == 2 and w4 == 2:
-                        opcode = _text(proto, v)
-                    elif n4 == 3 and w4 == 2:
-                        shape = _shape(proto, *v)
-                    elif n4 == 7 and w4 == 2:
-                        op_name = _op_name(proto, *v)
-                    elif n4 == 35 and w4 == 0:
-                        ident = _signed(v)
-                    elif n4 == 36:
-                        operands.extend(_packed(proto, w4, v))
-                shapes[ident] = shape
-                raw.append((name, opcode, op_name, operands, ident))
-    out: dict[str, HloOp] = {}
-    for name, opcode, op_name, operands, _ident in raw:
-        inputs = [shapes.get(o) for o in operands]
+        message = message_class("HloProto")()
+        try:
+            message.ParseFromString(self._proto)
+        except DecodeError:
+            message = message_class("HloProto")()
+        self._proto = None
+        for computation in message.hlo_module.computations:
+            for inst in computation.instructions:
+                self._by_id[inst.id if inst.HasField("id") else -1] = inst
+                self._by_name[_text(inst.name)] = inst
+
+    def __getitem__(self, name: str) -> HloOp:
+        op = self._made.get(name)
+        if op is None:
+            self._parse()
+            op = self._made[name] = self._op(self._by_name[name])
+        return op
+
+    def __iter__(self) -> Iterator[str]:
+        self._parse()
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        self._parse()
+        return len(self._by_name)
+
+    def _shape_of(self, ident: int) -> tuple[list[int], str] | None:
+        inst = self._by_id.get(ident)
+        if inst is None or not inst.HasField("shape"):
+            return None
+        return _shape(inst.shape)
+
+    def _op(self, inst: Any) -> HloOp:
+        inputs = [self._shape_of(o) for o in inst.operand_ids]
         known = all(s is not None for s in inputs)
-        out[name] = HloOp(
-            opcode=opcode,
-            op_name=op_name,
+        return HloOp(
+            opcode=_text(inst.opcode),
+            op_name=_text(inst.metadata.op_name),
             input_shapes=json.dumps([s[0] for s in inputs if s]) if known else "",
             input_dtypes=json.dumps([s[1] for s in inputs if s]) if known else "",
         )
-    return out
 
 
-def hlo_ops(space: XSpace) -> dict[tuple[str, int], dict[str, HloOp]]:
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def hlo_ops(space: XSpace) -> dict[tuple[str, int], ModuleOps]:
     """``(module name, program id)`` -> that module's instructions, for every module whose HLO
-    proto the profile holds. A proto that does not decode is left out (the ops of that module
-    then have no shapes), as the events themselves are still read."""
-    out: dict[tuple[str, int], dict[str, HloOp]] = {}
+    proto the profile holds (each parsed when first asked; see ``ModuleOps``)."""
+    out: dict[tuple[str, int], ModuleOps] = {}
     for plane in space.planes:
         if plane.name != "/host:metadata":
             continue
@@ -166,8 +159,5 @@ def hlo_ops(space: XSpace) -> dict[tuple[str, int], dict[str, HloOp]]:
                 program_id = stats.get("program_id", -1)
                 program = program_id if isinstance(program_id, int) else -1
                 module = meta.name
-            try:
-                out[(module, program)] = module_ops(proto)
-            except WireError:
-                continue
+            out[(module, program)] = ModuleOps(proto)
     return out

@@ -157,3 +157,13 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
     from perfkit_xla.ops import canonical_op
 
     return canonical_op(name)
+
+
+@hookimpl
+def perfkit_op_cost(call: Any, framework: str) -> Any:
+    """The FLOPs and bytes of a call of an XLA op (``perfkit_xla.opcosts``)."""
+    if framework not in FRAMEWORKS:
+        return None
+    from perfkit_xla.opcosts import op_cost
+
+    return op_cost(call)

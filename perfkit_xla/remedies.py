@@ -76,6 +76,23 @@ JAX_REMEDIES: dict[str, str] = {
         "Give every device the same work per step: equal, padded batches per process, and\n"
         "shardings that split the arrays evenly."
     ),
+    "tensor-cores-unused": (
+        "Let fp32 matmuls run on tensor cores:\n"
+        "    jax.config.update('jax_default_matmul_precision', 'tensorfloat32')\n"
+        "or compute in bfloat16 (x.astype(jnp.bfloat16), flax's dtype=jnp.bfloat16)."
+    ),
+    "gemm-alignment": (
+        "Pad the sizes these dots multiply to multiples of 8 (feature and hidden sizes,\n"
+        "vocabulary, batch times sequence length); XLA then picks aligned tensor-core kernels."
+    ),
+    "small-gemms": (
+        "Batch the small dots into fewer, larger ones (jax.vmap or a batched jnp.einsum instead of\n"
+        "a Python loop), or raise the batch size."
+    ),
+    "unfused-elementwise": (
+        "jit the whole step so that XLA fuses the chain: jax.jit(train_step); ops left unfused\n"
+        "inside one program are at XLA's fusion limits (check XLA_FLAGS=--xla_dump_to)."
+    ),
 }
 
 TF_REMEDIES: dict[str, str] = {
@@ -137,6 +154,22 @@ TF_REMEDIES: dict[str, str] = {
     ),
     "load-imbalance": (
         "Give every replica the same work per step: dataset.shard with equal, padded batches."
+    ),
+    "tensor-cores-unused": (
+        "Let fp32 matmuls run on tensor cores: tf.config.experimental.enable_tensor_float_32_execution(True),\n"
+        "or use mixed precision: tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')."
+    ),
+    "gemm-alignment": (
+        "Pad the sizes these matmuls multiply to multiples of 8 (units of Dense layers,\n"
+        "vocabulary, batch size)."
+    ),
+    "small-gemms": (
+        "Batch the small matmuls (tf.linalg.matmul on stacked tensors, tf.vectorized_map), or\n"
+        "raise the batch size; @tf.function(jit_compile=True) cuts the launches around them."
+    ),
+    "unfused-elementwise": (
+        "Compile the step with XLA so that chains of elementwise ops fuse:\n"
+        "    @tf.function(jit_compile=True)"
     ),
 }
 

@@ -12,15 +12,26 @@ Picoseconds are rounded to the nearest nanosecond.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from perfkit_core.events import TIME_LIMIT_NS, TraceError, check_values_range, note_skipped
-from perfkit_xla.hlo import HloOp, hlo_ops
-from perfkit_xla.kinds import CATEGORY_KINDS, device_category, device_of_plane, host_category
-from perfkit_xla.xspace import WireError, XPlane, XSpace, decode_xspace
+from perfkit_xla.hlo import hlo_ops
+from perfkit_xla.kinds import CATEGORY_KINDS, device_of_plane
+from perfkit_xla.plane_columns import (
+    CATEGORIES,
+    READ_STATS,
+    PlaneColumns,
+    categorical,
+    stacked,
+)
+from perfkit_xla.stat_values import to_float as _float
+from perfkit_xla.stat_values import to_int as _int
+from perfkit_xla.wire import WireError
+from perfkit_xla.xspace import XSpace, decode_xspace
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
@@ -28,39 +39,11 @@ if TYPE_CHECKING:
 #: Line timestamps below this (about 3 years after 1970, in ns) are relative to the profile's
 #: start, as the profilers normalize them; larger ones are already since the Unix epoch.
 RELATIVE_BELOW_NS = 10**17
-#: Stats read into columns: stat name -> column.
-STAT_COLUMNS: dict[str, str] = {
-    "step_num": "step (rows of kind step)",
-    "flops": "flops",
-    "model_flops": "flops (when flops is absent)",
-    "bytes_transferred": "bytes (memcpy, memset, communication rows)",
-    "num_bytes": "bytes (memcpy, memset, communication rows)",
-    "correlation_id": "correlation",
-    "input_shapes": "input_shapes",
-    "shape": "input_shapes (when input_shapes is absent)",
-    "input_dtypes": "input_dtypes",
-    "tf_op": "stack (the TensorFlow op's full name, for TF ops)",
-    "hlo_module": "stack (the XLA module of an XLA op whose HLO the profile does not hold)",
-}
-_BYTES_CATEGORIES = frozenset({"Memcpy", "Memset", "Collective"})
 
 
-def _int(value: Any, default: int = -1) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def read_xspace(path: str | Path) -> XSpace:
-    """Return the decoded XSpace of ``path`` (gzip allowed); ``TraceError`` for bad input."""
+def read_xspace(path: str | Path, stats: Collection[str] | None = None) -> XSpace:
+    """Return the decoded XSpace of ``path`` (gzip allowed); ``TraceError`` for bad input.
+    ``stats``: the names of the event stats to read (None: all; see ``decode_xspace``)."""
     from perfkit_core.events import read_trace_bytes
 
     path = Path(path)
@@ -68,7 +51,7 @@ def read_xspace(path: str | Path) -> XSpace:
     if not data:
         raise TraceError(path, "the file is empty")
     try:
-        space = decode_xspace(data)
+        space = decode_xspace(data, stats)
     except WireError as exc:
         raise TraceError(path, f"not an XSpace protobuf (*.xplane.pb): {exc}") from None
     if not space.planes:
@@ -96,128 +79,6 @@ def _versions(space: XSpace) -> dict[str, str]:
     return found
 
 
-class _Columns:
-    """The columns the loader collects, one list per column."""
-
-    def __init__(self) -> None:
-        self.category: list[str] = []
-        self.name: list[str] = []
-        self.base: list[int] = []  # the line's start, ns
-        self.offset: list[int] = []  # ps after the line's start
-        self.dur: list[int] = []
-        self.device_type: list[str] = []
-        self.device_index: list[int] = []
-        self.pid: list[int] = []
-        self.tid: list[int] = []
-        self.stream: list[int] = []
-        self.step: list[int] = []
-        self.correlation: list[int] = []
-        self.flops: list[float] = []
-        self.nbytes: list[float] = []
-        self.shapes: list[str] = []
-        self.dtypes: list[str] = []
-        self.stack: list[str] = []
-
-
-#: Every stat the loader reads (into columns, or to tell what an event is).
-READ_STATS = frozenset(
-    {*STAT_COLUMNS, "hlo_op", "hlo_module", "program_id", "perfkit", "tf_function_call"}
-)
-
-
-def _read_stats(
-    plane: XPlane, read: dict[int, str], stats: list[tuple[int, Any]]
-) -> dict[str, Any]:
-    """The stats of ``stats`` the loader reads, by name (ref values resolved)."""
-    out: dict[str, Any] = {}
-    for key, value in stats:
-        name = read.get(key)
-        if name is not None:
-            out[name] = plane.resolve(value)
-    return out
-
-
-def _add_plane(
-    cols: _Columns,
-    plane: XPlane,
-    origin: int,
-    threads: dict[str, str],
-    counts: dict[str, int],
-    hlo: dict[tuple[str, int], dict[str, HloOp]],
-) -> None:
-    device = device_of_plane(plane.name)
-    plane_stats = plane.named_stats(plane.stats)
-    pid = _int(plane_stats.get("process_id"), -1) if device is None else -1
-    has_streams = device is not None and any(line.name.startswith("Stream") for line in plane.lines)
-    meta = plane.event_metadata
-    # Only the stats the loader reads are looked at (by id): the rest stay in the file.
-    read = {k: m.name for k, m in plane.stat_metadata.items() if m.name in READ_STATS}
-    nan = float("nan")
-    for line in plane.lines:
-        counts["aggregated"] += line.aggregated
-        base = line.timestamp_ns + (origin if line.timestamp_ns < RELATIVE_BELOW_NS else 0)
-        line_name = line.display_name or line.name
-        if device is None:
-            threads[str(line.id)] = line_name
-        meta_stats: dict[int, dict[str, Any]] = {}
-        for mid, offset, dur, raw in zip(
-            line.metadata_id, line.offset_ps, line.event_duration_ps, line.event_stats, strict=True
-        ):
-            em = meta.get(mid)
-            name = em.name if em is not None else f"<event metadata {mid}>"
-            shared = meta_stats.get(mid)
-            if shared is None:
-                shared = _read_stats(plane, read, em.stats) if em is not None else {}
-                meta_stats[mid] = shared
-            stats = {**shared, **_read_stats(plane, read, raw)} if raw else shared
-            if device is None:
-                category = host_category(name, stats)
-                cols.device_type.append("cpu")
-                cols.device_index.append(-1)
-                cols.pid.append(pid)
-                cols.tid.append(line.id)
-                cols.stream.append(-1)
-            else:
-                category = device_category(line_name, name, has_streams)
-                cols.device_type.append(device[0])
-                cols.device_index.append(device[1])
-                cols.pid.append(-1)
-                cols.tid.append(-1)
-                cols.stream.append(line.id)
-            cols.category.append(category)
-            cols.name.append(name)
-            cols.base.append(base)
-            cols.offset.append(offset)
-            cols.dur.append(dur)
-            cols.step.append(_int(stats.get("step_num")) if category == "Step" else -1)
-            cols.correlation.append(_int(stats.get("correlation_id")))
-            flops = stats.get("flops", stats.get("model_flops"))
-            cols.flops.append(_float(flops) if flops is not None else nan)
-            nbytes = stats.get("bytes_transferred", stats.get("num_bytes"))
-            cols.nbytes.append(
-                _float(nbytes) if nbytes is not None and category in _BYTES_CATEGORIES else nan
-            )
-            shapes = stats.get("input_shapes", stats.get("shape"))
-            dtypes = stats.get("input_dtypes")
-            where = stats.get("tf_op") if category == "TF Op" else stats.get("hlo_module")
-            op = _hlo_op(hlo, stats) if "hlo_op" in stats else None
-            if op is not None:
-                shapes = shapes if shapes is not None else op.input_shapes
-                dtypes = dtypes if dtypes is not None else op.input_dtypes
-                if op.op_name:
-                    where = "\n".join(reversed(op.op_name.split("/")))
-            cols.shapes.append(str(shapes) if shapes is not None else "")
-            cols.dtypes.append(str(dtypes) if dtypes is not None else "")
-            cols.stack.append(str(where) if where is not None and category != "Python" else "")
-
-
-def _hlo_op(hlo: dict[tuple[str, int], dict[str, HloOp]], stats: dict[str, Any]) -> HloOp | None:
-    """What the module's HLO proto says about the XLA op of an event (by its ``hlo_module``,
-    ``program_id`` and ``hlo_op`` stats), or None."""
-    ops = hlo.get((str(stats.get("hlo_module", "")), _int(stats.get("program_id"))))
-    return ops.get(str(stats["hlo_op"])) if ops is not None else None
-
-
 def _framework(space: XSpace, categories: set[str]) -> tuple[str, str | None]:
     """("jax", version) or ("tensorflow", version) from the host plane's version stats and the
     events; ("xla", None) when neither says."""
@@ -238,20 +99,27 @@ _HOST_FILE_RE = re.compile(r"^(?P<host>.+)\.xplane\.pb(\.gz)?$")
 
 
 def run_from_xspace(space: XSpace, source: Path) -> Run:
-    """Return the ``Run`` of a decoded XSpace; ``source`` is the file it came from (for
-    messages and ``meta["source"]``). ``TraceError`` when it holds no events."""
+    """Return the ``Run`` of a decoded XSpace (decoded with at least the event stats of
+    ``READ_STATS``); ``source`` is the file it came from (for messages and ``meta["source"]``).
+    ``TraceError`` when it holds no events."""
     import pandas as pd
 
     from perfkit_core.events import finish_events, make_run
 
     start_ns, stop_ns = _task_times(space)
     origin = start_ns or 0
-    cols = _Columns()
     hlo = hlo_ops(space)
     threads: dict[str, str] = {}
-    counts = {"aggregated": 0}
+    aggregated = 0
     devices: list[dict[str, Any]] = []
     planes_read: list[str] = []
+    parts: list[PlaneColumns] = []
+    # Per line: its start (ns), its rows, and the columns all its rows share.
+    bases: list[int] = []
+    counts: list[int] = []
+    per_line: dict[str, list[Any]] = {k: [] for k in ("device", "index", "pid", "tid", "stream")}
+    events = space.events
+    stat_rows = np.flatnonzero(np.isin(events.stats.metadata_id, _read_ids(space)))
     for plane in space.planes:
         if not plane.lines:
             continue
@@ -272,60 +140,80 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
                     "sm_count": None,
                 }
             )
-        _add_plane(cols, plane, origin, threads, counts, hlo)
-    n = len(cols.name)
+        part = PlaneColumns(space, plane, stat_rows, hlo, source)
+        parts.append(part)
+        for line in plane.lines:
+            aggregated += line.aggregated
+            bases.append(
+                line.timestamp_ns + (origin if line.timestamp_ns < RELATIVE_BELOW_NS else 0)
+            )
+            counts.append(len(line.metadata_id))
+            if device is None:
+                threads[str(line.id)] = line.display_name or line.name
+            per_line["device"].append(device[0] if device else "cpu")
+            per_line["index"].append(device[1] if device else -1)
+            per_line["pid"].append(part.pid)
+            per_line["tid"].append(line.id if device is None else -1)
+            per_line["stream"].append(-1 if device is None else line.id)
+    n = len(events)
     if n == 0:
         raise TraceError(source, "the XSpace holds no timed events (no plane has events)")
-    offset_ps = np.asarray(cols.offset, dtype=np.int64)
-    dur_ps = np.asarray(cols.dur, dtype=np.int64)
+    offset_ps = events.offset_ps
+    dur_ps = events.duration_ps
     # Picosecond values within 2**62 round to ns without wrapping around int64.
     check_values_range(source, dur_ps, "duration_ps", low=0, high=2**62)
     check_values_range(source, offset_ps, "offset_ps", low=-(2**62), high=2**62)
     try:
-        base_ns = np.asarray(cols.base, dtype=np.int64)
+        line_base = np.asarray(bases, dtype=np.int64)
     except OverflowError:
         raise TraceError(source, "a line's timestamp_ns is out of range") from None
+    repeat = np.asarray(counts, dtype=np.int64)
+    base_ns = np.repeat(line_base, repeat)
     check_values_range(
         source, base_ns, "line timestamp (ns)", low=-TIME_LIMIT_NS, high=TIME_LIMIT_NS
     )
     start = base_ns + (offset_ps + 500) // 1000
+    del base_ns
     check_values_range(source, start, "start time (ns)", low=-TIME_LIMIT_NS, high=TIME_LIMIT_NS)
     dur = (dur_ps + 500) // 1000
-    category_codes, category_names = pd.factorize(np.asarray(cols.category, dtype=object))
-    kinds = [CATEGORY_KINDS[str(c)] for c in category_names]
-    framework, version = _framework(space, set(map(str, category_names)))
+    category_codes, category_first = pd.factorize(np.concatenate([p.category for p in parts]))
+    category_names = [CATEGORIES[int(i)] for i in category_first]
+    kinds = [CATEGORY_KINDS[c] for c in category_names]
+    framework, version = _framework(space, set(category_names))
     columns: dict[str, Any] = {
         "rank": np.zeros(n, dtype=np.int32),
         "kind": pd.Categorical.from_codes(category_codes, categories=kinds)
         if len(set(kinds)) == len(kinds)
         else pd.Categorical(np.asarray(kinds, dtype=object)[category_codes]),
-        "name": pd.Categorical(cols.name),
-        "category": pd.Categorical.from_codes(
-            category_codes, categories=[str(c) for c in category_names]
-        ),
+        "name": stacked([(p.name, p.names) for p in parts]),
+        "category": pd.Categorical.from_codes(category_codes, categories=category_names),
         "framework": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [framework]),
         "start_ns": start,
         "dur_ns": dur,
-        "device_type": pd.Categorical(cols.device_type),
-        "device_index": np.asarray(cols.device_index, dtype=np.int32),
-        "pid": np.asarray(cols.pid, dtype=np.int64),
-        "tid": np.asarray(cols.tid, dtype=np.int64),
-        "stream": np.asarray(cols.stream, dtype=np.int64),
-        "step": np.asarray(cols.step, dtype=np.int64),
-        "correlation": np.asarray(cols.correlation, dtype=np.int64),
-        "flops": np.asarray(cols.flops, dtype=np.float64),
-        "bytes": np.asarray(cols.nbytes, dtype=np.float64),
-        "input_shapes": pd.Categorical(cols.shapes),
-        "input_dtypes": pd.Categorical(cols.dtypes),
-        "stack": pd.Categorical(cols.stack),
+        "device_type": categorical(np.repeat(np.arange(len(repeat)), repeat), per_line["device"]),
+        "device_index": np.repeat(np.asarray(per_line["index"], dtype=np.int32), repeat),
+        "pid": np.repeat(np.asarray(per_line["pid"], dtype=np.int64), repeat),
+        "tid": np.repeat(np.asarray(per_line["tid"], dtype=np.int64), repeat),
+        "stream": np.repeat(np.asarray(per_line["stream"], dtype=np.int64), repeat),
+        "step": np.concatenate([p.step for p in parts]),
+        "correlation": np.concatenate([p.correlation for p in parts]),
+        "flops": np.concatenate([p.flops for p in parts]),
+        "bytes": np.concatenate([p.nbytes for p in parts]),
+        "input_shapes": stacked([(p.shapes, p.texts) for p in parts]),
+        "input_dtypes": stacked([(p.dtypes, p.texts) for p in parts]),
+        "stack": stacked([(p.stack, p.texts) for p in parts]),
     }
-    events = finish_events(columns, n, consume=True)
-    host = events["stream"].to_numpy() < 0
-    category = events["category"].to_numpy()
-    tid = events["tid"].to_numpy()
-    step_threads = set(tid[host & (category == "Step")].tolist())
+    del parts
+    events_table = finish_events(columns, n, consume=True)
+    host = events_table["stream"].to_numpy() < 0
+    category = events_table["category"].array
+    code = {c: i for i, c in enumerate(category.categories)}
+    category_code = category.codes
+    tid = events_table["tid"].to_numpy()
+    step_threads = set(tid[host & (category_code == code.get("Step", -2))].tolist())
     data_threads = {int(t) for t, name in threads.items() if name.startswith("tf_data")}
-    op_threads = set(tid[host & np.isin(category, ["XLA Op", "TF Op"])].tolist())
+    ops = [code[c] for c in ("XLA Op", "TF Op") if c in code]
+    op_threads = set(tid[host & np.isin(category_code, ops)].tolist())
     # Threads that run ops for the step's thread: XLA:CPU's and TensorFlow's executor pools
     # (tf.data's own threads run the input pipeline, which is data loading).
     compute_threads = sorted(op_threads - step_threads - data_threads)
@@ -341,9 +229,9 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "world_size": 1,
         "source": str(source),
         "accounting": {
-            "events_in_file": n + counts["aggregated"],
+            "events_in_file": n + aggregated,
             "rows": n,
-            "aggregated_events": counts["aggregated"],
+            "aggregated_events": aggregated,
         },
         "threads": threads,
         "compute_threads": [int(t) for t in compute_threads],
@@ -359,16 +247,27 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
     note_skipped(
         source,
         meta["accounting"],
-        {"that count occurrences instead of recording a time": counts["aggregated"]},
+        {"that count occurrences instead of recording a time": aggregated},
     )
-    return make_run(events, meta)
+    return make_run(events_table, meta)
+
+
+def _read_ids(space: XSpace) -> np.ndarray:
+    """The stat metadata ids, of any plane, of the stats the loader reads (uint64)."""
+    ids = {
+        k
+        for plane in space.planes
+        for k, m in plane.stat_metadata.items()
+        if m.name in READ_STATS and k >= 0
+    }
+    return np.array(sorted(ids), dtype=np.uint64)
 
 
 def load_xplane(path: str | Path) -> Run:
     """Return the ``Run`` in one ``*.xplane.pb`` (TensorFlow or JAX profile); ``TraceError``
     naming the file for bad input."""
     path = Path(path)
-    return run_from_xspace(read_xspace(path), path)
+    return run_from_xspace(read_xspace(path, READ_STATS), path)
 
 
 def profile_runs(log_dir: Path) -> list[Path]:

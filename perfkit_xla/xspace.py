@@ -1,8 +1,9 @@
-"""A small decoder of the XSpace protobuf (``*.xplane.pb``) that TensorFlow's and JAX's profilers
-write, reading the protobuf wire format directly: no protobuf package, jax, tensorflow or xprof
-is needed to read a profile.
+"""Decode the XSpace protobuf (``*.xplane.pb``) that TensorFlow's and JAX's profilers write, with
+compiled code: protobuf's upb backend parses the planes, lines and metadata (the message
+classes of ``perfkit_xla.protos``), and NumPy reads the events and their stats column-wise
+(``perfkit_xla.wire``). Neither jax, tensorflow nor xprof is needed to read a profile.
 
-The messages and field numbers are those of the documented ``xplane.proto`` (in the TSL
+The messages and field numbers are those of the published ``xplane.proto`` (in the TSL
 profiler sources that XLA, TensorFlow and JAX share)::
 
     XSpace          planes=1 (XPlane), errors=2, warnings=3, hostnames=4
@@ -17,83 +18,45 @@ profiler sources that XLA, TensorFlow and JAX share)::
     XStatMetadata   id=1, name=2, description=3
 
 Fields this decoder does not know are skipped, as protobuf readers do, so a newer profiler's
-additions do not break it. Events are decoded into per-line columns (lists of ints), not one
-object per event.
+additions do not break it. The events of all lines are one table of columns (``XSpace.events``),
+their stats another (``EventTable.stats``); planes, lines and metadata are small objects.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+
+from perfkit_xla.wire import Buffer, WireError, fields, key, varint_ends_at, varints
+
+__all__ = [
+    "EventTable",
+    "StatTable",
+    "WireError",
+    "XEventMetadata",
+    "XLine",
+    "XPlane",
+    "XSpace",
+    "XStatMetadata",
+    "decode_xspace",
+]
 
 #: A stat value: float (double), int (int64/uint64), str, bytes, or ("ref", id) until resolved
 #: to the name it refers to (``XPlane.resolve``).
 StatValue = float | int | str | bytes | tuple[str, int]
 
+#: Kinds of a stat's value in ``StatTable.kind``: the XStat field that holds it (0: none, which
+#: reads as the integer 0).
+NONE, DOUBLE, UINT64, INT64, STR, BYTES, REF = 0, 2, 3, 4, 5, 6, 7
 _DOUBLE = struct.Struct("<d")
 
 
-class WireError(ValueError):
-    """The bytes are not a well-formed protobuf message of the expected shape."""
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Return (value, next position) of the varint at ``pos``."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise WireError("a varint runs past the end of the data")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise WireError("a varint longer than 10 bytes")
-
-
-def _signed(value: int) -> int:
-    """An int64 field's value from its varint (two's complement in 64 bits)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _fields(buf: bytes, start: int, end: int) -> Any:
-    """Yield (field number, wire type, value) of the message in ``buf[start:end]``; the value is
-    an int for varints and fixed-width fields, and a (start, end) pair for length-delimited ones."""
-    pos = start
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-            yield number, 0, value
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            if pos + length > end:
-                raise WireError(f"field {number} runs past the end of its message")
-            yield number, 2, (pos, pos + length)
-            pos += length
-        elif wire == 1:
-            if pos + 8 > end:
-                raise WireError(f"field {number} runs past the end of its message")
-            yield number, 1, pos
-            pos += 8
-        elif wire == 5:
-            if pos + 4 > end:
-                raise WireError(f"field {number} runs past the end of its message")
-            yield number, 5, pos
-            pos += 4
-        else:
-            raise WireError(f"unknown wire type {wire} (field {number})")
-    if pos != end:
-        raise WireError("a message runs past the end of its field")
-
-
-def _text(buf: bytes, span: tuple[int, int]) -> str:
-    return buf[span[0] : span[1]].decode("utf-8", "replace")
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 @dataclass
@@ -116,9 +79,90 @@ class XEventMetadata:
 
 
 @dataclass
+class StatTable:
+    """The stats of the events of an ``EventTable``, one row per stat. The rows of one event
+    are in the order the file gives them; rows of different events are in no particular order.
+    Values are read when asked for (``numbers``, ``text``, ``value``): a profile's events carry
+    many stats the loader does not read."""
+
+    #: The event's row in the ``EventTable``.
+    event: np.ndarray
+    #: The stat's metadata id (uint64, as written).
+    metadata_id: np.ndarray
+    #: The kind of the value (``NONE``, ``DOUBLE``, ... ``REF``), int8.
+    kind: np.ndarray
+    #: Where the value lies in ``buffer`` (after its field's key), int64.
+    at: np.ndarray
+    buffer: Buffer
+
+    def numbers(self, rows: np.ndarray) -> np.ndarray:
+        """The 64 bits of the values of stats ``rows`` (uint64): the number for ``UINT64`` and
+        ``INT64`` (two's complement), the IEEE 754 bits for ``DOUBLE``, the id for ``REF``; 0
+        for other kinds."""
+        out = np.zeros(len(rows), dtype=np.uint64)
+        kind = self.kind[rows]
+        at = self.at[rows]
+        number = np.flatnonzero((kind == UINT64) | (kind == INT64) | (kind == REF))
+        if number.size:
+            out[number] = varints(self.buffer, at[number])[0]
+        double = np.flatnonzero(kind == DOUBLE)
+        if double.size:
+            out[double] = self.buffer.word(at[double])
+        return out
+
+    def text(self, row: int) -> bytes:
+        """The bytes of the ``STR`` or ``BYTES`` value of stat ``row``."""
+        length, start = varints(self.buffer, self.at[row : row + 1])
+        return self.buffer.raw[int(start[0]) : int(start[0]) + int(length[0])]
+
+    def of_event(self, event: int) -> list[tuple[int, StatValue]]:
+        """The (metadata id, value) of each stat of event ``event``, in file order (one pass
+        over the table: for looking at an event, not for loops over events)."""
+        return [
+            (int(self.metadata_id[i]), self.value(int(i)))
+            for i in np.flatnonzero(self.event == event)
+        ]
+
+    def value(self, row: int) -> StatValue:
+        """The value of stat ``row`` as a Python object (``StatValue``)."""
+        kind = int(self.kind[row])
+        if kind == STR:
+            return _text(self.text(row))
+        if kind == BYTES:
+            return self.text(row)
+        bits = int(self.numbers(np.array([row]))[0])
+        if kind == DOUBLE:
+            return float(_DOUBLE.unpack(bits.to_bytes(8, "little"))[0])
+        if kind == INT64:
+            return bits - (1 << 64) if bits >= 1 << 63 else bits
+        if kind == REF:
+            return ("ref", bits)
+        return bits  # UINT64, and NONE (0)
+
+
+@dataclass
+class EventTable:
+    """Every timed event of an XSpace in file order (plane by plane, line by line), as columns.
+    Events that count occurrences instead of recording a time are not in it (``XLine.aggregated``
+    counts them)."""
+
+    #: uint64, as written (the key of ``XPlane.event_metadata`` when below 2**63).
+    metadata_id: np.ndarray
+    #: Picoseconds after the line's ``timestamp_ns``, int64.
+    offset_ps: np.ndarray
+    #: Picoseconds, int64.
+    duration_ps: np.ndarray
+    stats: StatTable
+
+    def __len__(self) -> int:
+        return len(self.metadata_id)
+
+
+@dataclass
 class XLine:
-    """One timeline (a host thread, a device stream, a derived line such as ``XLA Ops``), its
-    events as columns: metadata id, offset and duration in picoseconds, and each event's stats."""
+    """One timeline (a host thread, a device stream, a derived line such as ``XLA Ops``); its
+    events are the rows ``first`` to ``first + len(metadata_id)`` of ``XSpace.events``, and
+    ``metadata_id``, ``offset_ps`` and ``event_duration_ps`` are those rows' columns."""
 
     id: int = 0
     name: str = ""
@@ -126,12 +170,11 @@ class XLine:
     timestamp_ns: int = 0
     duration_ps: int = 0
     display_id: int = 0
-    metadata_id: list[int] = field(default_factory=list)
-    offset_ps: list[int] = field(default_factory=list)
-    event_duration_ps: list[int] = field(default_factory=list)
-    #: One list of (stat metadata id, value) per event; empty for events without stats.
-    event_stats: list[list[tuple[int, StatValue]]] = field(default_factory=list)
-    #: Events that record a number of occurrences instead of a time (not in the columns).
+    first: int = 0
+    metadata_id: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    offset_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    event_duration_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: Events that record a number of occurrences instead of a time (not in the table).
     aggregated: int = 0
 
 
@@ -145,6 +188,9 @@ class XPlane:
     event_metadata: dict[int, XEventMetadata] = field(default_factory=dict)
     stat_metadata: dict[int, XStatMetadata] = field(default_factory=dict)
     stats: list[tuple[int, StatValue]] = field(default_factory=list)
+    #: Its events: rows ``first`` to ``stop`` of ``XSpace.events``.
+    first: int = 0
+    stop: int = 0
 
     def stat_name(self, metadata_id: int) -> str:
         """The name of the stat whose metadata id is ``metadata_id`` ("" when unknown)."""
@@ -164,224 +210,257 @@ class XPlane:
 
 @dataclass
 class XSpace:
-    """A decoded ``*.xplane.pb``: its planes, hostnames and the profiler's errors and warnings."""
+    """A decoded ``*.xplane.pb``: its planes, their events, hostnames and the profiler's errors
+    and warnings."""
 
-    planes: list[XPlane] = field(default_factory=list)
+    planes: list[XPlane]
+    events: EventTable
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     hostnames: list[str] = field(default_factory=list)
 
 
-# _stat and _event are the hot path (one call per stat and per event): they read the wire
-# format in a loop of their own, with one-byte varints (most keys, ids and lengths) inline.
+def decode_xspace(data: bytes, stats: Collection[str] | None = None) -> XSpace:
+    """Return the ``XSpace`` encoded in ``data``; ``WireError`` when the bytes are not one.
 
+    ``stats``: the names of the event stats to read (None: all of them). The events' other
+    stats are not parsed (nor checked) past their metadata id, as protobuf's lazy fields are
+    parsed only when read: a profile's events carry many stats a reader has no use for.
+    """
+    from google.protobuf.message import DecodeError
 
-def _stat(buf: bytes, pos: int, end: int) -> tuple[int, StatValue]:
-    metadata_id = 0
-    value: Any = None
-    while pos < end:
-        key = buf[pos]
-        pos += 1
-        if key >= 0x80:
-            key, pos = _varint(buf, pos - 1)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            v = buf[pos]
-            pos += 1
-            if v >= 0x80:
-                v, pos = _varint(buf, pos - 1)
-            if number == 1:
-                metadata_id = v
-            elif number == 3:
-                value = v
-            elif number == 4:
-                value = _signed(v)
-            elif number == 7:
-                value = ("ref", v)
-        elif wire == 2:
-            length = buf[pos]
-            pos += 1
-            if length >= 0x80:
-                length, pos = _varint(buf, pos - 1)
-            stop = pos + length
-            if stop > end:
-                raise WireError(f"field {number} runs past the end of its message")
-            if number == 5:
-                value = buf[pos:stop].decode("utf-8", "replace")
-            elif number == 6:
-                value = bytes(buf[pos:stop])
-            pos = stop
-        elif wire == 1:
-            if number == 2:
-                value = _DOUBLE.unpack_from(buf, pos)[0]
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise WireError(f"unknown wire type {wire} (field {number})")
-    if pos != end:
-        raise WireError("a message runs past the end of its field")
-    return metadata_id, value if value is not None else 0
+    from perfkit_xla.protos import message_class
 
-
-def _event(buf: bytes, pos: int, end: int, line: XLine) -> None:
-    metadata_id = offset = duration = 0
-    aggregated = False
-    stats: list[tuple[int, StatValue]] = []
-    while pos < end:
-        key = buf[pos]
-        pos += 1
-        if key >= 0x80:
-            key, pos = _varint(buf, pos - 1)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            v = buf[pos]
-            pos += 1
-            if v >= 0x80:
-                v, pos = _varint(buf, pos - 1)
-            if number == 1:
-                metadata_id = v
-            elif number == 2:
-                offset = v - (1 << 64) if v >= 1 << 63 else v
-            elif number == 3:
-                duration = v - (1 << 64) if v >= 1 << 63 else v
-            elif number == 5:
-                aggregated = True
-        elif wire == 2:
-            length = buf[pos]
-            pos += 1
-            if length >= 0x80:
-                length, pos = _varint(buf, pos - 1)
-            stop = pos + length
-            if stop > end:
-                raise WireError(f"field {number} runs past the end of its message")
-            if number == 4:
-                stats.append(_stat(buf, pos, stop))
-            pos = stop
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise WireError(f"unknown wire type {wire} (field {number})")
-    if pos != end:
-        raise WireError("a message runs past the end of its field")
-    if aggregated:
-        # An aggregate (num_occurrences instead of offset_ps) has no place in time.
-        line.aggregated += 1
-        return
-    line.metadata_id.append(metadata_id)
-    line.offset_ps.append(offset)
-    line.event_duration_ps.append(duration)
-    line.event_stats.append(stats)
-
-
-def _line(buf: bytes, start: int, end: int) -> XLine:
-    line = XLine()
-    for number, wire, v in _fields(buf, start, end):
-        if wire == 0:
-            if number == 1:
-                line.id = _signed(v)
-            elif number == 3:
-                line.timestamp_ns = _signed(v)
-            elif number == 9:
-                line.duration_ps = _signed(v)
-            elif number == 10:
-                line.display_id = _signed(v)
-        elif wire == 2:
-            if number == 4:
-                _event(buf, v[0], v[1], line)
-            elif number == 2:
-                line.name = _text(buf, v)
-            elif number == 11:
-                line.display_name = _text(buf, v)
-    return line
-
-
-def _event_metadata(buf: bytes, start: int, end: int) -> XEventMetadata:
-    meta = XEventMetadata(0)
-    for number, wire, v in _fields(buf, start, end):
-        if number == 1 and wire == 0:
-            meta.id = _signed(v)
-        elif number == 2 and wire == 2:
-            meta.name = _text(buf, v)
-        elif number == 4 and wire == 2:
-            meta.display_name = _text(buf, v)
-        elif number == 5 and wire == 2:
-            meta.stats.append(_stat(buf, v[0], v[1]))
-        # 3 (serialized metadata such as HLO protos) and 6 (child ids) are not read.
-    return meta
-
-
-def _stat_metadata(buf: bytes, start: int, end: int) -> XStatMetadata:
-    meta = XStatMetadata(0)
-    for number, wire, v in _fields(buf, start, end):
-        if number == 1 and wire == 0:
-            meta.id = _signed(v)
-        elif number == 2 and wire == 2:
-            meta.name = _text(buf, v)
-        elif number == 3 and wire == 2:
-            meta.description = _text(buf, v)
-    return meta
-
-
-def _map_entry(buf: bytes, start: int, end: int) -> tuple[int, tuple[int, int] | None]:
-    key = 0
-    value: tuple[int, int] | None = None
-    for number, wire, v in _fields(buf, start, end):
-        if number == 1 and wire == 0:
-            key = _signed(v)
-        elif number == 2 and wire == 2:
-            value = v
-    return key, value
-
-
-def _plane(buf: bytes, start: int, end: int) -> XPlane:
-    plane = XPlane()
-    for number, wire, v in _fields(buf, start, end):
-        if number == 1 and wire == 0:
-            plane.id = _signed(v)
-        elif wire != 2:
-            continue
-        elif number == 2:
-            plane.name = _text(buf, v)
-        elif number == 3:
-            plane.lines.append(_line(buf, v[0], v[1]))
-        elif number == 4:
-            key, span = _map_entry(buf, v[0], v[1])
-            em = _event_metadata(buf, *span) if span else XEventMetadata(key)
-            plane.event_metadata[key] = em
-        elif number == 5:
-            key, span = _map_entry(buf, v[0], v[1])
-            sm = _stat_metadata(buf, *span) if span else XStatMetadata(key)
-            plane.stat_metadata[key] = sm
-        elif number == 6:
-            plane.stats.append(_stat(buf, v[0], v[1]))
-    return plane
-
-
-def decode_xspace(data: bytes) -> XSpace:
-    """Return the ``XSpace`` encoded in ``data``; ``WireError`` when the bytes are not one."""
+    message = message_class("XSpace")()
     try:
-        return _decode_xspace(data)
-    except IndexError:
-        # The inline readers of _stat and _event ran past the end of the data.
-        raise WireError("a field runs past the end of the data") from None
-
-
-def _decode_xspace(data: bytes) -> XSpace:
-    space = XSpace()
-    for number, wire, v in _fields(data, 0, len(data)):
-        if wire != 2:
-            if number <= 4:
-                raise WireError(f"field {number} of an XSpace is not length-delimited")
-            continue  # a field this decoder does not know
-        if number == 1:
-            space.planes.append(_plane(data, v[0], v[1]))
-        elif number == 2:
-            space.errors.append(_text(data, v))
-        elif number == 3:
-            space.warnings.append(_text(data, v))
-        elif number == 4:
-            space.hostnames.append(_text(data, v))
+        message.ParseFromString(data)
+    except DecodeError:
+        raise WireError("the protobuf does not parse (cut short or damaged)") from None
+    planes: list[XPlane] = []
+    payloads: list[list[bytes]] = []
+    for p in message.planes:
+        plane = XPlane(id=p.id, name=_text(p.name))
+        for entry in p.event_metadata:
+            em = entry.value
+            if entry.HasField("value"):
+                plane.event_metadata[entry.key] = XEventMetadata(
+                    em.id, _text(em.name), _text(em.display_name), [_stat(s) for s in em.stats]
+                )
+            else:
+                plane.event_metadata[entry.key] = XEventMetadata(entry.key)
+        for entry in p.stat_metadata:
+            sm = entry.value
+            plane.stat_metadata[entry.key] = (
+                XStatMetadata(sm.id, _text(sm.name), _text(sm.description))
+                if entry.HasField("value")
+                else XStatMetadata(entry.key)
+            )
+        plane.stats = [_stat(s) for s in p.stats]
+        for ln in p.lines:
+            events = list(ln.events)
+            payloads.append(events)
+            plane.lines.append(
+                XLine(
+                    id=ln.id,
+                    name=_text(ln.name),
+                    display_name=_text(ln.display_name),
+                    timestamp_ns=ln.timestamp_ns,
+                    duration_ps=ln.duration_ps,
+                    display_id=ln.display_id,
+                )
+            )
+        planes.append(plane)
+    wanted = None
+    if stats is not None:
+        names = set(stats)
+        ids = {k for p in planes for k, m in p.stat_metadata.items() if m.name in names}
+        wanted = np.array(sorted(k for k in ids if k >= 0), dtype=np.uint64)
+    errors = [_text(e) for e in message.errors]
+    warnings = [_text(w) for w in message.warnings]
+    hostnames = [_text(h) for h in message.hostnames]
+    del message  # the events' bytes are in payloads: free the parsed message before reading them
+    counts = [len(e) for e in payloads]
+    table, aggregated = _event_table(payloads, wanted)
+    space = XSpace(planes, table, errors=errors, warnings=warnings, hostnames=hostnames)
+    _place_lines(space, counts, aggregated)
     return space
+
+
+def _stat(stat: Any) -> tuple[int, StatValue]:
+    """(metadata id, value) of an XStat message."""
+    which = stat.WhichOneof("value")
+    if which is None:
+        return stat.metadata_id, 0
+    if which == "ref_value":
+        return stat.metadata_id, ("ref", stat.ref_value)
+    if which == "str_value":
+        return stat.metadata_id, _text(stat.str_value)
+    return stat.metadata_id, getattr(stat, which)
+
+
+# What each key of an XEvent field is read into (keys of the fields this decoder does not know
+# read as 0, skipped).
+_METADATA_ID, _OFFSET, _DURATION, _STATS, _OCCURRENCES = 1, 2, 3, 4, 5
+_EVENT_FIELDS = np.zeros(128, dtype=np.int8)
+for _field, _key in (
+    (_METADATA_ID, key(1, 0)),
+    (_OFFSET, key(2, 0)),
+    (_DURATION, key(3, 0)),
+    (_STATS, key(4, 2)),
+    (_OCCURRENCES, key(5, 0)),
+):
+    _EVENT_FIELDS[_key] = _field
+# The kind of value each key of an XStat field holds (0: not a value field).
+_STAT_KINDS = np.zeros(128, dtype=np.int8)
+for _kind, _key in (
+    (DOUBLE, key(2, 1)),
+    (UINT64, key(3, 0)),
+    (INT64, key(4, 0)),
+    (STR, key(5, 2)),
+    (BYTES, key(6, 2)),
+    (REF, key(7, 0)),
+):
+    _STAT_KINDS[_key] = _kind
+_STAT_KINDS[key(1, 0)] = -1  # the metadata id
+
+
+def _codes(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``table[key]`` for each of ``keys`` (0 for keys past the table)."""
+    return table[np.minimum(keys, len(table) - 1).astype(np.intp)] * (keys < len(table))
+
+
+def _event_table(
+    payloads: list[list[bytes]], wanted: np.ndarray | None
+) -> tuple[EventTable, np.ndarray]:
+    """The table of the events whose encoded messages are ``payloads`` (one list per line), and
+    which of those messages are aggregates (bool, one per message). ``wanted``: the metadata
+    ids of the stats to keep (None: all). Empties ``payloads``."""
+    lengths = np.concatenate(
+        [np.zeros(0, dtype=np.int64)]
+        + [np.fromiter(map(len, events), dtype=np.int64, count=len(events)) for events in payloads]
+    )
+    buf = Buffer(b"".join([b"".join(events) for events in payloads]))
+    payloads.clear()  # each event's bytes are in buf now
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    n = len(lengths)
+    columns = {
+        _METADATA_ID: np.zeros(n, dtype=np.uint64),
+        _OFFSET: np.zeros(n, dtype=np.uint64),
+        _DURATION: np.zeros(n, dtype=np.uint64),
+    }
+    aggregated = np.zeros(n, dtype=bool)
+    stat_rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for r in fields(buf, starts, ends):
+        code = _codes(_EVENT_FIELDS, r.key)
+        first = int(code[0])
+        if (code == first).all():  # the same field in every event: most rounds
+            hits: list[tuple[int, Any]] = [(first, slice(None))]
+        else:
+            hits = [(c, code == c) for c in range(1, 6)]
+        for c, hit in hits:
+            if c in columns:
+                columns[c][r.rows[hit]] = r.value[hit]
+            elif c == _OCCURRENCES:
+                aggregated[r.rows[hit]] = True
+            elif c == _STATS:
+                stat_rows.append((r.rows[hit], r.payload[hit], r.end[hit]))
+    if stat_rows:
+        event, starts, ends = (np.concatenate([s[i] for s in stat_rows]) for i in range(3))
+        stats = _stat_table(buf, event, starts, ends, wanted)
+    else:
+        none = np.zeros(0, dtype=np.int64)
+        stats = _stat_table(buf, none, none, none, wanted)
+    metadata_id, offset, duration = columns[_METADATA_ID], columns[_OFFSET], columns[_DURATION]
+    if aggregated.any():
+        # An aggregate (num_occurrences instead of offset_ps) has no place in time.
+        timed = ~aggregated
+        row = np.cumsum(timed) - 1
+        keep = timed[stats.event]
+        for name in ("event", "metadata_id", "kind", "at"):
+            setattr(stats, name, getattr(stats, name)[keep])
+        stats.event = row[stats.event]
+        metadata_id, offset, duration = metadata_id[timed], offset[timed], duration[timed]
+    table = EventTable(metadata_id, offset.view(np.int64), duration.view(np.int64), stats)
+    return table, aggregated
+
+
+def _stat_table(
+    buf: Buffer,
+    event: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    wanted: np.ndarray | None,
+) -> StatTable:
+    """The table of the stats whose encoded messages are ``buf[starts[i]:ends[i]]``, of the
+    events ``event``; only those whose metadata id is in ``wanted``, unless it is None."""
+    byte = buf.byte
+    # A stat is written as its metadata id (one or two bytes, most often), then one value
+    # field that ends the message.
+    b1, b2 = byte[starts + 1], byte[starts + 2]
+    two = b1 >= 0x80
+    id_end = starts + 2 + two
+    lead = (byte[starts] == key(1, 0)) & (~two | (b2 < 0x80)) & (id_end <= ends)
+    lead_id = np.where(two, (b1 & 0x7F) | (b2.astype(np.uint64) << np.uint64(7)), b1).astype(
+        np.uint64
+    )
+    if wanted is not None:
+        # Stats that begin with an id not wanted are left unparsed.
+        keep = np.flatnonzero(~lead | np.isin(lead_id, wanted))
+        event, starts, ends = event[keep], starts[keep], ends[keep]
+        two, id_end, lead, lead_id = two[keep], id_end[keep], lead[keep], lead_id[keep]
+    n = len(starts)
+    metadata_id = np.zeros(n, dtype=np.uint64)
+    kind = np.zeros(n, dtype=np.int8)
+    at = np.zeros(n, dtype=np.int64)
+    # Stats of that form are read here at once; the others field by field.
+    code = _STAT_KINDS[np.minimum(byte[id_end], 127)] * (byte[id_end] < 128)
+    start = id_end + 1
+    length = ends - start
+    usual = lead & (code > 0) & (length >= 1)
+    double = code == DOUBLE
+    text = (code == STR) | (code == BYTES)
+    number = usual & ~double & ~text
+    fits = np.where(double, length == 8, length == 1 + byte[start].astype(np.int64))
+    fits[text] &= byte[start[text]] < 0x80
+    fits[number] = varint_ends_at(buf, start[number], ends[number])
+    usual &= fits
+    metadata_id[usual] = lead_id[usual]
+    kind[usual] = code[usual]
+    at[usual] = start[usual]
+    other = np.flatnonzero(~usual)
+    for r in fields(buf, starts[other], ends[other]):
+        rows = other[r.rows]
+        code = _codes(_STAT_KINDS, r.key)
+        hit = code == -1
+        metadata_id[rows[hit]] = r.value[hit]
+        hit = code > 0
+        kind[rows[hit]] = code[hit]
+        at[rows[hit]] = r.start[hit]
+    if wanted is not None and other.size:
+        keep = np.flatnonzero(np.isin(metadata_id, wanted))
+        event, metadata_id, kind, at = event[keep], metadata_id[keep], kind[keep], at[keep]
+    return StatTable(event=event, metadata_id=metadata_id, kind=kind, at=at, buffer=buf)
+
+
+def _place_lines(space: XSpace, counts: list[int], aggregated: np.ndarray) -> None:
+    """Give each line and plane its rows of ``space.events`` (``counts``: the events of each
+    line as written, ``aggregated`` marking the aggregates among them)."""
+    events = space.events
+    written = 0
+    row = 0
+    i = 0
+    for plane in space.planes:
+        plane.first = row
+        for line in plane.lines:
+            count = counts[i]
+            i += 1
+            line.aggregated = int(np.count_nonzero(aggregated[written : written + count]))
+            written += count
+            timed = count - line.aggregated
+            line.first = row
+            line.metadata_id = events.metadata_id[row : row + timed]
+            line.offset_ps = events.offset_ps[row : row + timed]
+            line.event_duration_ps = events.duration_ps[row : row + timed]
+            row += timed
+        plane.stop = row

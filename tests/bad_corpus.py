@@ -13,7 +13,9 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import math
 import os
+import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -238,6 +240,40 @@ def _paddle_event(
     i: int, key: str, value: Any, *, in_args: bool = False
 ) -> Callable[[dict[str, Any]], None]:
     return _torch_event(i, key, value, in_args=in_args)
+
+
+def _pb_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _pb(number: int, payload: bytes | int) -> bytes:
+    """A protobuf field: a varint for an int, length-delimited bytes otherwise."""
+    if isinstance(payload, int):
+        return _pb_varint(number << 3) + _pb_varint(payload)
+    return _pb_varint(number << 3 | 2) + _pb_varint(len(payload)) + payload
+
+
+def _xspace(
+    *, step_stat: bytes = _pb(4, 3), op_extra: bytes = b"", line_extra: bytes = b""
+) -> bytes:
+    """A small XLA profile (XSpace): one host thread with a step (``step_num`` given by
+    ``step_stat``, the value field of its stat) and an op inside it."""
+    stat_names = {1: b"step_num", 2: b"correlation_id"}
+    plane = _pb(1, 1) + _pb(2, b"/host:CPU")
+    for key, name in stat_names.items():
+        plane += _pb(5, _pb(1, key) + _pb(2, _pb(1, key) + _pb(2, name)))
+    for key, name in ((1, b"train"), (2, b"dot.1")):
+        plane += _pb(4, _pb(1, key) + _pb(2, _pb(1, key) + _pb(2, name)))
+    step = _pb(1, 1) + _pb(2, 1_000_000) + _pb(3, 5_000_000) + _pb(4, _pb(1, 1) + step_stat)
+    op = _pb(1, 2) + _pb(2, 2_000_000) + _pb(3, 1_000_000) + op_extra
+    line = _pb(1, 7) + _pb(2, b"python") + _pb(3, 10) + _pb(4, step) + _pb(4, op) + line_extra
+    return _pb(1, plane + _pb(3, line))
 
 
 def _cases() -> list[Case]:
@@ -529,6 +565,56 @@ def _cases() -> list[Case]:
             _bytes_file("p_garbage.paddle_trace.pb", lambda: b"garbage\x00\x01 not protobuf"),
             "paddle",
         ),
+        # XLA profiles (TensorFlow and JAX, *.xplane.pb)
+        Case(
+            "x_garbage.xplane.pb",
+            _bytes_file("x_garbage.xplane.pb", lambda: b"garbage\x00\x01 not protobuf"),
+            "not an XSpace protobuf",
+        ),
+        Case("x_empty.xplane.pb", _bytes_file("x_empty.xplane.pb", lambda: b""), "empty"),
+        Case(
+            "x_cut.xplane.pb",
+            _bytes_file("x_cut.xplane.pb", lambda: _xspace()[:-7]),
+            "not an XSpace protobuf",
+        ),
+        Case(
+            "x_no_events.xplane.pb",
+            _bytes_file("x_no_events.xplane.pb", lambda: _pb(1, _pb(2, b"/host:CPU"))),
+            "no timed events",
+        ),
+        Case(
+            "x_offset_2e63.xplane.pb",
+            _bytes_file("x_offset_2e63.xplane.pb", lambda: _xspace(op_extra=_pb(2, BIG - 1))),
+            "offset_ps",
+        ),
+        Case(
+            "x_timestamp_2e63.xplane.pb",
+            _bytes_file("x_timestamp_2e63.xplane.pb", lambda: _xspace(line_extra=_pb(3, BIG - 1))),
+            "timestamp",
+        ),
+        Case(
+            "x_correlation_2e64.xplane.pb",
+            _bytes_file(
+                "x_correlation_2e64.xplane.pb",
+                lambda: _xspace(op_extra=_pb(4, _pb(1, 2) + _pb(3, 2**64 - 1))),
+            ),
+            "correlation_id",
+        ),
+        Case(
+            "x_step_num_inf.xplane.pb",
+            _bytes_file(
+                "x_step_num_inf.xplane.pb",
+                lambda: _xspace(step_stat=_pb_varint(2 << 3 | 1) + struct.pack("<d", math.inf)),
+            ),
+            "step_num",
+        ),
+        Case(
+            "x_stat_cut.xplane.pb",
+            _bytes_file(
+                "x_stat_cut.xplane.pb", lambda: _xspace(op_extra=_pb(4, _pb(1, 2) + b"\x18"))
+            ),
+            "not an XSpace protobuf",
+        ),
         # saved runs with odd metadata or tables
         Case("run_devices_5", _saved_run("run_devices_5", _meta_key("devices", 5)), "devices"),
         Case(
@@ -653,6 +739,7 @@ def _cases() -> list[Case]:
             ),
             None,
         ),
+        Case("g_xla.xplane.pb", _bytes_file("g_xla.xplane.pb", _xspace), None),
         Case("g_run", _saved_run("g_run", None), None),
         Case(
             "g_ms_no_timeline",

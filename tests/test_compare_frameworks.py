@@ -43,7 +43,10 @@ def test_attribution_adds_up_with_little_unattributed(pair):
         for label in ("torch", "paddle"):
             assert body[label].fillna(0).sum() == pytest.approx(table.loc["step", label]), view
         assert body["delta_ns"].sum() == pytest.approx(delta), view
-        assert body["share_pct"].sum() == pytest.approx(100.0), view
+        if comparison.profiled_estimate().significant:
+            assert body["share_pct"].sum() == pytest.approx(100.0), view
+        else:  # within the noise a share of the difference is a share of noise: none shown
+            assert body["share_pct"].isna().all(), view
         if view != "phases":
             # Under 10% of the difference; when the frameworks take nearly the same time (the
             # difference under a tenth of a step), a share of it means little: then under 1%
@@ -162,10 +165,22 @@ def test_verdict_names_the_biggest_causes(pair):
     verdict = comparison.verdict()
     assert verdict.baseline == "torch" and verdict.candidate == "paddle"
     family = comparison.summary("family").set_index("name")
-    top = family.drop(index=["step", "unattributed"]).sort_values("share_pct", ascending=False)
-    assert verdict.causes["family"][0].name == top.index[0]
+    body = family.drop(index=["step", "unattributed"])
     sentence = verdict.sentence()
-    assert "paddle" in sentence and "torch" in sentence and top.index[0] in sentence
+    assert "paddle" in sentence and "torch" in sentence
+    step_delta = family.loc["step", "delta_ns"]
+    if comparison.profiled_estimate().significant:
+        # The rows going the way the step went, largest first, and the largest the other way.
+        same_way = body[np.sign(body["delta_ns"]) == np.sign(step_delta)]
+        top = same_way["delta_ns"].abs().idxmax()
+        assert verdict.causes["family"][0].name == top and top in sentence
+        other_way = body[np.sign(body["delta_ns"]) == -np.sign(step_delta)]
+        other = other_way["delta_ns"].abs().idxmax()
+        if abs(other_way.loc[other, "delta_ns"]) >= 0.02 * abs(step_delta):
+            assert other in sentence and "offsetting part of it" in sentence
+    else:
+        assert "within the noise" in sentence
+        assert all(c.resolvable for c in verdict.causes["family"])
     est = verdict.headline
     assert est.low <= est.ratio <= est.high
     # Both runs carry step-timer times, so the headline is the unprofiled ratio.

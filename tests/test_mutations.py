@@ -1,13 +1,15 @@
-"""Property-based: small real traces (and MindSpore profile folders), mutated by Hypothesis, either load or fail with one
-``TraceError`` line naming the file; whatever loads works in every view, ``advise()`` and the
-exports, with no duration below zero.
+"""Property-based: small real traces (and MindSpore profile folders), mutated by Hypothesis,
+either load or fail with one ``TraceError`` line naming the file; whatever loads works in every
+view, ``advise()`` and the exports, with no duration below zero.
 
 The seeds are small real traces, made once per session: a torch CPU profile and a Paddle CPU
 profile of the demo MLP (two steps each), and, from ../shared/traces, the gloo CPU rank whole
 and the first 3 ms of each step of the A100 rank (kernels, NCCL, copies, flows). A mutation is
 one or two edits of the parsed trace (a field set to an odd value, a field or an event dropped, an
 event repeated, a top-level key set or dropped), written out as JSON (sometimes gzip), or a
-byte-level edit of the file (cut short, a byte changed, bytes inserted).
+byte-level edit of the file (cut short, a byte changed, bytes inserted). Paddle's protobuf
+export and an XLA profile (the JAX CPU profile of tests/data/xla, an XSpace protobuf) are
+mutated through their protobuf messages, or byte by byte.
 
 The default profile (conftest.py) tries 120 mutations of each seed, about a minute in all;
 ``pytest tests/test_mutations.py --hypothesis-profile=perfkit-long`` tries 3,000 of each.
@@ -341,6 +343,154 @@ def test_mutated_pb_export_loads_or_fails_with_one_line(pb_seed, tmp_path, data)
 def test_pb_seed_loads_and_passes_the_checks(pb_seed, tmp_path):
     path = tmp_path / "seed.paddle_trace.pb"
     path.write_bytes(pb_seed)
+    assert len(perfkit_core.load(path).events) > 10
+    assert _check(path) == "loaded"
+
+
+# -- XLA's XSpace (TensorFlow and JAX profiles, *.xplane.pb) ---------------------------------
+
+XLA_PROFILE = Path(__file__).parent / "data" / "xla" / "jax_mlp" / "plugins" / "profile" / "run"
+#: Stats the XLA loader reads, and one it does not.
+XLA_STATS = [
+    "step_num", "correlation_id", "flops", "bytes_transferred", "hlo_op", "hlo_module",
+    "program_id", "tf_op", "perfkit", "input_shapes", "_c",
+]  # fmt: skip
+XLA_NAMES = [
+    "train", "dot.1", "$x.py:1 f", "PjitFunction(f)", "Iterator::Map", "a/b:MatMul",
+    "all-reduce.1", "MemcpyHtoD", "end: x", "",
+]  # fmt: skip
+XLA_PLANES = ["/host:CPU", "/device:GPU:0", "/device:TPU:1", "/host:metadata", "Task Environment"]
+XLA_LINES = ["python", "Stream #1", "XLA Ops", "XLA Modules", "tf_data_x", ""]
+
+
+def _pb_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _pb_field(number: int, wire: int, payload: bytes) -> bytes:
+    if wire == 2:
+        payload = _pb_varint(len(payload)) + payload
+    return _pb_varint(number << 3 | wire) + payload
+
+
+@pytest.fixture(scope="module")
+def xplane_seed() -> bytes:
+    """The real JAX CPU profile of tests/data/xla (no jax needed to read it), each line cut to
+    its first 120 events: the same planes, metadata and HLO protos, a quicker load."""
+    pytest.importorskip("perfkit_xla")
+    from perfkit_xla.protos import message_class
+
+    space = message_class("XSpace")()
+    space.ParseFromString((XLA_PROFILE / "mlp.xplane.pb").read_bytes())
+    for plane in space.planes:
+        for line in plane.lines:
+            del line.events[120:]
+    return space.SerializeToString()
+
+
+def _stat_payload(data: st.DataObject, ids: list[int]) -> bytes:
+    """An XStat of one of ``ids`` with an odd value of any kind."""
+    import struct
+
+    value = data.draw(
+        st.one_of(
+            st.sampled_from(PB_NUMBERS).map(lambda v: _pb_field(3, 0, _pb_varint(v))),
+            st.sampled_from([-1, -(2**63), 2**63 - 1]).map(
+                lambda v: _pb_field(4, 0, _pb_varint(v))
+            ),
+            st.sampled_from(ODD_NUMBERS).map(
+                lambda v: _pb_field(2, 1, struct.pack("<d", float(v)))
+            ),
+            st.sampled_from([*PB_TEXT, "user", "12", "[[3]]"]).map(
+                lambda t: _pb_field(5, 2, t.encode())
+            ),
+            st.binary(max_size=6).map(lambda b: _pb_field(6, 2, b)),
+            st.sampled_from([*ids, 0, 2**40]).map(lambda v: _pb_field(7, 0, _pb_varint(v))),
+        )
+    )
+    return _pb_field(1, 0, _pb_varint(data.draw(st.sampled_from([*ids, 0, 999])))) + value
+
+
+def _mutated_xplane(data: st.DataObject, raw: bytes) -> bytes:
+    """One or two edits of the profile (an event's metadata id, offset or duration set to an
+    odd value, an odd stat added, an event made an aggregate, dropped or repeated, a line's
+    timestamp, id or name, a plane's name, an event name, an HLO proto cut short), or a
+    byte-level edit of the file. Fields are edited by appending them: the last one counts."""
+    from perfkit_xla.protos import message_class
+
+    if data.draw(st.integers(0, 3)) == 0:  # byte level, one time in four
+        return _byte_edit(data, raw)
+    space = message_class("XSpace")()
+    space.ParseFromString(raw)
+    pick = data.draw(st.randoms(use_true_random=False))
+    for _ in range(data.draw(st.integers(1, 2))):
+        plane = pick.choice(list(space.planes))
+        ids = [e.key for e in plane.stat_metadata if e.value.name.decode() in XLA_STATS]
+        lines = [line for line in plane.lines if len(line.events)]
+        kind = data.draw(
+            st.sampled_from(
+                ["event", "event", "stat", "stat", "drop", "repeat", "line", "plane", "name", "hlo"]
+            )
+        )
+        if kind in ("event", "stat", "drop", "repeat") and lines:
+            line = pick.choice(lines)
+            index = pick.randrange(len(line.events))
+            if kind == "event":
+                number = data.draw(st.sampled_from([1, 2, 3, 5]))
+                value = data.draw(st.sampled_from(PB_NUMBERS))
+                line.events[index] += _pb_field(number, 0, _pb_varint(value))
+            elif kind == "stat":
+                if not ids or data.draw(st.booleans()):  # a stat name the plane did not have
+                    name = data.draw(st.sampled_from(XLA_STATS))
+                    new_id = 5000 + len(plane.stat_metadata)
+                    entry = plane.stat_metadata.add(key=new_id)
+                    entry.value.id, entry.value.name = new_id, name.encode()
+                    ids.append(new_id)
+                line.events[index] += _pb_field(4, 2, _stat_payload(data, ids))
+            elif kind == "drop":
+                del line.events[index]
+            else:
+                line.events.append(line.events[index])
+        elif kind == "line" and plane.lines:
+            line = pick.choice(list(plane.lines))
+            what = data.draw(st.sampled_from(["timestamp_ns", "id", "name"]))
+            if what == "name":
+                line.name = data.draw(st.sampled_from(XLA_LINES)).encode()
+            else:
+                value = data.draw(st.sampled_from([*PB_NUMBERS, -1, -(2**63)]))
+                setattr(line, what, value - 2**64 if value >= 2**63 else value)
+        elif kind == "plane":
+            plane.name = data.draw(st.sampled_from(XLA_PLANES)).encode()
+        elif kind == "name" and len(plane.event_metadata):
+            entry = pick.choice(list(plane.event_metadata))
+            entry.value.name = data.draw(st.sampled_from(XLA_NAMES)).encode()
+        elif kind == "hlo":
+            protos = [
+                s for e in plane.event_metadata for s in e.value.stats if s.HasField("bytes_value")
+            ]
+            if protos:
+                proto = pick.choice(protos)
+                proto.bytes_value = _byte_edit(data, proto.bytes_value)
+    return space.SerializeToString()
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_xplane_loads_or_fails_with_one_line(xplane_seed, tmp_path, data):
+    path = tmp_path / "mutated.xplane.pb"
+    path.write_bytes(_mutated_xplane(data, xplane_seed))
+    note_outcome(_check(path))
+
+
+def test_xplane_seed_loads_and_passes_the_checks(xplane_seed, tmp_path):
+    path = tmp_path / "seed.xplane.pb"
+    path.write_bytes(xplane_seed)
     assert len(perfkit_core.load(path).events) > 10
     assert _check(path) == "loaded"
 

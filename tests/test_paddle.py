@@ -271,7 +271,7 @@ def _gpu_shaped_pb(path):
     rt.device_nodes.add()  # a device node Paddle's writer leaves empty
     mem = op.mem_nodes.add().mem_event
     mem.timestamp_ns, mem.type, mem.process_id, mem.thread_id = 2_500, 0, 1, 7
-    mem.increase_bytes, mem.place = 2048, "Place(gpu:0)"
+    mem.increase_bytes, mem.place, mem.addr = 2048, "Place(gpu:0)", 0x7F00_0000_1000
     mem.current_allocated, mem.current_reserved = 8192, 16384
     path.write_bytes(m.SerializeToString())
     return path
@@ -315,6 +315,7 @@ def test_pb_reader_reads_device_work_shapes_and_memory(tmp_path):
     memory = run.events[run.events["kind"] == "memory"].iloc[0]
     assert (memory["device_type"], memory["device_index"], memory["bytes"]) == ("gpu", 0, 2048.0)
     assert (memory["allocated_bytes"], memory["reserved_bytes"]) == (8192.0, 16384.0)
+    assert memory["address"] == 0x7F00_0000_1000
     assert ev.loc["ProfileStep#3", "step"] == 3
 
 

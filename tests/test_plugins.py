@@ -33,6 +33,7 @@ TESTED_BY = {
     "perfkit_trace_rank": "test_trace_rank_hook_picks_the_file_of_a_rank",
     "perfkit_canonical_op": "test_canonical_op_hook_lines_up_frameworks",
     "perfkit_profiler_recording": "test_profiler_recording_hook_tells_profiled_steps",
+    "perfkit_op_cost": "test_op_cost_hook_gives_a_custom_ops_formula",
 }
 
 
@@ -538,3 +539,50 @@ def test_profiler_recording_hook_tells_profiled_steps():
     with other.step():
         pass
     assert other.unknown_ns and not other.profiled_ns and not other.unprofiled_ns
+
+
+def test_op_cost_hook_gives_a_custom_ops_formula(tmp_path):
+    """A plugin gives the FLOPs and bytes of an op no adapter knows (a custom kernel), and,
+    asked first (``tryfirst``), replaces an adapter's formula; unregistered, both are gone."""
+    from perfkit_core.views import OpCost, gemm_cost
+
+    def op(name, ts, dims):
+        return {
+            "ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 4,
+            "args": {"Input Dims": dims, "Input type": ["float"] * len(dims)},
+        }  # fmt: skip
+
+    path = tmp_path / "custom.json"
+    steps = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
+         "ts": 10 * i, "dur": 10}
+        for i in range(2)
+    ]  # fmt: skip
+    ops = [op("mylib::fused_gelu", 10 * i + 1, [[8, 64]]) for i in range(2)]
+    ops += [op("aten::mm", 10 * i + 5, [[8, 64], [64, 4]]) for i in range(2)]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": steps + ops}))
+
+    class CustomKernels:
+        @hookimpl(tryfirst=True)
+        def perfkit_op_cost(self, call, framework):
+            if call.name == "mylib::fused_gelu":
+                (shape,) = call.inputs.shapes
+                return OpCost(8.0 * shape[0] * shape[1], 8.0 * shape[0] * shape[1], "elementwise")
+            if call.name == "aten::mm":  # count the bias this library adds
+                a, b = call.inputs.tensor(0), call.inputs.tensor(1)
+                cost = gemm_cost(a[0], b[1], a[1], "float")
+                return OpCost(cost.flops + a[0] * b[1], cost.bytes, "gemm", "fp32", cost.gemm)
+            return None
+
+    pm = plugins.get_plugin_manager()
+    plugin = CustomKernels()
+    pm.register(plugin, name="custom-kernels")
+    try:
+        view = perfkit_core.load(path).summary("roofline").set_index("name")
+        assert view.loc["mylib::fused_gelu", "gflops"] * 1e9 == 8 * 8 * 64
+        assert view.loc["aten::mm", "gflops"] * 1e9 == 2 * 8 * 4 * 64 + 8 * 4
+    finally:
+        pm.unregister(plugin)
+    view = perfkit_core.load(path).summary("roofline").set_index("name")
+    assert "mylib::fused_gelu" not in view.index
+    assert view.loc["aten::mm", "gflops"] * 1e9 == 2 * 8 * 4 * 64

@@ -31,8 +31,7 @@ FINDING_FIELDS: dict[str, str] = {
     "title": "one line saying what was found, with the key figure",
     "severity": "`high`, `medium` or `low`; computed from the saving (below) when the rule "
     "leaves it empty",
-    "saving_ns": "estimated time the change would save at best, in ns per step (never "
-    "negative)",
+    "saving_ns": "estimated time the change would save at best, in ns per step (never negative)",
     "evidence": "the figures behind the finding (times in ns, per step where the key says "
     "`_per_step_ns`; shares in percent); perfkit adds `step_time_ns` (the mean step) and `steps`",
     "remedy": "what to change, with code in the run's framework",
@@ -104,6 +103,10 @@ def constant_value(name: str, value: float) -> str:
         return f"{value:g} per step"
     if name.endswith("_PERCENTILE"):
         return f"the {value:g}th percentile"
+    if name.endswith("_ELEMENTS"):
+        return f"{value:g} elements"
+    if name.endswith("_OPS"):
+        return f"{value:g} ops"
     raise DocsError(f"no unit known for the advice constant {name}; name it *_PCT, *_NS, ...")
 
 

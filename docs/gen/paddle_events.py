@@ -47,6 +47,7 @@ ARG_COLUMNS: dict[str, tuple[str, ...]] = {
     "increase_bytes": ("bytes",),
     "current_allocated": ("allocated_bytes",),
     "current_reserved": ("reserved_bytes",),
+    "addr": ("address",),
     "place": ("device_type", "device_index"),
     "registers": ("registers",),
     "shared_memory": ("shared_memory",),

@@ -18,7 +18,8 @@ STEP_NS = 1_000_000
 
 #: One step: (kind, name, category, start in the step (ns), duration (ns), other columns).
 #: ``corr`` is the correlation id within the step; events with a ``stream`` ran on GPU 0,
-#: memory events record GPU 0 memory, everything else ran on host thread 1.
+#: memory events record GPU 0 memory (unless they say otherwise), everything else ran on host
+#: thread 1.
 STEP: tuple[tuple[str, str, str, int, int, dict[str, Any]], ...] = (
     ("step", "ProfilerStep#{step}", "user_annotation", 0, 1_000_000, {}),
     (
@@ -30,6 +31,23 @@ STEP: tuple[tuple[str, str, str, int, int, dict[str, Any]], ...] = (
         {},
     ),
     ("operator", "aten::copy_", "cpu_op", 120_000, 25_000, {}),
+    # Host memory as torch before 1.10 records it: no address, no allocator totals.
+    (
+        "memory",
+        "[memory]",
+        "cpu_instant_event",
+        121_000,
+        0,
+        {"bytes": 4096.0, "device_type": "cpu", "device_index": -1},
+    ),
+    (
+        "memory",
+        "[memory]",
+        "cpu_instant_event",
+        144_000,
+        0,
+        {"bytes": -4096.0, "device_type": "cpu", "device_index": -1},
+    ),
     ("runtime", "cudaMemcpyAsync", "cuda_runtime", 125_000, 15_000, {"corr": 2}),
     (
         "memcpy",
@@ -47,7 +65,12 @@ STEP: tuple[tuple[str, str, str, int, int, dict[str, Any]], ...] = (
         "cpu_instant_event",
         170_000,
         0,
-        {"bytes": 65536.0, "allocated_bytes": 1048576.0, "reserved_bytes": 2097152.0},
+        {
+            "bytes": 65536.0,
+            "allocated_bytes": 1048576.0,
+            "reserved_bytes": 2097152.0,
+            "address": 0x7F00_0001_0000,
+        },
     ),
     ("runtime", "cudaLaunchKernel", "cuda_runtime", 200_000, 10_000, {"corr": 1}),
     (
@@ -115,7 +138,12 @@ STEP: tuple[tuple[str, str, str, int, int, dict[str, Any]], ...] = (
         "cpu_instant_event",
         880_000,
         0,
-        {"bytes": -65536.0, "allocated_bytes": 983040.0, "reserved_bytes": 2097152.0},
+        {
+            "bytes": -65536.0,
+            "allocated_bytes": 983040.0,
+            "reserved_bytes": 2097152.0,
+            "address": 0x7F00_0001_0000,
+        },
     ),
 )
 

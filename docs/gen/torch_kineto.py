@@ -19,6 +19,7 @@ ARG_COLUMNS: dict[str, str] = {
     "sequence": "sequence",
     "input_dims": "input_shapes",
     "input_type": "input_dtypes",
+    "input_values": "input_values",
     "call_stack": "stack",
     "flops": "flops",
     "device": "device_index",
@@ -34,6 +35,7 @@ ARG_COLUMNS: dict[str, str] = {
     "mem_bytes": "bytes",
     "total_allocated": "allocated_bytes",
     "total_reserved": "reserved_bytes",
+    "mem_addr": "address",
 }
 
 #: The name rules of ``classify``, in the order it applies them: (the rule, the kind it gives,

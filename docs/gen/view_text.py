@@ -225,6 +225,49 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "left out; NaN when none recorded one",
         "tensor_cores": "whether the name marks a tensor-core kernel (below)",
     },
+    "roofline": {
+        "name": "op name as recorded (`aten::addmm`, `matmul dygraph`, `dot.4`); with "
+        "`by='family'` the op family, with `by='layer'` the layer span (`(no layer)` outside "
+        "layers)",
+        "input_shapes": "input shapes as recorded (only with `by='shape'`)",
+        "precision": "the precision the op's math ran in: the dtype's (`fp32`, `bf16`, ...), "
+        "with ` tensor` when most of its device time ran on tensor-core kernels (`tf32 "
+        "tensor`: fp32 on tensor cores); not with `by='family'` or `by='layer'`",
+        "calls_per_step": "calls per step",
+        "time_ns": "device time per step of everything the op launched (its host time on runs "
+        "without device work)",
+        "step_pct": "share of the mean step (`% of step`)",
+        "gflops": "floating-point operations per step from the performance model, in 10⁹ FLOP "
+        "(the profiler's own count for ops the model does not know)",
+        "moved_bytes": "bytes read and written in device memory per step, from the model (each input "
+        "read once, each output written once); NaN when unknown",
+        "intensity_flop_per_byte": "arithmetic intensity: FLOPs over bytes",
+        "achieved_tflops_per_s": "FLOPs over time, in 10¹² FLOP per second",
+        "achieved_tb_per_s": "bytes over time, in 10¹² bytes per second",
+        "peak_tflops_per_s": "the device's peak FLOP rate of the row's precision "
+        "(`perfkit peaks --devices`; `--peak-tflops` when given); NaN for families and layers, "
+        "which mix precisions, and without peaks",
+        "peak_tb_per_s": "the device's peak memory bandwidth",
+        "bound_time_ns": "time per step at the roofline: each call's larger of FLOPs over the "
+        "peak FLOP rate and bytes over the peak bandwidth, summed",
+        "roofline_pct": "`bound_time_ns` as a share of `time_ns` (`% of roofline bound`): "
+        "100 runs at the roofline; equals the achieved FLOP rate as a share of the attainable "
+        "rate at the op's intensity",
+        "bound": "what bounds the op: `compute` (its FLOPs take longer at peak than its "
+        "bytes), `memory`, or `latency` (a call's bound time under 5 us: launch and ramp-up "
+        "set its time); for a group, the bound of most of its time",
+        "headroom_ns": "time per step above the bound (`time_ns` - `bound_time_ns`, at least 0)",
+    },
+    "mfu": {
+        "name": "`step N`, then `mean` (all steps' model FLOPs over their time); `profiled "
+        "span` when no steps were recorded",
+        "dur_ns": "the step's time, stretched over the device work it launched",
+        "model_gflops": "the step's model FLOPs: GEMMs, convolutions, attention and recurrent "
+        "layers, forward and backward, in 10⁹ FLOP",
+        "achieved_tflops_per_s": "model FLOPs over the step's time",
+        "peak_tflops_per_s": "the device's peak of the precision that carried most model FLOPs",
+        "mfu_pct": "model FLOPs utilisation: the achieved rate as a share of that peak",
+    },
     "memcpy": {
         "name": "the row's operation, direction, host memory and launch joined "
         "(`Memcpy HtoD pageable async`)",
@@ -243,32 +286,50 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "gb_per_s": "achieved bandwidth: `bytes` over `gpu_total_ns`",
     },
     "memory": {
-        "name": "`by='op'`: the host event enclosing the memory event (`(outside any op)` for "
-        "none); `by='device'`: the device",
-        "device": "`gpu:0`, `cpu`, ... (only with `by='op'`)",
-        "allocations": "allocation events",
-        "frees": "free events",
-        "allocated_bytes": "summed bytes allocated",
-        "freed_bytes": "summed bytes freed",
-        "net_bytes": "allocated less freed (only with `by='op'`)",
+        "name": "`by='op'`: the op that made the allocations and frees: the innermost host event "
+        "enclosing them that is not a step span (`(outside any op)` for none); `by='device'`: "
+        "the device; `by='step'`: `step <n>`",
+        "device": "`gpu:0`, `cpu`, ... (with `by='op'` and `by='step'`)",
+        "allocations": "allocation events per step (events inside the steps, over the number "
+        "of steps; with `by='step'`: in that step)",
+        "allocated_bytes": "bytes allocated per step (as `allocations`)",
+        "freed_later_bytes": "of `allocated_bytes`, the bytes freed again before the profile "
+        "ended, by this or any other op (only with `by='op'`)",
+        "held_bytes": "bytes allocated during the profile (by the op, with `by='op'`) and not "
+        "freed by its end; not per step (with `by='op'` and `by='device'`)",
+        "frees": "free events per step, whoever allocated the memory (as `allocations`)",
+        "freed_bytes": "bytes freed per step, whoever allocated them (as `allocations`)",
         "peak_allocated_bytes": "largest allocator total of allocated bytes after any event "
-        "(only with `by='device'`)",
-        "peak_reserved_bytes": "largest allocator total of reserved bytes after any event (only "
-        "with `by='device'`)",
+        "(of the profile, or of the step); NaN when the profiler recorded no totals (torch "
+        "before 1.10) (with `by='device'` and `by='step'`)",
+        "peak_reserved_bytes": "largest allocator total of reserved bytes after any event, as "
+        "`peak_allocated_bytes`",
+        "peak_above_start_bytes": "largest level of bytes allocated less freed since the start "
+        "of the profile (of the profile, or of the step): the peak counted from the events "
+        "alone, without the memory held before the profile started (with `by='device'` and "
+        "`by='step'`)",
     },
     "memory_timeline": {
-        "name": "start of the time slice, from the first event (`12.5 ms`)",
-        "offset_ns": "start of the time slice, from the first event",
-        "slice": "number of the time slice, from 0 (a job's ranks are lined up by it)",
-        "<device>_peak_allocated_bytes": "one column per device (`gpu:0_peak_allocated_bytes`): "
-        "the largest allocator total of allocated bytes seen in the slice; NaN when the device "
-        "had no memory event in it",
+        "name": "the slice: `step 7 (2/4)` (the second of four slices of step 7), `step 7` "
+        "with one slice per step; `12.5 ms` (its start) when no steps were recorded",
+        "offset_ns": "start of the slice, from the start of the first slice",
+        "dur_ns": "length of the slice",
+        "slice": "number of the slice, from 0 (a job's ranks are lined up by it)",
+        "<device>_peak_allocated_bytes": "one column per device (`gpu:0_peak_allocated_bytes`) "
+        "whose memory events record the allocator's totals: the highest total of allocated "
+        "bytes in the slice, the total it started with included (a total holds until the next "
+        "event)",
+        "<device>_peak_above_start_bytes": "one column per device (`gpu:0_peak_above_start_"
+        "bytes`) whose memory events record no totals (torch before 1.10): the highest level "
+        "of bytes allocated less freed since the start of the profile, in the slice",
     },
     "device_timeline": {
-        "name": "start of the time slice, from the first recorded work (`12.5 ms`)",
-        "offset_ns": "start of the time slice, from the first recorded work",
+        "name": "the slice, as in `memory_timeline`",
+        "offset_ns": "start of the slice, from the start of the first slice",
+        "dur_ns": "length of the slice",
+        "slice": "number of the slice, from 0",
         "<device>_busy_pct": "one column per device (`gpu:0_busy_pct`): the share of the slice "
-        "the device ran kernels, copies or sets, overlaps merged",
+        "the device ran kernels, copies or sets, overlaps merged (% of the slice)",
     },
     "distributed": {
         "name": "`step`, `communication`, `computation`, `overlap` per rank (with ` (rank <r>)` "
@@ -346,7 +407,11 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
 }
 
 #: Columns whose name holds a device: the pattern that finds them, and the generic name.
-DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = ("_peak_allocated_bytes", "_busy_pct")
+DEVICE_COLUMN_SUFFIXES: tuple[str, ...] = (
+    "_peak_allocated_bytes",
+    "_peak_above_start_bytes",
+    "_busy_pct",
+)
 #: Columns that end like a per-device column but are one figure of their own.
 NOT_DEVICE_COLUMNS: frozenset[str] = frozenset({"gpu_busy_pct"})
 
@@ -364,9 +429,10 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     "overview": ({"by": "category"},),
     "kernel": ({"by_operator": True},),
     "breakdown": ({"per_step": True},),
-    "memory": ({"by": "device"},),
+    "memory": ({"by": "device"}, {"by": "step"}),
     "benchmark": ({"batch_size": 32},),
     "collectives": ({"by": "rank"},),
+    "roofline": ({"by": "shape"}, {"by": "family"}, {"by": "layer"}),
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
@@ -393,13 +459,20 @@ OPTION_MEANINGS: dict[object, str] = {
     "kernel wait (HTA's `consecutive_kernel_delay`)",
     ("overview", "by"): "`'kind'`: one row per event kind; `'category'`: one row per native "
     "category (Paddle's TracerEventType names, Kineto's `cat`)",
-    ("memory", "by"): "`'op'`: one row per enclosing host event and device; `'device'`: one "
-    "row per device with peaks",
+    ("memory", "by"): "`'op'`: one row per op and device; `'device'`: one row per device with "
+    "its peaks; `'step'`: one row per step and device with the step's peaks",
     ("collectives", "by"): "`'collective'`: one row per collective, process group and size; "
     "`'rank'`: one row per collective and rank",
     "warmup": "steps left out at the start of each rank (default: see *Warm-up* below)",
     "batch_size": "samples per step; adds the `ips_samples` row",
-    "slices": "number of equal time slices the profile is cut into",
+    "slices": "about how many time slices: each step is cut into `round(slices / steps)` "
+    "equal slices (at least one), so slices line up with the steps; without steps, the "
+    "profile is cut into `slices` equal slices",
+    ("roofline", "by"): "`'op'`: one row per op name and precision; `'shape'`: per op, input "
+    "shapes and precision; `'family'`: per op family; `'layer'`: per layer span",
+    "peak_tflops": "peak TFLOP/s to measure every op against, for every precision (default: "
+    "the device's datasheet peaks, or this machine's from `perfkit peaks` on a CPU run)",
+    "peak_bandwidth": "peak memory bandwidth in TB/s (default: as `peak_tflops`)",
 }
 
 #: What each unit a column name can give means, and how the text report writes it
@@ -409,7 +482,8 @@ UNIT_TEXT: dict[str, tuple[str, str]] = {
     "pct": ("percent, 0 to 100", "two decimals, `(%)` in the header"),
     "bytes": ("bytes", "whole bytes"),
     "rate": (
-        "per second: `gb_per_s` in 10⁹ bytes, `gflops_per_s` in 10⁹ floating-point operations",
-        "headers `GB/s` and `GFLOP/s`",
+        "per second: `gb_per_s` in 10⁹ bytes, `gflops_per_s` in 10⁹ floating-point "
+        "operations, `tflops_per_s` in 10¹² floating-point operations, `tb_per_s` in 10¹² bytes",
+        "headers `GB/s`, `GFLOP/s`, `TFLOP/s` and `TB/s`",
     ),
 }

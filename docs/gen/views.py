@@ -4,8 +4,10 @@ view returns on a synthetic run (``synthetic.py``), described by ``view_text.py`
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
+import textwrap
 from functools import cache
 from typing import Any
 
@@ -26,7 +28,7 @@ from perfkit_core import cli
 from perfkit_core.report.format import column_label, column_unit, header_label
 from perfkit_core.views import ViewSpec, attribution, phases, registered_views, step_time, steps
 from perfkit_core.views.operators import host_event_table
-from perfkit_core.views.registry import REPORT_VIEW_OPTIONS, view_options
+from perfkit_core.views.registry import view_options
 
 #: perfkit's own packages: the views they register are documented (a third party's are not).
 OWN_PACKAGES = (
@@ -61,12 +63,20 @@ def view_parameters(spec: ViewSpec) -> list[inspect.Parameter]:
 
 @cache
 def cli_view_options() -> dict[str, str]:
-    """Options ``perfkit report`` hands to the views: view option -> command-line flag, from
-    ``perfkit_core.views.registry.REPORT_VIEW_OPTIONS``, the list the command reads."""
-    source = inspect.getsource(cli.report.callback)
-    if "REPORT_VIEW_OPTIONS" not in source:
-        raise DocsError("perfkit_core.cli.report no longer reads REPORT_VIEW_OPTIONS")
-    keys = list(REPORT_VIEW_OPTIONS)
+    """Options ``perfkit report`` hands to the views: view option -> command-line flag, read
+    from the ``requested`` dict in ``perfkit_core.cli.report`` so a new one is found."""
+    callback = cli.report.callback
+    tree = ast.parse(textwrap.dedent(inspect.getsource(callback)))
+    keys: list[str] = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "requested" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+    if not keys:
+        raise DocsError("no `requested = {...}` in perfkit_core.cli.report any more")
     flags = {p.name: p for p in cli.report.params}
     missing = [key for key in keys if key not in flags]
     if missing:
@@ -126,6 +136,13 @@ def column_rows(name: str) -> list[list[str]]:
     order: list[str] = []
     for _label, columns in shapes:
         order += [c for c in columns if c not in order]
+    # Header labels the view states (``frame.attrs["labels"]``), device columns generic.
+    stated: dict[str, str] = {}
+    for _label, frame in computed(name):
+        for column, text in (frame.attrs.get("labels") or {}).items():
+            generic = generic_column(column)
+            device = column[: len(column) - len(generic) + len("<device>")]
+            stated.setdefault(generic, text.replace(device, "<device>", 1) if device else text)
     meanings = VIEW_COLUMNS.get(name, {})
     stale = set(meanings) - set(order)
     if stale:
@@ -139,7 +156,7 @@ def column_rows(name: str) -> list[list[str]]:
         if len(present) < len(shapes) and "(only with" not in meaning:
             meaning += " (only with " + "; ".join(code(p) for p in present) + ")"
         unit = column_unit(column)
-        header = header_label(column_label(column), unit, "ms")
+        header = header_label(stated.get(column) or column_label(column), unit, "ms")
         rows.append([code(column), "" if unit == "text" else unit, header, meaning])
     return rows
 
@@ -272,7 +289,10 @@ def phase_rules() -> str:
     that they add up to the step on a synthetic run."""
     run = synthetic.default_run()
     times = step_time.phase_times(run)
-    if not times.empty and (times[list(step_time.PHASE_COLUMNS)].sum(axis=1) - times["step_ns"]).abs().max() > 1:
+    if (
+        not times.empty
+        and (times[list(step_time.PHASE_COLUMNS)].sum(axis=1) - times["step_ns"]).abs().max() > 1
+    ):
         raise DocsError("the phases of a step no longer add up to the step")
     doc = inspect.getdoc(attribution) or ""
     part = doc.split("Phases, one definition for every framework:", 1)[1].split("\n\n", 2)[1]

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.comparison.keys import TOTAL, slice_keys
+from perfkit_core.comparison.rows import per_step_values
 from perfkit_core.views.attribution import PHASES, UNATTRIBUTED
 
 if TYPE_CHECKING:
@@ -26,50 +28,23 @@ if TYPE_CHECKING:
 ATTRIBUTION_VIEWS = ("phases", "family", "layers", "user", "ops")
 #: An op whose time changes by less than this share of its baseline time is ``same``.
 SAME_PCT = 5.0
-#: The total row's name.
-TOTAL = "step"
-NO_LAYER = "(no layer)"
-NOT_ANNOTATED = "(not annotated)"
 
 
-def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
-    """The row name each slice counts under in ``view``."""
-
-    def col(name: str) -> np.ndarray:
-        column = slices[name]
-        if hasattr(column, "cat"):
-            cats = np.append(np.asarray(column.cat.categories, dtype=object), "").astype(str)
-            return cats[column.cat.codes.to_numpy()]
-        return np.asarray(column, dtype=object).astype(str)
-
-    fam = col("family")
-    direction = col("direction")
-    unattributed = fam == UNATTRIBUTED
-
-    def with_direction(base: np.ndarray) -> np.ndarray:
-        # np.char.add, not +: numpy 1.x has no + for string arrays (MindSpore needs numpy<2).
-        suffix = np.where(direction != "", np.char.add(np.char.add(" (", direction), ")"), "")
-        return np.char.add(base.astype(str), suffix.astype(str))
-
-    if view == "phases":
-        return col("phase")
-    if view == "family":
-        keys = with_direction(fam)
-    elif view == "ops":
-        keys = with_direction(col("op"))
-    elif view == "layers":
-        layer = col("layer")
-        keys = np.where(layer != "", layer, np.char.add(NO_LAYER + " ", col("phase")))
-    elif view == "user":
-        user = col("user")
-        keys = np.where(user != "", user, NOT_ANNOTATED)
-    else:
-        raise KeyError(f"unknown attribution view {view!r}")
-    return np.where(unattributed, UNATTRIBUTED, keys)
-
-
-def per_run_totals(comparison: Comparison, view: str) -> list[dict[str, float]]:
-    """For each run, time per step (or sample) of every row of ``view``, and ``TOTAL``."""
+def per_run_totals(
+    comparison: Comparison, view: str, time: str = "host"
+) -> list[dict[str, float]]:
+    """For each run, time per step (or sample) of every row of ``view``, and ``TOTAL``:
+    wall time on the training thread (``time="host"``; the rows add up to the step), or the
+    kernel time each row launched (``time="device"``; ``TOTAL`` is then the kernel time the
+    steps launched)."""
+    if time == "device":
+        out = []
+        for i in range(len(comparison.runs)):
+            per_step = per_step_values(comparison, i, view, "device")
+            means = {str(k): float(v) for k, v in per_step.mean(axis=0).items()}
+            means[TOTAL] = float(sum(means.values()))
+            out.append(means)
+        return out
     out = []
     for i in range(len(comparison.runs)):
         slices = comparison.slices(i)
@@ -99,25 +74,30 @@ def _order(names: list[str], delta: dict[str, float]) -> list[str]:
     return [TOTAL, *body, *tail]
 
 
-def attribution_table(comparison: Comparison, view: str, *, top: int | None = None) -> pd.DataFrame:
+def attribution_table(
+    comparison: Comparison, view: str, *, top: int | None = None, time: str = "host"
+) -> pd.DataFrame:
     """The comparison table of ``view`` (one of ``ATTRIBUTION_VIEWS``): ``name``, one column
     per run (its label; ns per step or sample; NaN where the run has no such row), ``delta_ns``
-    (last run minus first) and ``share_pct`` (of the step row's delta). ``ops`` adds per run
+    (last run minus first) and ``share_pct`` (of the step row's delta; NaN throughout when the
+    runs' steps do not differ beyond their noise, as shares of noise mean nothing).
+    ``time="device"``: the kernel time each row launched, the ``step`` row being the kernel time
+    the steps launched (runs with device work). ``ops`` adds per run
     ``<label> calls`` (calls per step or sample) and ``<label> ops`` (the native ops behind the
     row, largest first), and ``status``. Rows: ``step`` first, then by contribution to the
     difference (its size, either way), ``unattributed`` last (not in ``phases``). With ``top``, rows past the first
     ``top`` are summed into one ``(N more rows)`` row, so the table still adds up."""
     import pandas as pd
 
-    cached = comparison.cache.get(("table", view, top))
+    cached = comparison.cache.get(("table", view, top, time))
     if cached is not None:
         return cached.copy()
-    per_run = per_run_totals(comparison, view)
+    per_run = per_run_totals(comparison, view, time)
     labels = comparison.labels
     names = sorted({k for values in per_run for k in values})
     if view == "phases":
         names = [TOTAL, *[p for p in PHASES if any(p in v for v in per_run)]]
-    if view != "phases" and UNATTRIBUTED not in names:
+    if view != "phases" and UNATTRIBUTED not in names and time == "host":
         names.append(UNATTRIBUTED)
         for values in per_run:
             values[UNATTRIBUTED] = 0.0
@@ -137,19 +117,27 @@ def attribution_table(comparison: Comparison, view: str, *, top: int | None = No
     for label, values in zip(labels, per_run, strict=True):
         frame[label] = [values.get(n, math.nan) for n in names]
     frame["delta_ns"] = [delta[n] for n in names]
+    significant = comparison.profiled_estimate().significant
     frame["share_pct"] = [
-        100.0 * delta[n] / total_delta if total_delta else math.nan for n in names
+        100.0 * delta[n] / total_delta if total_delta and significant else math.nan
+        for n in names
     ]
-    if view == "ops":
+    if view == "ops" and time == "host":
         _add_op_detail(comparison, frame)
     if view == "layers":
-        frame["name"] = [_layer_labels(comparison).get(n, n) for n in names]
-    frame.attrs["note"] = _note(comparison, view)
-    comparison.cache[("table", view, top)] = frame
+        frame["name"] = [layer_labels(comparison).get(n, n) for n in names]
+    notes = [_note(comparison, view, time)]
+    if not significant:
+        notes.append(
+            "no shares: the steps do not differ beyond their noise, so a share of the "
+            "difference would be a share of noise"
+        )
+    frame.attrs["note"] = "; ".join(notes)
+    comparison.cache[("table", view, top, time)] = frame
     return frame.copy()
 
 
-def _layer_labels(comparison: Comparison) -> dict[str, str]:
+def layer_labels(comparison: Comparison) -> dict[str, str]:
     """Layer key -> the label the first run that has the layer gives it."""
     labels: dict[str, str] = {}
     for i in range(len(comparison.runs)):
@@ -206,11 +194,17 @@ def _add_op_detail(comparison: Comparison, frame: pd.DataFrame) -> None:
     frame["status"] = status
 
 
-def _note(comparison: Comparison, view: str) -> str:
+def _note(comparison: Comparison, view: str, time: str = "host") -> str:
     unit = comparison.per
+    if time == "device":
+        return (
+            f"kernel time per {unit} each row launched (a kernel counts in the row of its "
+            f"launching op); delta = {comparison.labels[-1]} - {comparison.labels[0]}; share = "
+            "part of the difference in the kernel time the steps launched"
+        )
     base = (
-        f"mean per {unit}; delta = {comparison.labels[-1]} - {comparison.labels[0]}; "
-        "share = part of the step-time delta"
+        f"host wall time per {unit} on the training thread; delta = {comparison.labels[-1]} - "
+        f"{comparison.labels[0]}; share = part of the step-time delta"
     )
     if view == "phases":
         return (

@@ -6,7 +6,9 @@ key column ``name`` and one column per run (its label): ``steps`` (step times an
 ``totals`` (device, copy, communication and data-loading time), and the attribution tables that
 add up to the step-time difference, ranked by their share of it: ``phases``, ``family`` (op
 families), ``layers``, ``user`` (annotated spans) and ``ops`` (canonical ops, lined up across
-frameworks). Times are per step, or per sample when batch sizes are given. ``gate(pct)`` is the
+frameworks); ``efficiency`` and ``layer_efficiency`` (achieved TFLOP/s, share of the peak and
+of the roofline bound per canonical op or layer, and each run's MFU). Times are per step, or
+per sample when batch sizes are given. ``gate(pct)`` is the
 regression check CI uses. The first run is the baseline; differences are last minus first.
 """
 
@@ -14,14 +16,17 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from perfkit_core.comparison.attribution import ATTRIBUTION_VIEWS, attribution_table
+from perfkit_core.comparison.efficiency import efficiency_table
 from perfkit_core.comparison.gate import GateResult, gate
 from perfkit_core.comparison.overhead import host_events_per_step
+from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
 from perfkit_core.comparison.verdict import Verdict, build_verdict
 from perfkit_core.views.attribution import step_slices
 from perfkit_core.views.canonical import OpMap
@@ -33,7 +38,17 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 #: Every comparison view, in the order a comparison report shows them.
-VIEWS = ("steps", "phases", "family", "layers", "user", "ops", "totals")
+VIEWS = (
+    "steps",
+    "phases",
+    "family",
+    "layers",
+    "user",
+    "ops",
+    "totals",
+    "efficiency",
+    "layer_efficiency",
+)
 #: Column names a comparison table uses itself: no run label may take one.
 RESERVED_COLUMNS = frozenset(
     {"name", "framework", "steps", "delta_ns", "delta_pct", "share_pct", "status"}
@@ -74,24 +89,51 @@ class Comparison:
         """Run ``i``'s step time cut into labelled slices (``views.attribution.step_slices``)."""
         return step_slices(self.runs[i], op_map=self.op_map)
 
+    def step_index(self, i: int) -> pd.MultiIndex:
+        """Run ``i``'s steps as (rank, step) pairs, in order; one pair (its rank, -1) for a run
+        without steps."""
+        import pandas as pd
+
+        from perfkit_core.events.intervals import step_spans
+
+        spans = step_spans(self.runs[i])
+        if len(spans["step"]) == 0:
+            rank = int((self.runs[i].meta.get("ranks") or [0])[0])
+            return pd.MultiIndex.from_tuples([(rank, -1)], names=["rank", "step"])
+        return pd.MultiIndex.from_arrays(
+            [spans["rank"].astype(np.int64), spans["step"].astype(np.int64)],
+            names=["rank", "step"],
+        )
+
+    def profiled_estimate(self) -> RatioEstimate:
+        """The ratio of the last run's mean profiled step to the first run's, with its
+        interval (``statistics.ratio_of_means``); cached."""
+        cached = self.cache.get("profiled_estimate")
+        if cached is None:
+            cached = ratio_of_means(self.step_samples(0), self.step_samples(len(self.runs) - 1))
+            self.cache["profiled_estimate"] = cached
+        return cached
+
+    def has_device(self) -> bool:
+        """Whether any run recorded device work (the comparison then offers GPU-time tables)."""
+        return any(bool((r.events["stream"].to_numpy() >= 0).any()) for r in self.runs)
+
     def verdict(self) -> Verdict:
         """Which run is faster (last against first), by how much, and why."""
         if self._verdict is None:
             self._verdict = build_verdict(self)
         return self._verdict
 
-    def _repr_html_(self) -> str:
-        """The comparison page, for Jupyter (the report layer, above this one, is bound late)."""
-        import importlib
-
-        notebook = importlib.import_module("perfkit_core.report.notebook")
-        return str(notebook.comparison_html(self))
-
     def summary(self, view: str = "steps") -> pd.DataFrame:
         """Return the comparison table ``view``, one of ``VIEWS``."""
         if view in ATTRIBUTION_VIEWS:
             return attribution_table(self, view)
-        builders = {"steps": self._steps, "totals": self._totals}
+        builders = {
+            "steps": self._steps,
+            "totals": self._totals,
+            "efficiency": lambda: efficiency_table(self, "ops"),
+            "layer_efficiency": lambda: efficiency_table(self, "layers"),
+        }
         if view not in builders:
             raise KeyError(f"unknown comparison view {view!r}; known: {', '.join(VIEWS)}")
         return builders[view]()
@@ -210,6 +252,54 @@ def _step_durations(run: Run) -> np.ndarray:
     return step_durations(run)
 
 
+#: File name endings a default label leaves out.
+TRACE_SUFFIXES = (
+    ".pt.trace.json.gz",
+    ".pt.trace.json",
+    ".paddle_trace.json",
+    ".paddle_trace.pb",
+    ".xplane.pb",
+    ".json.gz",
+    ".json",
+    ".gz",
+)
+_TOKENS = re.compile(r"[^_\-./\s]+")
+
+
+def default_labels(inputs: tuple[Any, ...], runs: list[Run]) -> list[str]:
+    """Short labels for the runs, from what differs between them: the parts of their file or
+    folder names no other input shares (``resnet50_v100_num_workers_0.pt.trace.json.gz`` and
+    ``..._4...`` read ``workers0`` and ``workers4``), else their frameworks when those differ
+    (``torch``, ``paddle``), else ``run1``, ``run2``, ...; always unique."""
+    from perfkit_core.events.run import Run
+
+    names = []
+    for i, item in enumerate(inputs):
+        origin = getattr(item, "origin", None) if isinstance(item, Run) else item
+        text = os.path.basename(os.fspath(origin).rstrip("/")) if origin else ""
+        for suffix in TRACE_SUFFIXES:
+            if text.endswith(suffix):
+                text = text[: -len(suffix)]
+                break
+        names.append(text or f"run{i + 1}")
+    tokens = [_TOKENS.findall(n) for n in names]
+    common = set.intersection(*(set(t) for t in tokens)) if tokens else set()
+    labels = []
+    for own, name in zip(tokens, names, strict=True):
+        parts = [t for t in own if t not in common]
+        # A bare number reads better with the word before it (num_workers_0 -> workers0).
+        if len(parts) == 1 and parts[0].isdigit():
+            at = own.index(parts[0])
+            parts = [own[at - 1] + parts[0]] if at > 0 else parts
+        labels.append("_".join(parts) or name)
+    frameworks = [r.framework for r in runs]
+    if len(set(labels)) < len(labels) and len(set(frameworks)) == len(frameworks):
+        labels = list(frameworks)
+    if len(set(labels)) < len(labels) or set(labels) & RESERVED_COLUMNS:
+        labels = [f"{i + 1}:{label}" for i, label in enumerate(labels)]
+    return labels
+
+
 def check_labels(labels: list[str]) -> list[str]:
     """Return ``labels`` stripped, or raise ValueError: labels must be non-empty, unique, and
     name no column a comparison table uses itself (``name``, ``delta_ns``, ...), nor another
@@ -259,17 +349,7 @@ def compare(
         op_map = load_op_map(op_map)
     loaded = [r if isinstance(r, Run) else load(r) for r in runs]
     if labels is None:
-        names: list[str] = []
-        for i, r in enumerate(runs):
-            base = (
-                os.path.basename(os.fspath(r).rstrip("/"))
-                if not isinstance(r, Run)
-                else f"run{i + 1}"
-            )
-            names.append(base or f"run{i + 1}")
-        if len(set(names)) < len(names) or set(names) & RESERVED_COLUMNS:
-            names = [f"{i + 1}:{label}" for i, label in enumerate(names)]
-        labels = names
+        labels = default_labels(runs, loaded)
     if len(labels) != len(loaded):
         raise ValueError(f"give one label per run: {len(labels)} labels for {len(loaded)} runs")
     labels = check_labels(list(labels))

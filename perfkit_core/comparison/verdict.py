@@ -27,18 +27,29 @@ _SCALE = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 
 @dataclass
 class Cause:
-    """One row of an attribution table that explains part of the difference: its ``view``,
-    ``name``, ``delta_ns`` (last run minus first, per step or sample) and ``share_pct`` of the
-    step-time difference."""
+    """One row of an attribution table that differs between the runs: its ``view``, ``name``,
+    ``delta_ns`` (last run minus first, per step or sample), ``share_pct`` of the step-time
+    difference (NaN when the steps do not differ beyond their noise), and the row's own 95%
+    interval (``low_ns``, ``high_ns``; NaN with fewer than two steps a run) with whether it
+    leaves out 0 (``resolvable``)."""
 
     view: str
     name: str
     delta_ns: float
     share_pct: float
+    low_ns: float = math.nan
+    high_ns: float = math.nan
+    resolvable: bool = False
 
-    def text(self, time_unit: str) -> str:
-        """``conv (backward) +8.420 ms``."""
-        return f"{self.name} {self.delta_ns / _SCALE[time_unit]:+.3f} {time_unit}"
+    def text(self, time_unit: str, *, interval: bool = False, share: bool = False) -> str:
+        """``conv (backward) +8.420 ms``, with ``(95% CI +7.9 to +8.9 ms)`` or ``(81%)``."""
+        scale = _SCALE[time_unit]
+        out = f"{self.name} {self.delta_ns / scale:+.3f} {time_unit}"
+        if interval and not math.isnan(self.low_ns):
+            out += f" (95% CI {self.low_ns / scale:+.3f} to {self.high_ns / scale:+.3f})"
+        elif share and not math.isnan(self.share_pct):
+            out += f" ({abs(self.share_pct):.0f}%)"
+        return out
 
 
 @dataclass
@@ -48,7 +59,11 @@ class Verdict:
     ``profiled``: the ratio of mean step (or sample) times of the profiled steps;
     ``unprofiled``: the same from ``perfkit_core.step_timer`` times taken without the profiler,
     when both runs carry them; ``headline`` is ``unprofiled`` when known, else ``profiled``.
-    ``causes[view]``: the rows of each view that explain most of the difference, largest first.
+    ``slower[view]`` / ``faster[view]``: the rows of each view that take longer / less time in
+    the candidate, largest first (when the steps differ within their noise, only rows that
+    differ beyond their own noise); ``causes[view]``: the side that goes the way the step does
+    (the resolvable rows of both sides, within the noise). ``gpu_slower`` / ``gpu_faster``: the
+    same by the kernel time the op families launched, for runs with device work.
     """
 
     baseline: str
@@ -61,6 +76,11 @@ class Verdict:
     overheads: list[RunOverhead]
     labels: list[str]
     warnings: list[str] = field(default_factory=list)
+    slower: dict[str, list[Cause]] = field(default_factory=dict)
+    faster: dict[str, list[Cause]] = field(default_factory=dict)
+    unattributed_ns: float = 0.0
+    gpu_slower: list[Cause] = field(default_factory=list)
+    gpu_faster: list[Cause] = field(default_factory=list)
 
     @property
     def headline(self) -> RatioEstimate:
@@ -69,11 +89,39 @@ class Verdict:
 
     @property
     def explained_pct(self) -> float:
-        """Share of the difference the named family causes explain."""
+        """Share of the difference the named family causes explain (NaN within the noise)."""
+        if not self.profiled.significant:
+            return math.nan
         return sum(c.share_pct for c in self.causes.get("family", []))
 
+    def _sides(
+        self, slower: list[Cause], faster: list[Cause], time_unit: str, *, plain: bool = False
+    ) -> str:
+        """``slower in B: x +1 ms, ...; faster in B: y -2 ms, ...``: the side the step went
+        first, with shares of the difference when it is significant (``plain``: neither the
+        shares nor the offsetting side, for rows that do not split the step's difference)."""
+        significant = self.profiled.significant and not plain
+        parts = []
+        sides = [("slower", slower), ("faster", faster)]
+        if self.profiled.delta < 0:
+            sides.reverse()
+        for i, (word, rows) in enumerate(sides):
+            if not rows:
+                continue
+            offsetting = significant and i == 1
+            listed = ", ".join(
+                c.text(time_unit, interval=not significant, share=significant and not offsetting)
+                for c in rows
+            )
+            lead = f"{word} in {self.candidate}"
+            if offsetting:
+                lead += ", offsetting part of it"
+            parts.append(f"{lead}: {listed}")
+        return "; ".join(parts)
+
     def sentence(self, time_unit: str = "ms") -> str:
-        """The one-sentence answer: which is faster, by how much, and the main causes."""
+        """The one-sentence answer: which is faster, by how much, and the rows behind it in
+        both directions (by op family)."""
         est = self.headline
         if math.isnan(est.ratio):
             return f"{self.candidate} and {self.baseline} cannot be compared: no step times"
@@ -92,36 +140,37 @@ class Verdict:
                 f"{self.candidate} is {factor:.2f}x {est.direction} per {self.per} than "
                 f"{self.baseline}{source} ({ci} {low:.2f}-{high:.2f}, {steps})"
             )
-        causes = self.causes.get("family", [])
-        if not causes:
-            return head
+        sides = self._sides(self.slower.get("family", []), self.faster.get("family", []), time_unit)
         delta = self.profiled.delta / _SCALE[time_unit]
-        explained = self.explained_pct
-        if explained <= 100.0:
-            listed = ", ".join(c.text(time_unit) for c in causes)
-            return (
-                f"{head}; {explained:.0f}% of the {delta:+.3f} {time_unit} profiled "
-                f"difference is in: {listed}"
-            )
-        listed = ", ".join(f"{c.text(time_unit)} ({c.share_pct:.0f}%)" for c in causes)
-        return (
-            f"{head}; the {delta:+.3f} {time_unit} profiled difference is in: {listed}, "
-            f"partly offset by other rows ({100.0 - explained:+.0f}%)"
-        )
+        if not self.profiled.significant:
+            if not sides:
+                return f"{head}; no op family differs beyond its own noise"
+            return f"{head}; op families that differ beyond their own noise: {sides}"
+        if not sides:
+            return head
+        return f"{head}; of the {delta:+.3f} {time_unit} profiled difference per {self.per}, {sides}"
 
     def lines(self, time_unit: str = "ms") -> list[str]:
-        """The sentence, then one line per further fact: the other views' causes, the baseline
-        and sign convention, the noise floor, the profiler's effect, warnings."""
+        """The sentence, then one line per further fact: the other views' rows in both
+        directions, the GPU time by op family, the baseline and sign convention, the noise
+        floor, the profiler's effect, warnings."""
         out = [self.sentence(time_unit)]
         names = {"layers": "by layer", "ops": "by op", "phases": "by phase"}
         for view, title in names.items():
-            causes = self.causes.get(view) or []
-            if causes:
-                out.append(f"{title}: " + ", ".join(c.text(time_unit) for c in causes))
+            sides = self._sides(self.slower.get(view, []), self.faster.get(view, []), time_unit)
+            if sides:
+                out.append(f"{title}: {sides}")
+        gpu = self._sides(self.gpu_slower, self.gpu_faster, time_unit, plain=True)
+        if gpu:
+            out.append(f"GPU time by op family (the kernels each family launched): {gpu}")
+        scale = _SCALE[time_unit]
+        unattributed = f"{self.unattributed_ns / scale:+.3f} {time_unit} per {self.per}"
+        if self.profiled.significant:
+            unattributed += f" ({self.unattributed_pct:.1f}% of the difference)"
         out.append(
             f"baseline: {self.baseline}; differences are {self.candidate} minus "
             f"{self.baseline}, positive when {self.candidate} takes longer; "
-            f"{self.unattributed_pct:.1f}% of the difference is unattributed"
+            f"{unattributed} of the difference is in step time no event covers"
         )
         est = self.headline
         if not math.isnan(est.resolvable_pct):
@@ -136,16 +185,20 @@ class Verdict:
                 for label, o in zip(self.labels, self.overheads, strict=True)
                 if not math.isnan(o.overhead_pct)
             )
+            factor, low, high = prof.factor
             out.append(
-                f"profiled steps give {prof.ratio:.2f}x ({100 * prof.confidence:.0f}% CI "
-                f"{prof.low:.2f}-{prof.high:.2f}); profiled against unprofiled step time: "
-                f"{effects}"
+                f"profiled steps give {factor:.2f}x {prof.direction} ({100 * prof.confidence:.0f}% "
+                f"CI {low:.2f}-{high:.2f}); profiled against unprofiled step time: {effects}"
             )
         out += self.warnings
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for JSON."""
+
+        def rows(found: dict[str, list[Cause]]) -> dict[str, list[dict[str, Any]]]:
+            return {view: [_plain(c) for c in causes] for view, causes in found.items()}
+
         return {
             "baseline": self.baseline,
             "candidate": self.candidate,
@@ -153,9 +206,14 @@ class Verdict:
             "headline": "unprofiled" if self.unprofiled is not None else "profiled",
             "profiled": self.profiled.to_dict(),
             "unprofiled": None if self.unprofiled is None else self.unprofiled.to_dict(),
-            "causes": {view: [c.__dict__ for c in causes] for view, causes in self.causes.items()},
-            "explained_pct": self.explained_pct,
-            "unattributed_pct": self.unattributed_pct,
+            "causes": rows(self.causes),
+            "slower": rows(self.slower),
+            "faster": rows(self.faster),
+            "gpu_slower": [_plain(c) for c in self.gpu_slower],
+            "gpu_faster": [_plain(c) for c in self.gpu_faster],
+            "explained_pct": None if math.isnan(self.explained_pct) else self.explained_pct,
+            "unattributed_ns": self.unattributed_ns,
+            "unattributed_pct": self.unattributed_pct if self.profiled.significant else None,
             "overhead": {
                 label: o.to_dict() for label, o in zip(self.labels, self.overheads, strict=True)
             },
@@ -163,23 +221,72 @@ class Verdict:
         }
 
 
+def _plain(cause: Cause) -> dict[str, Any]:
+    return {
+        k: (None if isinstance(v, float) and math.isnan(v) else v)
+        for k, v in cause.__dict__.items()
+    }
+
+
+def both_sides(
+    comparison: Comparison, view: str, time: str = "host", limit: int = TOP_CAUSES
+) -> tuple[list[Cause], list[Cause]]:
+    """The rows of ``view`` that take longer and less time in the last run, largest first, at
+    most ``limit`` each. When the steps differ beyond their noise: rows of at least
+    ``MIN_CAUSE_PCT`` of the step-time difference's size; otherwise only rows that differ
+    beyond their own noise. The total and unattributed rows are never named."""
+    from perfkit_core.comparison.rows import row_intervals
+
+    table = attribution_table(comparison, view, time=time)
+    total = float(table.loc[table["name"] == TOTAL, "delta_ns"].iloc[0]) if len(table) else 0.0
+    intervals = row_intervals(comparison, view, time).set_index("name")
+    labels = dict(zip(table["name"], table["name"], strict=True))
+    if view == "layers":
+        from perfkit_core.comparison.attribution import layer_labels
+
+        labels = layer_labels(comparison)
+    significant = comparison.profiled_estimate().significant
+    found: list[Cause] = []
+    for key, row in intervals.iterrows():
+        name = labels.get(str(key), str(key))
+        if name in (TOTAL, UNATTRIBUTED) or str(key) in (TOTAL, UNATTRIBUTED):
+            continue
+        delta = float(row["delta_ns"])
+        if significant:
+            if not total or abs(delta) < MIN_CAUSE_PCT / 100.0 * abs(total):
+                continue
+        elif not row["resolvable"]:
+            continue
+        share = 100.0 * delta / total if significant and total else math.nan
+        found.append(
+            Cause(
+                view,
+                name,
+                delta,
+                share,
+                float(row["low_ns"]),
+                float(row["high_ns"]),
+                bool(row["resolvable"]),
+            )
+        )
+    slower = [c for c in found if c.delta_ns > 0][:limit]
+    faster = [c for c in found if c.delta_ns < 0][:limit]
+    return slower, faster
+
+
 def top_causes(comparison: Comparison, view: str, limit: int = TOP_CAUSES) -> list[Cause]:
-    """The rows of ``view`` that explain most of the difference (same sign as the step delta,
-    at least ``MIN_CAUSE_PCT`` of it), largest first; the total and unattributed rows are never
-    causes."""
-    table = attribution_table(comparison, view)
-    rows = table[~table["name"].isin([TOTAL, UNATTRIBUTED])]
-    rows = rows[rows["share_pct"] >= MIN_CAUSE_PCT].sort_values("share_pct", ascending=False)
-    return [
-        Cause(view, str(r.name), float(r.delta_ns), float(r.share_pct))
-        for r in rows.head(limit).itertuples(index=False)
-    ]
+    """The rows of ``view`` that go the way the step does, largest first (``both_sides``);
+    within the noise, the resolvable rows of both sides."""
+    slower, faster = both_sides(comparison, view, limit=limit)
+    if not comparison.profiled_estimate().significant:
+        return sorted(slower + faster, key=lambda c: -abs(c.delta_ns))[:limit]
+    return slower if comparison.profiled_estimate().delta > 0 else faster
 
 
 def build_verdict(comparison: Comparison) -> Verdict:
     """The verdict of ``comparison``: its last run against its first."""
     first, last = 0, len(comparison.runs) - 1
-    profiled = ratio_of_means(comparison.step_samples(first), comparison.step_samples(last))
+    profiled = comparison.profiled_estimate()
     overheads = [run_overhead(run) for run in comparison.runs]
     unprofiled = None
     if len(overheads[first].unprofiled_ns) and len(overheads[last].unprofiled_ns):
@@ -187,10 +294,26 @@ def build_verdict(comparison: Comparison) -> Verdict:
             overheads[first].unprofiled_ns / comparison.sample_scale(first),
             overheads[last].unprofiled_ns / comparison.sample_scale(last),
         )
-    causes = {view: top_causes(comparison, view) for view in CAUSE_VIEWS}
+    sides = {view: both_sides(comparison, view) for view in CAUSE_VIEWS}
+    going = profiled.delta > 0
+    causes = {
+        view: (
+            (slower if going else faster)
+            if profiled.significant
+            else sorted(slower + faster, key=lambda c: -abs(c.delta_ns))[:TOP_CAUSES]
+        )
+        for view, (slower, faster) in sides.items()
+    }
+    gpu_slower: list[Cause] = []
+    gpu_faster: list[Cause] = []
+    if comparison.has_device():
+        gpu_slower, gpu_faster = both_sides(comparison, "family", "device")
     family = attribution_table(comparison, "family").set_index("name")
     unattributed = (
         float(family.loc[UNATTRIBUTED, "share_pct"]) if UNATTRIBUTED in family.index else 0.0
+    )
+    unattributed_ns = (
+        float(family.loc[UNATTRIBUTED, "delta_ns"]) if UNATTRIBUTED in family.index else 0.0
     )
     warnings = []
     dense = density_warning(comparison.labels, overheads)
@@ -212,4 +335,9 @@ def build_verdict(comparison: Comparison) -> Verdict:
         overheads=overheads,
         labels=list(comparison.labels),
         warnings=warnings,
+        slower={view: pair[0] for view, pair in sides.items()},
+        faster={view: pair[1] for view, pair in sides.items()},
+        unattributed_ns=unattributed_ns,
+        gpu_slower=gpu_slower,
+        gpu_faster=gpu_faster,
     )

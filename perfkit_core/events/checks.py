@@ -97,6 +97,29 @@ def check_values_range(
         )
 
 
+#: An address written as decimal or ``0x`` hex text.
+_ADDRESS_RE = re.compile(r"^\s*(?:0[xX][0-9a-fA-F]+|[0-9]+)\s*$")
+
+
+def address_column(values: list[Any]) -> np.ndarray:
+    """The ``address`` column of memory events from what a profiler wrote for each (an int, or
+    decimal or ``0x`` hex text): an address of up to 64 bits kept as the int64 with the same
+    bits (addresses only pair a free with its allocation, so only their identity matters);
+    -1 for None, other text, or a number outside 0..2**64-1 (the event is then paired by its
+    size, as when no address was recorded)."""
+    try:  # the usual case: every address an int in range, read in one pass
+        return np.fromiter(values, np.uint64, len(values)).view(np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.full(len(values), -1, dtype=np.int64)
+    for i, value in enumerate(values):
+        if type(value) is str and _ADDRESS_RE.match(value):
+            value = int(value, 0) if value.strip()[:2] in ("0x", "0X") else int(value)
+        if type(value) is int and 0 <= value < 2**64:
+            out[i] = value - 2**64 if value > INT64_MAX else value
+    return out
+
+
 def us_to_ns(values_us: np.ndarray) -> np.ndarray:
     """Microsecond floats (already range-checked) to int64 ns, exact for whole microseconds even
     at epoch-sized values (the fraction is rounded separately)."""

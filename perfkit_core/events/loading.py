@@ -134,9 +134,15 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
     claims (``perfkit_claim_trace``), a folder an installed adapter claims as one run
     (``perfkit_claim_folder``: a TensorFlow or JAX log folder), or a directory of per-rank trace
     files of one job, which are loaded one by one and combined (the ``rank`` column tells them apart). Raises
-    ``TraceError`` naming the file and the reason for anything it cannot read.
+    ``TraceError`` naming the file and the reason for anything it cannot read. The run's
+    ``origin`` is ``path``.
     """
-    path = Path(path)
+    run = _load(Path(path), pm)
+    run.origin = Path(path)
+    return run
+
+
+def _load(path: Path, pm: pluggy.PluginManager | None) -> Run:
     check_path(path)
     if is_saved_run(path):
         return Run.read(path)

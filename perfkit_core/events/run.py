@@ -1,9 +1,10 @@
 """``Run``: one profiled run (one or several ranks) as an event table plus metadata.
 
 ``Run`` is plain data: the table, the metadata, saving and reading. Its convenience methods
-(``summary``, ``advise``, the notebook view) hand over to the layers above the event table
-(views, advice, report); those are bound late, by name, in ``ANALYSES``, so this layer never
-imports them and the import graph keeps pointing one way.
+(``summary``, ``advise``) hand over to the layers above the event table (views, advice); those
+are bound late, by name, in ``ANALYSES``, so this layer never imports them and the import graph
+keeps pointing one way. What a notebook shows for a run is the report layer's to say: it
+registers an IPython formatter for ``Run`` (``perfkit_core.load_ipython_extension``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ META_FILE = "meta.json"
 ANALYSES: dict[str, str] = {
     "summary": "perfkit_core.views.registry:summary",
     "advise": "perfkit_core.advice.engine:advise",
-    "html": "perfkit_core.report.notebook:run_html",
     "save_job": "perfkit_core.events.dataset:save_job",
     "read_job": "perfkit_core.events.dataset:read_job",
     "is_saved_job": "perfkit_core.events.dataset:is_saved_job",
@@ -54,6 +54,9 @@ class Run:
         self.events = events
         self.meta: dict[str, Any] = dict(meta or {})
         self.meta.setdefault("schema_version", schema.SCHEMA_VERSION)
+        #: The file or folder ``perfkit_core.load`` read the run from (reports are titled by
+        #: its name); None for a run built in memory. Not saved with the run.
+        self.origin: Path | None = None
         self._cache: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
@@ -86,10 +89,6 @@ class Run:
         framework). ``rules`` limits the rules run (ids as in ``perfkit advise --rules``).
         """
         return list(_analysis("advise")(self, rules=rules))
-
-    def _repr_html_(self) -> str:
-        """The key parts of the run's HTML report, for Jupyter."""
-        return str(_analysis("html")(self))
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.

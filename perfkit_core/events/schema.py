@@ -166,6 +166,12 @@ COLUMNS: tuple[Column, ...] = (
         'input dtypes as recorded, e.g. `["float", "float"]`; empty when not recorded',
     ),
     Column(
+        "input_values",
+        "category",
+        "",
+        'the values of scalar and list inputs as recorded (torch\'s `Concrete Inputs`), one text per input, e.g. `["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "1"]` for a strided convolution (stride, padding, dilation, groups); empty when not recorded',
+    ),
+    Column(
         "stack",
         "category",
         "",
@@ -204,6 +210,13 @@ COLUMNS: tuple[Column, ...] = (
         "B",
         "memory events: bytes reserved by the allocator after the event; NaN otherwise",
         np.nan,
+    ),
+    Column(
+        "address",
+        "int64",
+        "",
+        "memory events: the address allocated or freed (its 64 bits read as a signed integer), which pairs a free with its allocation; -1 where the profiler did not record it (torch before 1.10) and for other events",
+        -1,
     ),
     Column("grid", "category", "", "kernel grid dimensions `x,y,z`; empty otherwise"),
     Column("block", "category", "", "kernel block dimensions `x,y,z`; empty otherwise"),

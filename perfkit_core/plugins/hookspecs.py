@@ -17,6 +17,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
+    from perfkit_core.views.opcost import OpCall, OpCost
 
 PROJECT_NAME = "perfkit"
 
@@ -217,6 +218,34 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
         ...; see ``perfkit_core.views.canonical.CANONICAL_FAMILIES``) for its forward and
         backward alike, when this plugin adapts ``framework`` and knows the name, else ``None``
         (perfkit then uses the name without decorations).
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec(firstresult=True)
+def perfkit_op_cost(call: OpCall, framework: str) -> OpCost | None:
+    """Give the performance model of an op: the FLOPs and bytes of one call, from its recorded
+    input shapes, dtypes and values (the ``roofline`` and ``mfu`` views, and the advice and
+    comparison built on them).
+
+    Called by ``perfkit_core.views.costs.run_costs`` once per distinct call of each run: per
+    distinct op name, recorded inputs, enclosing op and paired op. Adapters answer for their
+    framework's ops (``perfkit_torch`` for ``aten::`` ops and autograd nodes,
+    ``perfkit_paddle``, ``perfkit_xla``); a plugin gives a formula for any other op, such as a
+    custom kernel, by answering for its name (mark the implementation ``tryfirst=True`` to be
+    asked before the adapters and so replace their formula).
+
+    :param call: a ``perfkit_core.views.OpCall``: ``name`` (as recorded), ``inputs`` (a
+        ``perfkit_core.views.Inputs``: ``shapes``, ``dtypes``, ``values``; ``tensor(i)`` is the
+        shape of input ``i``), ``parent`` (the ``OpCall`` of the op it runs inside, or None)
+        and ``paired`` (for a gradient op, the forward op it differentiates; for a forward
+        op, its gradient op; or None).
+    :param framework: the run's framework (``torch``, ``paddle``, ``jax``, ``tensorflow``, ...).
+    :returns: a ``perfkit_core.views.OpCost`` (``flops`` in FLOP, ``bytes`` in B, ``kind``,
+        ``precision``, ...; the formulas of ``perfkit_core.views``, such as ``gemm_cost``,
+        build one) when this plugin knows the op, else ``None`` (the op is then not modelled
+        and its time counts as not modelled).
 
     Stops at the first non-None result (``firstresult``).
     """

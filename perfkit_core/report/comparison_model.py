@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from perfkit_core.report.model import Chart, Table, table_from_frame
-from perfkit_core.report.tables import drop_empty_columns
+from perfkit_core.report.model import Chart, Table
+from perfkit_core.report.tables import drop_empty_columns, table_from_frame
 
 if TYPE_CHECKING:
     from perfkit_core.comparison import Comparison, GateResult, Verdict
@@ -45,10 +45,40 @@ COMPARISON_TITLES = {
     "layers": "Difference by Layer",
     "user": "Difference by Annotated Span",
     "ops": "Matched Ops",
+    "efficiency": "Efficiency by Op",
+    "layer_efficiency": "Efficiency by Layer",
 }
-DEFAULT_COMPARISON_VIEWS = ("steps", "family", "layers", "ops", "phases", "user", "totals")
+DEFAULT_COMPARISON_VIEWS = (
+    "steps",
+    "family",
+    "layers",
+    "ops",
+    "efficiency",
+    "layer_efficiency",
+    "phases",
+    "user",
+    "totals",
+)
+#: Comparison views that, for runs with device work, come twice: by host wall time and by the
+#: kernel time each row launched.
+DEVICE_TIME_VIEWS = frozenset({"family", "layers", "ops"})
+#: How a table's title names the time it compares.
+TIME_WORDS = {"host": "host wall time", "device": "GPU kernel time"}
 #: Comparison views whose ranked rows ``top`` cuts (the rest summed into one row).
 RANKED_COMPARISON_VIEWS = frozenset({"family", "layers", "ops", "user"})
+
+
+def _labels(comparison: Comparison, time: str | None) -> dict[str, str]:
+    """Header labels of a comparison table: each run's columns as the run's label (its calls
+    and ops columns too), the difference and its share."""
+    labels: dict[str, str] = {}
+    for label in comparison.labels:
+        labels[label] = label
+        labels[f"{label} calls"] = f"{label} calls per {comparison.per}"
+        labels[f"{label} ops"] = f"{label} ops"
+    share = "the GPU-time difference" if time == "device" else "the difference"
+    labels.update({"share_pct": f"Share (% of {share})", "delta_ns": "Delta"})
+    return labels
 
 
 def _has_spans(comparison: Comparison, column: str) -> bool:
@@ -73,30 +103,38 @@ def build_comparison_report(
 
     per = comparison.per
     verdict = comparison.verdict()
+    device = comparison.has_device()
     tables = []
     for view in views:
-        if view in ("layers", "user") and not _has_spans(
-            comparison, "layer" if view == "layers" else "user"
+        if view in ("layers", "user", "layer_efficiency") and not _has_spans(
+            comparison, "layer" if view != "user" else "user"
         ):
             continue
-        if view in ATTRIBUTION_VIEWS:
-            frame = attribution_table(
-                comparison, view, top=top if view in RANKED_COMPARISON_VIEWS else None
+        times = ["host", "device"] if device and view in DEVICE_TIME_VIEWS else [None]
+        for time in times:
+            if view in ATTRIBUTION_VIEWS:
+                frame = attribution_table(
+                    comparison,
+                    view,
+                    top=top if view in RANKED_COMPARISON_VIEWS else None,
+                    time=time or "host",
+                )
+            else:
+                frame = comparison.summary(view)
+            title = COMPARISON_TITLES.get(view, view)
+            if time is not None:
+                title += f" ({TIME_WORDS[time]} per {per})"
+            else:
+                title += f" (per {per})"
+            table = table_from_frame(
+                view if time in (None, "host") else f"{view}_gpu",
+                title,
+                frame,
+                labels=_labels(comparison, time),
+                units={label: "time" for label in comparison.labels if label in frame.columns},
             )
-        else:
-            frame = comparison.summary(view)
-        units = {label: "time" for label in comparison.labels if label in frame.columns}
-        labels = {label: label for label in comparison.labels}
-        labels.update({"share_pct": "Share (% of the difference)", "delta_ns": "Delta"})
-        table = table_from_frame(
-            view,
-            COMPARISON_TITLES.get(view, view) + f" (per {per})",
-            frame,
-            labels=labels,
-            units=units,
-        )
-        drop_empty_columns(table, ("",), "")
-        tables.append(table)
+            drop_empty_columns(table, ("",), "")
+            tables.append(table)
     charts = []
     if any(t.id == "family" for t in tables):
         charts.append(
@@ -113,7 +151,7 @@ def build_comparison_report(
             )
         )
     return ComparisonReport(
-        title="perfkit comparison",
+        title=f"{' vs '.join(comparison.labels)} — perfkit comparison",
         time_unit=time_unit,
         per=per,
         labels=list(comparison.labels),

@@ -85,6 +85,12 @@ def column_label(key: str) -> str:
         "algbw_gb_per_s": "Algbw (GB/s)",
         "gflops_per_s": "GFLOP/s",
         "flops": "FLOPs",
+        "gflops": "GFLOP",
+        "achieved_tflops_per_s": "Achieved TFLOP/s",
+        "achieved_tb_per_s": "Achieved TB/s",
+        "peak_tflops_per_s": "Peak TFLOP/s",
+        "peak_tb_per_s": "Peak TB/s",
+        "intensity_flop_per_byte": "Intensity (FLOP/B)",
     }
     if base in special:
         return special[base]
@@ -166,6 +172,4 @@ def per_step_value(ns: float, step_ns: float, time_unit: str) -> str:
 def saving_text(finding: Any, time_unit: str) -> str:
     """``1.234 ms per step (5.6% of the step)``: a finding's estimated saving per step and its
     share of the mean step."""
-    return per_step_value(
-        finding.saving_ns, finding.evidence.get("step_time_ns") or 0, time_unit
-    )
+    return per_step_value(finding.saving_ns, finding.evidence.get("step_time_ns") or 0, time_unit)

@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.events.names import short_name
+from perfkit_core.events.names import short_name, short_names
 from perfkit_core.report.format import (
     TIME_UNITS,
     cell_text,
@@ -67,6 +67,8 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
     """A table as the template wants it: header labels and classes, and per cell its HTML,
     sort key, class and (for shortened names) the full name."""
     rows = []
+    names = [format_value(row[0], table.columns[0].unit, time_unit) for row in table.rows]
+    shown_names = short_names(names)
     for i, row in enumerate(table.rows):
         cells = []
         for j, (column, value) in enumerate(zip(table.columns, row, strict=True)):
@@ -75,7 +77,7 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
             text = cell_text(table, i, j, time_unit)
             full = None
             if j == 0:
-                shown = short_name(text)
+                shown = shown_names[i]
                 full = text if shown != text else None
                 level = table.levels[i] if table.levels else 0
                 cells.append(
@@ -115,13 +117,121 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
     }
 
 
+#: Colours of the roofline chart's points by their bound, and of its ceilings.
+BOUND_COLOURS = {"compute": "#2980b9", "memory": "#e67e22", "latency": "#8e44ad", "": "#95a5a6"}
+CEILING_COLOUR = "#c0392b"
+#: Radius (px) of the roofline chart's largest and smallest points.
+POINT_MAX_PX, POINT_MIN_PX = 22.0, 3.0
+
+
+def _roofline_spec(chart: Chart, table: Table, time_unit: str) -> dict[str, Any]:
+    """A log-log scatter of ``table``'s rows (x: intensity, y: achieved FLOP rate, radius by
+    time, coloured by bound) with each distinct pair of compute and bandwidth ceilings the
+    table holds drawn as a roofline across the points' range."""
+    keys = [c.key for c in table.columns]
+    x_key, y_key, size_key = chart.series[:3]
+    peak_key = chart.series[3] if len(chart.series) > 3 else None
+    bw_key = chart.series[4] if len(chart.series) > 4 else None
+    column = {k: keys.index(k) for k in chart.series if k in keys}
+    bound_at = keys.index("bound") if "bound" in keys else None
+    rows = [
+        r
+        for r in table.rows
+        if isinstance(r[column[x_key]], (int, float))
+        and isinstance(r[column[y_key]], (int, float))
+        and r[column[x_key]] > 0
+        and r[column[y_key]] > 0
+    ]
+    largest = max((float(r[column[size_key]] or 0) for r in rows), default=0.0) or 1.0
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        size = float(r[column[size_key]] or 0)
+        bound = str(r[bound_at]) if bound_at is not None and r[bound_at] else ""
+        groups.setdefault(bound, []).append(
+            {
+                "x": float(r[column[x_key]]),
+                "y": float(r[column[y_key]]),
+                "r": round(
+                    POINT_MIN_PX + (POINT_MAX_PX - POINT_MIN_PX) * (size / largest) ** 0.5, 2
+                ),
+                "label": short_name(str(r[keys.index(chart.label)]), 60),
+                "time": format_value(size, "time", time_unit) + f" {time_unit} per step",
+            }
+        )
+    datasets: list[dict[str, Any]] = [
+        {
+            "type": "bubble",
+            "label": f"{bound}-bound ops" if bound else "ops",
+            "data": points,
+            "backgroundColor": BOUND_COLOURS.get(bound, "#95a5a6") + "99",
+            "borderColor": BOUND_COLOURS.get(bound, "#95a5a6"),
+        }
+        for bound, points in sorted(groups.items())
+    ]
+    xs = [p["x"] for points in groups.values() for p in points]
+    low, high = (min(xs) / 10, max(xs) * 10) if xs else (0.01, 1000.0)
+    ceilings = sorted(
+        {
+            (float(r[column[peak_key]]), float(r[column[bw_key]]))
+            for r in table.rows
+            if peak_key in column
+            and bw_key in column
+            and isinstance(r[column[peak_key]], (int, float))
+            and isinstance(r[column[bw_key]], (int, float))
+            and r[column[peak_key]] > 0
+            and r[column[bw_key]] > 0
+        }
+    )
+    for peak, bandwidth in ceilings:
+        ridge = peak / bandwidth  # FLOP/B where the bandwidth slope meets the compute roof
+        start, end = min(low, ridge / 10), max(high, ridge * 10)
+        datasets.append(
+            {
+                "type": "line",
+                "label": f"roofline: {peak:g} TFLOP/s, {bandwidth:g} TB/s",
+                "data": [
+                    {"x": start, "y": start * bandwidth},
+                    {"x": ridge, "y": peak},
+                    {"x": end, "y": peak},
+                ],
+                "borderColor": CEILING_COLOUR,
+                "backgroundColor": CEILING_COLOUR,
+                "borderWidth": 1.5,
+                "pointRadius": 0,
+                "fill": False,
+            }
+        )
+    label_of = {c.key: c.label for c in table.columns}
+    return {
+        "type": "bubble",
+        "data": {"datasets": datasets},
+        "options": {
+            "animation": False,
+            "maintainAspectRatio": False,
+            "plugins": {"legend": {"display": True}},
+            "scales": {
+                "x": {
+                    "type": "logarithmic",
+                    "title": {"display": True, "text": label_of.get(x_key, x_key)},
+                },
+                "y": {
+                    "type": "logarithmic",
+                    "title": {"display": True, "text": label_of.get(y_key, y_key)},
+                },
+            },
+        },
+    }
+
+
 def _chart_spec(chart: Chart, table: Table, time_unit: str) -> tuple[dict[str, Any], int]:
     """The Chart.js configuration of ``chart``, its values read from ``table``, and the height
     (px) that fits every label."""
+    if chart.kind == "roofline":
+        return {"id": chart.id, "config": _roofline_spec(chart, table, time_unit)}, 480
     keys = [c.key for c in table.columns]
     units = {c.key: c.unit for c in table.columns}
     rows = [r for r in table.rows if str(r[keys.index(chart.label)]) not in chart.skip_rows]
-    labels = [short_name(str(row[keys.index(chart.label)]), 40) for row in rows]
+    labels = short_names([str(row[keys.index(chart.label)]) for row in rows], 40)
 
     def scaled(key: str) -> list[float | None]:
         scale = {"time": TIME_UNITS[time_unit], "bytes": 2**20}.get(units[key], 1.0)
@@ -207,7 +317,7 @@ def _tables(
 def _headline(headline: Headline, time_unit: str) -> dict[str, Any]:
     def text(item: Any) -> str:
         value = format_value(item.value, item.unit, time_unit)
-        return value + (f" {time_unit}" if item.unit == "time" else "")
+        return value + (f" {time_unit}" if item.unit == "time" else "%" if item.unit == "pct" else "")
 
     top = headline.finding
     return {
@@ -257,8 +367,40 @@ def _finding(f: Any, time_unit: str, table_ids: set[str]) -> dict[str, Any]:
     }
 
 
-def _page(**context: Any) -> str:
-    """Render the page template with the inlined style, script and Chart.js."""
+#: The element a notebook fragment's HTML and style are scoped to.
+FRAGMENT_SCOPE = "div.perfkit-nb"
+#: Rules a notebook fragment adds to the page's style: tables laid out by their content (a
+#: notebook's own style may fix their layout), headers not clickable (no script sorts them).
+_FRAGMENT_STYLE = (
+    "table { table-layout: auto; margin-left: 0; margin-right: 0; }"
+    " th { cursor: default; } th, td { line-height: 1.35; }"
+    " h1 { font-size: 1.5em; margin-top: .3em; } h2 { font-size: 1.2em; }"
+)
+
+
+@cache
+def scoped_style() -> str:
+    """The page's style for a notebook fragment: every rule scoped to ``FRAGMENT_SCOPE`` (a
+    ``body`` rule applies to that element itself), so it styles nothing else in the notebook,
+    plus the fragment's own rules."""
+    css = re.sub(r"/\*.*?\*/", "", _asset("report.css") + _FRAGMENT_STYLE, flags=re.S)
+    rules = []
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        scoped = []
+        for selector in selectors.split(","):
+            selector = selector.strip()
+            if selector in ("body", "html"):
+                scoped.append(FRAGMENT_SCOPE)
+            else:
+                scoped.append(f"{FRAGMENT_SCOPE} {selector}")
+        rules.append(f"{', '.join(scoped)} {{{body.strip()}}}")
+    return "\n".join(rules)
+
+
+def _page(*, fragment: bool = False, **context: Any) -> str:
+    """Render the page template with the inlined style, script and Chart.js; with ``fragment``,
+    the part of the page a notebook shows: the same content in a ``FRAGMENT_SCOPE`` element
+    with its style scoped to it, and no script, chart or search box."""
     import jinja2
 
     context.setdefault("headline", None)
@@ -272,17 +414,20 @@ def _page(**context: Any) -> str:
         jinja2.Environment(autoescape=True)
         .from_string(_asset("page.html.j2"))
         .render(
-            style=_asset("report.css"),
-            script=_asset("report.js"),
-            chartjs=_asset("chart.umd.min.js"),
+            fragment=fragment,
+            style=scoped_style() if fragment else _asset("report.css"),
+            script="" if fragment else _asset("report.js"),
+            chartjs="" if fragment else _asset("chart.umd.min.js"),
             **context,
         )
     )
 
 
-def render_report_html(report: Report) -> str:
+def render_report_html(report: Report, *, fragment: bool = False) -> str:
     """Return the report as one self-contained HTML page: headline, run details, advice, and
-    sortable, searchable tables, some with a chart of their numbers above them."""
+    sortable, searchable tables, some with a chart of their numbers above them. With
+    ``fragment``: the same without charts, script or search boxes, as a notebook shows it
+    (see ``_page``)."""
     unit = report.time_unit
     table_ids = {t.id for t in report.tables}
     findings = None
@@ -297,6 +442,7 @@ def render_report_html(report: Report) -> str:
         for item in report.header
     ]
     return _page(
+        fragment=fragment,
         title=report.title,
         subtitle=f"Times in {unit}.",
         headline=_headline(report.headline, unit) if report.headline else None,
@@ -308,15 +454,16 @@ def render_report_html(report: Report) -> str:
     )
 
 
-def render_comparison_html(report: ComparisonReport) -> str:
+def render_comparison_html(report: ComparisonReport, *, fragment: bool = False) -> str:
     """Return the comparison as one self-contained HTML page (no network needed to view it):
     the verdict first, then the gate's line, then the tables, the difference chart over the
-    family table."""
+    family table. ``fragment`` as for ``render_report_html``."""
     subtitle = ", ".join(
         f"{label} ({fw})" for label, fw in zip(report.labels, report.frameworks, strict=True)
     )
     tables, specs = _tables(report.tables, report.charts, report.time_unit)
     return _page(
+        fragment=fragment,
         title=report.title,
         subtitle=f"{subtitle}. Times in {report.time_unit} per {report.per}.",
         verdict=report.verdict_lines or None,

@@ -10,6 +10,7 @@ shows that table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.report.format import column_unit
 from perfkit_core.report.tables import (
+    Table,
     derived_frames,
     drop_empty_columns,
     drop_zero_rows,
     label_whole_run,
     mark_repeated_columns,
+    table_from_frame,
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from perfkit_core.events.run import Run
     from perfkit_core.jobs import Job
@@ -42,6 +43,8 @@ DEFAULT_VIEWS: tuple[str, ...] = (
     "device",
     "operator",
     "kernel",
+    "roofline",
+    "mfu",
     "memcpy",
     "user",
     "distributed",
@@ -62,6 +65,8 @@ VIEW_TITLES: dict[str, str] = {
     "device": "Device Summary",
     "operator": "Operator Summary",
     "kernel": "Kernel Summary",
+    "roofline": "Roofline: each op against the device's peaks",
+    "mfu": "Model FLOPs utilisation per step",
     "memcpy": "Memory Manipulation Summary",
     "user": "UserDefined Summary",
     "distributed": "Distributed Summary",
@@ -74,7 +79,7 @@ VIEW_TITLES: dict[str, str] = {
 #: Views whose rows are ranked entries (ops, kernels, ...): ``top`` cuts them. Other views are
 #: fixed structures (the model view's phases, the overview's kinds) and are shown whole.
 RANKED_VIEWS = frozenset(
-    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches"}
+    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches", "roofline"}
 )
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
@@ -84,47 +89,27 @@ VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
     "family": ("Time per step by op family", "hbar", ["per_step_ns", "gpu_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
     "device_timeline": ("Device utilisation over time", "line", None),
+    # x, y, point size, then the ceilings' columns (drawn when the table has them).
+    "roofline": (
+        "Roofline: achieved TFLOP/s against arithmetic intensity (log-log, points sized by time)",
+        "roofline",
+        [
+            "intensity_flop_per_byte",
+            "achieved_tflops_per_s",
+            "time_ns",
+            "peak_tflops_per_s",
+            "peak_tb_per_s",
+        ],
+    ),
 }
-
-
-@dataclass
-class Column:
-    """A table column: its key (the view's column name), header label and unit (see
-    ``perfkit_core.report.format.column_unit``)."""
-
-    key: str
-    label: str
-    unit: str
-    #: A column that only repeats the name column (``step`` beside ``step 2``): the JSON keeps
-    #: it for programs, the text and HTML forms leave it out for readers.
-    repeats_name: bool = False
-
-
-@dataclass
-class Table:
-    """A table as a report shows it: raw values (ns, %, counts, text; None where not measured)."""
-
-    id: str
-    title: str
-    columns: list[Column]
-    rows: list[list[Any]]
-    note: str | None = None
-    #: Per row, its nesting level (detail rows of op_detail are 1); empty when all are 0.
-    levels: list[int] = field(default_factory=list)
-    #: Per row, the unit of its numbers (``time``, ``number``) where a table's rows differ in
-    #: unit (the benchmark view's costs and rates); empty when the columns give the units.
-    row_units: list[str] = field(default_factory=list)
-
-    def records(self) -> list[dict[str, Any]]:
-        """The rows as dicts keyed by column key."""
-        keys = [c.key for c in self.columns]
-        return [dict(zip(keys, row, strict=True)) for row in self.rows]
 
 
 @dataclass
 class Chart:
     """A chart drawn from ``table``: bars (or a line) per ``label`` value, one series per column
-    in ``series``. ``kind`` is ``bar``, ``stacked``, ``hbar`` or ``line``."""
+    in ``series``. ``kind`` is ``bar``, ``stacked``, ``hbar``, ``line`` or ``roofline`` (a
+    log-log scatter of one point per row: ``series`` names the x, y and point-size columns,
+    then the columns of the compute and bandwidth ceilings drawn over it)."""
 
     id: str
     title: str
@@ -200,67 +185,6 @@ class Report:
     def table(self, table_id: str) -> Table:
         """The table with id ``table_id``."""
         return next(t for t in self.tables if t.id == table_id)
-
-
-def _plain(value: Any) -> Any:
-    """A plain Python value: numpy scalars unwrapped, NaN and NA as None."""
-    if value is None:
-        return None
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and value != value:
-        return None
-    try:
-        import pandas as pd
-
-        if value is pd.NA or value is pd.NaT:
-            return None
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        pass
-    return value
-
-
-def table_from_frame(
-    table_id: str,
-    title: str,
-    frame: pd.DataFrame,
-    *,
-    top: int | None = None,
-    note: str | None = None,
-    labels: dict[str, str] | None = None,
-    units: dict[str, str] | None = None,
-) -> Table:
-    """Return a ``Table`` of ``frame`` (at most ``top`` rows; a note says how many there were).
-
-    Columns of a view's ``level``/``detail_of`` pair become the table's ``levels``; header labels
-    come from the column names unless ``labels`` gives them; ``units`` overrides units by key.
-    """
-    from perfkit_core.report.format import column_label
-
-    labels = {**(frame.attrs.get("labels") or {}), **(labels or {})}
-    units = units or {}
-    notes = [n for n in (note, frame.attrs.get("note")) if n]
-    shown = frame.head(top) if top else frame
-    if top and len(frame) > top:
-        notes.append(f"top {len(shown)} of {len(frame)} rows")
-    levels: list[int] = []
-    if "level" in shown.columns:
-        levels = [int(v) for v in shown["level"]]
-        shown = shown.drop(columns=[c for c in ("level", "detail_of") if c in shown.columns])
-    columns = [
-        Column(
-            str(c),
-            labels.get(str(c)) or column_label(str(c)),
-            units.get(str(c)) or column_unit(str(c), shown[c]),
-        )
-        for c in shown.columns
-    ]
-    rows = [[_plain(v) for v in row] for row in shown.itertuples(index=False, name=None)]
-    row_units: list[str] = []
-    unit_column = frame.attrs.get("row_unit_column")
-    if unit_column and unit_column in shown.columns:
-        row_units = ["time" if str(u) == "ns" else "number" for u in shown[unit_column]]
-    return Table(table_id, title, columns, rows, "; ".join(notes) or None, levels, row_units)
 
 
 def _step_count(run: Run | Job) -> int:
@@ -366,6 +290,7 @@ def _headline(
             items.append(HeaderItem("Throughput (samples/s)", batch_size * 1e9 / step_ns, "number"))
         else:
             items.append(HeaderItem("Throughput (steps/s)", 1e9 / step_ns, "number"))
+        items += _mfu_items(run)
     phases: list[PhaseShare] = []
     for name in HEADLINE_PHASES:
         if name in model.index:
@@ -379,6 +304,46 @@ def _headline(
         saving, how = combined_saving(findings, step_ns)
         combined = CombinedSaving(saving, len(findings), how, step_ns)
     return Headline(items, phases, top, note, combined)
+
+
+def run_label(run: Run | Job) -> str:
+    """The name a run goes by in titles: the file or folder it was loaded from (``origin``);
+    else its trace's file name (the folder's, for a trace kept inside a saved run), the folder
+    of a job's traces, or its framework."""
+    origin = getattr(run, "origin", None)
+    if origin is not None and Path(origin).name:
+        return Path(origin).name
+    source = run.meta.get("source")
+    if isinstance(source, list) and source:
+        folders = {Path(str(s)).parent.name for s in source}
+        if len(folders) == 1 and "" not in folders:
+            return folders.pop()
+    elif isinstance(source, str) and source:
+        path = Path(source)
+        return (
+            path.parent.name if path.name.startswith("trace.") and path.parent.name else path.name
+        )
+    return str(run.meta.get("framework") or "run")
+
+
+def _mfu_items(run: Run | Job) -> list[HeaderItem]:
+    """The headline's model FLOPs per step and MFU: the ``mfu`` view's mean row, labelled as
+    that view labels them; none when the run's model FLOPs or peaks are unknown."""
+    try:
+        mfu = run.summary("mfu")
+    except (KeyError, ValueError):
+        return []
+    mean = mfu[mfu["name"] == "mean"] if "name" in mfu.columns else mfu.iloc[0:0]
+    if mean.empty or "mfu_pct" not in mean.columns:
+        return []
+    row = mean.iloc[0]
+    if math.isnan(float(row["mfu_pct"])) or not row.get("model_gflops"):
+        return []
+    labels = mfu.attrs.get("labels") or {}
+    return [
+        HeaderItem("Model GFLOP per step", float(row["model_gflops"]), "number"),
+        HeaderItem(labels.get("mfu_pct", "MFU (% of the peak)"), float(row["mfu_pct"]), "pct"),
+    ]
 
 
 def skipped_events(meta: dict[str, Any]) -> dict[str, int]:
@@ -404,7 +369,8 @@ def _view_chart(table: Table) -> Chart | None:
         series = [
             c.key
             for c in table.columns[1:]
-            if c.unit in ("time", "bytes", "pct") and c.key not in ("dur_ns", "step_ns", "offset_ns")
+            if c.unit in ("time", "bytes", "pct")
+            and c.key not in ("dur_ns", "step_ns", "offset_ns")
         ]
     else:
         series = [k for k in wanted if k in keys]
@@ -477,7 +443,7 @@ def build_report(
                 if chart is not None:
                     chart_list.append(chart)
     return Report(
-        title="perfkit report",
+        title=f"{run_label(run)} — perfkit report",
         time_unit=time_unit,
         header=_header(run),
         findings=findings,

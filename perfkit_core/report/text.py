@@ -4,9 +4,11 @@ nothing."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.events.names import short_names
 from perfkit_core.report.format import (
     TIME_UNITS,
     cell_text,
@@ -25,36 +27,69 @@ TABLE_WIDTH_MIN = 60
 BAR_WIDTH = 60
 #: Fill characters of the stacked bar's segments, in phase order.
 BAR_FILLS = "#=*+-"
-#: Text cells longer than this are cut (with ``...``).
+#: Names longer than this are shortened (different names stay different).
 MAX_NAME_WIDTH = 60
+#: Other text cells longer than this are cut (with ``...``).
+MAX_TEXT_WIDTH = 40
+#: Header labels wrap onto more lines rather than widen a column past its values, down to this
+#: width (or their longest word).
+HEADER_MIN_WIDTH = 8
+#: Text cells of a comparison's tables (the native ops behind a matched op) are cut to this.
+COMPARISON_TEXT_WIDTH = 26
+#: Notes and verdict lines wrap at this width.
+LINE_WIDTH = 160
 
 
 def format_table(
-    table: Table, *, time_unit: str = "ms", max_name_width: int = MAX_NAME_WIDTH
+    table: Table,
+    *,
+    time_unit: str = "ms",
+    max_name_width: int = MAX_NAME_WIDTH,
+    max_text_width: int = MAX_TEXT_WIDTH,
 ) -> str:
     """Return ``table`` as aligned text under a banner with its title.
 
-    Time columns are shown in ``time_unit``; text columns are left-aligned and cut to
-    ``max_name_width`` characters; numbers are right-aligned; ``-`` marks a value that was not
-    measured; detail rows are indented under their parent.
+    Time columns are shown in ``time_unit``; names (the first column) are shortened to about
+    ``max_name_width`` characters, different names staying different
+    (``perfkit_core.events.names.short_names``), other text columns are cut to
+    ``max_text_width``; headers wrap onto more lines rather than widen a column past its
+    values, and the note wraps at ``LINE_WIDTH``; text is left-aligned, numbers
+    right-aligned; ``-`` marks a value that was not measured; detail rows are indented under
+    their parent.
     """
     if time_unit not in TIME_UNITS:
         raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
     shown = [j for j, c in enumerate(table.columns) if not c.repeats_name]
-    headers = [header_label(table.columns[j].label, table.columns[j].unit, time_unit) for j in shown]
+    headers = [
+        header_label(table.columns[j].label, table.columns[j].unit, time_unit) for j in shown
+    ]
     text_cols = [table.columns[j].unit == "text" for j in shown]
     body: list[list[str]] = []
+    names = short_names(
+        [format_value(row[0], table.columns[0].unit, time_unit) for row in table.rows],
+        max_name_width,
+    )
     for i, _row in enumerate(table.rows):
         cells = []
         for k, j in enumerate(shown):
-            cell = cell_text(table, i, j, time_unit)
+            cell = names[i] if j == 0 else cell_text(table, i, j, time_unit)
             if j == 0 and table.levels and table.levels[i]:
                 cell = "  " * table.levels[i] + cell
-            if text_cols[k] and len(cell) > max_name_width:
-                cell = cell[: max_name_width - 3] + "..."
+            if j and text_cols[k] and len(cell) > max_text_width:
+                cell = cell[: max_text_width - 3] + "..."
             cells.append(cell)
         body.append(cells)
-    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(headers)]
+    # A column is as wide as its values, or as its header's longest word (at least
+    # HEADER_MIN_WIDTH): longer headers wrap onto more lines.
+    widths = [
+        max(
+            [len(r[i]) for r in body]
+            + [min(len(h), max(HEADER_MIN_WIDTH, *(len(w) for w in h.split())))]
+        )
+        for i, h in enumerate(headers)
+    ]
+    header_lines = [textwrap.wrap(h, w) or [""] for h, w in zip(headers, widths, strict=True)]
+    depth = max(len(lines) for lines in header_lines)
 
     def line(cells: Sequence[str]) -> str:
         parts = [
@@ -69,8 +104,12 @@ def format_table(
     if any(c.unit == "time" for c in table.columns):
         out.append(f"Time unit: {time_unit}")
     if table.note:
-        out.append(table.note)
-    out += [rule, line(headers), rule]
+        out += textwrap.wrap(table.note, max(len(rule), LINE_WIDTH))
+    out.append(rule)
+    for n in range(depth):
+        # Headers sit at the bottom of their block, next to the values they name.
+        out.append(line([h[n - depth + len(h)] if n >= depth - len(h) else "" for h in header_lines]))
+    out.append(rule)
     out += [line(r) for r in body] if body else ["(no rows)"]
     out.append(rule)
     return "\n".join(out)
@@ -87,7 +126,8 @@ def render_header(report: Report) -> str:
 
 
 def _item_text(value: object, unit: str, time_unit: str) -> str:
-    return format_value(value, unit, time_unit) + (f" {time_unit}" if unit == "time" else "")
+    suffix = f" {time_unit}" if unit == "time" else "%" if unit == "pct" else ""
+    return format_value(value, unit, time_unit) + suffix
 
 
 def render_headline(headline: Headline, time_unit: str) -> str:
@@ -174,7 +214,16 @@ def render_comparison(report: ComparisonReport) -> str:
         parts.append(
             " Verdict ".center(TABLE_WIDTH_MIN, "-")
             + "\n"
-            + "\n".join(f"- {line}" if i else line for i, line in enumerate(report.verdict_lines))
+            + "\n".join(
+                textwrap.fill(
+                    f"- {line}" if i else line,
+                    LINE_WIDTH,
+                    subsequent_indent="  ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+                for i, line in enumerate(report.verdict_lines)
+            )
         )
     parts.append(
         f"Comparing {len(report.labels)} runs: "
@@ -182,7 +231,12 @@ def render_comparison(report: ComparisonReport) -> str:
             f"{label} ({fw})" for label, fw in zip(report.labels, report.frameworks, strict=True)
         )
     )
-    parts += [format_table(t, time_unit=report.time_unit) for t in report.tables]
+    # The op lists of a comparison's matched ops are cut shorter, so the table fits 160
+    # columns beside the runs' figures.
+    parts += [
+        format_table(t, time_unit=report.time_unit, max_text_width=COMPARISON_TEXT_WIDTH)
+        for t in report.tables
+    ]
     text = "\n\n".join(parts) + "\n"
     if report.gate is not None:
         text += report.gate.message + "\n"

@@ -3,8 +3,9 @@
 A view is a function ``view(run, **options) -> DataFrame`` registered through the
 ``perfkit_register_views`` hook; ``run.summary(name)`` looks it up in ``registry``. The built-in
 views live in ``operators`` (operator, user), ``phases`` (model, phases), ``families``
-(family), ``overview`` (overview, device), ``kernels`` (kernel), ``memory`` (memcpy, memory),
-``timelines`` (memory_timeline, device_timeline), ``distributed`` and ``steps`` (steps,
+(family), ``overview`` (overview, device), ``kernels`` (kernel), ``memory`` (memcpy, memory;
+frees paired with their allocations by ``allocations``), ``timelines`` (memory_timeline,
+device_timeline, in slices that line up with the steps), ``distributed`` and ``steps`` (steps,
 benchmark), and are registered by ``builtin``. ``families`` also holds the op-family rules adapters build on.
 """
 
@@ -26,24 +27,70 @@ from perfkit_core.views.families import (
     family_times,
     normalize,
 )
+from perfkit_core.views.opcost import (
+    MODEL_KINDS,
+    OpCall,
+    OpCost,
+    attention_cost,
+    broadcast_shape,
+    conv_cost,
+    conv_output_spatial,
+    copy_cost,
+    elementwise_cost,
+    embedding_cost,
+    gemm_cost,
+    matmul_cost,
+    norm_cost,
+    optimizer_cost,
+    pool_cost,
+    precision_of,
+    reduction_cost,
+    rnn_cost,
+    softmax_cost,
+)
 from perfkit_core.views.registry import ViewSpec, get_view, registered_views, summary
+from perfkit_core.views.shapes import Inputs, Shape, dtype_bytes, numel, parse_inputs
 
 __all__ = [
     "CANONICAL_FAMILIES",
     "FAMILIES",
     "LAYER_OPS",
+    "MODEL_KINDS",
     "PHASES",
+    "Inputs",
+    "OpCall",
+    "OpCost",
     "OpMap",
     "Resolver",
+    "Shape",
     "ViewSpec",
+    "attention_cost",
     "base_name",
+    "broadcast_shape",
+    "conv_cost",
+    "conv_output_spatial",
+    "copy_cost",
     "direction_of",
+    "dtype_bytes",
+    "elementwise_cost",
+    "embedding_cost",
     "family_of",
     "family_times",
+    "gemm_cost",
     "get_view",
     "is_gradient",
+    "matmul_cost",
+    "norm_cost",
     "normalize",
+    "numel",
+    "optimizer_cost",
+    "parse_inputs",
+    "pool_cost",
+    "precision_of",
+    "reduction_cost",
     "registered_views",
+    "rnn_cost",
+    "softmax_cost",
     "step_slices",
     "summary",
 ]

@@ -141,7 +141,22 @@ def breakdown_view(run: Run, *, rank: int | None = None, per_step: bool = False)
                 "ratio_pct": 100.0 * mean / mean_step if n and mean_step else math.nan,
             }
         )
-    return view_frame(rows, ["name", "time_ns", "ratio_pct"], note)
+    frame = view_frame(
+        rows,
+        ["name", "time_ns", "ratio_pct"],
+        "; ".join(
+            n
+            for n in (
+                note,
+                "exclusive: each instant counts once, for the first part running then, so "
+                "data loading or host work that overlaps a kernel counts as Kernel here (the "
+                "model view's phases count all of the step's time waiting for data)",
+            )
+            if n
+        ),
+    )
+    frame.attrs["labels"] = {"time_ns": "Exclusive time per step", "ratio_pct": "% of step"}
+    return frame
 
 
 def _part_rows(name: str, kind: np.ndarray, on_device: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from perfkit_core.views import (
     overview,
     phases,
     ranks,
+    roofline,
     step_time,
     steps,
     timelines,
@@ -77,6 +78,13 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "per operator: device work launched and its launch delay (queue time), as HTA measures it",
     ),
     ("kernel", kernels.kernel_view, "calls, time, launch shape and occupancy per GPU kernel"),
+    (
+        "roofline",
+        roofline.roofline_view,
+        "per op: FLOPs, bytes, intensity, achieved TFLOP/s and TB/s, and % of the roofline "
+        "bound of the device's peaks",
+    ),
+    ("mfu", roofline.mfu_view, "per step: model FLOPs and model FLOPs utilisation (MFU)"),
     (
         "memcpy",
         memory.memcpy_view,

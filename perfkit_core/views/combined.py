@@ -123,42 +123,60 @@ MEMCPY = MeanRule(
 
 MEMORY_BY_OP = MeanRule(
     keys=("name", "device"),
-    sums=("allocations", "frees", "allocated_bytes", "freed_bytes", "net_bytes"),
+    sums=(
+        "allocations",
+        "allocated_bytes",
+        "freed_later_bytes",
+        "held_bytes",
+        "frees",
+        "freed_bytes",
+    ),
     finish=lambda frame, options: _sort_desc(frame, "allocated_bytes"),
 )
 
 
 def memory_rule(options: dict[str, Any]) -> Combiner:
-    """The memory view: by op, the mean per rank; by device, one row per device of each rank."""
+    """The memory view: by op, the mean per rank; by device or step, the rows of each rank."""
     from perfkit_core.views.across import ConcatCombiner, MeanCombiner
 
-    if options.get("by", "op") == "device":
+    if options.get("by", "op") in ("device", "step"):
         return ConcatCombiner(options)
     return MeanCombiner(MEMORY_BY_OP, options)
 
 
+#: The per-device columns of the memory timeline (``<device><suffix>``).
+MEMORY_TIMELINE_SUFFIXES = ("_peak_allocated_bytes", "_peak_above_start_bytes")
+
+
 class MemoryTimelineCombiner(Combiner):
-    """The memory timeline of a job: each rank's profile cut into the same number of slices;
-    in each slice, the highest peak allocated memory of any rank's devices of a type."""
+    """The memory timeline of a job: each rank's steps cut into the same slices (lined up by
+    slice number); in each slice, the highest peak of any rank's devices of a type."""
 
     how = (
-        "each of {n} ranks' profiles cut into equal slices; each cell: the highest peak of any "
+        "each of {n} ranks' steps cut into the same slices; each cell: the highest peak of any "
         "rank's devices of that type in the slice"
     )
 
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self.peaks: dict[tuple[int, str], float] = {}
+        self.names: dict[int, str] = {}
         self.offsets: dict[int, list[int]] = {}
 
     def _add(self, rank: int, frame: pd.DataFrame) -> None:
         if frame.empty or "slice" not in frame.columns:
             return
         slices = frame["slice"].to_numpy().astype(np.int64)
-        for index, offset in zip(slices.tolist(), frame["offset_ns"].tolist(), strict=True):
+        for index, offset, name in zip(
+            slices.tolist(), frame["offset_ns"].tolist(), frame["name"].tolist(), strict=True
+        ):
             self.offsets.setdefault(index, []).append(int(offset))
-        for column in [c for c in frame.columns if c.endswith("_peak_allocated_bytes")]:
-            kind = column.split("_peak_allocated_bytes")[0].split(":")[0]
+            self.names.setdefault(index, str(name))
+        for column in frame.columns:
+            suffix = next((s for s in MEMORY_TIMELINE_SUFFIXES if column.endswith(s)), None)
+            if suffix is None:
+                continue
+            kind = column[: -len(suffix)].split(":")[0] + suffix
             values = frame[column].to_numpy().astype(np.float64)
             for index, value in zip(slices.tolist(), values.tolist(), strict=True):
                 if value == value:  # not NaN
@@ -172,15 +190,11 @@ class MemoryTimelineCombiner(Combiner):
         rows = []
         for index in sorted(self.offsets):
             offset = int(np.mean(self.offsets[index]))
-            row: dict[str, Any] = {
-                "name": f"{offset / 1e6:.1f} ms",
-                "offset_ns": offset,
-                "slice": index,
-            }
+            row: dict[str, Any] = {"name": self.names[index], "offset_ns": offset, "slice": index}
             for kind in kinds:
-                row[f"{kind}_peak_allocated_bytes"] = self.peaks.get((index, kind), np.nan)
+                row[kind] = self.peaks.get((index, kind), np.nan)
             rows.append(row)
-        columns = ["name", "offset_ns", "slice", *[f"{k}_peak_allocated_bytes" for k in kinds]]
+        columns = ["name", "offset_ns", "slice", *kinds]
         return pd.DataFrame(rows, columns=columns)
 
 
@@ -338,6 +352,8 @@ ACROSS: dict[str, Any] = {
     "queue": "concat",
     "launches": LAUNCHES,
     "kernel": KERNEL,
+    "roofline": "concat",
+    "mfu": "concat",
     "memcpy": MEMCPY,
     "memory": memory_rule,
     "memory_timeline": MemoryTimelineCombiner,

@@ -49,7 +49,7 @@ def family_key(family: str, direction: str) -> str:
 
 #: Header labels of the family view's columns.
 FAMILY_LABELS = {
-    "per_step_ns": "Time per step",
+    "per_step_ns": "Host time per step",
     "step_pct": "% of step",
     "gpu_per_step_ns": "GPU time per step",
     "gpu_share_pct": "% of the steps' GPU time",
@@ -75,7 +75,10 @@ def _slice_keys(slices: pd.DataFrame) -> np.ndarray:
     """``family (direction)`` of each slice."""
     family = slices["family"].astype(str).to_numpy()
     direction = slices["direction"].astype(str).to_numpy()
-    pairs = {(f, d): family_key(f, d) for f, d in set(zip(family.tolist(), direction.tolist(), strict=True))}
+    pairs = {
+        (f, d): family_key(f, d)
+        for f, d in set(zip(family.tolist(), direction.tolist(), strict=True))
+    }
     return np.array(
         [pairs[(f, d)] for f, d in zip(family.tolist(), direction.tolist(), strict=True)],
         dtype=object,
@@ -160,7 +163,9 @@ def family_view(run: Run, *, top: int | None = None) -> pd.DataFrame:
             100.0 * gpu.get(k, 0.0) / gpu_total if gpu_total else math.nan for k in names
         ]
         order = "gpu_per_step_ns"
-    frame = frame.sort_values([order, "per_step_ns", "name"], ascending=[False, False, True], kind="stable")
+    frame = frame.sort_values(
+        [order, "per_step_ns", "name"], ascending=[False, False, True], kind="stable"
+    )
     frame = frame.reset_index(drop=True)
     if top is not None:
         frame = frame.head(top)

@@ -1,4 +1,4 @@
-"""The memory manipulation (memcpy/memset) and memory (allocations) views."""
+"""The memory manipulation (memcpy/memset) and memory (allocations and frees) views."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.intervals import step_spans
 from perfkit_core.events.schema import str_values
-from perfkit_core.views.common import view_frame
+from perfkit_core.views.allocations import Allocations, allocations
+from perfkit_core.views.common import no_step_note, view_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,94 +106,196 @@ def memcpy_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 # memory
 
-
-def memory_view(run: Run, *, by: str = "op", rank: int | None = None) -> pd.DataFrame:
-    """Allocations and frees where memory events were recorded.
-
-    ``by="op"``: one row per (enclosing host event, device): allocation and free counts, bytes
-    allocated and freed, net bytes. ``by="device"``: one row per device: peak allocated and peak
-    reserved bytes, and the same counts.
-    """
-    import pandas as pd
-
-    ev = run.events
-    sel = ev["kind"].to_numpy() == "memory"
-    if rank is not None:
-        sel &= ev["rank"].to_numpy() == rank
-    if by not in ("op", "device"):
-        raise ValueError(f"by must be 'op' or 'device', not {by!r}")
-    op_cols = [
+#: Header labels of the memory view's columns (``frame.attrs["labels"]``).
+MEMORY_LABELS: dict[str, str] = {
+    "name": "Name",
+    "device": "Device",
+    "allocations": "Allocations per step",
+    "allocated_bytes": "Allocated per step",
+    "freed_later_bytes": "Of that, freed later per step",
+    "held_bytes": "Held at the end of the profile",
+    "frees": "Frees per step",
+    "freed_bytes": "Freed per step",
+    "peak_allocated_bytes": "Peak allocated",
+    "peak_reserved_bytes": "Peak reserved",
+    "peak_above_start_bytes": "Peak above the profile's start",
+}
+_BY = {
+    "op": [
         "name",
         "device",
         "allocations",
-        "frees",
         "allocated_bytes",
+        "freed_later_bytes",
+        "held_bytes",
+        "frees",
         "freed_bytes",
-        "net_bytes",
-    ]
-    dev_cols = [
+    ],
+    "device": [
         "name",
         "allocations",
-        "frees",
         "allocated_bytes",
+        "frees",
+        "freed_bytes",
+        "held_bytes",
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "peak_above_start_bytes",
+    ],
+    "step": [
+        "name",
+        "device",
+        "allocations",
+        "allocated_bytes",
+        "frees",
         "freed_bytes",
         "peak_allocated_bytes",
         "peak_reserved_bytes",
-    ]
-    if not sel.any():
-        return view_frame(
-            [],
-            op_cols if by == "op" else dev_cols,
-            "no memory events were recorded (profile_memory was off)",
-        )
-    rows = np.flatnonzero(sel)
-    names = str_values(ev["name"])
-    parent = ev["parent"].to_numpy()[rows]
-    device = [
-        f"{t}" if i < 0 else f"{t}:{i}"
-        for t, i in zip(
-            str_values(ev["device_type"])[rows],
-            ev["device_index"].to_numpy()[rows],
-            strict=True,
-        )
-    ]
-    nbytes = ev["bytes"].to_numpy()[rows]
+        "peak_above_start_bytes",
+    ],
+}
+
+
+def memory_view(run: Run, *, by: str = "op", rank: int | None = None) -> pd.DataFrame:
+    """Allocations and frees where memory events were recorded, each free paired with the
+    allocation it releases (``perfkit_core.views.allocations``), whichever op made either.
+
+    ``by="op"``: one row per op (the innermost enclosing host event that is not a step) and
+    device: what the op allocated per step, how much of that was freed later (by any op) and
+    how much was still held at the end of the profile, and what the op freed. ``by="device"``:
+    one row per device, with the peaks over the profile. ``by="step"``: one row per step and
+    device, with the step's peaks. Counts and bytes allocated or freed are per step (events
+    inside the steps, over the number of steps); peaks and held bytes are bytes.
+    """
+    import pandas as pd
+
+    if by not in _BY:
+        raise ValueError(f"by must be 'op', 'device' or 'step', not {by!r}")
+    columns = _BY[by]
+    mem = allocations(run, rank)
+    labels = {c: MEMORY_LABELS[c] for c in columns}
+    if by == "step":
+        labels["allocations"], labels["frees"] = "Allocations", "Frees"
+        labels["allocated_bytes"], labels["freed_bytes"] = "Allocated", "Freed"
+    if not (mem.is_alloc | mem.is_free).any():
+        frame = view_frame([], columns, "no memory events were recorded (profile_memory was off)")
+        frame.attrs["labels"] = labels
+        return frame
+    spans = step_spans(run, rank)
+    steps = max(len(np.unique(spans["step"])), 1)
+    in_steps = mem.step >= 0 if len(spans["step"]) else np.ones(len(mem.bytes), dtype=bool)
     frame = pd.DataFrame(
         {
-            "name": np.where(parent >= 0, names[np.maximum(parent, 0)], "(outside any op)"),
-            "device": device,
-            "alloc": nbytes > 0,
-            "free": nbytes < 0,
-            "allocated_bytes": np.where(nbytes > 0, nbytes, 0.0),
-            "freed_bytes": np.where(nbytes < 0, -nbytes, 0.0),
-            "peak_allocated": ev["allocated_bytes"].to_numpy()[rows],
-            "peak_reserved": ev["reserved_bytes"].to_numpy()[rows],
+            "name": mem.op,
+            "device": mem.device,
+            "step": mem.step,
+            "alloc": (mem.is_alloc & in_steps).astype(np.int64),
+            "free": (mem.is_free & in_steps).astype(np.int64),
+            "allocated": np.where(mem.is_alloc & in_steps, mem.bytes, 0.0),
+            "freed_later": np.where(mem.is_alloc & mem.freed & in_steps, mem.bytes, 0.0),
+            "held": np.where(mem.held, mem.bytes, 0.0),
+            "freed": np.where(mem.is_free & in_steps, -mem.bytes, 0.0),
+            "level": _levels(mem),
+            "peak_allocated": mem.allocated_total,
+            "peak_reserved": mem.reserved_total,
         }
     )
-    if by == "device":
-        g = frame.groupby("device", sort=True)
-        out = (
-            g.agg(
-                allocations=("alloc", "sum"),
-                frees=("free", "sum"),
-                allocated_bytes=("allocated_bytes", "sum"),
-                freed_bytes=("freed_bytes", "sum"),
-                peak_allocated_bytes=("peak_allocated", "max"),
-                peak_reserved_bytes=("peak_reserved", "max"),
-            )
-            .reset_index()
-            .rename(columns={"device": "name"})
+    sums = {
+        "allocations": ("alloc", "sum"),
+        "allocated_bytes": ("allocated", "sum"),
+        "freed_later_bytes": ("freed_later", "sum"),
+        "held_bytes": ("held", "sum"),
+        "frees": ("free", "sum"),
+        "freed_bytes": ("freed", "sum"),
+        "peak_allocated_bytes": ("peak_allocated", "max"),
+        "peak_reserved_bytes": ("peak_reserved", "max"),
+        "peak_above_start_bytes": ("level", "max"),
+    }
+    wanted = {c: sums[c] for c in columns if c in sums}
+    if by == "step":
+        frame = frame[frame["step"] >= 0]
+        out = frame.groupby(["step", "device"], sort=True).agg(**wanted).reset_index()
+        out["name"] = [f"step {s}" for s in out["step"]]
+    else:
+        keys = ["name", "device"] if by == "op" else ["device"]
+        out = frame.groupby(keys, sort=False).agg(**wanted).reset_index()
+        if by == "device":
+            out = out.rename(columns={"device": "name"}).sort_values("name", kind="stable")
+        for column in ("allocations", "allocated_bytes", "freed_later_bytes", "frees"):
+            if column in out.columns:
+                out[column] = out[column] / steps
+        if "freed_bytes" in out.columns:
+            out["freed_bytes"] = out["freed_bytes"] / steps
+    if "peak_above_start_bytes" in out.columns:
+        out["peak_above_start_bytes"] = np.maximum(out["peak_above_start_bytes"], 0.0)
+    if by == "op":
+        out = out.sort_values(
+            ["allocated_bytes", "held_bytes", "freed_bytes", "name"],
+            ascending=[False, False, False, True],
+            kind="stable",
         )
-        return pd.DataFrame(out[dev_cols])
-    g = frame.groupby(["name", "device"], sort=False)
-    out = g.agg(
-        allocations=("alloc", "sum"),
-        frees=("free", "sum"),
-        allocated_bytes=("allocated_bytes", "sum"),
-        freed_bytes=("freed_bytes", "sum"),
-    ).reset_index()
-    out["net_bytes"] = out["allocated_bytes"] - out["freed_bytes"]
-    out = out[op_cols].sort_values(
-        ["allocated_bytes", "name"], ascending=[False, True], kind="stable"
-    )
-    return pd.DataFrame(out.reset_index(drop=True))
+    out = pd.DataFrame(out[columns].reset_index(drop=True))
+    out.attrs["labels"] = labels
+    out.attrs["note"] = _memory_note(mem, frame, steps, bool(len(spans["step"])), by)
+    return out
+
+
+def _levels(mem: Allocations) -> np.ndarray:
+    """Per event, the bytes allocated less freed on its device since the start of the profile
+    (events in time order), after the event."""
+    level = np.zeros(len(mem.bytes))
+    change = np.nan_to_num(mem.bytes)
+    for device in np.unique(mem.device.astype(str)):
+        mine = mem.device == device
+        level[mine] = np.cumsum(change[mine])
+    return level
+
+
+def _memory_note(
+    mem: Allocations, frame: pd.DataFrame, steps: int, has_steps: bool, by: str
+) -> str:
+    """What a reader of the memory view must know: the unit of its rows, how frees were
+    paired, and each device's peak."""
+    parts = []
+    if by != "step":
+        parts.append(
+            f"per step: over the {steps} steps" if has_steps else no_step_note(False) or ""
+        )
+    if mem.by_address:
+        parts.append("each free paired with its allocation by address")
+    else:
+        moved = (
+            f"; {bytes_text(mem.ambiguous_bytes)} held at the end could be another op's"
+            if mem.ambiguous_bytes
+            else ""
+        )
+        parts.append(
+            "the trace recorded no addresses: each free paired with the latest held "
+            f"allocation of its size on its device{moved}"
+        )
+    for device, group in frame.groupby("device", sort=True):
+        totals = group["peak_allocated"].to_numpy()
+        if not np.isnan(totals).all():
+            at = int(np.nanargmax(totals))
+            reserved = group["peak_reserved"].to_numpy()
+            text = f"{device}: peak allocated {bytes_text(float(totals[at]))}"
+            if not np.isnan(reserved).all():
+                text += f", peak reserved {bytes_text(float(np.nanmax(reserved)))}"
+        else:
+            levels = group["level"].to_numpy()
+            at = int(np.argmax(levels))
+            text = (
+                f"{device}: no allocator totals recorded; peak "
+                f"{bytes_text(max(float(levels[at]), 0.0))} above the profile's start"
+            )
+        step = int(group["step"].to_numpy()[at])
+        parts.append(text + (f" (step {step})" if step >= 0 else ""))
+    return "; ".join(p for p in parts if p)
+
+
+def bytes_text(value: float) -> str:
+    """``31.7 GiB``, ``1.5 KiB``, ``424 B``: a byte count in the largest binary unit it fills."""
+    for name, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {name}"
+    return f"{round(value)} B"

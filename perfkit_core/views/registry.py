@@ -82,20 +82,6 @@ def rank_view(one_rank: Run, spec: ViewSpec, options: dict[str, Any]) -> pd.Data
     return spec.function(one_rank, **per_rank_options(options))
 
 
-#: The options of ``perfkit report`` it hands to the views (each a command-line flag of the same
-#: name); ``view_options`` passes each view those it takes.
-REPORT_VIEW_OPTIONS = (
-    "sort_by",
-    "rank",
-    "group_by_input_shape",
-    "group_by_stack_n",
-    "by_thread",
-    "op_detail",
-    "group_by",
-    "filter",
-)
-
-
 def view_options(view: str, requested: dict[str, Any]) -> dict[str, Any]:
     """Of the options ``requested`` (the command line's), those ``view`` accepts (by its
     signature), leaving out unset ones (False, or the default)."""

@@ -127,8 +127,20 @@ def benchmark_view(
     reader = kept["data_ns"].to_numpy(dtype=np.float64)
     seconds = batch / 1e9
     rows = [
-        {"name": "reader_cost", "avg": reader.mean(), "max": reader.max(), "min": reader.min(), "unit": "ns"},
-        {"name": "batch_cost", "avg": batch.mean(), "max": batch.max(), "min": batch.min(), "unit": "ns"},
+        {
+            "name": "reader_cost",
+            "avg": reader.mean(),
+            "max": reader.max(),
+            "min": reader.min(),
+            "unit": "ns",
+        },
+        {
+            "name": "batch_cost",
+            "avg": batch.mean(),
+            "max": batch.max(),
+            "min": batch.min(),
+            "unit": "ns",
+        },
         {
             "name": "ips",
             "avg": len(seconds) / seconds.sum() if seconds.sum() else math.nan,

@@ -34,7 +34,9 @@ def in_stretched_steps(run: Run, out: pd.DataFrame) -> pd.DataFrame:
     spans = step_spans(run)
     if len(out) == 0 or len(spans["step"]) == 0:
         return out
-    moved = (spans["start_ns"] != spans["host_start_ns"]) | (spans["end_ns"] != spans["host_end_ns"])
+    moved = (spans["start_ns"] != spans["host_start_ns"]) | (
+        spans["end_ns"] != spans["host_end_ns"]
+    )
     if not moved.any():
         return out
     rank = out["rank"].to_numpy().astype(np.int64)
@@ -58,7 +60,11 @@ def in_stretched_steps(run: Run, out: pd.DataFrame) -> pd.DataFrame:
     lo = np.where(keep, np.maximum(t0, w0[w]), 0)
     hi = np.where(keep, np.minimum(t1, w1[w]), 0)
     keep &= hi > lo
-    pieces = [out.iloc[np.flatnonzero(keep)].assign(_window=window_of[keep], start_ns=lo[keep], ns=(hi - lo)[keep].astype(np.float64))]
+    pieces = [
+        out.iloc[np.flatnonzero(keep)].assign(
+            _window=window_of[keep], start_ns=lo[keep], ns=(hi - lo)[keep].astype(np.float64)
+        )
+    ]
     for i in cut_rows:
         r = int(rank[i])
         mine_w = np.flatnonzero(w_rank == r)

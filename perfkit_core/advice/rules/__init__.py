@@ -1,15 +1,16 @@
 """The built-in advice rules, registered as a plugin (listed in
 ``perfkit_core.plugins.BUILTIN_PLUGINS``): ``host`` (data loading, host-bound ops, placement),
 ``device`` (idle GPU, launch-bound, AMP, memory pressure, pageable copies),
-``communication``, ``cpu`` (optimizer step, tiny ops), which fit CPU-only runs too, and the
-cross-rank ``ranks`` (stragglers, load imbalance, exposed communication per rank)."""
+``communication``, ``cpu`` (optimizer step, tiny ops), which fit CPU-only runs too,
+``roofline`` (ops far below the roofline bound, with a known cause), and the cross-rank
+``ranks`` (stragglers, load imbalance, exposed communication per rank)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from perfkit_core.advice.engine import Advisor
-from perfkit_core.advice.rules import communication, cpu, device, host, ranks
+from perfkit_core.advice.rules import communication, cpu, device, host, ranks, roofline
 from perfkit_core.plugins import hookimpl
 
 #: (rule id, function, description) of every built-in rule.
@@ -43,6 +44,26 @@ BUILTIN_RULES: tuple[tuple[str, Advisor, str], ...] = (
         "peak device memory close to the device's capacity",
     ),
     ("pageable-memcpy", device.rule_pageable_memcpy, "host-to-device copies from pageable memory"),
+    (
+        "tensor-cores-unused",
+        roofline.rule_tensor_cores_unused,
+        "fp32 matrix ops off the tensor cores that other ops of the run use",
+    ),
+    (
+        "gemm-alignment",
+        roofline.rule_gemm_alignment,
+        "matrix ops on tensor cores with sizes that are not multiples of 8, far below their bound",
+    ),
+    (
+        "small-gemms",
+        roofline.rule_small_gemms,
+        "many matrix ops too small to leave the latency regime",
+    ),
+    (
+        "unfused-elementwise",
+        roofline.rule_unfused_elementwise,
+        "runs of memory-bound ops over one tensor that a compiler would fuse",
+    ),
     ("optimizer", cpu.rule_optimizer, "the optimizer step takes a large share of each step"),
     ("small-ops", cpu.rule_small_ops, "many tiny ops: framework overhead rather than math"),
     (

@@ -102,7 +102,10 @@ def optimizer_class(run: Run, in_optimizer: np.ndarray) -> tuple[str | None, str
                 break
     if any("fused" in op for op in op_names):
         implementation = "fused"
-    elif any(op.startswith("_foreach") or "multi_tensor" in op or op.startswith("merged_") for op in op_names):
+    elif any(
+        op.startswith("_foreach") or "multi_tensor" in op or op.startswith("merged_")
+        for op in op_names
+    ):
         implementation = "foreach"
     else:
         implementation = "for-loop"

@@ -40,6 +40,16 @@ function perfkitCharts(specs) {
   specs.forEach((spec) => {
     const canvas = document.getElementById(spec.id);
     if (!canvas || typeof Chart === 'undefined') return;
+    if (spec.config.type === 'bubble') {
+      // Log axes: a label at each power of ten only, written short (0.01, 100, 1e-6).
+      const tick = (v) => { const l = Math.log10(v); if (Math.abs(l - Math.round(l)) > 1e-9) return '';
+        return (v >= 0.001 && v < 1e5) ? String(+v.toPrecision(1)) : `1e${Math.round(l)}`; };
+      ['x', 'y'].forEach((a) => { spec.config.options.scales[a].ticks = { callback: tick, autoSkip: false }; });
+      // Roofline points name their op and time on hover.
+      spec.config.options.plugins.tooltip = { callbacks: { label: (ctx) => ctx.raw.label
+        ? `${ctx.raw.label}: ${ctx.raw.y.toPrecision(3)} TFLOP/s at ${ctx.raw.x.toPrecision(3)} FLOP/B, ${ctx.raw.time}`
+        : ctx.dataset.label } };
+    }
     const chart = new Chart(canvas, spec.config);
     canvas.dataset.rendered = '1';
     // Every category label drawn? (Chart.js skips labels that do not fit unless told not to;
@@ -47,7 +57,7 @@ function perfkitCharts(specs) {
     const axis = spec.config.options.indexAxis === 'y' ? 'y' : 'x';
     const ticks = chart.scales[axis] ? chart.scales[axis].ticks.length : 0;
     canvas.dataset.type = spec.config.type;
-    canvas.dataset.labels = spec.config.data.labels.length;
+    canvas.dataset.labels = (spec.config.data.labels || []).length;
     canvas.dataset.labelsDrawn = ticks;
   });
   // The laid-out page height, so a screenshot can take the whole page.

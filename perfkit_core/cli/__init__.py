@@ -1,4 +1,8 @@
-"""The ``perfkit`` command line. Bad input prints one line and exits 2, never a traceback."""
+"""The ``perfkit`` command line. Bad input prints one line and exits 2, never a traceback.
+
+The commands are here; options several commands share are in ``perfkit_core.cli.options``,
+``perfkit peaks`` in ``perfkit_core.cli.peaks``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from typing import Any
 
 import click
 
+from perfkit_core.cli.options import JOB_OPTIONS, OPERATOR_OPTIONS, PEAK_OPTIONS
+from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
     OptionError,
     TraceError,
@@ -20,26 +26,7 @@ from perfkit_core.errors import (
 from perfkit_core.report import render
 from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS
 from perfkit_core.report.model import DEFAULT_VIEWS
-from perfkit_core.views.operators import GROUP_BY, OPTION_HELP, SORT_KEYS
-
-#: Where a job of several ranks runs (``report`` and ``advise``).
-JOB_OPTIONS = (
-    click.option(
-        "--scheduler",
-        envvar="DASK_SCHEDULER_ADDRESS",
-        default=None,
-        metavar="ADDRESS",
-        help="Dask scheduler to analyse a job on (default: $DASK_SCHEDULER_ADDRESS, else a "
-        "local cluster started and closed here).",
-    ),
-    click.option(
-        "--workers",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Worker processes of the local cluster (default: one per core, at most one per "
-        "rank, as memory allows).",
-    ),
-)
+from perfkit_core.views.operators import SORT_KEYS
 
 #: Paths are checked by the commands themselves, which name the file and the reason in one
 #: line (click's own checks print a usage message instead).
@@ -50,6 +37,9 @@ _PATH = click.Path(path_type=Path, readable=False)
 @click.version_option(package_name="perfkit", prog_name="perfkit")
 def cli() -> None:
     """Unified summaries of PyTorch and PaddlePaddle profiler traces."""
+
+
+cli.add_command(peaks_command)
 
 
 @cli.command()
@@ -90,10 +80,8 @@ def cli() -> None:
     default=0,
     help="One row per operator and its top N stack frames.",
 )
-@click.option(
-    "--group-by", type=click.Choice(GROUP_BY), default="type", help=OPTION_HELP["group_by"]
-)
-@click.option("--filter", default=None, help=OPTION_HELP["filter"])
+@OPERATOR_OPTIONS[0]
+@OPERATOR_OPTIONS[1]
 @click.option(
     "--format",
     "fmt",
@@ -122,6 +110,8 @@ def cli() -> None:
 )
 @JOB_OPTIONS[0]
 @JOB_OPTIONS[1]
+@PEAK_OPTIONS[0]
+@PEAK_OPTIONS[1]
 @click.option(
     "--save",
     "save_to",
@@ -150,6 +140,8 @@ def report(
     output: Path | None,
     scheduler: str | None,
     workers: int | None,
+    peak_tflops: float | None,
+    peak_bandwidth: float | None,
     save_to: Path | None,
 ) -> None:
     """Print the summaries of the run, trace or job at PATH.
@@ -162,7 +154,7 @@ def report(
     from perfkit_core.jobs.job import load_run
     from perfkit_core.report.model import HEADLINE_VIEWS, build_report
     from perfkit_core.views import get_view
-    from perfkit_core.views.registry import REPORT_VIEW_OPTIONS, view_options
+    from perfkit_core.views.registry import view_options
 
     job = is_job(path) and rank is None
     if job and ctx.get_parameter_source("views") is click.core.ParameterSource.DEFAULT:
@@ -170,7 +162,18 @@ def report(
     names = [v.strip() for v in views.split(",") if v.strip()]
     for name in names:
         get_view(name)
-    requested = {key: ctx.params[key] for key in REPORT_VIEW_OPTIONS}
+    requested = {
+        "sort_by": sort_by,
+        "rank": rank,
+        "group_by_input_shape": group_by_input_shape,
+        "group_by_stack_n": group_by_stack_n,
+        "by_thread": by_thread,
+        "op_detail": op_detail,
+        "peak_tflops": peak_tflops,
+        "peak_bandwidth": peak_bandwidth,
+        "group_by": group_by,
+        "filter": filter,
+    }
     options = {name: view_options(name, requested) for name in names}
     source: Any
     if job:

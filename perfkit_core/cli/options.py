@@ -1,0 +1,55 @@
+"""Options several ``perfkit`` commands share: where a job runs, and the peaks the roofline
+measures ops against; and the operator view's grouping and filter."""
+
+from __future__ import annotations
+
+import click
+
+from perfkit_core.views.operators import GROUP_BY, OPTION_HELP
+
+#: Where a job of several ranks runs (``report`` and ``advise``).
+JOB_OPTIONS = (
+    click.option(
+        "--scheduler",
+        envvar="DASK_SCHEDULER_ADDRESS",
+        default=None,
+        metavar="ADDRESS",
+        help="Dask scheduler to analyse a job on (default: $DASK_SCHEDULER_ADDRESS, else a "
+        "local cluster started and closed here).",
+    ),
+    click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Worker processes of the local cluster (default: one per core, at most one per "
+        "rank, as memory allows).",
+    ),
+)
+
+#: The device's peaks for the roofline and MFU views (``report``), replacing its datasheet's
+#: or this machine's measured ones (``perfkit peaks``).
+PEAK_OPTIONS = (
+    click.option(
+        "--peak-tflops",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        help="Peak TFLOP/s to measure every op against (default: the GPU's datasheet peak of "
+        "the op's precision, or on a CPU run this machine's from `perfkit peaks`).",
+    ),
+    click.option(
+        "--peak-bandwidth",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        help="Peak memory bandwidth in TB/s (default: the GPU's datasheet figure, or this "
+        "machine's from `perfkit peaks`).",
+    ),
+)
+
+#: The operator and user views' rows by type or by full name, and a regular-expression filter
+#: over names and full names (``report``).
+OPERATOR_OPTIONS = (
+    click.option(
+        "--group-by", type=click.Choice(GROUP_BY), default="type", help=OPTION_HELP["group_by"]
+    ),
+    click.option("--filter", default=None, help=OPTION_HELP["filter"]),
+)

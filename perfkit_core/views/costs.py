@@ -1,0 +1,406 @@
+"""What each op of a run costs: FLOPs and bytes from the performance model, the device time it
+took, and whether its kernels ran on tensor cores; the rows the ``roofline`` and ``mfu`` views
+count.
+
+Every host op is asked for its cost (``perfkit_op_cost``, answered by the run's adapter or a
+plugin). An op nest (``aten::linear`` calling ``aten::addmm`` calling ``aten::copy_``) is
+counted once, at its outermost op that has a cost, with the device time of everything it
+launched; an op whose cost had to assume something (a convolution gradient node that does not
+say which gradients it computed) gives way to the ops inside it when they have costs of their
+own. A gradient op is paired with the forward op it differentiates (``forward_op`` links where
+torch recorded them, else in reverse order per canonical op within the step), and each side can
+read the other's shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from perfkit_core.events import links
+from perfkit_core.events.schema import str_contains, str_values
+from perfkit_core.plugins import get_plugin_manager
+from perfkit_core.views.opcost import OpCall, OpCost
+from perfkit_core.views.shapes import parse_inputs
+from perfkit_core.views.structure import innermost, outermost, structure
+
+if TYPE_CHECKING:
+    from perfkit_core.events.run import Run
+
+#: Kernel names of NVIDIA tensor-core kernels (cuBLAS ``*_s1688gemm_*``, ``*_hmma*``,
+#: ``*tensorop*``, ``sm80_xmma*``, CUTLASS ``*_16816*``, Hopper ``wgmma``) and AMD matrix-core
+#: kernels (``MFMA``, Tensile's ``_MI16x16x4``).
+TENSOR_CORE_RE = re.compile(
+    r"tensorop|hmma|xmma|wgmma|gmma|imma|[sh]1688|[sh]884|i8816|16816|_tc_|tensor_?core|mfma|_MI\d+x\d+x\d+",
+    re.IGNORECASE,
+)
+#: Precision names of tensor-core work, by the op's dtype precision.
+TENSOR_PRECISION = {"fp32": "tf32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8"}
+
+
+@dataclass
+class RunCosts:
+    """The costed ops of a run. Per counted op (row ``rows[i]`` of the event table): its cost
+    (``flops`` FLOP, ``bytes`` B, ``kind``, ``precision``, ``gemm`` as (M, N, K) or -1s,
+    ``assumed``), its time (``time_ns``: device time of what it launched on GPU runs, its host
+    duration on runs without device events), the part of that time on tensor cores
+    (``tensor_core_ns``), its longest kernel's name (``kernel``) and its step number. ``own``
+    holds every host row's own cost (NaN where none), nests included. ``unmodelled_ns``: the time
+    of ops the model does not know, by op name."""
+
+    rows: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    kind: np.ndarray
+    precision: np.ndarray
+    gemm: np.ndarray
+    batch: np.ndarray
+    assumed: np.ndarray
+    time_ns: np.ndarray
+    tensor_core_ns: np.ndarray
+    kernel: np.ndarray
+    step: np.ndarray
+    own_flops: np.ndarray
+    own_bytes: np.ndarray
+    on_device: bool
+    unmodelled_ns: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def math_precision(self) -> np.ndarray:
+        """Per counted op, the precision its math ran in: ``tf32``/``fp16``/``bf16``/``fp8``
+        tensor cores when most of its device time was on tensor-core kernels, else its dtype's
+        (``fp32``, ...)."""
+        on_tc = self.tensor_core_ns > 0.5 * np.where(self.time_ns > 0, self.time_ns, np.inf)
+        base = self.precision.astype(str)
+        tensor = np.array([TENSOR_PRECISION.get(p, "") for p in np.unique(base)], dtype=object)
+        mapped = tensor[np.searchsorted(np.unique(base), base)] if len(base) else tensor
+        use = on_tc & (mapped != "")
+        out = base.astype(object)
+        out[use] = np.char.add(mapped[use].astype(str), " tensor")
+        return out
+
+
+def _pairs(run: Run) -> np.ndarray:
+    """For each op-unit row, the unit it is paired with (a gradient unit's forward unit, a
+    forward unit's gradient unit), -1 when none. Pairs come from, in order: the ``forward_op``
+    links torch recorded; the autograd sequence numbers torch records on a forward op and on
+    the gradient node it created (``sequence``); ``unit_labels``' pairing in reverse order per
+    canonical op within a step."""
+    from perfkit_core.views.attribution import unit_labels
+
+    labels = unit_labels(run)
+    st = structure(run)
+    ev = run.events
+    n = len(st.parent)
+    unit_of = st.unit_of
+    grad_unit = np.zeros(n, dtype=bool)
+    units = np.flatnonzero(st.is_unit)
+    grad_unit[units] = labels.gradient[units]
+    matched = np.full(n, -1, dtype=np.int64)
+    fwd = ev["forward_op"].to_numpy()
+    linked = np.flatnonzero((fwd >= 0) & (unit_of >= 0))
+    if len(linked):
+        b, f = unit_of[linked], unit_of[fwd[linked]]
+        ok = (f >= 0) & grad_unit[b]
+        matched[b[ok]] = f[ok]
+    seq = ev["sequence"].to_numpy()
+    has_seq = np.flatnonzero((seq >= 0) & (unit_of >= 0))
+    if len(has_seq):
+        rank = ev["rank"].to_numpy().astype(np.int64)
+        key = (rank[has_seq] << 40) + seq[has_seq]
+        unit = unit_of[has_seq]
+        is_grad = grad_unit[unit]
+        # Torch writes the current sequence number on every op, so several forward units can
+        # carry a gradient node's number: the one of the node's canonical op wins, else the
+        # last one.
+        forward_of: dict[int, list[int]] = {}
+        for k, u in zip(key[~is_grad].tolist(), unit[~is_grad].tolist(), strict=True):
+            found = forward_of.setdefault(k, [])
+            if u not in found:
+                found.append(u)
+        for k, u in zip(key[is_grad].tolist(), unit[is_grad].tolist(), strict=True):
+            candidates = forward_of.get(k)
+            if matched[u] >= 0 or not candidates:
+                continue
+            same = [f for f in candidates if labels.op[f] == labels.op[u]]
+            matched[u] = (same or candidates)[-1]
+    guessed = labels.matched
+    rest = np.flatnonzero(grad_unit & (matched < 0) & (guessed >= 0))
+    matched[rest] = guessed[rest]
+    out = np.full(n, -1, dtype=np.int64)
+    has = np.flatnonzero(matched >= 0)
+    out[has] = matched[has]
+    # A forward unit several gradient units point to (aten::linear: AddmmBackward and
+    # TBackward) pairs with the one of its own canonical op, else the first.
+    for g in has.tolist():
+        f = int(matched[g])
+        if out[f] < 0 or (labels.op[g] == labels.op[f] and labels.op[out[f]] != labels.op[f]):
+            out[f] = g
+    return out
+
+
+def run_costs(run: Run) -> RunCosts:
+    """The ``RunCosts`` of ``run``, computed once and cached on the run."""
+    cached = run._cache.get("run_costs")
+    if cached is None:
+        cached = _run_costs(run)
+        run._cache["run_costs"] = cached
+    return cached
+
+
+def _codes(column: Any) -> tuple[np.ndarray, list[str]]:
+    import pandas as pd
+
+    values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+    return values.cat.codes.to_numpy().astype(np.int64), [str(c) for c in values.cat.categories]
+
+
+def _first_with_shapes(
+    rows: np.ndarray,
+    parent: np.ndarray,
+    ops: np.ndarray,
+    has_shapes: np.ndarray,
+    start: np.ndarray,
+) -> np.ndarray:
+    """For each row of ``rows`` (-1 passes through), the row itself when it recorded shapes,
+    else its first child op that did, down to four levels (an autograd engine span holds the
+    node that records them)."""
+    n = len(parent)
+    kids = ops[parent[ops] >= 0]
+    kids = kids[np.lexsort((start[kids], parent[kids]))]
+    first_child = np.full(n, -1, dtype=np.int64)
+    if len(kids):
+        heads = np.r_[True, parent[kids][1:] != parent[kids][:-1]]
+        first_child[parent[kids][heads]] = kids[heads]
+    out = rows.copy()
+    for _ in range(4):
+        safe = np.maximum(out, 0)
+        go = (out >= 0) & ~has_shapes[safe] & (first_child[safe] >= 0)
+        if not go.any():
+            break
+        out[go] = first_child[out[go]]
+    return out
+
+
+def _run_costs(run: Run) -> RunCosts:
+    """Every op's own cost, asked once per distinct call: ops are coded in bulk by what a call
+    holds (name, recorded inputs, stack's innermost frame, enclosing call, paired call), level
+    by level of the op nests, and one ``OpCall`` is made per distinct code."""
+    ev = run.events
+    n = len(ev)
+    st = structure(run)
+    parent = ev["parent"].to_numpy()
+    ops = np.flatnonzero(st.host & (st.kind == "operator"))
+    hook = get_plugin_manager().hook.perfkit_op_cost
+    framework = run.framework
+    columns = ("name", "input_shapes", "input_dtypes", "input_values", "stack")
+    codes = {c: _codes(ev[c]) for c in columns}
+    shape_codes, shape_cats = codes["input_shapes"]
+    has_shapes = np.append(np.array([bool(c) for c in shape_cats], dtype=bool), False)[shape_codes]
+    # What a call holds of its own, as one code per op.
+    own_key = np.full(n, -1, dtype=np.int64)
+    own_values = np.zeros((0, len(columns)), dtype=np.int64)
+    if len(ops):
+        stacked = np.stack([codes[c][0][ops] for c in columns], axis=1)
+        own_values, own_code = np.unique(stacked, axis=0, return_inverse=True)
+        own_key[ops] = np.asarray(own_code).reshape(-1)
+    pair = _pairs(run)
+    unit = st.unit_of
+    partner_unit = np.where(unit >= 0, pair[np.maximum(unit, 0)], -1)
+    partner_row = _first_with_shapes(partner_unit, parent, ops, has_shapes, st.start)
+    partner_key = np.where(partner_row >= 0, own_key[np.maximum(partner_row, 0)], -1)
+    # Call codes level by level: (own, enclosing call, paired) -> a distinct call.
+    call_of = np.full(n, -1, dtype=np.int64)
+    depth = links.depth(parent)
+    triples: list[tuple[int, int, int]] = []
+    index: dict[tuple[int, int, int], int] = {}
+    for level in np.unique(depth[ops]).tolist():
+        rows = ops[depth[ops] == level]
+        up = np.where(parent[rows] >= 0, call_of[np.maximum(parent[rows], 0)], -1)
+        keys = np.stack([own_key[rows], up, partner_key[rows]], axis=1)
+        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+        ids = np.empty(len(distinct), dtype=np.int64)
+        for i, key in enumerate(distinct.tolist()):
+            triple = (int(key[0]), int(key[1]), int(key[2]))
+            if triple not in index:
+                index[triple] = len(triples)
+                triples.append(triple)
+            ids[i] = index[triple]
+        call_of[rows] = ids[np.asarray(inverse).reshape(-1)]
+    # One OpCall per distinct own code and per distinct call; the hook once per call.
+    texts = {c: codes[c][1] for c in columns}
+
+    def text(column: str, code: int) -> str:
+        return texts[column][code] if code >= 0 else ""
+
+    bare: list[OpCall] = []
+    for name, shapes, dtypes, values, stack in own_values.tolist():
+        inputs = parse_inputs(
+            text("input_shapes", shapes), text("input_dtypes", dtypes), text("input_values", values)
+        )
+        origin = text("stack", stack).split("\n", 1)[0]
+        bare.append(OpCall(text("name", name), inputs, framework, origin=origin))
+    calls: list[OpCall] = []
+    costs: list[OpCost | None] = []
+    memo: dict[OpCall, OpCost | None] = {}
+    for own, enclosing, partner in triples:
+        base = bare[own]
+        call = OpCall(
+            base.name,
+            base.inputs,
+            framework,
+            calls[enclosing] if enclosing >= 0 else None,
+            bare[partner] if partner >= 0 else None,
+            base.origin,
+        )
+        calls.append(call)
+        if call not in memo:
+            memo[call] = hook(call=call, framework=framework)
+        costs.append(memo[call])
+    return _collect(run, ops, call_of, costs, ev["flops"].to_numpy())
+
+
+def _collect(
+    run: Run,
+    ops: np.ndarray,
+    call_of: np.ndarray,
+    costs: list[OpCost | None],
+    recorded: np.ndarray,
+) -> RunCosts:
+    """Pick the counted ops from every op's own cost (``costs[call_of[row]]``; an op the model
+    does not know keeps the FLOPs the profiler recorded, its bytes unknown) and measure their
+    time."""
+    ev = run.events
+    n = len(ev)
+    parent = ev["parent"].to_numpy()
+    known = np.array([c is not None for c in costs] + [False], dtype=bool)
+    table = [c if c is not None else OpCost(math.nan, math.nan) for c in costs]
+    table.append(OpCost(math.nan, math.nan))
+    code = np.where(call_of >= 0, call_of, len(table) - 1)
+    costed = known[code]
+    weak = np.array([bool(c.assumed) for c in table], dtype=bool)[code] & costed
+    own_flops = np.where(costed, np.array([c.flops for c in table])[code], np.nan)
+    own_bytes = np.where(costed, np.array([c.bytes for c in table])[code], np.nan)
+    fallback = ~costed & np.isfinite(recorded) & (recorded > 0) & (call_of >= 0)
+    own_flops[fallback] = recorded[fallback]
+    costed |= fallback
+    below = np.zeros(n, dtype=bool)  # has a costed descendant
+    cur = parent[costed]
+    while len(cur):
+        cur = cur[cur >= 0]
+        cur = cur[~below[cur]]
+        below[cur] = True
+        cur = parent[cur]
+    eligible = costed & ~(weak & below)
+    counted = eligible & ~links.has_ancestor(parent, eligible)
+    rows = np.flatnonzero(counted)
+    on_device = bool((ev["stream"].to_numpy() >= 0).any())
+    time_ns, tc_ns, kernel = _times(run, counted, rows, on_device)
+    # A fallback op (recorded FLOPs only) reads the "unknown" entry for the rest.
+    picked = np.where(known[code[rows]], code[rows], len(table) - 1)
+    out = RunCosts(
+        rows=rows,
+        flops=own_flops[rows],
+        bytes=own_bytes[rows],
+        kind=np.array([c.kind for c in table], dtype=object)[picked],
+        precision=np.array([c.precision for c in table], dtype=object)[picked],
+        gemm=np.array([c.gemm or (-1, -1, -1) for c in table], dtype=np.int64).reshape(-1, 3)[
+            picked
+        ],
+        batch=np.array([c.batch for c in table], dtype=np.int64)[picked],
+        assumed=np.array([c.assumed for c in table], dtype=object)[picked],
+        time_ns=time_ns,
+        tensor_core_ns=tc_ns,
+        kernel=kernel,
+        step=ev["step"].to_numpy()[rows],
+        own_flops=own_flops,
+        own_bytes=own_bytes,
+        on_device=on_device,
+    )
+    out.unmodelled_ns = _unmodelled(run, counted, costed, on_device)
+    return out
+
+
+def _device_owner(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """(device rows, the host row that issued each: its runtime launch's issuer, or its
+    ``External id`` owner)."""
+    ev = run.events
+    device = np.flatnonzero(ev["stream"].to_numpy() >= 0)
+    launcher = links.run_launchers(run)[device]
+    owner = np.where(launcher >= 0, launcher, links.external_owner_rows(ev)[device])
+    return device, owner
+
+
+def _times(
+    run: Run, counted: np.ndarray, rows: np.ndarray, on_device: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per counted row: its time (device time of its subtree, or its host duration), the part
+    on tensor-core kernels, and its longest kernel's name."""
+    ev = run.events
+    dur = ev["dur_ns"].to_numpy().astype(np.float64)
+    if not on_device:
+        return dur[rows], np.zeros(len(rows)), np.full(len(rows), "", dtype=object)
+    device, owner = _device_owner(run)
+    top = innermost(links.launch_parents(run), counted)
+    ok = owner >= 0
+    device, owner = device[ok], top[owner[ok]]
+    ok = owner >= 0
+    device, owner = device[ok], owner[ok]
+    n = len(ev)
+    total = np.bincount(owner, weights=dur[device], minlength=n)
+    names = str_values(ev["name"])[device]
+    tc = str_contains(ev["name"], TENSOR_CORE_RE.pattern, case=False)[device]
+    tc_total = np.bincount(owner[tc], weights=dur[device][tc], minlength=n)
+    longest = np.full(n, "", dtype=object)
+    order = np.lexsort((dur[device], owner))
+    last = np.r_[owner[order][1:] != owner[order][:-1], True] if len(order) else order.astype(bool)
+    longest[owner[order][last]] = names[order][last]
+    return total[rows], tc_total[rows], longest[rows]
+
+
+def _unmodelled(
+    run: Run, counted: np.ndarray, costed: np.ndarray, on_device: bool
+) -> dict[str, float]:
+    """The time no counted op holds, by the outermost host op or span it ran in: on GPU runs the
+    device time launched outside counted ops, on CPU runs the host time of outermost ops that
+    neither have a cost nor hold one."""
+    ev = run.events
+    st = structure(run)
+    parent = links.launch_parents(run)
+    spans = st.host & np.isin(st.kind, ["operator", "optimizer", "user", "backward", "forward"])
+    inside = links.has_ancestor(parent, counted) | counted
+    out: dict[str, float] = {}
+    if on_device:
+        device, owner = _device_owner(run)
+        ok = owner >= 0
+        device, owner = device[ok], owner[ok]
+        ok = ~inside[owner]
+        device, owner = device[ok], owner[ok]
+        top = outermost(parent, spans & ~np.isin(st.kind, ["user", "backward", "forward"]))
+        found = top[owner]
+        times = ev["dur_ns"].to_numpy()[device].astype(np.float64)
+        labels = np.where(found >= 0, st.names[np.maximum(found, 0)], "(outside ops)")
+    else:
+        ops = st.host & (st.kind == "operator")
+        holds = np.zeros(len(ev), dtype=bool)
+        cur = parent[counted]
+        while len(cur):
+            cur = cur[cur >= 0]
+            cur = cur[~holds[cur]]
+            holds[cur] = True
+            cur = parent[cur]
+        top_rows = np.flatnonzero(
+            ops & ~inside & ~holds & ~links.has_ancestor(parent, ops & ~holds)
+        )
+        times = ev["dur_ns"].to_numpy()[top_rows].astype(np.float64)
+        labels = st.names[top_rows]
+    if len(times):
+        import pandas as pd
+
+        sums = pd.Series(times).groupby(np.asarray(labels, dtype=object)).sum()
+        out = {str(k): float(v) for k, v in sums.items() if v > 0}
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
