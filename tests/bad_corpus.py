@@ -819,6 +819,7 @@ def _cases() -> list[Case]:
             "holds a saved run's event table but no meta.json",
         ),
     ]
+    cases += _mindspore_cases()
     good = [
         Case(
             "g_bom.json", _bytes_file("g_bom.json", lambda: b"\xef\xbb\xbf" + _torch_bytes()), None
@@ -868,8 +869,135 @@ def _cases() -> list[Case]:
         ),
         Case("g_xla.xplane.pb", _bytes_file("g_xla.xplane.pb", _xspace), None),
         Case("g_run", _saved_run("g_run", None), None),
+        Case(
+            "g_ms_no_timeline",
+            _mindspore_folder(
+                "g_ms_no_timeline",
+                lambda p: (p / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink(),
+            ),
+            None,
+        ),
     ]
     return cases + good
+
+
+#: A real MindSpore profile (MindSpore's own tensorboard_trace_handler, a PyNative MLP).
+MINDSPORE_PROFILE = next(
+    (Path(__file__).resolve().parent / "data" / "mindspore" / "pynative_mlp").glob("*_ascend_ms")
+)
+_TYPES = "FRAMEWORK/cpu_op_type_info_0.csv"
+_TRACE = "ASCEND_PROFILER_OUTPUT/trace_view.json"
+
+
+def _mindspore_folder(name: str, change: Callable[[Path], Any]) -> Callable[[Path], Path]:
+    """A copy of ``MINDSPORE_PROFILE`` in ``<directory>/<name>/``, changed by ``change(profile)``."""
+
+    def write(directory: Path) -> Path:
+        import shutil
+
+        folder = directory / name
+        profile = folder / MINDSPORE_PROFILE.name
+        shutil.copytree(MINDSPORE_PROFILE, profile)
+        change(profile)
+        return folder
+
+    return write
+
+
+def _edit_text(relative: str, edit: Callable[[str], str]) -> Callable[[Path], None]:
+    def change(profile: Path) -> None:
+        path = profile / relative
+        path.write_text(edit(path.read_text()))
+
+    return change
+
+
+def _mindspore_cases() -> list[Case]:
+    """MindSpore profile folders broken one way each: the timeline cut short or with a time
+    that is no number, MindSpore's per-type table without a column, with a column renamed, or
+    disagreeing with the timeline, perfkit's spans file garbled, two profiles in one folder."""
+    import shutil
+
+    def twice(directory: Path) -> Path:
+        folder = directory / "ms_two_profiles"
+        folder.mkdir()
+        for stamp in ("20260101000000000", "20260101000000001"):
+            shutil.copytree(MINDSPORE_PROFILE, folder / f"mlp_1_{stamp}_ascend_ms")
+        return folder
+
+    def more_calls(text: str) -> str:
+        lines = text.splitlines()
+        fields = lines[1].split(",")
+        fields[1] = str(int(fields[1]) + 1)
+        return "\n".join([lines[0], ",".join(fields), *lines[2:]]) + "\n"
+
+    return [
+        Case(
+            "ms_truncated_timeline",
+            _mindspore_folder(
+                "ms_truncated_timeline", _edit_text(_TRACE, lambda t: t[: len(t) // 2])
+            ),
+            "truncated",
+        ),
+        Case(
+            "ms_ts_not_a_number",
+            _mindspore_folder(
+                "ms_ts_not_a_number",
+                _edit_text(_TRACE, lambda t: t.replace('"ts": "', '"ts": "x', 1)),
+            ),
+            "not a number",
+        ),
+        Case(
+            "ms_csv_missing_column",
+            _mindspore_folder(
+                "ms_csv_missing_column",
+                _edit_text(
+                    _TYPES,
+                    lambda t: "\n".join(
+                        ",".join(f for i, f in enumerate(line.split(",")) if i != 1)
+                        for line in t.splitlines()
+                    ),
+                ),
+            ),
+            "no column",
+        ),
+        Case(
+            "ms_csv_renamed_column",
+            _mindspore_folder(
+                "ms_csv_renamed_column",
+                _edit_text(_TYPES, lambda t: t.replace("op_type,", "operator_type,", 1)),
+            ),
+            "no column",
+        ),
+        Case(
+            "ms_csv_disagrees",
+            _mindspore_folder("ms_csv_disagrees", _edit_text(_TYPES, more_calls)),
+            "disagrees",
+        ),
+        Case(
+            "ms_csv_unknown_type",
+            _mindspore_folder(
+                "ms_csv_unknown_type",
+                _edit_text(_TYPES, lambda t: t.rstrip("\n") + "\nConv3D,3,1,0.5,0.1,0.01\n"),
+            ),
+            "disagrees",
+        ),
+        Case(
+            "ms_csv_ragged",
+            _mindspore_folder(
+                "ms_csv_ragged", _edit_text(_TYPES, lambda t: t.rstrip("\n") + "\nPow,3\n")
+            ),
+            "fields",
+        ),
+        Case(
+            "ms_spans_garbled",
+            _mindspore_folder(
+                "ms_spans_garbled", lambda p: (p / "perfkit_spans.json").write_text("{not json")
+            ),
+            "not JSON",
+        ),
+        Case("ms_two_profiles", twice, "MindSpore profiles"),
+    ]
 
 
 CASES: list[Case] = _cases()

@@ -1,6 +1,6 @@
-"""Property-based: small real traces, mutated by Hypothesis, either load or fail with one
-``TraceError`` line naming the file; whatever loads works in every view, ``advise()`` and the
-exports, with no duration below zero.
+"""Property-based: small real traces (and MindSpore profile folders), mutated by Hypothesis,
+either load or fail with one ``TraceError`` line naming the file; whatever loads works in every
+view, ``advise()`` and the exports, with no duration below zero.
 
 The seeds are small real traces, made once per session: a torch CPU profile and a Paddle CPU
 profile of the demo MLP (two steps each), and, from ../shared/traces, the gloo CPU rank whole
@@ -554,3 +554,45 @@ def test_xplane_seed_loads_and_passes_the_checks(xplane_seed, tmp_path):
     path.write_bytes(xplane_seed)
     assert len(perfkit_core.load(path).events) > 10
     assert _check(path) == "loaded"
+
+
+# -- MindSpore's profile folders -------------------------------------------------------------
+
+#: Real MindSpore profiles (tests/data/mindspore): a PyNative one from MindSpore's own handler,
+#: and a graph-mode one with cell scopes and perfkit's spans file.
+MINDSPORE = Path(__file__).resolve().parent / "data" / "mindspore"
+MINDSPORE_SEEDS = {
+    "pynative": next((MINDSPORE / "pynative_mlp").glob("*_ascend_ms")),
+    "graph": next((MINDSPORE / "graph_cnn").glob("*_ascend_ms")),
+}
+#: Files of a profile a mutation edits: the timeline (as JSON), or a table (byte edits).
+MINDSPORE_FILES = [
+    "ASCEND_PROFILER_OUTPUT/trace_view.json",
+    "FRAMEWORK/cpu_op_type_info_0.csv",
+    "FRAMEWORK/cpu_op_detail_info_0.csv",
+    "FRAMEWORK/cpu_op_execute_timestamp_0.txt",
+    "FRAMEWORK/cpu_framework_0.txt",
+]
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+@pytest.mark.parametrize("seed_name", sorted(MINDSPORE_SEEDS))
+def test_mutated_mindspore_folder_loads_or_fails_with_one_line(seed_name, tmp_path, data):
+    import shutil
+    import uuid
+
+    folder = tmp_path / uuid.uuid4().hex / MINDSPORE_SEEDS[seed_name].name
+    shutil.copytree(MINDSPORE_SEEDS[seed_name], folder)
+    # Without the timeline (sometimes), the timestamps file is read instead.
+    if seed_name == "pynative" and data.draw(st.booleans()):
+        (folder / MINDSPORE_FILES[0]).unlink()
+    present = [f for f in MINDSPORE_FILES if (folder / f).exists()]
+    target = folder / data.draw(st.sampled_from(present))
+    raw = target.read_bytes()
+    if target.suffix == ".json":
+        payload = _mutated_bytes(data, raw, json.loads(raw))
+    else:
+        payload = _byte_edit(data, raw)
+    target.write_bytes(payload)
+    note_outcome(_check(folder))

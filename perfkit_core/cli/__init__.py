@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from perfkit_core.advice.engine import UnknownRuleError
-from perfkit_core.cli.options import JOB_OPTIONS, PEAK_OPTIONS
+from perfkit_core.cli.options import JOB_OPTIONS, OPERATOR_OPTIONS, PEAK_OPTIONS
 from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
     OptionError,
@@ -81,6 +81,8 @@ cli.add_command(peaks_command)
     default=0,
     help="One row per operator and its top N stack frames.",
 )
+@OPERATOR_OPTIONS[0]
+@OPERATOR_OPTIONS[1]
 @click.option(
     "--format",
     "fmt",
@@ -131,6 +133,8 @@ def report(
     op_detail: bool,
     by_thread: bool,
     group_by_stack_n: int,
+    group_by: str,
+    filter: str | None,
     fmt: str,
     batch_size: int | None,
     with_advice: bool,
@@ -168,6 +172,8 @@ def report(
         "op_detail": op_detail,
         "peak_tflops": peak_tflops,
         "peak_bandwidth": peak_bandwidth,
+        "group_by": group_by,
+        "filter": filter,
     }
     options = {name: view_options(name, requested) for name in names}
     source: Any

@@ -1,9 +1,11 @@
 """Options several ``perfkit`` commands share: where a job runs, and the peaks the roofline
-measures ops against."""
+measures ops against; and the operator view's grouping and filter."""
 
 from __future__ import annotations
 
 import click
+
+from perfkit_core.views.operators import GROUP_BY, OPTION_HELP
 
 #: Where a job of several ranks runs (``report`` and ``advise``).
 JOB_OPTIONS = (
@@ -41,4 +43,13 @@ PEAK_OPTIONS = (
         help="Peak memory bandwidth in TB/s (default: the GPU's datasheet figure, or this "
         "machine's from `perfkit peaks`).",
     ),
+)
+
+#: The operator and user views' rows by type or by full name, and a regular-expression filter
+#: over names and full names (``report``).
+OPERATOR_OPTIONS = (
+    click.option(
+        "--group-by", type=click.Choice(GROUP_BY), default="type", help=OPTION_HELP["group_by"]
+    ),
+    click.option("--filter", default=None, help=OPTION_HELP["filter"]),
 )

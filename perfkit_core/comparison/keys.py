@@ -34,7 +34,8 @@ def slice_keys(slices: pd.DataFrame, view: str, *, by_phase: bool = False) -> np
     unattributed = fam == UNATTRIBUTED
 
     def with_direction(base: np.ndarray) -> np.ndarray:
-        suffix = np.where(direction != "", " (" + direction + ")", "")
+        # np.char.add, not +: numpy 1.x has no + for string arrays (MindSpore needs numpy<2).
+        suffix = np.where(direction != "", np.char.add(np.char.add(" (", direction), ")"), "")
         return np.char.add(base.astype(str), suffix.astype(str))
 
     if view == "phases":

@@ -66,9 +66,20 @@ COLUMNS: tuple[Column, ...] = (
     Column("kind", "category", "", "what the event is; one of the kinds listed below"),
     Column("name", "category", "", "the event's name as the framework recorded it"),
     Column(
+        "full_name",
+        "category",
+        "",
+        "the operator's full name where the profiler records one beside its type (`name`): MindSpore's scoped name `Default/network-WithLossCell/_backbone-SequentialCell/0-Dense/MatMul-op0`; empty otherwise",
+    ),
+    Column(
         "category", "category", "", "the raw native category (Kineto `cat`, Paddle TracerEventType)"
     ),
-    Column("framework", "category", "", "framework that recorded the event: `torch` or `paddle`"),
+    Column(
+        "framework",
+        "category",
+        "",
+        "framework that recorded the event: `torch`, `paddle`, `jax`, `tensorflow`, `mindspore`",
+    ),
     Column(
         "start_ns",
         "int64",

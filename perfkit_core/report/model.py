@@ -20,6 +20,7 @@ import numpy as np
 
 from perfkit_core.report.tables import (
     Table,
+    derived_frames,
     drop_empty_columns,
     drop_zero_rows,
     label_whole_run,
@@ -83,6 +84,7 @@ RANKED_VIEWS = frozenset(
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
 VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
+    "operator_average": ("Top 20 operators by average time", "hbar", ["cpu_avg_ns", "gpu_avg_ns"]),
     "phases": ("Time per step by phase", "stacked", None),
     "family": ("Time per step by op family", "hbar", ["per_step_ns", "gpu_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
@@ -437,6 +439,12 @@ def build_report(
             chart = _view_chart(table) if charts else None
             if chart is not None:
                 chart_list.append(chart)
+            for table_id, title, derived, rows in derived_frames(view, frame) if charts else ():
+                tables.append(table_from_frame(table_id, title, derived, top=rows))
+                drop_empty_columns(tables[-1], ("",), "")
+                chart = _view_chart(tables[-1])
+                if chart is not None:
+                    chart_list.append(chart)
     return Report(
         title=f"{run_label(run)} — perfkit report",
         time_unit=time_unit,

@@ -194,6 +194,9 @@ LAYER_ALIASES: dict[str, str] = {
     "simplernn": "rnn",  # paddle's SimpleRNN is torch's RNN
     "simplernncell": "rnncell",
     "distributeddataparallel": "dataparallel",  # torch's DDP wrapper is paddle's DataParallel
+    "sequentialcell": "sequential",  # MindSpore's nn.SequentialCell
+    "dense": "linear",  # MindSpore's nn.Dense
+    "softmaxcrossentropywithlogits": "crossentropyloss",  # MindSpore's loss cell
 }
 
 

@@ -152,6 +152,7 @@ def structure(run: Run) -> Structure:
     return found
 
 
+
 def _layer_type(name: str) -> tuple[str, str]:
     """(normalized type, display type) of a layer span's name: ``canonical.layer_type`` and the
     class name as recorded (``nn.Module: Conv2d_0`` -> ``("conv2d", "Conv2d")``)."""
