@@ -232,6 +232,12 @@ def _emit(text: str, output: Path | None) -> None:
     type=_PATH,
     help="Write to this file instead of standard output.",
 )
+@click.option(
+    "--measure",
+    is_flag=True,
+    help="Replay what can be replayed of each finding (the optimizer over the recorded "
+    "parameter shapes) with and without its remedy on this machine, and use the measured saving.",
+)
 @JOB_OPTIONS[0]
 @JOB_OPTIONS[1]
 def advise(
@@ -239,6 +245,7 @@ def advise(
     fmt: str,
     rules: str | None,
     output: Path | None,
+    measure: bool,
     scheduler: str | None,
     workers: int | None,
 ) -> int:
@@ -259,7 +266,7 @@ def advise(
         findings = job.advise(rules=chosen)
     else:
         run = load_run(path, None)
-        findings = run.advise(rules=chosen)
+        findings = run.advise(rules=chosen, measure=measure)
         note = advice_note(run)
     text = (
         dumps([f.to_dict() for f in findings])
