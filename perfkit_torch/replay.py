@@ -26,9 +26,10 @@ def optimizer_step_times(
     the replay (None: leave them). Raises ValueError for a class torch lacks."""
     import torch
 
-    make = getattr(torch.optim, cls, None)
+    make: Any = getattr(torch.optim, cls, None)
     if make is None or not isinstance(make, type) or not issubclass(make, torch.optim.Optimizer):
         raise ValueError(f"torch has no optimizer class {cls!r}")
+    factory: Any = make  # the class's own keyword arguments (lr, foreach, fused)
     remedy = "fused" if cls in FUSED_OPTIMIZERS else "foreach"
     extra: dict[str, Any] = {"momentum": 0.9} if cls == "SGD" else {}
     saved = torch.get_num_threads()
@@ -44,7 +45,7 @@ def optimizer_step_times(
             params = [torch.nn.Parameter(torch.randn(*shape)) for shape in shapes]
             for p in params:
                 p.grad = torch.randn_like(p)
-            optimizers[key] = make(params, lr=1e-3, **extra, **options)
+            optimizers[key] = factory(params, lr=1e-3, **extra, **options)
         for opt in optimizers.values():
             for _ in range(REPLAY_WARMUP):
                 opt.step()
