@@ -16,7 +16,9 @@ from perfkit_core.advice.engine import make_context  # noqa: E402
 from perfkit_core.advice.rules.host import loader_saving  # noqa: E402
 
 
-def _record(directory: Path, *, foreach: bool = False, blocks: int = 6) -> tuple[Path, list]:
+def _record(
+    directory: Path, *, foreach: bool = False, fused: bool = False, blocks: int = 6
+) -> tuple[Path, list]:
     """A narrow MLP trained with Adam (the per-parameter loop unless ``foreach``) under
     torch.profiler with perfkit's handler and a step timer (profiled and unprofiled steps).
     Returns (the run folder, the model's parameter shapes)."""
@@ -32,7 +34,8 @@ def _record(directory: Path, *, foreach: bool = False, blocks: int = 6) -> tuple
     for _ in range(blocks):
         layers += [torch.nn.Linear(16, 16), torch.nn.LayerNorm(16), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers, torch.nn.Linear(16, 4))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=foreach)
+    options = {"fused": True} if fused else {"foreach": foreach}
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, **options)
     x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
 
     def step() -> None:
@@ -174,3 +177,63 @@ def test_foreach_optimizer_is_told_apart_and_replayed_as_recorded(tmp_path):
 )
 def test_loader_saving_is_bounded_by_the_workers(data, rest, workers, expected):
     assert loader_saving(data, rest, workers) == pytest.approx(expected)
+
+
+# ------------------------------------------------------------------ closing the loop
+
+
+@pytest.fixture(scope="module")
+def before_after(tmp_path_factory, adam_loop):
+    """A real pair: the Adam loop as a per-parameter loop (BEFORE) and fused (AFTER)."""
+    folder, _ = adam_loop
+    after, _ = _record(tmp_path_factory.mktemp("fused"), fused=True)
+    return folder, after
+
+
+def test_followup_says_promised_and_delivered(before_after):
+    import perfkit_core
+    from perfkit_core.advice.followup import follow_up
+
+    before, after = (perfkit_core.load(p) for p in before_after)
+    rows, figures = follow_up(before, after)
+    optimizer = next(r for r in rows if r.id == "optimizer")
+    promised = next(f for f in before.advise() if f.id == "optimizer").saving_ns
+    assert optimizer.promised_ns == pytest.approx(promised)
+    assert optimizer.acted_on and "optimizer" not in {f.id for f in after.advise()}
+    # delivered: the step timer's unprofiled medians, before less after, recomputed from meta
+    medians = [
+        np.median(json.loads((p / "meta.json").read_text())["step_timer"]["unprofiled_ns"])
+        for p in before_after
+    ]
+    assert figures["basis"] == "unprofiled"
+    assert figures["delivered_ns"] == pytest.approx(medians[0] - medians[1])
+    acted = [r for r in rows if r.acted_on]
+    assert sum(r.delivered_ns for r in acted) == pytest.approx(figures["delivered_ns"])
+    assert optimizer.sentence() == (
+        f"promised {promised / 1e6:.2f} ms/step, delivered {optimizer.delivered_ns / 1e6:.2f} ms/step"
+    )
+    for row in rows:
+        if not row.acted_on:
+            assert row.delivered_ns is None and "not acted on" in row.sentence()
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "html"])
+def test_compare_prints_promised_against_delivered(before_after, tmp_path, fmt):
+    from click.testing import CliRunner
+
+    from perfkit_core.cli import cli
+
+    out = tmp_path / f"compare.{fmt}"
+    args = ["compare", *map(str, before_after), "--labels", "loop,fused", "--format", fmt]
+    result = CliRunner().invoke(cli, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    if fmt == "json":
+        table = json.loads(text)["tables"]["advice"]
+        rows = {r["name"]: r for r in table["rows"]}
+        assert rows["optimizer"]["status"] == "acted on"
+        assert set(rows["optimizer"]) >= {"promised_ns", "delivered_ns", "remaining_ns", "status"}
+        assert "optimizer: promised " in table["note"]
+    else:
+        assert "Advice of loop acted on in fused" in text
+        assert "optimizer: promised " in text and " ms/step, delivered " in text

@@ -290,7 +290,8 @@ def advise(
     "--views",
     default=",".join(DEFAULT_COMPARISON_VIEWS),
     show_default=True,
-    help="Comma-separated tables: steps, family, layers, ops, phases, user, totals.",
+    help="Comma-separated tables: steps, family, layers, ops, phases, user, totals, efficiency, "
+    "layer_efficiency, advice (the first run's findings: promised against delivered).",
 )
 @click.option(
     "--top",
@@ -357,9 +358,10 @@ def compare_command(
     if len(paths) < 2:
         raise click.UsageError("compare needs at least two runs or traces")
     names = [v.strip() for v in views.split(",") if v.strip()]
-    unknown = [v for v in names if v not in VIEWS]
+    known = (*VIEWS, "advice")
+    unknown = [v for v in names if v not in known]
     if unknown:
-        raise click.UsageError(f"unknown comparison view {unknown[0]!r}; known: {', '.join(VIEWS)}")
+        raise click.UsageError(f"unknown comparison view {unknown[0]!r}; known: {', '.join(known)}")
     try:
         sizes = (
             [int(x) if x.strip() else None for x in batch_sizes.split(",")] if batch_sizes else None
