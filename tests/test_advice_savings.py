@@ -217,6 +217,13 @@ def test_followup_says_promised_and_delivered(before_after):
             assert row.delivered_ns is None and "not acted on" in row.sentence()
 
 
+def test_report_views_are_the_comparison_views_and_advice():
+    from perfkit_core.comparison import VIEWS
+    from perfkit_core.report.comparison_model import REPORT_VIEWS
+
+    assert (*VIEWS, "advice") == REPORT_VIEWS
+
+
 @pytest.mark.parametrize("fmt", ["text", "json", "html"])
 def test_compare_prints_promised_against_delivered(before_after, tmp_path, fmt):
     from click.testing import CliRunner

@@ -63,6 +63,21 @@ DEFAULT_COMPARISON_VIEWS = (
     "totals",
     "advice",
 )
+#: Every table a comparison report can show: the comparison views, and ``advice`` (the first
+#: run's findings, promised against delivered).
+#: (``perfkit_core.comparison.VIEWS`` is not imported here: the CLI reads this module at start.)
+REPORT_VIEWS = (
+    "steps",
+    "phases",
+    "family",
+    "layers",
+    "user",
+    "ops",
+    "totals",
+    "efficiency",
+    "layer_efficiency",
+    "advice",
+)
 #: Comparison views that, for runs with device work, come twice: by host wall time and by the
 #: kernel time each row launched.
 DEVICE_TIME_VIEWS = frozenset({"family", "layers", "ops"})
