@@ -244,3 +244,53 @@ def test_compare_prints_promised_against_delivered(before_after, tmp_path, fmt):
     else:
         assert "Advice of loop acted on in fused" in text
         assert "optimizer: promised " in text and " ms/step, delivered " in text
+
+
+def _record_paddle(directory: Path, *, multi_tensor: bool) -> Path:
+    """A narrow MLP trained with Paddle Adam under paddle.profiler with perfkit's handler."""
+    paddle = pytest.importorskip("paddle")
+    import paddle.profiler as profiler
+
+    from perfkit_paddle.handler import on_trace_ready
+
+    paddle.set_device("cpu")
+    paddle.seed(0)
+    layers: list = []
+    for _ in range(6):
+        layers += [paddle.nn.Linear(16, 16), paddle.nn.LayerNorm(16), paddle.nn.ReLU()]
+    model = paddle.nn.Sequential(*layers, paddle.nn.Linear(16, 4))
+    optimizer = paddle.optimizer.Adam(
+        learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=multi_tensor
+    )
+    x, y = paddle.randn([8, 16]), paddle.randint(0, 4, [8])
+    handler = on_trace_ready(directory, worker_name="adam", background=False)
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
+    )
+    prof.start()
+    for _ in range(6):
+        paddle.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+        prof.step()
+    prof.stop()
+    assert handler.runs, handler.failures
+    return handler.runs[0]
+
+
+def test_paddle_optimizer_loop_is_advised_and_multi_tensor_is_not(tmp_path):
+    import perfkit_core
+    from perfkit_core.advice.rules.cpu import OPTIMIZER_SPEEDUPS
+
+    loop = perfkit_core.load(_record_paddle(tmp_path / "loop", multi_tensor=False))
+    finding = next(f for f in loop.advise() if f.id == "optimizer")
+    assert finding.evidence["optimizer_class"] == "Adam"
+    assert finding.evidence["implementation"] == "for-loop"
+    assert finding.evidence["basis"] == "profiled"  # no step timer: the profiled time, said so
+    assert "still in the figure" in finding.estimate
+    speedup = OPTIMIZER_SPEEDUPS["paddle"]["Adam"]
+    assert finding.saving_ns == pytest.approx(
+        finding.evidence["optimizer_per_step_ns"] * (1 - 1 / speedup)
+    )
+    multi = perfkit_core.load(_record_paddle(tmp_path / "multi", multi_tensor=True))
+    assert "optimizer" not in {f.id for f in multi.advise()}

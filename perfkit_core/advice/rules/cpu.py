@@ -105,7 +105,7 @@ def optimizer_class(run: Run, in_optimizer: np.ndarray) -> tuple[str | None, str
     op_names = {normalize(str(n)) for n in set(names[in_optimizer].tolist())}
     if found is None:
         for op in sorted(op_names):
-            base = op.rstrip("_")
+            base = op.removeprefix("merged_").rstrip("_")
             if base in OPTIMIZER_CLASSES:
                 found = OPTIMIZER_CLASSES[base]
                 break
@@ -188,8 +188,8 @@ def rule_optimizer(ctx: Context) -> Finding | None:
         return None
     _, in_optimizer, _ = _outermost_ops(ctx)
     cls, implementation = optimizer_class(ctx.run, in_optimizer)
-    if implementation == "fused":
-        return None
+    if implementation == "fused" or (implementation == "foreach" and ctx.framework == "paddle"):
+        return None  # Paddle's multi-tensor optimizer is its remedy already
     ev = ctx.run.events
     kind = ev["kind"].to_numpy()
     spans = kind == "optimizer"
