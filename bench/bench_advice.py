@@ -8,8 +8,9 @@ Small CPU training loops, each built so that one advice rule fires:
 - ``torch-loader``: a 4-block MLP fed by a Dataset that does CPU work per sample, loaded in the
   training process; remedy: ``num_workers`` = the cores training leaves free (``os.cpu_count()``
   minus torch's intra-op threads, at least 1), ``persistent_workers=True``.
-- ``torch-compile`` (only with ``--compile``: inductor compiles for tens of seconds on a small
-  CPU): a narrow MLP whose Python dominates the step; remedy: ``torch.compile(model)``.
+- ``torch-compile`` and ``torch-small-ops`` (only with ``--compile``: inductor compiles for tens
+  of seconds on a small CPU): a narrow MLP whose Python dominates the step, and a chain of 60
+  tiny elementwise ops between two Linear layers; remedy: ``torch.compile(model)``.
 - ``paddle-adam``, ``paddle-momentum``: the deep narrow MLP in Paddle with
   ``use_multi_tensor=False``; remedy: ``use_multi_tensor=True``.
 - ``paddle-loader``: the slow Dataset through ``paddle.io.DataLoader``; remedy: ``num_workers``.
@@ -194,6 +195,50 @@ def _shutdown(iterator: Any) -> None:
         iterator._shutdown_workers()
 
 
+class ElementwiseChain:
+    """A module whose forward is a chain of ``links`` tiny elementwise ops between two
+    Linear layers: many ops, little math, what a compiled graph fuses."""
+
+    def __new__(cls, links: int) -> Any:
+        import torch
+
+        class Chain(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.first = torch.nn.Linear(WIDTH, WIDTH)
+                self.last = torch.nn.Linear(WIDTH, 10)
+
+            def forward(self, x: Any) -> Any:
+                x = self.first(x)
+                for i in range(links):
+                    x = torch.tanh(x * 1.01 + 0.01 * i)
+                return self.last(x)
+
+        return Chain()
+
+
+def torch_small_ops_scenario() -> Scenario:
+    def build(applied: frozenset[str]) -> Loop:
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = ElementwiseChain(60)
+        optimizer = torch.optim.Adam(model.parameters(), fused=True)
+        if "python-overhead" in applied or "small-ops" in applied:
+            model = torch.compile(model)
+        return torch_train_loop(model, optimizer, torch_random_batches())
+
+    remedy = "torch.compile(model)"
+    return Scenario(
+        "torch-small-ops",
+        "torch",
+        "small-ops",
+        build,
+        {"python-overhead": remedy, "small-ops": remedy},
+    )
+
+
 def torch_compile_scenario() -> Scenario:
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -346,7 +391,7 @@ def scenarios(blocks: int, with_compile: bool) -> list[Scenario]:
         torch_loader_scenario(),
     ]
     if with_compile:
-        found.append(torch_compile_scenario())
+        found += [torch_compile_scenario(), torch_small_ops_scenario()]
     found += [
         paddle_optimizer_scenario("adam", "Adam", blocks),
         paddle_optimizer_scenario("momentum", "Momentum", blocks),
