@@ -294,3 +294,30 @@ def test_paddle_optimizer_loop_is_advised_and_multi_tensor_is_not(tmp_path):
     )
     multi = perfkit_core.load(_record_paddle(tmp_path / "multi", multi_tensor=True))
     assert "optimizer" not in {f.id for f in multi.advise()}
+
+
+def test_acted_on_is_decided_by_the_measured_time_not_the_saving(before_after):
+    import perfkit_core
+    from perfkit_core.advice import Finding
+    from perfkit_core.advice.followup import follow_up
+
+    before, after = (perfkit_core.load(p) for p in before_after)
+
+    def finding(fid: str, saving: float, measured: float) -> Finding:
+        evidence = {"basis": "unprofiled", "x_per_step_ns": measured}
+        return Finding(id=fid, title=fid, severity="", saving_ns=saving, evidence=evidence)
+
+    rows, figures = follow_up(
+        before,
+        after,
+        findings_before=[finding("a", 4e6, 10e6), finding("b", 2e6, 8e6), finding("c", 1e6, 5e6)],
+        # a: gone; b: its saving fell to 0 but its measured time did not shrink; c: time halved
+        findings_after=[finding("b", 0.0, 8e6), finding("c", 0.5e6, 2.5e6)],
+    )
+    by_id = {r.id: r for r in rows}
+    assert by_id["a"].acted_on and by_id["c"].acted_on and not by_id["b"].acted_on
+    assert by_id["b"].delivered_ns is None
+    # split by promised saving x share of measured time that went: a 4 ms x 1, c 1 ms x 0.5
+    total = figures["delivered_ns"]
+    assert by_id["a"].delivered_ns == pytest.approx(total * 4 / 4.5)
+    assert by_id["c"].delivered_ns == pytest.approx(total * 0.5 / 4.5)

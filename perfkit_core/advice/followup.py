@@ -1,12 +1,16 @@
 """Closing the loop: which findings of a run BEFORE were acted on in a run AFTER, what each
 promised and what it delivered.
 
-A finding of BEFORE was acted on when AFTER no longer has it, or has it with at most
-``ACTED_ON_SHARE`` of the saving it promised (its evidence shrank). What the changes delivered
+A finding of BEFORE was acted on when AFTER no longer has it, or its evidence shrank: the
+finding's measured time (the first ``*_per_step_ns`` figure of its evidence, such as
+``optimizer_per_step_ns`` or ``data_per_step_ns``; its saving when it has none) is at most
+``ACTED_ON_SHARE`` of what it was in BEFORE. The measured time, not the saving, decides: a
+saving can shrink because the profiler's cost was taken out of it differently. What the changes delivered
 is the step time BEFORE less the step time AFTER (ns per step): the medians of the step timer's
 steps without the profiler when both runs have them (``perfkit_core.step_timer``), else the
 mean profiled steps. When several findings were acted on, the delivered time is split between
-them in proportion to how much each one's saving shrank; one finding acted on gets it all.
+them in proportion to each one's promised saving times the share of its measured time that
+went; one finding acted on gets it all.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
-#: A finding still present in AFTER with at most this share of its promised saving was acted on.
+#: A finding still present in AFTER with at most this share of its measured time was acted on.
 ACTED_ON_SHARE = 0.5
 
 
@@ -63,6 +67,15 @@ def step_time(run: Run) -> tuple[float, str]:
     return make_context(run).step_ns, "profiled"
 
 
+def measured_time(finding: Any) -> float:
+    """The time a finding is based on (ns per step): the first ``*_per_step_ns`` figure of its
+    evidence, else its saving; never 0 (a tiny floor keeps ratios finite)."""
+    for key, value in finding.evidence.items():
+        if key.endswith("_per_step_ns") and isinstance(value, (int, float)):
+            return max(float(value), 1e-9)
+    return max(float(finding.saving_ns), 1e-9)
+
+
 def follow_up(
     before: Run,
     after: Run,
@@ -82,27 +95,27 @@ def follow_up(
         before_ns, after_ns = make_context(before).step_ns, make_context(after).step_ns
         basis_b = "profiled"
     delivered_total = before_ns - after_ns
-    remaining = {f.id: float(f.saving_ns) for f in found_after}
-    rows = []
+    after_by_id = {f.id: f for f in found_after}
+    rows, weights = [], []
     for finding in found_before:
-        left = remaining.get(finding.id, 0.0)
-        acted = finding.id not in remaining or left <= ACTED_ON_SHARE * finding.saving_ns
+        later = after_by_id.get(finding.id)
+        went = 1.0 if later is None else 1.0 - measured_time(later) / measured_time(finding)
         rows.append(
             FollowUp(
                 id=finding.id,
                 rule=finding.rule,
                 title=finding.title,
                 promised_ns=float(finding.saving_ns),
-                remaining_ns=left,
-                acted_on=bool(acted),
+                remaining_ns=0.0 if later is None else float(later.saving_ns),
+                acted_on=bool(went >= 1.0 - ACTED_ON_SHARE),
                 delivered_ns=None,
             )
         )
-    acted_rows = [r for r in rows if r.acted_on]
-    weights = [max(r.promised_ns - r.remaining_ns, 0.0) for r in acted_rows]
-    total_weight = sum(weights)
-    for row, weight in zip(acted_rows, weights, strict=True):
-        share = weight / total_weight if total_weight else 1.0 / len(acted_rows)
+        weights.append(float(finding.saving_ns) * min(max(went, 0.0), 1.0))
+    acted = [(r, w) for r, w in zip(rows, weights, strict=True) if r.acted_on]
+    total_weight = sum(w for _r, w in acted)
+    for row, weight in acted:
+        share = weight / total_weight if total_weight else 1.0 / len(acted)
         row.delivered_ns = delivered_total * share
     rows.sort(key=lambda r: (-r.promised_ns, r.id))
     figures = {

@@ -237,8 +237,8 @@ def advice_table(comparison: Comparison) -> Table | None:
         frame,
         note=(
             f"{said or 'No finding was acted on'}. Delivered: the step time of {before} less "
-            f"{after}, {word}, split between the findings acted on by how much each one's "
-            "saving shrank."
+            f"{after}, {word}, split between the findings acted on by promised saving times "
+            "the share of the finding's measured time that went."
         ),
         units={k: "time" for k in ("promised_ns", "delivered_ns", "remaining_ns")},
     )
