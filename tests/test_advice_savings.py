@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -173,6 +174,11 @@ def test_foreach_optimizer_is_told_apart_and_replayed_as_recorded(tmp_path):
         (8e6, 2e6, 1, 2e6),
         (8e6, 2e6, 2, 10e6 - 4e6),
         (8e6, 2e6, 8, 8e6),
+        # half a core free: loading takes twice as long in the worker as in the step
+        (2e6, 5e6, 0.5, 2e6),
+        (2e6, 1e6, 0.5, 0.0),
+        # no core free: a worker only takes CPU from training
+        (2e6, 5e6, 0, 0.0),
     ],
 )
 def test_loader_saving_is_bounded_by_the_workers(data, rest, workers, expected):
@@ -321,3 +327,26 @@ def test_acted_on_is_decided_by_the_measured_time_not_the_saving(before_after):
     total = figures["delivered_ns"]
     assert by_id["a"].delivered_ns == pytest.approx(total * 4 / 4.5)
     assert by_id["c"].delivered_ns == pytest.approx(total * 0.5 / 4.5)
+
+
+def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
+
+    from types import SimpleNamespace
+
+    from perfkit_core.advice.rules.host import loader_cores
+
+    def run(record: dict) -> SimpleNamespace:  # loader_cores reads only the run's meta
+        return SimpleNamespace(meta={"step_timer": record})
+
+    assert loader_cores(run({"cpu_count": 8, "load_average": 1.5}))[0] == pytest.approx(6.5)
+    free, how = loader_cores(run({"cpu_count": 2, "load_average": 2.7}))
+    assert free == 0.0 and "load average of 2.7" in how
+    # without the record: this machine's cores, one left to training
+    assert loader_cores(run({}))[0] == max((os.cpu_count() or 1) - 1, 1)
+
+
+def test_step_timer_records_the_machine(adam_loop):
+    folder, _ = adam_loop
+    record = json.loads((folder / "meta.json").read_text())["step_timer"]
+    assert record["cpu_count"] == os.cpu_count()
+    assert record["load_average"] is None or record["load_average"] >= 0

@@ -76,25 +76,32 @@ def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------ rules
 
 
-def loader_cores(run: Run) -> tuple[int, str]:
-    """(the cores loader workers can use, how that was found): the run's recorded CPU count
-    (``meta["cpu_count"]``) or else this machine's, less one for the training process, at
-    least 1."""
-    recorded = run.meta.get("cpu_count")
-    if isinstance(recorded, int) and recorded > 0:
-        cores, source = recorded, "the run's machine"
-    else:
-        cores, source = os.cpu_count() or 1, "this machine"
-    return max(cores - 1, 1), f"{cores} cores on {source}, one left to the training process"
+def loader_cores(run: Run) -> tuple[float, str]:
+    """(the cores loader workers can use, how that was found). With the step timer's record of
+    the machine (``meta["step_timer"]``: ``cpu_count`` and the 1-minute ``load_average`` when
+    the run was saved, the training process included): the cores less that load, at least 0.
+    Else this machine's cores less one for the training process, at least 1."""
+    record = run.meta.get("step_timer") or {}
+    cores, load = record.get("cpu_count"), record.get("load_average")
+    if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
+        free = max(float(cores) - float(load), 0.0)
+        return free, (
+            f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
+            "process included"
+        )
+    cores = os.cpu_count() or 1
+    return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
 
 
-def loader_saving(data_ns: float, rest_ns: float, workers: int) -> float:
+def loader_saving(data_ns: float, rest_ns: float, workers: float) -> float:
     """The step time (ns) that ``workers`` loader workers save when the training process now
     spends ``data_ns`` per step loading and ``rest_ns`` on the rest of the step: the step
     becomes the longer of the rest and the loading spread over the workers. An upper bound:
     it assumes each worker has a core of its own (on a machine whose cores are busy, the
     workers slow the training process instead) and that receiving a batch costs nothing."""
-    after = max(rest_ns, data_ns / max(workers, 1))
+    if workers <= 0:
+        return 0.0  # no core free: a worker only takes CPU from the training process
+    after = max(rest_ns, data_ns / workers)
     return max(data_ns + rest_ns - after, 0.0)
 
 
@@ -136,25 +143,33 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         f"{duration_text(r.dur_ns)}."
         for r in worst.itertuples()
     ]
-    bound = "the rest of the step" if data / workers <= rest else "loading"
+    if workers <= 0:
+        how = (
+            f"No core is free for loader workers ({cores}): a worker would take CPU from the "
+            "training process, so no saving is expected until cores are freed."
+        )
+    else:
+        spread = data / workers
+        bound = "the rest of the step" if spread <= rest else "loading"
+        how = (
+            f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
+            f"longer of the rest of the step ({duration_text(rest)}) and the loading spread "
+            f"over the workers ({duration_text(spread)}); here {bound} bounds it. An upper "
+            "bound: each worker needs a core of its own."
+        )
     return Finding(
         id="input-pipeline",
         title=f"Waiting for data takes {share:.1f}% of each step",
         severity="",
         saving_ns=saving,
         details=details,
-        estimate=(
-            f"With {workers} loader worker(s) ({cores}), the step becomes the longer of the "
-            f"rest of the step ({duration_text(rest)}) and the loading spread over the "
-            f"workers ({duration_text(data / workers)}); here {bound} bounds it. An upper "
-            f"bound: each worker needs a core of its own. {basis.text()}"
-        ),
+        estimate=f"{how} {basis.text()}",
         cites={"phases": [f"step {int(r.step)}" for r in worst.itertuples()]},
         evidence={
             "data_per_step_ns": loading,
             "data_unprofiled_per_step_ns": data,
             "rest_per_step_ns": rest,
-            "workers": workers,
+            "free_cores": workers,
             "data_pct": share,
             "steps_waiting": waited,
             "has_device": ctx.has_device,
