@@ -114,6 +114,16 @@ def perfkit_layer_spans_fix(framework: str) -> str | None:
 
 
 @hookimpl
+def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | None:
+    """The optimizer finding's saving from a replay of its recorded parameter shapes."""
+    if framework != "torch" or finding.rule != "optimizer":
+        return None
+    from perfkit_torch.replay import measure_optimizer
+
+    return measure_optimizer(finding)
+
+
+@hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The torch code to change for a finding on a torch run."""
     if framework != "torch":

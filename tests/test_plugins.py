@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import types
@@ -35,6 +36,7 @@ TESTED_BY = {
     "perfkit_profiler_recording": "test_profiler_recording_hook_tells_profiled_steps",
     "perfkit_op_cost": "test_op_cost_hook_gives_a_custom_ops_formula",
     "perfkit_layer_spans_fix": "test_layer_spans_fix_hook_names_each_frameworks_way",
+    "perfkit_measure_saving": "test_measure_saving_hook_is_the_adapters",
 }
 
 
@@ -424,6 +426,27 @@ def test_remedy_hook_gives_framework_code():
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
     assert pm.hook.perfkit_remedy(finding=finding, framework="mxnet") is None
+
+
+def test_measure_saving_hook_is_the_adapters():
+    """The torch adapter replays an optimizer finding's recorded parameter shapes; other
+    frameworks and rules get None (a real run: tests/test_advice_savings.py)."""
+    from perfkit_core.advice import Finding
+
+    pm = plugins.get_plugin_manager()
+    evidence = {"optimizer_class": "SGD", "parameter_shapes": [[8, 8], [8]]}
+    finding = Finding(
+        id="optimizer", title="t", severity="", saving_ns=1.0, rule="optimizer", evidence=evidence
+    )
+    if importlib.util.find_spec("torch") is not None:
+        result = pm.hook.perfkit_measure_saving(finding=finding, framework="torch")
+        assert result["evidence"]["replay_option"] == "fused=True"
+        assert result["saving_ns"] == max(
+            result["evidence"]["replay_loop_ns"] - result["evidence"]["replay_remedy_ns"], 0.0
+        )
+    assert pm.hook.perfkit_measure_saving(finding=finding, framework="mxnet") is None
+    finding.rule = "amp"
+    assert pm.hook.perfkit_measure_saving(finding=finding, framework="torch") is None
 
 
 def test_layer_spans_fix_hook_names_each_frameworks_way():

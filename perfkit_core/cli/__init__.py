@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from perfkit_core.advice.engine import UnknownRuleError
-from perfkit_core.cli.options import JOB_OPTIONS, OPERATOR_OPTIONS, PEAK_OPTIONS
+from perfkit_core.cli.options import JOB_OPTIONS, MEASURE_OPTION, OPERATOR_OPTIONS, PEAK_OPTIONS
 from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
     OptionError,
@@ -25,7 +25,7 @@ from perfkit_core.errors import (
     writing,
 )
 from perfkit_core.report import render
-from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS
+from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS, REPORT_VIEWS
 from perfkit_core.report.model import DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
 
@@ -232,6 +232,7 @@ def _emit(text: str, output: Path | None) -> None:
     type=_PATH,
     help="Write to this file instead of standard output.",
 )
+@MEASURE_OPTION
 @JOB_OPTIONS[0]
 @JOB_OPTIONS[1]
 def advise(
@@ -239,6 +240,7 @@ def advise(
     fmt: str,
     rules: str | None,
     output: Path | None,
+    measure: bool,
     scheduler: str | None,
     workers: int | None,
 ) -> int:
@@ -259,7 +261,7 @@ def advise(
         findings = job.advise(rules=chosen)
     else:
         run = load_run(path, None)
-        findings = run.advise(rules=chosen)
+        findings = run.advise(rules=chosen, measure=measure)
         note = advice_note(run)
     text = (
         dumps([f.to_dict() for f in findings])
@@ -283,7 +285,7 @@ def advise(
     "--views",
     default=",".join(DEFAULT_COMPARISON_VIEWS),
     show_default=True,
-    help="Comma-separated tables: steps, family, layers, ops, phases, user, totals.",
+    help=f"Comma-separated tables: {', '.join(REPORT_VIEWS)}.",
 )
 @click.option(
     "--top",
@@ -344,15 +346,13 @@ def compare_command(
 ) -> int:
     """Compare runs or traces side by side: which is faster, by how much, and why (the first
     run is the baseline); optionally gate on a regression."""
-    from perfkit_core.comparison import VIEWS, compare
+    from perfkit_core.cli.options import comparison_views
+    from perfkit_core.comparison import compare
     from perfkit_core.report.comparison_model import build_comparison_report
 
     if len(paths) < 2:
         raise click.UsageError("compare needs at least two runs or traces")
-    names = [v.strip() for v in views.split(",") if v.strip()]
-    unknown = [v for v in names if v not in VIEWS]
-    if unknown:
-        raise click.UsageError(f"unknown comparison view {unknown[0]!r}; known: {', '.join(VIEWS)}")
+    names = comparison_views(views)
     try:
         sizes = (
             [int(x) if x.strip() else None for x in batch_sizes.split(",")] if batch_sizes else None

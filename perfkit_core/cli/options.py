@@ -26,6 +26,14 @@ JOB_OPTIONS = (
     ),
 )
 
+#: ``advise --measure``: replays of the findings on this machine.
+MEASURE_OPTION = click.option(
+    "--measure",
+    is_flag=True,
+    help="Replay what can be replayed of each finding (the optimizer over the recorded "
+    "parameter shapes) with and without its remedy on this machine, and use the measured saving.",
+)
+
 #: The device's peaks for the roofline and MFU views (``report``), replacing its datasheet's
 #: or this machine's measured ones (``perfkit peaks``).
 PEAK_OPTIONS = (
@@ -53,3 +61,17 @@ OPERATOR_OPTIONS = (
     ),
     click.option("--filter", default=None, help=OPTION_HELP["filter"]),
 )
+
+
+def comparison_views(views: str) -> list[str]:
+    """The table names of ``compare --views`` (comma-separated); a usage error names the first
+    unknown one."""
+    from perfkit_core.report.comparison_model import REPORT_VIEWS
+
+    names = [v.strip() for v in views.split(",") if v.strip()]
+    unknown = [v for v in names if v not in REPORT_VIEWS]
+    if unknown:
+        raise click.UsageError(
+            f"unknown comparison view {unknown[0]!r}; known: {', '.join(REPORT_VIEWS)}"
+        )
+    return names

@@ -84,14 +84,16 @@ class Run:
         result: pd.DataFrame = _analysis("summary")(self, view, **options)
         return result
 
-    def advise(self, *, rules: list[str] | None = None) -> list[Any]:
+    def advise(self, *, rules: list[str] | None = None, measure: bool = False) -> list[Any]:
         """Return the advice findings for this run, the largest estimated saving first.
 
         Each is a ``perfkit_core.advice.Finding`` with ``id``, ``title``, ``severity``,
-        ``evidence``, ``saving_ns`` (ns over the profiled steps) and ``remedy`` (in this run's
-        framework). ``rules`` limits the rules run (ids as in ``perfkit advise --rules``).
+        ``evidence``, ``saving_ns`` (ns per step) and ``remedy`` (in this run's framework).
+        ``rules`` limits the rules run (ids as in ``perfkit advise --rules``); ``measure``
+        replays what the adapter can of each finding on this machine (``perfkit advise
+        --measure``).
         """
-        return list(_analysis("advise")(self, rules=rules))
+        return list(_analysis("advise")(self, rules=rules, measure=measure))
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.
