@@ -53,3 +53,30 @@ OPERATOR_OPTIONS = (
     ),
     click.option("--filter", default=None, help=OPTION_HELP["filter"]),
 )
+
+#: The layers view's tree: depth, sibling order, one step, the weights under their layers
+#: (``report``; ``--filter`` is shared with the operator view).
+LAYER_OPTIONS = (
+    click.option(
+        "--max-depth",
+        type=click.IntRange(min=1),
+        default=None,
+        help="layers view: show layers down to this depth (1: the outermost layers).",
+    ),
+    click.option(
+        "--order-by",
+        default=None,
+        metavar="COLUMN",
+        help="layers view: order each layer's children by this column, largest first "
+        "(host_with_children_ns, params_with_children, ...; default: call order).",
+    ),
+    click.option(
+        "--step",
+        type=int,
+        default=None,
+        help="layers view: this step alone (default: the mean over the steps).",
+    ),
+    click.option(
+        "--params", is_flag=True, help="layers view: list each weight with its shape under its layer."
+    ),
+)

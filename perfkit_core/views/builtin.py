@@ -14,6 +14,7 @@ from perfkit_core.views import (
     idle,
     kernels,
     launches,
+    layers,
     memory,
     operators,
     overview,
@@ -43,6 +44,12 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "model_spans",
         phases.model_spans_view,
         "Paddle's Model Summary: phase spans summed (calls count spans), for parity with Paddle",
+    ),
+    (
+        "layers",
+        layers.layers_view,
+        "the model's layer tree: calls, host and GPU time, model FLOPs and parameters per "
+        "layer, own and with children, per step",
     ),
     ("family", families.family_view, "time per step by op family (matmul, conv, ...)"),
     (

@@ -363,4 +363,5 @@ ACROSS: dict[str, Any] = {
     "benchmark": BENCHMARK,
     "ranks": "native",
     "collectives": "native",
+    "layers": "concat",
 }

@@ -1,0 +1,43 @@
+"""What the ``layers`` view's columns and options mean (``view_text`` holds the other views')."""
+
+from __future__ import annotations
+
+LAYERS_COLUMNS: dict[str, str] = {
+    "name": "the layer as the user named it where the adapter recorded the model "
+    "(`hidden1`), else its type with its ordinal among same-typed siblings (`Linear 2`); "
+    "`(no layer)`: the forward and backward work outside every layer; with `params`, also "
+    "a weight's name in its layer (`weight`)",
+    "path": "the layer key: layer types from the outermost layer, each with its call "
+    "ordinal (`mlp[1]/linear[2]`); a weight's row adds its name",
+    "depth": "1 for the outermost layers, one more per layer around it",
+    "level": "the row's indentation in the tree: `depth - 1`",
+    "calls_per_step": "calls of the layer per step",
+    "host_own_ns": "the layer's share of the forward and backward phases: its ops (a "
+    "backward op in the layer of the forward op it differentiates) and the time between "
+    "them inside the layer, not its child layers'",
+    "host_with_children_ns": "`host_own_ns` of the layer and every layer inside it",
+    "gpu_own_ns": "device time of the kernels the layer's own ops launched in the forward "
+    "and backward phases; NaN when the run recorded no device events",
+    "gpu_with_children_ns": "`gpu_own_ns` of the layer and every layer inside it",
+    "model_gflops_own": "model FLOPs (GEMMs, convolutions, attention, recurrent layers; "
+    "forward and backward; as the `mfu` view) of the layer's own ops, in 10⁹ FLOP",
+    "model_gflops_with_children": "`model_gflops_own` of the layer and every layer inside it",
+    "params_own": "parameters (elements) the layer holds itself, and those of sub-layers it "
+    "never called (a module list's members), shared ones counted once; NaN when the run "
+    "recorded no model",
+    "params_with_children": "`params_own` of the layer and every layer inside it",
+    "params_own_bytes": "bytes of `params_own`",
+    "params_with_children_bytes": "bytes of `params_with_children`",
+    "shape": "a weight's shape (`784x128`; only with `params`)",
+    "dtype": "a weight's element type (only with `params`)",
+}
+
+LAYERS_OPTIONS: dict[object, str] = {
+    "max_depth": "show layers down to this depth (1: the outermost layers)",
+    "order_by": "order each layer's children by this column, largest first (`name` and "
+    "`path` alphabetically; default: the order of their first call)",
+    ("layers", "filter"): "keep the layers whose name or path this regular expression matches "
+    "(anywhere, case-insensitive), with the layers around them",
+    "step": "this step alone instead of the mean over the steps",
+    "params": "list each weight, with its shape and dtype, under its layer",
+}
