@@ -165,3 +165,29 @@ def test_cli_prints_the_tree(mlp_runs: dict[str, Path]) -> None:
     root = next(line for line in lines if line.startswith("MLP"))
     assert f"/{TOTAL_PARAMS}" in root
     assert main(["report", run, "--views", "layers", "--order-by", "bogus", "--no-advice"]) == 2
+
+
+def test_html_tree_folds_in_chromium(mlp_runs: dict[str, Path], tmp_path: Path) -> None:
+    from test_reports import dump_dom
+
+    from perfkit_core.cli import main
+
+    html = tmp_path / "layers.html"
+    args = ["report", str(mlp_runs["torch"]), "--views", "layers", "--params", "--no-advice"]
+    assert main([*args, "--format", "html", "-o", str(html)]) == 0
+    dom = dump_dom(html, tmp_path)
+    # One fold button per layer with rows under it: the model and its three layers' weights.
+    assert dom.count('class="fold"') == 4
+    assert dom.count('data-level="2"') == 6  # the weights and biases
+    assert 'style="display: none;"' not in dom
+    # Fold the model: every row under it is hidden, (no layer) stays.
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(
+        html.read_text().replace(
+            "</body>",
+            "<script>document.querySelector('button.fold').click();</script></body>",
+        )
+    )
+    folded = dump_dom(clicked, tmp_path)
+    assert folded.count('style="display: none;"') == 9
+    assert "(no layer)" in folded

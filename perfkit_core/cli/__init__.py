@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from perfkit_core.advice.engine import UnknownRuleError
-from perfkit_core.cli.options import JOB_OPTIONS, LAYER_OPTIONS, OPERATOR_OPTIONS, PEAK_OPTIONS
 from perfkit_core.cli.export import export_command
+from perfkit_core.cli.options import JOB_OPTIONS, LAYER_OPTIONS, OPERATOR_OPTIONS, PEAK_OPTIONS
 from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
     OptionError,
