@@ -215,7 +215,7 @@ def layers_view(
     own and with children (``PAIRED``): host time (ns), device time (ns, ``gpu_*``; NaN on runs
     without device work), model GFLOP, parameters (count) and their bytes (NaN where the run
     recorded no model; the note says so once). With ``params``, each layer's weights follow it
-    as rows of their own (``name`` the weight's, ``shape``, ``dtype``).
+    as rows of their own, one level deeper (``name`` the weight's, ``shape``, ``dtype``).
 
     ``max_depth`` keeps layers of depth up to it; ``order_by`` orders siblings by a column,
     largest first (default: the order of their first call); ``filter`` (a regular expression)
@@ -365,7 +365,8 @@ def layers_view(
                 continue
             if max_depth is None or rows[key]["depth"] <= max_depth:
                 ordered.append(rows[key])
-                if params and described is not None and key in described:
+                deeper = max_depth is None or rows[key]["depth"] < max_depth
+                if params and deeper and described is not None and key in described:
                     for p in described[key].params:
                         ordered.append(
                             {
