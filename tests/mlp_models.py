@@ -29,9 +29,10 @@ def _model(nn: Any, base: Any, relu: Any) -> Any:
     return MLP()
 
 
-def train(framework: str, directory: Path, *, steps: int = 3) -> Path:
+def train(framework: str, directory: Path, *, steps: int = 3, with_stack: bool = False) -> Path:
     """Train the MLP in ``framework`` (``torch`` or ``paddle``) for ``steps`` profiled steps with
-    the adapter's default handler writing under ``directory``; return the saved run's folder."""
+    the adapter's default handler writing under ``directory`` (torch: with Python frames when
+    ``with_stack``); return the saved run's folder."""
     if framework == "torch":
         import torch
         from torch.profiler import profile, schedule
@@ -47,6 +48,7 @@ def train(framework: str, directory: Path, *, steps: int = 3) -> Path:
             schedule=schedule(wait=0, warmup=1, active=steps),
             on_trace_ready=handler,
             record_shapes=True,
+            with_stack=with_stack,
         ) as prof:
             for _ in range(steps + 1):
                 loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -84,4 +86,4 @@ def train(framework: str, directory: Path, *, steps: int = 3) -> Path:
 
 
 if __name__ == "__main__":
-    print(train(sys.argv[1], Path(sys.argv[2])))
+    print(train(sys.argv[1], Path(sys.argv[2]), with_stack="stack" in sys.argv[3:]))

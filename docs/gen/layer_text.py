@@ -1,4 +1,5 @@
-"""What the ``layers`` view's columns and options mean (``view_text`` holds the other views')."""
+"""What the ``layers`` and ``code`` views' columns and options mean (``view_text`` holds the
+other views')."""
 
 from __future__ import annotations
 
@@ -34,10 +35,27 @@ LAYERS_COLUMNS: dict[str, str] = {
 
 LAYERS_OPTIONS: dict[object, str] = {
     "max_depth": "show layers down to this depth (1: the outermost layers)",
+    ("code", "order_by"): "order the functions by this column, largest first (default: "
+    "`host_with_children_ns`)",
+    ("code", "filter"): "keep the functions whose name this regular expression matches "
+    "(anywhere, case-insensitive)",
     "order_by": "order each layer's children by this column, largest first (`name` and "
     "`path` alphabetically; default: the order of their first call)",
     ("layers", "filter"): "keep the layers whose name or path this regular expression matches "
     "(anywhere, case-insensitive), with the layers around them",
     "step": "this step alone instead of the mean over the steps",
     "params": "list each weight, with its shape and dtype, under its layer",
+}
+
+CODE_COLUMNS: dict[str, str] = {
+    "name": "the function as `function (file:LINE)`, `LINE` the line it starts on (angle "
+    "brackets shown as square ones: `[module]`); a built-in as `built-in: Type.method`",
+    "function": "the function's name as recorded",
+    "file": "its source file as recorded; empty for built-ins",
+    "line": "the line the function starts on; 0 for built-ins",
+    "calls_per_step": "calls of the function per step",
+    "host_own_ns": "the calls' time outside the Python frames they call (their own Python, and "
+    "the ops and C calls they make directly): pprof's *flat*",
+    "host_with_children_ns": "the own time of the calls and of every frame they call, a "
+    "recursive call counted once: pprof's *cum*",
 }

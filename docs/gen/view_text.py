@@ -6,7 +6,7 @@ or when a column described here is no longer returned, so these words cannot dri
 
 from __future__ import annotations
 
-from gen.layer_text import LAYERS_COLUMNS, LAYERS_OPTIONS
+from gen.layer_text import CODE_COLUMNS, LAYERS_COLUMNS, LAYERS_OPTIONS
 
 _HOST_COLUMNS: dict[str, str] = {
     "calls": "number of calls",
@@ -272,6 +272,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "mfu_pct": "model FLOPs utilisation: the achieved rate as a share of that peak",
     },
     "layers": LAYERS_COLUMNS,
+    "code": CODE_COLUMNS,
     "memcpy": {
         "name": "the row's operation, direction, host memory and launch joined "
         "(`Memcpy HtoD pageable async`)",

@@ -1,4 +1,5 @@
-"""``perfkit export``: a run as a Chrome trace, folded stacks, or its summaries as files."""
+"""``perfkit export``: a run as a Chrome trace, folded stacks, a pprof profile, or its summaries
+as files."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ _PATH = click.Path(path_type=Path, readable=False)
 @click.command("export")
 @click.argument("path", type=_PATH)
 @click.option(
-    "--to", "to", type=click.Choice(["chrome", "folded", "csv", "parquet", "json"]), required=True
+    "--to", "to", type=click.Choice(["chrome", "folded", "pprof", "csv", "parquet", "json"]), required=True
 )
 @click.option(
     "-o",
     "--output",
     type=_PATH,
     required=True,
-    help="File (chrome, folded, json) or folder (csv, parquet).",
+    help="File (chrome, folded, pprof, json) or folder (csv, parquet).",
 )
 @click.option(
     "--metric",
@@ -32,7 +33,8 @@ _PATH = click.Path(path_type=Path, readable=False)
     help="folded: self CPU time or device time.",
 )
 def export_command(path: Path, to: str, output: Path, metric: str) -> None:
-    """Export a run: chrome trace, folded stacks, or every summary as CSV/Parquet/JSON."""
+    """Export a run: chrome trace, folded stacks, a pprof profile (Python functions, else the
+    layer tree), or every summary as CSV/Parquet/JSON."""
     from perfkit_core.events.loading import load
     from perfkit_core.report.export import export
 

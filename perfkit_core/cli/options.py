@@ -68,13 +68,14 @@ LAYER_OPTIONS = (
         default=None,
         metavar="COLUMN",
         help="layers view: order each layer's children by this column, largest first "
-        "(host_with_children_ns, params_with_children, ...; default: call order).",
+        "(host_with_children_ns, params_with_children, ...; default: call order); code view: "
+        "order the functions by it (default: host_with_children_ns).",
     ),
     click.option(
         "--step",
         type=int,
         default=None,
-        help="layers view: this step alone (default: the mean over the steps).",
+        help="layers and code views: this step alone (default: the mean over the steps).",
     ),
     click.option(
         "--params", is_flag=True, help="layers view: list each weight with its shape under its layer."

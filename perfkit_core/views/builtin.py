@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from perfkit_core.plugins import hookimpl
 from perfkit_core.views import (
     breakdown,
+    code,
     collectives,
     distributed,
     families,
@@ -50,6 +51,12 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         layers.layers_view,
         "the model's layer tree: calls, host and GPU time, model FLOPs and parameters per "
         "layer, own and with children, per step",
+    ),
+    (
+        "code",
+        code.code_view,
+        "host time per Python function, own and with children, per step, where the trace "
+        "recorded Python frames (torch with_stack=True)",
     ),
     ("family", families.family_view, "time per step by op family (matmul, conv, ...)"),
     (

@@ -364,4 +364,5 @@ ACROSS: dict[str, Any] = {
     "ranks": "native",
     "collectives": "native",
     "layers": "concat",
+    "code": "concat",
 }
