@@ -45,6 +45,8 @@ LAYERS_OPTIONS: dict[object, str] = {
     "(anywhere, case-insensitive), with the layers around them",
     "step": "this step alone instead of the mean over the steps",
     "params": "list each weight, with its shape and dtype, under its layer",
+    "select": "only these figures, comma-separated: `calls`, `host`, `gpu`, `flops`, `params`, "
+    "`bytes` (default: all)",
 }
 
 CODE_COLUMNS: dict[str, str] = {

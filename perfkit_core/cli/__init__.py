@@ -89,6 +89,7 @@ cli.add_command(export_command)
 @LAYER_OPTIONS[1]
 @LAYER_OPTIONS[2]
 @LAYER_OPTIONS[3]
+@LAYER_OPTIONS[4]
 @click.option(
     "--format",
     "fmt",
@@ -145,6 +146,7 @@ def report(
     order_by: str | None,
     step: int | None,
     params: bool,
+    select: str | None,
     fmt: str,
     batch_size: int | None,
     with_advice: bool,
@@ -188,6 +190,7 @@ def report(
         "order_by": order_by,
         "step": step,
         "params": params,
+        "select": select,
     }
     options = {name: view_options(name, requested) for name in names}
     source: Any

@@ -80,4 +80,11 @@ LAYER_OPTIONS = (
     click.option(
         "--params", is_flag=True, help="layers view: list each weight with its shape under its layer."
     ),
+    click.option(
+        "--select",
+        default=None,
+        metavar="FIGURES",
+        help="layers view: only these figures, comma-separated: calls, host, gpu, flops, "
+        "params, bytes (default: all).",
+    ),
 )

@@ -205,6 +205,7 @@ def layers_view(
     filter: str | None = None,
     step: int | None = None,
     params: bool = False,
+    select: str | None = None,
 ) -> pd.DataFrame:
     """The layer tree of ``run``, one row per layer in tree order (each under its parent), then
     the ``(no layer)`` row.
@@ -220,7 +221,9 @@ def layers_view(
     ``max_depth`` keeps layers of depth up to it; ``order_by`` orders siblings by a column,
     largest first (default: the order of their first call); ``filter`` (a regular expression)
     keeps layers whose name or path it matches, with their enclosing layers; ``step`` takes that
-    step alone instead of the mean over the steps."""
+    step alone instead of the mean over the steps; ``select`` (comma-separated figures:
+    ``calls``, ``host``, ``gpu``, ``flops``, ``params``, ``bytes``) keeps those figures' columns
+    beside ``name``, ``path`` and ``depth``."""
     import pandas as pd
 
     from perfkit_core.views.attribution import step_slices
@@ -418,10 +421,35 @@ def layers_view(
         "phases; a backward op counts in the layer of the forward op it differentiates"
         + (f"; step {step} alone" if step is not None else "")
     )
+    if select:
+        frame = frame[_selected(frame, select)]
     frame.attrs["note"] = "; ".join(notes)
     frame.attrs["labels"] = dict(LABELS)
     frame.attrs["paired"] = [list(p) for p in PAIRED]
     return frame
+
+
+#: What ``select`` may name, and the columns each keeps.
+SELECTABLE = {
+    "calls": ("calls_per_step",),
+    "host": ("host_own_ns", "host_with_children_ns"),
+    "gpu": ("gpu_own_ns", "gpu_with_children_ns"),
+    "flops": ("model_gflops_own", "model_gflops_with_children"),
+    "params": ("params_own", "params_with_children", "shape", "dtype"),
+    "bytes": ("params_own_bytes", "params_with_children_bytes"),
+}
+
+
+def _selected(frame: pd.DataFrame, select: str) -> list[str]:
+    """The columns of ``frame`` that ``select`` keeps (see ``layers_view``)."""
+    names = [x.strip() for x in select.split(",") if x.strip()]
+    unknown = [x for x in names if x not in SELECTABLE]
+    if unknown:
+        raise OptionError(
+            f"cannot select {', '.join(map(repr, unknown))}; figures: {', '.join(SELECTABLE)}"
+        )
+    wanted = {c for x in names for c in SELECTABLE[x]}
+    return [c for c in frame.columns if c in ("name", "path", "depth", "level") or c in wanted]
 
 
 def _nan(value: Any) -> bool:
