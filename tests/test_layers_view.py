@@ -155,7 +155,7 @@ def test_cli_prints_the_tree(mlp_runs: dict[str, Path]) -> None:
     run = str(mlp_runs["torch"])
     out = subprocess.run(
         [sys.executable, "-m", "perfkit_core", "report", run, "--views", "layers",
-         "--max-depth", "2", "--order-by", "params_own", "--no-advice"],
+         "--max-depth", "2", "--order-by", "params", "--no-advice"],
         capture_output=True, text=True, check=False, cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr

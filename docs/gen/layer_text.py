@@ -40,7 +40,9 @@ LAYERS_OPTIONS: dict[object, str] = {
     ("code", "filter"): "keep the functions whose name this regular expression matches "
     "(anywhere, case-insensitive)",
     "order_by": "order each layer's children by this column, largest first (`name` and "
-    "`path` alphabetically; default: the order of their first call)",
+    "`path` alphabetically), or by a figure's total (`calls`, `host`, `gpu`, `flops`, "
+    "`params`, `bytes`; `params` is `params_with_children`, as tfprof's `-order_by params`); "
+    "default: the order of their first call",
     ("layers", "filter"): "keep the layers whose name or path this regular expression matches "
     "(anywhere, case-insensitive), with the layers around them",
     "step": "this step alone instead of the mean over the steps",

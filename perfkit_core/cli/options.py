@@ -67,8 +67,8 @@ LAYER_OPTIONS = (
         "--order-by",
         default=None,
         metavar="COLUMN",
-        help="layers view: order each layer's children by this column, largest first "
-        "(host_with_children_ns, params_with_children, ...; default: call order); code view: "
+        help="layers view: order each layer's children by this column, largest first, or by a "
+        "figure's total (calls, host, gpu, flops, params, bytes; default: call order); code view: "
         "order the functions by it (default: host_with_children_ns).",
     ),
     click.option(

@@ -161,13 +161,17 @@ def code_view(
     step: int | None = None,
 ) -> pd.DataFrame:
     """One row per Python function the trace recorded frames of, ordered by ``order_by``
-    (a column, largest first; default ``host_with_children_ns``): ``name`` (``function
+    (a column, largest first, or ``host`` / ``calls`` for their totals; default
+    ``host_with_children_ns``): ``name`` (``function
     (file:line)``), ``function``, ``file``, ``line`` (where it starts), ``calls_per_step``,
     ``host_own_ns`` and ``host_with_children_ns`` (ns per step, see the module docstring).
     ``filter`` keeps functions whose name matches the regular expression (case-insensitive);
     ``step`` takes that step alone. Empty, with a note, when no frames were recorded."""
     import pandas as pd
 
+    order_by = {"host": "host_with_children_ns", "calls": "calls_per_step"}.get(
+        order_by or "", order_by
+    )
     if order_by is not None and order_by not in COLUMNS:
         raise OptionError(f"cannot order functions by {order_by!r}; columns: {', '.join(COLUMNS)}")
     frames = code_frames(run)

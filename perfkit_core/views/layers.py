@@ -219,7 +219,8 @@ def layers_view(
     as rows of their own, one level deeper (``name`` the weight's, ``shape``, ``dtype``).
 
     ``max_depth`` keeps layers of depth up to it; ``order_by`` orders siblings by a column,
-    largest first (default: the order of their first call); ``filter`` (a regular expression)
+    largest first, or by a figure's total (``calls``, ``host``, ``gpu``, ``flops``, ``params``,
+    ``bytes``: ``params`` is ``params_with_children``; default: the order of their first call); ``filter`` (a regular expression)
     keeps layers whose name or path it matches, with their enclosing layers; ``step`` takes that
     step alone instead of the mean over the steps; ``select`` (comma-separated figures:
     ``calls``, ``host``, ``gpu``, ``flops``, ``params``, ``bytes``) keeps those figures' columns
@@ -232,8 +233,10 @@ def layers_view(
     from perfkit_core.views.step_time import launched_kernels, phase_times
     from perfkit_core.views.structure import structure
 
-    if order_by is not None and order_by not in (*COLUMNS, "calls_per_step"):
-        known = ", ".join(c for c in COLUMNS if c != "level")
+    # A figure's name orders by its total, as tfprof's ``-order_by params`` does.
+    order_by = {k: v[-1] for k, v in ORDER_ALIASES.items()}.get(order_by or "", order_by)
+    if order_by is not None and order_by not in COLUMNS:
+        known = ", ".join([*ORDER_ALIASES, *(c for c in COLUMNS if c != "level")])
         raise OptionError(f"cannot order layers by {order_by!r}; columns: {known}")
     pattern = None
     if filter:
@@ -429,6 +432,15 @@ def layers_view(
     return frame
 
 
+#: Figures ``order_by`` may name, ordering by their last column here (the total).
+ORDER_ALIASES = {
+    "calls": ("calls_per_step",),
+    "host": ("host_own_ns", "host_with_children_ns"),
+    "gpu": ("gpu_own_ns", "gpu_with_children_ns"),
+    "flops": ("model_gflops_own", "model_gflops_with_children"),
+    "params": ("params_own", "params_with_children"),
+    "bytes": ("params_own_bytes", "params_with_children_bytes"),
+}
 #: What ``select`` may name, and the columns each keeps.
 SELECTABLE = {
     "calls": ("calls_per_step",),
