@@ -48,24 +48,24 @@ def test_code_view_recomputed_from_the_frames(stack_run: Path) -> None:
     row = view.loc[next(n for n in view.index if n.startswith("forward (") and "mlp_models.py:" in n)]
     assert row["calls_per_step"] == pytest.approx(len(fwd) / steps)
     assert row["host_with_children_ns"] == pytest.approx(fwd["dur_ns"].sum() / steps)
-    # Own times partition the frames' time: they add up to the outermost frames' durations,
-    # found here by interval containment on each thread (not through the parent column).
-    outer_total = 0.0
-    for _, thread in frames.groupby("tid"):
+    # Own time recomputed by interval containment on each thread (not through the parent
+    # column): a frame's duration less its direct callees', over the frames in the steps.
+    every = ev[(ev["kind"] == "python") & (ev["stream"] < 0)]
+    own_total = 0.0
+    for _, thread in every.groupby("tid"):
         start = thread["start_ns"].to_numpy()
         end = start + thread["dur_ns"].to_numpy()
-        order = np.lexsort((-end, start))
-        reach = -1
-        for i in order.tolist():
-            if start[i] >= reach:
-                outer_total += end[i] - start[i]
-                reach = end[i]
-            else:
-                reach = max(reach, end[i])
-    # (within 1%: a frame counts in the step it starts in, so a call that starts in a step and
-    # calls a frame starting after the step's end, like prof.step(), loses that callee's time
-    # from its own, and the union above keeps it)
-    assert view["host_own_ns"].sum() == pytest.approx(outer_total / steps, rel=0.01)
+        in_step = thread["step"].to_numpy() >= 0
+        own = (end - start).astype(float)
+        stack: list[int] = []
+        for i in np.lexsort((-end, start)).tolist():
+            while stack and start[i] >= end[stack[-1]]:
+                stack.pop()
+            if stack:
+                own[stack[-1]] -= end[i] - start[i]
+            stack.append(i)
+        own_total += own[in_step].sum()
+    assert view["host_own_ns"].sum() == pytest.approx(own_total / steps, rel=1e-9)
     # The linear built-in holds the matmuls: its own time is the frames' full duration.
     linear = frames[frames["name"].astype(str) == "<built-in function linear>"]
     assert view.loc["built-in: linear", "host_own_ns"] == pytest.approx(

@@ -222,3 +222,33 @@ def test_json_rows_have_path_and_depth_and_select_keeps_figures(
         "name", "path", "depth", "params_own", "params_with_children"
     }
     assert main([*args, "--select", "nonsense"]) == 2
+
+
+def test_memory_allocated_per_layer(torch_profile) -> None:
+    run = perfkit_core.load(torch_profile.runs[0])
+    tree = run.summary("layers")
+    steps = _steps_of(run)
+    ev = run.events
+    allocs = ev[(ev["kind"] == "memory") & (ev["bytes"] > 0) & (ev["step"] >= 0)]
+    in_layers = tree.loc[tree["name"] != NO_LAYER, "allocated_own_bytes"].sum()
+    assert in_layers > 0
+    # The tree holds the allocations of the forward and backward phases: at most the steps'.
+    assert tree["allocated_own_bytes"].sum() <= allocs["bytes"].sum() / steps + 1e-6
+    # Forward allocations made inside a layer span count in that layer or a layer inside it.
+    from perfkit_core.views.structure import structure
+
+    st = structure(run)
+    rows = allocs.index.to_numpy()
+    forward = [
+        r for r in rows.tolist()
+        if st.layer_of[ev["parent"].iat[r]] >= 0 and st.kind[ev["parent"].iat[r]] == "operator"
+        and "Backward" not in str(st.names[ev["parent"].iat[r]])
+    ]
+    top = tree[tree["depth"] == 1]
+    layered_total = top.loc[top["name"] != NO_LAYER, "allocated_with_children_bytes"].sum()
+    assert layered_total == pytest.approx(in_layers)
+    assert layered_total * steps >= ev.loc[forward, "bytes"].sum() > 0
+
+
+def _steps_of(run: perfkit_core.Run) -> int:
+    return int(run.events.loc[run.events["kind"] == "step", "step"].nunique())

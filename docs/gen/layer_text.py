@@ -29,6 +29,11 @@ LAYERS_COLUMNS: dict[str, str] = {
     "params_with_children": "`params_own` of the layer and every layer inside it",
     "params_own_bytes": "bytes of `params_own`",
     "params_with_children_bytes": "bytes of `params_with_children`",
+    "allocated_own_bytes": "bytes allocated per step (memory events, torch "
+    "`profile_memory=True`) in the forward and backward phases by the layer's own ops (a "
+    "backward op's in its forward op's layer); NaN when the run recorded no memory events",
+    "allocated_with_children_bytes": "`allocated_own_bytes` of the layer and every layer "
+    "inside it",
     "shape": "a weight's shape (`784x128`; only with `params`)",
     "dtype": "a weight's element type (only with `params`)",
 }
@@ -41,14 +46,14 @@ LAYERS_OPTIONS: dict[object, str] = {
     "(anywhere, case-insensitive)",
     "order_by": "order each layer's children by this column, largest first (`name` and "
     "`path` alphabetically), or by a figure's total (`calls`, `host`, `gpu`, `flops`, "
-    "`params`, `bytes`; `params` is `params_with_children`, as tfprof's `-order_by params`); "
+    "`params`, `bytes`, `memory`; `params` is `params_with_children`, as tfprof's `-order_by params`); "
     "default: the order of their first call",
     ("layers", "filter"): "keep the layers whose name or path this regular expression matches "
     "(anywhere, case-insensitive), with the layers around them",
     "step": "this step alone instead of the mean over the steps",
     "params": "list each weight, with its shape and dtype, under its layer",
     "select": "only these figures, comma-separated: `calls`, `host`, `gpu`, `flops`, `params`, "
-    "`bytes` (default: all)",
+    "`bytes`, `memory` (default: all)",
 }
 
 CODE_COLUMNS: dict[str, str] = {

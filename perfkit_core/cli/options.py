@@ -68,7 +68,7 @@ LAYER_OPTIONS = (
         default=None,
         metavar="COLUMN",
         help="layers view: order each layer's children by this column, largest first, or by a "
-        "figure's total (calls, host, gpu, flops, params, bytes; default: call order); code view: "
+        "figure's total (calls, host, gpu, flops, params, bytes, memory; default: call order); code view: "
         "order the functions by it (default: host_with_children_ns).",
     ),
     click.option(
@@ -85,6 +85,6 @@ LAYER_OPTIONS = (
         default=None,
         metavar="FIGURES",
         help="layers view: only these figures, comma-separated: calls, host, gpu, flops, "
-        "params, bytes (default: all).",
+        "params, bytes, memory (default: all).",
     ),
 )

@@ -24,6 +24,8 @@ What each figure counts, per step (the mean over the run's steps, or one step wi
 - model FLOPs: the FLOPs of the matrix ops (``MODEL_KINDS``: GEMMs, convolutions, attention,
   recurrent layers; forward and backward) of the roofline model, in the layer of the op; with
   ``(no layer)`` they add up to the ``mfu`` view's model FLOPs per step.
+- memory allocated: the bytes of the allocations (memory events, torch ``profile_memory=True``)
+  made in the forward and backward phases, in the layer of the op that made them.
 - parameters: the layer's own weights (those of the module or layer itself, and of sub-modules
   that were never called, like the members of a module list), counted once when shared.
 """
@@ -57,6 +59,7 @@ PAIRED = (
     ("model_gflops_own", "model_gflops_with_children"),
     ("params_own", "params_with_children"),
     ("params_own_bytes", "params_with_children_bytes"),
+    ("allocated_own_bytes", "allocated_with_children_bytes"),
 )
 LABELS = {
     "name": "Layer",
@@ -73,6 +76,8 @@ LABELS = {
     "params_with_children": "Parameters, with children",
     "params_own_bytes": "Parameter bytes, own",
     "params_with_children_bytes": "Parameter bytes, with children",
+    "allocated_own_bytes": "Memory allocated per step, own",
+    "allocated_with_children_bytes": "Memory allocated per step, with children",
     "shape": "Shape",
     "dtype": "Dtype",
 }
@@ -159,6 +164,42 @@ def _layer_of_rows(run: Run, rows: np.ndarray) -> np.ndarray:
     return np.where(unit >= 0, labels.layer_row[np.maximum(unit, 0)], st.layer_of[rows])
 
 
+def _allocated(run: Run, slices: pd.DataFrame) -> dict[str, float] | None:
+    """Bytes allocated (memory events with ``bytes > 0``) per layer key, over the slices taken:
+    an allocation counts when it starts in one of ``slices`` (the forward and backward phases of
+    the steps taken) on its rank, in the layer of the op it is made in (a backward op's: the
+    forward op's layer). None when the run recorded no memory events."""
+    from perfkit_core.views.structure import structure
+
+    ev = run.events
+    memory = ev["kind"].to_numpy() == "memory"
+    if not memory.any():
+        return None
+    st = structure(run)
+    nbytes = ev["bytes"].to_numpy().astype(np.float64)
+    rows = np.flatnonzero(memory & (nbytes > 0))
+    start = ev["start_ns"].to_numpy()[rows].astype(np.int64)
+    rank = ev["rank"].to_numpy()[rows].astype(np.int64)
+    s_rank = slices["rank"].to_numpy().astype(np.int64)
+    s_start = slices["start_ns"].to_numpy().astype(np.int64)
+    s_end = s_start + slices["ns"].to_numpy().astype(np.int64)
+    inside = np.zeros(len(rows), dtype=bool)
+    for r in np.unique(rank).tolist():
+        mine = np.flatnonzero(s_rank == r)
+        if len(mine) == 0:
+            continue
+        order = mine[np.argsort(s_start[mine], kind="stable")]
+        ours = np.flatnonzero(rank == r)
+        pos = np.searchsorted(s_start[order], start[ours], side="right") - 1
+        hit = order[np.maximum(pos, 0)]
+        inside[ours] = (pos >= 0) & (start[ours] < s_end[hit])
+    rows = rows[inside]
+    owner = st.parent[rows]
+    layer = np.where(owner >= 0, _layer_of_rows(run, np.maximum(owner, 0)), -1)
+    keys = np.array([st.layer_key.get(int(r), "") for r in layer.tolist()], dtype=object)
+    return _per_key(keys, nbytes[rows])
+
+
 def _key_names(run: Run, keys: list[str]) -> dict[str, str]:
     """Display name of each layer key: the last part of its label (``Linear 2``)."""
     from perfkit_core.views.structure import structure
@@ -215,7 +256,8 @@ def layers_view(
     outermost layers), ``level`` (indentation: ``depth - 1``), ``calls_per_step``, and per step,
     own and with children (``PAIRED``): host time (ns), device time (ns, ``gpu_*``; NaN on runs
     without device work), model GFLOP, parameters (count) and their bytes (NaN where the run
-    recorded no model; the note says so once). With ``params``, each layer's weights follow it
+    recorded no model; the note says so once), memory allocated (bytes; NaN without memory
+    events). With ``params``, each layer's weights follow it
     as rows of their own, one level deeper (``name`` the weight's, ``shape``, ``dtype``).
 
     ``max_depth`` keeps layers of depth up to it; ``order_by`` orders siblings by a column,
@@ -223,7 +265,7 @@ def layers_view(
     ``bytes``: ``params`` is ``params_with_children``; default: the order of their first call); ``filter`` (a regular expression)
     keeps layers whose name or path it matches, with their enclosing layers; ``step`` takes that
     step alone instead of the mean over the steps; ``select`` (comma-separated figures:
-    ``calls``, ``host``, ``gpu``, ``flops``, ``params``, ``bytes``) keeps those figures' columns
+    ``calls``, ``host``, ``gpu``, ``flops``, ``params``, ``bytes``, ``memory``) keeps those figures' columns
     beside ``name``, ``path`` and ``depth``."""
     import pandas as pd
 
@@ -291,8 +333,9 @@ def layers_view(
     olayer = _layer_of_rows(run, orow)
     okeys = np.array([st.layer_key.get(int(r), "") for r in olayer.tolist()], dtype=object)
     flops_own = _per_key(okeys, ops["flops"].to_numpy())
+    memory_own = _allocated(run, slices)
 
-    found = set(calls) | {k for k in (*host_own, *gpu_own, *flops_own) if k}
+    found = set(calls) | {k for k in (*host_own, *gpu_own, *flops_own, *(memory_own or {})) if k}
     keys = sorted({up for k in found for up in _ancestors(k)})
     names = _key_names(run, keys)
     described = _descriptions(run, keys)
@@ -311,6 +354,7 @@ def layers_view(
         "model_gflops_own": {k: v / 1e9 for k, v in flops_own.items()},
         "params_own": param_own,
         "params_own_bytes": byte_own,
+        "allocated_own_bytes": memory_own or {},
     }
     rows: dict[str, dict[str, Any]] = {}
     for key in keys:
@@ -323,7 +367,7 @@ def layers_view(
         }
         for own, total in PAIRED:
             values = own_columns[own]
-            per_step = own.endswith("_ns") or own.startswith("model_gflops")
+            per_step = not own.startswith("params")
             value = values.get(key, 0.0)
             row[own] = value / n_steps if per_step else value
             row[total] = 0.0
@@ -412,6 +456,9 @@ def layers_view(
     if not has_gpu:
         for column in ("gpu_own_ns", "gpu_with_children_ns"):
             frame[column] = math.nan
+    if memory_own is None:
+        for column in ("allocated_own_bytes", "allocated_with_children_bytes"):
+            frame[column] = math.nan
     frame["depth"] = frame["depth"].astype(int)
     frame["level"] = frame["level"].astype(int)
     notes = []
@@ -440,6 +487,7 @@ ORDER_ALIASES = {
     "flops": ("model_gflops_own", "model_gflops_with_children"),
     "params": ("params_own", "params_with_children"),
     "bytes": ("params_own_bytes", "params_with_children_bytes"),
+    "memory": ("allocated_own_bytes", "allocated_with_children_bytes"),
 }
 #: What ``select`` may name, and the columns each keeps.
 SELECTABLE = {
@@ -449,6 +497,7 @@ SELECTABLE = {
     "flops": ("model_gflops_own", "model_gflops_with_children"),
     "params": ("params_own", "params_with_children", "shape", "dtype"),
     "bytes": ("params_own_bytes", "params_with_children_bytes"),
+    "memory": ("allocated_own_bytes", "allocated_with_children_bytes"),
 }
 
 
