@@ -252,3 +252,36 @@ def test_memory_allocated_per_layer(torch_profile) -> None:
 
 def _steps_of(run: perfkit_core.Run) -> int:
     return int(run.events.loc[run.events["kind"] == "step", "step"].nunique())
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_tower_parameters_counted_once(framework: str, tmp_path: Path) -> None:
+    """The tower of module lists and a layer called twice: every weight counted once, and the
+    layers named by their attributes."""
+    pytest.importorskip(framework)
+    code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, '.');"
+        "from tests.layer_models import train; print(train(sys.argv[1], Path(sys.argv[2])))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, framework, str(tmp_path)],
+        capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    run = perfkit_core.load(Path(out.stdout.strip().splitlines()[-1]))
+    tree = run.summary("layers", params=True)
+    layers = tree[tree["shape"].isna()]
+    width = 16  # tests.layer_models.WIDTH
+    block = width * width + width + 2 * width  # fc, then the layer norm's weight and bias
+    expected = (8 * width + width) + 4 * block + 2 * (width * 4 + 4) + (4 * 4 + 4)
+    root = layers[layers["depth"] == 1].iloc[0]
+    assert root["params_with_children"] == expected
+    assert tree.loc[tree["shape"].notna(), "params_own"].sum() == expected
+    names = set(layers["name"])
+    assert {"stem", "blocks.0", "blocks.3", "heads.1", "fc", "norm", "shared"} <= names
+    shared = layers[layers["path"].isin(["tower[1]/linear[3]", "tower[1]/linear[4]"])]
+    assert sorted(shared["params_own"]) == [0, 20]
+    # torch knows the module of each call; Paddle's names assume one call per layer, so the
+    # second call of the shared layer stays unnamed.
+    expected_names = ["shared", "shared"] if framework == "torch" else ["shared", "Linear 4"]
+    assert list(shared["name"]) == expected_names

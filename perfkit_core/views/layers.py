@@ -225,10 +225,15 @@ def _descriptions(run: Run, keys: list[str]) -> dict[str, LayerDescription] | No
         return {k: found[k] for k in keys if k in found}
     st = structure(run)
     out: dict[str, LayerDescription] = {}
-    for row, key in st.layer_key.items():
-        span = str(st.names[row])
-        if key not in out and span in found:
-            out[key] = found[span]
+    owner: dict[str, str] = {}
+    for row in sorted(st.layer_key, key=lambda r: int(st.start[r])):
+        key, span = st.layer_key[row], str(st.names[row])
+        if key in out or span not in found:
+            continue
+        # A module called from two places is two layers; its weights count in the first.
+        first = owner.setdefault(span, key)
+        d = found[span]
+        out[key] = d if first == key else LayerDescription(d.match, d.name, d.type, [])
     return out
 
 
@@ -344,7 +349,10 @@ def layers_view(
     if described is not None:
         for key, d in described.items():
             if d.name:
-                names[key] = d.name.rsplit(".", 1)[-1]
+                parts = d.name.split(".")
+                # A list's member is named with its list: ``blocks.0``.
+                cut = 2 if len(parts) > 1 and parts[-1].isdigit() else 1
+                names[key] = ".".join(parts[-cut:])
             param_own[key] = float(sum(p.count for p in d.params))
             byte_own[key] = float(sum(p.bytes for p in d.params))
 
