@@ -5,6 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 REMEDIES: dict[str, str] = {
+    "tensor-cores-unused": (
+        "Run matmuls and convolutions in float16 on tensor cores (Cube units on Ascend) with\n"
+        "automatic mixed precision, which keeps a float32 copy of the weights and scales the loss:\n"
+        "    net = mindspore.amp.auto_mixed_precision(net, amp_level='O2')\n"
+        "or Model(net, loss_fn, optimizer, amp_level='O2') with Model.train."
+    ),
+    "gemm-alignment": (
+        "Pad the sizes these GEMMs multiply to multiples of 8 (16 on Ascend): hidden and feature\n"
+        "sizes, channels, vocabulary, and under mixed precision the batch times sequence length."
+    ),
+    "small-gemms": (
+        "Batch the small matrix products: one mindspore.ops.bmm (or ops.matmul on stacked\n"
+        "tensors) instead of a loop of matmuls, or a larger batch; compiling the step (GRAPH_MODE\n"
+        "or @mindspore.jit) cuts the launch overhead around them."
+    ),
+    "unfused-elementwise": (
+        "Compile the step with kernel fusion, which fuses chains of elementwise operators into\n"
+        "one kernel: GRAPH_MODE (or @mindspore.jit) with\n"
+        "    mindspore.set_context(jit_config={'jit_level': 'O1'})"
+    ),
     "python-overhead": (
         "Run the step as a compiled graph, so Python runs once at compile time instead of every\n"
         "step: mindspore.set_context(mode=mindspore.GRAPH_MODE), or decorate the training step\n"

@@ -170,6 +170,7 @@ def train(
         targets=[profiler.ProfilerTarget.CPU],
         scheduler=(2 + steps, 2 + 2 * steps),
         on_trace_ready=handler,
+        record_shapes=True,  # input shapes give each op its FLOPs (the efficiency tables)
     )
     timer = perfkit_core.step_timer(prof)
     prof.start()

@@ -170,6 +170,7 @@ def train(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=steps + 1, warmup=1, active=steps, repeat=1),
         on_trace_ready=handler,
+        record_shapes=True,  # input shapes give each op its FLOPs (the efficiency tables)
         with_stack=with_stack,
     )
     timer = perfkit_core.step_timer(prof)

@@ -130,7 +130,7 @@ def attribution_table(
         names = _order(names, delta)
     if top is not None and view != "phases" and len(names) > top + 2:
         rest = names[1 + top : -1]
-        merged = f"({len(rest)} more rows)"
+        merged = f"({len(rest)} more {'row' if len(rest) == 1 else 'rows'})"
         for values in per_run:
             values[merged] = sum(values.get(n, 0.0) for n in rest)
         delta[merged] = sum(delta[n] for n in rest)
@@ -210,7 +210,7 @@ def _add_op_detail(comparison: Comparison, frame: pd.DataFrame) -> None:
         ),
     )
     fixed = np.isin(frame["name"].to_numpy(), [TOTAL, UNATTRIBUTED])
-    fixed |= frame["name"].str.endswith(" more rows)").to_numpy()
+    fixed |= frame["name"].str.contains(r"^\(\d+ more rows?\)$").to_numpy()
     status[fixed] = ""
     frame["status"] = status
 

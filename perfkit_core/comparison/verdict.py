@@ -173,7 +173,7 @@ class Verdict:
         scale = _SCALE[time_unit]
         unattributed = f"{self.unattributed_ns / scale:+.3f} {time_unit} per {self.per}"
         if self.profiled.significant:
-            unattributed += f" ({self.unattributed_pct:.1f}% of the difference)"
+            unattributed += f" ({self.unattributed_pct:.1f}%)"
         out.append(
             f"baseline: {self.baseline}; differences are {self.candidate} minus "
             f"{self.baseline}, positive when {self.candidate} takes longer; "
@@ -193,8 +193,13 @@ class Verdict:
                 if not math.isnan(o.overhead_pct)
             )
             factor, low, high = prof.factor
+            reading = (
+                f"{factor:.2f}x {prof.direction}"
+                if prof.direction != "same"
+                else f"a ratio of {factor:.2f}, within the noise"
+            )
             out.append(
-                f"profiled steps give {factor:.2f}x {prof.direction} ({100 * prof.confidence:.0f}% "
+                f"profiled steps give {reading} ({100 * prof.confidence:.0f}% "
                 f"CI {low:.2f}-{high:.2f}); profiled against unprofiled step time: {effects}"
             )
         out += self.warnings

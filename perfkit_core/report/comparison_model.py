@@ -12,6 +12,8 @@ from perfkit_core.report.model import Chart, Table
 from perfkit_core.report.tables import drop_empty_columns, table_from_frame
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from perfkit_core.comparison import Comparison, GateResult, Verdict
 
 
@@ -86,6 +88,13 @@ def _has_spans(comparison: Comparison, column: str) -> bool:
     return any((comparison.slices(i)[column] != "").any() for i in range(len(comparison.runs)))
 
 
+def _has_flops(frame: pd.DataFrame) -> bool:
+    """Whether an efficiency table holds any FLOPs: without input shapes no op has any, and a
+    table of zeros says nothing (the single-run roofline view says what to record)."""
+    rates = frame[[c for c in frame.columns if str(c).endswith(" TFLOP/s")]]
+    return bool(len(rates) and (rates.fillna(0.0).to_numpy() > 0).any())
+
+
 def build_comparison_report(
     comparison: Comparison,
     views: Iterable[str] = DEFAULT_COMPARISON_VIEWS,
@@ -121,6 +130,8 @@ def build_comparison_report(
                 )
             else:
                 frame = comparison.summary(view)
+                if view in ("efficiency", "layer_efficiency") and not _has_flops(frame):
+                    continue
             title = COMPARISON_TITLES.get(view, view)
             if time is not None:
                 title += f" ({TIME_WORDS[time]} per {per})"
