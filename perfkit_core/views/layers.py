@@ -6,8 +6,8 @@ The layers are the layer spans of ``structure`` (torch module calls, Paddle laye
 MindSpore cells): a row per layer key (the path of layer types from the outermost layer of the
 step, each with its call ordinal among same-typed siblings), so one layer called twice in a step
 is two rows, as the comparison lines them up. Where the adapter recorded the model
-(``meta["model"]``, see ``model_description``), a layer is named as the user named it
-(``hidden1``) and carries its parameters.
+(``meta["model"]``, see ``perfkit_core.views.model_description``), a layer is named as the
+user named it (``hidden1``) and carries its parameters.
 
 What each figure counts, per step (the mean over the run's steps, or one step with ``step``):
 
@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.errors import OptionError, TraceError
+from perfkit_core.errors import OptionError
+from perfkit_core.views.model_description import LayerDescription, model_description
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,62 +82,6 @@ LABELS = {
     "dtype": "Dtype",
 }
 COLUMNS = ("name", "path", "depth", "level", "calls_per_step", *(k for pair in PAIRED for k in pair))
-
-
-@dataclass
-class Parameter:
-    """One weight of a layer: its name in the layer, shape, dtype, element count and bytes."""
-
-    name: str
-    shape: list[int]
-    dtype: str
-    count: int
-    bytes: int
-
-
-@dataclass
-class LayerDescription:
-    """A layer as the adapter saw the model: ``match`` (the span name that recorded its calls, for
-    torch, or its layer key, for adapters whose spans carry only the type), its ``name`` as the
-    user wrote it (the attribute path, ``hidden1``; empty for the model itself), its ``type``
-    and its own ``params``."""
-
-    match: str
-    name: str
-    type: str
-    params: list[Parameter] = field(default_factory=list)
-
-
-def model_description(run: Run) -> tuple[str, dict[str, LayerDescription]] | None:
-    """The model the adapter recorded in ``run.meta["model"]``: (what a description is matched
-    by, ``span`` or ``key``; descriptions by that), or None when none was recorded. A malformed
-    record raises ``TraceError`` naming the run."""
-    recorded = run.meta.get("model")
-    if not recorded:
-        return None
-    source = run.meta.get("source") or run.meta.get("run_id") or "run"
-    try:
-        by = str(recorded["match"])
-        found: dict[str, LayerDescription] = {}
-        for entry in recorded["layers"]:
-            params = [
-                Parameter(
-                    str(p["name"]),
-                    [int(d) for d in p["shape"]],
-                    str(p["dtype"]),
-                    int(p["count"]),
-                    int(p["bytes"]),
-                )
-                for p in entry.get("params", [])
-            ]
-            found[str(entry["match"])] = LayerDescription(
-                str(entry["match"]), str(entry.get("name", "")), str(entry.get("type", "")), params
-            )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TraceError(str(source), f"its model description is malformed ({exc})") from exc
-    if by not in ("span", "key"):
-        raise TraceError(str(source), f"its model description matches layers by {by!r}")
-    return by, found
 
 
 def _per_key(keys: np.ndarray, values: np.ndarray) -> dict[str, float]:
