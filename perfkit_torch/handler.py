@@ -193,6 +193,12 @@ class TraceHandler(RunHandler):
     def _convert(self, run_dir: Path, trace_path: Path, prof: Any) -> None:
         """Convert and save, in the helper process or here; never raises."""
         meta = run_metadata(prof, worker_name=self.worker_name)
+        if self._module_spans is not None:
+            from perfkit_torch.modules import describe_modules
+
+            model = describe_modules()
+            if model is not None:
+                meta["model"] = model
         self._started(run_dir)
         self._convert_export(trace_path, run_dir, meta, self._converter())
 

@@ -62,6 +62,8 @@ _names: dict[int, str] = {}
 _type_counts: dict[str, int] = {}
 #: Modules (by ``id``) whose collection will drop their name.
 _watched: set[int] = set()
+#: The modules seen (by ``id``), weakly: what ``describe_modules`` describes.
+_modules: dict[int, Any] = {}
 #: Whether an armed ``ModuleSpans`` follows a schedule that says the profiler records now.
 _expect_recording = False
 
@@ -96,6 +98,7 @@ def _span_name(module: Any) -> str:
         _names[key] = name
         if key not in _watched:
             try:
+                _modules[key] = weakref.ref(module)
                 weakref.finalize(module, _forget, key)
                 _watched.add(key)
             except TypeError:  # not weak-referenceable: the name stays, only its ordinal matters
@@ -106,6 +109,7 @@ def _span_name(module: Any) -> str:
 def _forget(key: int) -> None:
     """Drop the name of a module that was collected (its ``id`` may be reused)."""
     _names.pop(key, None)
+    _modules.pop(key, None)
     _watched.discard(key)
 
 
@@ -144,6 +148,7 @@ def _install() -> None:
     _enabled, _compiling, _Span = _torch_functions()
     # Ordinals count from 0 again, so one model's spans are named alike in every cycle.
     _names.clear()
+    _modules.clear()
     _type_counts.clear()
     if torch.nn.Module.__call__ is not _call:
         _original = torch.nn.Module.__call__
@@ -187,6 +192,72 @@ def _stopped() -> None:
     for spans in list(_armed):
         if spans.expect_recording:
             spans.arm(False)
+
+
+def _parameter(name: str, tensor: Any) -> dict[str, Any]:
+    """One weight as a run records it: name, shape, dtype, element count, bytes."""
+    count = int(tensor.numel())
+    return {
+        "name": name,
+        "shape": [int(d) for d in tensor.shape],
+        "dtype": str(tensor.dtype).replace("torch.", ""),
+        "count": count,
+        "bytes": count * int(tensor.element_size()),
+    }
+
+
+def describe_modules() -> dict[str, Any] | None:
+    """The modules whose calls were recorded as spans since the wrapper was installed, as a
+    run's ``meta["model"]`` (``perfkit_core.views.layers.model_description``): per module, the
+    span name that records its calls (``match``), its attribute path from the outermost recorded
+    module (``hidden1``, ``blocks.0.fc``; empty for that module), its type and its own
+    parameters (its own, and those of sub-modules that were never called, such as a module
+    list's members, counted once when shared). None when no module was seen; never raises."""
+    try:
+        with _lock:
+            seen = {key: (ref(), _names.get(key)) for key, ref in list(_modules.items())}
+        alive = {key: (m, name) for key, (m, name) in seen.items() if m is not None and name}
+        if not alive:
+            return None
+        # A module's path: from the outermost seen module that holds it.
+        inside: set[int] = set()
+        for module, _ in alive.values():
+            for sub in module.modules():
+                if sub is not module and id(sub) in alive:
+                    inside.add(id(sub))
+        paths: dict[int, str] = {}
+        for key, (module, _) in alive.items():
+            if key in inside:
+                continue
+            for path, sub in module.named_modules(remove_duplicate=False):
+                if id(sub) in alive and id(sub) not in paths:
+                    paths[id(sub)] = path
+        counted: set[int] = set()
+        layers = []
+        for key, (module, name) in alive.items():
+            params: list[dict[str, Any]] = []
+            stack: list[tuple[str, Any]] = [("", module)]
+            while stack:
+                prefix, current = stack.pop(0)
+                for pname, tensor in current.named_parameters(recurse=False):
+                    if tensor is None or id(tensor) in counted:
+                        continue
+                    counted.add(id(tensor))
+                    params.append(_parameter(prefix + pname, tensor))
+                for cname, child in current.named_children():
+                    if id(child) not in alive:
+                        stack.append((f"{prefix}{cname}.", child))
+            layers.append(
+                {
+                    "match": name,
+                    "name": paths.get(key, ""),
+                    "type": type(module).__name__,
+                    "params": params,
+                }
+            )
+        return {"match": "span", "layers": layers}
+    except Exception:  # a description is never worth a lost profile
+        return None
 
 
 def installed() -> bool:

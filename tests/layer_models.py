@@ -98,7 +98,7 @@ def train(framework: str, directory: Path, *, layers: bool = True, steps: int = 
     paddle.seed(0)
     paddle.set_device("cpu")
     model = _tower(paddle.nn, paddle.nn.Layer, paddle.nn.LayerList)
-    handler = perfkit_paddle.on_trace_ready(directory, background=False)
+    handler = perfkit_paddle.on_trace_ready(directory, background=False, model=model)
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 2 + steps), on_trace_ready=handler
     )

@@ -6,6 +6,8 @@ or when a column described here is no longer returned, so these words cannot dri
 
 from __future__ import annotations
 
+from gen.layer_text import CODE_COLUMNS, LAYERS_COLUMNS, LAYERS_OPTIONS
+
 _HOST_COLUMNS: dict[str, str] = {
     "calls": "number of calls",
     "cpu_total_ns": "summed wall time of the calls on their host thread",
@@ -269,6 +271,8 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "peak_tflops_per_s": "the device's peak of the precision that carried most model FLOPs",
         "mfu_pct": "model FLOPs utilisation: the achieved rate as a share of that peak",
     },
+    "layers": LAYERS_COLUMNS,
+    "code": CODE_COLUMNS,
     "memcpy": {
         "name": "the row's operation, direction, host memory and launch joined "
         "(`Memcpy HtoD pageable async`)",
@@ -434,6 +438,7 @@ VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     "benchmark": ({"batch_size": 32},),
     "collectives": ({"by": "rank"},),
     "roofline": ({"by": "shape"}, {"by": "family"}, {"by": "layer"}),
+    "layers": ({"params": True},),
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
@@ -474,6 +479,7 @@ OPTION_MEANINGS: dict[object, str] = {
     "peak_tflops": "peak TFLOP/s to measure every op against, for every precision (default: "
     "the device's datasheet peaks, or this machine's from `perfkit peaks` on a CPU run)",
     "peak_bandwidth": "peak memory bandwidth in TB/s (default: as `peak_tflops`)",
+    **LAYERS_OPTIONS,
 }
 
 #: What each unit a column name can give means, and how the text report writes it

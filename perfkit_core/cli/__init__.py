@@ -1,7 +1,7 @@
 """The ``perfkit`` command line. Bad input prints one line and exits 2, never a traceback.
 
 The commands are here; options several commands share are in ``perfkit_core.cli.options``,
-``perfkit peaks`` in ``perfkit_core.cli.peaks``.
+``perfkit peaks`` in ``perfkit_core.cli.peaks``, ``perfkit export`` in ``perfkit_core.cli.export``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ from typing import Any
 import click
 
 from perfkit_core.advice.engine import UnknownRuleError
-from perfkit_core.cli.options import JOB_OPTIONS, MEASURE_OPTION, OPERATOR_OPTIONS, PEAK_OPTIONS
+from perfkit_core.cli.export import export_command
+from perfkit_core.cli.options import (
+    JOB_OPTIONS,
+    LAYER_OPTIONS,
+    MEASURE_OPTION,
+    OPERATOR_OPTIONS,
+    PEAK_OPTIONS,
+)
 from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
     OptionError,
@@ -41,6 +48,7 @@ def cli() -> None:
 
 
 cli.add_command(peaks_command)
+cli.add_command(export_command)
 
 
 @cli.command()
@@ -83,6 +91,11 @@ cli.add_command(peaks_command)
 )
 @OPERATOR_OPTIONS[0]
 @OPERATOR_OPTIONS[1]
+@LAYER_OPTIONS[0]
+@LAYER_OPTIONS[1]
+@LAYER_OPTIONS[2]
+@LAYER_OPTIONS[3]
+@LAYER_OPTIONS[4]
 @click.option(
     "--format",
     "fmt",
@@ -135,6 +148,11 @@ def report(
     group_by_stack_n: int,
     group_by: str,
     filter: str | None,
+    max_depth: int | None,
+    order_by: str | None,
+    step: int | None,
+    params: bool,
+    select: str | None,
     fmt: str,
     batch_size: int | None,
     with_advice: bool,
@@ -174,6 +192,11 @@ def report(
         "peak_bandwidth": peak_bandwidth,
         "group_by": group_by,
         "filter": filter,
+        "max_depth": max_depth,
+        "order_by": order_by,
+        "step": step,
+        "params": params,
+        "select": select,
     }
     options = {name: view_options(name, requested) for name in names}
     source: Any
@@ -387,37 +410,6 @@ def compare_command(
             click.echo(gate.message, err=True)
         return 1 if gate.regressed else 0
     return 0
-
-
-@cli.command("export")
-@click.argument("path", type=_PATH)
-@click.option(
-    "--to", "to", type=click.Choice(["chrome", "folded", "csv", "parquet", "json"]), required=True
-)
-@click.option(
-    "-o",
-    "--output",
-    type=_PATH,
-    required=True,
-    help="File (chrome, folded, json) or folder (csv, parquet).",
-)
-@click.option(
-    "--metric",
-    type=click.Choice(["cpu", "gpu"]),
-    default="cpu",
-    show_default=True,
-    help="folded: self CPU time or device time.",
-)
-def export_command(path: Path, to: str, output: Path, metric: str) -> None:
-    """Export a run: chrome trace, folded stacks, or every summary as CSV/Parquet/JSON."""
-    from perfkit_core.events.loading import load
-    from perfkit_core.report.export import export
-
-    run = load(path)
-    with writing(output):
-        written = export(run, to, output, metric=metric)
-    for target in written:
-        click.echo(f"wrote {printable(str(target))}", err=True)
 
 
 @cli.command()

@@ -75,3 +75,41 @@ def comparison_views(views: str) -> list[str]:
             f"unknown comparison view {unknown[0]!r}; known: {', '.join(REPORT_VIEWS)}"
         )
     return names
+
+
+#: The layers view's tree: depth, sibling order, one step, the weights under their layers
+#: (``report``; ``--filter`` is shared with the operator view).
+LAYER_OPTIONS = (
+    click.option(
+        "--max-depth",
+        type=click.IntRange(min=1),
+        default=None,
+        help="layers view: show layers down to this depth (1: the outermost layers).",
+    ),
+    click.option(
+        "--order-by",
+        default=None,
+        metavar="COLUMN",
+        help="layers view: order each layer's children by this column, largest first, or by a "
+        "figure's total (calls, host, gpu, flops, params, bytes, memory; default: call order); code view: "
+        "order the functions by it (default: host_with_children_ns).",
+    ),
+    click.option(
+        "--step",
+        type=int,
+        default=None,
+        help="layers and code views: this step alone (default: the mean over the steps).",
+    ),
+    click.option(
+        "--params",
+        is_flag=True,
+        help="layers view: list each weight with its shape under its layer.",
+    ),
+    click.option(
+        "--select",
+        default=None,
+        metavar="FIGURES",
+        help="layers view: only these figures, comma-separated: calls, host, gpu, flops, "
+        "params, bytes, memory (default: all).",
+    ),
+)

@@ -75,11 +75,23 @@ VIEW_TITLES: dict[str, str] = {
     "steps": "Steps",
     "ranks": "Ranks",
     "collectives": "Collectives",
+    "layers": "Layers: the model's layer tree",
+    "code": "Time by Python function",
 }
 #: Views whose rows are ranked entries (ops, kernels, ...): ``top`` cuts them. Other views are
 #: fixed structures (the model view's phases, the overview's kinds) and are shown whole.
 RANKED_VIEWS = frozenset(
-    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches", "roofline"}
+    {
+        "operator",
+        "user",
+        "kernel",
+        "memory",
+        "memcpy",
+        "collectives",
+        "launches",
+        "roofline",
+        "code",
+    }
 )
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).

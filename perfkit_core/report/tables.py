@@ -43,6 +43,9 @@ class Table:
     #: Per row, the unit of its numbers (``time``, ``number``) where a table's rows differ in
     #: unit (the benchmark view's costs and rates); empty when the columns give the units.
     row_units: list[str] = field(default_factory=list)
+    #: Column keys of figures shown own and with children (the layers view), (own, total):
+    #: the text form writes each pair as one ``own/total`` cell, as tfprof does.
+    paired: list[tuple[str, str]] = field(default_factory=list)
 
     def records(self) -> list[dict[str, Any]]:
         """The rows as dicts keyed by column key."""
@@ -190,7 +193,10 @@ def table_from_frame(
     unit_column = frame.attrs.get("row_unit_column")
     if unit_column and unit_column in shown.columns:
         row_units = ["time" if str(u) == "ns" else "number" for u in shown[unit_column]]
-    return Table(table_id, title, columns, rows, "; ".join(notes) or None, levels, row_units)
+    paired = [(str(a), str(b)) for a, b in frame.attrs.get("paired") or []]
+    return Table(
+        table_id, title, columns, rows, "; ".join(notes) or None, levels, row_units, paired
+    )
 
 
 #: Tables a report adds after a view's, its rows in another order, for a chart:
