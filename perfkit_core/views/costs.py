@@ -25,7 +25,7 @@ from perfkit_core.events import links
 from perfkit_core.events.schema import str_contains, str_values
 from perfkit_core.plugins import get_plugin_manager
 from perfkit_core.views.opcost import OpCall, OpCost
-from perfkit_core.views.shapes import parse_inputs
+from perfkit_core.views.shapes import Inputs, parse_inputs
 from perfkit_core.views.structure import innermost, outermost, structure
 
 if TYPE_CHECKING:
@@ -74,14 +74,16 @@ class RunCosts:
         """Per counted op, the precision its math ran in: ``tf32``/``fp16``/``bf16``/``fp8``
         tensor cores when most of its device time was on tensor-core kernels, else its dtype's
         (``fp32``, ...)."""
+        import pandas as pd
+
         on_tc = self.tensor_core_ns > 0.5 * np.where(self.time_ns > 0, self.time_ns, np.inf)
-        base = self.precision.astype(str)
-        tensor = np.array([TENSOR_PRECISION.get(p, "") for p in np.unique(base)], dtype=object)
-        mapped = tensor[np.searchsorted(np.unique(base), base)] if len(base) else tensor
-        use = on_tc & (mapped != "")
-        out = base.astype(object)
-        out[use] = np.char.add(mapped[use].astype(str), " tensor")
-        return out
+        codes, uniques = pd.factorize(self.precision, use_na_sentinel=False)
+        names = [str(p) for p in uniques.tolist()]
+        base = np.array(names, dtype=object)
+        tensor = np.array([TENSOR_PRECISION.get(p, "") for p in names], dtype=object)
+        shown = np.array([f"{t} tensor" if t else "" for t in tensor.tolist()], dtype=object)
+        use = on_tc & (tensor[codes] != "")
+        return np.where(use, shown[codes], base[codes]).astype(object)
 
 
 def _pairs(run: Run) -> np.ndarray:
@@ -153,10 +155,12 @@ def run_costs(run: Run) -> RunCosts:
 
 
 def _codes(column: Any) -> tuple[np.ndarray, list[str]]:
+    """(codes, categories as text) of a string column: the codes as the categorical holds them
+    (the narrowest integer type), -1 where a value is missing."""
     import pandas as pd
 
     values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
-    return values.cat.codes.to_numpy().astype(np.int64), [str(c) for c in values.cat.categories]
+    return values.cat.codes.to_numpy(), [str(c) for c in values.cat.categories]
 
 
 def _first_with_shapes(
@@ -186,10 +190,185 @@ def _first_with_shapes(
     return out
 
 
+def distinct_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of the integer ``columns`` (equal lengths), in lexicographic order:
+    (per row, the index of its distinct row; per distinct row, the index of a row holding it).
+    The columns are packed into one int64 key per row where their ranges allow (a
+    one-dimensional sort), else sorted column by column."""
+    n = len(columns[0]) if columns else 0
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lows = [int(c.min()) for c in columns]
+    spans = [int(c.max()) - low + 1 for c, low in zip(columns, lows, strict=True)]
+    if math.prod(spans) < 2**62:
+        key = np.zeros(n, dtype=np.int64)
+        for column, low, span in zip(columns, lows, spans, strict=True):
+            key *= span
+            key += column.astype(np.int64) - low
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return np.asarray(inverse, dtype=np.int64).reshape(-1), first
+    order = np.lexsort(columns[::-1])
+    new = np.zeros(n, dtype=bool)
+    new[0] = True
+    for column in columns:
+        ranked = column[order]
+        new[1:] |= ranked[1:] != ranked[:-1]
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return inverse, order[new]
+
+
+def _call_ids(
+    ops: np.ndarray, parent: np.ndarray, own_key: np.ndarray, partner_key: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Number the distinct calls: a call is (own code, the call it ran inside, paired own code),
+    made level by level of the op nests (an op's enclosing call is numbered before it). Returns
+    (each row's call id, -1 for rows that are not ops; per call id its (own, enclosing,
+    paired) triple). Ids are given in the order of first appearance, level by level, the
+    triples of a level in lexicographic order, so an enclosing call's id is below its
+    calls'."""
+    n = len(parent)
+    call_of = np.full(n, -1, dtype=np.int64)
+    if not len(ops):
+        return call_of, np.zeros((0, 3), dtype=np.int64)
+    depth = links.depth(parent)
+    op_depth = depth[ops]
+    by_level = np.argsort(op_depth, kind="stable")
+    bounds = np.flatnonzero(np.diff(op_depth[by_level])) + 1
+    # Every triple packs into one int64 key: own and paired codes are below the number of
+    # distinct own codes, enclosing call ids below the number of ops.
+    own_span = int(max(own_key[ops].max(), partner_key[ops].max())) + 2
+    call_span = len(ops) + 1
+    packable = own_span * own_span * call_span < 2**62
+    known_keys = np.zeros(0, dtype=np.int64)
+    known_ids = np.zeros(0, dtype=np.int64)
+    index: dict[tuple[int, int, int], int] = {}
+    triples: list[np.ndarray] = []
+    count = 0
+    for rows in np.split(ops[by_level], bounds):
+        up = np.where(parent[rows] >= 0, call_of[np.maximum(parent[rows], 0)], -1)
+        keys = [own_key[rows], up, partner_key[rows]]
+        inverse, first = distinct_rows(keys)
+        distinct = np.stack([k[first] for k in keys], axis=1)
+        ids = np.empty(len(distinct), dtype=np.int64)
+        if packable:
+            packed = ((distinct[:, 0] + 1) * call_span + distinct[:, 1] + 1) * own_span + (
+                distinct[:, 2] + 1
+            )
+            at = np.searchsorted(known_keys, packed)
+            hit = at < len(known_keys)
+            hit[hit] = known_keys[at[hit]] == packed[hit]
+            ids[hit] = known_ids[at[hit]]
+            fresh = np.flatnonzero(~hit)
+            ids[fresh] = count + np.arange(len(fresh))
+            count += len(fresh)
+            triples.append(distinct[fresh])
+            merged = np.concatenate([known_keys, packed[fresh]])
+            order = np.argsort(merged, kind="stable")
+            known_keys = merged[order]
+            known_ids = np.concatenate([known_ids, ids[fresh]])[order]
+        else:
+            for i, key in enumerate(distinct.tolist()):
+                triple = (int(key[0]), int(key[1]), int(key[2]))
+                if triple not in index:
+                    index[triple] = len(index)
+                    triples.append(distinct[i : i + 1])
+                ids[i] = index[triple]
+        call_of[rows] = ids[inverse]
+    return call_of, np.concatenate(triples) if triples else np.zeros((0, 3), dtype=np.int64)
+
+
+class _Watched(Inputs):
+    """An op's ``Inputs`` that note (on ``watcher``, a one-item list) when the values recorded
+    for them are read: through ``values``, any method that reads it, or by comparing or hashing
+    the inputs."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("values", "__dict__"):
+            object.__getattribute__(self, "_watcher")[0] = True
+        return object.__getattribute__(self, name)
+
+    def _plain(self) -> Inputs:
+        return Inputs(self.shapes, self.dtypes, self.values, self.names, self.lists)
+
+    def __eq__(self, other: object) -> bool:
+        plain = other._plain() if isinstance(other, _Watched) else other
+        return self._plain() == plain
+
+    def __hash__(self) -> int:
+        return hash(self._plain())
+
+
+class _Calls:
+    """The ``OpCall`` of each distinct call of a run, made when asked: call ``c`` is the
+    triple ``triples[c]`` (own code, enclosing call, paired own code), own code ``o`` the
+    texts ``own[o]`` (name, shapes, dtypes, values, origin: indices into ``texts``). With a
+    ``watcher``, the calls' inputs (and those of the calls they run inside and are paired
+    with) are ``_Watched`` by it."""
+
+    def __init__(
+        self,
+        triples: np.ndarray,
+        own: np.ndarray,
+        texts: list[list[str]],
+        framework: str,
+        watcher: list[bool] | None = None,
+    ) -> None:
+        self.triples, self.own, self.texts = triples, own, texts
+        self.framework, self.watcher = framework, watcher
+        self.bare: dict[int, OpCall] = {}
+        self.calls: dict[int, OpCall] = {}
+
+    def _text(self, column: int, code: int) -> str:
+        return self.texts[column][code] if code >= 0 else ""
+
+    def own_call(self, o: int) -> OpCall:
+        """The call of own code ``o`` alone (no enclosing or paired call)."""
+        found = self.bare.get(o)
+        if found is None:
+            name, shapes, dtypes, values, origin = self.own[o].tolist()
+            inputs = parse_inputs(
+                self._text(1, shapes), self._text(2, dtypes), self._text(3, values)
+            )
+            if self.watcher is not None:
+                inputs = _Watched(
+                    inputs.shapes, inputs.dtypes, inputs.values, inputs.names, inputs.lists
+                )
+                object.__setattr__(inputs, "_watcher", self.watcher)
+            found = OpCall(
+                self._text(0, name), inputs, self.framework, origin=self._text(4, origin)
+            )
+            self.bare[o] = found
+        return found
+
+    def call(self, c: int) -> OpCall:
+        """The call with id ``c``."""
+        found = self.calls.get(c)
+        if found is None:
+            own, enclosing, partner = self.triples[c].tolist()
+            base = self.own_call(own)
+            if enclosing < 0 and partner < 0:
+                found = base
+            else:
+                found = OpCall(
+                    base.name,
+                    base.inputs,
+                    self.framework,
+                    self.call(enclosing) if enclosing >= 0 else None,
+                    self.own_call(partner) if partner >= 0 else None,
+                    base.origin,
+                )
+            self.calls[c] = found
+        return found
+
+
 def _run_costs(run: Run) -> RunCosts:
     """Every op's own cost, asked once per distinct call: ops are coded in bulk by what a call
     holds (name, recorded inputs, stack's innermost frame, enclosing call, paired call), level
-    by level of the op nests, and one ``OpCall`` is made per distinct code."""
+    by level of the op nests. Calls that differ only in their recorded values (an optimizer's
+    step size, which changes every step) form a group: the model is asked for one call of the
+    group, and when it read no values (neither of the call nor of those it runs inside or is
+    paired with) its answer holds for the whole group; else every call of the group is asked."""
     ev = run.events
     n = len(ev)
     st = structure(run)
@@ -198,80 +377,77 @@ def _run_costs(run: Run) -> RunCosts:
     hook = get_plugin_manager().hook.perfkit_op_cost
     framework = run.framework
     columns = ("name", "input_shapes", "input_dtypes", "input_values", "stack")
-    codes = {c: _codes(ev[c]) for c in columns}
-    shape_codes, shape_cats = codes["input_shapes"]
-    has_shapes = np.append(np.array([bool(c) for c in shape_cats], dtype=bool), False)[shape_codes]
-    # What a call holds of its own, as one code per op.
+    codes: list[np.ndarray] = []
+    texts: list[list[str]] = []
+    for column in columns:
+        found, categories = _codes(ev[column])
+        if column == "stack":
+            # A call reads the innermost frame of its stack: stacks are coded by that frame.
+            frames = [c.split("\n", 1)[0] for c in categories]
+            categories = sorted(set(frames))
+            at = {f: i for i, f in enumerate(categories)}
+            recode = np.array([at[f] for f in frames] + [-1], dtype=np.int64)
+            found = recode[found]
+        if column == "input_shapes":
+            shaped = np.array([bool(c) for c in categories] + [False], dtype=bool)
+            has_shapes = shaped[found]
+        codes.append(found[ops].astype(np.int64))
+        texts.append(categories)
+    # What a call holds of its own (one code per op), and the same without its values.
     own_key = np.full(n, -1, dtype=np.int64)
-    own_values = np.zeros((0, len(columns)), dtype=np.int64)
-    if len(ops):
-        stacked = np.stack([codes[c][0][ops] for c in columns], axis=1)
-        own_values, own_code = np.unique(stacked, axis=0, return_inverse=True)
-        own_key[ops] = np.asarray(own_code).reshape(-1)
+    form_key = np.full(n, -1, dtype=np.int64)
+    own_key[ops], own_first = distinct_rows(codes)
+    form_key[ops], _ = distinct_rows([codes[0], codes[1], codes[2], codes[4]])
+    own_values = np.stack([c[own_first] for c in codes], axis=1)
+    del codes
     pair = _pairs(run)
     unit = st.unit_of
     partner_unit = np.where(unit >= 0, pair[np.maximum(unit, 0)], -1)
     partner_row = _first_with_shapes(partner_unit, parent, ops, has_shapes, st.start)
-    partner_key = np.where(partner_row >= 0, own_key[np.maximum(partner_row, 0)], -1)
-    # Call codes level by level: (own, enclosing call, paired) -> a distinct call.
-    call_of = np.full(n, -1, dtype=np.int64)
-    depth = links.depth(parent)
-    triples: list[tuple[int, int, int]] = []
-    index: dict[tuple[int, int, int], int] = {}
-    for level in np.unique(depth[ops]).tolist():
-        rows = ops[depth[ops] == level]
-        up = np.where(parent[rows] >= 0, call_of[np.maximum(parent[rows], 0)], -1)
-        keys = np.stack([own_key[rows], up, partner_key[rows]], axis=1)
-        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
-        ids = np.empty(len(distinct), dtype=np.int64)
-        for i, key in enumerate(distinct.tolist()):
-            triple = (int(key[0]), int(key[1]), int(key[2]))
-            if triple not in index:
-                index[triple] = len(triples)
-                triples.append(triple)
-            ids[i] = index[triple]
-        call_of[rows] = ids[np.asarray(inverse).reshape(-1)]
-    # One OpCall per distinct own code and per distinct call; the hook once per call.
-    texts = {c: codes[c][1] for c in columns}
-
-    def text(column: str, code: int) -> str:
-        return texts[column][code] if code >= 0 else ""
-
-    bare: list[OpCall] = []
-    for name, shapes, dtypes, values, stack in own_values.tolist():
-        inputs = parse_inputs(
-            text("input_shapes", shapes), text("input_dtypes", dtypes), text("input_values", values)
-        )
-        origin = text("stack", stack).split("\n", 1)[0]
-        bare.append(OpCall(text("name", name), inputs, framework, origin=origin))
-    calls: list[OpCall] = []
-    costs: list[OpCost | None] = []
-    memo: dict[OpCall, OpCost | None] = {}
-    for own, enclosing, partner in triples:
-        base = bare[own]
-        call = OpCall(
-            base.name,
-            base.inputs,
-            framework,
-            calls[enclosing] if enclosing >= 0 else None,
-            bare[partner] if partner >= 0 else None,
-            base.origin,
-        )
-        calls.append(call)
-        if call not in memo:
-            memo[call] = hook(call=call, framework=framework)
-        costs.append(memo[call])
-    return _collect(run, ops, call_of, costs, ev["flops"].to_numpy())
+    has_partner = partner_row >= 0
+    partner_row = np.maximum(partner_row, 0)
+    # Calls (own, enclosing call, paired), and their groups (the same without values).
+    call_of, triples = _call_ids(
+        ops, parent, own_key, np.where(has_partner, own_key[partner_row], -1)
+    )
+    group_of, _ = _call_ids(ops, parent, form_key, np.where(has_partner, form_key[partner_row], -1))
+    del own_key, form_key, partner_row, has_partner
+    call_group = np.full(len(triples), -1, dtype=np.int64)
+    call_group[call_of[ops]] = group_of[ops]
+    del group_of
+    order = np.argsort(call_group, kind="stable")
+    bounds = np.flatnonzero(np.diff(call_group[order])) + 1
+    plain = _Calls(triples, own_values, texts, framework)
+    watcher = [False]
+    watched = _Calls(plain.triples, plain.own, texts, framework, watcher)
+    costs: list[OpCost | None] = [None] * len(triples)
+    for members in np.split(order, bounds) if len(order) else []:
+        first = int(members[0])
+        watcher[0] = False
+        answer = hook(call=watched.call(first), framework=framework)
+        if not watcher[0]:
+            for c in members.tolist():
+                costs[c] = answer
+            continue
+        for c in members.tolist():
+            costs[c] = hook(call=plain.call(c), framework=framework)
+    # Calls of equal cost share one entry of the table the counted ops are read from.
+    distinct: dict[OpCost | None, int] = {}
+    cost_code = np.array([distinct.setdefault(c, len(distinct)) for c in costs], dtype=np.int64)
+    call_cost = np.where(
+        call_of >= 0, cost_code[np.maximum(call_of, 0)] if len(cost_code) else -1, -1
+    )
+    return _collect(run, ops, call_cost, list(distinct), ev["flops"].to_numpy())
 
 
 def _collect(
     run: Run,
     ops: np.ndarray,
-    call_of: np.ndarray,
+    cost_of: np.ndarray,
     costs: list[OpCost | None],
     recorded: np.ndarray,
 ) -> RunCosts:
-    """Pick the counted ops from every op's own cost (``costs[call_of[row]]``; an op the model
+    """Pick the counted ops from every op's own cost (``costs[cost_of[row]]``, -1 for rows that are not ops; an op the model
     does not know keeps the FLOPs the profiler recorded, its bytes unknown) and measure their
     time."""
     ev = run.events
@@ -280,12 +456,12 @@ def _collect(
     known = np.array([c is not None for c in costs] + [False], dtype=bool)
     table = [c if c is not None else OpCost(math.nan, math.nan) for c in costs]
     table.append(OpCost(math.nan, math.nan))
-    code = np.where(call_of >= 0, call_of, len(table) - 1)
+    code = np.where(cost_of >= 0, cost_of, len(table) - 1)
     costed = known[code]
     weak = np.array([bool(c.assumed) for c in table], dtype=bool)[code] & costed
     own_flops = np.where(costed, np.array([c.flops for c in table])[code], np.nan)
     own_bytes = np.where(costed, np.array([c.bytes for c in table])[code], np.nan)
-    fallback = ~costed & np.isfinite(recorded) & (recorded > 0) & (call_of >= 0)
+    fallback = ~costed & np.isfinite(recorded) & (recorded > 0) & (cost_of >= 0)
     own_flops[fallback] = recorded[fallback]
     costed |= fallback
     below = np.zeros(n, dtype=bool)  # has a costed descendant
