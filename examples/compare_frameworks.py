@@ -5,8 +5,9 @@ the two runs: which is faster, by how much, and which op families, layers and op
 
 Each framework trains in its own process (torch and paddle in one process slow each other's CPU
 threads) with its own profiler (torch.profiler / paddle.profiler) and perfkit's on_trace_ready
-handler; perfkit_core.step_timer times the steps with and without the profiler, and
-perfkit_torch.record_modules records torch's module spans, which Paddle records on its own.
+handler; perfkit_core.step_timer times the steps with and without the profiler. Both record
+the layers on their own (perfkit's torch handler records torch's module calls), so the
+comparison lines them up row by row.
 The comparison is printed and written as text and HTML under --out.
 """
 

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from perfkit_paddle.chrome import load_paddle_json
     from perfkit_paddle.handler import TraceHandler, on_trace_ready
+    from perfkit_paddle.model import describe_model
     from perfkit_paddle.pb import load_paddle_pb
     from perfkit_paddle.result import run_from_result
 
 __all__ = [
     "TraceHandler",
+    "describe_model",
     "load_paddle_json",
     "load_paddle_pb",
     "on_trace_ready",
@@ -29,6 +31,7 @@ __all__ = [
 _LAZY = {
     "on_trace_ready": "perfkit_paddle.handler",
     "TraceHandler": "perfkit_paddle.handler",
+    "describe_model": "perfkit_paddle.model",
     "load_paddle_json": "perfkit_paddle.chrome",
     "load_paddle_pb": "perfkit_paddle.pb",
     "run_from_result": "perfkit_paddle.result",

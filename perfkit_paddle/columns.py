@@ -153,10 +153,14 @@ def _dedupe(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]
 
 
 def extra_info_meta(extra_info: dict[str, str]) -> dict[str, Any]:
-    """Split Paddle's ``get_extra_info()`` into thread names and CPU utilization (fractions)."""
+    """Split Paddle's ``get_extra_info()`` into thread names and CPU utilization (fractions).
+
+    Raises ``ValueError`` for an entry that is not text (a damaged export's bytes)."""
     threads: dict[str, str] = {}
     utilization: dict[str, float] = {}
     for key, value in (extra_info or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"extra info {key!r}: {value!r} is not text (UTF-8)")
         if key.isdigit():
             threads[key] = value
         elif "Utilization" in key:

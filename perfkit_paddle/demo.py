@@ -27,6 +27,11 @@ def train_mlp(
     steps on the CPU (after two unprofiled ones), reading batches from a ``paddle.io.DataLoader``,
     saving one perfkit run under ``directory`` (``background`` is the handler's option).
     Returns (run folders, handler).
+
+    The loop is ``perfkit_torch.demo.train_mlp``'s, line for line: the same model, data (drawn
+    with numpy from ``seed``), batches in order without worker processes (Paddle's loader
+    still prefetches them on a thread of its own), annotated spans (``forward_and_loss``,
+    ``backward``) and optimizer order, so that the demo's comparison compares like with like.
     """
     import numpy as np
     import paddle
@@ -44,7 +49,7 @@ def train_mlp(
     total = steps + 2
     rng = np.random.default_rng(seed)
     inputs = rng.standard_normal((total * batch_size, width)).astype("float32")
-    labels = rng.integers(0, 10, (total * batch_size, 1)).astype("int64")
+    labels = rng.integers(0, 10, (total * batch_size,)).astype("int64")
     dataset = paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(labels)])
     loader = paddle.io.DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0)
     handler = on_trace_ready(
@@ -65,7 +70,8 @@ def train_mlp(
     for x, y in loader:
         with profiler.RecordEvent("forward_and_loss"):
             loss = paddle.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
+        with profiler.RecordEvent("backward"):
+            loss.backward()
         optimizer.step()
         optimizer.clear_grad()
         prof.step(num_samples=batch_size)

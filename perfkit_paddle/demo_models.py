@@ -1,8 +1,10 @@
 """Three small models written the same way in paddle and in torch (``perfkit_torch.demo_models``),
 trained on the CPU under ``paddle.profiler`` with perfkit's handler: a CNN, a transformer encoder
-and an LSTM language model. Same shapes, batch, optimizer and data pipeline (a DataLoader over
-random tensors) in both frameworks, so that ``perfkit compare`` of the two runs reads as one
-model in two frameworks.
+and an LSTM language model. Same shapes, batch, optimizer, data (drawn with numpy from one
+seed) and data pipeline (a DataLoader over those tensors), the same annotated spans, and the
+same layers (Paddle records its own, perfkit's torch handler records torch's) in both
+frameworks, so that ``perfkit compare`` of the two runs reads as one model in two frameworks,
+row by row.
 """
 
 from __future__ import annotations
@@ -168,6 +170,7 @@ def train(
         targets=[profiler.ProfilerTarget.CPU],
         scheduler=(2 + steps, 2 + 2 * steps),
         on_trace_ready=handler,
+        record_shapes=True,  # input shapes give each op its FLOPs (the efficiency tables)
     )
     timer = perfkit_core.step_timer(prof)
     prof.start()

@@ -16,6 +16,7 @@ from perfkit_core.capture import (
     conversion_reason,
     cut_short_reason,
     fallback_dir,
+    fallback_refusal,
     handler_metadata,
     make_room,
     os_error_reason,
@@ -81,6 +82,9 @@ class TraceHandler(RunHandler):
 
     native_name = NATIVE_TRACE_NAME
 
+    #: The ``paddle.nn.Layer`` trained, when given: its layers are described in each run.
+    model: Any = None
+
     def _kept(self, trace: Path) -> bool:
         """Paddle's export counts as kept only when whole (its last field not cut short)."""
         return export_is_whole(trace)
@@ -126,6 +130,12 @@ class TraceHandler(RunHandler):
         rank, world = _rank_and_world()
         meta = run_metadata(prof, worker_name=self.worker_name)
         meta.update(rank=rank, world_size=world)
+        model = getattr(self, "model", None)
+        if model is not None:
+            with contextlib.suppress(Exception):  # a description is never worth a lost profile
+                from perfkit_paddle.model import describe_model
+
+                meta["model"] = describe_model(model)
         extra = meta["extra"]
         for key, method in (
             ("span_index", "get_span_index"),
@@ -205,6 +215,8 @@ class TraceHandler(RunHandler):
 
     def _export_elsewhere_quietly(self, result: Any, step: int | None) -> Path | None:
         """Export into the fallback folder; return the export, or None (nothing recorded)."""
+        if fallback_refusal(self._estimate) is not None:
+            return None
         try:
             folder = claim_run_dir(fallback_dir(), self.worker_name, step)
         except OSError:
@@ -266,6 +278,7 @@ def on_trace_ready(
     chain: Iterable[Callable[[Any], Any]] = (),
     keep_trace: bool = False,
     background: bool = True,
+    model: Any = None,
 ) -> TraceHandler:
     """Return a handler for ``paddle.profiler.Profiler(on_trace_ready=...)``.
 
@@ -276,8 +289,12 @@ def on_trace_ready(
     protobuf export is always written first, in the callback; ``keep_trace=True`` keeps it
     beside the run (it is always kept when the run cannot be saved). ``background=True`` converts
     it in perfkit's helper process, so the callback returns once the export is written;
-    ``False`` also converts and saves before the callback returns.
+    ``False`` also converts and saves before the callback returns. ``model`` (the
+    ``paddle.nn.Layer`` trained) records its layers' names and parameters in each run
+    (``perfkit_paddle.describe_model``), for the ``layers`` view.
     """
-    return TraceHandler(
+    handler = TraceHandler(
         dir_name, worker_name=worker_name, chain=chain, keep_trace=keep_trace, background=background
     )
+    handler.model = model
+    return handler

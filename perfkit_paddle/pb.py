@@ -201,7 +201,7 @@ def _result(message: Any) -> PbResult:
     devices = [
         {
             "id": p.id,
-            "name": p.name,
+            "name": _text(p.name, "a device's name"),
             "totalGlobalMem": p.total_global_memory,
             "computeMajor": p.compute_major,
             "computeMinor": p.compute_minor,
@@ -209,14 +209,27 @@ def _result(message: Any) -> PbResult:
         }
         for p in message.device_property
     ]
-    extra = {e.key: e.value for e in message.extra_info}
-    return PbResult(trees, extra, message.version, message.span_indx, devices, dropped)
+    extra = {
+        _text(e.key, "an extra_info key"): _text(e.value, "an extra_info value")
+        for e in message.extra_info
+    }
+    version = _text(message.version, "the version")
+    return PbResult(trees, extra, version, message.span_indx, devices, dropped)
+
+
+def _text(value: Any, what: str) -> str:
+    """``value``, a string field of the export: protobuf gives a field holding bytes that are
+    not UTF-8 as ``bytes`` (Paddle writes UTF-8; a damaged file does not)."""
+    if value.__class__ is not str:
+        raise PbError(f"{what} is not UTF-8 text: {bytes(value)[:60]!r}")
+    return str(value)
 
 
 def _host_node(proto: Any) -> HostNode:
     e = proto.host_trace_event
+    name = e.name
     return HostNode(
-        e.name,
+        name if name.__class__ is str else _text(name, "an event name"),
         _name(EVENT_TYPES, e.type, "TracerEventType"),
         e.start_ns,
         e.end_ns,
@@ -227,9 +240,10 @@ def _host_node(proto: Any) -> HostNode:
 
 def _runtime_node(proto: Any) -> HostNode:
     e = proto.runtime_trace_event
+    name = e.name
     # The export holds no type for runtime calls: Paddle's are all CudaRuntime.
     node = HostNode(
-        e.name,
+        name if name.__class__ is str else _text(name, "a runtime call's name"),
         "CudaRuntime",
         e.start_ns,
         e.end_ns,
@@ -246,8 +260,9 @@ def _runtime_node(proto: Any) -> HostNode:
 
 
 def _device_node(e: Any) -> DeviceNode:
+    name = e.name
     node = DeviceNode(
-        e.name,
+        name if name.__class__ is str else _text(name, "a device event's name"),
         _name(EVENT_TYPES, e.type, "TracerEventType"),
         e.start_ns,
         e.end_ns,
@@ -278,7 +293,7 @@ def _mem_node(e: Any) -> MemNode:
         e.thread_id,
         e.increase_bytes,
         e.addr if e.HasField("addr") else None,
-        e.place,
+        _text(e.place, "a memory event's place"),
         e.current_allocated,
         e.current_reserved,
     )
@@ -289,13 +304,14 @@ def _supplement(node: HostNode, e: Any) -> None:
     if len(shapes.key) != len(shapes.shape_vecs) or len(dtypes.key) != len(dtypes.dtype_vecs):
         raise PbError(f"operator {node.name!r}: input names and their shapes or dtypes differ")
     node.input_shapes = {
-        key: [list(s.size) for s in vec.shapes]
+        _text(key, "an input name"): [list(s.size) for s in vec.shapes]
         for key, vec in zip(shapes.key, shapes.shape_vecs, strict=True)
     }
     node.dtypes = {
-        key: list(vec.dtype) for key, vec in zip(dtypes.key, dtypes.dtype_vecs, strict=True)
+        _text(key, "an input name"): [_text(t, "a dtype") for t in vec.dtype]
+        for key, vec in zip(dtypes.key, dtypes.dtype_vecs, strict=True)
     }
-    node.callstack = e.callstack
+    node.callstack = _text(e.callstack, "a call stack")
 
 
 def export_is_whole(path: str | os.PathLike[str]) -> bool:

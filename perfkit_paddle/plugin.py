@@ -83,6 +83,17 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 
 
 @hookimpl
+def perfkit_layer_spans_fix(framework: str) -> str | None:
+    """How a Paddle run gets layer spans: Paddle's profiler records every Layer call."""
+    if framework != "paddle":
+        return None
+    return (
+        "paddle.profiler records a span for every paddle.nn.Layer call it runs in dynamic-graph "
+        "mode: build the model from paddle.nn.Layer subclasses and profile it in that mode"
+    )
+
+
+@hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The paddle code to change for a finding on a paddle run."""
     if framework != "paddle":

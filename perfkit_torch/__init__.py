@@ -1,10 +1,12 @@
 """perfkit adapter for PyTorch.
 
 ``perfkit_torch.on_trace_ready(dir_name)`` returns a handler for
-``torch.profiler.profile(on_trace_ready=...)`` that saves each profiled cycle as a perfkit run;
-``perfkit_torch.load_kineto(path)`` reads a Kineto chrome trace. torch is imported only when a
-handler runs, so importing this package is cheap. ``perfkit_torch.record_modules(model)`` records
-each module's forward as a span, so comparisons can attribute ops to layers.
+``torch.profiler.profile(on_trace_ready=...)`` that saves each profiled cycle as a perfkit run,
+with every ``nn.Module`` call recorded as a layer span while the profiler records
+(``layers=False`` turns that off); ``perfkit_torch.load_kineto(path)`` reads a Kineto chrome
+trace. torch is imported only when a handler runs, so importing this package is cheap.
+``perfkit_torch.record_modules()`` records the same layer spans for a profiler given another
+handler.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Three small models written the same way in torch and in paddle (``perfkit_paddle.demo_models``),
 trained on the CPU under ``torch.profiler`` with perfkit's handler: a CNN, a transformer encoder
-and an LSTM language model. Same shapes, batch, optimizer and data pipeline (a DataLoader over
-random tensors) in both frameworks, so that ``perfkit compare`` of the two runs reads as one
-model in two frameworks.
+and an LSTM language model. Same shapes, batch, optimizer, data (drawn with numpy from one
+seed) and data pipeline (a DataLoader over those tensors), the same annotated spans, and the
+same layers (perfkit's handler records torch's, Paddle records its own) in both frameworks, so
+that ``perfkit compare`` of the two runs reads as one model in two frameworks, row by row.
 """
 
 from __future__ import annotations
@@ -100,17 +101,21 @@ def _lstm(torch: Any, nn: Any, size: dict[str, int]) -> Any:
 
 def build(model: str) -> tuple[Any, Any, Callable[[int], tuple[Any, Any]]]:
     """Return (module, optimizer, make_data(n) -> (inputs, targets)) of ``model``."""
+    import numpy as np
     import torch
     from torch import nn
 
     size = MODELS[model]
+    rng = np.random.default_rng(0)
     if model == "cnn":
         module = _cnn(torch, nn, size)
         optimizer: Any = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.9)
 
         def make_data(n: int) -> tuple[Any, Any]:
             shape = (n, size["channels"], size["size"], size["size"])
-            return torch.randn(*shape), torch.randint(0, size["classes"], (n,))
+            inputs = rng.standard_normal(shape).astype("float32")
+            targets = rng.integers(0, size["classes"], (n,)).astype("int64")
+            return torch.from_numpy(inputs), torch.from_numpy(targets)
 
     else:
         module = _transformer(torch, nn, size) if model == "transformer" else _lstm(torch, nn, size)
@@ -121,8 +126,9 @@ def build(model: str) -> tuple[Any, Any, Callable[[int], tuple[Any, Any]]]:
         )
 
         def make_data(n: int) -> tuple[Any, Any]:
-            tokens = torch.randint(0, size["vocab"], (n, size["seq"]))
-            return tokens, torch.randint(0, size["vocab"], (n, size["seq"]))
+            tokens = rng.integers(0, size["vocab"], (n, size["seq"])).astype("int64")
+            targets = rng.integers(0, size["vocab"], (n, size["seq"])).astype("int64")
+            return torch.from_numpy(tokens), torch.from_numpy(targets)
 
     return module, optimizer, make_data
 
@@ -138,16 +144,15 @@ def train(
 ) -> tuple[list[Path], Any]:
     """Train ``model`` (``cnn``, ``transformer`` or ``lstm``) on the CPU: two warm-up steps,
     ``steps`` unprofiled steps, then ``steps`` steps under ``torch.profiler`` with perfkit's
-    handler (one run saved under ``directory``). Every step is timed with
-    ``perfkit_core.step_timer``, whose times are saved into the run. Returns (run folders,
-    the timer).
+    handler (one run saved under ``directory``; the handler records the layers). Every step is
+    timed with ``perfkit_core.step_timer``, whose times are saved into the run. Returns (run
+    folders, the timer).
     """
     import torch
     from torch.profiler import ProfilerActivity, schedule
 
     import perfkit_core
     from perfkit_torch.handler import on_trace_ready
-    from perfkit_torch.modules import record_modules
 
     torch.manual_seed(seed)
     # One CPU thread, as Paddle's CPU kernels use by default: the comparison is then of the
@@ -160,12 +165,12 @@ def train(
         torch.utils.data.TensorDataset(inputs, targets), batch_size=batch
     )
     loss_fn = torch.nn.CrossEntropyLoss()
-    record_modules(module, loss_fn)
     handler = on_trace_ready(directory, worker_name=f"torch_{model}", chain=chain)
     prof = torch.profiler.profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=steps + 1, warmup=1, active=steps, repeat=1),
         on_trace_ready=handler,
+        record_shapes=True,  # input shapes give each op its FLOPs (the efficiency tables)
         with_stack=with_stack,
     )
     timer = perfkit_core.step_timer(prof)

@@ -8,6 +8,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from perfkit_core.capture import (
     partial_files,
     remove_partial,
 )
+from perfkit_torch.modules import ModuleSpans
 
 if TYPE_CHECKING:
     from perfkit_core.capture import BackgroundConverter
@@ -73,11 +75,35 @@ class TraceHandler(RunHandler):
     the native chrome trace (in the run's folder, or in ``<temp dir>/perfkit_unsaved`` when the
     run's folder cannot be made or its disk is full) and records the failure in ``failures``
     with the path of what was kept.
+
+    With ``layers=True`` (the default) every ``nn.Module`` call is recorded as a layer span
+    (``nn.Module: Type_k``) while the profiler records, as Paddle's profiler records its
+    layers (``perfkit_torch.modules``): armed from the handler's creation for the profiler's
+    first cycle, then, from the end of each cycle on, in the schedule's warm-up and recording
+    steps only. ``layers=False`` records none.
     """
 
     native_name = NATIVE_TRACE_NAME
 
+    def __init__(
+        self,
+        dir_name: str | os.PathLike[str] = "./perfkit_runs",
+        *,
+        layers: bool = True,
+        **options: Any,
+    ) -> None:
+        super().__init__(dir_name, **options)
+        self.layers = layers
+        self._module_spans: ModuleSpans | None = None
+        if layers:
+            spans = ModuleSpans()
+            spans.arm(True)
+            weakref.finalize(self, spans.remove)
+            self._module_spans = spans
+
     def __call__(self, prof: Any) -> None:
+        if self._module_spans is not None:
+            self._module_spans.follow(prof)
         converter = self._converter()
         if converter is None:
             self._handle(prof)
@@ -167,6 +193,12 @@ class TraceHandler(RunHandler):
     def _convert(self, run_dir: Path, trace_path: Path, prof: Any) -> None:
         """Convert and save, in the helper process or here; never raises."""
         meta = run_metadata(prof, worker_name=self.worker_name)
+        if self._module_spans is not None:
+            from perfkit_torch.modules import describe_modules
+
+            model = describe_modules()
+            if model is not None:
+                meta["model"] = model
         self._started(run_dir)
         self._convert_export(trace_path, run_dir, meta, self._converter())
 
@@ -221,6 +253,7 @@ def on_trace_ready(
     chain: Iterable[Callable[[Any], Any]] = (),
     keep_trace: bool = False,
     background: bool = True,
+    layers: bool = True,
 ) -> TraceHandler:
     """Return a handler for ``torch.profiler.profile(on_trace_ready=...)``.
 
@@ -230,8 +263,15 @@ def on_trace_ready(
     this one, such as ``torch.profiler.tensorboard_trace_handler(...)``. ``keep_trace=True``
     keeps the native chrome trace beside the run (it is always kept when conversion fails).
     ``background=True`` converts in a helper process so the training loop waits only for the
-    export; ``False`` converts before the call returns.
+    export; ``False`` converts before the call returns. ``layers=True`` records every
+    ``nn.Module`` call as a layer span while the profiler records (so comparisons line up by
+    layer); ``False`` leaves torch's hooks alone.
     """
     return TraceHandler(
-        dir_name, worker_name=worker_name, chain=chain, keep_trace=keep_trace, background=background
+        dir_name,
+        worker_name=worker_name,
+        chain=chain,
+        keep_trace=keep_trace,
+        background=background,
+        layers=layers,
     )

@@ -151,6 +151,9 @@ _COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "hccl:", "record_param_comms")
 #: Spans of fetching a batch: torch's DataLoader (``enumerate(DataLoader)#...``, DataLoader2
 #: too) and torchdata's DataPipes iterated directly (``enumerate(DataPipe)#...``).
 DATALOADER_PREFIXES = ("enumerate(DataLoader)#", "enumerate(DataLoader2)#", "enumerate(DataPipe)#")
+#: Module spans perfkit's hooks record (``perfkit_torch.modules``; Kineto files them as
+#: ``cpu_op``), named as torch's Python tracer names module calls.
+MODULE_SPAN_PREFIX = "nn.Module: "
 
 
 def classify(category: str, name: str) -> str:
@@ -174,6 +177,8 @@ def classify(category: str, name: str) -> str:
     if kind in ("operator", "user"):
         if STEP_RE.match(name):
             return "step"
+        if name.startswith(MODULE_SPAN_PREFIX):
+            return "user"
         if name.startswith(DATALOADER_PREFIXES):
             return "dataloader"
         if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):

@@ -18,6 +18,7 @@ which names the problem exactly.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import zlib
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import msgspec
 
+from perfkit_core.events import inflate_limit
 from perfkit_torch.kineto_format import _DECODER, Event, _Trace
 
 #: Bytes of JSON read and decoded at a time. A piece's decoded events take several times its
@@ -64,15 +66,22 @@ class StreamedTrace:
         self.events_in_file = 0
 
     def _blocks(self) -> Iterator[bytes]:
+        """The file's bytes, inflated when it is gzip (and refused with a ``TraceError`` once
+        past its ``InflateLimit``: a gzip bomb, or ``PERFKIT_MAX_BYTES``)."""
         try:
             with open(self.path, "rb") as raw:
                 gz = raw.read(2) == b"\x1f\x8b"
                 raw.seek(0)
+                limit = inflate_limit(os.fstat(raw.fileno()).st_size, in_memory=False)
                 fh = gzip.GzipFile(fileobj=raw) if gz else raw
+                inflated = 0
                 while True:
                     block = fh.read(self.chunk_bytes)
                     if not block:
                         return
+                    if gz:
+                        inflated += len(block)
+                        limit.check(self.path, inflated)
                     yield block
         except (OSError, EOFError, zlib.error) as exc:
             raise NotStreamable(str(exc)) from None

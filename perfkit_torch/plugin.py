@@ -103,6 +103,27 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 
 
 @hookimpl
+def perfkit_layer_spans_fix(framework: str) -> str | None:
+    """How a torch run gets layer spans: perfkit's handler records them unless told not to."""
+    if framework != "torch":
+        return None
+    return (
+        "profile with perfkit_torch.on_trace_ready(...), which records every nn.Module call "
+        "unless given layers=False, or call perfkit_torch.record_modules() before profiling"
+    )
+
+
+@hookimpl
+def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | None:
+    """The optimizer finding's saving from a replay of its recorded parameter shapes."""
+    if framework != "torch" or finding.rule != "optimizer":
+        return None
+    from perfkit_torch.replay import measure_optimizer
+
+    return measure_optimizer(finding)
+
+
+@hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The torch code to change for a finding on a torch run."""
     if framework != "torch":

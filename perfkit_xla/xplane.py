@@ -277,9 +277,9 @@ def profile_runs(log_dir: Path) -> list[Path]:
     if any(_xplanes(log_dir)):
         return [log_dir]
     base = log_dir / "plugins" / "profile"
-    if not base.is_dir():
-        return []
     try:
+        if not base.is_dir():
+            return []
         return sorted(d for d in base.iterdir() if d.is_dir() and any(_xplanes(d)))
     except OSError as exc:
         raise TraceError(base, f"cannot list the folder: {exc.strerror or exc}") from None
@@ -339,5 +339,8 @@ def sibling_xplane(path: Path) -> Path | None:
     for suffix in (".trace.json.gz", ".trace.json"):
         if name.endswith(suffix):
             candidate = path.with_name(name[: -len(suffix)] + ".xplane.pb")
-            return candidate if candidate.is_file() else None
+            try:
+                return candidate if candidate.is_file() else None
+            except OSError:  # a sibling that cannot be reached: read the trace itself
+                return None
     return None

@@ -118,6 +118,9 @@ class Case:
     name: str
     write: Callable[[Path], Path]
     reason: str | None
+    #: A job with ranks that load: ``report`` and ``advise`` report those and name the bad rank
+    #: in one line, exit 2 (``load()``, ``export`` and ``compare`` refuse it whole).
+    partial: bool = False
 
 
 def _json_file(
@@ -180,9 +183,15 @@ def _deep_bytes() -> bytes:
 
 
 def _saved_run(
-    name: str, change: Callable[[dict[str, Any]], Any] | None, *, events: bytes | None = None
+    name: str,
+    change: Callable[[dict[str, Any]], Any] | None,
+    *,
+    events: bytes | None = None,
+    meta_bytes: bytes | None = None,
+    meta_folder: bool = False,
 ) -> Callable[[Path], Path]:
-    """A folder saved by ``Run.save`` from the torch base trace, its meta.json then changed."""
+    """A folder saved by ``Run.save`` from the torch base trace, its meta.json then changed
+    (replaced by ``meta_bytes``: removed when empty; made a folder with ``meta_folder``)."""
 
     def write(directory: Path) -> Path:
         import perfkit_core
@@ -198,6 +207,13 @@ def _saved_run(
             meta_path.write_text(json.dumps(meta if replaced is None else replaced))
         if events is not None:
             (run_dir / "events.parquet").write_bytes(events)
+        if meta_bytes is not None:
+            (run_dir / "meta.json").unlink()
+            if meta_bytes:
+                (run_dir / "meta.json").write_bytes(meta_bytes)
+        if meta_folder:
+            (run_dir / "meta.json").unlink()
+            (run_dir / "meta.json").mkdir()
         return run_dir
 
     return write
@@ -220,6 +236,40 @@ def _folder(name: str, fill: Callable[[Path], None]) -> Callable[[Path], Path]:
         return path
 
     return write
+
+
+def _none(path: Path) -> None:
+    return None
+
+
+#: The smallest PNG image: a 1x1 pixel.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+def _zip_bytes() -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("trace.json", "{}")
+    return buffer.getvalue()
+
+
+def _sqlite_bytes() -> bytes:
+    import sqlite3
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "db.sqlite"
+        connection = sqlite3.connect(db)
+        connection.execute("create table t (x)")
+        connection.commit()
+        connection.close()
+        return db.read_bytes()
 
 
 def _meta_key(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -677,7 +727,7 @@ def _cases() -> list[Case]:
         Case(
             "empty_folder",
             _folder("empty_folder", lambda p: None),
-            "neither a saved perfkit run nor trace files",
+            "no profiler trace in this folder",
         ),
         Case(
             "folder_with_bad_rank",
@@ -689,8 +739,87 @@ def _cases() -> list[Case]:
                 ),
             ),
             "malformed JSON",
+            partial=True,
+        ),
+        Case(
+            "folder_with_empty_rank",
+            _folder(
+                "folder_with_empty_rank",
+                lambda p: (
+                    _json_file("r0.json", TORCH, lambda d: None)(p),
+                    _bytes_file("r1.json", lambda: b"")(p),
+                ),
+            ),
+            "the file is empty",
+            partial=True,
+        ),
+        # files and folders that are no trace: said what they are (not "install an adapter")
+        Case("image.png", _bytes_file("image.png", lambda: PNG), "a PNG image, not a profiler"),
+        Case(
+            "image.json.gz",
+            _bytes_file("image.json.gz", lambda: gzip.compress(PNG)),
+            "gzip of a PNG image, not a profiler",
+        ),
+        Case("archive.zip", _bytes_file("archive.zip", _zip_bytes), "a zip archive, not a"),
+        Case("db.sqlite", _bytes_file("db.sqlite", _sqlite_bytes), "an SQLite database, not a"),
+        Case(
+            "only_brace.json",
+            _bytes_file("only_brace.json", lambda: b"{"),
+            "JSON cut short after 1 byte",
+        ),
+        Case(
+            "unrelated_folder",
+            _folder(
+                "unrelated_folder",
+                lambda p: (
+                    _bytes_file("notes.txt", lambda: b"lr 0.1\n")(p),
+                    _bytes_file("plot.png", lambda: PNG)(p),
+                ),
+            ),
+            "no profiler trace in this folder (looked for *.json, *.json.gz, *.pb files, a "
+            "saved run's meta.json and a log folder an installed adapter reads); it holds 2 "
+            "files: notes.txt, text starting 'lr 0.1'; plot.png, a PNG image",
+        ),
+        Case(
+            "folder_of_json_configs",
+            _folder(
+                "folder_of_json_configs",
+                lambda p: (
+                    _bytes_file("config.json", lambda: b'{"lr": 0.1, "batch": 32}')(p),
+                    _bytes_file("data.json", lambda: b"[1, 2, 3]")(p),
+                ),
+            ),
+            "it holds 2 files: config.json, a JSON object with keys lr, batch; data.json, a "
+            "JSON list",
+        ),
+        Case(
+            "folder_of_runs_and_a_kept_trace",
+            _folder(
+                "folder_of_runs_and_a_kept_trace",
+                lambda p: (
+                    _saved_run("w.step1", None)(p),
+                    _bytes_file("trace.pt.trace.json", _torch_bytes)(_folder("w.step2", _none)(p)),
+                ),
+            ),
+            "a folder of 2 saved runs (w.step1, w.step2 (its native trace only)): give one",
+        ),
+        Case(
+            "run_meta_is_a_folder",
+            _saved_run("run_meta_is_a_folder", None, meta_folder=True),
+            "meta.json: is a folder, not the run metadata file",
+        ),
+        Case(
+            "run_meta_only_brace",
+            _saved_run("run_meta_only_brace", lambda meta: None, meta_bytes=b"{"),
+            "the run metadata is cut short",
+        ),
+        Case(
+            "run_events_without_meta",
+            _saved_run("run_events_without_meta", None, meta_bytes=b""),
+            "holds a saved run's event table but no meta.json",
         ),
     ]
+    cases += _mindspore_cases()
     good = [
         Case(
             "g_bom.json", _bytes_file("g_bom.json", lambda: b"\xef\xbb\xbf" + _torch_bytes()), None
@@ -740,8 +869,135 @@ def _cases() -> list[Case]:
         ),
         Case("g_xla.xplane.pb", _bytes_file("g_xla.xplane.pb", _xspace), None),
         Case("g_run", _saved_run("g_run", None), None),
+        Case(
+            "g_ms_no_timeline",
+            _mindspore_folder(
+                "g_ms_no_timeline",
+                lambda p: (p / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink(),
+            ),
+            None,
+        ),
     ]
     return cases + good
+
+
+#: A real MindSpore profile (MindSpore's own tensorboard_trace_handler, a PyNative MLP).
+MINDSPORE_PROFILE = next(
+    (Path(__file__).resolve().parent / "data" / "mindspore" / "pynative_mlp").glob("*_ascend_ms")
+)
+_TYPES = "FRAMEWORK/cpu_op_type_info_0.csv"
+_TRACE = "ASCEND_PROFILER_OUTPUT/trace_view.json"
+
+
+def _mindspore_folder(name: str, change: Callable[[Path], Any]) -> Callable[[Path], Path]:
+    """A copy of ``MINDSPORE_PROFILE`` in ``<directory>/<name>/``, changed by ``change(profile)``."""
+
+    def write(directory: Path) -> Path:
+        import shutil
+
+        folder = directory / name
+        profile = folder / MINDSPORE_PROFILE.name
+        shutil.copytree(MINDSPORE_PROFILE, profile)
+        change(profile)
+        return folder
+
+    return write
+
+
+def _edit_text(relative: str, edit: Callable[[str], str]) -> Callable[[Path], None]:
+    def change(profile: Path) -> None:
+        path = profile / relative
+        path.write_text(edit(path.read_text()))
+
+    return change
+
+
+def _mindspore_cases() -> list[Case]:
+    """MindSpore profile folders broken one way each: the timeline cut short or with a time
+    that is no number, MindSpore's per-type table without a column, with a column renamed, or
+    disagreeing with the timeline, perfkit's spans file garbled, two profiles in one folder."""
+    import shutil
+
+    def twice(directory: Path) -> Path:
+        folder = directory / "ms_two_profiles"
+        folder.mkdir()
+        for stamp in ("20260101000000000", "20260101000000001"):
+            shutil.copytree(MINDSPORE_PROFILE, folder / f"mlp_1_{stamp}_ascend_ms")
+        return folder
+
+    def more_calls(text: str) -> str:
+        lines = text.splitlines()
+        fields = lines[1].split(",")
+        fields[1] = str(int(fields[1]) + 1)
+        return "\n".join([lines[0], ",".join(fields), *lines[2:]]) + "\n"
+
+    return [
+        Case(
+            "ms_truncated_timeline",
+            _mindspore_folder(
+                "ms_truncated_timeline", _edit_text(_TRACE, lambda t: t[: len(t) // 2])
+            ),
+            "truncated",
+        ),
+        Case(
+            "ms_ts_not_a_number",
+            _mindspore_folder(
+                "ms_ts_not_a_number",
+                _edit_text(_TRACE, lambda t: t.replace('"ts": "', '"ts": "x', 1)),
+            ),
+            "not a number",
+        ),
+        Case(
+            "ms_csv_missing_column",
+            _mindspore_folder(
+                "ms_csv_missing_column",
+                _edit_text(
+                    _TYPES,
+                    lambda t: "\n".join(
+                        ",".join(f for i, f in enumerate(line.split(",")) if i != 1)
+                        for line in t.splitlines()
+                    ),
+                ),
+            ),
+            "no column",
+        ),
+        Case(
+            "ms_csv_renamed_column",
+            _mindspore_folder(
+                "ms_csv_renamed_column",
+                _edit_text(_TYPES, lambda t: t.replace("op_type,", "operator_type,", 1)),
+            ),
+            "no column",
+        ),
+        Case(
+            "ms_csv_disagrees",
+            _mindspore_folder("ms_csv_disagrees", _edit_text(_TYPES, more_calls)),
+            "disagrees",
+        ),
+        Case(
+            "ms_csv_unknown_type",
+            _mindspore_folder(
+                "ms_csv_unknown_type",
+                _edit_text(_TYPES, lambda t: t.rstrip("\n") + "\nConv3D,3,1,0.5,0.1,0.01\n"),
+            ),
+            "disagrees",
+        ),
+        Case(
+            "ms_csv_ragged",
+            _mindspore_folder(
+                "ms_csv_ragged", _edit_text(_TYPES, lambda t: t.rstrip("\n") + "\nPow,3\n")
+            ),
+            "fields",
+        ),
+        Case(
+            "ms_spans_garbled",
+            _mindspore_folder(
+                "ms_spans_garbled", lambda p: (p / "perfkit_spans.json").write_text("{not json")
+            ),
+            "not JSON",
+        ),
+        Case("ms_two_profiles", twice, "MindSpore profiles"),
+    ]
 
 
 CASES: list[Case] = _cases()

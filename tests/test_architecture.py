@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("perfkit_core", "perfkit_torch", "perfkit_paddle", "perfkit_xla")
+PACKAGES = ("perfkit_core", "perfkit_torch", "perfkit_paddle", "perfkit_xla", "perfkit_mindspore")
 #: The layers of perfkit_core, lowest first: a module may import only from its own sub-package
 #: or from a lower layer. capture and views sit side by side, as do nothing else.
 LAYERS = {
@@ -189,7 +189,9 @@ def test_no_module_is_too_large() -> None:
     assert not large, f"modules over {MAX_LINES} lines: {large}"
 
 
-@pytest.mark.parametrize("adapter", ["perfkit_torch", "perfkit_paddle", "perfkit_xla"])
+@pytest.mark.parametrize(
+    "adapter", ["perfkit_torch", "perfkit_paddle", "perfkit_xla", "perfkit_mindspore"]
+)
 def test_adapters_use_only_the_public_api(adapter: str) -> None:
     public = {p: set(importlib.import_module(p).__all__) for p in PUBLIC_PACKAGES}
     wrong = []

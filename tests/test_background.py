@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
 from pathlib import Path
 
@@ -91,6 +92,16 @@ def _kill_while_converting(work, source):
     submit("B")
     _wait_until(lambda: any(j.started for j in converter._pending.values()))
     first = converter._proc
+    # What the helper leaves in A's folder when it is killed while saving: its claim on the
+    # folder and the hidden temporary files of the two files it was writing.
+    leftovers = [
+        work / "runA" / ".perfkit-saving",
+        work / "runA" / ".events.parquet.x1y2.tmp",
+        work / "runA" / ".meta.json.x1y2.tmp",
+    ]
+    (work / "runA").mkdir(exist_ok=True)
+    for path in leftovers:
+        path.write_text(f"{first.pid} {socket.gethostname()}")
     first.kill()
     submit("C")
     assert converter.wait(timeout=300)
@@ -99,6 +110,7 @@ def _kill_while_converting(work, source):
     assert "killed by SIGKILL" in done["A"][1] and str(first.pid) in done["A"][1]
     assert traces["A"].is_file()  # the native trace of the failed run is kept
     assert not (work / "runA" / "meta.json").exists()
+    assert not list((work / "runA").iterdir())  # nothing half-written left behind
     for name in "BC":
         assert done[name] == (work / f"run{name}", None), (name, done[name])
         assert perfkit_core.load(work / f"run{name}").meta["ranks"] == [3]

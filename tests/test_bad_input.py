@@ -95,7 +95,7 @@ def test_missing_file(tmp_path):
 
 
 def test_empty_directory(tmp_path):
-    with pytest.raises(TraceError, match="neither a saved perfkit run nor trace files"):
+    with pytest.raises(TraceError, match=r"no profiler trace in this folder .* it holds nothing"):
         perfkit_core.load(tmp_path)
 
 

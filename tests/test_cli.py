@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -20,16 +21,37 @@ def test_report_prints_aligned_tables(capsys):
     out = capsys.readouterr().out
     assert "Operator Summary" in out and "Time unit: us" in out
     lines = out.splitlines()
-    header = next(line for line in lines if line.startswith("Name"))
+    header_end = next(i for i, line in enumerate(lines) if line.startswith("Name"))
+    headers = column_headers(lines, header_end)
     # Totals over the run say how many steps they cover; per-call figures say so too.
-    assert "CPU total, 6 steps (us)" in header and "GPU total, 6 steps (us)" in header
-    assert "CPU avg/call (us)" in header
+    assert "CPU total, 6 steps (us)" in headers and "GPU total, 6 steps (us)" in headers
+    assert "CPU avg/call (us)" in headers
+    # Every column of the rows sits under its header: the rule's runs of dashes bound both.
+    rule = lines[header_end + 1]
+    spans = [m.span() for m in re.finditer(r"-+", rule)]
+    row = lines[header_end + 2]
+    assert all(row[end:end + 2].strip() == "" for _, end in spans[:-1])
     # The first operator row equals the view's top row, converted to us.
     ops = perfkit_core.load(path).summary("operator")
     top = ops.iloc[0]
-    row = lines[lines.index(header) + 2]
     assert row.startswith(str(top["name"])[:20])
-    assert f"{top['cpu_total_ns'] / 1000:.3f}" in row
+    cells = [row[start:end].strip() for start, end in spans]
+    assert cells[headers.index("CPU total, 6 steps (us)")] == f"{top['cpu_total_ns'] / 1000:.3f}"
+
+
+def column_headers(lines: list[str], header_end: int) -> list[str]:
+    """The whole header of each column of a text table whose header wraps onto lines.
+
+    The dashed rule under the header marks each column's width; the header lines above it, up to
+    the rule over the table, hold the column's label a piece per line.
+    """
+    rule = lines[header_end + 1]
+    spans = [m.span() for m in re.finditer(r"-+", rule)]
+    top = header_end
+    while not lines[top - 1].startswith("---"):
+        top -= 1
+    block = lines[top : header_end + 1]
+    return [" ".join(filter(None, (line[s:e].strip() for line in block))) for s, e in spans]
 
 
 def test_report_json(capsys):

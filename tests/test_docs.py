@@ -17,7 +17,10 @@ block can use the names and files of the blocks before it. The working directory
 - ``before/`` and ``after/``: that training with ``num_workers=0`` and ``4``, as saved runs;
 - ``examples/``: the repository's examples;
 - ``jax_logs/``: a JAX log folder (``plugins/profile/run/mlp.xplane.pb``), a real CPU profile
-  of the MLP of ``perfkit_xla.demo`` (tests/data/xla).
+  of the MLP of ``perfkit_xla.demo`` (tests/data/xla);
+- ``mindspore_profiles/``: a folder holding one MindSpore profile
+  (``cnn_1_20260101000000000_ascend_ms/``), a real CPU profile of a CNN trained by
+  ``Model.train`` with ``perfkit_mindspore.ProfilerCallback`` (tests/data/mindspore).
 
 Python blocks can import the modules of ``examples/``, as when run from that folder, and a
 ``--8<-- "path"`` line (pymdownx.snippets) is replaced by the file it names, as MkDocs does.
@@ -175,6 +178,7 @@ def docs_workspace(tmp_path_factory: pytest.TempPathFactory, torch_profile) -> W
     perfkit_core.load(shared_trace("resnet_nw4")).save(root / "after")
     (root / "examples").symlink_to(EXAMPLES)
     (root / "jax_logs").symlink_to(REPO / "tests" / "data" / "xla" / "jax_mlp")
+    (root / "mindspore_profiles").symlink_to(REPO / "tests" / "data" / "mindspore" / "graph_cnn")
     bin_dir = tmp_path_factory.mktemp("docs_bin")
     for name, command in (("perfkit", "-m perfkit_core "), ("python", "")):
         wrapper = bin_dir / name

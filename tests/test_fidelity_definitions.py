@@ -635,3 +635,104 @@ def test_sm_efficiency_caps_concurrent_kernels_at_the_whole_device(tmp_path):
     gpu = perfkit_core.load(path).summary("device").set_index("name").loc["GPU 0"]
     assert gpu["sm_efficiency_pct"] == pytest.approx(100 * (0.5 * 50 + 1.0 * 50) / 200)
     assert tb_sm_efficiency(read_events(path)) == pytest.approx((0.5 * 50 + 1.0 * 50) / 200)
+
+
+# ---------------------------------------------------------------------------------------------
+# A run without steps: the window is the profiled span, the profiler's own span left out
+
+PEER_DATA = Path(__file__).resolve().parent / "data" / "peers"
+
+
+def test_a_stepless_trace_is_read_over_its_profiled_span_in_every_view():
+    """HTA's step-less inference trace (4 kernels, 30 us): its profiler span runs 2.16 s past the
+    work, which the header's "Profiled" already leaves out. Every view shares the kernels out
+    over the same 1,641 us, the first start to the last end of the work: 1.83% GPU utilisation
+    (HTA: 1.84%, 30 us over the 1,629 us from its first kernel's start to its last's end)."""
+    from perfkit_core.report import build_report
+    from perfkit_core.report.json import report_json
+
+    path = PEER_DATA / "hta_inference_rank_1.json.gz"
+    raw = read_events(path)
+    work = [span(e) for e in raw if cat(e) != "trace"]
+    profiled = max(e for _, e in work) - min(s for s, _ in work)
+    kernels = merged([span(e) for e in raw if cat(e) in KERNEL_CATS])
+    kernel_ns = int((kernels[1] - kernels[0]).sum())
+    assert (profiled, kernel_ns) == (1_641 * US, 30 * US)
+    expected = 100.0 * kernel_ns / profiled
+    assert round(expected, 1) == 1.8
+
+    run = perfkit_core.load(path)
+    assert run.meta["span_ns"][1] - run.meta["span_ns"][0] == profiled
+    device = run.summary("device").set_index("name")
+    assert device.loc["GPU 0", "utilization_pct"] == pytest.approx(expected)
+    assert device.loc["GPU 0", "step_ns"] == profiled
+    overview = run.summary("overview").set_index("name")
+    assert overview.loc["step", "cpu_per_step_ns"] == profiled
+    assert overview.loc["kernel", "gpu_ratio_pct"] == pytest.approx(expected)
+    breakdown = run.summary("breakdown").set_index("name")
+    assert breakdown.loc["Kernel", "ratio_pct"] == pytest.approx(expected)
+    assert breakdown["time_ns"].sum() == pytest.approx(profiled)
+    model = run.summary("model").set_index("name")
+    assert model.loc["step", "per_step_ns"] == profiled
+    # The report shows the same figures (its headline has no step to show).
+    tables = report_json(build_report(run))["tables"]
+    gpu = next(r for r in tables["device"]["rows"] if r["name"] == "GPU 0")
+    assert gpu["utilization_pct"] == pytest.approx(expected)
+    assert tables["model"]["rows"][0]["per_step_ns"] == profiled
+
+
+# ---------------------------------------------------------------------------------------------
+# NCCL collectives tied to their kernels by External id only
+
+#: worker0 of the TensorBoard profiler plugin's ``test_distributed_nccl`` (pytorch/kineto,
+#: tb_plugin/test/test_profiler.py): its NCCL kernels name ``nccl:*`` by External id, and no
+#: runtime call launched them.
+TB_NCCL_WORKER0 = [
+    {"ph": "X", "cat": "cpu_op", "name": "nccl:broadcast", "pid": 23803, "tid": "23803",
+     "ts": 0, "dur": 75,
+     "args": {"External id": 146, "Input Dims": [[53120]], "Input type": ["float"]}},
+    {"ph": "X", "cat": "Kernel", "name": "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)",
+     "pid": 0, "tid": "stream 16", "ts": 16, "dur": 16,
+     "args": {"device": 0, "correlation": 28506, "external id": 146}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": 23803, "tid": "23803",
+     "ts": 100, "dur": 20,
+     "args": {"External id": 24504, "Input Dims": [[1000], [1000], []],
+              "Input type": ["float", "float", "Int"]}},
+    {"ph": "X", "cat": "Kernel", "name": "void at::native::vectorized_elementwise_kernel",
+     "pid": 0, "tid": "stream 7", "ts": 130, "dur": 161,
+     "args": {"device": 0, "correlation": 99765, "external id": 24504}},
+    {"ph": "X", "cat": "cpu_op", "name": "nccl:all_reduce", "pid": 23803, "tid": "25166",
+     "ts": 160, "dur": 75,
+     "args": {"External id": 2513, "Input Dims": [[2049000]], "Input type": ["float"]}},
+    {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+     "pid": 0, "tid": "stream 16", "ts": 162, "dur": 1556,
+     "args": {"device": 0, "correlation": 33218, "external id": 2513}},
+]  # fmt: skip
+
+
+def test_collectives_linked_to_kernels_by_external_id_are_measured_by_their_kernels(tmp_path):
+    """The plugin's communication time of worker0 is its NCCL kernels', 16 + 1556 = 1572 us
+    (``comm_ops``: 36 + 1133 us of it is waiting). ``nccl:broadcast`` and ``nccl:all_reduce``
+    launched those kernels (the trace says so by External id): they are not host collectives,
+    whose spans would be added to communication (1633 us)."""
+    from perfkit_core.views.distributed import host_collectives
+
+    path = tmp_path / "worker0.json"
+    path.write_text(json.dumps(TB_NCCL_WORKER0))
+    run = perfkit_core.load(path)
+    assert not host_collectives(run).any()
+    rows = run.summary("distributed").set_index("name")
+    assert rows.loc["communication", "per_step_ns"] == 1572 * US
+    assert rows.loc["step", "per_step_ns"] == 1718 * US
+    # Without the kernels' External ids the collectives launched nothing the trace shows: they
+    # count on the host, as a CPU-only rank's do.
+    events = json.loads(json.dumps(TB_NCCL_WORKER0))
+    for event in events:
+        event["args"].pop("external id", None)
+    path.write_text(json.dumps(events))
+    unlinked = perfkit_core.load(path)
+    assert host_collectives(unlinked).sum() == 2
+    assert (
+        unlinked.summary("distributed").set_index("name").loc["communication", "per_step_ns"]
+        == (75 + 1558) * US
+    )

@@ -109,26 +109,71 @@ def test_rank_option_reads_one_rank_without_a_cluster(job_dir, capsys):
     assert "no trace holds rank 9 (ranks: 0-3)" in capsys.readouterr().err
 
 
-def test_a_bad_rank_is_one_line_naming_its_file(job_dir, tmp_path, capsys):
+def test_a_bad_rank_is_left_out_and_named_in_one_line(job_dir, tmp_path, capfd):
+    """A 4-rank job with rank 2 cut short: the report of ranks 0, 1 and 3 on stdout, which says
+    rank 2 is missing; rank 2 named in one line on stderr; exit 2; nothing of Dask's worker
+    logging (a "Compute Failed ... Traceback" block, and the whole job refused, before)."""
+    import gzip
+
     for f in job_dir.iterdir():
-        (tmp_path / f.name).symlink_to(f)
-    (tmp_path / "rank9.json").write_text('{"traceEvents": [')
-    code = main(["report", str(tmp_path), "--workers", "2"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
+        if f.name != "rank2.json.gz":
+            (tmp_path / f.name).symlink_to(f)
+    whole = gzip.decompress((job_dir / "rank2.json.gz").read_bytes())
+    (tmp_path / "rank2.json").write_bytes(whole[: len(whole) // 2])
+    code = main(["report", str(tmp_path), "--workers", "2", "--format", "json"])
+    out, err = capfd.readouterr()
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("perfkit: started a local Dask cluster of 2 worker process(es)")
+    assert lines[1:] == [
+        f"perfkit: error: rank 2 ({tmp_path / 'rank2.json'}): truncated JSON: the file ends "
+        "before the trace does"
+    ], err
+    report = json.loads(out)
+    ranks = report["tables"]["ranks"]
+    assert [r["rank"] for r in ranks["rows"]] == [0, 1, 3]
+    assert "rank 2 is missing (could not be read) and left out" in ranks["note"]
+    header = {item["label"]: item["value"] for item in report["header"]}
     assert (
-        err[-1]
-        == f"perfkit: error: {tmp_path / 'rank9.json'}: truncated JSON: the file ends before the trace does"
+        header["Missing rank 2"]
+        == "rank2.json: truncated JSON: the file ends before the trace does"
     )
-    assert "Traceback" not in "\n".join(err)
+    assert header["Ranks"] == "0, 1, 3 (world size 4)"
+    # The same job through the Python API: the missing rank is listed, every table says so.
+    from perfkit_core.jobs import analyse_job
+
+    lines_seen: list[str] = []
+    job = analyse_job(tmp_path, ("ranks", "model"), workers=2, notify=lines_seen.append)
+    assert [m["rank"] for m in job.missing_ranks] == [2]
+    assert "rank 2 is missing" in job.summary("model").attrs["note"]
+    assert lines_seen[-1].startswith("error: rank 2 (")
+
+
+def test_a_job_whose_ranks_all_fail_is_one_line(tmp_path, capfd):
+    for i in range(2):
+        (tmp_path / f"r{i}.json").write_text('{"traceEvents": [{"ph": "X"}, }')
+    (tmp_path / "r2.json").write_bytes(json.dumps({"traceEvents": []}).encode())
+    code = main(["report", str(tmp_path), "--workers", "2"])
+    out, err = capfd.readouterr()
+    assert (code, out) == (2, "")
+    errors = [line for line in err.splitlines() if not line.startswith("perfkit: started")]
+    assert len(errors) == 4 and "Traceback" not in err, err
+    assert errors[-1].startswith(f"perfkit: error: {tmp_path}: none of its 3 ranks could be read")
 
 
 def test_two_files_of_one_rank_are_refused(job_dir, tmp_path, capsys):
-    (tmp_path / "a.json.gz").symlink_to(job_dir / "rank1.json.gz")
-    (tmp_path / "b.json.gz").symlink_to(job_dir / "rank1.json.gz")
+    """Two files recording rank 1: refused before any cluster starts, naming the later file in
+    name order and the earlier one (the file named changed from run to run, as ranks arrived)."""
+    for name in ("a.json.gz", "b.json.gz", "c.json.gz"):
+        (tmp_path / name).symlink_to(
+            job_dir / ("rank1.json.gz" if name != "c.json.gz" else "rank0.json.gz")
+        )
     code = main(["report", str(tmp_path), "--workers", "2"])
     assert code == 2
-    assert "rank 1 is also in" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        f"perfkit: error: {tmp_path / 'b.json.gz'}: rank 1 is also in {tmp_path / 'a.json.gz'}; "
+        "a job holds each rank once\n"
+    )
 
 
 def test_local_workers_get_memory_returning_allocators(monkeypatch):

@@ -1,6 +1,6 @@
-"""Property-based: small real traces, mutated by Hypothesis, either load or fail with one
-``TraceError`` line naming the file; whatever loads works in every view, ``advise()`` and the
-exports, with no duration below zero.
+"""Property-based: small real traces (and MindSpore profile folders), mutated by Hypothesis,
+either load or fail with one ``TraceError`` line naming the file; whatever loads works in every
+view, ``advise()`` and the exports, with no duration below zero.
 
 The seeds are small real traces, made once per session: a torch CPU profile and a Paddle CPU
 profile of the demo MLP (two steps each), and, from ../shared/traces, the gloo CPU rank whole
@@ -9,7 +9,9 @@ one or two edits of the parsed trace (a field set to an odd value, a field or an
 event repeated, a top-level key set or dropped), written out as JSON (sometimes gzip), or a
 byte-level edit of the file (cut short, a byte changed, bytes inserted). Paddle's protobuf
 export and an XLA profile (the JAX CPU profile of tests/data/xla, an XSpace protobuf) are
-mutated through their protobuf messages, or byte by byte.
+mutated through their protobuf messages, or byte by byte; the Paddle export also by replacing
+one byte of a string field (an extra_info key or value, an event name) with bytes that are not
+UTF-8 or are control characters.
 
 The default profile (conftest.py) tries 120 mutations of each seed, about a minute in all;
 ``pytest tests/test_mutations.py --hypothesis-profile=perfkit-long`` tries 3,000 of each.
@@ -273,6 +275,10 @@ def test_seeds_load_and_pass_the_checks(seed, tmp_path):
 
 PB_NUMBERS = [0, 1, 2**31, 2**32 - 1, 2**62, 2**62 + 1, 2**63 - 1, 2**63, 2**64 - 1]
 PB_TEXT = ["", "ProfileStep#99999999999999999999999", "ProfileStep#-1", "<!--<script>", "a;b\nc"]
+#: Bytes put into a string field of the export in place of one of its bytes: not UTF-8 (a lone
+#: continuation byte, a lead byte without its continuation, bytes UTF-8 never uses, the start of
+#: an encoded surrogate) or control characters.
+PB_ODD_BYTES = [b"\xff", b"\xfe", b"\x80", b"\xc3", b"\xed", b"\xc0", b"\x00", b"\x1b", b"\r"]
 
 
 @pytest.fixture(scope="module")
@@ -293,16 +299,42 @@ def pb_seed(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return export.read_bytes()
 
 
+def _pb_strings(message: Any) -> list[str]:
+    """The string fields of an export that Paddle fills from the run: extra_info keys and values
+    (thread names, CPU utilization), host event names, the version."""
+    found = [message.version]
+    for entry in message.extra_info:
+        found += [entry.key, entry.value]
+    for tree in message.thread_trees:
+        found += [node.host_trace_event.name for node in tree.host_nodes]
+    return [text for text in found if text]
+
+
+def _odd_text_bytes(raw: bytes, text: str, offset: int, odd: bytes) -> bytes:
+    """``raw`` with one byte of the string field ``text`` (its first occurrence) replaced by
+    ``odd``: the field keeps its length, so the message still decodes."""
+    encoded = text.encode()
+    at = raw.index(encoded) + offset % len(encoded)
+    return raw[:at] + odd + raw[at + 1 :]
+
+
 def _mutated_pb(data: st.DataObject, raw: bytes) -> bytes:
     """One or two edits of the decoded export (a host event's number or name set to an odd
     value, a parent link or event type changed, a node dropped or repeated, a thread's tree
-    repeated), or a byte-level edit of the file."""
+    repeated), a byte of a string field (an extra_info key or value, an event name) replaced by
+    an odd byte, or a byte-level edit of the file."""
     from perfkit_paddle.pb_schema import node_trees_class
 
-    if data.draw(st.integers(0, 3)) == 0:  # byte level, one time in four
+    choice = data.draw(st.integers(0, 5))
+    if choice == 0:  # byte level, one time in six
         return _byte_edit(data, raw)
     message = node_trees_class()()
     message.ParseFromString(raw)
+    if choice == 1:  # a string field's byte, one time in six
+        texts = _pb_strings(message)
+        text = texts[data.draw(st.integers(0, len(texts) - 1))]
+        odd = data.draw(st.sampled_from(PB_ODD_BYTES))
+        return _odd_text_bytes(raw, text, data.draw(st.integers(0, 200)), odd)
     pick = data.draw(st.randoms(use_true_random=False))
     for _ in range(data.draw(st.integers(1, 2))):
         tree = pick.choice(list(message.thread_trees))
@@ -345,6 +377,35 @@ def test_pb_seed_loads_and_passes_the_checks(pb_seed, tmp_path):
     path.write_bytes(pb_seed)
     assert len(perfkit_core.load(path).events) > 10
     assert _check(path) == "loaded"
+
+
+@pytest.mark.parametrize("odd", PB_ODD_BYTES)
+def test_pb_extra_info_keys_with_odd_bytes_load_or_fail_with_one_line(pb_seed, tmp_path, odd):
+    """Every extra_info key and value of the real export with its first byte replaced: text that
+    is not UTF-8 (which protobuf hands over as bytes, and which ended in a TypeError traceback)
+    is refused in one line naming the field; control characters load."""
+    from perfkit_paddle.pb_schema import node_trees_class
+
+    message = node_trees_class()()
+    message.ParseFromString(pb_seed)
+    entries = [(e.key, e.value) for e in message.extra_info]
+    assert entries
+    outcomes = set()
+    for key, value in entries:
+        for text, field in ((key, "key"), (value, "value")):
+            path = tmp_path / "odd.paddle_trace.pb"
+            path.write_bytes(_odd_text_bytes(pb_seed, text, 0, odd))
+            outcome = _check(path)
+            outcomes.add(outcome)
+            if outcome != "loaded":
+                with pytest.raises(TraceError, match=f"an extra_info {field} is not UTF-8 text"):
+                    perfkit_core.load(path)
+    valid = True
+    try:
+        odd.decode()
+    except UnicodeDecodeError:
+        valid = False
+    assert outcomes == ({"loaded"} if valid else {"refused with TraceError"}), outcomes
 
 
 # -- XLA's XSpace (TensorFlow and JAX profiles, *.xplane.pb) ---------------------------------
@@ -493,3 +554,45 @@ def test_xplane_seed_loads_and_passes_the_checks(xplane_seed, tmp_path):
     path.write_bytes(xplane_seed)
     assert len(perfkit_core.load(path).events) > 10
     assert _check(path) == "loaded"
+
+
+# -- MindSpore's profile folders -------------------------------------------------------------
+
+#: Real MindSpore profiles (tests/data/mindspore): a PyNative one from MindSpore's own handler,
+#: and a graph-mode one with cell scopes and perfkit's spans file.
+MINDSPORE = Path(__file__).resolve().parent / "data" / "mindspore"
+MINDSPORE_SEEDS = {
+    "pynative": next((MINDSPORE / "pynative_mlp").glob("*_ascend_ms")),
+    "graph": next((MINDSPORE / "graph_cnn").glob("*_ascend_ms")),
+}
+#: Files of a profile a mutation edits: the timeline (as JSON), or a table (byte edits).
+MINDSPORE_FILES = [
+    "ASCEND_PROFILER_OUTPUT/trace_view.json",
+    "FRAMEWORK/cpu_op_type_info_0.csv",
+    "FRAMEWORK/cpu_op_detail_info_0.csv",
+    "FRAMEWORK/cpu_op_execute_timestamp_0.txt",
+    "FRAMEWORK/cpu_framework_0.txt",
+]
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+@pytest.mark.parametrize("seed_name", sorted(MINDSPORE_SEEDS))
+def test_mutated_mindspore_folder_loads_or_fails_with_one_line(seed_name, tmp_path, data):
+    import shutil
+    import uuid
+
+    folder = tmp_path / uuid.uuid4().hex / MINDSPORE_SEEDS[seed_name].name
+    shutil.copytree(MINDSPORE_SEEDS[seed_name], folder)
+    # Without the timeline (sometimes), the timestamps file is read instead.
+    if seed_name == "pynative" and data.draw(st.booleans()):
+        (folder / MINDSPORE_FILES[0]).unlink()
+    present = [f for f in MINDSPORE_FILES if (folder / f).exists()]
+    target = folder / data.draw(st.sampled_from(present))
+    raw = target.read_bytes()
+    if target.suffix == ".json":
+        payload = _mutated_bytes(data, raw, json.loads(raw))
+    else:
+        payload = _byte_edit(data, raw)
+    target.write_bytes(payload)
+    note_outcome(_check(folder))

@@ -181,7 +181,7 @@ def test_readable_writes_times_in_ms_and_leaves_the_view_alone(torch_profile):
     ops = run.summary("operator")
     shown = perfkit_core.readable(ops)
     assert ops["cpu_total_ns"].dtype.kind == "i"  # the view keeps its ns
-    assert list(shown.columns[:3]) == ["Name", "Calls", "CPU total (ms)"]
+    assert list(shown.columns[:2]) == ["Name", "Calls"] and "CPU total (ms)" in shown.columns
     assert (shown["CPU total (ms)"] == (ops["cpu_total_ns"] / 1e6).round(3)).all()
     assert shown.attrs["columns"]["CPU total (ms)"] == "cpu_total_ns"
     assert not any(c.startswith("GPU") for c in shown.columns)  # no GPU time on a CPU run

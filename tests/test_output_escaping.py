@@ -90,3 +90,31 @@ def test_folded_frame_substitutions(name):
     frame = _FOLDED_UNSAFE.sub(_folded_substitute, name)
     assert ";" not in frame and not any(ord(c) < 32 for c in frame)
     assert frame.startswith("a") and frame.endswith("b")
+
+
+#: What a name must not do to the terminal a report is read on: clear the screen, retitle the
+#: window, hide a link behind text, ring the bell, overwrite the line.
+TERMINAL_CONTROL = ["\x1b[2J", "\x1b]0;owned\x07", "\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "\r"]
+
+
+def test_text_output_escapes_control_characters_in_names(tmp_path, capsys):
+    """Every name of a real GPU trace given a terminal control sequence: the text report (headline,
+    header, advice, tables), ``advise`` and ``compare`` print it escaped (``\\x1b[2J``), and
+    nothing they print holds a control character but the line breaks."""
+    original = shared_trace("v100_rank1")
+    run = perfkit_core.load(original)
+    names = run.events["name"].cat.categories
+    hostile = {n: f"{TERMINAL_CONTROL[i % 4]}{n}" for i, n in enumerate(names)}
+    run.events["name"] = run.events["name"].cat.rename_categories(hostile)
+    run.meta["source"] = f"{run.meta['source']}\x1b[2J"
+    saved = run.save(tmp_path / "hostile")
+    for argv in (
+        ["report", str(saved), "--op-detail"],
+        ["advise", str(saved)],
+        ["compare", str(original), str(saved)],
+    ):
+        assert main(argv) == 0, argv
+        out = capsys.readouterr().out
+        assert "\\x1b[2J" in out, argv
+        controls = {c for c in out if not c.isprintable() and c != "\n"}
+        assert not controls, (argv, controls)

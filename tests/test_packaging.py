@@ -1,4 +1,4 @@
-"""The four distributions: they build, none requires a framework wheel, and an adapter
+"""The five distributions: they build, none requires a framework wheel, and an adapter
 installed alone in a fresh environment works (and names the adapter a foreign trace needs)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ DISTRIBUTIONS = {
     "perfkit-torch": REPO / "perfkit_torch",
     "perfkit-paddle": REPO / "perfkit_paddle",
     "perfkit-xla": REPO / "perfkit_xla",
+    "perfkit-mindspore": REPO / "perfkit_mindspore",
 }
 #: Distributions an adapter must never require: each would replace (or duplicate) the user's
 #: own framework build.
@@ -32,6 +33,9 @@ FRAMEWORK_WHEELS = {
     "tensorflow-cpu",
     "jax",
     "jaxlib",
+    "mindspore",
+    "mindspore-gpu",
+    "mindspore-ascend",
 }
 
 
@@ -91,6 +95,7 @@ def test_adapters_depend_on_perfkit_and_register_their_entry_point(wheels: dict[
         ("perfkit-torch", "torch = perfkit_torch.plugin"),
         ("perfkit-paddle", "paddle = perfkit_paddle.plugin"),
         ("perfkit-xla", "xla = perfkit_xla.plugin"),
+        ("perfkit-mindspore", "mindspore = perfkit_mindspore.plugin"),
     ):
         requires, entry_points = metadata(wheels[name])
         assert "perfkit" in {requirement_name(r) for r in requires}

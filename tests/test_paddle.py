@@ -126,7 +126,7 @@ def test_model_and_user_views_agree_with_printed_summary(paddle_profile):
         assert model.loc[ours, "cpu_ratio_pct"] == pytest.approx(ratio, abs=0.01)
     user_printed = _printed_rows(paddle_profile.summary_text, "UserDefined Summary")
     user = run.summary("user").set_index("name")
-    assert set(user_printed) == set(user.index) == {"forward_and_loss"}
+    assert set(user_printed) == set(user.index) == {"forward_and_loss", "backward"}
     for name, (calls, figures) in user_printed.items():
         assert int(calls) == user.loc[name, "calls"]
         assert user.loc[name, "cpu_total_ns"] / 1000 == pytest.approx(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import types
@@ -34,6 +35,8 @@ TESTED_BY = {
     "perfkit_canonical_op": "test_canonical_op_hook_lines_up_frameworks",
     "perfkit_profiler_recording": "test_profiler_recording_hook_tells_profiled_steps",
     "perfkit_op_cost": "test_op_cost_hook_gives_a_custom_ops_formula",
+    "perfkit_layer_spans_fix": "test_layer_spans_fix_hook_names_each_frameworks_way",
+    "perfkit_measure_saving": "test_measure_saving_hook_is_the_adapters",
 }
 
 
@@ -423,6 +426,47 @@ def test_remedy_hook_gives_framework_code():
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
     assert pm.hook.perfkit_remedy(finding=finding, framework="mxnet") is None
+
+
+def test_measure_saving_hook_is_the_adapters():
+    """The torch adapter replays an optimizer finding's recorded parameter shapes; other
+    frameworks and rules get None (a real run: tests/test_advice_savings.py)."""
+    from perfkit_core.advice import Finding
+
+    pm = plugins.get_plugin_manager()
+    evidence = {"optimizer_class": "SGD", "parameter_shapes": [[8, 8], [8]]}
+    finding = Finding(
+        id="optimizer", title="t", severity="", saving_ns=1.0, rule="optimizer", evidence=evidence
+    )
+    if importlib.util.find_spec("torch") is not None:
+        result = pm.hook.perfkit_measure_saving(finding=finding, framework="torch")
+        assert result["evidence"]["replay_option"] == "fused=True"
+        assert result["saving_ns"] == max(
+            result["evidence"]["replay_loop_ns"] - result["evidence"]["replay_remedy_ns"], 0.0
+        )
+    assert pm.hook.perfkit_measure_saving(finding=finding, framework="mxnet") is None
+    finding.rule = "amp"
+    assert pm.hook.perfkit_measure_saving(finding=finding, framework="torch") is None
+
+
+def test_layer_spans_fix_hook_names_each_frameworks_way():
+    pm = plugins.get_plugin_manager()
+    torch_text = pm.hook.perfkit_layer_spans_fix(framework="torch")
+    assert "perfkit_torch.on_trace_ready" in torch_text and "layers=False" in torch_text
+    assert "paddle.nn.Layer" in pm.hook.perfkit_layer_spans_fix(framework="paddle")
+    assert pm.hook.perfkit_layer_spans_fix(framework="mxnet") is None
+
+    class Mx:
+        @hookimpl
+        def perfkit_layer_spans_fix(self, framework):
+            return "wrap each block in mx.profiler.scope" if framework == "mxnet" else None
+
+    plugin = Mx()
+    pm.register(plugin)
+    try:
+        assert pm.hook.perfkit_layer_spans_fix(framework="mxnet").startswith("wrap each block")
+    finally:
+        pm.unregister(plugin)
 
 
 def test_op_family_hook_maps_names():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -262,3 +263,133 @@ def test_nest_does_not_depend_on_row_order():
     back = np.where(shuffled_parent >= 0, perm[np.maximum(shuffled_parent, 0)], -1)
     assert (back == sorted_parent[perm]).all()
     assert (sorted_parent >= 0).sum() > 200
+
+
+# -- a saved run is one unit ------------------------------------------------------------------
+
+
+def test_an_event_table_copied_from_another_run_is_refused(tmp_path, capsys):
+    """``save A; save B; cp B/events.parquet A/``: one line saying the folder mixes two saves
+    (it read as run A's metadata over B's events, exit 0)."""
+    import shutil
+
+    from perfkit_core.cli import main
+
+    a = perfkit_core.load(shared_trace("gloo_rank34")).save(tmp_path / "A")
+    b = small_run().save(tmp_path / "B")
+    shutil.copy(b / "events.parquet", a / "events.parquet")
+    with pytest.raises(perfkit_core.TraceError, match="mixes files of two saved runs"):
+        perfkit_core.load(a)
+    assert main(["report", str(a)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"perfkit: error: {a}: events.parquet (run ")
+    assert captured.err.count("\n") == 1
+    # The same id with another row count (a table edited and written back) is refused too.
+    meta = json.loads((b / "meta.json").read_text())
+    meta["events"] += 1
+    (b / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(perfkit_core.TraceError, match=r"holds 6 events where meta\.json says 7"):
+        perfkit_core.load(b)
+
+
+def test_the_run_id_is_in_both_files(tmp_path):
+    import pyarrow.parquet as pq
+
+    from perfkit_core.events.run import table_run_id
+
+    run = small_run()
+    first = json.loads((run.save(tmp_path / "r") / "meta.json").read_text())
+    assert len(first["run_id"]) == 32 and first["events"] == 6
+    assert table_run_id(pq.read_schema(tmp_path / "r" / "events.parquet")) == first["run_id"]
+    second = json.loads((run.save(tmp_path / "r") / "meta.json").read_text())
+    assert second["run_id"] != first["run_id"]  # each save is a new unit
+
+
+def test_a_second_writer_gets_a_clear_error_and_a_dead_ones_leftovers_go(tmp_path):
+    import socket
+    import subprocess
+
+    from perfkit_core.events.atomic import CLAIM_FILE
+
+    target = tmp_path / "run"
+    target.mkdir()
+    # A live process holds the folder: the save is refused, the folder left as it is.
+    (target / CLAIM_FILE).write_text(f"{os.getpid()} {socket.gethostname()}")
+    with pytest.raises(perfkit_core.errors.OutputError, match=r"process \d+ on .* is saving"):
+        small_run().save(target)
+    assert sorted(p.name for p in target.iterdir()) == [CLAIM_FILE]
+    # A process that is gone held it (killed mid-save): its claim and temporaries are removed.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (target / CLAIM_FILE).write_text(f"{gone.pid} {socket.gethostname()}")
+    (target / ".events.parquet.abc123.tmp").write_bytes(b"half a table")
+    small_run().save(target)
+    assert sorted(p.name for p in target.iterdir()) == ["events.parquet", "meta.json"]
+
+
+WRITER = """
+import sys, time
+import perfkit_core
+from perfkit_core.errors import OutputError
+
+run = perfkit_core.load(sys.argv[1])
+run.meta.setdefault("extra", {})["writer"] = sys.argv[3]
+saved = busy = 0
+deadline = time.monotonic() + float(sys.argv[4])
+while time.monotonic() < deadline:
+    try:
+        run.save(sys.argv[2])
+        saved += 1
+    except OutputError as exc:
+        assert "is saving a run into it" in str(exc), exc
+        busy += 1
+print(saved, busy)
+"""
+
+
+def test_two_concurrent_writers_and_a_reader_never_mix_runs(tmp_path):
+    """Two processes save different runs into one folder over and over while this one reads
+    it: every read is wholly one run (its events and its metadata), never one's events with
+    the other's metadata; a writer that finds the other saving gets a clear error instead of
+    replacing its run (21 of 104 reads mixed the two before)."""
+    import subprocess
+    import sys
+    import time
+
+    sources = {"A": small_run().save(tmp_path / "a"), "B": shared_trace("gloo_rank34")}
+    rows = {k: len(perfkit_core.load(v).events) for k, v in sources.items()}
+    assert rows["A"] != rows["B"]
+    target = tmp_path / "shared"
+    seconds = 15
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(src), str(target), name, str(seconds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, src in sources.items()
+    ]
+    reads: dict[str, int] = {"A": 0, "B": 0, "refused": 0}
+    deadline = time.monotonic() + seconds
+    while not (target / "meta.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the writers' first save
+    while time.monotonic() < deadline:
+        try:
+            run = perfkit_core.load(target)
+        except perfkit_core.TraceError as exc:
+            message = str(exc)
+            assert "mixes files" not in message, message
+            reads["refused"] += 1
+            continue
+        writer = run.meta["extra"]["writer"]
+        assert len(run.events) == rows[writer] == run.meta["events"], (writer, len(run.events))
+        reads[writer] += 1
+    results = []
+    for proc in writers:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+        results.append([int(x) for x in out.split()])
+    assert all(saved > 0 for saved, _ in results), results
+    assert reads["A"] + reads["B"] > 10, reads

@@ -284,3 +284,44 @@ def test_synchronous_and_background_runs_are_equal(tmp_path):
     assert a.meta["framework_version"] == b.meta["framework_version"] == torch.__version__
     assert a.meta["extra"]["worker_name"] == b.meta["extra"]["worker_name"] == "torch_mlp"
     assert set(a.events["name"].astype(str)) == set(b.events["name"].astype(str))
+
+
+def test_the_fallback_folder_stops_growing_at_its_limit(tmp_path, monkeypatch):
+    """With the run folder unusable, cycles go to <temp dir>/perfkit_unsaved, but only while it
+    holds less than ``FALLBACK_MAX_BYTES``: past it a cycle is recorded as not kept, with the
+    reason, and nothing more is written there (it grew without limit before)."""
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import perfkit_torch
+    from perfkit_core.capture import FALLBACK_MAX_BYTES, fallback_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")  # the run folder would be under a file: it cannot be made
+
+    def one_cycle():
+        handler = perfkit_torch.on_trace_ready(blocker / "runs", worker_name="w")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with profile(
+                activities=[ProfilerActivity.CPU],
+                schedule=schedule(wait=0, warmup=0, active=1, repeat=1),
+                on_trace_ready=handler,
+            ) as prof:
+                torch.relu(torch.randn(4, 4))
+                prof.step()
+        return handler.failures
+
+    [(kept, reason)] = one_cycle()
+    assert kept.parent.parent == fallback_dir() and kept.is_file(), reason
+    full = fallback_dir() / "old.bin"
+    with open(full, "wb") as fh:
+        fh.truncate(FALLBACK_MAX_BYTES)  # sparse: counts as held, takes no disk
+    before = sorted(p.name for p in fallback_dir().iterdir())
+    [(kept, reason)] = one_cycle()
+    assert kept == blocker / "runs"  # nothing kept
+    assert "not kept in the fallback folder" in reason and "already holds" in reason, reason
+    assert sorted(p.name for p in fallback_dir().iterdir()) == before

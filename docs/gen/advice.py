@@ -19,6 +19,7 @@ from gen import generator, synthetic
 from gen.markdown import DocsError, blocks, code, constant_comment, table
 from perfkit_core.advice import GENERIC_REMEDIES, Context, Finding, advise, combine
 from perfkit_core.advice.rules import BUILTIN_RULES
+from perfkit_mindspore import remedies as mindspore_remedies
 from perfkit_paddle import remedies as paddle_remedies
 from perfkit_torch import remedies as torch_remedies
 from perfkit_xla import remedies as xla_remedies
@@ -130,6 +131,7 @@ def checked() -> None:
         "perfkit_paddle.remedies.REMEDIES": set(paddle_remedies.REMEDIES),
         "perfkit_xla.remedies.JAX_REMEDIES": set(xla_remedies.JAX_REMEDIES),
         "perfkit_xla.remedies.TF_REMEDIES": set(xla_remedies.TF_REMEDIES),
+        "perfkit_mindspore.remedies.REMEDIES": set(mindspore_remedies.REMEDIES),
         "perfkit_core.advice.GENERIC_REMEDIES": set(GENERIC_REMEDIES),
     }
     for where, keys in tables.items():
@@ -199,6 +201,8 @@ def rule(rule_id: str) -> str:
         f"```text\n{xla_remedies.JAX_REMEDIES[rule_id].rstrip()}\n```",
         "TensorFlow (`perfkit_xla.remedies`):",
         f"```text\n{xla_remedies.TF_REMEDIES[rule_id].rstrip()}\n```",
+        "MindSpore (`perfkit_mindspore.remedies`):",
+        f"```text\n{mindspore_remedies.REMEDIES[rule_id].rstrip()}\n```",
         f"Any other framework: {GENERIC_REMEDIES[rule_id]}",
     )
 

@@ -22,7 +22,7 @@ from perfkit_core.plugins.manager import ENTRY_POINT_GROUP
 REPO = Path(__file__).resolve().parents[2]
 HOOK_PREFIX = "perfkit_"
 #: The adapter distributions of this repository, by folder.
-ADAPTER_FOLDERS = ("perfkit_torch", "perfkit_paddle", "perfkit_xla")
+ADAPTER_FOLDERS = ("perfkit_torch", "perfkit_paddle", "perfkit_xla", "perfkit_mindspore")
 
 
 def hook_functions() -> list[Callable[..., Any]]:

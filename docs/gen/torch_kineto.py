@@ -74,6 +74,14 @@ NAME_RULES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         (("user_annotation", "ProfilerStep#5"),),
     ),
     (
+        "starts with `"
+        + kf.MODULE_SPAN_PREFIX
+        + "` (a layer span: one `nn.Module` call, recorded by perfkit's handler, which Kineto "
+        "files as `cpu_op`)",
+        "user",
+        (("cpu_op", "nn.Module: Linear_0"), ("user_annotation", "nn.Module: Conv2d_3")),
+    ),
+    (
         "starts with " + codes(kf.DATALOADER_PREFIXES),
         "dataloader",
         (

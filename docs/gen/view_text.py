@@ -6,6 +6,8 @@ or when a column described here is no longer returned, so these words cannot dri
 
 from __future__ import annotations
 
+from gen.layer_text import CODE_COLUMNS, LAYERS_COLUMNS, LAYERS_OPTIONS
+
 _HOST_COLUMNS: dict[str, str] = {
     "calls": "number of calls",
     "cpu_total_ns": "summed wall time of the calls on their host thread",
@@ -34,15 +36,24 @@ _HOST_COLUMNS: dict[str, str] = {
 #: What every column of every view means (the unit comes from the column's name).
 VIEW_COLUMNS: dict[str, dict[str, str]] = {
     "operator": {
-        "name": "operator name, as the framework recorded it (`aten::addmm`, `matmul dygraph`); "
-        "with `op_detail`, also the name of a detail row",
+        "name": "operator name, as the framework recorded it (`aten::addmm`, `matmul dygraph`; "
+        "MindSpore's operator type, `MatMul`); with `group_by='name'`, the full name where "
+        "the profiler records one (MindSpore's `Default/.../0-Dense/MatMul-op0`); with "
+        "`op_detail`, also the name of a detail row",
+        "side": "`device` when the calls launched device work, else `host` (MindInsight's "
+        "operator side; only with `group_by='name'`)",
         **_HOST_COLUMNS,
+        "calls_per_step": "`calls` over the run's step spans; NaN when it recorded none",
+        "op_time_pct": "`cpu_self_ns` as a share of the self time of every operator of the run "
+        "(before `filter` and `top`): MindInsight's share of operator time; self time, so "
+        "nested operators count once and the shares add up to 100",
         "level": "0 for an operator row, 1 for a detail row under it (only with `op_detail`)",
         "detail_of": "the operator a detail row belongs to; empty for operator rows (only with "
         "`op_detail`)",
     },
     "user": {
-        "name": "span name (`record_function`, `RecordEvent`, `perfkit_core.annotate`)",
+        "name": "span name (`record_function`, `RecordEvent`, `perfkit_core.annotate`; torch's layer "
+        "spans `nn.Module: Type_k` are layers and left out)",
         **_HOST_COLUMNS,
     },
     "model": {
@@ -200,6 +211,8 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
     },
     "kernel": {
         "name": "kernel name as recorded",
+        "operator": "the operator that launched the kernel, by its full name where recorded "
+        "(`(no operator)` for launches outside every operator; only with `by_operator`)",
         "calls": "launches",
         "gpu_total_ns": "summed device time",
         "gpu_avg_ns": "per launch",
@@ -258,6 +271,8 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "peak_tflops_per_s": "the device's peak of the precision that carried most model FLOPs",
         "mfu_pct": "model FLOPs utilisation: the achieved rate as a share of that peak",
     },
+    "layers": LAYERS_COLUMNS,
+    "code": CODE_COLUMNS,
     "memcpy": {
         "name": "the row's operation, direction, host memory and launch joined "
         "(`Memcpy HtoD pageable async`)",
@@ -410,17 +425,20 @@ NOT_DEVICE_COLUMNS: frozenset[str] = frozenset({"gpu_busy_pct"})
 VIEW_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
     "operator": (
         {"op_detail": True},
+        {"group_by": "name"},
         {"group_by_input_shape": True},
         {"group_by_stack_n": 2},
         {"by_thread": True},
     ),
     "user": ({"group_by_input_shape": True}, {"group_by_stack_n": 2}, {"by_thread": True}),
     "overview": ({"by": "category"},),
+    "kernel": ({"by_operator": True},),
     "breakdown": ({"per_step": True},),
     "memory": ({"by": "device"}, {"by": "step"}),
     "benchmark": ({"batch_size": 32},),
     "collectives": ({"by": "rank"},),
     "roofline": ({"by": "shape"}, {"by": "family"}, {"by": "layer"}),
+    "layers": ({"params": True},),
 }
 
 #: Views whose rows are fixed names rather than one row per thing found; their rows are listed.
@@ -435,6 +453,12 @@ OPTION_MEANINGS: dict[object, str] = {
     "group_by_stack_n": "one row per name and top N stack frames (0: off)",
     "by_thread": "one row per name and host thread instead of threads merged",
     "op_detail": "follow each operator row with its detail rows",
+    "group_by": "`'type'`: one row per name (an operator's type); `'name'`: one row per full "
+    "name where the profiler records one (MindSpore), with the side it ran on",
+    "filter": "keep the events whose name or full name this regular expression matches "
+    "(anywhere, case-insensitive), as MindInsight's operator search",
+    ("kernel", "by_operator"): "one row per kernel and the operator that launched it "
+    "(MindInsight's CUDA kernel activity)",
     ("breakdown", "per_step"): "one row per step with a column per part, instead of one row "
     "per part averaged over the steps",
     "kernel_wait_threshold_ns": "a gap shorter than this (ns) that the host did not cause is "
@@ -455,6 +479,7 @@ OPTION_MEANINGS: dict[object, str] = {
     "peak_tflops": "peak TFLOP/s to measure every op against, for every precision (default: "
     "the device's datasheet peaks, or this machine's from `perfkit peaks` on a CPU run)",
     "peak_bandwidth": "peak memory bandwidth in TB/s (default: as `peak_tflops`)",
+    **LAYERS_OPTIONS,
 }
 
 #: What each unit a column name can give means, and how the text report writes it

@@ -31,7 +31,13 @@ from perfkit_core.views.operators import host_event_table
 from perfkit_core.views.registry import view_options
 
 #: perfkit's own packages: the views they register are documented (a third party's are not).
-OWN_PACKAGES = ("perfkit_core", "perfkit_torch", "perfkit_paddle", "perfkit_xla")
+OWN_PACKAGES = (
+    "perfkit_core",
+    "perfkit_torch",
+    "perfkit_paddle",
+    "perfkit_xla",
+    "perfkit_mindspore",
+)
 
 
 def own_views() -> dict[str, ViewSpec]:

@@ -209,10 +209,17 @@ def advice_note(run: Any) -> str | None:
 
 
 def advise(
-    run: Run, *, rules: list[str] | None = None, pm: pluggy.PluginManager | None = None
+    run: Run,
+    *,
+    rules: list[str] | None = None,
+    pm: pluggy.PluginManager | None = None,
+    measure: bool = False,
 ) -> list[Finding]:
     """Return the findings of every registered rule on ``run`` (or only ``rules``), the largest
-    estimated saving first. Each finding gets its remedy from the run's adapter. A run of fewer
+    estimated saving first. Each finding gets its remedy from the run's adapter. With
+    ``measure``, the run's adapter replays what it can of each finding with and without its
+    remedy on this machine (``perfkit_measure_saving``) and the measured saving replaces the
+    modelled one (``evidence["measured"]`` says so). A run of fewer
     than ``MIN_STEPS`` steps gets none (``advice_note`` says why). A run of several ranks is
     advised rank by rank and across ranks (see the module docstring). Raises
     ``UnknownRuleError`` for a rule id no plugin registers."""
@@ -220,9 +227,12 @@ def advise(
 
     pm = pm or get_plugin_manager()
     if not is_multi_rank(run):
-        return advise_rank(run, rules=rules, pm=pm)
+        return advise_rank(run, rules=rules, pm=pm, measure=measure)
     check_rules(rules, pm)
-    per_rank = {r: advise_rank(rank_run(run, r), rules=rules, pm=pm) for r in run_ranks(run)}
+    per_rank = {
+        r: advise_rank(rank_run(run, r), rules=rules, pm=pm, measure=measure)
+        for r in run_ranks(run)
+    }
     steps = {r: step_figures(rank_run(run, r)) for r in run_ranks(run)}
     return advise_job(run, per_rank, steps, rules=rules, pm=pm)
 
@@ -244,9 +254,14 @@ def step_figures(run: Run) -> tuple[float, int]:
 
 
 def advise_rank(
-    run: Run, *, rules: list[str] | None = None, pm: pluggy.PluginManager | None = None
+    run: Run,
+    *,
+    rules: list[str] | None = None,
+    pm: pluggy.PluginManager | None = None,
+    measure: bool = False,
 ) -> list[Finding]:
-    """The findings of the per-rank rules on a run of one rank (what a Dask worker runs)."""
+    """The findings of the per-rank rules on a run of one rank (what a Dask worker runs);
+    ``measure``: see ``advise``."""
     pm = pm or get_plugin_manager()
     check_rules(rules, pm)
     registered = registered_advisors(pm)
@@ -265,7 +280,8 @@ def advise_rank(
             for finding in result if isinstance(result, list) else [result]:
                 finding.rule = finding.rule or rule_id
                 finding.saving_ns = float(max(finding.saving_ns, 0.0))
-                finding.severity = finding.severity or severity(finding.saving_ns, ctx.step_ns)
+                basis = float(finding.evidence.get("basis_step_ns") or ctx.step_ns)
+                finding.severity = finding.severity or severity(finding.saving_ns, basis)
                 finding.evidence.setdefault("step_time_ns", ctx.step_ns)
                 finding.evidence.setdefault("steps", ctx.steps)
                 findings.append(finding)
@@ -275,9 +291,31 @@ def advise_rank(
             finding.remedy = hook(finding=finding, framework=ctx.framework) or GENERIC_REMEDIES.get(
                 finding.rule, ""
             )
+    if measure:
+        for finding in findings:
+            measure_saving(finding, ctx, pm)
     findings = merge_shared_remedies(findings, ctx.step_ns)
     findings.sort(key=lambda f: (-f.saving_ns, f.id))
     return findings
+
+
+def measure_saving(finding: Finding, ctx: Context, pm: pluggy.PluginManager) -> None:
+    """Replace ``finding``'s modelled saving by the one the run's adapter measures by a replay
+    (``perfkit_measure_saving``), when it can; the modelled one stays in
+    ``evidence["modelled_saving_ns"]``."""
+    result = pm.hook.perfkit_measure_saving(finding=finding, framework=ctx.framework)
+    if not isinstance(result, dict) or "saving_ns" not in result:
+        return
+    saving = float(result["saving_ns"])
+    if not saving >= 0.0:  # NaN or negative: keep the model
+        return
+    finding.evidence["modelled_saving_ns"] = finding.saving_ns
+    finding.evidence.update(result.get("evidence") or {})
+    finding.evidence.setdefault("measured", "replay")
+    finding.saving_ns = saving
+    basis = float(finding.evidence.get("basis_step_ns") or ctx.step_ns)
+    finding.severity = severity(saving, basis)
+    finding.estimate = str(result.get("estimate") or finding.estimate)
 
 
 def advise_job(

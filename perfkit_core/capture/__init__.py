@@ -16,6 +16,7 @@ from __future__ import annotations
 from perfkit_core.capture.annotate import annotate
 from perfkit_core.capture.background import BackgroundConverter, shared_converter
 from perfkit_core.capture.handlers import (
+    FALLBACK_MAX_BYTES,
     ROOM_TIMEOUT_S,
     Failures,
     claim_run_dir,
@@ -24,6 +25,7 @@ from perfkit_core.capture.handlers import (
     default_worker_name,
     export_is_complete,
     fallback_dir,
+    fallback_refusal,
     free_bytes,
     handler_metadata,
     make_room,
@@ -36,6 +38,7 @@ from perfkit_core.capture.run_handler import RunHandler
 from perfkit_core.capture.step_timer import StepTimer, step_timer
 
 __all__ = [
+    "FALLBACK_MAX_BYTES",
     "ROOM_TIMEOUT_S",
     "BackgroundConverter",
     "Failures",
@@ -49,6 +52,7 @@ __all__ = [
     "default_worker_name",
     "export_is_complete",
     "fallback_dir",
+    "fallback_refusal",
     "free_bytes",
     "handler_metadata",
     "make_room",

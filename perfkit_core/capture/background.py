@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.events.atomic import remove_leftovers
+
 #: Called as ``done(run_dir, error)`` when a job ends; ``error`` is None on success.
 DoneCallback = Callable[[Path, "str | None"], None]
 
@@ -258,6 +260,11 @@ class BackgroundConverter:
                     lost.append(job)
             self._lock.notify_all()
         for job in lost:
+            if job.started:
+                # The helper was the run folder's only writer: what it left half-written (its
+                # hidden temporary files, its claim on the folder) goes with it.
+                with contextlib.suppress(OSError):
+                    remove_leftovers(job.run_dir)
             job.done(
                 job.run_dir,
                 f"the conversion helper (pid {proc.pid}) stopped ({exit_description(code)}) "

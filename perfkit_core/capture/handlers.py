@@ -125,6 +125,39 @@ def fallback_dir() -> Path:
     return Path(tempfile.gettempdir()) / "perfkit_unsaved"
 
 
+#: The most the fallback folder may hold before no more traces go there, in bytes: it lives in
+#: the temp dir, which nothing empties while the machine runs, and it is for a few cycles that
+#: could not be saved, not for a whole training run's.
+FALLBACK_MAX_BYTES = 2 << 30
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (0 when it does not exist)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def fallback_refusal(estimate: int, folder: Path | None = None) -> str | None:
+    """Why the fallback folder (``fallback_dir()``) cannot take a native trace of about
+    ``estimate`` bytes: it already holds ``FALLBACK_MAX_BYTES``, or its filesystem lacks the
+    room; None when it can."""
+    folder = folder or fallback_dir()
+    held = folder_bytes(folder)
+    if held + estimate > FALLBACK_MAX_BYTES:
+        return (
+            f"the fallback folder {folder} already holds {megabytes(held)} of traces not saved as "
+            f"runs (it takes at most {megabytes(FALLBACK_MAX_BYTES)}): read or remove them"
+        )
+    free = free_bytes(folder)
+    if free is not None and free < estimate + MIN_FREE_BYTES:
+        return f"disk full: {megabytes(free)} free on the filesystem of {folder}"
+    return None
+
+
 def export_is_complete(path: Path, last: bytes = b"}") -> bool:
     """True when ``path`` is a non-empty file whose last non-blank bytes are ``last``
     (a JSON export cut short by a full disk or a killed writer ends elsewhere, or is empty)."""

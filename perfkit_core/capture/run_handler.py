@@ -19,6 +19,7 @@ from perfkit_core.capture.handlers import (
     conversion_reason,
     default_worker_name,
     fallback_dir,
+    fallback_refusal,
     os_error_reason,
 )
 from perfkit_core.capture.helper import convert_file
@@ -123,6 +124,10 @@ class RunHandler:
         folder; record the failure with what was kept; return the export or None."""
         kept: Path | None = None
         folder = fallback_dir()
+        refusal = fallback_refusal(self._estimate, folder)
+        if refusal is not None:
+            self._fail(None, self.dir_name, f"{reason}; not kept in the fallback folder: {refusal}")
+            return None
         try:
             folder = claim_run_dir(folder, self.worker_name, step)
             failed = self._export_native(source, folder / self.native_name)

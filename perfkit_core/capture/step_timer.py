@@ -71,12 +71,21 @@ class StepTimer:
         return [ns / 1e9 for ns in (*self.profiled_ns, *self.unprofiled_ns, *self.unknown_ns)]
 
     def record(self) -> dict[str, Any]:
-        """What ``save`` stores: the three lists of step times (ns) and the warm-up count."""
+        """What ``save`` stores: the three lists of step times (ns), the warm-up count, and the
+        machine the steps ran on: ``cpu_count`` (``os.cpu_count()``) and ``load_average`` (the
+        1-minute load average when saved, the training process included; None where the
+        system has none)."""
+        try:
+            load: float | None = os.getloadavg()[0]
+        except OSError:
+            load = None
         return {
             "profiled_ns": list(self.profiled_ns),
             "unprofiled_ns": list(self.unprofiled_ns),
             "unknown_ns": list(self.unknown_ns),
             "warmup": self.warmup,
+            "cpu_count": os.cpu_count(),
+            "load_average": load,
         }
 
     def save(self, runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:

@@ -1,7 +1,7 @@
 """The ``perfkit`` command line. Bad input prints one line and exits 2, never a traceback.
 
 The commands are here; options several commands share are in ``perfkit_core.cli.options``,
-``perfkit peaks`` in ``perfkit_core.cli.peaks``.
+``perfkit peaks`` in ``perfkit_core.cli.peaks``, ``perfkit export`` in ``perfkit_core.cli.export``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,15 @@ from typing import Any
 
 import click
 
-from perfkit_core.cli.options import JOB_OPTIONS, PEAK_OPTIONS
+from perfkit_core.advice.engine import UnknownRuleError
+from perfkit_core.cli.export import export_command
+from perfkit_core.cli.options import (
+    JOB_OPTIONS,
+    LAYER_OPTIONS,
+    MEASURE_OPTION,
+    OPERATOR_OPTIONS,
+    PEAK_OPTIONS,
+)
 from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
     OptionError,
@@ -24,7 +32,7 @@ from perfkit_core.errors import (
     writing,
 )
 from perfkit_core.report import render
-from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS
+from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS, REPORT_VIEWS
 from perfkit_core.report.model import DEFAULT_VIEWS
 from perfkit_core.views.operators import SORT_KEYS
 
@@ -40,6 +48,7 @@ def cli() -> None:
 
 
 cli.add_command(peaks_command)
+cli.add_command(export_command)
 
 
 @cli.command()
@@ -80,6 +89,13 @@ cli.add_command(peaks_command)
     default=0,
     help="One row per operator and its top N stack frames.",
 )
+@OPERATOR_OPTIONS[0]
+@OPERATOR_OPTIONS[1]
+@LAYER_OPTIONS[0]
+@LAYER_OPTIONS[1]
+@LAYER_OPTIONS[2]
+@LAYER_OPTIONS[3]
+@LAYER_OPTIONS[4]
 @click.option(
     "--format",
     "fmt",
@@ -130,6 +146,13 @@ def report(
     op_detail: bool,
     by_thread: bool,
     group_by_stack_n: int,
+    group_by: str,
+    filter: str | None,
+    max_depth: int | None,
+    order_by: str | None,
+    step: int | None,
+    params: bool,
+    select: str | None,
     fmt: str,
     batch_size: int | None,
     with_advice: bool,
@@ -139,7 +162,7 @@ def report(
     peak_tflops: float | None,
     peak_bandwidth: float | None,
     save_to: Path | None,
-) -> None:
+) -> int:
     """Print the summaries of the run, trace or job at PATH.
 
     A job (a folder of per-rank traces, or a saved job) is analysed rank by rank on Dask: on
@@ -167,6 +190,13 @@ def report(
         "op_detail": op_detail,
         "peak_tflops": peak_tflops,
         "peak_bandwidth": peak_bandwidth,
+        "group_by": group_by,
+        "filter": filter,
+        "max_depth": max_depth,
+        "order_by": order_by,
+        "step": step,
+        "params": params,
+        "select": select,
     }
     options = {name: view_options(name, requested) for name in names}
     source: Any
@@ -195,6 +225,7 @@ def report(
         batch_size=batch_size,
     )
     _emit(render(report_model, fmt), output)
+    return 2 if getattr(source, "missing_ranks", None) else 0  # a job's ranks left out
 
 
 def _notify(line: str) -> None:
@@ -224,6 +255,7 @@ def _emit(text: str, output: Path | None) -> None:
     type=_PATH,
     help="Write to this file instead of standard output.",
 )
+@MEASURE_OPTION
 @JOB_OPTIONS[0]
 @JOB_OPTIONS[1]
 def advise(
@@ -231,9 +263,10 @@ def advise(
     fmt: str,
     rules: str | None,
     output: Path | None,
+    measure: bool,
     scheduler: str | None,
     workers: int | None,
-) -> None:
+) -> int:
     """Print what to change, most valuable first, with the evidence and estimated saving."""
     from perfkit_core.advice.engine import advice_note
     from perfkit_core.jobs import analyse_job, is_job
@@ -243,6 +276,7 @@ def advise(
 
     chosen = [r.strip() for r in rules.split(",")] if rules else None
     note = None
+    job = None
     if is_job(path):
         job = analyse_job(
             path, (), rules=chosen, scheduler=scheduler, workers=workers, notify=_notify
@@ -250,7 +284,7 @@ def advise(
         findings = job.advise(rules=chosen)
     else:
         run = load_run(path, None)
-        findings = run.advise(rules=chosen)
+        findings = run.advise(rules=chosen, measure=measure)
         note = advice_note(run)
     text = (
         dumps([f.to_dict() for f in findings])
@@ -258,6 +292,7 @@ def advise(
         else render_findings(findings, note=note)
     )
     _emit(text, output)
+    return 2 if job is not None and job.missing_ranks else 0
 
 
 @cli.command("compare")
@@ -273,7 +308,7 @@ def advise(
     "--views",
     default=",".join(DEFAULT_COMPARISON_VIEWS),
     show_default=True,
-    help="Comma-separated tables: steps, family, layers, ops, phases, user, totals.",
+    help=f"Comma-separated tables: {', '.join(REPORT_VIEWS)}.",
 )
 @click.option(
     "--top",
@@ -285,7 +320,7 @@ def advise(
 @click.option(
     "--op-map",
     "op_map",
-    type=click.Path(path_type=Path),
+    type=_PATH,
     default=None,
     help="TOML (or YAML) file adding or overriding canonical-op mappings.",
 )
@@ -334,15 +369,13 @@ def compare_command(
 ) -> int:
     """Compare runs or traces side by side: which is faster, by how much, and why (the first
     run is the baseline); optionally gate on a regression."""
-    from perfkit_core.comparison import VIEWS, compare
+    from perfkit_core.cli.options import comparison_views
+    from perfkit_core.comparison import compare
     from perfkit_core.report.comparison_model import build_comparison_report
 
     if len(paths) < 2:
         raise click.UsageError("compare needs at least two runs or traces")
-    names = [v.strip() for v in views.split(",") if v.strip()]
-    unknown = [v for v in names if v not in VIEWS]
-    if unknown:
-        raise click.UsageError(f"unknown comparison view {unknown[0]!r}; known: {', '.join(VIEWS)}")
+    names = comparison_views(views)
     try:
         sizes = (
             [int(x) if x.strip() else None for x in batch_sizes.split(",")] if batch_sizes else None
@@ -377,37 +410,6 @@ def compare_command(
             click.echo(gate.message, err=True)
         return 1 if gate.regressed else 0
     return 0
-
-
-@cli.command("export")
-@click.argument("path", type=_PATH)
-@click.option(
-    "--to", "to", type=click.Choice(["chrome", "folded", "csv", "parquet", "json"]), required=True
-)
-@click.option(
-    "-o",
-    "--output",
-    type=_PATH,
-    required=True,
-    help="File (chrome, folded, json) or folder (csv, parquet).",
-)
-@click.option(
-    "--metric",
-    type=click.Choice(["cpu", "gpu"]),
-    default="cpu",
-    show_default=True,
-    help="folded: self CPU time or device time.",
-)
-def export_command(path: Path, to: str, output: Path, metric: str) -> None:
-    """Export a run: chrome trace, folded stacks, or every summary as CSV/Parquet/JSON."""
-    from perfkit_core.events.loading import load
-    from perfkit_core.report.export import export
-
-    run = load(path)
-    with writing(output):
-        written = export(run, to, output, metric=metric)
-    for target in written:
-        click.echo(f"wrote {printable(str(target))}", err=True)
 
 
 @cli.command()
@@ -465,16 +467,12 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning
             result = cli.main(args=argv, prog_name="perfkit", standalone_mode=False)
-    except (TraceError, UnknownViewError, OptionError) as exc:
-        click.echo(f"perfkit: error: {exc}", err=True)
+    except (TraceError, UnknownViewError, OptionError, UnknownRuleError) as exc:
+        click.echo(f"perfkit: error: {printable(str(exc))}", err=True)
         return 2
-    except KeyError as exc:
-        # Unknown rule ids (advice.UnknownRuleError) and other lookups of names the user gave.
-        from perfkit_core.advice.engine import UnknownRuleError
-
-        if not isinstance(exc, UnknownRuleError):
-            raise
-        click.echo(f"perfkit: error: {exc}", err=True)
+    except OSError as exc:  # a file the checks before reading it did not reach: still one line
+        where = f"{printable(str(exc.filename))}: " if exc.filename is not None else ""
+        click.echo(f"perfkit: error: {where}{exc.strerror or exc}", err=True)
         return 2
     except click.exceptions.Abort:
         click.echo("perfkit: aborted", err=True)

@@ -6,6 +6,11 @@ Every table has a ``step`` row (the mean step time), the rows that split it, and
 phase table (phases are time windows that cover the whole step), an ``unattributed`` row: the
 step time no recorded event covers. So the rows' ``delta_ns`` add up to the step row's, and
 their ``share_pct`` to 100. Times are means per step (or per sample).
+
+Layers are compared only when every run recorded layer spans: when one did and another did not,
+a row of one would be a row of the other's ``(no layer)`` time, so every run's layer table is
+by phase instead (``(no layer) forward``, ...), and ``missing_layers_line`` says which run lacks
+them and how its framework records them.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.comparison.keys import TOTAL, slice_keys
-from perfkit_core.comparison.rows import per_step_values
+from perfkit_core.comparison.rows import layers_by_phase, per_step_values, runs_without_layers
+from perfkit_core.plugins import get_plugin_manager
 from perfkit_core.views.attribution import PHASES, UNATTRIBUTED
 
 if TYPE_CHECKING:
@@ -28,11 +34,26 @@ if TYPE_CHECKING:
 ATTRIBUTION_VIEWS = ("phases", "family", "layers", "user", "ops")
 #: An op whose time changes by less than this share of its baseline time is ``same``.
 SAME_PCT = 5.0
+#: What a comparison says when the run's adapter has no advice of its own.
+NO_LAYERS_GENERIC = "record each layer's forward as a span named after its class"
 
 
-def per_run_totals(
-    comparison: Comparison, view: str, time: str = "host"
-) -> list[dict[str, float]]:
+def missing_layers_line(comparison: Comparison) -> str:
+    """One line saying that layers are not compared and why: which run recorded no layer
+    spans, and how its framework records them (its adapter's ``perfkit_layer_spans_fix``);
+    empty when layers are compared."""
+    missing = runs_without_layers(comparison)
+    if not missing:
+        return ""
+    hook = get_plugin_manager().hook.perfkit_layer_spans_fix
+    parts = []
+    for i in missing:
+        fix = hook(framework=comparison.runs[i].framework) or NO_LAYERS_GENERIC
+        parts.append(f"{comparison.labels[i]} recorded no layer spans (to record them: {fix})")
+    return "layers not compared, rows by phase: " + "; ".join(parts)
+
+
+def per_run_totals(comparison: Comparison, view: str, time: str = "host") -> list[dict[str, float]]:
     """For each run, time per step (or sample) of every row of ``view``, and ``TOTAL``:
     wall time on the training thread (``time="host"``; the rows add up to the step), or the
     kernel time each row launched (``time="device"``; ``TOTAL`` is then the kernel time the
@@ -46,10 +67,11 @@ def per_run_totals(
             out.append(means)
         return out
     out = []
+    by_phase = layers_by_phase(comparison, view)
     for i in range(len(comparison.runs)):
         slices = comparison.slices(i)
         divisor = comparison.divisor(i)
-        keys = slice_keys(slices, view)
+        keys = slice_keys(slices, view, by_phase=by_phase)
         ns = slices["ns"].to_numpy()
         values: dict[str, float] = {}
         if len(keys):
@@ -108,7 +130,7 @@ def attribution_table(
         names = _order(names, delta)
     if top is not None and view != "phases" and len(names) > top + 2:
         rest = names[1 + top : -1]
-        merged = f"({len(rest)} more rows)"
+        merged = f"({len(rest)} more {'row' if len(rest) == 1 else 'rows'})"
         for values in per_run:
             values[merged] = sum(values.get(n, 0.0) for n in rest)
         delta[merged] = sum(delta[n] for n in rest)
@@ -119,8 +141,7 @@ def attribution_table(
     frame["delta_ns"] = [delta[n] for n in names]
     significant = comparison.profiled_estimate().significant
     frame["share_pct"] = [
-        100.0 * delta[n] / total_delta if total_delta and significant else math.nan
-        for n in names
+        100.0 * delta[n] / total_delta if total_delta and significant else math.nan for n in names
     ]
     if view == "ops" and time == "host":
         _add_op_detail(comparison, frame)
@@ -189,12 +210,19 @@ def _add_op_detail(comparison: Comparison, frame: pd.DataFrame) -> None:
         ),
     )
     fixed = np.isin(frame["name"].to_numpy(), [TOTAL, UNATTRIBUTED])
-    fixed |= frame["name"].str.endswith(" more rows)").to_numpy()
+    fixed |= frame["name"].str.contains(r"^\(\d+ more rows?\)$").to_numpy()
     status[fixed] = ""
     frame["status"] = status
 
 
 def _note(comparison: Comparison, view: str, time: str = "host") -> str:
+    missing = missing_layers_line(comparison) if view == "layers" else ""
+    if missing:
+        return f"{missing}; {_view_note(comparison, view, time)}"
+    return _view_note(comparison, view, time)
+
+
+def _view_note(comparison: Comparison, view: str, time: str) -> str:
     unit = comparison.per
     if time == "device":
         return (

@@ -103,7 +103,8 @@ def efficiency_table(comparison: Comparison, by: str = "ops") -> pd.DataFrame:
             }
         )
         mfu = steps["mfu_pct"].to_numpy()
-        rows[0][rate] = model_flops / total_ns / 1e3 if total_ns > 0 else math.nan
+        # A run none of whose ops has FLOPs (no input shapes recorded) has no rate, not 0.
+        rows[0][rate] = model_flops / total_ns / 1e3 if total_ns > 0 and model_flops else math.nan
         rows[0][share] = (
             100.0 * model_flops / total_ns / 1e3 / float(steps["peak_tflops_per_s"].iloc[0])
             if total_ns > 0 and len(mfu) and not np.isnan(mfu).all()
@@ -121,13 +122,24 @@ def efficiency_table(comparison: Comparison, by: str = "ops") -> pd.DataFrame:
             row[share] = 100.0 * float(g["peak_ns"]) / time_ns if time_ns > 0 else math.nan
             row[bound] = 100.0 * float(g["bound_ns"]) / time_ns if time_ns > 0 else math.nan
     frame = pd.DataFrame(rows)
+    if by == "layers":
+        from perfkit_core.comparison.attribution import layer_labels
+
+        shown = layer_labels(comparison)
+        frame["name"] = [shown.get(str(n), str(n)) for n in frame["name"]]
     frame.attrs["labels"] = labels
+    no_flops = [label for label, _, _, model_flops, _, _ in per_run if not model_flops]
     frame.attrs["note"] = (
         f"{'canonical ops and directions' if by == 'ops' else 'layers'} lined up across runs; "
         "peaks: "
         + "; ".join(
             f"{label}: {p.device}" if (p := run_peaks(run)) is not None else f"{label}: none known"
             for label, run in zip(comparison.labels, comparison.runs, strict=True)
+        )
+        + (
+            f"; no FLOPs in {', '.join(no_flops)}: its profiler recorded no input shapes"
+            if no_flops
+            else ""
         )
     )
     return frame

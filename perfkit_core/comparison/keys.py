@@ -18,8 +18,9 @@ NO_LAYER = "(no layer)"
 NOT_ANNOTATED = "(not annotated)"
 
 
-def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
-    """The row name each slice counts under in ``view``."""
+def slice_keys(slices: pd.DataFrame, view: str, *, by_phase: bool = False) -> np.ndarray:
+    """The row name each slice counts under in ``view``; with ``by_phase`` the layer view's
+    rows are phases only (``(no layer) <phase>``), for comparisons where a run has no layers."""
 
     def col(name: str) -> np.ndarray:
         column = slices[name]
@@ -33,7 +34,8 @@ def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
     unattributed = fam == UNATTRIBUTED
 
     def with_direction(base: np.ndarray) -> np.ndarray:
-        suffix = np.where(direction != "", " (" + direction + ")", "")
+        # np.char.add, not +: numpy 1.x has no + for string arrays (MindSpore needs numpy<2).
+        suffix = np.where(direction != "", np.char.add(np.char.add(" (", direction), ")"), "")
         return np.char.add(base.astype(str), suffix.astype(str))
 
     if view == "phases":
@@ -44,7 +46,8 @@ def slice_keys(slices: pd.DataFrame, view: str) -> np.ndarray:
         keys = with_direction(col("op"))
     elif view == "layers":
         layer = col("layer")
-        keys = np.where(layer != "", layer, NO_LAYER + " " + col("phase"))
+        by_phase_keys = np.char.add(NO_LAYER + " ", col("phase").astype(str))
+        keys = by_phase_keys if by_phase else np.where(layer != "", layer, by_phase_keys)
     elif view == "user":
         user = col("user")
         keys = np.where(user != "", user, NOT_ANNOTATED)

@@ -29,6 +29,24 @@ if TYPE_CHECKING:
 Z_95 = 1.959963984540054
 
 
+def runs_without_layers(comparison: Comparison) -> list[int]:
+    """Positions of the runs whose steps hold no layer span, when another run's steps do
+    (empty when every run, or none, has layer spans)."""
+    cached = comparison.cache.get("runs_without_layers")
+    if cached is not None:
+        return list(cached)
+    has = [bool((comparison.slices(i)["layer"] != "").any()) for i in range(len(comparison.runs))]
+    missing = [] if all(has) else [i for i, found in enumerate(has) if not found and any(has)]
+    comparison.cache["runs_without_layers"] = missing
+    return list(missing)
+
+
+def layers_by_phase(comparison: Comparison, view: str) -> bool:
+    """Whether ``view`` is the layer view of a comparison where a run recorded no layer spans,
+    so every run's layer rows are its phases (``(no layer) forward``, ...)."""
+    return view == "layers" and bool(runs_without_layers(comparison))
+
+
 def per_step_values(comparison: Comparison, i: int, view: str, time: str = "host") -> pd.DataFrame:
     """Run ``i``'s time of each row of ``view`` in each of its steps: one row per (rank, step),
     one column per row name, ns per step (or per sample), 0 where a step has none of it.
@@ -58,7 +76,7 @@ def per_step_values(comparison: Comparison, i: int, view: str, time: str = "host
             {
                 "rank": slices["rank"].to_numpy(),
                 "step": slices["step"].to_numpy(),
-                "_key": slice_keys(slices, view),
+                "_key": slice_keys(slices, view, by_phase=layers_by_phase(comparison, view)),
                 "ns": slices["ns"].to_numpy(),
             }
         )
@@ -114,6 +132,8 @@ def device_keys(comparison: Comparison, i: int, view: str) -> np.ndarray:
             dtype=object,
         )
     if view == "layers":
+        if layers_by_phase(comparison, view):
+            return np.array([f"{NO_LAYER} {p}" for p in phase], dtype=object)
         rows = labels.layer_row[units]
         return np.array(
             [
@@ -152,7 +172,13 @@ def row_intervals(comparison: Comparison, view: str, time: str = "host") -> pd.D
             low = high = math.nan
         resolvable = bool(not math.isnan(low) and (low > 0 or high < 0))
         rows.append(
-            {"name": str(name), "delta_ns": delta, "low_ns": low, "high_ns": high, "resolvable": resolvable}
+            {
+                "name": str(name),
+                "delta_ns": delta,
+                "low_ns": low,
+                "high_ns": high,
+                "resolvable": resolvable,
+            }
         )
     frame = pd.DataFrame(rows, columns=["name", "delta_ns", "low_ns", "high_ns", "resolvable"])
     order = frame["delta_ns"].abs().sort_values(ascending=False, kind="stable").index

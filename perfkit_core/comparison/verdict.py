@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.comparison.attribution import TOTAL, attribution_table
+from perfkit_core.comparison.attribution import TOTAL, attribution_table, missing_layers_line
 from perfkit_core.comparison.overhead import RunOverhead, density_warning, run_overhead
 from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
 from perfkit_core.views.attribution import UNATTRIBUTED
@@ -81,6 +81,8 @@ class Verdict:
     unattributed_ns: float = 0.0
     gpu_slower: list[Cause] = field(default_factory=list)
     gpu_faster: list[Cause] = field(default_factory=list)
+    #: Why layers are not compared (a run without layer spans), else empty.
+    layers_missing: str = ""
 
     @property
     def headline(self) -> RatioEstimate:
@@ -148,7 +150,9 @@ class Verdict:
             return f"{head}; op families that differ beyond their own noise: {sides}"
         if not sides:
             return head
-        return f"{head}; of the {delta:+.3f} {time_unit} profiled difference per {self.per}, {sides}"
+        return (
+            f"{head}; of the {delta:+.3f} {time_unit} profiled difference per {self.per}, {sides}"
+        )
 
     def lines(self, time_unit: str = "ms") -> list[str]:
         """The sentence, then one line per further fact: the other views' rows in both
@@ -157,6 +161,9 @@ class Verdict:
         out = [self.sentence(time_unit)]
         names = {"layers": "by layer", "ops": "by op", "phases": "by phase"}
         for view, title in names.items():
+            if view == "layers" and self.layers_missing:
+                out.append(f"{title}: {self.layers_missing}")
+                continue
             sides = self._sides(self.slower.get(view, []), self.faster.get(view, []), time_unit)
             if sides:
                 out.append(f"{title}: {sides}")
@@ -166,7 +173,7 @@ class Verdict:
         scale = _SCALE[time_unit]
         unattributed = f"{self.unattributed_ns / scale:+.3f} {time_unit} per {self.per}"
         if self.profiled.significant:
-            unattributed += f" ({self.unattributed_pct:.1f}% of the difference)"
+            unattributed += f" ({self.unattributed_pct:.1f}%)"
         out.append(
             f"baseline: {self.baseline}; differences are {self.candidate} minus "
             f"{self.baseline}, positive when {self.candidate} takes longer; "
@@ -186,8 +193,13 @@ class Verdict:
                 if not math.isnan(o.overhead_pct)
             )
             factor, low, high = prof.factor
+            reading = (
+                f"{factor:.2f}x {prof.direction}"
+                if prof.direction != "same"
+                else f"a ratio of {factor:.2f}, within the noise"
+            )
             out.append(
-                f"profiled steps give {factor:.2f}x {prof.direction} ({100 * prof.confidence:.0f}% "
+                f"profiled steps give {reading} ({100 * prof.confidence:.0f}% "
                 f"CI {low:.2f}-{high:.2f}); profiled against unprofiled step time: {effects}"
             )
         out += self.warnings
@@ -218,6 +230,7 @@ class Verdict:
                 label: o.to_dict() for label, o in zip(self.labels, self.overheads, strict=True)
             },
             "warnings": list(self.warnings),
+            "layers_missing": self.layers_missing,
         }
 
 
@@ -294,7 +307,11 @@ def build_verdict(comparison: Comparison) -> Verdict:
             overheads[first].unprofiled_ns / comparison.sample_scale(first),
             overheads[last].unprofiled_ns / comparison.sample_scale(last),
         )
-    sides = {view: both_sides(comparison, view) for view in CAUSE_VIEWS}
+    layers_missing = missing_layers_line(comparison)
+    sides = {
+        view: ([], []) if view == "layers" and layers_missing else both_sides(comparison, view)
+        for view in CAUSE_VIEWS
+    }
     going = profiled.delta > 0
     causes = {
         view: (
@@ -340,4 +357,5 @@ def build_verdict(comparison: Comparison) -> Verdict:
         unattributed_ns=unattributed_ns,
         gpu_slower=gpu_slower,
         gpu_faster=gpu_faster,
+        layers_missing=layers_missing,
     )

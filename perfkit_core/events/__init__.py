@@ -36,6 +36,7 @@ from perfkit_core.events.checks import (
     us_to_ns,
 )
 from perfkit_core.events.devices import devices_from_properties
+from perfkit_core.events.inflate import InflateLimit, inflate_limit
 from perfkit_core.events.loading import combine_runs, load, read_head, read_trace_bytes
 from perfkit_core.events.run import Run, is_saved_run
 from perfkit_core.events.schema import (
@@ -55,6 +56,7 @@ __all__ = [
     "KINDS",
     "SCHEMA_VERSION",
     "TIME_LIMIT_NS",
+    "InflateLimit",
     "Run",
     "TraceError",
     "address_column",
@@ -69,6 +71,7 @@ __all__ = [
     "devices_from_properties",
     "empty_events",
     "finish_events",
+    "inflate_limit",
     "is_saved_run",
     "load",
     "make_run",

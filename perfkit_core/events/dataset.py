@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from perfkit_core.errors import TraceError
 from perfkit_core.events import schema
 from perfkit_core.events.atomic import atomic_path, write_bytes
+from perfkit_core.events.run import EVENTS_DIR, table_run_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 META_FILE = "meta.json"
-EVENTS_DIR = "events"
 PART_FILE = "part-0.parquet"
 #: ``meta["layout"]`` of a saved job.
 LAYOUT = "ranks"
@@ -41,8 +41,11 @@ def partition_path(directory: str | os.PathLike[str], rank: int) -> Path:
     return Path(directory) / EVENTS_DIR / f"rank={int(rank)}" / PART_FILE
 
 
-def write_rank(run: Run, directory: str | os.PathLike[str]) -> dict[str, Any]:
-    """Write the events of ``run`` (one rank) as its partition of the job at ``directory``.
+def write_rank(
+    run: Run, directory: str | os.PathLike[str], run_id: str | None = None
+) -> dict[str, Any]:
+    """Write the events of ``run`` (one rank) as its partition of the job at ``directory``,
+    with the job's ``run_id`` in the file's Parquet metadata (``run.RUN_ID_KEY``).
 
     Returns the rank's metadata entry for the job's ``meta.json`` (see ``write_job_meta``).
     The file is written atomically. Raises ``ValueError`` when ``run`` holds several ranks.
@@ -50,10 +53,14 @@ def write_rank(run: Run, directory: str | os.PathLike[str]) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from perfkit_core.events.run import with_run_id
+
     entry = rank_entry(run)
     target = partition_path(directory, entry["rank"])
     target.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(run.events.drop(columns=["rank"]), preserve_index=False)
+    if run_id is not None:
+        table = with_run_id(table, run_id)
     with atomic_path(target) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return entry
@@ -126,24 +133,30 @@ def write_job_meta(directory: str | os.PathLike[str], meta: dict[str, Any]) -> P
 
 
 def save_job(run: Run, directory: str | os.PathLike[str]) -> Path:
-    """Write ``run`` (several ranks) as a saved job at ``directory``, one rank at a time."""
+    """Write ``run`` (several ranks) as a saved job at ``directory``, one rank at a time, under
+    one run id (in ``meta.json`` and in every rank's file), holding the folder for the save
+    (``atomic.claim_folder``) as ``Run.save`` does."""
+    from perfkit_core.events.atomic import claim_folder
     from perfkit_core.events.ranks import rank_run, run_ranks
+    from perfkit_core.events.run import new_run_id
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    entries = [write_rank(rank_run(run, r), directory) for r in run_ranks(run)]
-    meta = job_meta(entries)
-    meta["extra"] = run.meta.get("extra") or meta["extra"]
-    write_job_meta(directory, meta)
+    run_id = new_run_id()
+    with claim_folder(directory):
+        entries = [write_rank(rank_run(run, r), directory, run_id) for r in run_ranks(run)]
+        meta = job_meta(entries)
+        meta["extra"] = run.meta.get("extra") or meta["extra"]
+        meta["run_id"] = run_id
+        write_job_meta(directory, meta)
     return directory
 
 
 def is_saved_job(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a folder written by ``save_job`` (or by a Dask job analysis)."""
     meta = Path(path) / META_FILE
-    if not meta.is_file() or not (Path(path) / EVENTS_DIR).is_dir():
-        return False
     try:
+        if not meta.is_file() or not (Path(path) / EVENTS_DIR).is_dir():
+            return False
         return json.loads(meta.read_text()).get("layout") == LAYOUT
     except (OSError, ValueError, AttributeError):
         return False
@@ -151,14 +164,13 @@ def is_saved_job(path: str | os.PathLike[str]) -> bool:
 
 def read_job_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Return the ``meta.json`` of the saved job at ``directory``; TraceError when unreadable."""
+    from perfkit_core.events.run import read_meta
+
     path = Path(directory) / META_FILE
-    try:
-        meta = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise TraceError(directory, f"not a saved perfkit job ({META_FILE} is missing)") from None
-    except (OSError, ValueError) as exc:
-        raise TraceError(path, f"unreadable job metadata: {exc}") from None
-    if not isinstance(meta, dict) or meta.get("layout") != LAYOUT:
+    if not os.path.lexists(path):
+        raise TraceError(directory, f"not a saved perfkit job ({META_FILE} is missing)")
+    meta = read_meta(path, "job metadata")
+    if meta.get("layout") != LAYOUT:
         raise TraceError(path, "not the metadata of a saved perfkit job")
     schema.check_version(directory, meta)
     return meta
@@ -189,13 +201,22 @@ def read_rank(
     if columns is not None:
         wanted = [c for c in schema.COLUMN_NAMES if c in set(columns) and c != "rank"]
     try:
-        present = set(pq.read_schema(path).names)
-        read = [c for c in (wanted or schema.COLUMN_NAMES) if c in present]
-        events = pq.read_table(path, columns=read).to_pandas()
+        with open(path, "rb") as fh:  # one open file: its footer and data from one save
+            parquet = pq.ParquetFile(fh)
+            file_schema = parquet.schema_arrow
+            present = set(file_schema.names)
+            read = [c for c in (wanted or schema.COLUMN_NAMES) if c in present]
+            table = parquet.read(columns=read)
     except FileNotFoundError:
         raise TraceError(path, "the rank's event file is missing") from None
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise TraceError(path, f"cannot read the rank's event table: {reason}") from None
     except Exception as exc:
         raise TraceError(path, f"unreadable event table: {exc}") from None
+    _check_rank_unit(directory, path, meta, rank, table_run_id(file_schema), table.num_rows)
+    events = table.to_pandas()
+    del table
     try:
         table = schema.build_events(
             {
@@ -219,6 +240,38 @@ def read_rank(
     return make_run(table, rank_meta)
 
 
+def _check_rank_unit(
+    directory: str | os.PathLike[str],
+    path: Path,
+    meta: dict[str, Any],
+    rank: int,
+    run_id: str | None,
+    rows: int,
+) -> None:
+    """Raise ``TraceError`` when rank ``rank``'s file (its ``run_id`` and ``rows``) is not the
+    one the job's ``meta`` names: a rank's file of another saved job, or a save under way."""
+    from perfkit_core.events.atomic import saving_owner
+
+    expected = meta.get("run_id")
+    count = ((meta.get("per_rank") or {}).get(str(rank)) or {}).get("events")
+    if expected == run_id and (count is None or int(count) == rows):
+        return
+    owner = saving_owner(directory)
+    if owner is not None:
+        raise TraceError(
+            directory,
+            f"process {owner[0]} on {owner[1]} is saving a job into it; read it when it is done",
+        )
+    if expected != run_id:
+        raise TraceError(
+            path,
+            f"rank {rank}'s events (run {run_id or 'without an id'}) are not of the job's "
+            f"{META_FILE} (run {expected or 'without an id'}): the folder mixes files of two "
+            "saved jobs",
+        )
+    raise TraceError(path, f"holds {rows} events where the job's {META_FILE} says {count}")
+
+
 def _column_values(events: Any, name: str) -> Any:
     import pandas as pd
 
@@ -237,6 +290,8 @@ def read_job(directory: str | os.PathLike[str]) -> Run:
     runs = [read_rank(directory, r, meta=meta) for r in meta["ranks"]]
     combined = combine_runs(runs)
     combined.meta["extra"] = meta.get("extra") or {}
+    if meta.get("missing_ranks"):
+        combined.meta["missing_ranks"] = meta["missing_ranks"]
     return combined
 
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.events.links import kind_is
+
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
@@ -211,13 +213,17 @@ def step_window(run: Run, rank: int | None = None) -> tuple[Intervals, bool]:
 
     The steps are stretched over the device work they launched (``step_spans``), so work a step
     launched that runs past the step's host end still counts in the step. Without steps the
-    whole profiled span (first start to last end) is the window.
+    window is the profiled span, as the run's ``span_ns`` is: first start to last end of the
+    recorded work, the profiler's own spans and markers (kind ``profiler``, which run to its
+    "Record Window End") left out.
     """
     ev = run.events
     spans = step_spans(run, rank)
     if len(spans["step"]):
         return merge_intervals(spans["start_ns"], spans["end_ns"]), True
-    sel = np.ones(len(ev), dtype=bool) if rank is None else ev["rank"].to_numpy() == rank
+    sel = ~kind_is(ev, "profiler")
+    if rank is not None:
+        sel &= ev["rank"].to_numpy() == rank
     if not sel.any():
         return _empty(), False
     start = ev["start_ns"].to_numpy()

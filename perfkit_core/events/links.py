@@ -10,6 +10,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events.schema import str_values
+from perfkit_core.events.trees import depth as depth
+from perfkit_core.events.trees import farthest_flagged as farthest_flagged
+from perfkit_core.events.trees import has_ancestor as has_ancestor
+from perfkit_core.events.trees import kept_ancestor as kept_ancestor
+from perfkit_core.events.trees import nearest_flagged as nearest_flagged
+from perfkit_core.events.trees import subtree_sums as subtree_sums
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -219,30 +225,6 @@ def assign_steps(events: pd.DataFrame, step_numbers: np.ndarray) -> np.ndarray:
     return out
 
 
-def depth(parent: np.ndarray) -> np.ndarray:
-    """Return each row's nesting depth (0 for roots) from a ``parent`` column."""
-    d = np.zeros(len(parent), dtype=np.int64)
-    cur = parent.copy()
-    active = cur >= 0
-    while active.any():
-        d[active] += 1
-        cur[active] = parent[cur[active]]
-        active = cur >= 0
-    return d
-
-
-def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Return, for each row, ``values`` summed over the row and all its descendants."""
-    total = values.astype(np.float64, copy=True)
-    if len(parent) == 0:
-        return total
-    d = depth(parent)
-    for level in range(int(d.max()), 0, -1):
-        rows = np.flatnonzero(d == level)
-        np.add.at(total, parent[rows], total[rows])
-    return total
-
-
 def children_sum(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Return, for each row, ``values`` summed over its direct children."""
     has = parent >= 0
@@ -365,19 +347,6 @@ def device_time_by_launcher(
     return self_dev, total
 
 
-def has_ancestor(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
-    """Return, for each row, whether any ancestor (parent, grandparent, ...) has ``flag`` set."""
-    out = np.zeros(len(parent), dtype=bool)
-    cur = parent.copy()
-    active = cur >= 0
-    while active.any():
-        idx = np.flatnonzero(active)
-        out[idx] |= flag[cur[idx]]
-        cur[idx] = parent[cur[idx]]
-        active = (cur >= 0) & ~out
-    return out
-
-
 #: Host events torch's profiler leaves out of its event tree (``torch.autograd.profiler_util.
 #: _filter_name``): they are never a parent's child there.
 TORCH_TREE_SKIPPED_NAMES = (
@@ -437,17 +406,3 @@ def run_repeated_only_children(run: Run) -> np.ndarray:
         cached = repeated_only_children(run.events)
         run._cache["repeated_only_children"] = cached
     return cached
-
-
-def kept_ancestor(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    """For each row, its nearest ancestor (along ``parent``) that ``skip`` does not mark, or -1."""
-    up = parent.copy()
-    hop = up >= 0
-    hop[hop] = skip[up[hop]]
-    while hop.any():
-        idx = np.flatnonzero(hop)
-        up[idx] = parent[up[idx]]
-        more = up[idx] >= 0
-        more[more] = skip[up[idx[more]]]
-        hop[idx] = more
-    return up

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.errors import TraceError
-from perfkit_core.events.run import Run, is_saved_run
+from perfkit_core.events.inflate import gunzip
+from perfkit_core.events.run import META_FILE, Run, is_saved_run
 
 if TYPE_CHECKING:
     import pluggy
@@ -60,13 +61,14 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
 def read_trace_bytes(path: Path) -> bytes:
     """Return the bytes of a trace file, decompressed when it is gzip (several concatenated
     members are joined, as ``gunzip`` does), without a UTF-8 byte-order mark; ``TraceError``
-    when unreadable."""
+    when unreadable, or when it inflates to more than this process can hold
+    (``perfkit_core.events.inflate``)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
     if data[:2] == b"\x1f\x8b":
-        data = _gunzip(path, data)
+        data = gunzip(path, data)
     return _without_bom(data)
 
 
@@ -74,31 +76,6 @@ def _without_bom(data: bytes) -> bytes:
     # Some editors and Windows tools start UTF-8 text with a byte-order mark; JSON parsers
     # reject it, and it says nothing about the trace.
     return data[len(codecs.BOM_UTF8) :] if data[:3] == codecs.BOM_UTF8 else data
-
-
-def _gunzip(path: Path, data: bytes) -> bytes:
-    parts: list[bytes] = []
-    rest = data
-    while rest:
-        inflater = zlib.decompressobj(wbits=31)
-        try:
-            parts.append(inflater.decompress(rest))
-        except zlib.error as exc:
-            raise TraceError(path, f"broken gzip data: {exc}") from None
-        if not inflater.eof:
-            raise TraceError(
-                path, "broken gzip data: the file ends before the compressed data does"
-            )
-        rest = inflater.unused_data
-        if rest[:2] != b"\x1f\x8b" and rest.strip(b"\x00"):
-            raise TraceError(
-                path,
-                f"{len(rest)} bytes that are not gzip data follow the compressed trace "
-                "(a file appended to, or two files joined)",
-            )
-        if rest[:2] != b"\x1f\x8b":
-            break  # zero padding after the last member, which gunzip also ignores
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def check_path(path: Path) -> None:
@@ -127,6 +104,26 @@ def check_path(path: Path) -> None:
         raise TraceError(path, reason) from None
 
 
+def check_folder(path: Path) -> None:
+    """Raise ``TraceError`` when the folder ``path`` cannot be searched (its files cannot be
+    reached: no ``x`` permission) or listed (no ``r`` permission)."""
+    try:
+        os.stat(os.path.join(path, "."))  # reaching anything inside needs search permission
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise TraceError(
+                path, "permission denied: the folder cannot be searched (its files cannot be read)"
+            ) from None
+        raise TraceError(
+            path, f"cannot reach what the folder holds: {exc.strerror or exc}"
+        ) from None
+    try:
+        with os.scandir(path) as entries:
+            next(entries, None)
+    except OSError as exc:
+        raise TraceError(path, f"cannot list the folder: {exc.strerror or exc}") from None
+
+
 def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None) -> Run:
     """Return the ``Run`` at ``path``.
 
@@ -144,11 +141,14 @@ def load(path: str | os.PathLike[str], *, pm: pluggy.PluginManager | None = None
 
 def _load(path: Path, pm: pluggy.PluginManager | None) -> Run:
     check_path(path)
-    if is_saved_run(path):
-        return Run.read(path)
+    folder = _is_dir(path)
+    if folder:
+        check_folder(path)
+    if is_saved_run(path) or (folder and os.path.lexists(path / META_FILE)):
+        return Run.read(path)  # a meta.json it cannot read (a folder, say) says why
     from perfkit_core.progress import stage
 
-    if path.is_dir():
+    if folder:
         from perfkit_core.plugins import get_plugin_manager
 
         folder_loader = (pm or get_plugin_manager()).hook.perfkit_claim_folder(path=path)
@@ -158,15 +158,7 @@ def _load(path: Path, pm: pluggy.PluginManager | None) -> Run:
             if not isinstance(run, Run):
                 raise TraceError(path, f"the loader returned {type(run).__name__}, not a Run")
             return run
-        files = trace_files(path)
-        if not files:
-            saved = sorted(p.name for p in path.iterdir() if is_saved_run(p))
-            if saved:
-                shown = ", ".join(saved[:5]) + (", ..." if len(saved) > 5 else "")
-                raise TraceError(
-                    path, f"a folder of {len(saved)} saved runs ({shown}): give one of them"
-                )
-            raise TraceError(path, "holds neither a saved perfkit run nor trace files")
+        files = folder_traces(path, pm=pm)
         runs = []
         with stage(f"loading {path.name}", total=len(files)) as bar:
             for f in files:
@@ -177,9 +169,16 @@ def _load(path: Path, pm: pluggy.PluginManager | None) -> Run:
         return load_trace_file(path, pm=pm)
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # check_path has said why it cannot be reached
+        return False
+
+
 def trace_files(directory: Path) -> list[Path]:
-    """Return the trace files directly inside ``directory``, sorted by name; ``TraceError`` when
-    the folder cannot be listed."""
+    """Return the files directly inside ``directory`` whose names a trace may have
+    (``TRACE_SUFFIXES``), sorted by name; ``TraceError`` when the folder cannot be listed."""
     try:
         return sorted(
             p
@@ -194,6 +193,74 @@ def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
     except OSError:
+        return False
+
+
+def folder_traces(directory: Path, *, pm: pluggy.PluginManager | None = None) -> list[Path]:
+    """Return the trace files of a folder of per-rank traces (``trace_files``), when an
+    installed adapter reads at least one of them (the others are ranks that will fail, each
+    with its own reason). Raises ``TraceError`` for a folder holding no trace: saying which
+    saved runs it holds, the adapter a file needs, or what it holds instead."""
+    from perfkit_core.plugins import adapter_for, get_plugin_manager, plugin_names
+
+    files = trace_files(directory)
+    pm = pm or get_plugin_manager()
+    heads: dict[Path, bytes] = {}
+    for f in files:
+        try:
+            heads[f] = read_head(f)
+        except TraceError:
+            continue
+        if pm.hook.perfkit_claim_trace(path=f, head=heads[f]) is not None:
+            return files
+    installed = set(plugin_names(pm))
+    for f, head in heads.items():
+        wanted = adapter_for(f, head)
+        if wanted is not None and (wanted.plugin not in installed or pm.is_blocked(wanted.plugin)):
+            load_trace_file(f, pm=pm)  # says which adapter it needs
+    raise _no_trace(directory)
+
+
+def _no_trace(directory: Path) -> TraceError:
+    """The error for a folder that holds no trace: the runs it holds (saved, or a native trace
+    kept in a run folder), else what it holds instead."""
+    from perfkit_core.events.run import EVENTS_DIR, EVENTS_FILE
+    from perfkit_core.events.sniff import folder_summary
+
+    if any(os.path.lexists(directory / name) for name in (EVENTS_FILE, EVENTS_DIR)):
+        return TraceError(
+            directory,
+            f"holds a saved run's event table but no {META_FILE}: a save cut short, or its "
+            "metadata removed",
+        )
+    runs = []
+    try:
+        for sub in sorted(p for p in directory.iterdir() if _is_dir(p)):
+            if is_saved_run(sub):
+                runs.append(sub.name)
+            elif _claimable(sub):
+                runs.append(f"{sub.name} (its native trace only)")
+    except OSError as exc:
+        return TraceError(directory, f"cannot list the folder: {exc.strerror or exc}")
+    if runs:
+        shown = ", ".join(runs[:5]) + (", ..." if len(runs) > 5 else "")
+        return TraceError(
+            directory, f"a folder of {len(runs)} saved runs ({shown}): give one of them"
+        )
+    looked = ", ".join(f"*{s}" for s in TRACE_SUFFIXES)
+    return TraceError(
+        directory,
+        f"no profiler trace in this folder (looked for {looked} files, a saved run's "
+        f"{META_FILE} and a log folder an installed adapter reads); it holds "
+        f"{folder_summary(directory)}",
+    )
+
+
+def _claimable(folder: Path) -> bool:
+    """Whether ``folder`` holds a trace file (a run folder whose native trace was kept)."""
+    try:
+        return bool(trace_files(folder))
+    except TraceError:
         return False
 
 
@@ -227,12 +294,24 @@ def load_trace_file(path: Path, *, pm: pluggy.PluginManager | None = None) -> Ru
                 f"looks like a {wanted.framework} trace, and the {wanted.distribution} adapter "
                 f"is not installed: {wanted.install}",
             )
+        from perfkit_core.events.sniff import MAGIC, describe_file
+
+        looks = describe_file(path)
+        if looks.removeprefix("gzip of ").startswith(tuple(name for _, name in MAGIC)):
+            raise TraceError(path, f"{looks}, not a profiler trace")
+        if looks.startswith(("JSON cut short", "malformed JSON")):
+            raise TraceError(path, f"{looks}: too little of it to tell which profiler wrote it")
         raise TraceError(
             path,
-            "not a trace any installed adapter reads "
-            f"(adapters: {', '.join(installed) or 'none'}; run `perfkit info` to add one)",
+            f"not a trace any installed adapter reads: {looks} (adapters: "
+            f"{', '.join(installed) or 'none'}; run `perfkit info` to add one)",
         )
-    run = loader(path)
+    try:
+        run = loader(path)
+    except MemoryError:
+        raise TraceError(
+            path, "not enough memory to read it here (read it on a machine with more)"
+        ) from None
     if not isinstance(run, Run):
         raise TraceError(path, f"the loader returned {type(run).__name__}, not a Run")
     return run

@@ -60,6 +60,8 @@ class _Meta(msgspec.Struct):
     compute_threads: list[_Int64] = []
     per_rank: dict[str, _RankFacts] = {}
     extra: _Extra | None = None
+    run_id: str | None = None
+    events: Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)] | None = None
 
 
 def check_meta(path: str | os.PathLike[str], meta: Any) -> None:

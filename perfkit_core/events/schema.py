@@ -66,9 +66,20 @@ COLUMNS: tuple[Column, ...] = (
     Column("kind", "category", "", "what the event is; one of the kinds listed below"),
     Column("name", "category", "", "the event's name as the framework recorded it"),
     Column(
+        "full_name",
+        "category",
+        "",
+        "the operator's full name where the profiler records one beside its type (`name`): MindSpore's scoped name `Default/network-WithLossCell/_backbone-SequentialCell/0-Dense/MatMul-op0`; empty otherwise",
+    ),
+    Column(
         "category", "category", "", "the raw native category (Kineto `cat`, Paddle TracerEventType)"
     ),
-    Column("framework", "category", "", "framework that recorded the event: `torch` or `paddle`"),
+    Column(
+        "framework",
+        "category",
+        "",
+        "framework that recorded the event: `torch`, `paddle`, `jax`, `tensorflow`, `mindspore`",
+    ),
     Column(
         "start_ns",
         "int64",
@@ -255,6 +266,9 @@ META_KEYS: dict[str, str] = {
     "compute_threads": "host thread ids that run the steps' compute for the step's thread (XLA:CPU's executor threads, which run a jitted step's ops): the `family` view does not count their ops as data loading",
     "per_rank": "for a run of several ranks: host, devices, source and span of each rank",
     "extra": "framework-specific facts (profiler options, distributed backend, ...)",
+    "run_id": "id of the save that wrote the run, also written in its event table's Parquet metadata (a saved job's: in every rank's file), so a folder whose files came from two saves is refused",
+    "events": "rows of the saved event table (of every rank, for a saved job)",
+    "missing_ranks": "for a job: the ranks whose traces could not be read, each with its `rank`, `source` and `reason`; left out of every figure",
 }
 
 

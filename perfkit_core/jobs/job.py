@@ -10,13 +10,24 @@ without a cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import TraceError
-from perfkit_core.jobs.tasks import RankResult, RankTask, summarise_rank, view_key
+from perfkit_core.jobs.inputs import is_job as is_job
+from perfkit_core.jobs.inputs import job_inputs
+from perfkit_core.jobs.inputs import load_job_rank as load_job_rank
+from perfkit_core.jobs.inputs import load_run as load_run
+from perfkit_core.jobs.tasks import (
+    RankRefused,
+    RankResult,
+    RankTask,
+    analyse_rank,
+    view_key,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,13 +95,38 @@ class Job:
         """Whether any rank recorded device events."""
         return bool(self.meta.get("has_device"))
 
+    @property
+    def missing_ranks(self) -> list[dict[str, Any]]:
+        """The ranks whose input could not be read, left out of every figure: each one's
+        ``rank``, ``source`` (the file) and ``reason``."""
+        return list(self.meta.get("missing_ranks") or [])
+
+    def missing_note(self) -> str | None:
+        """The note every table of the job adds about the ranks left out ("rank 2 is missing
+        (could not be read) and left out"); None when none is."""
+        from perfkit_core.events.ranks import ranks_text
+
+        missing = [int(m["rank"]) for m in self.missing_ranks]
+        if not missing:
+            return None
+        which = f"rank {missing[0]} is" if len(missing) == 1 else f"ranks {ranks_text(missing)} are"
+        return f"{which} missing (could not be read) and left out"
+
     def summary(self, view: str, **options: Any) -> pd.DataFrame:
         """The table ``view`` of the job, combined across ranks as the view's note says.
 
         ``ranks`` and ``collectives`` are computed here from every rank's figures; other views
         must be among those the job was analysed with (same options). ``rank=R`` keeps rank R's
         rows of ``ranks`` and ``collectives``. Raises ``KeyError`` for a view not analysed.
+        A job with ranks that could not be read says so in each table's note.
         """
+        frame = self._summary(view, dict(options))
+        missing = self.missing_note()
+        if missing:
+            frame.attrs["note"] = "; ".join(n for n in (frame.attrs.get("note"), missing) if n)
+        return frame
+
+    def _summary(self, view: str, options: dict[str, Any]) -> pd.DataFrame:
         from perfkit_core.views.collectives import collectives_frame
         from perfkit_core.views.ranks import ranks_frame, waits_by_rank
 
@@ -121,39 +157,6 @@ class Job:
         from perfkit_core.advice.engine import advise_job
 
         return advise_job(self, self.findings, self.steps, rules=rules)
-
-
-def job_inputs(path: str | os.PathLike[str]) -> tuple[str, list[Path] | list[int]]:
-    """What a job is made of: (``"saved"``, its ranks) for a saved job, (``"traces"``, the
-    trace files) for a folder of per-rank traces. Raises ``TraceError`` for anything else."""
-    from perfkit_core.events.dataset import is_saved_job, read_job_meta
-    from perfkit_core.events.loading import trace_files
-    from perfkit_core.events.run import is_saved_run
-
-    path = Path(path)
-    if not path.exists():
-        raise TraceError(path, "no such file or directory")
-    if is_saved_job(path):
-        return "saved", [int(r) for r in read_job_meta(path)["ranks"]]
-    if path.is_dir() and not is_saved_run(path):
-        from perfkit_core.plugins import get_plugin_manager
-
-        if get_plugin_manager().hook.perfkit_claim_folder(path=path) is not None:
-            raise TraceError(path, "a folder an installed adapter reads as one run, not a job")
-        files = trace_files(path)
-        if files:
-            return "traces", files
-    raise TraceError(path, "neither a folder of per-rank traces nor a saved job")
-
-
-def is_job(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a job of several ranks (a folder of 2 or more traces, or a saved
-    job of 2 or more ranks): what ``analyse_job`` is for."""
-    try:
-        _, items = job_inputs(path)
-    except TraceError:
-        return False
-    return len(items) > 1
 
 
 def _view_columns(views: Sequence[str], advice: bool) -> tuple[str, ...] | None:
@@ -227,23 +230,53 @@ def analyse_job(
     and, with ``save_to``, written as its partition of a saved job, on a Dask worker: on the
     scheduler at ``scheduler`` (or ``DASK_SCHEDULER_ADDRESS``), else on a local cluster of
     ``workers`` processes that is started and closed here. A job of one rank runs in this
-    process. ``notify`` receives a line about the cluster. Raises ``TraceError`` naming the file
-    for a rank that cannot be read, or two files holding the same rank.
+    process. ``notify`` receives a line about the cluster, and one line per rank whose input
+    cannot be read (``error: rank 2 (FILE): reason``): the job goes on without those ranks,
+    which ``Job.missing_ranks`` lists and every table's note names. Raises ``TraceError`` when
+    no rank can be read, for two files holding the same rank, and ``OutputError`` when
+    ``save_to`` cannot be written (another process saving into it, say).
     """
+    import contextlib
+
+    from perfkit_core.events.atomic import claim_folder
+    from perfkit_core.events.run import new_run_id
+
+    views = list(views)
+    save_id = new_run_id() if save_to else None
+    with claim_folder(save_to) if save_to else contextlib.nullcontext():
+        tasks = plan_tasks(path, views, options or {}, advice=advice, rules=rules, save_to=save_to)
+        tasks = [dataclasses.replace(t, save_id=save_id) for t in tasks]
+        job = _run_tasks(Path(path), tasks, views, options or {}, scheduler, workers, notify)
+        if save_to:
+            from perfkit_core.events.dataset import write_job_meta
+
+            job.meta["run_id"] = save_id
+            write_job_meta(save_to, job.meta)
+    return job
+
+
+def _run_tasks(
+    folder: Path,
+    tasks: list[RankTask],
+    views: list[str],
+    options: dict[str, dict[str, Any]],
+    scheduler: str | None,
+    workers: int | None,
+    notify: Callable[[str], None] | None,
+) -> Job:
+    """The ``Job`` of ``tasks`` (one per rank of the job at ``folder``), each run on a Dask
+    worker (in this process when there is one task)."""
     from perfkit_core.jobs.cluster import job_client, rank_memory_estimate
     from perfkit_core.progress import stage
 
-    views = list(views)
-    tasks = plan_tasks(path, views, options or {}, advice=advice, rules=rules, save_to=save_to)
-    folder = Path(path)
-    fold = _Fold(views, options or {})
+    fold = _Fold(views, options, notify)
     with stage(f"analysing {folder.name}", total=len(tasks), unit="rank") as bar:
         if len(tasks) == 1:
-            fold.add(summarise_rank(tasks[0]))
+            fold.add(analyse_rank(tasks[0]))
             bar.update(1)
             cluster = None
         else:
-            sizes = [Path(t.source).stat().st_size for t in tasks if t.saved_rank is None]
+            sizes = [_size(Path(t.source)) for t in tasks if t.saved_rank is None]
             per_rank = rank_memory_estimate(
                 max(sizes, default=0), any(t.source.endswith(".gz") for t in tasks)
             )
@@ -257,17 +290,28 @@ def analyse_job(
                 for result in run_on_workers(client, tasks):
                     fold.add(result)
                     bar.update(1)
-    job = fold.job(cluster)
-    if save_to:
-        from perfkit_core.events.dataset import write_job_meta
+    job = fold.job(cluster, folder)
+    if tasks and tasks[0].saved_rank is not None:
+        # Ranks missing when the job was saved are still missing.
+        from perfkit_core.events.dataset import read_job_meta
 
-        write_job_meta(save_to, job.meta)
+        earlier = read_job_meta(folder).get("missing_ranks") or []
+        if earlier:
+            job.meta["missing_ranks"] = [*earlier, *job.missing_ranks]
     return job
 
 
-def run_on_workers(client: Any, tasks: Sequence[RankTask]) -> Iterable[RankResult]:
-    """Run ``summarise_rank`` on every task, one task per worker at a time; yield the results
-    as they arrive. A failed task's error is raised here, after the others are cancelled."""
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # the rank's task says why it cannot be read
+        return 0
+
+
+def run_on_workers(client: Any, tasks: Sequence[RankTask]) -> Iterable[RankResult | RankRefused]:
+    """Run ``analyse_rank`` on every task, one task per worker at a time; yield the results
+    (or the refusals of ranks that cannot be read) as they arrive. A failed task's error is
+    raised here, after the others are cancelled."""
     from collections import deque
 
     from distributed import as_completed
@@ -279,7 +323,7 @@ def run_on_workers(client: Any, tasks: Sequence[RankTask]) -> Iterable[RankResul
     def submit(worker: str) -> None:
         task = pending.popleft()
         future = client.submit(
-            summarise_rank,
+            analyse_rank,
             task,
             key=f"perfkit-rank-{task.index}-{os.getpid()}-{id(task)}",
             workers=[worker],
@@ -317,7 +361,12 @@ class _Fold:
     """What the client keeps while ranks arrive: one combiner per view and a few numbers per
     rank."""
 
-    def __init__(self, views: Sequence[str], options: dict[str, dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        views: Sequence[str],
+        options: dict[str, dict[str, Any]],
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
         from perfkit_core.views.across import make_combiner
         from perfkit_core.views.registry import get_view
 
@@ -334,15 +383,25 @@ class _Fold:
         self.findings: dict[int, list[Finding]] = {}
         self.steps: dict[int, tuple[float, int]] = {}
         self.results: list[dict[str, Any]] = []
+        self.refused: list[RankRefused] = []
+        self.notify = notify
 
-    def add(self, result: RankResult) -> None:
+    def add(self, result: RankResult | RankRefused) -> None:
         from perfkit_core.advice.engine import Finding
+        from perfkit_core.errors import OutputError
 
+        if isinstance(result, RankRefused):
+            if result.output:
+                raise OutputError(result.source, result.reason)
+            self.refused.append(result)
+            if self.notify is not None:
+                self.notify(f"error: {result.line()}")
+            return
         if result.rank in self.entries:
+            # Named in file-name order, whichever of the two arrived first.
+            first, second = sorted([str(self.entries[result.rank].get("source")), result.source])
             raise TraceError(
-                result.source,
-                f"rank {result.rank} is also in {self.entries[result.rank].get('source')}; "
-                "a job holds each rank once",
+                second, f"rank {result.rank} is also in {first}; a job holds each rank once"
             )
         frameworks = {e.get("framework") for e in self.entries.values()}
         if frameworks and result.entry.get("framework") not in frameworks:
@@ -368,13 +427,26 @@ class _Fold:
             }
         )
 
-    def job(self, cluster: ClusterInfo | None) -> Job:
+    def job(self, cluster: ClusterInfo | None, path: Path) -> Job:
         import pandas as pd
 
         from perfkit_core.events.dataset import job_meta
         from perfkit_core.views.collectives import CALL_COLUMNS
 
+        refused = sorted(self.refused, key=lambda r: (r.rank, r.source))
+        if not self.entries:
+            first = refused[0]
+            more = f"; and {len(refused) - 1} more" if len(refused) > 1 else ""
+            raise TraceError(
+                path,
+                f"none of its {len(refused)} ranks could be read ({first.line()}{more})",
+            )
         meta = job_meta(self.entries.values())
+        if refused:
+            meta["missing_ranks"] = [
+                {"rank": r.rank, "source": r.source, "reason": r.reason} for r in refused
+            ]
+            meta["world_size"] = max(int(meta["world_size"]), len(meta["ranks"]) + len(refused))
         if cluster is not None:
             meta["engine"] = {"kind": cluster.kind, "workers": cluster.workers}
         calls = (
@@ -393,47 +465,3 @@ class _Fold:
             cluster,
             sorted(self.results, key=lambda r: r["rank"]),
         )
-
-
-def load_job_rank(path: str | os.PathLike[str], rank: int) -> Any:
-    """The one-rank ``Run`` of rank ``rank`` of the job at ``path``, read alone (no cluster):
-    its partition of a saved job, or the trace file that records that rank (files that record
-    no rank are numbered by their place in the folder). Raises ``TraceError`` when no file,
-    or more than one, holds the rank."""
-    from perfkit_core.events.dataset import read_rank
-    from perfkit_core.events.loading import read_head
-    from perfkit_core.events.ranks import ranks_text
-    from perfkit_core.jobs.tasks import load_rank
-    from perfkit_core.plugins import get_plugin_manager
-
-    kind, items = job_inputs(path)
-    if kind == "saved":
-        return read_rank(path, rank)
-    files = [Path(str(f)) for f in items]
-    hook = get_plugin_manager().hook.perfkit_trace_rank
-    recorded = [hook(path=f, head=read_head(f)) for f in files]
-    ranks = [r if r is not None else i for i, r in enumerate(recorded)]
-    matches = [i for i, r in enumerate(ranks) if r == rank]
-    if not matches:
-        raise TraceError(path, f"no trace holds rank {rank} (ranks: {ranks_text(ranks)})")
-    if len(matches) > 1:
-        names = ", ".join(files[i].name for i in matches)
-        raise TraceError(path, f"rank {rank} is in more than one trace: {names}")
-    return load_rank(RankTask(matches[0], str(files[matches[0]])))
-
-
-def load_run(path: str | os.PathLike[str], rank: int | None) -> Any:
-    """The run at ``path`` read in this process; with ``rank``, only that rank (of a job: its
-    file alone, ``load_job_rank``). Raises ``OptionError`` when the run holds no rank ``rank``."""
-    from perfkit_core.errors import OptionError
-    from perfkit_core.events.loading import load
-
-    if rank is not None and is_job(path):
-        return load_job_rank(path, rank)
-    run = load(path)
-    ranks = [int(r) for r in run.meta.get("ranks", [])]
-    if rank is not None and rank not in ranks:
-        raise OptionError(
-            f"--rank {rank}: {path} holds rank(s) {', '.join(map(str, ranks)) or 'none'}"
-        )
-    return run

@@ -34,6 +34,8 @@ class RankTask:
     rules: tuple[str, ...] | None = None
     columns: tuple[str, ...] | None = None
     save_to: str | None = None
+    #: The run id of the saved job ``save_to`` (written in the rank's file).
+    save_id: str | None = None
 
 
 @dataclass
@@ -51,6 +53,24 @@ class RankResult:
     has_device: bool = False
     seconds: float = 0.0
     peak_rss_bytes: int = 0
+
+
+@dataclass
+class RankRefused:
+    """A rank whose input could not be read (a ``TraceError``): the rank (as its file records
+    it, else its place in the folder), the file, and the reason. The job goes on without it."""
+
+    rank: int
+    source: str
+    reason: str
+    #: The rank could not be written (``--save``): an error of the job's output, not of a rank.
+    output: bool = False
+
+    def line(self) -> str:
+        """One line for a person: ``rank 2 (DIR/rank2.json): truncated JSON ...``."""
+        from perfkit_core.errors import printable
+
+        return f"rank {self.rank} ({printable(self.source)}): {self.reason}"
 
 
 def view_key(name: str, options: dict[str, Any] | tuple[tuple[str, Any], ...]) -> str:
@@ -114,6 +134,38 @@ def drop_view_caches(run: Run) -> None:
             del run._cache[key]
 
 
+def analyse_rank(task: RankTask) -> RankResult | RankRefused:
+    """``summarise_rank``, or a ``RankRefused`` when the rank's input cannot be read: a bad rank
+    is the job's to report, not a failed task (which Dask would log, with its traceback, on
+    the worker)."""
+    from perfkit_core.errors import OutputError, TraceError
+
+    try:
+        return summarise_rank(task)
+    except TraceError as exc:
+        output = isinstance(exc, OutputError)
+        return RankRefused(refused_rank_number(task), exc.path, exc.reason, output=output)
+
+
+def refused_rank_number(task: RankTask) -> int:
+    """The rank a task that could not be read stands for: the saved job's rank, or the rank its
+    trace records in its first bytes, or its place in the folder."""
+    if task.saved_rank is not None:
+        return task.saved_rank
+    from pathlib import Path
+
+    from perfkit_core.errors import TraceError
+    from perfkit_core.events.loading import read_head
+    from perfkit_core.plugins import get_plugin_manager
+
+    try:
+        path = Path(task.source)
+        recorded = get_plugin_manager().hook.perfkit_trace_rank(path=path, head=read_head(path))
+    except (TraceError, OSError, ValueError):
+        recorded = None
+    return int(recorded) if recorded is not None else task.index
+
+
 def summarise_rank(task: RankTask) -> RankResult:
     """Load, summarise and (when asked) save one rank; return what the client needs."""
     from perfkit_core.advice.engine import advise_rank, step_figures
@@ -127,7 +179,7 @@ def summarise_rank(task: RankTask) -> RankResult:
     # What the loader freed (its pieces of JSON, decoded events and sort temporaries, twice the
     # table) goes back before the views make theirs.
     release_memory()
-    entry = write_rank(run, task.save_to) if task.save_to else rank_entry(run)
+    entry = write_rank(run, task.save_to, task.save_id) if task.save_to else rank_entry(run)
     frames = {}
     for name, options in task.views:
         frames[view_key(name, options)] = rank_view(run, get_view(name), dict(options))

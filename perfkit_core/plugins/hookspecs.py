@@ -181,6 +181,25 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
 
 
 @hookspec(firstresult=True)
+def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | None:
+    """Measure a finding's saving on this machine by replaying its hot part with and without
+    the remedy (``perfkit advise --measure``, ``run.advise(measure=True)``).
+
+    Called once per finding, after its remedy was set, only when measuring was asked for.
+
+    :param finding: the ``perfkit_core.advice.Finding`` (``rule``, ``evidence``: what the trace
+        recorded, e.g. the optimizer's class and parameter shapes).
+    :param framework: the run's framework.
+    :returns: ``{"saving_ns": ns per step, "estimate": one sentence saying what was replayed,
+        "evidence": {...}}`` when this plugin adapts ``framework`` and can replay the rule's
+        case from what the finding recorded, else ``None`` (the finding keeps its modelled
+        estimate).
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec(firstresult=True)
 def perfkit_op_family(name: str, framework: str) -> str | None:
     """Map an op name to its family, for ops no canonical-op table knows.
 
@@ -264,4 +283,20 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
         ``None``, when this plugin can see its framework's profiler) and it is recording events
         now, ``False`` when it is not recording, ``None`` when this plugin cannot tell. Results
         of all plugins are collected; a step is profiled when any says ``True``.
+    """
+
+
+@hookspec(firstresult=True)
+def perfkit_layer_spans_fix(framework: str) -> str | None:
+    """Say how a run of ``framework`` gets layer spans, for a comparison whose other runs have them.
+
+    Called by ``perfkit compare`` (``perfkit_core.comparison.attribution.missing_layers_line``)
+    when a run has no layer span while another run has: the comparison then lines layers up by
+    phase only and prints this advice beside its layer table and verdict.
+
+    :param framework: the run's framework (``run.framework``).
+    :returns: a short clause naming the call or option that records layer spans, when this
+        plugin adapts ``framework``, else ``None``; perfkit then says so in neutral words.
+
+    Stops at the first non-None result (``firstresult``).
     """

@@ -63,6 +63,15 @@ KNOWN_ADAPTERS: tuple[KnownAdapter, ...] = (
         suffixes=(".xplane.pb", ".xplane.pb.gz"),
         markers=(b'"highres-ticks"',),
     ),
+    KnownAdapter(
+        plugin="mindspore",
+        distribution="perfkit-mindspore",
+        folder="perfkit_mindspore",
+        framework="MindSpore",
+        framework_install='install mindspore with "numpy<2" (or your GPU/Ascend build) to profile (reading profiles needs none)',
+        suffixes=(),
+        markers=(b'"HostCpuOps"', b'"args": {"name": "CPU OP"}'),
+    ),
 )
 
 

@@ -8,10 +8,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from perfkit_core.report.model import Chart, Table
 from perfkit_core.report.tables import drop_empty_columns, table_from_frame
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from perfkit_core.comparison import Comparison, GateResult, Verdict
 
 
@@ -47,6 +51,7 @@ COMPARISON_TITLES = {
     "ops": "Matched Ops",
     "efficiency": "Efficiency by Op",
     "layer_efficiency": "Efficiency by Layer",
+    "advice": "Advice Acted On",
 }
 DEFAULT_COMPARISON_VIEWS = (
     "steps",
@@ -58,6 +63,22 @@ DEFAULT_COMPARISON_VIEWS = (
     "phases",
     "user",
     "totals",
+    "advice",
+)
+#: Every table a comparison report can show: the comparison views, and ``advice`` (the first
+#: run's findings, promised against delivered).
+#: (``perfkit_core.comparison.VIEWS`` is not imported here: the CLI reads this module at start.)
+REPORT_VIEWS = (
+    "steps",
+    "phases",
+    "family",
+    "layers",
+    "user",
+    "ops",
+    "totals",
+    "efficiency",
+    "layer_efficiency",
+    "advice",
 )
 #: Comparison views that, for runs with device work, come twice: by host wall time and by the
 #: kernel time each row launched.
@@ -86,6 +107,13 @@ def _has_spans(comparison: Comparison, column: str) -> bool:
     return any((comparison.slices(i)[column] != "").any() for i in range(len(comparison.runs)))
 
 
+def _has_flops(frame: pd.DataFrame) -> bool:
+    """Whether an efficiency table holds any FLOPs: without input shapes no op has any, and a
+    table of zeros says nothing (the single-run roofline view says what to record)."""
+    rates = frame[[c for c in frame.columns if str(c).endswith(" TFLOP/s")]]
+    return bool(len(rates) and (rates.fillna(0.0).to_numpy() > 0).any())
+
+
 def build_comparison_report(
     comparison: Comparison,
     views: Iterable[str] = DEFAULT_COMPARISON_VIEWS,
@@ -106,6 +134,11 @@ def build_comparison_report(
     device = comparison.has_device()
     tables = []
     for view in views:
+        if view == "advice":
+            table = advice_table(comparison)
+            if table is not None:
+                tables.append(table)
+            continue
         if view in ("layers", "user", "layer_efficiency") and not _has_spans(
             comparison, "layer" if view != "user" else "user"
         ):
@@ -121,6 +154,8 @@ def build_comparison_report(
                 )
             else:
                 frame = comparison.summary(view)
+                if view in ("efficiency", "layer_efficiency") and not _has_flops(frame):
+                    continue
             title = COMPARISON_TITLES.get(view, view)
             if time is not None:
                 title += f" ({TIME_WORDS[time]} per {per})"
@@ -161,4 +196,49 @@ def build_comparison_report(
         gate=gate,
         verdict=verdict,
         verdict_lines=verdict.lines(time_unit),
+    )
+
+
+def advice_table(comparison: Comparison) -> Table | None:
+    """The findings of the first run and whether the second acted on them: per finding, the
+    saving promised and the step time delivered (ns per step, ``advice.followup``); None
+    unless exactly two runs both got advice."""
+    import pandas as pd
+
+    from perfkit_core.advice.followup import follow_up
+
+    if len(comparison.runs) != 2:
+        return None
+    rows, figures = follow_up(*comparison.runs)
+    if not rows:
+        return None
+    frame = pd.DataFrame(
+        {
+            "name": [r.id for r in rows],
+            "promised_ns": [r.promised_ns for r in rows],
+            "delivered_ns": [np.nan if r.delivered_ns is None else r.delivered_ns for r in rows],
+            "remaining_ns": [r.remaining_ns for r in rows],
+            "status": ["acted on" if r.acted_on else "not acted on" for r in rows],
+        }
+    )
+    before, after = comparison.labels
+    frame.attrs["labels"] = {
+        "name": "Finding",
+        "promised_ns": f"Promised by {before} (per step)",
+        "delivered_ns": "Delivered (per step)",
+        "remaining_ns": f"Left in {after} (per step)",
+        "status": "Status",
+    }
+    word = "without the profiler (step timer)" if figures["basis"] == "unprofiled" else "profiled"
+    said = "; ".join(f"{r.id}: {r.sentence()}" for r in rows if r.acted_on)
+    return table_from_frame(
+        "advice",
+        f"Advice of {before} acted on in {after} (per step)",
+        frame,
+        note=(
+            f"{said or 'No finding was acted on'}. Delivered: the step time of {before} less "
+            f"{after}, {word}, split between the findings acted on by promised saving times "
+            "the share of the finding's measured time that went."
+        ),
+        units={k: "time" for k in ("promised_ns", "delivered_ns", "remaining_ns")},
     )

@@ -17,7 +17,8 @@ from perfkit_core.report.model import build_report
 def write_demo_reports(runs: list[Path], out_dir: Path) -> Iterator[str]:
     """Write ``report.txt`` and ``report.html`` into each run folder, and ``comparison.txt`` /
     ``comparison.html`` into ``out_dir`` when a torch and a paddle run are among ``runs``
-    (``comparison_torch_jax.*`` / ``comparison_torch_tensorflow.*`` for a JAX or TF run);
+    (``comparison_torch_jax.*`` / ``comparison_torch_tensorflow.*`` /
+    ``comparison_torch_mindspore.*`` for a JAX, TF or MindSpore run);
     yield what to print as each is written (the text report, then where the files are)."""
     frameworks = {}
     for run_dir in runs:
@@ -31,7 +32,7 @@ def write_demo_reports(runs: list[Path], out_dir: Path) -> Iterator[str]:
         write_bytes(html_path, render(model, "html").encode())
         yield text
         yield f"run saved in {run_dir}; report in {report_path} and {html_path}\n"
-    for other in ("paddle", "jax", "tensorflow"):
+    for other in ("paddle", "jax", "tensorflow", "mindspore"):
         if not {"torch", other} <= set(frameworks):
             continue
         comparison = compare(frameworks["torch"], frameworks[other], labels=["torch", other])

@@ -19,7 +19,7 @@ from perfkit_core.events.schema import str_values
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
-FORMATS = ("chrome", "folded", "csv", "parquet", "json")
+FORMATS = ("chrome", "folded", "pprof", "csv", "parquet", "json")
 #: ``otherData.producer`` of perfkit's chrome exports.
 PRODUCER = "perfkit"
 
@@ -236,12 +236,18 @@ def summaries(run: Run) -> dict[str, Any]:
 def export(run: Run, to: str, output: str | Path, *, metric: str = "cpu") -> list[Path]:
     """Write ``run`` in format ``to`` (one of ``FORMATS``) to ``output``; return the files written.
 
-    ``chrome`` and ``folded`` write one file; ``json`` writes one file holding every summary;
+    ``chrome``, ``folded`` and ``pprof`` (a gzipped ``profile.proto``,
+    ``perfkit_core.report.pprof``) write one file; ``json`` writes one file holding every summary;
     ``csv`` and ``parquet`` write one file per summary into the folder ``output``.
     """
     output = Path(output)
     if to == "chrome":
         write_bytes(output, json.dumps(chrome_trace(run), default=float).encode())
+        return [output]
+    if to == "pprof":
+        from perfkit_core.report.pprof import pprof_profile
+
+        write_bytes(output, pprof_profile(run))
         return [output]
     if to == "folded":
         write_bytes(output, ("\n".join(folded_stacks(run, metric=metric)) + "\n").encode())

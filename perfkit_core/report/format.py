@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from perfkit_core.errors import printable
+
 #: Time units a report can use, with their size in ns.
 TIME_UNITS: dict[str, float] = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 #: Words written in capitals in column labels.
@@ -143,7 +145,8 @@ def bytes_text(value: float) -> str:
 def format_value(value: Any, unit: str, time_unit: str = "ms") -> str:
     """Write ``value`` of ``unit`` for a reader: times in ``time_unit`` with 3 decimals,
     percentages with 2, counts whole, bytes in B/KiB/MiB/GiB with one decimal, other numbers
-    with 3 decimals (4 significant digits below 1); ``-`` for a value that was not measured."""
+    with 3 decimals (4 significant digits below 1); ``-`` for a value that was not measured.
+    Text has its control characters escaped (``\\x1b``), so a name cannot drive a terminal."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, bool):
@@ -159,7 +162,7 @@ def format_value(value: Any, unit: str, time_unit: str = "ms") -> str:
         if unit == "count" or number.is_integer():
             return str(round(number))
         return f"{number:.3f}" if abs(number) >= 1 else f"{number:.4g}"
-    return str(value).replace("\n", " <- ")
+    return printable(str(value).replace("\n", " <- "))
 
 
 def per_step_value(ns: float, step_ns: float, time_unit: str) -> str:

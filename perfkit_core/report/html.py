@@ -84,8 +84,10 @@ def _table(table: Table, time_unit: str) -> dict[str, Any]:
                     {
                         "html": _breakable(shown),
                         "key": "",
-                        "cls": "name" + (f" level{level}" if level else ""),
+                        "cls": "name" + (f" level{min(level, 6)}" if level else ""),
                         "full": full,
+                        # A tree's rows (the layers view) fold under their parent.
+                        "level": level if table.paired else None,
                     }
                 )
                 continue

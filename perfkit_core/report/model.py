@@ -20,6 +20,7 @@ import numpy as np
 
 from perfkit_core.report.tables import (
     Table,
+    derived_frames,
     drop_empty_columns,
     drop_zero_rows,
     label_whole_run,
@@ -73,15 +74,28 @@ VIEW_TITLES: dict[str, str] = {
     "steps": "Steps",
     "ranks": "Ranks",
     "collectives": "Collectives",
+    "layers": "Layers: the model's layer tree",
+    "code": "Time by Python function",
 }
 #: Views whose rows are ranked entries (ops, kernels, ...): ``top`` cuts them. Other views are
 #: fixed structures (the model view's phases, the overview's kinds) and are shown whole.
 RANKED_VIEWS = frozenset(
-    {"operator", "user", "kernel", "memory", "memcpy", "collectives", "launches", "roofline"}
+    {
+        "operator",
+        "user",
+        "kernel",
+        "memory",
+        "memcpy",
+        "collectives",
+        "launches",
+        "roofline",
+        "code",
+    }
 )
 #: The chart drawn over a view's table: (title, kind, series columns; None: every column of
 #: the unit ``time`` or ``bytes`` after the first, the per-step total ``dur_ns`` left out).
 VIEW_CHARTS: dict[str, tuple[str, str, list[str] | None]] = {
+    "operator_average": ("Top 20 operators by average time", "hbar", ["cpu_avg_ns", "gpu_avg_ns"]),
     "phases": ("Time per step by phase", "stacked", None),
     "family": ("Time per step by op family", "hbar", ["per_step_ns", "gpu_per_step_ns"]),
     "memory_timeline": ("Memory allocated over time", "line", None),
@@ -231,6 +245,9 @@ def _header(run: Run | Job) -> list[HeaderItem]:
         HeaderItem("Profiled", int(span[1] - span[0]), "time"),
         HeaderItem("Devices", devices or "none recorded"),
     ]
+    for m in meta.get("missing_ranks") or []:  # a job's ranks that could not be read
+        reason = f"{Path(str(m['source'])).name}: {m['reason']}"
+        items.append(HeaderItem(f"Missing rank {m['rank']}", reason))
     engine = meta.get("engine")
     if engine:
         where = "a local Dask cluster" if engine.get("kind") == "local" else "a Dask cluster"
@@ -451,6 +468,12 @@ def _build_report(
             chart = _view_chart(table) if charts else None
             if chart is not None:
                 chart_list.append(chart)
+            for table_id, title, derived, rows in derived_frames(view, frame) if charts else ():
+                tables.append(table_from_frame(table_id, title, derived, top=rows))
+                drop_empty_columns(tables[-1], ("",), "")
+                chart = _view_chart(tables[-1])
+                if chart is not None:
+                    chart_list.append(chart)
     return Report(
         title=f"{run_label(run)} — perfkit report",
         time_unit=time_unit,

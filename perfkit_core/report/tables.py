@@ -1,7 +1,8 @@
 """A view's frame as a report table (``table_from_frame``), and what a report leaves out of it and
 how it labels it: columns nothing was
 measured in, rows that are 0 throughout, columns that repeat the name, and headers of figures
-over all the steps."""
+over all the steps; and the tables a report derives from a view's (its rows in another order,
+for a chart)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ class Table:
     #: Per row, the unit of its numbers (``time``, ``number``) where a table's rows differ in
     #: unit (the benchmark view's costs and rates); empty when the columns give the units.
     row_units: list[str] = field(default_factory=list)
+    #: Column keys of figures shown own and with children (the layers view), (own, total):
+    #: the text form writes each pair as one ``own/total`` cell, as tfprof does.
+    paired: list[tuple[str, str]] = field(default_factory=list)
 
     def records(self) -> list[dict[str, Any]]:
         """The rows as dicts keyed by column key."""
@@ -189,4 +193,38 @@ def table_from_frame(
     unit_column = frame.attrs.get("row_unit_column")
     if unit_column and unit_column in shown.columns:
         row_units = ["time" if str(u) == "ns" else "number" for u in shown[unit_column]]
-    return Table(table_id, title, columns, rows, "; ".join(notes) or None, levels, row_units)
+    paired = [(str(a), str(b)) for a, b in frame.attrs.get("paired") or []]
+    return Table(
+        table_id, title, columns, rows, "; ".join(notes) or None, levels, row_units, paired
+    )
+
+
+#: Tables a report adds after a view's, its rows in another order, for a chart:
+#: id -> (view, title, sort column, columns, rows). ``operator_average`` is MindInsight's chart
+#: of the operator types with the highest average time.
+DERIVED_TABLES: dict[str, tuple[str, str, str, tuple[str, ...], int]] = {
+    "operator_average": (
+        "operator",
+        "Operators by average time (top 20)",
+        "cpu_avg_ns",
+        ("name", "calls", "cpu_avg_ns", "gpu_avg_ns"),
+        20,
+    ),
+}
+
+
+def derived_frames(view: str, frame: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame, int]]:
+    """(id, title, table, rows to show) of each of ``DERIVED_TABLES`` of ``view``: its table
+    ``frame`` (detail rows left out) sorted by another column, when it has two rows or more."""
+    out = []
+    for table_id, (source, title, key, columns, rows) in DERIVED_TABLES.items():
+        if source != view or key not in frame.columns:
+            continue
+        if "level" in frame.columns:
+            frame = frame[frame["level"] == 0]
+        if len(frame) < 2:
+            continue
+        derived = frame.sort_values([key, "name"], ascending=[False, True], kind="stable")
+        derived = derived[[c for c in columns if c in derived.columns]].reset_index(drop=True)
+        out.append((table_id, title, derived, rows))
+    return out

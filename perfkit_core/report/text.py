@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.errors import printable
 from perfkit_core.events.names import short_names
 from perfkit_core.report.format import (
     TIME_UNITS,
@@ -40,6 +41,41 @@ COMPARISON_TEXT_WIDTH = 26
 LINE_WIDTH = 160
 
 
+def merge_pairs(table: Table, time_unit: str) -> Table:
+    """``table`` with each pair of own and with-children columns (``Table.paired``) written as
+    one ``own/total`` column, as tfprof writes them (``-`` for a figure not measured); a table
+    without pairs is returned as it is."""
+    from dataclasses import replace
+
+    from perfkit_core.report.tables import Column
+
+    keys = [c.key for c in table.columns]
+    pairs = {keys.index(a): keys.index(b) for a, b in table.paired if a in keys and b in keys}
+    if not pairs:
+        return table
+    totals = set(pairs.values())
+    columns = []
+    rows: list[list[Any]] = [[] for _ in table.rows]
+    for j, column in enumerate(table.columns):
+        if j in totals:
+            continue
+        if j not in pairs:
+            columns.append(column)
+            for i, row in enumerate(table.rows):
+                rows[i].append(row[j])
+            continue
+        k = pairs[j]
+        label = column.label.replace(", own", ", own/with children")
+        if label == column.label:
+            label = f"{column.label} (own/with children)"
+        columns.append(Column(column.key, header_label(label, column.unit, time_unit), "pair"))
+        for i, row in enumerate(table.rows):
+            own = format_value(row[j], column.unit, time_unit)
+            total = format_value(row[k], table.columns[k].unit, time_unit)
+            rows[i].append(None if row[j] is None and row[k] is None else f"{own}/{total}")
+    return replace(table, columns=columns, rows=rows, paired=[])
+
+
 def format_table(
     table: Table,
     *,
@@ -59,6 +95,8 @@ def format_table(
     """
     if time_unit not in TIME_UNITS:
         raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {time_unit!r}")
+    has_time = any(c.unit == "time" for c in table.columns)
+    table = merge_pairs(table, time_unit)
     shown = [j for j, c in enumerate(table.columns) if not c.repeats_name]
     headers = [
         header_label(table.columns[j].label, table.columns[j].unit, time_unit) for j in shown
@@ -101,7 +139,7 @@ def format_table(
     rule = "  ".join("-" * w for w in widths)
     banner = f" {table.title} ".center(max(len(rule), TABLE_WIDTH_MIN), "-")
     out = [banner]
-    if any(c.unit == "time" for c in table.columns):
+    if has_time:
         out.append(f"Time unit: {time_unit}")
     if table.note:
         out += textwrap.wrap(table.note, max(len(rule), LINE_WIDTH))
@@ -186,7 +224,14 @@ def render_findings(findings: list[Any], *, time_unit: str = "ms", note: str | N
             lines.append("   What to change:")
             lines += [f"     {line}" for line in str(f.remedy).splitlines()]
         blocks.append("\n".join(lines))
-    return " Advice ".center(TABLE_WIDTH_MIN, "-") + "\n" + "\n\n".join(blocks) + "\n"
+    return _lines(" Advice ".center(TABLE_WIDTH_MIN, "-") + "\n" + "\n\n".join(blocks)) + "\n"
+
+
+def _lines(text: str) -> str:
+    """``text`` with the control characters of each line escaped (``\\x1b``, ``\\r``): names
+    from a trace (titles, evidence, labels) cannot move the cursor, clear the screen, retitle
+    the window or ring the bell of the terminal showing the report."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def render_report(report: Report) -> str:
@@ -203,7 +248,7 @@ def render_report(report: Report) -> str:
             ).rstrip()
         )
     parts += [format_table(t, time_unit=report.time_unit) for t in report.tables]
-    return "\n\n".join(parts) + "\n"
+    return _lines("\n\n".join(parts)) + "\n"
 
 
 def render_comparison(report: ComparisonReport) -> str:
@@ -240,4 +285,4 @@ def render_comparison(report: ComparisonReport) -> str:
     text = "\n\n".join(parts) + "\n"
     if report.gate is not None:
         text += report.gate.message + "\n"
-    return text
+    return _lines(text)

@@ -19,6 +19,7 @@ from perfkit_core.views.canonical import (
     Resolver,
     base_name,
     is_gradient,
+    layer_type,
 )
 from perfkit_core.views.families import (
     FAMILIES,
@@ -79,6 +80,7 @@ __all__ = [
     "gemm_cost",
     "get_view",
     "is_gradient",
+    "layer_type",
     "matmul_cost",
     "norm_cost",
     "normalize",

@@ -21,8 +21,9 @@ Phases, one definition for every framework:
   device work it launched, ``events.intervals.step_spans``).
 
 A backward op belongs to the layer, and counts as the canonical op, of the forward op it is the
-gradient of: torch links them (the ``forward_op`` column); otherwise they are paired in reverse
-order per op type within the step, the order in which autograd runs a sequential model.
+gradient of: torch and MindSpore link them (the ``forward_op`` column; a unit with such a link is
+a gradient op whatever its name); otherwise they are paired in reverse order per op type within
+the step, the order in which autograd runs a sequential model.
 """
 
 from __future__ import annotations
@@ -285,6 +286,11 @@ def unit_labels(run: Run, *, op_map: OpMap | None = None) -> UnitLabels:
     # Optimizer and data spans are never gradient ops (``Optimizer.zero_grad#...``).
     grad[units] &= np.isin(st.kind[units], ["operator", "backward", "other", "runtime"])
     grad[units] |= st.kind[units] == "backward"
+    # A unit the trace links to the forward op it differentiates is a gradient op whatever its
+    # name (MindSpore names the gradient of a MatMul ``MatMul`` too, under ``Gradients/``).
+    fwd_link = run.events["forward_op"].to_numpy()
+    linked = np.flatnonzero((fwd_link >= 0) & (st.unit_of >= 0))
+    grad[st.unit_of[linked]] = True
     name_op = np.full(n, "", dtype=object)
     name_op[units] = [resolver.op(x) for x in unit_names]
     matched = _match_backward(run, st, units, grad, name_op)

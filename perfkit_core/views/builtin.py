@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING
 from perfkit_core.plugins import hookimpl
 from perfkit_core.views import (
     breakdown,
+    code,
     collectives,
     distributed,
     families,
     idle,
     kernels,
     launches,
+    layers,
     memory,
     operators,
     overview,
@@ -43,6 +45,18 @@ BUILTIN_VIEWS: tuple[tuple[str, Callable[..., pd.DataFrame], str], ...] = (
         "model_spans",
         phases.model_spans_view,
         "Paddle's Model Summary: phase spans summed (calls count spans), for parity with Paddle",
+    ),
+    (
+        "layers",
+        layers.layers_view,
+        "the model's layer tree: calls, host and GPU time, model FLOPs and parameters per "
+        "layer, own and with children, per step",
+    ),
+    (
+        "code",
+        code.code_view,
+        "host time per Python function, own and with children, per step, where the trace "
+        "recorded Python frames (torch with_stack=True)",
     ),
     ("family", families.family_view, "time per step by op family (matmul, conv, ...)"),
     (

@@ -30,6 +30,7 @@ from perfkit_core.views.family_rules import base_name, family_of, is_gradient, s
 __all__ = [
     "ALIASES",
     "CANONICAL_FAMILIES",
+    "LAYER_ALIASES",
     "LAYER_OPS",
     "OpMap",
     "Resolver",
@@ -186,14 +187,29 @@ ALIASES: dict[str, str] = {
 }
 
 
+#: Layer class names that differ between frameworks for the same layer, lower-cased: each is
+#: read as the other framework's name, so the two runs' layers share a key.
+LAYER_ALIASES: dict[str, str] = {
+    **{f"conv{d}dtranspose": f"convtranspose{d}d" for d in (1, 2, 3)},  # paddle -> torch
+    "simplernn": "rnn",  # paddle's SimpleRNN is torch's RNN
+    "simplernncell": "rnncell",
+    "distributeddataparallel": "dataparallel",  # torch's DDP wrapper is paddle's DataParallel
+    "sequentialcell": "sequential",  # MindSpore's nn.SequentialCell
+    "dense": "linear",  # MindSpore's nn.Dense
+    "softmaxcrossentropywithlogits": "crossentropyloss",  # MindSpore's loss cell
+}
+
+
 def layer_type(name: str) -> str:
-    """The normalized type of a layer span: ``nn.Module: Conv2d_0`` -> ``conv2d``,
-    ``Conv2D`` -> ``conv2d``, ``BatchNorm2D`` -> ``batchnorm2d``."""
+    """The normalized type of a layer span: its class name, lower-cased, with ``LAYER_ALIASES``
+    applied: ``nn.Module: Conv2d_0`` -> ``conv2d``, ``Conv2D`` -> ``conv2d``,
+    ``Conv2DTranspose`` -> ``convtranspose2d``."""
     text = name
     if text.startswith("nn.Module: "):
         text = text[len("nn.Module: ") :]
         text = re.sub(r"_\d+$", "", text)
-    return text.lower()
+    text = text.lower()
+    return LAYER_ALIASES.get(text, text)
 
 
 @dataclass

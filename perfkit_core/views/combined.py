@@ -363,4 +363,6 @@ ACROSS: dict[str, Any] = {
     "benchmark": BENCHMARK,
     "ranks": "native",
     "collectives": "native",
+    "layers": "concat",
+    "code": "concat",
 }

@@ -218,6 +218,13 @@ def distinct_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return inverse, order[new]
 
 
+#: Ops nested deeper than this in a nest of ops are costed as tops of their own nests (their
+#: ``OpCall.parent`` is None): the formulas read one enclosing op, real nests are a few ops
+#: deep, and a chain of enclosing calls as deep as a pathological trace's would overflow the
+#: recursion of the calls' hash.
+MAX_CALL_NESTING = 64
+
+
 def _call_ids(
     ops: np.ndarray, parent: np.ndarray, own_key: np.ndarray, partner_key: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -231,8 +238,13 @@ def _call_ids(
     call_of = np.full(n, -1, dtype=np.int64)
     if not len(ops):
         return call_of, np.zeros((0, 3), dtype=np.int64)
-    depth = links.depth(parent)
-    op_depth = depth[ops]
+    # A level is an op's place in its nest of ops; ops nested deeper than MAX_CALL_NESTING are
+    # coded as tops of their own nests, so an OpCall's chain of enclosing calls (which its hash
+    # and equality follow) stays short on traces nested 200,000 deep.
+    is_op = np.zeros(n, dtype=bool)
+    is_op[ops] = True
+    op_parent = np.where((parent >= 0) & is_op[np.maximum(parent, 0)], parent, -1)
+    op_depth = np.minimum(links.depth(op_parent)[ops], MAX_CALL_NESTING)
     by_level = np.argsort(op_depth, kind="stable")
     bounds = np.flatnonzero(np.diff(op_depth[by_level])) + 1
     # Every triple packs into one int64 key: own and paired codes are below the number of
@@ -245,8 +257,10 @@ def _call_ids(
     index: dict[tuple[int, int, int], int] = {}
     triples: list[np.ndarray] = []
     count = 0
-    for rows in np.split(ops[by_level], bounds):
-        up = np.where(parent[rows] >= 0, call_of[np.maximum(parent[rows], 0)], -1)
+    for level in np.split(by_level, bounds):
+        rows = ops[level]
+        deepest = bool(op_depth[level[0]] >= MAX_CALL_NESTING)
+        up = np.where((parent[rows] >= 0) & (not deepest), call_of[np.maximum(parent[rows], 0)], -1)
         keys = [own_key[rows], up, partner_key[rows]]
         inverse, first = distinct_rows(keys)
         distinct = np.stack([k[first] for k in keys], axis=1)

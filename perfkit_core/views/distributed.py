@@ -32,10 +32,14 @@ HOST_BACKEND_PREFIXES = ("gloo:",)
 
 def host_collectives(run: Run) -> np.ndarray:
     """Which rows are collectives that ran on the host: host events of kind ``communication``
-    that are a gloo collective or enclose one, or that made no device runtime call (no launch,
-    no stream wait) within them, as a CPU-only rank's collectives and ``record_param_comms``
-    around a host backend do. A collective that launched device work (NCCL, RCCL, HCCL) is
-    measured by its kernels instead."""
+    that are a gloo collective or enclose one, or that launched no device work, as a CPU-only
+    rank's collectives and ``record_param_comms`` around a host backend do. A collective
+    launched device work when a device runtime call (a launch, a stream wait) ran within it, or
+    when the trace links a device event to it or to an event within it: by correlation (the
+    runtime call that launched the event) or by ``External id`` (traces that record the
+    kernels of a collective under its id and no runtime call, as the TensorBoard profiler's
+    distributed samples do). Such a collective (NCCL, RCCL, HCCL) is measured by its kernels
+    instead."""
     ev = run.events
     kind = ev["kind"].to_numpy()
     host = ev["stream"].to_numpy() < 0
@@ -51,7 +55,14 @@ def host_collectives(run: Run) -> np.ndarray:
     host_backend = prefixed[codes] if len(prefixed) else np.zeros(len(ev), dtype=bool)
     holds_host_backend = links.subtree_sums(parent, (host & host_backend).astype(np.float64)) > 0
     runtime_calls = links.subtree_sums(parent, (host & (kind == "runtime")).astype(np.float64))
-    return comm & (holds_host_backend | (runtime_calls == 0))
+    # The host rows device events are linked to: their launches, and their External id owners.
+    device = ~host
+    linked = np.zeros(len(ev), dtype=np.float64)
+    for source in (links.run_launchers(run), links.external_owner_rows(ev)):
+        rows = source[device & (source >= 0)]
+        np.add.at(linked, rows, 1.0)
+    launched = (runtime_calls > 0) | (links.subtree_sums(links.launch_parents(run), linked) > 0)
+    return comm & (holds_host_backend | ~launched)
 
 
 def work_masks(run: Run, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:

@@ -44,10 +44,80 @@ def weighted_occupancy(kernels: pd.DataFrame, by: str) -> pd.Series:
     return weighted.reindex(pd.unique(keys))
 
 
-def kernel_view(run: Run, *, rank: int | None = None, top: int | None = None) -> pd.DataFrame:
+#: The ``operator`` of kernels no recorded operator launched.
+NO_OPERATOR = "(no operator)"
+
+
+def _by_operator(run: Run, sel: np.ndarray, top: int | None) -> pd.DataFrame:
+    """``kernel_view(by_operator=True)``: one row per kernel name and the operator that
+    launched it."""
+    import pandas as pd
+
+    from perfkit_core.events import links
+    from perfkit_core.events.schema import str_values
+
+    ev = run.events
+    rows = np.flatnonzero(sel)
+    launcher = links.run_launchers(run)[rows]
+    issued_by = links.launch_parents(run)
+    op = np.where(launcher >= 0, issued_by[np.maximum(launcher, 0)], -1)
+    kind = ev["kind"].to_numpy()
+    op = np.where((op >= 0) & (kind[np.maximum(op, 0)] == "operator"), op, -1)
+    names = str_values(ev["name"])
+    full = str_values(ev["full_name"])
+    label = np.where(full != "", full, names)
+    frame = pd.DataFrame(
+        {
+            "name": names[rows],
+            "operator": np.where(op >= 0, label[np.maximum(op, 0)], NO_OPERATOR),
+            "dur_ns": ev["dur_ns"].to_numpy()[rows],
+        }
+    )
+    out = (
+        frame.groupby(["name", "operator"], sort=False)
+        .agg(
+            calls=("dur_ns", "size"),
+            gpu_total_ns=("dur_ns", "sum"),
+            gpu_max_ns=("dur_ns", "max"),
+            gpu_min_ns=("dur_ns", "min"),
+        )
+        .reset_index()
+    )
+    out["gpu_avg_ns"] = out["gpu_total_ns"] / out["calls"]
+    total = out["gpu_total_ns"].sum()
+    out["gpu_ratio_pct"] = 100.0 * out["gpu_total_ns"] / total if total else math.nan
+    out = out[
+        [
+            "name",
+            "operator",
+            "calls",
+            "gpu_total_ns",
+            "gpu_avg_ns",
+            "gpu_max_ns",
+            "gpu_min_ns",
+            "gpu_ratio_pct",
+        ]
+    ].sort_values(["gpu_total_ns", "name"], ascending=[False, True], kind="stable")
+    if top is not None:
+        out = out.head(top)
+    out = pd.DataFrame(out.reset_index(drop=True))
+    out.attrs["labels"] = {
+        "operator": "Launched by",
+        "gpu_ratio_pct": "% of kernel time",
+    }
+    return out
+
+
+def kernel_view(
+    run: Run, *, rank: int | None = None, top: int | None = None, by_operator: bool = False
+) -> pd.DataFrame:
     """One row per GPU kernel name: calls, total/avg/max/min time, share of all kernel time,
     launch shape (most common grid and block), registers per thread, shared memory, estimated
     achieved occupancy and whether it ran on tensor cores (from its name).
+
+    ``by_operator=True``: one row per kernel name and the operator that launched it
+    (``operator``: its full name where recorded, ``(no operator)`` for kernels launched outside
+    every operator), with calls and total/avg/max/min time: MindInsight's CUDA kernel activity.
 
     ``occupancy_pct`` is the mean of the calls' estimated achieved occupancy weighted by their
     duration (``weighted_occupancy``), as the TensorBoard profiler and Nsight Systems weigh it:
@@ -78,6 +148,8 @@ def kernel_view(run: Run, *, rank: int | None = None, top: int | None = None) ->
     ]
     if not sel.any():
         return view_frame([], columns, "no kernels were recorded")
+    if by_operator:
+        return _by_operator(run, sel, top)
     k = ev.loc[
         sel, ["name", "dur_ns", "grid", "block", "registers", "shared_memory", "occupancy_pct"]
     ].copy()

@@ -9,6 +9,7 @@ import numpy as np
 
 from perfkit_core.events import links
 from perfkit_core.events.schema import str_values
+from perfkit_core.views.structure import LAYER_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,6 +73,41 @@ def _python_stacks(run: Run, rows: np.ndarray, n: int) -> list[str]:
     return [labels[i] for i in np.asarray(inverse).reshape(-1)]
 
 
+#: Events of a kind that are not that kind's rows, by name prefix: torch's layer spans
+#: (``nn.Module: Type_k``, kind ``user``) are layers, not user-defined spans.
+SKIPPED_PREFIXES: dict[str, tuple[str, ...]] = {"user": (LAYER_PREFIX,)}
+
+#: Help of the command-line options of the operator and user views.
+OPTION_HELP = {
+    "group_by": "Operator rows by type (the operator's name) or by full name with the side it "
+    "ran on, where the profiler records full names (MindSpore).",
+    "filter": "Only operators and user spans whose name or full name matches this regular "
+    "expression (anywhere, case-insensitive); in the layers view, the layers whose name or "
+    "path matches, with the layers around them.",
+}
+#: What ``group_by`` may name: ``type``, one row per event name (torch's and Paddle's operator
+#: names, MindSpore's operator types); ``name``, one row per full name where the profiler
+#: records one (MindSpore's scoped names), with the side it ran on.
+GROUP_BY = ("type", "name")
+
+
+def _matching(run: Run, rows: np.ndarray, pattern: str) -> np.ndarray:
+    """Which of ``rows`` have a name or full name that the regular expression ``pattern``
+    matches anywhere (case-insensitive, as MindInsight's operator search)."""
+    import re
+
+    from perfkit_core.errors import OptionError
+    from perfkit_core.events.schema import str_contains
+
+    try:
+        compiled = re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise OptionError(f"filter {pattern!r} is not a regular expression: {exc}") from None
+    events = run.events
+    hit = str_contains(events["name"], compiled) | str_contains(events["full_name"], compiled)
+    return rows[hit[rows]]
+
+
 def host_event_table(
     run: Run,
     kinds: Iterable[str],
@@ -82,10 +118,18 @@ def host_event_table(
     by_thread: bool = False,
     sort_by: str = "cpu_total",
     top: int | None = None,
+    group_by: str = "type",
+    filter: str | None = None,
 ) -> pd.DataFrame:
-    """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``.
+    """Return one row per name (and shape / stack / thread when asked) of host events of ``kinds``
+    (``user`` events that are layer spans, ``SKIPPED_PREFIXES``, left out).
 
-    Columns: ``name``, [``input_shapes``], [``stack``], ``calls``, ``cpu_total_ns``,
+    ``group_by="name"`` keys the rows by the full name instead, where the profiler recorded one
+    (``full_name``; the name elsewhere), and adds ``side``: ``device`` when the calls launched
+    device work, else ``host`` (MindInsight's per-operator table). ``filter`` keeps the events
+    whose name or full name the regular expression matches (anywhere, case-insensitive).
+
+    Columns: ``name``, [``side``], [``input_shapes``], [``stack``], ``calls``, ``cpu_total_ns``,
     ``cpu_self_ns``, ``cpu_avg_ns``, ``cpu_max_ns``, ``cpu_min_ns``, ``gpu_total_ns``,
     ``gpu_self_ns``, ``gpu_avg_ns``, ``gpu_max_ns``, ``gpu_min_ns`` (ns; GPU columns are NaN when
     the run recorded no device events). CPU time is wall time on the host thread; self time
@@ -102,10 +146,20 @@ def host_event_table(
 
     if sort_by not in SORT_KEYS and sort_by != "name":
         raise ValueError(f"sort_by must be one of {', '.join(SORT_KEYS)} or name, not {sort_by!r}")
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
     events = run.events
+    kinds = tuple(kinds)
     mask = events["kind"].isin(list(kinds)).to_numpy() & (events["stream"].to_numpy() < 0)
     if rank is not None:
         mask &= events["rank"].to_numpy() == rank
+    skip_prefixes = tuple(p for k in kinds for p in SKIPPED_PREFIXES.get(k, ()))
+    if skip_prefixes:
+        names = events["name"]
+        skipped = np.array(
+            [str(c).startswith(skip_prefixes) for c in names.cat.categories] + [False], dtype=bool
+        )
+        mask &= ~skipped[names.cat.codes.to_numpy()]
     gpu_self, gpu_total = links.device_time_by_launcher(run)
     self_ns = host_self_time(run)
     # A torch operator that only re-enters itself (aten::div calling aten::div) is one call,
@@ -122,9 +176,15 @@ def host_event_table(
             into[folded], weights=np.nan_to_num(gpu_self[folded]), minlength=len(events)
         )
     rows = np.flatnonzero(mask)
+    if filter:
+        rows = _matching(run, rows, filter)
+    names = events["name"].to_numpy()[rows].astype(object)
+    if group_by == "name":
+        full = events["full_name"].to_numpy()[rows].astype(object)
+        names = np.where(full != "", full, names)
     frame = pd.DataFrame(
         {
-            "name": events["name"].to_numpy()[rows].astype(object),
+            "name": names,
             "dur": events["dur_ns"].to_numpy()[rows],
             "self": self_ns[rows],
             "gpu_total": gpu_total[rows],
@@ -168,7 +228,11 @@ def host_event_table(
         gpu_max_ns=("gpu_total", "max"),
         gpu_min_ns=("gpu_total", "min"),
         flops=("flops", lambda f: f.sum(min_count=1)),
+        launched=("gpu_total", lambda g: bool((g.fillna(0) > 0).any())),
     ).reset_index()
+    if group_by == "name":
+        out.insert(1, "side", np.where(out["launched"].to_numpy(dtype=bool), "device", "host"))
+        keys.insert(1, "side")
     has_gpu = not np.isnan(gpu_total).all()
     seconds = (
         np.where(out["gpu_total_ns"].fillna(0) > 0, out["gpu_total_ns"], out["cpu_total_ns"]) / 1e9
@@ -214,8 +278,30 @@ def host_event_table(
     return out
 
 
+#: Header labels of the columns the operator view adds to ``host_event_table``'s.
+OPERATOR_LABELS = {
+    "side": "Side",
+    "calls_per_step": "Calls per step",
+    "op_time_pct": "% of operator time",
+}
+
+
+def _step_count(run: Run, rank: int | None) -> int:
+    """The number of step spans of the run (of ``rank`` when given; of every rank otherwise)."""
+    events = run.events
+    steps = links.kind_is(events, "step") & (events["stream"].to_numpy() < 0)
+    if rank is not None:
+        steps &= events["rank"].to_numpy() == rank
+    return int(steps.sum())
+
+
 def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.DataFrame:
     """Operators: calls and CPU/GPU time per operator name (see ``host_event_table``).
+
+    Adds ``calls_per_step`` (calls over the run's step spans; NaN when it recorded none) and
+    ``op_time_pct``: the rows' self time as a share of the self time of every operator of the
+    run (before ``filter`` and ``top``; self time, so that nested operators are not counted
+    twice and the shares add up to 100), MindInsight's share of operator time.
 
     ``op_detail=True`` follows each operator row with its detail rows (column ``level`` 1,
     ``detail_of`` naming the operator): the inner stages recorded directly inside it (Paddle's
@@ -224,7 +310,25 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
     """
     import pandas as pd
 
+    top = options.pop("top", None)
     table = host_event_table(run, ("operator",), **options)
+    steps = _step_count(run, options.get("rank"))
+    calls_at = table.columns.get_loc("calls") + 1
+    table.insert(calls_at, "calls_per_step", table["calls"] / steps if steps else np.nan)
+    everything = (
+        host_event_table(run, ("operator",), rank=options.get("rank"))
+        if options.get("filter")
+        else table
+    )
+    whole = float(everything["cpu_self_ns"].sum())
+    table.insert(
+        table.columns.get_loc("cpu_self_ns") + 1,
+        "op_time_pct",
+        100.0 * table["cpu_self_ns"] / whole if whole else np.nan,
+    )
+    if top is not None:
+        table = table.head(top).reset_index(drop=True)
+    table.attrs["labels"] = {k: v for k, v in OPERATOR_LABELS.items() if k in table.columns}
     if not op_detail:
         return table
     ev = run.events
@@ -290,5 +394,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
 
 
 def user_view(run: Run, **options: Any) -> pd.DataFrame:
-    """User-defined spans (record_function, RecordEvent): calls and time per span name."""
+    """User-defined spans (record_function, RecordEvent): calls and time per span name. torch's
+    layer spans (``nn.Module: Type_k``) are layers, not user spans, as Paddle's layer events are
+    not in its user-defined summary: they are left out."""
     return host_event_table(run, ("user",), **options)

@@ -17,6 +17,7 @@ import numpy as np
 
 from perfkit_core.events import links
 from perfkit_core.events.intervals import (
+    step_window,
     union_length,
 )
 from perfkit_core.events.schema import str_values
@@ -155,8 +156,8 @@ def model_spans_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
         step_total = union_length(start[step_rows], start[step_rows] + dur[step_rows])
     else:
         note = "no steps were recorded: the whole profiled span counts as one step"
-        lo = int(start[host].min()) if host.any() else 0
-        hi = int((start[host] + dur[host]).max()) if host.any() else 0
+        window, _ = step_window(run, rank)
+        lo, hi = (int(window[0][0]), int(window[1][0])) if len(window[0]) else (0, 0)
         step_durs = np.array([hi - lo])
         roots = host & (parent < 0)
         step_gpu = np.array([np.nansum(gpu_total[roots]) if has_gpu else np.nan])

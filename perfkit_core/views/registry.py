@@ -155,7 +155,13 @@ def view_options(view: str, requested: dict[str, Any]) -> dict[str, Any]:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         # operator and user pass their options on to host_event_table
         accepted |= set(inspect.signature(host_event_table).parameters)
-    defaults = {"sort_by": "cpu_total", "rank": None, "group_by_stack_n": 0}
+    defaults = {
+        "sort_by": "cpu_total",
+        "rank": None,
+        "group_by_stack_n": 0,
+        "group_by": "type",
+        "filter": None,
+    }
     return {
         key: value
         for key, value in requested.items()

@@ -7,11 +7,15 @@ each row's enclosing step, and layer keys that line up across frameworks.
   evaluate_function: X``) or one Python API entry of Paddle (``X pybind_imperative_func``,
   whose self time is the API's own overhead). Ops nested in a unit are part of it, so
   ``aten::conv2d > convolution > _convolution > mkldnn_convolution`` is one unit.
-- A layer span is a torch ``nn.Module: Type_k`` event (from ``with_stack`` or
-  ``perfkit_torch.record_modules``) or a Paddle layer forward event (``Conv2D``). Its key is
-  the path of layer types from the outermost layer, each with its call ordinal among
-  same-typed siblings in the step (``sequential/conv2d[2]``), which is the same for one model
-  written in either framework.
+- A layer span is a torch ``nn.Module: Type_k`` span (kind ``user``: perfkit's torch handler
+  records one per module call, ``perfkit_torch.modules``; kind ``python``: torch's Python
+  tracer, with ``with_stack``, counted only in runs without the former, which it would double)
+  or a Paddle layer forward event (kind ``forward``, named after the class: ``Conv2D``). Its
+  key is the path of layer types (``canonical.layer_type``: the class name lower-cased, with
+  the names that differ between frameworks aliased) from the outermost layer of its step, each
+  with its call ordinal among same-typed siblings in the step (``sequential/conv2d[2]``), which
+  is the same for one model written in either framework: module lists are never called, so
+  their layers are the children of the layer that calls them.
 - A user span is a ``record_function`` / ``RecordEvent`` / ``perfkit_core.annotate`` span.
 """
 
@@ -22,6 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from perfkit_core.events import links
+from perfkit_core.views.canonical import layer_type
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,34 +44,12 @@ LAYER_PREFIX = "nn.Module: "
 def innermost(parent: np.ndarray, flag: np.ndarray, *, self_too: bool = True) -> np.ndarray:
     """For each row, the nearest ancestor (or the row itself, with ``self_too``) whose ``flag``
     is set; -1 where there is none."""
-    n = len(parent)
-    out = np.full(n, -1, dtype=np.int64)
-    if self_too:
-        out[flag] = np.flatnonzero(flag)
-    cur = parent.copy()
-    active = (out < 0) & (cur >= 0)
-    while active.any():
-        idx = np.flatnonzero(active)
-        hit = flag[cur[idx]]
-        out[idx[hit]] = cur[idx[hit]]
-        cur[idx] = parent[cur[idx]]
-        active = (out < 0) & (cur >= 0)
-    return out
+    return links.nearest_flagged(parent, flag, self_too=self_too)
 
 
 def outermost(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
     """For each row, the outermost ancestor-or-self whose ``flag`` is set; -1 where none is."""
-    n = len(parent)
-    out = np.where(flag, np.arange(n), -1)
-    cur = parent.copy()
-    active = cur >= 0
-    while active.any():
-        idx = np.flatnonzero(active)
-        hit = flag[cur[idx]]
-        out[idx[hit]] = cur[idx[hit]]
-        cur[idx] = parent[cur[idx]]
-        active = cur >= 0
-    return out
+    return links.farthest_flagged(parent, flag)
 
 
 @dataclass
@@ -130,7 +115,11 @@ def structure(run: Run) -> Structure:
     op_like = host & (np.isin(kind, UNIT_KINDS) | wrapper | engine) & ~layer_name
     unit_of = np.where(host, outermost(parent, op_like), -1)
     is_unit = op_like & (unit_of == np.arange(n))
-    is_layer = host & ((kind == "forward") | (layer_name & np.isin(kind, ["python", "user"])))
+    layer_span = host & layer_name & (kind == "user")
+    # torch's Python tracer (``with_stack=True``) records each module call too, around
+    # perfkit's span of the same call: its frames are layers only in runs without those spans.
+    traced = host & layer_name & (kind == "python") & ~layer_span.any()
+    is_layer = (host & (kind == "forward")) | layer_span | traced
     is_user = host & (kind == "user") & ~is_layer
     is_step = host & (kind == "step")
     step_row_of = np.where(host, innermost(parent, is_step), -1)
@@ -163,12 +152,14 @@ def structure(run: Run) -> Structure:
     return found
 
 
+
 def _layer_type(name: str) -> tuple[str, str]:
-    """(normalized type, display type) of a layer span's name."""
+    """(normalized type, display type) of a layer span's name: ``canonical.layer_type`` and the
+    class name as recorded (``nn.Module: Conv2d_0`` -> ``("conv2d", "Conv2d")``)."""
     text = name[len(LAYER_PREFIX) :] if name.startswith(LAYER_PREFIX) else name
     if name.startswith(LAYER_PREFIX) and "_" in text and text.rsplit("_", 1)[1].isdigit():
         text = text.rsplit("_", 1)[0]
-    return text.lower(), text
+    return layer_type(name), text
 
 
 def _layer_keys(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfkit_core.advice.basis import recorded_events_per_step, step_basis
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import duration_text, per_step_text
 from perfkit_core.events import links
@@ -74,13 +76,45 @@ def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------ rules
 
 
+def loader_cores(run: Run) -> tuple[float, str]:
+    """(the cores loader workers can use, how that was found). With the step timer's record of
+    the machine (``meta["step_timer"]``: ``cpu_count`` and the 1-minute ``load_average`` when
+    the run was saved, the training process included): the cores less that load, at least 0.
+    Else this machine's cores less one for the training process, at least 1."""
+    record = run.meta.get("step_timer") or {}
+    cores, load = record.get("cpu_count"), record.get("load_average")
+    if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
+        free = max(float(cores) - float(load), 0.0)
+        return free, (
+            f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
+            "process included"
+        )
+    cores = os.cpu_count() or 1
+    return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
+
+
+def loader_saving(data_ns: float, rest_ns: float, workers: float) -> float:
+    """The step time (ns) that ``workers`` loader workers save when the training process now
+    spends ``data_ns`` per step loading and ``rest_ns`` on the rest of the step: the step
+    becomes the longer of the rest and the loading spread over the workers. An upper bound:
+    it assumes each worker has a core of its own (on a machine whose cores are busy, the
+    workers slow the training process instead) and that receiving a batch costs nothing."""
+    if workers <= 0:
+        return 0.0  # no core free: a worker only takes CPU from the training process
+    after = max(rest_ns, data_ns / workers)
+    return max(data_ns + rest_ns - after, 0.0)
+
+
 def rule_input_pipeline(ctx: Context) -> Finding | None:
     """Waiting for data (the ``data`` phase of the model view) takes at least
     INPUT_PIPELINE_MIN_PCT of the step.
 
-    Saving: the step's data time; with loading done in background workers it overlaps compute,
-    so at best all of it leaves the step. The remedy of a CPU-only run leaves out pinned memory
-    and non-blocking copies, which only help a GPU.
+    Saving: ``loader_saving``: with loading moved to background workers on the cores training
+    leaves free (``loader_cores``), the step becomes the longer of the rest of the step and
+    the loading time spread over the workers.
+    The rest of the step is taken without the profiler's cost when the step timer recorded it
+    (``advice.basis``). The remedy of a CPU-only run leaves out pinned memory and non-blocking
+    copies, which only help a GPU.
     """
     model = ctx.run.summary("model").set_index("name")
     if "data" not in model.index or not ctx.step_ns:
@@ -92,6 +126,14 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     steps = ctx.run.summary("steps")
     worst = steps.sort_values("data_ns", ascending=False).head(3)
     waited = int(model.loc["data", "steps"])
+    basis = step_basis(ctx)
+    ev = ctx.run.events
+    spans = ev["kind"].to_numpy() == "dataloader"
+    inside = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
+    data = basis.corrected(loading, recorded_events_per_step(ctx, inside))
+    rest = max(basis.step_ns - data, 0.0)
+    workers, cores = loader_cores(ctx.run)
+    saving = loader_saving(data, rest, workers)
     details = [
         f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
         f"{waited} of {ctx.steps} steps."
@@ -101,19 +143,38 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         f"{duration_text(r.dur_ns)}."
         for r in worst.itertuples()
     ]
+    if workers <= 0:
+        how = (
+            f"No core is free for loader workers ({cores}): a worker would take CPU from the "
+            "training process, so no saving is expected until cores are freed."
+        )
+    else:
+        spread = data / workers
+        bound = "the rest of the step" if spread <= rest else "loading"
+        how = (
+            f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
+            f"longer of the rest of the step ({duration_text(rest)}) and the loading spread "
+            f"over the workers ({duration_text(spread)}); here {bound} bounds it. An upper "
+            "bound: each worker needs a core of its own."
+        )
     return Finding(
         id="input-pipeline",
         title=f"Waiting for data takes {share:.1f}% of each step",
         severity="",
-        saving_ns=loading,
+        saving_ns=saving,
         details=details,
-        estimate="All of the step's time waiting for data, which loader workers overlap with the step.",
+        estimate=f"{how} {basis.text()}",
         cites={"phases": [f"step {int(r.step)}" for r in worst.itertuples()]},
         evidence={
             "data_per_step_ns": loading,
+            "data_unprofiled_per_step_ns": data,
+            "rest_per_step_ns": rest,
+            "free_cores": workers,
             "data_pct": share,
             "steps_waiting": waited,
             "has_device": ctx.has_device,
+            "basis": basis.name,
+            "basis_step_ns": basis.step_ns,
             "worst_steps": [
                 {"step": int(r.step), "data_ns": float(r.data_ns), "dur_ns": int(r.dur_ns)}
                 for r in worst.itertuples()

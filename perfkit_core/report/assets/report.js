@@ -23,6 +23,7 @@ function perfkitTables() {
       if (params.get('q')) { box.value = params.get('q'); }
       apply();
     }
+    perfkitTree(table);
     // How much of the table's width the name column gets (checked by the browser tests).
     const first = table.querySelector('th');
     if (first && table.offsetWidth) { table.dataset.nameShare = (first.offsetWidth / table.offsetWidth).toFixed(3); }
@@ -62,4 +63,32 @@ function perfkitCharts(specs) {
   });
   // The laid-out page height, so a screenshot can take the whole page.
   document.body.dataset.pageHeight = document.documentElement.scrollHeight;
+}
+
+// A tree table (rows with data-level): a row with deeper rows after it gets a button that folds
+// them away and back; a folded row stays folded inside a parent opened again.
+function perfkitTree(table) {
+  const rows = Array.from(table.tBodies[0].rows).filter((r) => r.cells[0].dataset.level !== undefined);
+  if (!rows.length) return;
+  const level = (r) => parseInt(r.cells[0].dataset.level, 10);
+  const below = (i) => { const out = []; for (let j = i + 1; j < rows.length && level(rows[j]) > level(rows[i]); j++) out.push(j); return out; };
+  const show = (i) => {
+    below(i).forEach((j) => { rows[j].style.display = 'none'; });
+    const open = (k) => { below(k).filter((j) => level(rows[j]) === level(rows[k]) + 1).forEach((j) => {
+      rows[j].style.display = ''; if (rows[j].dataset.folded !== 'yes') open(j); }); };
+    if (rows[i].dataset.folded !== 'yes') open(i);
+  };
+  rows.forEach((row, i) => {
+    if (!below(i).length) return;
+    const button = document.createElement('button');
+    button.className = 'fold'; button.type = 'button'; button.textContent = '\u25BE';
+    button.setAttribute('aria-label', 'fold');
+    button.addEventListener('click', () => {
+      const folded = row.dataset.folded === 'yes';
+      row.dataset.folded = folded ? 'no' : 'yes';
+      button.textContent = folded ? '\u25BE' : '\u25B8';
+      show(i);
+    });
+    row.cells[0].prepend(button);
+  });
 }

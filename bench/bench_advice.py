@@ -1,0 +1,617 @@
+"""Does the saving perfkit promises match the saving its remedy delivers?
+
+Small CPU training loops, each built so that one advice rule fires:
+
+- ``torch-adam``, ``torch-adamw``, ``torch-sgd``: a deep narrow MLP (``--blocks`` blocks of
+  Linear(32, 32) + LayerNorm + ReLU, batch 16) with the per-parameter loop optimizer
+  (``foreach=False``); remedy: ``fused=True``.
+- ``torch-loader``: a 4-block MLP fed by a Dataset that does CPU work per sample, loaded in the
+  training process; remedy: ``num_workers`` = the cores training leaves free (``os.cpu_count()``
+  minus torch's intra-op threads, at least 1), ``persistent_workers=True``.
+- ``torch-compile`` and ``torch-small-ops`` (only with ``--compile``: inductor compiles for tens
+  of seconds on a small CPU): a narrow MLP whose Python dominates the step, and a chain of 60
+  tiny elementwise ops between two Linear layers; remedy: ``torch.compile(model)``.
+- ``paddle-adam``, ``paddle-momentum``: the deep narrow MLP in Paddle with
+  ``use_multi_tensor=False``; remedy: ``use_multi_tensor=True``.
+- ``paddle-loader``: the slow Dataset through ``paddle.io.DataLoader``; remedy: ``num_workers``.
+
+For each scenario the loop is profiled with perfkit's handler (``--profile-steps`` recorded
+steps), advised twice (``advise(run)`` and ``advise(run, measure=True)``), then every finding
+whose remedy the scenario knows how to apply is applied and the loop is timed WITHOUT the
+profiler: the original and each remedied variant in interleaved rounds (``--rounds`` rounds of
+``--steps`` steps; medians). It prints, per finding, the estimated saving (ms per step, and % of
+the step it was estimated against) beside the achieved one (ms per step, and % of the unprofiled
+step), then a PASS/FAIL line per finding: the estimate is within +-20% of the achieved saving,
+or within 1 point of the step when the achieved saving is under 5% of it. Then, per scenario,
+whether the order of findings by estimate equals their order by achieved saving. Exit status 1
+when a line FAILs.
+
+    nice -n 10 python bench/bench_advice.py
+    nice -n 10 python bench/bench_advice.py --only torch-adam torch-loader --rounds 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+#: Within this relative error of the achieved saving, an estimate PASSes ...
+TOLERANCE = 0.20
+#: ... or, when the achieved saving is under SMALL_PCT of the step, within POINTS of the step.
+SMALL_PCT = 5.0
+POINTS = 1.0
+
+WIDTH = 32
+BATCH = 16
+#: The slow Dataset's work per sample: this many rounds of a small numpy transform.
+SAMPLE_WORK = 6
+
+
+# ------------------------------------------------------------------ loops
+
+
+@dataclass
+class Loop:
+    """One training loop ready to run: ``step()`` runs one training step (next batch,
+    forward, backward, optimizer), ``close()`` frees its workers."""
+
+    step: Callable[[], None]
+    close: Callable[[], None] = lambda: None
+
+
+@dataclass
+class Scenario:
+    """A loop built so that ``rule`` fires; ``build(applied)`` returns the loop with the
+    remedies of the rules in ``applied`` (rule ids) applied; ``remedies`` says, per rule id
+    the scenario can remedy, what the remedied loop changes."""
+
+    name: str
+    framework: str
+    rule: str
+    build: Callable[[frozenset[str]], Loop]
+    remedies: dict[str, str] = field(default_factory=dict)
+
+
+def free_cores(threads: int) -> int:
+    """The cores training with ``threads`` intra-op threads leaves to loader workers (>= 1)."""
+    return max((os.cpu_count() or 1) - threads, 1)
+
+
+def slow_sample(index: int) -> tuple[Any, int]:
+    """A sample that costs CPU to make: (features as float32 numpy, label)."""
+    import numpy as np
+
+    rng = np.random.default_rng(index)
+    x = rng.standard_normal(WIDTH * 4)
+    for _ in range(SAMPLE_WORK):
+        x = np.tanh(x * 1.01 + 0.1)
+        x = np.sort(x)
+    return x[:WIDTH].astype("float32"), int(index % 10)
+
+
+class TorchSlowDataset:
+    """A map-style torch Dataset whose samples cost CPU (``slow_sample``)."""
+
+    def __len__(self) -> int:
+        return 10**7
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        import torch
+
+        x, y = slow_sample(index)
+        return torch.from_numpy(x), y
+
+
+def torch_mlp(blocks: int, width: int = WIDTH) -> Any:
+    import torch
+
+    layers: list[Any] = []
+    for _ in range(blocks):
+        layers += [torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+
+
+def torch_random_batches(width: int = WIDTH) -> Iterator[tuple[Any, Any]]:
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    while True:
+        yield torch.randn(BATCH, width, generator=g), torch.randint(0, 10, (BATCH,), generator=g)
+
+
+def torch_train_loop(model: Any, optimizer: Any, batches: Iterator[Any], close: Any = None) -> Loop:
+    import torch
+
+    def step() -> None:
+        x, y = next(batches)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return Loop(step, close or (lambda: None))
+
+
+def torch_optimizer_scenario(name: str, make: Callable[..., Any], blocks: int) -> Scenario:
+    def build(applied: frozenset[str]) -> Loop:
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = torch_mlp(blocks)
+        options = {"fused": True} if "optimizer" in applied else {"foreach": False}
+        return torch_train_loop(model, make(model.parameters(), **options), torch_random_batches())
+
+    return Scenario(
+        f"torch-{name}", "torch", "optimizer", build, {"optimizer": "foreach=False -> fused=True"}
+    )
+
+
+def torch_loader_scenario() -> Scenario:
+    def build(applied: frozenset[str]) -> Loop:
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = torch_mlp(4, 64)
+        model = torch.nn.Sequential(torch.nn.Linear(WIDTH, 64), model)
+        optimizer = torch.optim.Adam(model.parameters(), fused=True)
+        workers = free_cores(1) if "input-pipeline" in applied else 0
+        options: dict[str, Any] = (
+            {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 2}
+            if workers
+            else {}
+        )
+        loader = torch.utils.data.DataLoader(
+            TorchSlowDataset(), batch_size=BATCH, shuffle=False, **options
+        )
+        iterator = iter(loader)
+        return torch_train_loop(model, optimizer, iterator, lambda: _shutdown(iterator))
+
+    return Scenario(
+        "torch-loader",
+        "torch",
+        "input-pipeline",
+        build,
+        {"input-pipeline": f"num_workers=0 -> {free_cores(1)} (the cores training leaves free)"},
+    )
+
+
+def _shutdown(iterator: Any) -> None:
+    with contextlib.suppress(Exception):
+        iterator._shutdown_workers()
+
+
+class ElementwiseChain:
+    """A module whose forward is a chain of ``links`` tiny elementwise ops between two
+    Linear layers: many ops, little math, what a compiled graph fuses."""
+
+    def __new__(cls, links: int) -> Any:
+        import torch
+
+        class Chain(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.first = torch.nn.Linear(WIDTH, WIDTH)
+                self.last = torch.nn.Linear(WIDTH, 10)
+
+            def forward(self, x: Any) -> Any:
+                x = self.first(x)
+                for i in range(links):
+                    x = torch.tanh(x * 1.01 + 0.01 * i)
+                return self.last(x)
+
+        return Chain()
+
+
+def torch_small_ops_scenario() -> Scenario:
+    def build(applied: frozenset[str]) -> Loop:
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = ElementwiseChain(60)
+        optimizer = torch.optim.Adam(model.parameters(), fused=True)
+        if "python-overhead" in applied or "small-ops" in applied:
+            model = torch.compile(model)
+        return torch_train_loop(model, optimizer, torch_random_batches())
+
+    remedy = "torch.compile(model)"
+    return Scenario(
+        "torch-small-ops",
+        "torch",
+        "small-ops",
+        build,
+        {"python-overhead": remedy, "small-ops": remedy},
+    )
+
+
+def torch_compile_scenario() -> Scenario:
+    def build(applied: frozenset[str]) -> Loop:
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = torch_mlp(8, 16)
+        optimizer = torch.optim.Adam(model.parameters(), fused=True)
+        if "python-overhead" in applied or "small-ops" in applied:
+            model = torch.compile(model)
+        return torch_train_loop(model, optimizer, torch_random_batches(16))
+
+    remedy = "torch.compile(model)"
+    return Scenario(
+        "torch-compile",
+        "torch",
+        "python-overhead",
+        build,
+        {"python-overhead": remedy, "small-ops": remedy},
+    )
+
+
+def paddle_mlp(blocks: int, width: int = WIDTH) -> Any:
+    import paddle
+
+    layers: list[Any] = []
+    for _ in range(blocks):
+        layers += [paddle.nn.Linear(width, width), paddle.nn.LayerNorm(width), paddle.nn.ReLU()]
+    return paddle.nn.Sequential(*layers, paddle.nn.Linear(width, 10))
+
+
+def paddle_random_batches(width: int = WIDTH) -> Iterator[tuple[Any, Any]]:
+    import numpy as np
+    import paddle
+
+    rng = np.random.default_rng(0)
+    while True:
+        yield (
+            paddle.to_tensor(rng.standard_normal((BATCH, width)).astype("float32")),
+            paddle.to_tensor(rng.integers(0, 10, (BATCH,)).astype("int64")),
+        )
+
+
+def paddle_train_loop(model: Any, optimizer: Any, batches: Iterator[Any]) -> Loop:
+    import paddle
+
+    def step() -> None:
+        x, y = next(batches)
+        loss = paddle.nn.functional.cross_entropy(model(x), y.reshape([-1]))
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+    return Loop(step)
+
+
+def paddle_optimizer_scenario(name: str, cls: str, blocks: int) -> Scenario:
+    def build(applied: frozenset[str]) -> Loop:
+        import paddle
+
+        paddle.set_device("cpu")
+        paddle.seed(0)
+        model = paddle_mlp(blocks)
+        make = getattr(paddle.optimizer, cls)
+        extra = {"momentum": 0.9} if cls == "Momentum" else {}
+        optimizer = make(
+            learning_rate=1e-3,
+            parameters=model.parameters(),
+            use_multi_tensor="optimizer" in applied,
+            **extra,
+        )
+        return paddle_train_loop(model, optimizer, paddle_random_batches())
+
+    return Scenario(
+        f"paddle-{name}",
+        "paddle",
+        "optimizer",
+        build,
+        {"optimizer": "use_multi_tensor=False -> True"},
+    )
+
+
+def paddle_slow_dataset() -> Any:
+    """A paddle Dataset whose samples cost CPU (``slow_sample``)."""
+    import numpy as np
+    import paddle
+
+    class SlowDataset(paddle.io.Dataset):  # type: ignore[misc]
+        def __len__(self) -> int:
+            return 10**7
+
+        def __getitem__(self, index: int) -> tuple[Any, Any]:
+            x, y = slow_sample(index)
+            return x, np.array([y], dtype="int64")
+
+    return SlowDataset()
+
+
+def paddle_loader_scenario() -> Scenario:
+    def build(applied: frozenset[str]) -> Loop:
+        import paddle
+
+        paddle.set_device("cpu")
+        paddle.seed(0)
+        model = paddle.nn.Sequential(paddle.nn.Linear(WIDTH, 64), paddle_mlp(4, 64))
+        optimizer = paddle.optimizer.Adam(
+            learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=True
+        )
+        workers = free_cores(1) if "input-pipeline" in applied else 0
+        loader = paddle.io.DataLoader(
+            paddle_slow_dataset(),
+            batch_size=BATCH,
+            shuffle=False,
+            num_workers=workers,
+            persistent_workers=bool(workers),
+        )
+        return paddle_train_loop(model, optimizer, iter(loader))
+
+    return Scenario(
+        "paddle-loader",
+        "paddle",
+        "input-pipeline",
+        build,
+        {"input-pipeline": f"num_workers=0 -> {free_cores(1)}"},
+    )
+
+
+def scenarios(blocks: int, with_compile: bool) -> list[Scenario]:
+    """Every scenario, torch first."""
+
+    def adam(params: Any, **options: Any) -> Any:
+        import torch
+
+        return torch.optim.Adam(params, lr=1e-3, **options)
+
+    def adamw(params: Any, **options: Any) -> Any:
+        import torch
+
+        return torch.optim.AdamW(params, lr=1e-3, **options)
+
+    def sgd(params: Any, **options: Any) -> Any:
+        import torch
+
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **options)
+
+    found = [
+        torch_optimizer_scenario("adam", adam, blocks),
+        torch_optimizer_scenario("adamw", adamw, blocks),
+        torch_optimizer_scenario("sgd", sgd, blocks),
+        torch_loader_scenario(),
+    ]
+    if with_compile:
+        found += [torch_compile_scenario(), torch_small_ops_scenario()]
+    found += [
+        paddle_optimizer_scenario("adam", "Adam", blocks),
+        paddle_optimizer_scenario("momentum", "Momentum", blocks),
+        paddle_loader_scenario(),
+    ]
+    return found
+
+
+# ------------------------------------------------------------------ profiling and timing
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence the frameworks' own prints and warnings while profiling."""
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def profile(scenario: Scenario, directory: Path, steps: int) -> Any:
+    """Profile the scenario's loop (unremedied) with perfkit's handler; return the loaded run.
+    A step timer records the profiled and a few unprofiled steps into the run."""
+    import perfkit_core
+
+    loop = scenario.build(frozenset())
+    timer = perfkit_core.step_timer(None, warmup=0)
+    with quiet():
+        for _ in range(3):
+            loop.step()  # warm up outside the profile
+        if scenario.framework == "torch":
+            from torch.profiler import ProfilerActivity, schedule
+            from torch.profiler import profile as torch_profile
+
+            from perfkit_torch.handler import on_trace_ready
+
+            handler = on_trace_ready(directory, worker_name=scenario.name, background=False)
+            with torch_profile(
+                activities=[ProfilerActivity.CPU],
+                schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
+                on_trace_ready=handler,
+                record_shapes=True,
+            ) as prof:
+                timer.profiler = prof
+                for _ in range(steps + 2):
+                    with timer.step():
+                        loop.step()
+                    prof.step()
+        else:
+            import paddle.profiler as profiler
+
+            from perfkit_paddle.handler import on_trace_ready as paddle_handler
+
+            handler = paddle_handler(directory, worker_name=scenario.name, background=False)
+            prof = profiler.Profiler(
+                targets=[profiler.ProfilerTarget.CPU],
+                scheduler=(2, 2 + steps),
+                on_trace_ready=handler,
+                record_shapes=True,
+            )
+            timer.profiler = prof
+            prof.start()
+            for _ in range(steps + 2):
+                with timer.step():
+                    loop.step()
+                prof.step(num_samples=BATCH)
+            prof.stop()
+        for _ in range(steps):
+            with timer.step():
+                loop.step()
+    loop.close()
+    if not handler.runs:
+        raise RuntimeError(f"{scenario.name}: the handler saved no run ({handler.failures})")
+    timer.save(handler.runs)
+    return perfkit_core.load(handler.runs[0])
+
+
+def time_variants(loops: dict[str, Loop], steps: int, rounds: int) -> dict[str, float]:
+    """Median over ``rounds`` interleaved rounds of the mean step time (ns) of each loop."""
+    for loop in loops.values():
+        for _ in range(3):
+            loop.step()
+    samples: dict[str, list[float]] = {name: [] for name in loops}
+    for _ in range(rounds):
+        for name, loop in loops.items():
+            start = time.perf_counter_ns()
+            for _ in range(steps):
+                loop.step()
+            samples[name].append((time.perf_counter_ns() - start) / steps)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+# ------------------------------------------------------------------ verdicts
+
+
+def verdict(estimated_ns: float, achieved_ns: float, step_ns: float) -> tuple[bool, str]:
+    """(pass, which criterion): within TOLERANCE of the achieved saving, or within POINTS
+    points of the step when the achieved saving is under SMALL_PCT of it."""
+    achieved_pct = 100.0 * achieved_ns / step_ns
+    if achieved_pct < SMALL_PCT:
+        error = 100.0 * abs(estimated_ns - achieved_ns) / step_ns
+        return error <= POINTS, f"off by {error:.1f} points of the step (<= {POINTS:g})"
+    error = (estimated_ns - achieved_ns) / achieved_ns if achieved_ns else float("inf")
+    return abs(error) <= TOLERANCE, f"off by {100 * error:+.0f}% (within +-{100 * TOLERANCE:.0f}%)"
+
+
+def advise_both(run: Any) -> dict[str, list[Any]]:
+    """The findings of ``run`` per mode: ``model`` (no replay) and ``measure`` (replays)."""
+    import perfkit_core.advice.engine as engine
+
+    found = {"model": engine.advise(run)}
+    found["measure"] = engine.advise(run, measure=True)
+    return found
+
+
+def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> list[bool]:
+    """Profile, advise, remedy and time one scenario; print its table; return its verdicts."""
+    print(f"\n== {scenario.name} (built for the {scenario.rule} rule)")
+    run = profile(scenario, out / scenario.name, args.profile_steps)
+    with quiet():
+        modes = advise_both(run)
+    findings = modes["model"]
+    if not findings:
+        print(f"  FAIL: no finding (the {scenario.rule} rule did not fire)")
+        return [False]
+    applied = [f for f in findings if f.rule in scenario.remedies]
+    loops = {"before": scenario.build(frozenset())}
+    for finding in applied:
+        loops[finding.id] = scenario.build(frozenset([finding.rule]))
+    with quiet():
+        times = time_variants(loops, args.steps, args.rounds)
+    for loop in loops.values():
+        loop.close()
+    before = times["before"]
+    print(
+        f"  step without the profiler {before / 1e6:.2f} ms; "
+        f"profiled {findings[0].evidence.get('step_time_ns', float('nan')) / 1e6:.2f} ms"
+    )
+    results: list[bool] = []
+    achieved: dict[str, float] = {}
+    for finding in findings:
+        if finding.id not in loops:
+            print(
+                f"  {finding.id:<18} estimated {finding.saving_ns / 1e6:6.2f} ms/step: "
+                "remedy not applied by this scenario"
+            )
+            continue
+        achieved[finding.id] = before - times[finding.id]
+        print(f"  {finding.id:<18} remedy {scenario.remedies[finding.rule]}")
+        for mode, found in modes.items():
+            match = next((f for f in found if f.id == finding.id), None)
+            if match is None:
+                print(f"    [{mode:<7}] no such finding")
+                results.append(False)
+                continue
+            est = match.saving_ns
+            est_step = float(
+                match.evidence.get("basis_step_ns") or match.evidence.get("step_time_ns") or before
+            )
+            basis = match.evidence.get("basis", "profiled")
+            ok, how = verdict(est, achieved[finding.id], before)
+            results.append(ok)
+            print(
+                f"    [{mode:<7}] estimated {est / 1e6:6.2f} ms/step ({100 * est / est_step:5.1f}% "
+                f"of the {basis} step)  achieved {achieved[finding.id] / 1e6:6.2f} ms/step "
+                f"({100 * achieved[finding.id] / before:5.1f}% of the unprofiled step)  "
+                f"{'PASS' if ok else 'FAIL'}: {how}"
+            )
+    if scenario.rule not in {f.rule for f in findings}:
+        print(f"  FAIL: the {scenario.rule} rule did not fire")
+        results.append(False)
+    for mode, found in modes.items():
+        ranked = [f.id for f in found if f.id in achieved]
+        by_achieved = sorted(ranked, key=lambda i: -achieved[i])
+        same = ranked == by_achieved
+        if len(ranked) > 1:
+            results.append(same)
+        print(
+            f"  [{mode:<7}] order by estimate {' > '.join(ranked) or '-'}; by achieved "
+            f"{' > '.join(by_achieved) or '-'}: {'same' if same else 'DIFFERENT'}"
+        )
+    return results
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
+    parser.add_argument("--blocks", type=int, default=16, help="blocks of the deep narrow MLP")
+    parser.add_argument("--profile-steps", type=int, default=8, help="steps recorded")
+    parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds; medians")
+    parser.add_argument("--compile", action="store_true", help="add the torch.compile scenario")
+    args = parser.parse_args()
+    print(f"load average before: {load_average()}; cores {os.cpu_count()}")
+    verdicts: list[bool] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for scenario in scenarios(args.blocks, args.compile):
+            if args.only and scenario.name not in args.only:
+                continue
+            try:
+                __import__(scenario.framework)
+            except ImportError:
+                print(f"\n== {scenario.name}: {scenario.framework} not installed, skipped")
+                continue
+            verdicts += run_scenario(scenario, args, Path(tmp))
+    print(f"\nload average after: {load_average()}")
+    failed = verdicts.count(False)
+    print(
+        f"{'PASS' if not failed else 'FAIL'}: {len(verdicts) - failed} of {len(verdicts)} checks pass"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""What the profiler adds to the time a rule measures, and the step time a saving is stated
+against.
+
+A profiler slows the steps it records, by a cost per event it records: host-heavy work of many
+small ops (a per-parameter optimizer loop, Python between tiny ops) is inflated most. When
+``perfkit_core.step_timer`` saved step times with and without the profiler recording
+(``meta["step_timer"]``), the cost per recorded host event is
+
+    (mean profiled step - mean unprofiled step) / host events recorded per step
+
+and a rule removes it from the time it bases a saving on (``unprofiled``): the time of a phase
+less its events times that cost. Without the timer's figures the time is used as recorded and
+the finding says so (``profiled``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from perfkit_core.advice.engine import Context
+
+#: Kinds the per-event cost is counted over: host work the profiler records per call.
+_COUNTED_KINDS = ("operator", "python", "user", "dataloader", "optimizer", "runtime", "memcpy")
+
+
+@dataclass
+class Basis:
+    """The step time savings are stated against: ``step_ns`` (ns per step), ``name``
+    (``unprofiled``: the step timer's mean step without the profiler; ``profiled``: the recorded
+    steps), and ``event_cost_ns`` (the profiler's cost per recorded host event, ns; 0 when
+    unknown)."""
+
+    name: str
+    step_ns: float
+    event_cost_ns: float = 0.0
+    events_per_step: float = 0.0
+
+    def corrected(self, recorded_ns: float, events_per_step: float) -> float:
+        """``recorded_ns`` (a time per step) less the profiler's cost of ``events_per_step``
+        recorded events; never below 0."""
+        return max(recorded_ns - events_per_step * self.event_cost_ns, 0.0)
+
+    def text(self) -> str:
+        """One sentence naming the basis, for a finding's estimate."""
+        if self.name == "unprofiled":
+            return (
+                f"Against the step without the profiler ({self.step_ns / 1e6:.2f} ms, from the "
+                f"step timer); the profiler's {self.event_cost_ns / 1e3:.1f} us per recorded "
+                "event is taken out of the recorded time."
+            )
+        return (
+            "Against the profiled step: no step timer recorded the step without the profiler, "
+            "so the profiler's own cost is still in the figure."
+        )
+
+
+def step_basis(ctx: Context) -> Basis:
+    """The basis of ``ctx``'s run (cached on the run): ``unprofiled`` when the step timer saved
+    step times with and without the profiler and the profiler made the steps slower; else
+    ``profiled``."""
+    cached = ctx.run._cache.get("advice_basis")
+    if cached is not None:
+        return cached
+    basis = Basis("profiled", ctx.step_ns)
+    record = ctx.run.meta.get("step_timer") or {}
+    profiled = _times(record.get("profiled_ns"))
+    unprofiled = _times(record.get("unprofiled_ns"))
+    events = recorded_events_per_step(ctx)
+    if len(profiled) and len(unprofiled) and events > 0:
+        # medians: a step that waited for another process is not the profiler's doing
+        extra = float(np.median(profiled)) - float(np.median(unprofiled))
+        if extra > 0:
+            basis = Basis("unprofiled", float(np.median(unprofiled)), extra / events, events)
+    ctx.run._cache["advice_basis"] = basis
+    return basis
+
+
+def _times(raw: object) -> np.ndarray:
+    values = raw if isinstance(raw, list) else []
+    return np.asarray(
+        [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)],
+        dtype=np.float64,
+    )
+
+
+def recorded_events_per_step(ctx: Context, mask: np.ndarray | None = None) -> float:
+    """Host events the profiler recorded per step (of the rows in ``mask`` when given)."""
+    ev = ctx.run.events
+    counted = (
+        (ev["stream"].to_numpy() < 0)
+        & (ev["step"].to_numpy() >= 0)
+        & np.isin(ev["kind"].to_numpy(), _COUNTED_KINDS)
+    )
+    if mask is not None:
+        counted &= mask
+    return float(counted.sum()) / max(ctx.steps, 1)

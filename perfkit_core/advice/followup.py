@@ -1,0 +1,127 @@
+"""Closing the loop: which findings of a run BEFORE were acted on in a run AFTER, what each
+promised and what it delivered.
+
+A finding of BEFORE was acted on when AFTER no longer has it, or its evidence shrank: the
+finding's measured time (the first ``*_per_step_ns`` figure of its evidence, such as
+``optimizer_per_step_ns`` or ``data_per_step_ns``; its saving when it has none) is at most
+``ACTED_ON_SHARE`` of what it was in BEFORE. The measured time, not the saving, decides: a
+saving can shrink because the profiler's cost was taken out of it differently. What the changes delivered
+is the step time BEFORE less the step time AFTER (ns per step): the medians of the step timer's
+steps without the profiler when both runs have them (``perfkit_core.step_timer``), else the
+mean profiled steps. When several findings were acted on, the delivered time is split between
+them in proportion to each one's promised saving times the share of its measured time that
+went; one finding acted on gets it all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from perfkit_core.events.run import Run
+
+#: A finding still present in AFTER with at most this share of its measured time was acted on.
+ACTED_ON_SHARE = 0.5
+
+
+@dataclass
+class FollowUp:
+    """One finding of BEFORE: ``promised_ns`` (its saving in BEFORE, ns per step),
+    ``remaining_ns`` (the same finding's saving in AFTER, 0 when gone), ``acted_on``, and
+    ``delivered_ns`` (the step time its change saved, ns per step; None when not acted on)."""
+
+    id: str
+    rule: str
+    title: str
+    promised_ns: float
+    remaining_ns: float
+    acted_on: bool
+    delivered_ns: float | None
+
+    def sentence(self) -> str:
+        """ "promised X ms/step, delivered Y ms/step", or why nothing was delivered."""
+        promised = f"promised {self.promised_ns / 1e6:.2f} ms/step"
+        if not self.acted_on or self.delivered_ns is None:
+            return f"{promised}; not acted on (still {self.remaining_ns / 1e6:.2f} ms/step)"
+        return f"{promised}, delivered {self.delivered_ns / 1e6:.2f} ms/step"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The follow-up as plain JSON-ready data (stable keys)."""
+        return asdict(self)
+
+
+def step_time(run: Run) -> tuple[float, str]:
+    """(the run's step time in ns, its basis): the median unprofiled step of the step timer
+    (``unprofiled``), else the mean profiled step (``profiled``)."""
+    from perfkit_core.advice.engine import make_context
+
+    record = run.meta.get("step_timer") or {}
+    unprofiled = [
+        float(v) for v in record.get("unprofiled_ns") or [] if isinstance(v, (int, float))
+    ]
+    if unprofiled:
+        return float(np.median(unprofiled)), "unprofiled"
+    return make_context(run).step_ns, "profiled"
+
+
+def measured_time(finding: Any) -> float:
+    """The time a finding is based on (ns per step): the first ``*_per_step_ns`` figure of its
+    evidence, else its saving; never 0 (a tiny floor keeps ratios finite)."""
+    for key, value in finding.evidence.items():
+        if key.endswith("_per_step_ns") and isinstance(value, (int, float)):
+            return max(float(value), 1e-9)
+    return max(float(finding.saving_ns), 1e-9)
+
+
+def follow_up(
+    before: Run,
+    after: Run,
+    *,
+    findings_before: list[Any] | None = None,
+    findings_after: list[Any] | None = None,
+) -> tuple[list[FollowUp], dict[str, Any]]:
+    """(one ``FollowUp`` per finding of ``before``, largest promise first; the step figures:
+    ``before_ns``, ``after_ns``, ``delivered_ns`` (before less after, ns per step) and
+    ``basis`` (``unprofiled`` when both runs have step-timer steps, else ``profiled``))."""
+    found_before = before.advise() if findings_before is None else findings_before
+    found_after = after.advise() if findings_after is None else findings_after
+    (before_ns, basis_b), (after_ns, basis_a) = step_time(before), step_time(after)
+    if basis_b != basis_a:
+        from perfkit_core.advice.engine import make_context
+
+        before_ns, after_ns = make_context(before).step_ns, make_context(after).step_ns
+        basis_b = "profiled"
+    delivered_total = before_ns - after_ns
+    after_by_id = {f.id: f for f in found_after}
+    rows, weights = [], []
+    for finding in found_before:
+        later = after_by_id.get(finding.id)
+        went = 1.0 if later is None else 1.0 - measured_time(later) / measured_time(finding)
+        rows.append(
+            FollowUp(
+                id=finding.id,
+                rule=finding.rule,
+                title=finding.title,
+                promised_ns=float(finding.saving_ns),
+                remaining_ns=0.0 if later is None else float(later.saving_ns),
+                acted_on=bool(went >= 1.0 - ACTED_ON_SHARE),
+                delivered_ns=None,
+            )
+        )
+        weights.append(float(finding.saving_ns) * min(max(went, 0.0), 1.0))
+    acted = [(r, w) for r, w in zip(rows, weights, strict=True) if r.acted_on]
+    total_weight = sum(w for _r, w in acted)
+    for row, weight in acted:
+        share = weight / total_weight if total_weight else 1.0 / len(acted)
+        row.delivered_ns = delivered_total * share
+    rows.sort(key=lambda r: (-r.promised_ns, r.id))
+    figures = {
+        "before_ns": before_ns,
+        "after_ns": after_ns,
+        "delivered_ns": delivered_total,
+        "basis": basis_b,
+    }
+    return rows, figures

@@ -1,0 +1,132 @@
+"""perfkit plugin for MindSpore. Imports no MindSpore at import time, and reads its profiler's
+folders without it."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from perfkit_core.plugins import TraceLoader, hookimpl
+
+FRAMEWORK = "mindspore"
+#: Distributions that ship the ``mindspore`` module (its CPU, GPU and Ascend builds).
+DISTRIBUTIONS = ("mindspore", "mindspore-gpu", "mindspore-ascend", "mindspore-dev")
+
+
+@hookimpl
+def perfkit_claim_folder(path: Path) -> TraceLoader | None:
+    """Claim MindSpore profiler folders: a ``<host>_<pid>_<time>_ascend_ms`` folder (CPU and
+    Ascend), a folder holding one (the folder given to ``tensorboard_trace_handler``), or the GPU
+    profiler's folder. Lists folders only."""
+    from perfkit_mindspore.layout import find_layout
+
+    if find_layout(path) is None:
+        return None
+    from perfkit_mindspore.loader import load_folder
+
+    return load_folder
+
+
+@hookimpl(tryfirst=True)
+def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
+    """Claim MindSpore's ``trace_view.json`` (read with the rest of its profile folder when it
+    sits in one). Asked before other adapters (``tryfirst``): it is a chrome trace too."""
+    from perfkit_mindspore.layout import is_trace_view
+
+    if not is_trace_view(path, head):
+        return None
+    from perfkit_mindspore.loader import load_trace_view
+
+    return load_trace_view
+
+
+def _version() -> str | None:
+    import importlib.metadata
+
+    for dist in DISTRIBUTIONS:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@hookimpl
+def perfkit_framework_info() -> dict[str, Any]:
+    """Say whether MindSpore is installed, and which version, without importing it."""
+    version = _version()
+    return {"framework": FRAMEWORK, "installed": version is not None, "version": version}
+
+
+@hookimpl
+def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
+    """Profile the MLP training loop in MindSpore on the CPU, if mindspore is installed."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("mindspore") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    from perfkit_mindspore.demo import train_mlp
+
+    runs, _ = train_mlp(Path(directory) / FRAMEWORK, steps=steps)
+    return runs
+
+
+@hookimpl
+def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
+    """A span recorded by perfkit on the host clock (MindSpore's CPU profiler records no user
+    ranges), when the program imported mindspore."""
+    if "mindspore" not in sys.modules:
+        return None
+    from perfkit_mindspore.record import span
+
+    return span(name)
+
+
+@hookimpl
+def perfkit_profiler_recording(profiler: Any) -> bool | None:
+    """Whether a perfkit capture of MindSpore is recording (for ``step_timer``), when mindspore
+    is imported and ``profiler`` is MindSpore's or None."""
+    if "mindspore" not in sys.modules:
+        return None
+    if profiler is not None and not type(profiler).__module__.startswith("mindspore"):
+        return None
+    from perfkit_mindspore.record import recording
+
+    return recording()
+
+
+@hookimpl
+def perfkit_remedy(finding: Any, framework: str) -> str | None:
+    """The MindSpore code to change for a finding on a MindSpore run."""
+    if framework != FRAMEWORK:
+        return None
+    from perfkit_mindspore.remedies import remedy
+
+    return remedy(finding)
+
+
+@hookimpl
+def perfkit_op_family(name: str, framework: str) -> str | None:
+    """Families of MindSpore operator types (``ApplyMomentum`` -> optimizer, ``GetNext`` ->
+    data, ``Conv2DBackpropFilter`` -> conv, ...)."""
+    if framework != FRAMEWORK:
+        return None
+    from perfkit_mindspore.ops import family
+
+    return family(name)
+
+
+@hookimpl
+def perfkit_canonical_op(name: str, framework: str) -> str | None:
+    """Canonical ops of MindSpore operator types (``MatMul`` -> ``matmul``, ``BiasAddGrad`` ->
+    ``add``, ``Conv2DBackpropInput`` -> ``conv``, ...)."""
+    if framework != FRAMEWORK:
+        return None
+    from perfkit_mindspore.ops import canonical_op
+
+    return canonical_op(name)

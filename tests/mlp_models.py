@@ -1,0 +1,89 @@
+"""tfprof's example model, the MNIST MLP (784-128-32-10 with layers named ``hidden1``,
+``hidden2`` and ``softmax_linear``), in torch and Paddle, trained for a few profiled steps with
+each adapter's default handler. Run ``train`` in a process of its own per framework (``python
+-c``), as torch and Paddle in one process slow each other down."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Parameters per layer (weight and bias) and in all, as tfprof reports them.
+EXPECTED_PARAMS = {"hidden1": 100_480, "hidden2": 4_128, "softmax_linear": 330}
+TOTAL_PARAMS = 104_938
+HIDDEN1_WEIGHT = 100_352
+
+
+def _model(nn: Any, base: Any, relu: Any) -> Any:
+    class MLP(base):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hidden1 = nn.Linear(784, 128)
+            self.hidden2 = nn.Linear(128, 32)
+            self.softmax_linear = nn.Linear(32, 10)
+
+        def forward(self, x: Any) -> Any:
+            return self.softmax_linear(relu(self.hidden2(relu(self.hidden1(x)))))
+
+    return MLP()
+
+
+def train(framework: str, directory: Path, *, steps: int = 3, with_stack: bool = False) -> Path:
+    """Train the MLP in ``framework`` (``torch`` or ``paddle``) for ``steps`` profiled steps with
+    the adapter's default handler writing under ``directory`` (torch: with Python frames when
+    ``with_stack``); return the saved run's folder."""
+    if framework == "torch":
+        import torch
+        from torch.profiler import profile, schedule
+
+        import perfkit_torch
+
+        torch.manual_seed(0)
+        model = _model(torch.nn, torch.nn.Module, torch.relu)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        handler = perfkit_torch.on_trace_ready(directory, background=False)
+        x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
+        with profile(
+            schedule=schedule(wait=0, warmup=1, active=steps),
+            on_trace_ready=handler,
+            record_shapes=True,
+            with_stack=with_stack,
+        ) as prof:
+            for _ in range(steps + 1):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                prof.step()
+        return Path(handler.runs[0])
+    import paddle
+    import paddle.profiler as profiler
+
+    import perfkit_paddle
+
+    paddle.seed(0)
+    model = _model(paddle.nn, paddle.nn.Layer, paddle.nn.functional.relu)
+    opt = paddle.optimizer.SGD(learning_rate=0.01, parameters=model.parameters())
+    handler = perfkit_paddle.on_trace_ready(directory, model=model, background=False)
+    x = paddle.randn([64, 784])
+    y = paddle.randint(0, 10, [64])
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU],
+        scheduler=(1, 1 + steps),
+        record_shapes=True,
+        on_trace_ready=handler,
+    )
+    prof.start()
+    for _ in range(steps + 1):
+        loss = paddle.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        prof.step()
+    prof.stop()
+    return Path(handler.runs[0])
+
+
+if __name__ == "__main__":
+    print(train(sys.argv[1], Path(sys.argv[2]), with_stack="stack" in sys.argv[3:]))

@@ -1,0 +1,352 @@
+"""Advice savings against the step without the profiler, and measured by replays
+(``advise(measure=True)``, ``perfkit advise --measure``), on real torch CPU runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from perfkit_core.advice.basis import recorded_events_per_step, step_basis  # noqa: E402
+from perfkit_core.advice.engine import make_context  # noqa: E402
+from perfkit_core.advice.rules.host import loader_saving  # noqa: E402
+
+
+def _record(
+    directory: Path, *, foreach: bool = False, fused: bool = False, blocks: int = 6
+) -> tuple[Path, list]:
+    """A narrow MLP trained with Adam (the per-parameter loop unless ``foreach``) under
+    torch.profiler with perfkit's handler and a step timer (profiled and unprofiled steps).
+    Returns (the run folder, the model's parameter shapes)."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import perfkit_core
+    from perfkit_torch.handler import on_trace_ready
+
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    layers: list = []
+    for _ in range(blocks):
+        layers += [torch.nn.Linear(16, 16), torch.nn.LayerNorm(16), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(16, 4))
+    options = {"fused": True} if fused else {"foreach": foreach}
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, **options)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+
+    def step() -> None:
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    handler = on_trace_ready(directory, worker_name="adam", background=False)
+    timer = perfkit_core.step_timer(None, warmup=0)
+    try:
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
+            on_trace_ready=handler,
+            record_shapes=True,
+        ) as prof:
+            timer.profiler = prof
+            for _ in range(6):
+                with timer.step():
+                    step()
+                prof.step()
+        for _ in range(6):
+            with timer.step():
+                step()
+    finally:
+        torch.set_num_threads(threads)
+    assert handler.runs, handler.failures
+    timer.save(handler.runs)
+    return handler.runs[0], [list(p.shape) for p in model.parameters()]
+
+
+@pytest.fixture(scope="module")
+def adam_loop(tmp_path_factory):
+    return _record(tmp_path_factory.mktemp("adam"))
+
+
+def test_basis_takes_the_profilers_cost_per_event_out(adam_loop):
+    import perfkit_core
+
+    folder, _ = adam_loop
+    run = perfkit_core.load(folder)
+    ctx = make_context(run)
+    basis = step_basis(ctx)
+    record = json.loads((folder / "meta.json").read_text())["step_timer"]
+    extra = np.median(record["profiled_ns"]) - np.median(record["unprofiled_ns"])
+    assert extra > 0  # the profiler slows a loop of tiny ops
+    assert basis.name == "unprofiled"
+    assert basis.step_ns == pytest.approx(np.median(record["unprofiled_ns"]))
+    # events recounted from the table: host rows inside the steps, of kinds recorded per call
+    ev = run.events
+    counted = ev[
+        (ev["stream"] < 0)
+        & (ev["step"] >= 0)
+        & ev["kind"].isin(
+            ["operator", "python", "user", "dataloader", "optimizer", "runtime", "memcpy"]
+        )
+    ]
+    assert recorded_events_per_step(ctx) == pytest.approx(len(counted) / ctx.steps)
+    assert basis.event_cost_ns == pytest.approx(extra / (len(counted) / ctx.steps))
+
+
+def test_optimizer_saving_is_on_the_unprofiled_optimizer_time(adam_loop):
+    import perfkit_core
+    from perfkit_core.advice.rules.cpu import OPTIMIZER_SPEEDUPS
+
+    folder, shapes = adam_loop
+    run = perfkit_core.load(folder)
+    finding = next(f for f in run.advise() if f.id == "optimizer")
+    ev = finding.evidence
+    assert ev["basis"] == "unprofiled"
+    assert ev["optimizer_class"] == "Adam"
+    assert ev["parameter_shapes"] == shapes  # recorded shapes = the model's parameters
+    assert ev["optimizer_unprofiled_per_step_ns"] < ev["optimizer_per_step_ns"]
+    speedup = OPTIMIZER_SPEEDUPS["torch"]["Adam"]
+    assert finding.saving_ns == pytest.approx(
+        ev["optimizer_unprofiled_per_step_ns"] * (1 - 1 / speedup)
+    )
+    assert "without the profiler" in finding.estimate
+
+
+def test_measure_replays_the_recorded_optimizer(adam_loop):
+    import perfkit_core
+    from perfkit_core.plugins import get_plugin_manager
+
+    folder, shapes = adam_loop
+    run = perfkit_core.load(folder)
+    modelled = next(f for f in run.advise() if f.id == "optimizer")
+    measured = next(f for f in run.advise(measure=True) if f.id == "optimizer")
+    ev = measured.evidence
+    assert ev["measured"] == "replay"
+    assert ev["replay_option"] == "fused=True"
+    assert ev["replay_loop_ns"] > ev["replay_remedy_ns"] > 0
+    assert measured.saving_ns == pytest.approx(ev["replay_loop_ns"] - ev["replay_remedy_ns"])
+    assert ev["modelled_saving_ns"] == pytest.approx(modelled.saving_ns)
+    assert f"{len(shapes)} recorded parameter shapes" in measured.estimate
+    # Only the adapter of the run's framework replays, and only what it recorded.
+    pm = get_plugin_manager()
+    assert pm.hook.perfkit_measure_saving(finding=measured, framework="paddle") is None
+    modelled.evidence["parameter_shapes"] = []
+    assert pm.hook.perfkit_measure_saving(finding=modelled, framework="torch") is None
+
+
+def test_cli_advise_measure(adam_loop):
+    from click.testing import CliRunner
+
+    from perfkit_core.cli import cli
+
+    folder, _ = adam_loop
+    result = CliRunner().invoke(cli, ["advise", str(folder), "--format", "json", "--measure"])
+    assert result.exit_code == 0, result.output
+    findings = {f["id"]: f for f in json.loads(result.output)}
+    assert findings["optimizer"]["evidence"]["measured"] == "replay"
+
+
+def test_foreach_optimizer_is_told_apart_and_replayed_as_recorded(tmp_path):
+    import perfkit_core
+
+    folder, _ = _record(tmp_path, foreach=True)
+    run = perfkit_core.load(folder)
+    # foreach is a multi-tensor implementation: the finding, if any, names it; its ops take
+    # lists of tensors, so no parameter shapes are read and nothing is replayed, and the
+    # modelled speed-up (measured over the per-parameter loop) is not used
+    for finding in [f for f in run.advise(measure=True) if f.id == "optimizer"]:
+        assert finding.evidence["implementation"] == "foreach"
+        assert "measured" not in finding.evidence
+        assert "none measured" in finding.estimate
+
+
+@pytest.mark.parametrize(
+    ("data", "rest", "workers", "expected"),
+    [
+        # loading hides behind the rest of the step: all of it leaves
+        (2e6, 5e6, 1, 2e6),
+        # loading longer than the rest: the step becomes the loading spread over the workers
+        (8e6, 2e6, 1, 2e6),
+        (8e6, 2e6, 2, 10e6 - 4e6),
+        (8e6, 2e6, 8, 8e6),
+        # half a core free: loading takes twice as long in the worker as in the step
+        (2e6, 5e6, 0.5, 2e6),
+        (2e6, 1e6, 0.5, 0.0),
+        # no core free: a worker only takes CPU from training
+        (2e6, 5e6, 0, 0.0),
+    ],
+)
+def test_loader_saving_is_bounded_by_the_workers(data, rest, workers, expected):
+    assert loader_saving(data, rest, workers) == pytest.approx(expected)
+
+
+# ------------------------------------------------------------------ closing the loop
+
+
+@pytest.fixture(scope="module")
+def before_after(tmp_path_factory, adam_loop):
+    """A real pair: the Adam loop as a per-parameter loop (BEFORE) and fused (AFTER)."""
+    folder, _ = adam_loop
+    after, _ = _record(tmp_path_factory.mktemp("fused"), fused=True)
+    return folder, after
+
+
+def test_followup_says_promised_and_delivered(before_after):
+    import perfkit_core
+    from perfkit_core.advice.followup import follow_up
+
+    before, after = (perfkit_core.load(p) for p in before_after)
+    rows, figures = follow_up(before, after)
+    optimizer = next(r for r in rows if r.id == "optimizer")
+    promised = next(f for f in before.advise() if f.id == "optimizer").saving_ns
+    assert optimizer.promised_ns == pytest.approx(promised)
+    assert optimizer.acted_on and "optimizer" not in {f.id for f in after.advise()}
+    # delivered: the step timer's unprofiled medians, before less after, recomputed from meta
+    medians = [
+        np.median(json.loads((p / "meta.json").read_text())["step_timer"]["unprofiled_ns"])
+        for p in before_after
+    ]
+    assert figures["basis"] == "unprofiled"
+    assert figures["delivered_ns"] == pytest.approx(medians[0] - medians[1])
+    acted = [r for r in rows if r.acted_on]
+    assert sum(r.delivered_ns for r in acted) == pytest.approx(figures["delivered_ns"])
+    assert optimizer.sentence() == (
+        f"promised {promised / 1e6:.2f} ms/step, delivered {optimizer.delivered_ns / 1e6:.2f} ms/step"
+    )
+    for row in rows:
+        if not row.acted_on:
+            assert row.delivered_ns is None and "not acted on" in row.sentence()
+
+
+def test_report_views_are_the_comparison_views_and_advice():
+    from perfkit_core.comparison import VIEWS
+    from perfkit_core.report.comparison_model import REPORT_VIEWS
+
+    assert (*VIEWS, "advice") == REPORT_VIEWS
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "html"])
+def test_compare_prints_promised_against_delivered(before_after, tmp_path, fmt):
+    from click.testing import CliRunner
+
+    from perfkit_core.cli import cli
+
+    out = tmp_path / f"compare.{fmt}"
+    args = ["compare", *map(str, before_after), "--labels", "loop,fused", "--format", fmt]
+    result = CliRunner().invoke(cli, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    if fmt == "json":
+        table = json.loads(text)["tables"]["advice"]
+        rows = {r["name"]: r for r in table["rows"]}
+        assert rows["optimizer"]["status"] == "acted on"
+        assert set(rows["optimizer"]) >= {"promised_ns", "delivered_ns", "remaining_ns", "status"}
+        assert "optimizer: promised " in table["note"]
+    else:
+        assert "Advice of loop acted on in fused" in text
+        assert "optimizer: promised " in text and " ms/step, delivered " in text
+
+
+def _record_paddle(directory: Path, *, multi_tensor: bool) -> Path:
+    """A narrow MLP trained with Paddle Adam under paddle.profiler with perfkit's handler."""
+    paddle = pytest.importorskip("paddle")
+    import paddle.profiler as profiler
+
+    from perfkit_paddle.handler import on_trace_ready
+
+    paddle.set_device("cpu")
+    paddle.seed(0)
+    layers: list = []
+    for _ in range(6):
+        layers += [paddle.nn.Linear(16, 16), paddle.nn.LayerNorm(16), paddle.nn.ReLU()]
+    model = paddle.nn.Sequential(*layers, paddle.nn.Linear(16, 4))
+    optimizer = paddle.optimizer.Adam(
+        learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=multi_tensor
+    )
+    x, y = paddle.randn([8, 16]), paddle.randint(0, 4, [8])
+    handler = on_trace_ready(directory, worker_name="adam", background=False)
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
+    )
+    prof.start()
+    for _ in range(6):
+        paddle.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+        prof.step()
+    prof.stop()
+    assert handler.runs, handler.failures
+    return handler.runs[0]
+
+
+def test_paddle_optimizer_loop_is_advised_and_multi_tensor_is_not(tmp_path):
+    import perfkit_core
+    from perfkit_core.advice.rules.cpu import OPTIMIZER_SPEEDUPS
+
+    loop = perfkit_core.load(_record_paddle(tmp_path / "loop", multi_tensor=False))
+    finding = next(f for f in loop.advise() if f.id == "optimizer")
+    assert finding.evidence["optimizer_class"] == "Adam"
+    assert finding.evidence["implementation"] == "for-loop"
+    assert finding.evidence["basis"] == "profiled"  # no step timer: the profiled time, said so
+    assert "still in the figure" in finding.estimate
+    speedup = OPTIMIZER_SPEEDUPS["paddle"]["Adam"]
+    assert finding.saving_ns == pytest.approx(
+        finding.evidence["optimizer_per_step_ns"] * (1 - 1 / speedup)
+    )
+    multi = perfkit_core.load(_record_paddle(tmp_path / "multi", multi_tensor=True))
+    assert "optimizer" not in {f.id for f in multi.advise()}
+
+
+def test_acted_on_is_decided_by_the_measured_time_not_the_saving(before_after):
+    import perfkit_core
+    from perfkit_core.advice import Finding
+    from perfkit_core.advice.followup import follow_up
+
+    before, after = (perfkit_core.load(p) for p in before_after)
+
+    def finding(fid: str, saving: float, measured: float) -> Finding:
+        evidence = {"basis": "unprofiled", "x_per_step_ns": measured}
+        return Finding(id=fid, title=fid, severity="", saving_ns=saving, evidence=evidence)
+
+    rows, figures = follow_up(
+        before,
+        after,
+        findings_before=[finding("a", 4e6, 10e6), finding("b", 2e6, 8e6), finding("c", 1e6, 5e6)],
+        # a: gone; b: its saving fell to 0 but its measured time did not shrink; c: time halved
+        findings_after=[finding("b", 0.0, 8e6), finding("c", 0.5e6, 2.5e6)],
+    )
+    by_id = {r.id: r for r in rows}
+    assert by_id["a"].acted_on and by_id["c"].acted_on and not by_id["b"].acted_on
+    assert by_id["b"].delivered_ns is None
+    # split by promised saving x share of measured time that went: a 4 ms x 1, c 1 ms x 0.5
+    total = figures["delivered_ns"]
+    assert by_id["a"].delivered_ns == pytest.approx(total * 4 / 4.5)
+    assert by_id["c"].delivered_ns == pytest.approx(total * 0.5 / 4.5)
+
+
+def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
+
+    from types import SimpleNamespace
+
+    from perfkit_core.advice.rules.host import loader_cores
+
+    def run(record: dict) -> SimpleNamespace:  # loader_cores reads only the run's meta
+        return SimpleNamespace(meta={"step_timer": record})
+
+    assert loader_cores(run({"cpu_count": 8, "load_average": 1.5}))[0] == pytest.approx(6.5)
+    free, how = loader_cores(run({"cpu_count": 2, "load_average": 2.7}))
+    assert free == 0.0 and "load average of 2.7" in how
+    # without the record: this machine's cores, one left to training
+    assert loader_cores(run({}))[0] == max((os.cpu_count() or 1) - 1, 1)
+
+
+def test_step_timer_records_the_machine(adam_loop):
+    folder, _ = adam_loop
+    record = json.loads((folder / "meta.json").read_text())["step_timer"]
+    assert record["cpu_count"] == os.cpu_count()
+    assert record["load_average"] is None or record["load_average"] >= 0
