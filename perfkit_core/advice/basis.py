@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.events.links import kind_is
+
 if TYPE_CHECKING:
     from perfkit_core.advice.engine import Context
 
@@ -92,9 +94,7 @@ def recorded_events_per_step(ctx: Context, mask: np.ndarray | None = None) -> fl
     """Host events the profiler recorded per step (of the rows in ``mask`` when given)."""
     ev = ctx.run.events
     counted = (
-        (ev["stream"].to_numpy() < 0)
-        & (ev["step"].to_numpy() >= 0)
-        & np.isin(ev["kind"].to_numpy(), _COUNTED_KINDS)
+        (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0) & kind_is(ev, *_COUNTED_KINDS)
     )
     if mask is not None:
         counted &= mask

@@ -30,6 +30,7 @@ from perfkit_core.advice.combine import (
 )
 from perfkit_core.events.intervals import step_window
 from perfkit_core.plugins import get_plugin_manager, registrations
+from perfkit_core.views.registry import shared_views
 
 if TYPE_CHECKING:
     import pluggy
@@ -268,20 +269,22 @@ def advise_rank(
     if ctx.steps < MIN_STEPS:
         return []
     findings: list[Finding] = []
-    for rule_id, (function, _description) in registered.items():
-        if (rules is not None and rule_id not in rules) or is_cross_rank(function):
-            continue
-        result = function(ctx)
-        if result is None:
-            continue
-        for finding in result if isinstance(result, list) else [result]:
-            finding.rule = finding.rule or rule_id
-            finding.saving_ns = float(max(finding.saving_ns, 0.0))
-            basis = float(finding.evidence.get("basis_step_ns") or ctx.step_ns)
-            finding.severity = finding.severity or severity(finding.saving_ns, basis)
-            finding.evidence.setdefault("step_time_ns", ctx.step_ns)
-            finding.evidence.setdefault("steps", ctx.steps)
-            findings.append(finding)
+    # Rules read the same views (the model view, the steps): each is computed once.
+    with shared_views(run):
+        for rule_id, (function, _description) in registered.items():
+            if (rules is not None and rule_id not in rules) or is_cross_rank(function):
+                continue
+            result = function(ctx)
+            if result is None:
+                continue
+            for finding in result if isinstance(result, list) else [result]:
+                finding.rule = finding.rule or rule_id
+                finding.saving_ns = float(max(finding.saving_ns, 0.0))
+                basis = float(finding.evidence.get("basis_step_ns") or ctx.step_ns)
+                finding.severity = finding.severity or severity(finding.saving_ns, basis)
+                finding.evidence.setdefault("step_time_ns", ctx.step_ns)
+                finding.evidence.setdefault("steps", ctx.steps)
+                findings.append(finding)
     hook = pm.hook.perfkit_remedy
     for finding in findings:
         if not finding.remedy:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events.links import kind_is
+from perfkit_core.events.schema import str_values
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -159,7 +160,7 @@ def step_spans(run: Run, rank: int | None = None) -> dict[str, np.ndarray]:
 
 def _step_spans(run: Run) -> dict[str, np.ndarray]:
     ev = run.events
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     ranks = ev["rank"].to_numpy()
     step_col = ev["step"].to_numpy()
     start = ev["start_ns"].to_numpy()

@@ -29,7 +29,6 @@ from perfkit_core.report.tables import (
 )
 
 if TYPE_CHECKING:
-
     from perfkit_core.events.run import Run
     from perfkit_core.jobs import Job
 
@@ -411,10 +410,28 @@ def build_report(
     ``charts``), with the headline (step time, throughput with ``batch_size`` samples per step,
     where the step goes, the top finding) first (``options[view]`` passed to it; at most ``top`` rows; views with no rows
     left out; ``top`` cuts only the views of ranked entries, ``RANKED_VIEWS``). GPU columns are left out of runs that recorded no device events, with a note."""
+    from perfkit_core.views.registry import shared_views
+
+    # The advice, the tables and the headline read the same views: each is computed once.
+    with shared_views(run):
+        return _build_report(
+            run, list(views), time_unit, top, options or {}, advice, charts, batch_size
+        )
+
+
+def _build_report(
+    run: Run | Job,
+    views: list[str],
+    time_unit: str,
+    top: int | None,
+    options: dict[str, dict[str, Any]],
+    advice: bool,
+    charts: bool,
+    batch_size: int | None,
+) -> Report:
+    """``build_report``'s work, inside ``shared_views``."""
     from perfkit_core.progress import stage
 
-    views = list(views)
-    options = options or {}
     has_device = _has_device(run)
     steps = _step_count(run)
     tables: list[Table] = []

@@ -86,7 +86,7 @@ def allocations(run: Run, rank: int | None = None) -> Allocations:
 
 def _allocations(run: Run, rank: int | None) -> Allocations:
     ev = run.events
-    sel = ev["kind"].to_numpy() == "memory"
+    sel = str_values(ev["kind"]) == "memory"
     if rank is not None:
         sel &= ev["rank"].to_numpy() == rank
     rows = np.flatnonzero(sel)
@@ -142,7 +142,7 @@ def _ops(run: Run, rows: np.ndarray) -> np.ndarray:
     a step or the profiler's own span; ``OUTSIDE_OPS`` for none."""
     ev = run.events
     parent = ev["parent"].to_numpy()
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     names = str_values(ev["name"])
     owner = parent[rows].copy()
     # A step span (or the profiler's) encloses ops, never sits inside one: its parent is -1

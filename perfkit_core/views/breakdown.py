@@ -18,6 +18,7 @@ from perfkit_core.events.intervals import (
     step_window,
     subtract_intervals,
 )
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import no_step_note, view_frame
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def breakdown_view(run: Run, *, rank: int | None = None, per_step: bool = False)
     count in Other, as the plugin leaves categories it does not know out.
     """
     ev = run.events
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     on_device = ev["stream"].to_numpy() >= 0

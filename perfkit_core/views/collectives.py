@@ -144,7 +144,7 @@ def collective_calls(run: Run) -> pd.DataFrame:
     from perfkit_core.events import links
 
     ev = run.events
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     stream = ev["stream"].to_numpy()
     parent = ev["parent"].to_numpy()
     is_comm = kind == "communication"

@@ -7,7 +7,10 @@ NaN, never a zero that looks measured; ``frame.attrs["note"]`` says what a reade
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,6 +25,37 @@ KERNEL_KINDS = ("kernel", "communication")
 NOT_WORK_KINDS = ("step", "memory", "profiler")
 
 NO_STEPS_NOTE = "no steps were recorded: the whole profiled span counts as one step"
+
+#: ``Run._cache`` key of what views share while a report (or the advice) is being made
+#: (``perfkit_core.views.registry.shared_views``).
+SHARED_KEY = "shared_views"
+
+T = TypeVar("T")
+
+
+def shared(run: Any, key: Any, compute: Callable[[], T]) -> T:
+    """``compute()``, once per ``key`` while ``run``'s views are shared
+    (``registry.shared_views``): an intermediate result several views read that is too big to
+    keep on the run for good (a frame of every op call); computed each time outside."""
+    store = getattr(run, "_cache", {}).get(SHARED_KEY)
+    if store is None:
+        return compute()
+    if key not in store:
+        store[key] = compute()
+    found: T = store[key]
+    return found
+
+
+def category_values(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The values of the string column ``column`` at ``rows``, as an object array of ``str``
+    (``""`` for a missing value): a categorical column is read by its codes, its categories
+    converted once (``column.to_numpy()`` converts every row of an Arrow-backed one)."""
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = np.asarray(column.cat.categories.astype(str), dtype=object)
+        return np.append(categories, "")[column.cat.codes.to_numpy()[rows]]
+    return np.asarray(column.to_numpy()[rows].astype(str), dtype=object)
 
 
 def no_step_note(has_steps: bool) -> str | None:
@@ -39,3 +73,14 @@ def view_frame(
     if note:
         out.attrs["note"] = note
     return out
+
+
+def private_copy(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` its receiver may change without changing ``frame``: a shallow copy
+    where pandas copies on write (pandas 3, or 2 with ``mode.copy_on_write`` on), which shares
+    the columns until one is written; a deep copy otherwise. ``attrs`` are copied."""
+    import pandas as pd
+
+    major = int(pd.__version__.split(".", 1)[0])
+    on_write = major >= 3 or pd.get_option("mode.copy_on_write") is True
+    return frame.copy(deep=not on_write)

@@ -24,8 +24,8 @@ import numpy as np
 from perfkit_core.events import links
 from perfkit_core.events.schema import str_contains, str_values
 from perfkit_core.plugins import get_plugin_manager
-from perfkit_core.views.opcost import OpCall, OpCost
-from perfkit_core.views.shapes import parse_inputs
+from perfkit_core.views.callcodes import Calls, call_ids, distinct_rows
+from perfkit_core.views.opcost import OpCost
 from perfkit_core.views.structure import innermost, outermost, structure
 
 if TYPE_CHECKING:
@@ -74,14 +74,16 @@ class RunCosts:
         """Per counted op, the precision its math ran in: ``tf32``/``fp16``/``bf16``/``fp8``
         tensor cores when most of its device time was on tensor-core kernels, else its dtype's
         (``fp32``, ...)."""
+        import pandas as pd
+
         on_tc = self.tensor_core_ns > 0.5 * np.where(self.time_ns > 0, self.time_ns, np.inf)
-        base = self.precision.astype(str)
-        tensor = np.array([TENSOR_PRECISION.get(p, "") for p in np.unique(base)], dtype=object)
-        mapped = tensor[np.searchsorted(np.unique(base), base)] if len(base) else tensor
-        use = on_tc & (mapped != "")
-        out = base.astype(object)
-        out[use] = np.char.add(mapped[use].astype(str), " tensor")
-        return out
+        codes, uniques = pd.factorize(self.precision, use_na_sentinel=False)
+        names = [str(p) for p in uniques.tolist()]
+        base = np.array(names, dtype=object)
+        tensor = np.array([TENSOR_PRECISION.get(p, "") for p in names], dtype=object)
+        shown = np.array([f"{t} tensor" if t else "" for t in tensor.tolist()], dtype=object)
+        use = on_tc & (tensor[codes] != "")
+        return np.where(use, shown[codes], base[codes]).astype(object)
 
 
 def _pairs(run: Run) -> np.ndarray:
@@ -153,10 +155,12 @@ def run_costs(run: Run) -> RunCosts:
 
 
 def _codes(column: Any) -> tuple[np.ndarray, list[str]]:
+    """(codes, categories as text) of a string column: the codes as the categorical holds them
+    (the narrowest integer type), -1 where a value is missing."""
     import pandas as pd
 
     values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
-    return values.cat.codes.to_numpy().astype(np.int64), [str(c) for c in values.cat.categories]
+    return values.cat.codes.to_numpy(), [str(c) for c in values.cat.categories]
 
 
 def _first_with_shapes(
@@ -186,17 +190,13 @@ def _first_with_shapes(
     return out
 
 
-#: Ops nested deeper than this in a nest of ops are costed as tops of their own nests (their
-#: ``OpCall.parent`` is None): the formulas read one enclosing op, real nests are a few ops
-#: deep, and a chain of enclosing calls as deep as a pathological trace's would overflow the
-#: recursion of the calls' hash.
-MAX_CALL_NESTING = 64
-
-
 def _run_costs(run: Run) -> RunCosts:
     """Every op's own cost, asked once per distinct call: ops are coded in bulk by what a call
     holds (name, recorded inputs, stack's innermost frame, enclosing call, paired call), level
-    by level of the op nests, and one ``OpCall`` is made per distinct code."""
+    by level of the op nests. Calls that differ only in their recorded values (an optimizer's
+    step size, which changes every step) form a group: the model is asked for one call of the
+    group, and when it read no values (neither of the call nor of those it runs inside or is
+    paired with) its answer holds for the whole group; else every call of the group is asked."""
     ev = run.events
     n = len(ev)
     st = structure(run)
@@ -205,90 +205,77 @@ def _run_costs(run: Run) -> RunCosts:
     hook = get_plugin_manager().hook.perfkit_op_cost
     framework = run.framework
     columns = ("name", "input_shapes", "input_dtypes", "input_values", "stack")
-    codes = {c: _codes(ev[c]) for c in columns}
-    shape_codes, shape_cats = codes["input_shapes"]
-    has_shapes = np.append(np.array([bool(c) for c in shape_cats], dtype=bool), False)[shape_codes]
-    # What a call holds of its own, as one code per op.
+    codes: list[np.ndarray] = []
+    texts: list[list[str]] = []
+    for column in columns:
+        found, categories = _codes(ev[column])
+        if column == "stack":
+            # A call reads the innermost frame of its stack: stacks are coded by that frame.
+            frames = [c.split("\n", 1)[0] for c in categories]
+            categories = sorted(set(frames))
+            at = {f: i for i, f in enumerate(categories)}
+            recode = np.array([at[f] for f in frames] + [-1], dtype=np.int64)
+            found = recode[found]
+        if column == "input_shapes":
+            shaped = np.array([bool(c) for c in categories] + [False], dtype=bool)
+            has_shapes = shaped[found]
+        codes.append(found[ops].astype(np.int64))
+        texts.append(categories)
+    # What a call holds of its own (one code per op), and the same without its values.
     own_key = np.full(n, -1, dtype=np.int64)
-    own_values = np.zeros((0, len(columns)), dtype=np.int64)
-    if len(ops):
-        stacked = np.stack([codes[c][0][ops] for c in columns], axis=1)
-        own_values, own_code = np.unique(stacked, axis=0, return_inverse=True)
-        own_key[ops] = np.asarray(own_code).reshape(-1)
+    form_key = np.full(n, -1, dtype=np.int64)
+    own_key[ops], own_first = distinct_rows(codes)
+    form_key[ops], _ = distinct_rows([codes[0], codes[1], codes[2], codes[4]])
+    own_values = np.stack([c[own_first] for c in codes], axis=1)
+    del codes
     pair = _pairs(run)
     unit = st.unit_of
     partner_unit = np.where(unit >= 0, pair[np.maximum(unit, 0)], -1)
     partner_row = _first_with_shapes(partner_unit, parent, ops, has_shapes, st.start)
-    partner_key = np.where(partner_row >= 0, own_key[np.maximum(partner_row, 0)], -1)
-    # Call codes level by level of the op nests: (own, enclosing call, paired) -> a distinct
-    # call. A level is an op's place in its nest of ops; ops nested deeper than
-    # MAX_CALL_NESTING are coded as tops of their own nests, so an OpCall's chain of enclosing
-    # calls (which its hash and equality follow) stays short on traces nested 200,000 deep.
-    call_of = np.full(n, -1, dtype=np.int64)
-    is_op = np.zeros(n, dtype=bool)
-    is_op[ops] = True
-    op_parent = np.where((parent >= 0) & is_op[np.maximum(parent, 0)], parent, -1)
-    depth = links.depth(op_parent)
-    triples: list[tuple[int, int, int]] = []
-    index: dict[tuple[int, int, int], int] = {}
-    for level in np.unique(np.minimum(depth[ops], MAX_CALL_NESTING)).tolist():
-        rows = ops[np.minimum(depth[ops], MAX_CALL_NESTING) == level]
-        up = np.where(
-            (parent[rows] >= 0) & (level < MAX_CALL_NESTING),
-            call_of[np.maximum(parent[rows], 0)],
-            -1,
-        )
-        keys = np.stack([own_key[rows], up, partner_key[rows]], axis=1)
-        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
-        ids = np.empty(len(distinct), dtype=np.int64)
-        for i, key in enumerate(distinct.tolist()):
-            triple = (int(key[0]), int(key[1]), int(key[2]))
-            if triple not in index:
-                index[triple] = len(triples)
-                triples.append(triple)
-            ids[i] = index[triple]
-        call_of[rows] = ids[np.asarray(inverse).reshape(-1)]
-    # One OpCall per distinct own code and per distinct call; the hook once per call.
-    texts = {c: codes[c][1] for c in columns}
-
-    def text(column: str, code: int) -> str:
-        return texts[column][code] if code >= 0 else ""
-
-    bare: list[OpCall] = []
-    for name, shapes, dtypes, values, stack in own_values.tolist():
-        inputs = parse_inputs(
-            text("input_shapes", shapes), text("input_dtypes", dtypes), text("input_values", values)
-        )
-        origin = text("stack", stack).split("\n", 1)[0]
-        bare.append(OpCall(text("name", name), inputs, framework, origin=origin))
-    calls: list[OpCall] = []
-    costs: list[OpCost | None] = []
-    memo: dict[OpCall, OpCost | None] = {}
-    for own, enclosing, partner in triples:
-        base = bare[own]
-        call = OpCall(
-            base.name,
-            base.inputs,
-            framework,
-            calls[enclosing] if enclosing >= 0 else None,
-            bare[partner] if partner >= 0 else None,
-            base.origin,
-        )
-        calls.append(call)
-        if call not in memo:
-            memo[call] = hook(call=call, framework=framework)
-        costs.append(memo[call])
-    return _collect(run, ops, call_of, costs, ev["flops"].to_numpy())
+    has_partner = partner_row >= 0
+    partner_row = np.maximum(partner_row, 0)
+    # Calls (own, enclosing call, paired), and their groups (the same without values).
+    call_of, triples = call_ids(
+        ops, parent, own_key, np.where(has_partner, own_key[partner_row], -1)
+    )
+    group_of, _ = call_ids(ops, parent, form_key, np.where(has_partner, form_key[partner_row], -1))
+    del own_key, form_key, partner_row, has_partner
+    call_group = np.full(len(triples), -1, dtype=np.int64)
+    call_group[call_of[ops]] = group_of[ops]
+    del group_of
+    order = np.argsort(call_group, kind="stable")
+    bounds = np.flatnonzero(np.diff(call_group[order])) + 1
+    plain = Calls(triples, own_values, texts, framework)
+    watcher = [False]
+    watched = Calls(plain.triples, plain.own, texts, framework, watcher)
+    costs: list[OpCost | None] = [None] * len(triples)
+    for members in np.split(order, bounds) if len(order) else []:
+        first = int(members[0])
+        watcher[0] = False
+        answer = hook(call=watched.call(first), framework=framework)
+        if not watcher[0]:
+            for c in members.tolist():
+                costs[c] = answer
+            continue
+        for c in members.tolist():
+            costs[c] = hook(call=plain.call(c), framework=framework)
+    # Calls of equal cost share one entry of the table the counted ops are read from.
+    distinct: dict[OpCost | None, int] = {}
+    cost_code = np.array([distinct.setdefault(c, len(distinct)) for c in costs], dtype=np.int64)
+    call_cost = np.where(
+        call_of >= 0, cost_code[np.maximum(call_of, 0)] if len(cost_code) else -1, -1
+    )
+    return _collect(run, ops, call_cost, list(distinct), ev["flops"].to_numpy())
 
 
 def _collect(
     run: Run,
     ops: np.ndarray,
-    call_of: np.ndarray,
+    cost_of: np.ndarray,
     costs: list[OpCost | None],
     recorded: np.ndarray,
 ) -> RunCosts:
-    """Pick the counted ops from every op's own cost (``costs[call_of[row]]``; an op the model
+    """Pick the counted ops from every op's own cost (``costs[cost_of[row]]``, -1 for rows that are not ops; an op the model
     does not know keeps the FLOPs the profiler recorded, its bytes unknown) and measure their
     time."""
     ev = run.events
@@ -297,12 +284,12 @@ def _collect(
     known = np.array([c is not None for c in costs] + [False], dtype=bool)
     table = [c if c is not None else OpCost(math.nan, math.nan) for c in costs]
     table.append(OpCost(math.nan, math.nan))
-    code = np.where(call_of >= 0, call_of, len(table) - 1)
+    code = np.where(cost_of >= 0, cost_of, len(table) - 1)
     costed = known[code]
     weak = np.array([bool(c.assumed) for c in table], dtype=bool)[code] & costed
     own_flops = np.where(costed, np.array([c.flops for c in table])[code], np.nan)
     own_bytes = np.where(costed, np.array([c.bytes for c in table])[code], np.nan)
-    fallback = ~costed & np.isfinite(recorded) & (recorded > 0) & (call_of >= 0)
+    fallback = ~costed & np.isfinite(recorded) & (recorded > 0) & (cost_of >= 0)
     own_flops[fallback] = recorded[fallback]
     costed |= fallback
     below = np.zeros(n, dtype=bool)  # has a costed descendant

@@ -14,6 +14,7 @@ from perfkit_core.events.intervals import (
     length,
     step_window,
 )
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import view_frame
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def host_collectives(run: Run) -> np.ndarray:
     distributed samples do). Such a collective (NCCL, RCCL, HCCL) is measured by its kernels
     instead."""
     ev = run.events
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     host = ev["stream"].to_numpy() < 0
     comm = host & (kind == "communication")
     if not comm.any():
@@ -74,7 +75,7 @@ def work_masks(run: Run, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]
     collectives, computation every host operator outside a collective.
     """
     ev = run.events
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     device = ev["stream"].to_numpy() >= 0
     comm_host = rows & host_collectives(run)
     if (rows & device).any():
@@ -97,7 +98,7 @@ def distributed_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     steps, per step (``per_step_ns``) and as a share of the step, per rank."""
     ev = run.events
     ranks = sorted({int(r) for r in ev["rank"].unique()}) if rank is None else [rank]
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     rows = []

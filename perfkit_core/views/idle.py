@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS, view_frame
 
@@ -48,7 +49,7 @@ def stream_idle_view(
     ]
     ev = run.events
     stream = ev["stream"].to_numpy()
-    sel = (stream >= 0) & np.isin(ev["kind"].to_numpy(), list(DEVICE_KINDS))
+    sel = (stream >= 0) & kind_is(ev, *DEVICE_KINDS)
     ranks = ev["rank"].to_numpy()
     if rank is not None:
         sel &= ranks == rank

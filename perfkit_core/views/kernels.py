@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.events.links import kind_is
 from perfkit_core.views.common import KERNEL_KINDS, view_frame
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def _by_operator(run: Run, sel: np.ndarray, top: int | None) -> pd.DataFrame:
     launcher = links.run_launchers(run)[rows]
     issued_by = links.launch_parents(run)
     op = np.where(launcher >= 0, issued_by[np.maximum(launcher, 0)], -1)
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     op = np.where((op >= 0) & (kind[np.maximum(op, 0)] == "operator"), op, -1)
     names = str_values(ev["name"])
     full = str_values(ev["full_name"])
@@ -128,7 +129,7 @@ def kernel_view(
     import pandas as pd
 
     ev = run.events
-    sel = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(list(KERNEL_KINDS)).to_numpy()
+    sel = (ev["stream"].to_numpy() >= 0) & kind_is(ev, *KERNEL_KINDS)
     if rank is not None:
         sel &= ev["rank"].to_numpy() == rank
     columns = [

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS, view_frame
 
@@ -32,9 +33,7 @@ def launch_delays(run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ev = run.events
     launcher = links.run_launchers(run)
     rows = np.flatnonzero(
-        (launcher >= 0)
-        & (ev["stream"].to_numpy() >= 0)
-        & np.isin(ev["kind"].to_numpy(), list(DEVICE_KINDS))
+        (launcher >= 0) & (ev["stream"].to_numpy() >= 0) & kind_is(ev, *DEVICE_KINDS)
     )
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
@@ -102,7 +101,7 @@ def _innermost_operator(run: Run, rows: np.ndarray) -> np.ndarray:
     (-1 when none)."""
     ev = run.events
     parent = ev["parent"].to_numpy()
-    is_op = np.isin(ev["kind"].to_numpy(), OPERATOR_KINDS) & (ev["stream"].to_numpy() < 0)
+    is_op = kind_is(ev, *OPERATOR_KINDS) & (ev["stream"].to_numpy() < 0)
     out = np.full(len(rows), -1, dtype=np.int64)
     cur = parent[rows].copy()
     open_ = cur >= 0

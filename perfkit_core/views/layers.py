@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.errors import OptionError
+from perfkit_core.events.schema import str_values
 from perfkit_core.views.model_description import LayerDescription, model_description
 
 if TYPE_CHECKING:
@@ -81,7 +82,14 @@ LABELS = {
     "shape": "Shape",
     "dtype": "Dtype",
 }
-COLUMNS = ("name", "path", "depth", "level", "calls_per_step", *(k for pair in PAIRED for k in pair))
+COLUMNS = (
+    "name",
+    "path",
+    "depth",
+    "level",
+    "calls_per_step",
+    *(k for pair in PAIRED for k in pair),
+)
 
 
 def _per_key(keys: np.ndarray, values: np.ndarray) -> dict[str, float]:
@@ -116,7 +124,7 @@ def _allocated(run: Run, slices: pd.DataFrame) -> dict[str, float] | None:
     from perfkit_core.views.structure import structure
 
     ev = run.events
-    memory = ev["kind"].to_numpy() == "memory"
+    memory = str_values(ev["kind"]) == "memory"
     if not memory.any():
         return None
     st = structure(run)

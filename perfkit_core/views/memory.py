@@ -10,6 +10,7 @@ import numpy as np
 
 from perfkit_core.events import links
 from perfkit_core.events.intervals import step_spans
+from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.allocations import Allocations, allocations
 from perfkit_core.views.common import no_step_note, view_frame
@@ -32,7 +33,7 @@ def memcpy_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     memory (pageable or pinned) and whether the launching call was synchronous, plus memsets:
     calls, time, bytes and achieved GB/s (bytes over device time)."""
     ev = run.events
-    sel = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(["memcpy", "memset"]).to_numpy()
+    sel = (ev["stream"].to_numpy() >= 0) & kind_is(ev, "memcpy", "memset")
     if rank is not None:
         sel &= ev["rank"].to_numpy() == rank
     columns = [

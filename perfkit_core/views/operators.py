@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.structure import LAYER_PREFIX
 
@@ -150,7 +151,7 @@ def host_event_table(
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
     events = run.events
     kinds = tuple(kinds)
-    mask = events["kind"].isin(list(kinds)).to_numpy() & (events["stream"].to_numpy() < 0)
+    mask = kind_is(events, *kinds) & (events["stream"].to_numpy() < 0)
     if rank is not None:
         mask &= events["rank"].to_numpy() == rank
     skip_prefixes = tuple(p for k in kinds for p in SKIPPED_PREFIXES.get(k, ()))
@@ -333,7 +334,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
         return table
     ev = run.events
     names = str_values(ev["name"])
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     parent = ev["parent"].to_numpy()
     dur = ev["dur_ns"].to_numpy()
     parts = []

@@ -14,6 +14,7 @@ from perfkit_core.events.intervals import (
     length,
     step_window,
 )
+from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import (
     DEVICE_KINDS,
@@ -62,7 +63,7 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     window, has_steps = step_window(run, rank)
     total = length(window)
     sel = np.ones(len(ev), dtype=bool) if rank is None else ev["rank"].to_numpy() == rank
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     n_steps = int((sel & (kind == "step")).sum()) if has_steps else 1
     per = float(max(n_steps, 1))
     groups = kind if by == "kind" else str_values(ev["category"])
@@ -175,7 +176,7 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     ev = run.events
     window, has_steps = step_window(run, rank)
     total = length(window)
-    kind_all = ev["kind"].to_numpy()
+    kind_all = str_values(ev["kind"])
 
     def steps_of(r: int | None) -> float:
         if not has_steps:
@@ -223,7 +224,7 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
             }
         )
     sel = ev["stream"].to_numpy() >= 0
-    sel &= ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
+    sel &= kind_is(ev, *DEVICE_KINDS)
     if rank is not None:
         sel &= ev["rank"].to_numpy() == rank
     start = ev["start_ns"].to_numpy()
@@ -238,7 +239,7 @@ def device_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
         }
     )
     multi_rank = len({k[0] for k in keys}) > 1
-    is_kernel = ev["kind"].isin(list(KERNEL_KINDS)).to_numpy()
+    is_kernel = kind_is(ev, *KERNEL_KINDS)
     occupancy = ev["occupancy_pct"].to_numpy(dtype=float)
     blocks = _grid_blocks(ev["grid"])
     sm_count = {
@@ -356,7 +357,7 @@ def _host_threads_busy(run: Run, window: tuple[np.ndarray, np.ndarray], rank: in
     sel = (
         (ev["stream"].to_numpy() < 0)
         & (ev["dur_ns"].to_numpy() > 0)
-        & ~np.isin(ev["kind"].to_numpy(), list(NOT_WORK_KINDS))
+        & ~kind_is(ev, *NOT_WORK_KINDS)
     )
     if rank is not None:
         sel &= ev["rank"].to_numpy() == rank

@@ -20,6 +20,7 @@ from perfkit_core.events.intervals import (
     step_window,
     union_length,
 )
+from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ _BACKWARD_OP_RE = re.compile(r"Backward\d*$")
 
 def _kernel_time_per_step(events: pd.DataFrame, step_rows: np.ndarray) -> np.ndarray:
     """Kernel time (ns) of the device work assigned to each step span in ``step_rows``."""
-    kernels = (events["stream"].to_numpy() >= 0) & events["kind"].isin(list(GPU_KINDS)).to_numpy()
+    kernels = (events["stream"].to_numpy() >= 0) & kind_is(events, *GPU_KINDS)
     step_of = events["step"].to_numpy()
     rank = events["rank"].to_numpy()
     dur = events["dur_ns"].to_numpy()
@@ -77,7 +78,7 @@ def _derived_forward(
     tid = events["tid"].to_numpy()
     in_phase = outermost_phase | links.has_ancestor(parent, outermost_phase)
     launcher = links.launcher_rows(events)
-    is_kernel = np.isin(events["kind"].to_numpy(), GPU_KINDS) & (launcher >= 0)
+    is_kernel = kind_is(events, *GPU_KINDS) & (launcher >= 0)
     backward = outermost_phase & (kind == "backward")
     not_forward = np.isin(kind, ["dataloader", "optimizer", "backward", "memory"])
     cpu, gpu = [], []
@@ -109,7 +110,7 @@ def _phase_events(
     host = events["stream"].to_numpy() < 0
     if rank is not None:
         host &= events["rank"].to_numpy() == rank
-    kind = events["kind"].to_numpy().copy()
+    kind = str_values(events["kind"]).copy()
     derived = not (host & (kind == "forward")).any()
     if derived and not (host & (kind == "backward")).any() and host.any():
         # Older torch traces record no autograd spans: their backward ops are named *Backward*.

@@ -87,7 +87,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
     ``peak_memory_bytes`` (highest allocated device memory; NaN when not recorded)."""
     ev = run.events
     rank = int(run.meta.get("rank", 0))
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     device = ev["stream"].to_numpy() >= 0

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import UnknownViewError
 from perfkit_core.plugins import get_plugin_manager, registrations
 from perfkit_core.views.across import make_combiner, per_rank_options
+from perfkit_core.views.common import SHARED_KEY, private_copy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,16 +53,75 @@ def get_view(name: str, pm: pluggy.PluginManager | None = None) -> ViewSpec:
     return views[name]
 
 
+#: ``Run._cache`` key of the views computed while they are shared (``shared_views``).
+SHARED_VIEWS_KEY = SHARED_KEY
+
+
+@contextmanager
+def shared_views(run: Any) -> Iterator[None]:
+    """While inside, each view of ``run`` is computed once per set of options: a report and its
+    advice and headline, which read the same views (``model``, ``steps``, ``operator``,
+    ``mfu``...), share them; each ask gets its own copy of the frame. The frames are let go
+    on leaving (a view can depend on more than the run: the peaks measured on this machine).
+    Nests; a run without a cache (an analysed job) is left alone."""
+    cache = getattr(run, "_cache", None)
+    if cache is None or SHARED_VIEWS_KEY in cache:
+        yield
+        return
+    cache[SHARED_VIEWS_KEY] = {}
+    try:
+        yield
+    finally:
+        cache.pop(SHARED_VIEWS_KEY, None)
+
+
 def summary(run: Run, view: str, **options: Any) -> pd.DataFrame:
     """Return the summary table ``view`` of ``run`` (what ``Run.summary`` returns).
 
     For a run of several ranks, ``rank=R`` computes the view on rank R's table alone; without
     it, the view is computed on each rank's table and the tables are combined by the view's
-    ``across`` rule, which the table's note states (``perfkit_core.views.across``).
+    ``across`` rule, which the table's note states (``perfkit_core.views.across``). Inside
+    ``shared_views(run)`` a view asked again with the same options is not computed again.
     """
-    from perfkit_core.events.ranks import is_multi_rank, rank_run, run_ranks
+    import pandas as pd
 
     spec = get_view(view)
+    shared = getattr(run, "_cache", {}).get(SHARED_VIEWS_KEY)
+    if shared is None:
+        return _summary(run, spec, options)
+    try:
+        key = (view, spec.function, _options_key(spec.function, options))
+        hash(key)
+    except TypeError:  # an option that cannot be a key (a list): computed each time
+        return _summary(run, spec, options)
+    frame = shared.get(key)
+    if frame is None:
+        frame = shared[key] = _summary(run, spec, options)
+    return private_copy(frame) if isinstance(frame, pd.DataFrame) else frame
+
+
+def _options_key(function: Callable[..., Any], options: dict[str, Any]) -> tuple[Any, ...]:
+    """``options`` with the defaults of the keyword arguments ``function`` takes, sorted: the
+    same key for a view asked with an option at its default and without it."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    full = {
+        p.name: p.default
+        for p in params
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
+    }
+    full.update(options)
+    return tuple(sorted(full.items()))
+
+
+def _summary(run: Run, spec: ViewSpec, options: dict[str, Any]) -> pd.DataFrame:
+    """The view ``spec`` of ``run`` with ``options``, computed (see ``summary``)."""
+    from perfkit_core.events.ranks import is_multi_rank, rank_run, run_ranks
+
     if not is_multi_rank(run):
         return spec.function(run, **options)
     rank = options.get("rank")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events.intervals import step_spans
-from perfkit_core.views.common import NO_STEPS_NOTE
+from perfkit_core.views.common import NO_STEPS_NOTE, category_values, private_copy, shared
 from perfkit_core.views.costs import RunCosts, run_costs
 from perfkit_core.views.opcost import MODEL_KINDS
 from perfkit_core.views.peaks import Peaks, run_peaks
@@ -107,7 +107,14 @@ def op_table(run: Run, peaks: Peaks | None) -> pd.DataFrame:
     """One row per counted op call in the steps, with its raw figures (ns, FLOP, B): ``row``,
     ``name``, ``precision``, ``kind``, ``time_ns``, ``flops``, ``bytes``, ``peak_tflops_per_s``,
     ``bound_time_ns`` (NaN without peaks), ``gemm_m``/``gemm_n``/``gemm_k``, ``step``,
-    ``input_shapes``, ``assumed``; ops that took no time left out."""
+    ``input_shapes``, ``assumed``; ops that took no time left out. Made once per peaks while
+    the run's views are shared (the roofline and mfu views and the roofline advice read it);
+    each caller gets its own copy."""
+    table = shared(run, ("op_table", repr(peaks)), lambda: _op_table(run, peaks))
+    return private_copy(table)
+
+
+def _op_table(run: Run, peaks: Peaks | None) -> pd.DataFrame:
     import pandas as pd
 
     costs = run_costs(run)
@@ -131,7 +138,7 @@ def op_table(run: Run, peaks: Peaks | None) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "row": rows,
-            "name": ev["name"].to_numpy()[rows].astype(object),
+            "name": category_values(ev["name"], rows),
             "precision": precision,
             "kind": costs.kind[keep],
             "time_ns": costs.time_ns[keep],
@@ -144,7 +151,7 @@ def op_table(run: Run, peaks: Peaks | None) -> pd.DataFrame:
             "gemm_n": costs.gemm[keep, 1],
             "gemm_k": costs.gemm[keep, 2],
             "step": costs.step[keep],
-            "input_shapes": ev["input_shapes"].to_numpy()[rows].astype(object),
+            "input_shapes": category_values(ev["input_shapes"], rows),
             "assumed": costs.assumed[keep],
             "kernel": costs.kernel[keep],
         }

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events.intervals import clip_to, length, step_spans
+from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.allocations import allocations
 from perfkit_core.views.common import DEVICE_KINDS, view_frame
@@ -170,7 +171,7 @@ def device_timeline_view(
     import pandas as pd
 
     ev = run.events
-    device = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
+    device = (ev["stream"].to_numpy() >= 0) & kind_is(ev, *DEVICE_KINDS)
     if rank is not None:
         device &= ev["rank"].to_numpy() == rank
     if not device.any():

@@ -78,7 +78,7 @@ def _outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if cached is not None:
         return cached
     ev = ctx.run.events
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     parent = ev["parent"].to_numpy()
     is_op = (kind == "operator") & (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0)
     outer = is_op & ~links.has_ancestor(parent, kind == "operator")
@@ -95,7 +95,7 @@ def optimizer_class(run: Run, in_optimizer: np.ndarray) -> tuple[str | None, str
     ``Optimizer.step#Adam.step``) or the update ops inside them (Paddle's ``adam_``)."""
     ev = run.events
     names = str_values(ev["name"])
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     found: str | None = None
     for name in set(names[kind == "optimizer"].tolist()):
         m = _TORCH_STEP_RE.search(str(name))
@@ -191,7 +191,7 @@ def rule_optimizer(ctx: Context) -> Finding | None:
     if implementation == "fused" or (implementation == "foreach" and ctx.framework == "paddle"):
         return None  # Paddle's multi-tensor optimizer is its remedy already
     ev = ctx.run.events
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     spans = kind == "optimizer"
     inside = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
     basis = step_basis(ctx)
@@ -303,7 +303,7 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
     """(time in the steps when no host thread ran recorded work, the part of it inside optimizer
     spans), in ns over all steps, summed over ranks: the Python between ops."""
     ev = run.events
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     host = ev["stream"].to_numpy() < 0
     rank = ev["rank"].to_numpy()
     start = ev["start_ns"].to_numpy()
@@ -349,7 +349,7 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
         return None
     basis = step_basis(ctx)
     ev = ctx.run.events
-    spans = ev["kind"].to_numpy() == "optimizer"
+    spans = str_values(ev["kind"]) == "optimizer"
     optimizer_rows = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
     events = recorded_events_per_step(ctx, ~optimizer_rows)
     # The profiler records at each event's edges, between the ops: its cost lands in this gap.

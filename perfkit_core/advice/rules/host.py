@@ -14,6 +14,7 @@ from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import duration_text, per_step_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals
+from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_contains, str_values
 from perfkit_core.views.common import DEVICE_KINDS
 from perfkit_core.views.families import normalize
@@ -62,7 +63,7 @@ def _ops_table(ctx: Context) -> pd.DataFrame:
 def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """For each row, its outermost enclosing operator (the op user code called), or -1."""
     parent = events["parent"].to_numpy()
-    is_op = events["kind"].to_numpy() == "operator"
+    is_op = str_values(events["kind"]) == "operator"
     best = np.where(is_op[rows], rows, -1)
     cur = parent[rows].copy()
     while (cur >= 0).any():
@@ -128,7 +129,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     waited = int(model.loc["data", "steps"])
     basis = step_basis(ctx)
     ev = ctx.run.events
-    spans = ev["kind"].to_numpy() == "dataloader"
+    spans = str_values(ev["kind"]) == "dataloader"
     inside = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
     data = basis.corrected(loading, recorded_events_per_step(ctx, inside))
     rest = max(basis.step_ns - data, 0.0)
@@ -288,7 +289,7 @@ def _sync_time_by_op(ctx: Context) -> dict[str, float]:
         dur = ev["dur_ns"].to_numpy()
         cached = {}
         parent = ev["parent"].to_numpy()
-        is_op = ev["kind"].to_numpy() == "operator"
+        is_op = str_values(ev["kind"]) == "operator"
         for r in rows.tolist():
             p = parent[r]
             while p >= 0:
@@ -314,7 +315,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
         return None
     ev = ctx.run.events
     names = str_values(ev["name"])
-    kind = ev["kind"].to_numpy()
+    kind = str_values(ev["kind"])
     dur = ev["dur_ns"].to_numpy().astype(np.float64)
     launcher = links.run_launchers(ctx.run)
     dtoh = np.flatnonzero((kind == "memcpy") & str_contains(ev["name"], "DtoH"))
@@ -437,7 +438,7 @@ def _device_bubbles(events: pd.DataFrame, start: np.ndarray, end: np.ndarray) ->
     """For every row, the device idle time around the moment it ends: from the device's last
     work ending at or before the row's end (but not before the row's start) to its next work
     starting after, at most the row's own duration (ns). Host rows only; 0 without device work."""
-    device = (events["stream"].to_numpy() >= 0) & events["kind"].isin(list(DEVICE_KINDS)).to_numpy()
+    device = (events["stream"].to_numpy() >= 0) & kind_is(events, *DEVICE_KINDS)
     out = np.zeros(len(start), dtype=np.float64)
     if not device.any():
         return out
