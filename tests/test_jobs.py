@@ -384,3 +384,11 @@ def test_a_workers_peak_is_its_own_not_the_peak_of_the_process_that_started_it()
     del held
     assert inherited >= 300 << 20  # the starter's peak, carried over
     assert 0 < own < 200 << 20  # an interpreter with pandas and numpy imported
+
+
+def test_advise_measure_of_a_job_is_refused_in_one_line(job_dir, capsys):
+    """``--measure`` replays one run's recorded work: given a job it says so (exit 2) instead of
+    advising the job without measuring."""
+    assert main(["advise", str(job_dir), "--measure"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--measure" in err and str(job_dir) in err

@@ -278,6 +278,8 @@ def advise(
     note = None
     job = None
     if is_job(path):
+        if measure:
+            raise OptionError(f"{path}: --measure replays one run's work; give it one rank's trace")
         job = analyse_job(
             path, (), rules=chosen, scheduler=scheduler, workers=workers, notify=_notify
         )
