@@ -486,3 +486,17 @@ def test_a_run_without_layer_spans_is_compared_by_phase_and_says_why(tower_runs,
     text = render(model, "text")
     # The verdict's line and the table's note (the text form wraps at 160 columns: by words).
     assert " ".join(text.split()).count(" ".join(verdict.layers_missing.split())) == 2
+
+
+def test_a_comparison_of_two_frameworks_has_no_advice_acted_on(tower_runs):
+    """Advice "acted on" is a before/after reading: a Paddle run did not act on a torch run's
+    findings, so a comparison across frameworks leaves that table out."""
+    from perfkit_core.advice.followup import follow_up
+    from perfkit_core.report.comparison_model import advice_table
+
+    comparison = compare(tower_runs["torch"], tower_runs["paddle"], labels=list(FRAMEWORKS))
+    rows, _ = follow_up(*comparison.runs)
+    assert rows  # the torch run has findings a before/after comparison would follow up
+    assert advice_table(comparison) is None
+    model = build_comparison_report(comparison)
+    assert "advice" not in {t.id for t in model.tables}

@@ -202,13 +202,15 @@ def build_comparison_report(
 def advice_table(comparison: Comparison) -> Table | None:
     """The findings of the first run and whether the second acted on them: per finding, the
     saving promised and the step time delivered (ns per step, ``advice.followup``); None
-    unless exactly two runs both got advice."""
+    unless exactly two runs of one framework both got advice."""
     import pandas as pd
 
     from perfkit_core.advice.followup import follow_up
 
     if len(comparison.runs) != 2:
         return None
+    if len({run.framework for run in comparison.runs}) > 1:
+        return None  # two frameworks: the second run did not act on the first one's advice
     rows, figures = follow_up(*comparison.runs)
     if not rows:
         return None
@@ -237,8 +239,8 @@ def advice_table(comparison: Comparison) -> Table | None:
         frame,
         note=(
             f"{said or 'No finding was acted on'}. Delivered: the step time of {before} less "
-            f"{after}, {word}, split between the findings acted on by promised saving times "
-            "the share of the finding's measured time that went."
+            f"that of {after}, {word}, shared among the findings acted on in proportion to each "
+            "one's promised saving times the share of its measured time that went."
         ),
         units={k: "time" for k in ("promised_ns", "delivered_ns", "remaining_ns")},
     )
