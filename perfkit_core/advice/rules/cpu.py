@@ -215,9 +215,10 @@ def rule_optimizer(ctx: Context) -> Finding | None:
             "the profiler)."
         )
     how = (
-        f"{speedup:g}x, the speed-up measured for {ctx.framework} {cls}"
+        f"{speedup:g}x faster, the speed-up the remedy gave {ctx.framework} {cls} in "
+        "perfkit's benchmark"
         if measured
-        else f"{speedup:g}x, the smallest speed-up measured (none measured for this class)"
+        else f"{speedup:g}x faster, the smallest speed-up measured (none measured for this class)"
     )
     shapes = parameter_shapes(ctx.run, in_optimizer)
     return Finding(
@@ -226,7 +227,7 @@ def rule_optimizer(ctx: Context) -> Finding | None:
         severity="",
         saving_ns=saving,
         details=details,
-        estimate=f"The optimizer time made {how} by the remedy. {basis.text()}",
+        estimate=f"The optimizer time made {how}. {basis.text()}",
         evidence={
             "optimizer_per_step_ns": optimizer,
             "optimizer_unprofiled_per_step_ns": unprofiled,
