@@ -233,7 +233,9 @@ def _header(run: Run | Job) -> list[HeaderItem]:
             "Framework",
             f"{meta.get('framework')} {meta.get('framework_version') or ''}".strip(),
         ),
-        HeaderItem("Source", str(sources or "-")),
+        HeaderItem(
+            "Source", str(sources or "the profiler in the training process (no trace file)")
+        ),
         HeaderItem(
             "Ranks",
             f"{ranks_text(list(meta.get('ranks', [])))} (world size {meta.get('world_size', 1)})",
