@@ -305,6 +305,8 @@ def layers_view(
                 # A list's member is named with its list: ``blocks.0``.
                 cut = 2 if len(parts) > 1 and parts[-1].isdigit() else 1
                 names[key] = ".".join(parts[-cut:])
+                if names[key].isdigit() and d.type:  # a Sequential's member: ``0 (Linear)``
+                    names[key] = f"{names[key]} ({d.type})"
             param_own[key] = float(sum(p.count for p in d.params))
             byte_own[key] = float(sum(p.bytes for p in d.params))
 
