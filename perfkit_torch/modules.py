@@ -174,6 +174,11 @@ def _set(spans: ModuleSpans, armed: bool, recording: bool) -> None:
     none is."""
     global _expect_recording
     with _lock:
+        if armed and spans not in _armed:
+            # A cycle begins: ordinals count from 0 again, so one model's spans are named alike
+            # in every cycle, whatever other requests kept the wrapper installed meanwhile.
+            _names.clear()
+            _type_counts.clear()
         spans.armed = armed
         spans.expect_recording = armed and recording
         if armed:

@@ -318,3 +318,22 @@ def test_torch_compile_traces_through_the_wrapper(tmp_path):
     events = json.loads(trace.read_text())["traceEvents"]
     names = [e["name"] for e in events if e["name"].startswith("nn.Module: ")]
     assert names == ["nn.Module: OptimizedModule_0"]
+
+
+def test_each_cycle_names_modules_from_zero_while_another_request_keeps_the_wrapper(tmp_path):
+    """Ordinals count from 0 in every cycle, also when another armed request (here a
+    ``record_modules()`` left on) kept the wrapper installed between two handlers' cycles, so
+    one model's layer spans are named alike in both runs."""
+    import perfkit_core
+    import perfkit_torch
+    from tests.torch_profiles import record
+
+    with perfkit_torch.record_modules():
+        first = perfkit_core.load(record(tmp_path / "a", steps=2, blocks=1).runs[0])
+        second = perfkit_core.load(record(tmp_path / "b", steps=2, blocks=1).runs[0])
+    names = [
+        {n for n in run.events["name"].astype(str) if n.startswith("nn.Module: ")}
+        for run in (first, second)
+    ]
+    assert names[0] and names[0] == names[1]
+    assert "nn.Module: Sequential_0" in names[0]
