@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -259,6 +260,11 @@ def folders_after_death(target: Path) -> list[dict[str, Any]]:
     return found
 
 
+def _default_sigint() -> None:
+    """In the child before it runs: SIGINT to its default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_killed_or_interrupted_training_keeps_every_profile(tmp_path, framework, signal_name):
@@ -293,6 +299,9 @@ def test_killed_or_interrupted_training_keeps_every_profile(tmp_path, framework,
         text=True,
         timeout=600,
         start_new_session=True,  # its Ctrl-C reaches its own process group only
+        # Ctrl-C as a terminal's program gets it, even when this process ignores SIGINT (an
+        # ignored signal is inherited, and Python then installs no KeyboardInterrupt handler).
+        preexec_fn=_default_sigint,
     )
     assert done.returncode != 0  # it did not get to finish the loop
     if signal_name == "SIGINT":
