@@ -143,7 +143,10 @@ def _perfkit(
     args: list[str], tmp_path: Path, *, memory_limit: int | None = None, env: dict | None = None
 ) -> tuple[int, str, str, int]:
     """Run the perfkit command (under an address-space limit of ``memory_limit`` bytes); return
-    (exit status, stdout, stderr, the command's own peak resident memory in bytes)."""
+    (exit status, stdout, stderr, the command's own peak resident memory in bytes).
+
+    The peak is the command's ``VmHWM``, read by the command as it exits: a child's
+    ``ru_maxrss`` would also count the memory of this test process it was forked from."""
     import os
     import resource
 
@@ -152,17 +155,30 @@ def _perfkit(
             resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
 
     out_path, err_path = tmp_path / "out.txt", tmp_path / "err.txt"
+    status_path = tmp_path / "status.txt"
+    launcher = (
+        "import atexit, runpy, sys\n"
+        "status = sys.argv.pop(1)\n"
+        "def keep():\n"
+        "    with open(status, 'w') as f, open('/proc/self/status') as s:\n"
+        "        f.write(s.read())\n"
+        "atexit.register(keep)\n"
+        "runpy.run_module('perfkit_core', run_name='__main__', alter_sys=True)\n"
+    )
     with open(out_path, "w") as out, open(err_path, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "perfkit_core", *args],
+        proc = subprocess.run(
+            [sys.executable, "-c", launcher, str(status_path), *args],
             stdout=out,
             stderr=err,
             preexec_fn=limit,
             env={**os.environ, **(env or {})},
         )
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, out_path.read_text(), err_path.read_text(), usage.ru_maxrss * 1024
+    peak_kib = next(
+        int(line.split()[1])
+        for line in status_path.read_text().splitlines()
+        if line.startswith("VmHWM:")
+    )
+    return proc.returncode, out_path.read_text(), err_path.read_text(), peak_kib * 1024
 
 
 def test_a_gzip_bomb_is_refused_in_one_line_within_a_memory_limit(tmp_path):
