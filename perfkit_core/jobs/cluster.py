@@ -172,7 +172,10 @@ def local_cluster(n: int, factory: Any) -> Any:
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",
-            silence_logs=logging.ERROR,
+            # Dask's own logs of its processes (a heartbeat lost while a loaded machine shuts
+            # the cluster down comes as a traceback) would break the one-line errors: perfkit
+            # reports each rank that fails itself.
+            silence_logs=logging.CRITICAL,
         )
 
 
