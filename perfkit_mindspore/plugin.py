@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.plugins import TraceLoader, hookimpl
+from perfkit_core.plugins import TraceLoader, hookimpl, installed_version
 
 FRAMEWORK = "mindspore"
 #: Distributions that ship the ``mindspore`` module (its CPU, GPU and Ascend builds).
@@ -42,21 +42,10 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
     return load_trace_view
 
 
-def _version() -> str | None:
-    import importlib.metadata
-
-    for dist in DISTRIBUTIONS:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 @hookimpl
 def perfkit_framework_info() -> dict[str, Any]:
     """Say whether MindSpore is installed, and which version, without importing it."""
-    version = _version()
+    version = installed_version(*DISTRIBUTIONS)
     return {"framework": FRAMEWORK, "installed": version is not None, "version": version}
 
 

@@ -33,15 +33,9 @@ def perfkit_claim_trace(path: Path, head: bytes) -> TraceLoader | None:
 @hookimpl
 def perfkit_framework_info() -> dict[str, Any]:
     """Say whether paddle is installed, and which version, without importing it."""
-    import importlib.metadata
+    from perfkit_core.plugins import installed_version
 
-    version: str | None = None
-    for dist in ("paddlepaddle", "paddlepaddle-gpu"):
-        try:
-            version = importlib.metadata.version(dist)
-            break
-        except importlib.metadata.PackageNotFoundError:
-            continue
+    version = installed_version("paddlepaddle", "paddlepaddle-gpu")
     return {"framework": "paddle", "installed": version is not None, "version": version}
 
 

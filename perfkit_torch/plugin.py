@@ -57,12 +57,9 @@ def perfkit_trace_rank(path: Path, head: bytes) -> int | None:
 @hookimpl
 def perfkit_framework_info() -> dict[str, Any]:
     """Say whether torch is installed, and which version, without importing it."""
-    import importlib.metadata
+    from perfkit_core.plugins import installed_version
 
-    try:
-        version: str | None = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        version = None
+    version = installed_version("torch")
     return {"framework": "torch", "installed": version is not None, "version": version}
 
 

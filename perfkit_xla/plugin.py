@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.plugins import TraceLoader, hookimpl
+from perfkit_core.plugins import TraceLoader, hookimpl, installed_version
 
 #: Frameworks whose runs this plugin answers for (``run.framework``).
 FRAMEWORKS = ("jax", "tensorflow", "xla")
@@ -56,25 +56,14 @@ def perfkit_claim_folder(path: Path) -> TraceLoader | None:
     return load_log_dir if is_log_dir(path) else None
 
 
-def _version(*dists: str) -> str | None:
-    import importlib.metadata
-
-    for dist in dists:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 @hookimpl
 def perfkit_framework_info() -> dict[str, Any]:
     """Say whether JAX or TensorFlow is installed, and which versions, without importing them."""
     found = []
-    jax = _version("jax")
+    jax = installed_version("jax")
     if jax:
         found.append(f"jax {jax}")
-    tf = _version("tensorflow", "tensorflow-cpu", "tf-nightly")
+    tf = installed_version("tensorflow", "tensorflow-cpu", "tf-nightly")
     if tf:
         found.append(f"tensorflow {tf}")
     return {"framework": "xla", "installed": bool(found), "version": ", ".join(found) or None}

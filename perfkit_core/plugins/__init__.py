@@ -7,7 +7,12 @@ it. Plugins mark their hook functions with ``hookimpl``.
 from __future__ import annotations
 
 from perfkit_core.plugins.hookspecs import PROJECT_NAME, TraceLoader, hookimpl, hookspec
-from perfkit_core.plugins.known import KNOWN_ADAPTERS, KnownAdapter, adapter_for
+from perfkit_core.plugins.known import (
+    KNOWN_ADAPTERS,
+    KnownAdapter,
+    adapter_for,
+    installed_version,
+)
 from perfkit_core.plugins.manager import (
     BUILTIN_PLUGINS,
     DISABLE_ENV,
@@ -35,6 +40,7 @@ __all__ = [
     "get_plugin_manager",
     "hookimpl",
     "hookspec",
+    "installed_version",
     "make_plugin_manager",
     "plugin_names",
     "registrations",

@@ -117,3 +117,17 @@ def adapter_status(pm: pluggy.PluginManager, distributions: dict[str, str]) -> l
                 f"{known.plugin}: not installed; to read {known.framework} profiles: {known.install}"
             )
     return lines
+
+
+def installed_version(*distributions: str) -> str | None:
+    """The version of the first of ``distributions`` that is installed (``paddlepaddle`` or
+    ``paddlepaddle-gpu``: either ships the framework), read from its metadata without importing
+    it; None when none is."""
+    import importlib.metadata
+
+    for dist in distributions:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
