@@ -21,6 +21,8 @@ from perfkit_core.cli.options import (
     MEASURE_OPTION,
     OPERATOR_OPTIONS,
     PEAK_OPTIONS,
+    REPORT_FORMAT_OPTION,
+    TIME_UNIT_OPTION,
 )
 from perfkit_core.cli.peaks import peaks_command
 from perfkit_core.errors import (
@@ -59,9 +61,7 @@ cli.add_command(export_command)
     show_default=True,
     help="Comma-separated views to show (those with no rows are left out).",
 )
-@click.option(
-    "--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True
-)
+@TIME_UNIT_OPTION
 @click.option("--top", type=int, default=30, show_default=True, help="Rows per table (0: all).")
 @click.option(
     "--sort-by",
@@ -96,13 +96,7 @@ cli.add_command(export_command)
 @LAYER_OPTIONS[2]
 @LAYER_OPTIONS[3]
 @LAYER_OPTIONS[4]
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "html"]),
-    default="text",
-    show_default=True,
-)
+@REPORT_FORMAT_OPTION
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
@@ -326,16 +320,8 @@ def advise(
     default=None,
     help="TOML (or YAML) file adding or overriding canonical-op mappings.",
 )
-@click.option(
-    "--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "html"]),
-    default="text",
-    show_default=True,
-)
+@TIME_UNIT_OPTION
+@REPORT_FORMAT_OPTION
 @click.option(
     "--fail-on-regression",
     "fail_pct",

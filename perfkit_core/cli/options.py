@@ -8,6 +8,18 @@ import click
 from perfkit_core.views.operators import GROUP_BY, OPTION_HELP
 
 #: Where a job of several ranks runs (``report`` and ``advise``).
+#: The unit of the times a report or comparison prints (``report``, ``compare``).
+TIME_UNIT_OPTION = click.option(
+    "--time-unit", type=click.Choice(["s", "ms", "us", "ns"]), default="ms", show_default=True
+)
+#: What form a report or comparison is written in (``report``, ``compare``).
+REPORT_FORMAT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
+)
 JOB_OPTIONS = (
     click.option(
         "--scheduler",
