@@ -39,8 +39,7 @@ from perfkit_mindspore.assemble import (
 )
 from perfkit_mindspore.cells import add_all_scope_spans
 from perfkit_mindspore.layout import Layout
-from perfkit_mindspore.rows import Rows
-from perfkit_mindspore.scopes import op_type
+from perfkit_mindspore.rows import Rows, add_calls
 from perfkit_mindspore.spans import read_spans
 from perfkit_mindspore.tables import (
     ACTIVITY_COLUMNS,
@@ -84,33 +83,14 @@ def load_gpu_profile(layout: Layout) -> Any:
     ops_path = layout.get("gpu_op_execute_timestamp")
     if ops_path is None:
         raise TraceError(layout.root, "has no gpu_op_execute_timestamp_<dev>.txt: nothing to read")
-    gpu_ops = read_timestamps(ops_path, 1e3)
-    n = len(gpu_ops.names)
-    rows.extend(
-        n,
-        kind="operator",
-        name=[op_type(x) for x in gpu_ops.names],
-        full_name=list(gpu_ops.names),
-        category="GPU op",
-        start_ns=list(gpu_ops.start_ns),
-        dur_ns=list(gpu_ops.dur_ns),
-        tid=0,
-    )
+    n = add_calls(rows, read_timestamps(ops_path, 1e3), category="GPU op", tid=0)
     host_path = layout.get("cpu_op_execute_timestamp")
     if host_path is not None:
         start_path = layout.get("start_time")
         offset = read_start_time(start_path) if start_path is not None else 0
         host = read_timestamps(host_path, 1e6)
-        rows.extend(
-            len(host.names),
-            kind="operator",
-            name=[op_type(x) for x in host.names],
-            full_name=list(host.names),
-            category="HostCpuOps",
-            start_ns=[s + offset for s in host.start_ns],
-            dur_ns=list(host.dur_ns),
-            tid=[1 + max(t, 0) for t in host.tid],
-        )
+        tids = [1 + max(t, 0) for t in host.tid]
+        add_calls(rows, host, category="HostCpuOps", tid=tids, offset_ns=offset)
     type_path = layout.get("gpu_op_type_info")
     table = read_type_table(type_path, gpu=True) if type_path is not None else None
     if table is not None:

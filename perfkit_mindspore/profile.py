@@ -31,7 +31,7 @@ from perfkit_mindspore.assemble import (
 )
 from perfkit_mindspore.cells import add_all_scope_spans
 from perfkit_mindspore.layout import Layout
-from perfkit_mindspore.rows import Rows
+from perfkit_mindspore.rows import Rows, add_calls
 from perfkit_mindspore.scopes import op_type
 from perfkit_mindspore.spans import read_spans
 from perfkit_mindspore.tables import read_timestamps, read_type_table
@@ -81,18 +81,9 @@ def _operators_from_trace(rows: Rows, layout: Layout, trace: Path) -> dict[str, 
 def _operators_from_timestamps(rows: Rows, layout: Layout, path: Path) -> dict[str, Any]:
     """Add the calls of ``cpu_op_execute_timestamp_<dev>.txt`` (durations in ms) to ``rows``."""
     calls = read_timestamps(path, 1e6)
-    n = len(calls.names)
-    rows.extend(
-        n,
-        kind="operator",
-        name=[op_type(x) for x in calls.names],
-        full_name=list(calls.names),
-        category="HostCpuOps",
-        start_ns=list(calls.start_ns),
-        dur_ns=list(calls.dur_ns),
-        pid=layout.pid if layout.pid is not None else -1,
-        tid=[max(t, 0) for t in calls.tid],
-    )
+    tids = [max(t, 0) for t in calls.tid]
+    pid = layout.pid if layout.pid is not None else -1
+    n = add_calls(rows, calls, category="HostCpuOps", tid=tids, pid=pid)
     return {"events_in_file": n}
 
 

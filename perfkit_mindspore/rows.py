@@ -4,9 +4,14 @@ and phases perfkit adds), turned into perfkit's event table at the end in one go
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from perfkit_mindspore.scopes import op_type
+
+if TYPE_CHECKING:
+    from perfkit_mindspore.tables import Calls
 
 #: Columns gathered per row, with the value a row gets when it does not say.
 DEFAULTS: dict[str, Any] = {
@@ -71,3 +76,24 @@ class Rows:
         for name, values in self.columns.items():
             out[name] = np.asarray(values, dtype=np.int64) if name in _INTS else values
         return out
+
+
+def add_calls(
+    rows: Rows, calls: Calls, *, category: str, tid: Any, pid: int | None = None, offset_ns: int = 0
+) -> int:
+    """Add the operator calls of a timestamp file (``tables.read_timestamps``) to ``rows``: one
+    ``operator`` row each, named by its type with the full name kept, started ``offset_ns``
+    later than the file says; ``tid`` a thread per call or one for all. Returns how many."""
+    n = len(calls.names)
+    where = {"tid": tid} if pid is None else {"tid": tid, "pid": pid}
+    rows.extend(
+        n,
+        kind="operator",
+        name=[op_type(x) for x in calls.names],
+        full_name=list(calls.names),
+        category=category,
+        start_ns=[s + offset_ns for s in calls.start_ns] if offset_ns else list(calls.start_ns),
+        dur_ns=list(calls.dur_ns),
+        **where,
+    )
+    return n
