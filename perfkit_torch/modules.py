@@ -74,9 +74,11 @@ def _torch_functions() -> tuple[Any, Any, Any]:
 
     enabled = torch._C._autograd._profiler_enabled
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
-    span = getattr(torch._C._profiler, "_RecordFunctionFast", None)
+    span: Any = getattr(torch._C._profiler, "_RecordFunctionFast", None)
     if span is None:  # older torch: the Python context manager, slower, a user_annotation span
-        from torch.autograd.profiler import record_function as span
+        from torch.autograd import profiler
+
+        span = profiler.record_function
     return enabled, compiling, span
 
 
@@ -152,7 +154,7 @@ def _install() -> None:
     _type_counts.clear()
     if torch.nn.Module.__call__ is not _call:
         _original = torch.nn.Module.__call__
-        torch.nn.Module.__call__ = _call  # type: ignore[method-assign]
+        setattr(torch.nn.Module, "__call__", _call)  # noqa: B010 (typed the same with or without torch)
     _active = True
 
 
@@ -166,7 +168,7 @@ def _uninstall() -> None:
     import torch
 
     if torch.nn.Module.__call__ is _call:
-        torch.nn.Module.__call__ = _original  # type: ignore[method-assign]
+        setattr(torch.nn.Module, "__call__", _original)  # noqa: B010
 
 
 def _set(spans: ModuleSpans, armed: bool, recording: bool) -> None:
