@@ -84,10 +84,15 @@ class TraceHandler(RunHandler):
     Each call (one per active window of the schedule) runs MindSpore's own analysis as its
     ``tensorboard_trace_handler(dir_name)`` does, writes perfkit's steps and spans into the
     profile's folder and queues its conversion; ``runs`` lists the saved run folders (waiting for
-    pending ones), ``failures`` what went wrong, ``profiles`` MindSpore's folders.
+    pending ones), ``failures`` what went wrong, ``profiles`` MindSpore's folders. ``model``
+    (the ``mindspore.nn.Cell`` trained, or its training cell), when set, has its cells' names and
+    trainable parameters recorded in each run (``perfkit_mindspore.describe_model``), for the
+    ``layers`` view.
     """
 
     native_name = ""
+    #: The cell trained, when known: its cells are described in each run.
+    model: Any = None
 
     def _kept(self, trace: Path) -> bool:
         """MindSpore's profile folder is kept whenever it is there."""
@@ -182,6 +187,13 @@ class TraceHandler(RunHandler):
             return None
         meta = handler_metadata("mindspore", _version(), prof, self.worker_name)
         meta["extra"]["mindspore_profile"] = str(folder)
+        if self.model is not None:
+            try:  # a description is never worth a lost profile
+                from perfkit_mindspore.model import describe_model
+
+                meta["model"] = describe_model(self.model)
+            except Exception:
+                pass
         self._started(run_dir)
         converter = None
         if self.background:
@@ -199,6 +211,7 @@ def on_trace_ready(
     worker_name: str | None = None,
     chain: Iterable[Callable[[Any], Any]] = (),
     background: bool = True,
+    model: Any = None,
 ) -> TraceHandler:
     """A handler for ``mindspore.profiler.profile(on_trace_ready=...)`` that saves each active
     window of the schedule as a perfkit run in ``dir_name/<worker>.step<N>/`` and keeps
@@ -207,8 +220,13 @@ def on_trace_ready(
     Steps: mark each one with ``perfkit_mindspore.step(prof)`` in place of ``prof.step()`` for
     exact step spans; without marks the steps of the window are found from the repeating
     sequence of operators (``perfkit_mindspore.steps``) and numbered from the schedule.
-    ``background=False`` converts in the callback instead of perfkit's helper process."""
-    return TraceHandler(dir_name, worker_name=worker_name, chain=chain, background=background)
+    ``background=False`` converts in the callback instead of perfkit's helper process. ``model``
+    (the ``mindspore.nn.Cell`` trained, or its ``TrainOneStepCell``) records its cells' names and
+    trainable parameters in each run (``perfkit_mindspore.describe_model``), for the ``layers``
+    view."""
+    handler = TraceHandler(dir_name, worker_name=worker_name, chain=chain, background=background)
+    handler.model = model
+    return handler
 
 
 def _synchronize() -> None:
@@ -280,6 +298,8 @@ class ProfilerCallback(_callback_base()):  # type: ignore[misc]
     ``stop_step`` ends; MindSpore's analysis writes its folder in ``dir_name`` and perfkit saves
     the run beside it, with a step span per step it saw (``handler.runs``). Extra keyword
     arguments go to ``mindspore.profiler.profile`` (``profile_memory``, ``with_stack``, ...).
+    The network ``Model.train`` trains (its training cell) is described in the run, its cells'
+    names and trainable parameters, for the ``layers`` view.
     Never raises into training: a profiler that does not start is warned about once and
     training goes on unprofiled. With ``dataset_sink_mode=True`` a callback step is a sink of
     several batches, and so is each step span.
@@ -328,6 +348,11 @@ class ProfilerCallback(_callback_base()):  # type: ignore[misc]
             number = self._step_number(run_context)
             if number == self.start_step and self._prof is None:
                 import mindspore
+
+                args = run_context.original_args()
+                self.handler.model = getattr(args, "train_network", None) or getattr(
+                    args, "network", None
+                )
 
                 self._prof = mindspore.profiler.profile(
                     activities=_activities(),

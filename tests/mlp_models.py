@@ -1,7 +1,8 @@
 """tfprof's example model, the MNIST MLP (784-128-32-10 with layers named ``hidden1``,
-``hidden2`` and ``softmax_linear``), in torch and Paddle, trained for a few profiled steps with
-each adapter's default handler. Run ``train`` in a process of its own per framework (``python
--c``), as torch and Paddle in one process slow each other down."""
+``hidden2`` and ``softmax_linear``), in torch, Paddle and MindSpore, trained for a few profiled
+steps with each adapter's default handler (MindSpore: ``Model.train`` with perfkit's
+``ProfilerCallback``, in graph mode). Run ``train`` in a process of its own per framework
+(``python -c``), as torch and Paddle in one process slow each other down."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _model(nn: Any, base: Any, relu: Any) -> Any:
 
 
 def train(framework: str, directory: Path, *, steps: int = 3, with_stack: bool = False) -> Path:
-    """Train the MLP in ``framework`` (``torch`` or ``paddle``) for ``steps`` profiled steps with
+    """Train the MLP in ``framework`` (``torch``, ``paddle`` or ``mindspore``) for ``steps`` profiled steps with
     the adapter's default handler writing under ``directory`` (torch: with Python frames when
     ``with_stack``); return the saved run's folder."""
     if framework == "torch":
@@ -57,6 +58,8 @@ def train(framework: str, directory: Path, *, steps: int = 3, with_stack: bool =
                 opt.step()
                 prof.step()
         return Path(handler.runs[0])
+    if framework == "mindspore":
+        return _train_mindspore(directory, steps)
     import paddle
     import paddle.profiler as profiler
 
@@ -83,6 +86,56 @@ def train(framework: str, directory: Path, *, steps: int = 3, with_stack: bool =
         prof.step()
     prof.stop()
     return Path(handler.runs[0])
+
+
+def _train_mindspore(directory: Path, steps: int) -> Path:
+    """The MLP in MindSpore's graph mode, trained by ``Model.train`` with perfkit's
+    ``ProfilerCallback`` profiling steps 2 to ``steps + 1``; the saved run's folder."""
+    import mindspore
+    import mindspore.dataset as ds
+    import numpy as np
+    from mindspore import nn, ops
+    from mindspore.train import Model
+
+    import perfkit_mindspore
+
+    mindspore.set_context(mode=mindspore.GRAPH_MODE)
+    mindspore.set_device("CPU")
+    mindspore.set_seed(0)
+
+    class MLP(nn.Cell):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.hidden1 = nn.Dense(784, 128)
+            self.hidden2 = nn.Dense(128, 32)
+            self.softmax_linear = nn.Dense(32, 10)
+
+        def construct(self, x: Any) -> Any:
+            return self.softmax_linear(ops.relu(self.hidden2(ops.relu(self.hidden1(x)))))
+
+    net = MLP()
+    model = Model(
+        net,
+        nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+        nn.SGD(net.trainable_params(), learning_rate=0.01),
+    )
+    rng = np.random.default_rng(0)
+    data = [
+        (
+            rng.standard_normal((64, 784), dtype=np.float32),
+            rng.integers(0, 10, (64,), dtype=np.int32),
+        )
+        for _ in range(steps + 1)
+    ]
+    callback = perfkit_mindspore.ProfilerCallback(2, steps + 1, directory, background=False)
+    model.train(
+        1,
+        ds.GeneratorDataset(data, ["x", "y"], shuffle=False),
+        callbacks=[callback],
+        dataset_sink_mode=False,
+    )
+    assert not callback.failures, callback.failures
+    return Path(callback.runs[0])
 
 
 if __name__ == "__main__":

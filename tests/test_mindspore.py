@@ -736,3 +736,96 @@ def test_the_handler_never_raises_and_keeps_mindspores_folder(tmp_path, monkeypa
     assert "disk full" in reason and kept.is_dir() and kept.name.endswith("_ascend_ms")
     assert any("perfkit: could not save" in str(w.message) for w in caught)
     assert perfkit_core.load(kept).meta["steps"]  # nothing lost: the folder still reads
+
+
+# --- the model: cells and their parameters for the layers view ---------------------------------
+
+
+@needs_mindspore
+def test_the_callback_records_the_mlps_parameters_as_tfprof_counts_them(tmp_path):
+    from perfkit_core.views.structure import structure
+    from tests.mlp_models import EXPECTED_PARAMS, HIDDEN1_WEIGHT, TOTAL_PARAMS, train
+
+    run_dir = train("mindspore", tmp_path)  # Model.train with ProfilerCallback: no extra call
+    run = perfkit_core.load(run_dir)
+    tree = run.summary("layers", params=True)
+    layers = tree.set_index("name")
+    assert layers.loc["MLP", "params_with_children"] == TOTAL_PARAMS
+    for name, count in EXPECTED_PARAMS.items():
+        assert layers.loc[name, "params_own"] == count
+        assert layers.loc[name, "params_with_children"] == count
+        assert layers.loc[name, "calls_per_step"] == 1
+    hidden1 = int(np.flatnonzero(tree["name"].to_numpy() == "hidden1")[0])
+    weight = tree.iloc[hidden1 + 1]
+    assert weight["name"] == "weight" and weight["params_own"] == HIDDEN1_WEIGHT
+    assert weight["shape"] == "128x784" and weight["dtype"] == "float32"  # MindSpore's (out, in)
+    assert weight["params_own_bytes"] == HIDDEN1_WEIGHT * 4
+    # Recomputed from the saved record: the layers' own parameters are the model's, and each
+    # described cell is a layer the run recorded (its key is one of the trace's layer keys).
+    meta = json.loads((run_dir / "meta.json").read_text())
+    recorded = meta["model"]["layers"]
+    assert sum(p["count"] for layer in recorded for p in layer["params"]) == TOTAL_PARAMS
+    keys = set(structure(run).layer_key.values())
+    assert {layer["match"] for layer in recorded} <= keys
+    assert "parameters not recorded" not in tree.attrs["note"]
+
+
+@needs_mindspore
+def test_describe_model_names_cells_in_lists_and_the_handler_records_it(tmp_path):
+    """A ``CellList`` is a layer (its members' scopes hold it); a frozen parameter is not
+    counted; the handler's ``model=`` records the description and the tree reads it."""
+    import mindspore as ms
+    from mindspore import nn
+    from mindspore.profiler import ProfilerActivity
+
+    import perfkit_mindspore
+    from perfkit_core.views.structure import structure
+
+    class Blocks(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.CellList([nn.Dense(8, 8), nn.Dense(8, 8)])
+            self.head = nn.Dense(8, 2)
+            self.scale = ms.Parameter(ms.Tensor(np.ones(2, np.float32)), requires_grad=False)
+
+        def construct(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x) * self.scale
+
+    net = Blocks()
+    described = {d["match"]: d for d in perfkit_mindspore.describe_model(net)["layers"]}
+    assert [d["name"] for d in described.values()] == ["", "blocks", "blocks.0", "blocks.1", "head"]
+    assert list(described) == [
+        "blocks[1]",
+        "blocks[1]/celllist[1]",
+        "blocks[1]/celllist[1]/linear[1]",
+        "blocks[1]/celllist[1]/linear[2]",
+        "blocks[1]/linear[1]",
+    ]
+    assert described["blocks[1]"]["params"] == []  # ``scale`` is not trainable
+    assert sum(p["count"] for d in described.values() for p in d["params"]) == 162
+
+    # The handler's ``model=``: a graph-mode training cell profiled under ``profile``.
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_device("CPU")
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    train_net = nn.TrainOneStepCell(nn.WithLossCell(net, loss), nn.SGD(net.trainable_params()))
+    handler = perfkit_mindspore.on_trace_ready(tmp_path, model=net, background=False)
+    x = ms.Tensor(np.ones((4, 8), np.float32))
+    y = ms.Tensor(np.zeros((4,), np.int32))
+    with ms.profiler.profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=ms.profiler.schedule(wait=0, warmup=1, active=2, repeat=1),
+        on_trace_ready=handler,
+    ) as prof:
+        for _ in range(3):
+            train_net(x, y)
+            perfkit_mindspore.step(prof)
+    (run_dir,) = handler.runs
+    run = perfkit_core.load(run_dir)
+    tree = run.summary("layers").set_index("name")
+    assert tree.loc["blocks.1", "params_own"] == 72 and tree.loc["head", "params_own"] == 18
+    assert tree.loc["blocks", "params_with_children"] == 144
+    assert tree.loc["Blocks", "params_with_children"] == 162
+    assert set(described) <= set(structure(run).layer_key.values())
