@@ -149,6 +149,51 @@ def test_options_depth_order_filter_step(mlp_runs: dict[str, Path]) -> None:
         run.summary("layers", order_by="nope")
 
 
+
+def _layers_holding(run: perfkit_core.Run, op_type: str) -> set[str]:
+    """Recomputed from the raw events: the module spans (``nn.Module: Type_k``) that are the
+    innermost span around a call of ``op_type`` in a step, by time on its thread."""
+    ev = run.events
+    name = ev["name"].astype(str)
+    spans = ev[(ev["kind"].astype(str) == "user") & name.str.startswith("nn.Module: ")]
+    ops = ev[(ev["kind"].astype(str) == "operator") & (name == op_type) & (ev["step"] >= 0)]
+    found = set()
+    for op in ops.itertuples():
+        around = spans[
+            (spans["tid"] == op.tid)
+            & (spans["start_ns"] <= op.start_ns)
+            & (spans["start_ns"] + spans["dur_ns"] >= op.start_ns + op.dur_ns)
+        ]
+        if len(around):
+            found.add(str(around.sort_values("dur_ns").iloc[0]["name"]))
+    return found
+
+
+@pytest.mark.parametrize("op_type", ["aten::relu", "aten::addmm"])
+def test_filter_keeps_the_layers_that_ran_an_op_type(
+    mlp_runs: dict[str, Path], op_type: str
+) -> None:
+    run = perfkit_core.load(mlp_runs["torch"])
+    spans = _layers_holding(run, op_type)
+    described = {
+        layer["match"]: layer["name"] or layer["type"] for layer in run.meta["model"]["layers"]
+    }
+    expected = {described[s] for s in spans}
+    assert expected == ({"MLP"} if op_type == "aten::relu" else set(EXPECTED_PARAMS))
+    tree = run.summary("layers", filter=f"^{op_type}$")
+    shown = set(tree["name"]) - {NO_LAYER}
+    assert shown == expected | {"MLP"}  # with the model around them
+    # Each layer keeps all its figures: the rows are the unfiltered tree's rows.
+    full = run.summary("layers").set_index("name")
+    for row in tree.itertuples():
+        assert row.host_with_children_ns == full.loc[row.name, "host_with_children_ns"]
+    assert "ran an op of a matching type" in tree.attrs["note"]
+    # A layer name still matches as before; a type no layer ran leaves only (no layer).
+    by_name = run.summary("layers", filter="softmax_linear")
+    assert list(by_name["name"]) == ["MLP", "softmax_linear", NO_LAYER]
+    assert list(run.summary("layers", filter="^no such op$")["name"]) == [NO_LAYER]
+
+
 def test_cli_prints_the_tree(mlp_runs: dict[str, Path]) -> None:
     from perfkit_core.cli import main
 

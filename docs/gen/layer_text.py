@@ -49,7 +49,9 @@ LAYERS_OPTIONS: dict[object, str] = {
     "`params`, `bytes`, `memory`; `params` is `params_with_children`, as tfprof's `-order_by params`); "
     "default: the order of their first call",
     ("layers", "filter"): "keep the layers whose name or path this regular expression matches "
-    "(anywhere, case-insensitive), with the layers around them",
+    "(anywhere, case-insensitive), or that ran an op whose type it matches (`aten::addmm`, "
+    "`MatMul`; a backward op in the layer of the forward op it differentiates), with the "
+    "layers around them; each layer keeps all its figures",
     "step": "this step alone instead of the mean over the steps",
     "params": "list each weight, with its shape and dtype, under its layer",
     "select": "only these figures, comma-separated: `calls`, `host`, `gpu`, `flops`, `params`, "

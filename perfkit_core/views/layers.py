@@ -189,6 +189,26 @@ def _descriptions(run: Run, keys: list[str]) -> dict[str, LayerDescription] | No
     return out
 
 
+def _matching_op_types(run: Run, wanted: list[int], pattern: re.Pattern[str]) -> set[str]:
+    """The layer keys of the layers that ran an op whose type (its event name: ``aten::addmm``,
+    ``matmul``, ``MatMul``) ``pattern`` matches, in the steps ``wanted``: an op counts in the
+    layer its time counts in (a backward op in the layer of the forward op it differentiates; an
+    op nested in another, in the outer op's layer)."""
+    from perfkit_core.views.structure import structure
+
+    st = structure(run)
+    step_numbers = run.events["step"].to_numpy()
+    ops = np.flatnonzero(st.host & (st.kind == "operator") & (st.step_row_of >= 0))
+    ops = ops[np.isin(step_numbers[ops], wanted)]
+    if len(ops) == 0:
+        return set()
+    uniq, inverse = np.unique(st.names[ops].astype(str), return_inverse=True)
+    hit = np.array([bool(pattern.search(n)) for n in uniq.tolist()], dtype=bool)
+    ops = ops[hit[np.asarray(inverse).reshape(-1)]]
+    layers = np.unique(_layer_of_rows(run, ops))
+    return {st.layer_key[int(r)] for r in layers.tolist() if r >= 0 and int(r) in st.layer_key}
+
+
 def _ancestors(key: str) -> list[str]:
     """The keys of ``key``'s enclosing layers, outermost first, and ``key``."""
     parts = key.split("/")
@@ -219,8 +239,10 @@ def layers_view(
 
     ``max_depth`` keeps layers of depth up to it; ``order_by`` orders siblings by a column,
     largest first, or by a figure's total (``calls``, ``host``, ``gpu``, ``flops``, ``params``,
-    ``bytes``: ``params`` is ``params_with_children``; default: the order of their first call); ``filter`` (a regular expression)
-    keeps layers whose name or path it matches, with their enclosing layers; ``step`` takes that
+    ``bytes``: ``params`` is ``params_with_children``; default: the order of their first call);
+    ``filter`` (a regular expression, case-insensitive) keeps the layers whose name or path it
+    matches or that ran an op whose type it matches (``_matching_op_types``), with their
+    enclosing layers, each with all its figures; ``step`` takes that
     step alone instead of the mean over the steps; ``select`` (comma-separated figures:
     ``calls``, ``host``, ``gpu``, ``flops``, ``params``, ``bytes``, ``memory``) keeps those figures' columns
     beside ``name``, ``path`` and ``depth``."""
@@ -346,10 +368,11 @@ def layers_view(
         parent = key.rsplit("/", 1)[0] if "/" in key else ""
         children.setdefault(parent, []).append(key)
     if pattern is not None:
+        by_op = _matching_op_types(run, wanted, pattern)
         keep = {
             up
             for key in keys
-            if pattern.search(key) or pattern.search(str(rows[key]["name"]))
+            if pattern.search(key) or pattern.search(str(rows[key]["name"])) or key in by_op
             for up in _ancestors(key)
         }
     else:
@@ -433,6 +456,11 @@ def layers_view(
         "phases; a backward op counts in the layer of the forward op it differentiates"
         + (f"; step {step} alone" if step is not None else "")
     )
+    if pattern is not None:
+        notes.append(
+            f"layers whose name or path matches {filter!r} or that ran an op of a matching "
+            "type, with the layers around them; each with all its figures"
+        )
     if select:
         frame = frame[_selected(frame, select)]
     frame.attrs["note"] = "; ".join(notes)

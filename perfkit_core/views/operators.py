@@ -84,7 +84,7 @@ OPTION_HELP = {
     "ran on, where the profiler records full names (MindSpore).",
     "filter": "Only operators and user spans whose name or full name matches this regular "
     "expression (anywhere, case-insensitive); in the layers view, the layers whose name or "
-    "path matches, with the layers around them.",
+    "path matches or that ran an op whose type matches, with the layers around them.",
 }
 #: What ``group_by`` may name: ``type``, one row per event name (torch's and Paddle's operator
 #: names, MindSpore's operator types); ``name``, one row per full name where the profiler
