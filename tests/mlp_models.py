@@ -30,10 +30,18 @@ def _model(nn: Any, base: Any, relu: Any) -> Any:
     return MLP()
 
 
-def train(framework: str, directory: Path, *, steps: int = 3, with_stack: bool = False) -> Path:
-    """Train the MLP in ``framework`` (``torch``, ``paddle`` or ``mindspore``) for ``steps`` profiled steps with
-    the adapter's default handler writing under ``directory`` (torch: with Python frames when
-    ``with_stack``); return the saved run's folder."""
+def train(
+    framework: str,
+    directory: Path,
+    *,
+    steps: int = 3,
+    with_stack: bool = False,
+    mark_steps: bool = True,
+) -> Path:
+    """Train the MLP in ``framework`` (``torch``, ``paddle`` or ``mindspore``) for ``steps``
+    profiled steps with the adapter's default handler writing under ``directory`` (torch: with
+    Python frames when ``with_stack``; without a schedule and ``prof.step()``, so the run
+    records no steps, unless ``mark_steps``); return the saved run's folder."""
     if framework == "torch":
         import torch
         from torch.profiler import profile, schedule
@@ -46,7 +54,7 @@ def train(framework: str, directory: Path, *, steps: int = 3, with_stack: bool =
         handler = perfkit_torch.on_trace_ready(directory, background=False)
         x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
         with profile(
-            schedule=schedule(wait=0, warmup=1, active=steps),
+            schedule=schedule(wait=0, warmup=1, active=steps) if mark_steps else None,
             on_trace_ready=handler,
             record_shapes=True,
             with_stack=with_stack,
@@ -56,7 +64,8 @@ def train(framework: str, directory: Path, *, steps: int = 3, with_stack: bool =
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                prof.step()
+                if mark_steps:
+                    prof.step()
         return Path(handler.runs[0])
     if framework == "mindspore":
         return _train_mindspore(directory, steps)
@@ -139,4 +148,12 @@ def _train_mindspore(directory: Path, steps: int) -> Path:
 
 
 if __name__ == "__main__":
-    print(train(sys.argv[1], Path(sys.argv[2]), with_stack="stack" in sys.argv[3:]))
+    options = sys.argv[3:]
+    print(
+        train(
+            sys.argv[1],
+            Path(sys.argv[2]),
+            with_stack="stack" in options,
+            mark_steps="nosteps" not in options,
+        )
+    )

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 import perfkit_core
-from perfkit_core.views.layers import NO_LAYER, NO_PARAMS_NOTE
+from perfkit_core.views.layers import NO_LAYER, NO_PARAMS_NOTE, NO_STEPS_NOTE
 from tests.mlp_models import EXPECTED_PARAMS, HIDDEN1_WEIGHT, TOTAL_PARAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _train(framework: str, directory: Path) -> Path:
+def _train(framework: str, directory: Path, *options: str) -> Path:
     pytest.importorskip(framework)
     out = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "mlp_models.py"), framework, str(directory)],
+        [sys.executable, str(ROOT / "tests" / "mlp_models.py"), framework, str(directory), *options],
         capture_output=True,
         text=True,
         timeout=600,
@@ -330,3 +330,44 @@ def test_tower_parameters_counted_once(framework: str, tmp_path: Path) -> None:
     # second call of the shared layer stays unnamed.
     expected_names = ["shared", "shared"] if framework == "torch" else ["shared", "Linear 4"]
     assert list(shared["name"]) == expected_names
+
+
+def test_a_run_without_steps_shows_the_model_and_says_why_no_times(tmp_path: Path) -> None:
+    """A torch run profiled without a schedule (no prof.step()): no figure per step can be
+    made, so the tree is the recorded model's layers with their parameters and a note; with no
+    model either, the report says so in one line instead of leaving the section out."""
+    from perfkit_core.cli import main
+    from perfkit_core.views.structure import structure
+
+    run_dir = _train("torch", tmp_path / "run", "nosteps")
+    run = perfkit_core.load(run_dir)
+    assert run.meta["steps"] == []
+    tree = run.summary("layers", params=True)
+    assert NO_STEPS_NOTE in tree.attrs["note"]
+    assert NO_LAYER not in set(tree["name"])  # (no layer)'s time is per step too
+    layers = tree.set_index("name")
+    assert layers.loc["MLP", "params_with_children"] == TOTAL_PARAMS
+    for name, count in EXPECTED_PARAMS.items():
+        assert layers.loc[name, "params_own"] == count
+    assert (tree["name"] == "weight").sum() == 3
+    assert tree.loc[tree["name"] == "weight", "params_own"].max() == HIDDEN1_WEIGHT
+    for column in ("calls_per_step", "host_own_ns", "host_with_children_ns", "model_gflops_own"):
+        assert tree[column].isna().all(), column
+    # The rows are each module's first call: the structure's key of its first span.
+    st = structure(run)
+    first: dict[str, str] = {}
+    for row in sorted(st.layer_key, key=lambda r: int(st.start[r])):
+        first.setdefault(str(st.names[row]), st.layer_key[row])
+    layer_rows = tree[tree["shape"].isna()]
+    assert set(layer_rows["path"]) == set(first.values())
+    # Without the model either: nothing to show, and the report says why.
+    meta = json.loads((run_dir / "meta.json").read_text())
+    del meta["model"]
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    bare = perfkit_core.load(run_dir).summary("layers")
+    assert bare.empty and bare.attrs["note"].startswith(NO_STEPS_NOTE)
+    out = tmp_path / "report.txt"
+    args = ["report", str(run_dir), "--views", "layers", "--no-advice"]
+    assert main([*args, "-o", str(out)]) == 0
+    text = " ".join(out.read_text().split())
+    assert "Layers" in text and "no steps were recorded" in text and "no model either" in text

@@ -451,7 +451,12 @@ def _build_report(
             frame = run.summary(view, **options.get(view, {}))
             bar.update(1)
             if frame.empty:
-                continue
+                if not frame.attrs.get("explain_empty"):
+                    continue
+                # A view that says why it is empty: its note, under its first column alone.
+                attrs = dict(frame.attrs)
+                frame = frame[list(frame.columns[:1])]
+                frame.attrs.update(attrs)
             table = table_from_frame(
                 view,
                 VIEW_TITLES.get(view, f"{view} summary".title()),

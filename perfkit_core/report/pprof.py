@@ -142,6 +142,8 @@ def layer_samples(run: Run) -> tuple[list[list[tuple[str, str, int]]], list[int]
     names = dict(zip(tree["path"], tree["name"], strict=True))
     stacks, values = [], []
     for path, name, own in zip(tree["path"], tree["name"], tree["host_own_ns"], strict=True):
+        if own != own:  # NaN: a run without steps has no layer times
+            continue
         value = round(float(own) * steps)
         if value <= 0:
             continue

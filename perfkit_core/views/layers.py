@@ -49,6 +49,11 @@ if TYPE_CHECKING:
 
 #: The row of the forward and backward time, device time and FLOPs outside every layer.
 NO_LAYER = "(no layer)"
+#: The note of a run that recorded no steps: the tree's figures are per step.
+NO_STEPS_NOTE = (
+    "no steps were recorded, and the layers' calls, times, FLOPs and memory are per step "
+    "(call prof.step() once per training step)"
+)
 #: The note of a run whose adapter recorded no model.
 NO_PARAMS_NOTE = "parameters not recorded (the adapter saw no model: see the model view guide)"
 #: Phases whose time the tree holds.
@@ -209,6 +214,26 @@ def _matching_op_types(run: Run, wanted: list[int], pattern: re.Pattern[str]) ->
     return {st.layer_key[int(r)] for r in layers.tolist() if r >= 0 and int(r) in st.layer_key}
 
 
+def _first_described(run: Run) -> list[str]:
+    """The layer keys of the recorded model's layers in a run without steps: the keys of a
+    description matched by key, the key of each described span's first call otherwise (a
+    run without steps numbers the calls of the whole run, so later calls of one module are
+    other keys). Empty when no model was recorded."""
+    from perfkit_core.views.structure import structure
+
+    recorded = model_description(run)
+    if recorded is None:
+        return []
+    by, found = recorded
+    if by == "key":
+        return list(found)
+    st = structure(run)
+    first: dict[str, str] = {}
+    for row in sorted(st.layer_key, key=lambda r: int(st.start[r])):
+        first.setdefault(str(st.names[row]), st.layer_key[row])
+    return [key for span, key in first.items() if span in found]
+
+
 def _ancestors(key: str) -> list[str]:
     """The keys of ``key``'s enclosing layers, outermost first, and ``key``."""
     parts = key.split("/")
@@ -314,7 +339,13 @@ def layers_view(
     flops_own = _per_key(okeys, ops["flops"].to_numpy())
     memory_own = _allocated(run, slices)
 
-    found = set(calls) | {k for k in (*host_own, *gpu_own, *flops_own, *(memory_own or {})) if k}
+    has_steps = bool(steps_seen)
+    if has_steps:
+        found = set(calls) | {
+            k for k in (*host_own, *gpu_own, *flops_own, *(memory_own or {})) if k
+        }
+    else:  # nothing per step to show: the recorded model's layers and their parameters
+        found = set(_first_described(run))
     keys = sorted({up for k in found for up in _ancestors(k)})
     names = _key_names(run, keys)
     described = _descriptions(run, keys)
@@ -322,6 +353,8 @@ def layers_view(
     byte_own: dict[str, float] = {}
     if described is not None:
         for key, d in described.items():
+            if not d.name and not has_steps and d.type:
+                names[key] = d.type  # the model: its ordinal over the run says nothing
             if d.name:
                 parts = d.name.split(".")
                 # A list's member is named with its list: ``blocks.0``.
@@ -430,7 +463,7 @@ def layers_view(
     columns = list(COLUMNS)
     if params:
         columns += ["shape", "dtype"]
-    frame = pd.DataFrame([*ordered, no_layer], columns=columns)
+    frame = pd.DataFrame([*ordered, no_layer] if has_steps else ordered, columns=columns)
     for column in columns:
         if column.startswith("params"):
             frame[column] = frame[column].astype(float)
@@ -441,21 +474,34 @@ def layers_view(
     if not has_gpu:
         for column in ("gpu_own_ns", "gpu_with_children_ns"):
             frame[column] = math.nan
-    if memory_own is None:
+    if memory_own is None or not has_steps:
         for column in ("allocated_own_bytes", "allocated_with_children_bytes"):
+            frame[column] = math.nan
+    if not has_steps:
+        for column in ("calls_per_step", *(k for pair in PAIRED[:3] for k in pair)):
             frame[column] = math.nan
     frame["depth"] = frame["depth"].astype(int)
     frame["level"] = frame["level"].astype(int)
     notes = []
-    if not keys:
+    if not has_steps:
+        notes.append(
+            NO_STEPS_NOTE
+            + (
+                ": the tree shows the recorded model's layers and their parameters"
+                if keys
+                else "; the run recorded no model either, so there is no tree to show"
+            )
+        )
+    elif not keys:
         notes.append("no layers were recorded: every op is outside a layer")
-    if described is None:
+    if described is None and has_steps:
         notes.append(NO_PARAMS_NOTE)
-    notes.append(
-        "own time and FLOPs of the layers plus (no layer) add up to the forward and backward "
-        "phases; a backward op counts in the layer of the forward op it differentiates"
-        + (f"; step {step} alone" if step is not None else "")
-    )
+    if has_steps:
+        notes.append(
+            "own time and FLOPs of the layers plus (no layer) add up to the forward and "
+            "backward phases; a backward op counts in the layer of the forward op it "
+            "differentiates" + (f"; step {step} alone" if step is not None else "")
+        )
     if pattern is not None:
         notes.append(
             f"layers whose name or path matches {filter!r} or that ran an op of a matching "
@@ -466,6 +512,8 @@ def layers_view(
     frame.attrs["note"] = "; ".join(notes)
     frame.attrs["labels"] = dict(LABELS)
     frame.attrs["paired"] = [list(p) for p in PAIRED]
+    if frame.empty:
+        frame.attrs["explain_empty"] = True  # the report says why, never an empty nothing
     return frame
 
 
