@@ -125,9 +125,12 @@ def structure(run: Run) -> Structure:
     is_layer = (host & kinds.among("forward")) | layer_span | traced
     is_user = host & kinds.among("user") & ~is_layer
     is_step = host & kinds.among("step")
-    step_row_of = np.where(host, innermost(parent, is_step), -1)
-    layer_of = np.where(host, innermost(parent, is_layer), -1)
-    user_of = np.where(host, innermost(parent, is_user), -1)
+    # Rows as int32 (a table holds fewer than 2**31 rows): the structure stays cached for the
+    # whole report, and half-width row arrays keep its peak memory down.
+    unit_of = unit_of.astype(np.int32)
+    step_row_of = np.where(host, innermost(parent, is_step), -1).astype(np.int32)
+    layer_of = np.where(host, innermost(parent, is_layer), -1).astype(np.int32)
+    user_of = np.where(host, innermost(parent, is_user), -1).astype(np.int32)
     keys, labels = _layer_keys(is_layer, parent, names, start, step_row_of)
     import pandas as pd
 
