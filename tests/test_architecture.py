@@ -208,3 +208,13 @@ def test_adapters_use_only_the_public_api(adapter: str) -> None:
             if private:
                 wrong.append(f"{path.name}:{line} imports {private} from {target}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_report_tables_are_the_comparison_views_and_advice() -> None:
+    """The CLI lists a comparison's tables from ``REPORT_VIEWS`` without importing the comparison
+    package; it must name exactly the comparison views, in order, and ``advice``."""
+    from perfkit_core.comparison.compare import VIEWS
+    from perfkit_core.report.comparison_model import DEFAULT_COMPARISON_VIEWS, REPORT_VIEWS
+
+    assert (*VIEWS, "advice") == REPORT_VIEWS
+    assert set(DEFAULT_COMPARISON_VIEWS) <= set(REPORT_VIEWS)

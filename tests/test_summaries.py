@@ -605,3 +605,21 @@ def test_profiled_span_ends_with_the_work_not_the_profiler_marker(traces_dir):
     assert start == work["start_ns"].min()
     assert end == (work["start_ns"] + work["dur_ns"]).max()
     assert end < marker["start_ns"].iloc[0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_overlap_per_window_equals_intersecting_each_window(seed):
+    """The breakdown's per-step overlaps (prefix sums trimmed at the edges) against intersecting
+    each window with the merged list, one window at a time."""
+    from perfkit_core.events.intervals import intersect_intervals, length, overlap_per_window
+
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, 1000, size=rng.integers(0, 40))
+    merged = merge_intervals(starts, starts + rng.integers(0, 60, size=len(starts)))
+    a = rng.integers(-50, 1050, size=30)
+    b = a + rng.integers(0, 200, size=30)
+    expected = [
+        length(intersect_intervals((np.array([s]), np.array([e])), merged))
+        for s, e in zip(a.tolist(), b.tolist(), strict=True)
+    ]
+    assert overlap_per_window(merged, a, b).tolist() == expected

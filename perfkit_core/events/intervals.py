@@ -100,6 +100,27 @@ def _sweep(a: Intervals, b: Intervals, inside: int) -> Intervals:
     return merge_intervals(lo[keep], hi[keep])
 
 
+def overlap_per_window(merged: Intervals, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each window [starts[i], ends[i]), the length in ns of its overlap with ``merged`` (a
+    merged interval list), as int64: prefix sums of the blocks' lengths, trimmed at each
+    window's edges, with no loop over the windows."""
+    ms, me = merged
+    a = np.asarray(starts, dtype=np.int64)
+    b = np.asarray(ends, dtype=np.int64)
+    if len(ms) == 0 or len(a) == 0:
+        return np.zeros(len(a), dtype=np.int64)
+    total = np.r_[0, np.cumsum(me - ms)]
+    first = np.searchsorted(me, a, side="right")  # the first block ending after the start
+    stop = np.searchsorted(ms, b, side="left")  # blocks [first, stop) start before the end
+    some = stop > first
+    out = np.where(some, total[stop] - total[np.minimum(first, stop)], 0)
+    head = np.minimum(first, len(ms) - 1)
+    tail = np.maximum(stop - 1, 0)
+    out = out - np.where(some, np.maximum(a - ms[head], 0), 0)
+    out = out - np.where(some, np.maximum(me[tail] - b, 0), 0)
+    return np.maximum(out, 0)
+
+
 def intersect_intervals(a: Intervals, b: Intervals) -> Intervals:
     """Return the intersection of two merged interval lists, merged."""
     return _sweep(a, b, 3)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.events.schema import str_values
+from perfkit_core.events.schema import coded, str_values
 from perfkit_core.events.trees import depth as depth
 from perfkit_core.events.trees import farthest_flagged as farthest_flagged
 from perfkit_core.events.trees import has_ancestor as has_ancestor
@@ -131,14 +131,7 @@ def group_codes(*columns: np.ndarray) -> np.ndarray:
 def kind_is(events: pd.DataFrame, *kinds: str) -> np.ndarray:
     """Return, for each row, whether its ``kind`` is one of ``kinds``: compared by category code,
     without making the column's strings."""
-    import pandas as pd
-
-    column = events["kind"]
-    if not isinstance(column.dtype, pd.CategoricalDtype):
-        return np.isin(column.to_numpy(), list(kinds))
-    categories = column.cat.categories
-    wanted = [categories.get_loc(k) for k in kinds if k in categories]
-    return np.isin(column.cat.codes.to_numpy(), wanted)
+    return coded(events["kind"]).among(*kinds)
 
 
 def launcher_rows(events: pd.DataFrame) -> np.ndarray:
@@ -375,11 +368,10 @@ def repeated_only_children(events: pd.DataFrame) -> np.ndarray:
     torch_rows = (str_values(events["framework"]) == "torch") & (events["stream"].to_numpy() < 0)
     if not torch_rows.any():
         return into
-    kind = events["kind"].to_numpy()
     names = events["name"]
     codes = names.cat.codes.to_numpy().astype(np.int64)
     skipped_name = np.isin(np.asarray(names.cat.categories, dtype=object), TORCH_TREE_SKIPPED_NAMES)
-    node = torch_rows & ~np.isin(kind, list(TORCH_TREE_SKIPPED_KINDS))
+    node = torch_rows & ~kind_is(events, *TORCH_TREE_SKIPPED_KINDS)
     if len(skipped_name):
         node &= ~skipped_name[codes]
     # The parent in torch's tree: the nearest enclosing row that is a node.

@@ -12,13 +12,13 @@ import numpy as np
 from perfkit_core.events.intervals import (
     Intervals,
     intersect_intervals,
-    length,
     merge_intervals,
+    overlap_per_window,
     step_spans,
     step_window,
     subtract_intervals,
 )
-from perfkit_core.events.schema import str_values
+from perfkit_core.events.schema import CodedColumn, coded
 from perfkit_core.views.common import no_step_note, view_frame
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def breakdown_view(run: Run, *, rank: int | None = None, per_step: bool = False)
     count in Other, as the plugin leaves categories it does not know out.
     """
     ev = run.events
-    kind = str_values(ev["kind"])
+    kind = coded(ev["kind"])
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     on_device = ev["stream"].to_numpy() >= 0
@@ -116,15 +116,22 @@ def breakdown_view(run: Run, *, rank: int | None = None, per_step: bool = False)
             taken[name] = part
             slots = subtract_intervals(slots, part)
         taken[OTHER[0]] = slots
-        for _, number, s0, e0 in mine:
-            step_window_ = (np.array([s0], dtype=np.int64), np.array([e0], dtype=np.int64))
+        per_part = {
+            name: overlap_per_window(
+                taken[name],
+                np.array([p[2] for p in mine], dtype=np.int64),
+                np.array([p[3] for p in mine], dtype=np.int64),
+            ).tolist()
+            for name in names
+        }
+        for i, (_, number, s0, e0) in enumerate(mine):
             row: dict[str, Any] = {
                 "name": f"step {number}" if has_steps else "profiled span",
                 "rank": r if r >= 0 else int(ranks.min()) if len(ranks) else 0,
                 "step": number,
             }
             for name, column in zip(names, columns, strict=True):
-                row[column] = length(intersect_intervals(step_window_, taken[name]))
+                row[column] = per_part[name][i]
             row["step_ns"] = e0 - s0
             step_rows.append(row)
     note = no_step_note(has_steps)
@@ -160,10 +167,10 @@ def breakdown_view(run: Run, *, rank: int | None = None, per_step: bool = False)
     return frame
 
 
-def _part_rows(name: str, kind: np.ndarray, on_device: np.ndarray) -> np.ndarray:
+def _part_rows(name: str, kind: CodedColumn, on_device: np.ndarray) -> np.ndarray:
     """Rows of the event table that make up part ``name``."""
     if name in _DEVICE_PARTS:
-        return on_device & np.isin(kind, _DEVICE_PARTS[name])
+        return on_device & kind.among(*_DEVICE_PARTS[name])
     if name == "Communication":
-        return kind == "communication"
-    return ~on_device & np.isin(kind, _HOST_PARTS[name])
+        return kind.among("communication")
+    return ~on_device & kind.among(*_HOST_PARTS[name])

@@ -375,7 +375,7 @@ def _unmodelled(
     ev = run.events
     st = structure(run)
     parent = links.launch_parents(run)
-    spans = st.host & np.isin(st.kind, ["operator", "optimizer", "user", "backward", "forward"])
+    spans = st.host & st.kinds.among("operator", "optimizer", "user", "backward", "forward")
     inside = links.has_ancestor(parent, counted) | counted
     out: dict[str, float] = {}
     if on_device:
@@ -384,7 +384,7 @@ def _unmodelled(
         device, owner = device[ok], owner[ok]
         ok = ~inside[owner]
         device, owner = device[ok], owner[ok]
-        top = outermost(parent, spans & ~np.isin(st.kind, ["user", "backward", "forward"]))
+        top = outermost(parent, spans & ~st.kinds.among("user", "backward", "forward"))
         found = top[owner]
         times = ev["dur_ns"].to_numpy()[device].astype(np.float64)
         labels = np.where(found >= 0, st.names[np.maximum(found, 0)], "(outside ops)")

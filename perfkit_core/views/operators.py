@@ -10,6 +10,7 @@ import numpy as np
 from perfkit_core.events import links
 from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
+from perfkit_core.views.common import category_values
 from perfkit_core.views.structure import LAYER_PREFIX
 
 if TYPE_CHECKING:
@@ -179,9 +180,10 @@ def host_event_table(
     rows = np.flatnonzero(mask)
     if filter:
         rows = _matching(run, rows, filter)
-    names = events["name"].to_numpy()[rows].astype(object)
+    # Strings of the chosen rows only: the whole column's would be 525k strings on a big trace.
+    names = category_values(events["name"], rows)
     if group_by == "name":
-        full = events["full_name"].to_numpy()[rows].astype(object)
+        full = category_values(events["full_name"], rows)
         names = np.where(full != "", full, names)
     frame = pd.DataFrame(
         {
@@ -199,14 +201,14 @@ def host_event_table(
         keys.append("tid")
     notes = []
     if group_by_input_shape:
-        frame["input_shapes"] = events["input_shapes"].to_numpy()[rows].astype(object)
+        frame["input_shapes"] = category_values(events["input_shapes"], rows)
         keys.append("input_shapes")
         if len(rows) and not frame["input_shapes"].astype(bool).any():
             notes.append(
                 "input shapes were not recorded: profile with record_shapes=True to group by them"
             )
     if group_by_stack_n > 0:
-        recorded = events["stack"].to_numpy()[rows].astype(object)
+        recorded = category_values(events["stack"], rows)
         if any(recorded):
             stacks = ["\n".join(s.split("\n")[:group_by_stack_n]) for s in recorded]
         else:

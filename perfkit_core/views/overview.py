@@ -15,7 +15,7 @@ from perfkit_core.events.intervals import (
     step_window,
 )
 from perfkit_core.events.links import kind_is
-from perfkit_core.events.schema import str_values
+from perfkit_core.events.schema import coded, str_values
 from perfkit_core.views.common import (
     DEVICE_KINDS,
     KERNEL_KINDS,
@@ -63,10 +63,13 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     window, has_steps = step_window(run, rank)
     total = length(window)
     sel = np.ones(len(ev), dtype=bool) if rank is None else ev["rank"].to_numpy() == rank
-    kind = str_values(ev["kind"])
-    n_steps = int((sel & (kind == "step")).sum()) if has_steps else 1
+    kinds = coded(ev["kind"])
+    n_steps = int((sel & kinds.among("step")).sum()) if has_steps else 1
     per = float(max(n_steps, 1))
-    groups = kind if by == "kind" else str_values(ev["category"])
+    # Rows are grouped by code; a missing value (code -1) reads "", as a string test would.
+    grouped = kinds if by == "kind" else coded(ev["category"])
+    labels = np.array([*grouped.categories, ""], dtype=object)
+    group_codes = np.where(grouped.codes < 0, len(labels) - 1, grouped.codes)
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     device = ev["stream"].to_numpy() >= 0
@@ -83,14 +86,14 @@ def overview_view(run: Run, *, rank: int | None = None, by: str = "kind") -> pd.
     ]
     from perfkit_core.events.schema import KIND_ORDER
 
-    counted = sel & ~np.isin(kind, list(NOT_WORK_KINDS))
+    counted = sel & ~kinds.among(*NOT_WORK_KINDS)
     if by == "kind":
         names = [k for k in KIND_ORDER if k not in NOT_WORK_KINDS]
     else:
         # Only the step spans and memory instants are left out, not their whole categories.
-        names = sorted(set(np.unique(groups[counted]).tolist()))
+        names = sorted(set(labels[np.unique(group_codes[counted])].tolist()))
     for k in names:
-        mask = counted & (groups == k)
+        mask = counted & (labels == k)[group_codes]
         if not mask.any():
             continue
         host_rows = mask & ~device

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events.intervals import grouped_union_length, step_spans
-from perfkit_core.events.schema import str_values
+from perfkit_core.events.links import kind_is
 from perfkit_core.views.common import DEVICE_KINDS, view_frame
 
 if TYPE_CHECKING:
@@ -75,8 +75,7 @@ def _device_busy_per_step(run: Run, spans: dict[str, np.ndarray]) -> np.ndarray:
     launched (a device row's ``step`` is its launcher's), in ns; NaN when the run recorded no
     device events."""
     ev = run.events
-    kind = str_values(ev["kind"])
-    device = (ev["stream"].to_numpy() >= 0) & np.isin(kind, DEVICE_KINDS)
+    device = (ev["stream"].to_numpy() >= 0) & kind_is(ev, *DEVICE_KINDS)
     if not device.any():
         return np.full(len(spans["step"]), math.nan)
     rows = np.flatnonzero(device & (ev["step"].to_numpy() >= 0))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.schema import CodedColumn, coded
 from perfkit_core.views.canonical import layer_type
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class Structure:
     layer_key: dict[int, str]
     layer_label: dict[int, str]
     step_thread: np.ndarray
+    #: ``kind`` as codes: ``kinds.among("operator", ...)`` masks rows without comparing strings
+    kinds: CodedColumn
 
 
 def _categories(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -97,34 +100,37 @@ def structure(run: Run) -> Structure:
     ev = run.events
     n = len(ev)
     host = ev["stream"].to_numpy() < 0
-    kind_codes, kind_cats = _categories(ev["kind"])
+    kinds = coded(ev["kind"])
     # Kinds are few: an object array shares their strings (a fixed-width one took 44 bytes a row).
-    kind = np.append(kind_cats, "").astype(object)[kind_codes]
+    kind = np.append(np.asarray(kinds.categories, dtype=object), "")[kinds.codes]
     name_codes, name_cats = _categories(ev["name"])
     names = np.append(name_cats, "").astype(object)[name_codes]
     start = ev["start_ns"].to_numpy().astype(np.int64, copy=False)
     end = start + ev["dur_ns"].to_numpy().astype(np.int64, copy=False)
     parent = ev["parent"].to_numpy().astype(np.int64, copy=False)
     layer_name = _flag(name_codes, name_cats, lambda s: s.startswith(LAYER_PREFIX))
-    wrapper = (kind == "other") & _flag(
+    wrapper = kinds.among("other") & _flag(
         name_codes, name_cats, lambda s: s.endswith(WRAPPER_SUFFIXES)
     )
-    engine = (kind == "backward") & _flag(
+    engine = kinds.among("backward") & _flag(
         name_codes, name_cats, lambda s: s.startswith(ENGINE_PREFIX)
     )
-    op_like = host & (np.isin(kind, UNIT_KINDS) | wrapper | engine) & ~layer_name
+    op_like = host & (kinds.among(*UNIT_KINDS) | wrapper | engine) & ~layer_name
     unit_of = np.where(host, outermost(parent, op_like), -1)
     is_unit = op_like & (unit_of == np.arange(n))
-    layer_span = host & layer_name & (kind == "user")
+    layer_span = host & layer_name & kinds.among("user")
     # torch's Python tracer (``with_stack=True``) records each module call too, around
     # perfkit's span of the same call: its frames are layers only in runs without those spans.
-    traced = host & layer_name & (kind == "python") & ~layer_span.any()
-    is_layer = (host & (kind == "forward")) | layer_span | traced
-    is_user = host & (kind == "user") & ~is_layer
-    is_step = host & (kind == "step")
-    step_row_of = np.where(host, innermost(parent, is_step), -1)
-    layer_of = np.where(host, innermost(parent, is_layer), -1)
-    user_of = np.where(host, innermost(parent, is_user), -1)
+    traced = host & layer_name & kinds.among("python") & ~layer_span.any()
+    is_layer = (host & kinds.among("forward")) | layer_span | traced
+    is_user = host & kinds.among("user") & ~is_layer
+    is_step = host & kinds.among("step")
+    # Rows as int32 (a table holds fewer than 2**31 rows): the structure stays cached for the
+    # whole report, and half-width row arrays keep its peak memory down.
+    unit_of = unit_of.astype(np.int32)
+    step_row_of = np.where(host, innermost(parent, is_step), -1).astype(np.int32)
+    layer_of = np.where(host, innermost(parent, is_layer), -1).astype(np.int32)
+    user_of = np.where(host, innermost(parent, is_user), -1).astype(np.int32)
     keys, labels = _layer_keys(is_layer, parent, names, start, step_row_of)
     import pandas as pd
 
@@ -147,6 +153,7 @@ def structure(run: Run) -> Structure:
         layer_key=keys,
         layer_label=labels,
         step_thread=step_thread,
+        kinds=kinds,
     )
     run._cache["structure"] = found
     return found

@@ -13,6 +13,7 @@ from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import duration_text, per_step_text, share_text
 from perfkit_core.events import intervals, links
 from perfkit_core.events.schema import str_values
+from perfkit_core.views.common import category_values
 from perfkit_core.views.families import normalize
 
 if TYPE_CHECKING:
@@ -139,8 +140,8 @@ def parameter_shapes(run: Run, in_optimizer: np.ndarray) -> list[list[int]]:
     if len(rows) == 0:
         return []
     first = rows[ev["step"].to_numpy()[rows] == ev["step"].to_numpy()[rows].min()]
-    names = str_values(ev["name"])[first]
-    shapes = ev["input_shapes"].astype(str).to_numpy()[first]
+    names = category_values(ev["name"], first)
+    shapes = category_values(ev["input_shapes"], first)
     by_name: dict[str, list[list[int]]] = {}
     for name, raw in zip(names.tolist(), shapes.tolist(), strict=True):
         parsed = _first_shape(raw)
@@ -304,12 +305,12 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
     """(time in the steps when no host thread ran recorded work, the part of it inside optimizer
     spans), in ns over all steps, summed over ranks: the Python between ops."""
     ev = run.events
-    kind = str_values(ev["kind"])
     host = ev["stream"].to_numpy() < 0
     rank = ev["rank"].to_numpy()
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
-    work = host & np.isin(kind, HOST_WORK_KINDS) & (kind != "optimizer")
+    work = host & links.kind_is(ev, *(k for k in HOST_WORK_KINDS if k != "optimizer"))
+    is_optimizer = links.kind_is(ev, "optimizer")
     uncovered = in_optimizer = 0.0
     for r in np.unique(rank):
         window, recorded = intervals.step_window(run, int(r))
@@ -321,7 +322,7 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
         covered = intervals.intersect_length(window, busy)
         uncovered += total - covered
         optimizer = intervals.clip_to(
-            start[mine & (kind == "optimizer")], end[mine & (kind == "optimizer")], window
+            start[mine & is_optimizer], end[mine & is_optimizer], window
         )
         in_optimizer += intervals.length(optimizer) - intervals.intersect_length(optimizer, busy)
     return uncovered, in_optimizer
@@ -350,7 +351,7 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
         return None
     basis = step_basis(ctx)
     ev = ctx.run.events
-    spans = str_values(ev["kind"]) == "optimizer"
+    spans = links.kind_is(ev, "optimizer")
     optimizer_rows = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
     events = recorded_events_per_step(ctx, ~optimizer_rows)
     # The profiler records at each event's edges, between the ops: its cost lands in this gap.
