@@ -39,8 +39,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.errors import OptionError
-from perfkit_core.events.schema import str_values
-from perfkit_core.views.model_description import LayerDescription, model_description
+from perfkit_core.views.layer_accounting import (
+    allocated_by_layer,
+    ancestors,
+    descriptions_by_key,
+    first_described,
+    key_names,
+    layer_of_rows,
+    layers_running,
+    per_key,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -97,149 +105,6 @@ COLUMNS = (
 )
 
 
-def _per_key(keys: np.ndarray, values: np.ndarray) -> dict[str, float]:
-    """Sum of ``values`` per key."""
-    out: dict[str, float] = {}
-    if len(keys) == 0:
-        return out
-    uniq, inverse = np.unique(keys.astype(str), return_inverse=True)
-    sums = np.bincount(inverse, weights=values.astype(np.float64), minlength=len(uniq))
-    for k, v in zip(uniq.tolist(), sums.tolist(), strict=True):
-        out[k] = v
-    return out
-
-
-def _layer_of_rows(run: Run, rows: np.ndarray) -> np.ndarray:
-    """For host rows, the layer span each counts in: its op unit's (a backward unit's is the
-    layer of the forward op it differentiates), else its innermost layer; -1 outside layers."""
-    from perfkit_core.views.attribution import unit_labels
-    from perfkit_core.views.structure import structure
-
-    st = structure(run)
-    labels = unit_labels(run)
-    unit = st.unit_of[rows]
-    return np.where(unit >= 0, labels.layer_row[np.maximum(unit, 0)], st.layer_of[rows])
-
-
-def _allocated(run: Run, slices: pd.DataFrame) -> dict[str, float] | None:
-    """Bytes allocated (memory events with ``bytes > 0``) per layer key, over the slices taken:
-    an allocation counts when it starts in one of ``slices`` (the forward and backward phases of
-    the steps taken) on its rank, in the layer of the op it is made in (a backward op's: the
-    forward op's layer). None when the run recorded no memory events."""
-    from perfkit_core.views.structure import structure
-
-    ev = run.events
-    memory = str_values(ev["kind"]) == "memory"
-    if not memory.any():
-        return None
-    st = structure(run)
-    nbytes = ev["bytes"].to_numpy().astype(np.float64)
-    rows = np.flatnonzero(memory & (nbytes > 0))
-    start = ev["start_ns"].to_numpy()[rows].astype(np.int64)
-    rank = ev["rank"].to_numpy()[rows].astype(np.int64)
-    s_rank = slices["rank"].to_numpy().astype(np.int64)
-    s_start = slices["start_ns"].to_numpy().astype(np.int64)
-    s_end = s_start + slices["ns"].to_numpy().astype(np.int64)
-    inside = np.zeros(len(rows), dtype=bool)
-    for r in np.unique(rank).tolist():
-        mine = np.flatnonzero(s_rank == r)
-        if len(mine) == 0:
-            continue
-        order = mine[np.argsort(s_start[mine], kind="stable")]
-        ours = np.flatnonzero(rank == r)
-        pos = np.searchsorted(s_start[order], start[ours], side="right") - 1
-        hit = order[np.maximum(pos, 0)]
-        inside[ours] = (pos >= 0) & (start[ours] < s_end[hit])
-    rows = rows[inside]
-    owner = st.parent[rows]
-    layer = np.where(owner >= 0, _layer_of_rows(run, np.maximum(owner, 0)), -1)
-    keys = np.array([st.layer_key.get(int(r), "") for r in layer.tolist()], dtype=object)
-    return _per_key(keys, nbytes[rows])
-
-
-def _key_names(run: Run, keys: list[str]) -> dict[str, str]:
-    """Display name of each layer key: the last part of its label (``Linear 2``)."""
-    from perfkit_core.views.structure import structure
-
-    st = structure(run)
-    names: dict[str, str] = {}
-    for row, key in st.layer_key.items():
-        if key not in names:
-            names[key] = st.layer_label[row].rsplit(" / ", 1)[-1]
-    return {k: names.get(k, k) for k in keys}
-
-
-def _descriptions(run: Run, keys: list[str]) -> dict[str, LayerDescription] | None:
-    """The recorded description of each layer key (by its span name or its key), or None when
-    the run recorded no model."""
-    from perfkit_core.views.structure import structure
-
-    recorded = model_description(run)
-    if recorded is None:
-        return None
-    by, found = recorded
-    if by == "key":
-        return {k: found[k] for k in keys if k in found}
-    st = structure(run)
-    out: dict[str, LayerDescription] = {}
-    owner: dict[str, str] = {}
-    for row in sorted(st.layer_key, key=lambda r: int(st.start[r])):
-        key, span = st.layer_key[row], str(st.names[row])
-        if key in out or span not in found:
-            continue
-        # A module called from two places is two layers; its weights count in the first.
-        first = owner.setdefault(span, key)
-        d = found[span]
-        out[key] = d if first == key else LayerDescription(d.match, d.name, d.type, [])
-    return out
-
-
-def _matching_op_types(run: Run, wanted: list[int], pattern: re.Pattern[str]) -> set[str]:
-    """The layer keys of the layers that ran an op whose type (its event name: ``aten::addmm``,
-    ``matmul``, ``MatMul``) ``pattern`` matches, in the steps ``wanted``: an op counts in the
-    layer its time counts in (a backward op in the layer of the forward op it differentiates; an
-    op nested in another, in the outer op's layer)."""
-    from perfkit_core.views.structure import structure
-
-    st = structure(run)
-    step_numbers = run.events["step"].to_numpy()
-    ops = np.flatnonzero(st.host & (st.kind == "operator") & (st.step_row_of >= 0))
-    ops = ops[np.isin(step_numbers[ops], wanted)]
-    if len(ops) == 0:
-        return set()
-    uniq, inverse = np.unique(st.names[ops].astype(str), return_inverse=True)
-    hit = np.array([bool(pattern.search(n)) for n in uniq.tolist()], dtype=bool)
-    ops = ops[hit[np.asarray(inverse).reshape(-1)]]
-    layers = np.unique(_layer_of_rows(run, ops))
-    return {st.layer_key[int(r)] for r in layers.tolist() if r >= 0 and int(r) in st.layer_key}
-
-
-def _first_described(run: Run) -> list[str]:
-    """The layer keys of the recorded model's layers in a run without steps: the keys of a
-    description matched by key, the key of each described span's first call otherwise (a
-    run without steps numbers the calls of the whole run, so later calls of one module are
-    other keys). Empty when no model was recorded."""
-    from perfkit_core.views.structure import structure
-
-    recorded = model_description(run)
-    if recorded is None:
-        return []
-    by, found = recorded
-    if by == "key":
-        return list(found)
-    st = structure(run)
-    first: dict[str, str] = {}
-    for row in sorted(st.layer_key, key=lambda r: int(st.start[r])):
-        first.setdefault(str(st.names[row]), st.layer_key[row])
-    return [key for span, key in first.items() if span in found]
-
-
-def _ancestors(key: str) -> list[str]:
-    """The keys of ``key``'s enclosing layers, outermost first, and ``key``."""
-    parts = key.split("/")
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
 def layers_view(
     run: Run,
     *,
@@ -266,7 +131,7 @@ def layers_view(
     largest first, or by a figure's total (``calls``, ``host``, ``gpu``, ``flops``, ``params``,
     ``bytes``: ``params`` is ``params_with_children``; default: the order of their first call);
     ``filter`` (a regular expression, case-insensitive) keeps the layers whose name or path it
-    matches or that ran an op whose type it matches (``_matching_op_types``), with their
+    matches or that ran an op whose type it matches (``layers_running``), with their
     enclosing layers, each with all its figures; ``step`` takes that
     step alone instead of the mean over the steps; ``select`` (comma-separated figures:
     ``calls``, ``host``, ``gpu``, ``flops``, ``params``, ``bytes``, ``memory``) keeps those figures' columns
@@ -307,14 +172,14 @@ def layers_view(
     layer_rows = np.flatnonzero(st.is_layer & (st.step_row_of >= 0))
     layer_rows = layer_rows[np.isin(step_numbers[layer_rows], wanted)]
     keys_of_rows = np.array([st.layer_key.get(int(r), "") for r in layer_rows], dtype=object)
-    calls = _per_key(keys_of_rows, np.ones(len(layer_rows)))
+    calls = per_key(keys_of_rows, np.ones(len(layer_rows)))
     first: dict[str, int] = {}
     for key, start in zip(keys_of_rows.tolist(), st.start[layer_rows].tolist(), strict=True):
         first[key] = min(first.get(key, start), start)
 
     slices = step_slices(run)
     slices = slices[slices["phase"].isin(TREE_PHASES) & slices["step"].isin(wanted)]
-    host_own = _per_key(
+    host_own = per_key(
         np.asarray(slices["layer"].astype(str).to_numpy(), dtype=object),
         slices["ns"].to_numpy(),
     )
@@ -325,19 +190,19 @@ def layers_view(
         kernels = launched_kernels(run)
         kernels = kernels[kernels["phase"].isin(TREE_PHASES) & kernels["step"].isin(wanted)]
         krows = kernels["unit"].to_numpy().astype(np.int64)
-        klayer = _layer_of_rows(run, krows)
+        klayer = layer_of_rows(run, krows)
         kkeys = np.array([st.layer_key.get(int(r), "") for r in klayer.tolist()], dtype=object)
-        gpu_own = _per_key(kkeys, kernels["ns"].to_numpy())
+        gpu_own = per_key(kkeys, kernels["ns"].to_numpy())
 
     ops = op_table(run, None)
     ops = ops[np.isin(ops["kind"].to_numpy(), MODEL_KINDS)]
     if len(times):
         ops = ops[ops["step"].isin(wanted)]
     orow = ops["row"].to_numpy().astype(np.int64)
-    olayer = _layer_of_rows(run, orow)
+    olayer = layer_of_rows(run, orow)
     okeys = np.array([st.layer_key.get(int(r), "") for r in olayer.tolist()], dtype=object)
-    flops_own = _per_key(okeys, ops["flops"].to_numpy())
-    memory_own = _allocated(run, slices)
+    flops_own = per_key(okeys, ops["flops"].to_numpy())
+    memory_own = allocated_by_layer(run, slices)
 
     has_steps = bool(steps_seen)
     if has_steps:
@@ -345,10 +210,10 @@ def layers_view(
             k for k in (*host_own, *gpu_own, *flops_own, *(memory_own or {})) if k
         }
     else:  # nothing per step to show: the recorded model's layers and their parameters
-        found = set(_first_described(run))
-    keys = sorted({up for k in found for up in _ancestors(k)})
-    names = _key_names(run, keys)
-    described = _descriptions(run, keys)
+        found = set(first_described(run))
+    keys = sorted({up for k in found for up in ancestors(k)})
+    names = key_names(run, keys)
+    described = descriptions_by_key(run, keys)
     param_own: dict[str, float] = {}
     byte_own: dict[str, float] = {}
     if described is not None:
@@ -390,7 +255,7 @@ def layers_view(
             row[total] = 0.0
         rows[key] = row
     for key in keys:
-        for up in _ancestors(key):
+        for up in ancestors(key):
             if up not in rows:
                 continue
             for own, total in PAIRED:
@@ -401,12 +266,12 @@ def layers_view(
         parent = key.rsplit("/", 1)[0] if "/" in key else ""
         children.setdefault(parent, []).append(key)
     if pattern is not None:
-        by_op = _matching_op_types(run, wanted, pattern)
+        by_op = layers_running(run, wanted, pattern)
         keep = {
             up
             for key in keys
             if pattern.search(key) or pattern.search(str(rows[key]["name"])) or key in by_op
-            for up in _ancestors(key)
+            for up in ancestors(key)
         }
     else:
         keep = set(keys)
