@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perfkit_xla.capture import ProfileSession, profile
+    from perfkit_xla.model import describe_model
     from perfkit_xla.xplane import load_log_dir, load_xplane, run_from_xspace
 
 __all__ = [
     "ProfileSession",
+    "describe_model",
     "load_log_dir",
     "load_xplane",
     "profile",
@@ -26,6 +28,7 @@ __all__ = [
 _LAZY = {
     "profile": "perfkit_xla.capture",
     "ProfileSession": "perfkit_xla.capture",
+    "describe_model": "perfkit_xla.model",
     "load_xplane": "perfkit_xla.xplane",
     "load_log_dir": "perfkit_xla.xplane",
     "run_from_xspace": "perfkit_xla.xplane",

@@ -14,8 +14,10 @@ import importlib.util
 import os
 import shutil
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from perfkit_core.capture import Failures, claim_run_dir, default_worker_name, handler_metadata
 
@@ -102,13 +104,16 @@ class ProfileSession:
         worker_name: str | None = None,
         framework: str | None = None,
         keep_trace: bool = False,
+        model: Any = None,
     ) -> None:
         self.dir_name = Path(dir_name)
+        self.model = model
         self.worker_name = worker_name or default_worker_name()
         self.framework = _framework(framework)
         self.keep_trace = keep_trace
         self.runs: list[Path] = []
         self._failures = Failures()
+        self._model_warned = False
 
     @property
     def failures(self) -> list[tuple[Path, str]]:
@@ -162,6 +167,8 @@ class ProfileSession:
                 run_dir, log_dir = named, named / NATIVE_LOG_NAME
             if not self.keep_trace:
                 run.meta["source"] = None
+            if self.model is not None:
+                self._describe(run)
             run.save(run_dir)
             if not self.keep_trace:
                 shutil.rmtree(log_dir, ignore_errors=True)
@@ -169,6 +176,23 @@ class ProfileSession:
             self._failures.record(log_dir, run_dir, f"{type(exc).__name__}: {exc}")
             return
         self.runs.append(run_dir)
+
+    def _describe(self, run: Any) -> None:
+        """Record ``model``'s layers and parameters in ``run.meta["model"]``; a model that
+        cannot be described is warned about once and the run is saved without it."""
+        from perfkit_xla.model import describe_model
+
+        try:
+            run.meta["model"] = describe_model(self.model)
+        except Exception as exc:
+            if not self._model_warned:
+                self._model_warned = True
+                warnings.warn(
+                    f"perfkit_xla: the model's parameters were not recorded "
+                    f"({type(exc).__name__}: {exc}); the run is saved without them",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
 
 @contextlib.contextmanager
@@ -178,6 +202,7 @@ def profile(
     worker_name: str | None = None,
     framework: str | None = None,
     keep_trace: bool = False,
+    model: Any = None,
 ) -> Iterator[ProfileSession]:
     """Profile the block with JAX's (or TensorFlow's) own profiler and save a perfkit run.
 
@@ -187,10 +212,16 @@ def profile(
     defaults to ``<host>_<pid>``; ``framework`` (``"jax"`` or ``"tensorflow"``) defaults to the
     one the program imported. ``keep_trace=True`` keeps the framework's log folder in the run
     folder (``xla_log/``, which TensorBoard and xprof open); it is always kept when conversion
-    fails, with a warning, and the training goes on.
+    fails, with a warning, and the training goes on. ``model`` (a Keras model, or a
+    parameter tree such as Flax's ``variables["params"]``) records its layers and parameters
+    in the run for the ``layers`` view (``perfkit_xla.describe_model``).
     """
     session = ProfileSession(
-        dir_name, worker_name=worker_name, framework=framework, keep_trace=keep_trace
+        dir_name,
+        worker_name=worker_name,
+        framework=framework,
+        keep_trace=keep_trace,
+        model=model,
     )
     with session.window():
         yield session

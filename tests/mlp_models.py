@@ -1,7 +1,8 @@
 """tfprof's example model, the MNIST MLP (784-128-32-10 with layers named ``hidden1``,
-``hidden2`` and ``softmax_linear``), in torch, Paddle and MindSpore, trained for a few profiled
+``hidden2`` and ``softmax_linear``), in torch, Paddle, MindSpore and Keras, trained for a few profiled
 steps with each adapter's default handler (MindSpore: ``Model.train`` with perfkit's
-``ProfilerCallback``, in graph mode). Run ``train`` in a process of its own per framework
+``ProfilerCallback``, in graph mode; Keras: ``train_on_batch`` inside ``perfkit_xla.profile`` with
+``model=``). Run ``train`` in a process of its own per framework
 (``python -c``), as torch and Paddle in one process slow each other down."""
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def train(
         return Path(handler.runs[0])
     if framework == "mindspore":
         return _train_mindspore(directory, steps)
+    if framework == "keras":
+        return _train_keras(directory, steps)
     import paddle
     import paddle.profiler as profiler
 
@@ -95,6 +98,42 @@ def train(
         prof.step()
     prof.stop()
     return Path(handler.runs[0])
+
+
+def _train_keras(directory: Path, steps: int) -> Path:
+    """The MLP in Keras (TensorFlow), trained one batch per step (``train_on_batch``, each step
+    marked by ``tf.profiler.experimental.Trace``) inside ``perfkit_xla.profile(directory,
+    model=model)``; the saved run's folder."""
+    import numpy as np
+    import tensorflow as tf
+
+    import perfkit_xla
+
+    tf.random.set_seed(0)
+    model = tf.keras.Sequential(
+        [
+            tf.keras.Input((784,)),
+            tf.keras.layers.Dense(128, activation="relu", name="hidden1"),
+            tf.keras.layers.Dense(32, activation="relu", name="hidden2"),
+            tf.keras.layers.Dense(10, name="softmax_linear"),
+        ]
+    )
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.01),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64 * steps, 784)).astype("float32")
+    y = rng.integers(0, 10, 64 * steps)
+    model.train_on_batch(x[:64], y[:64])  # traced before profiling
+    with perfkit_xla.profile(directory, framework="tensorflow", model=model) as session:
+        for step in range(steps):
+            # TensorFlow's profiler guide marks each step of a custom loop this way.
+            with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
+                batch = slice(64 * step, 64 * (step + 1))
+                model.train_on_batch(x[batch], y[batch])
+    assert not session.failures, session.failures
+    return Path(session.runs[0])
 
 
 def _train_mindspore(directory: Path, steps: int) -> Path:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import perfkit_core
@@ -840,3 +841,78 @@ def test_profile_saves_a_tensorflow_run_with_steps_and_user_spans(tmp_path):
     ev = run.events
     assert ev.loc[ev["kind"] == "user", "name"].astype(str).tolist() == ["my span"] * 3
     assert (ev["kind"] == "operator").sum() > 0
+
+
+# --- the model: Keras layers and their parameters for the layers view ----------------------
+
+
+@needs_tf
+def test_keras_mlp_parameters_as_tfprof_counts_them(tmp_path):
+    """tfprof's MLP in Keras, profiled by ``perfkit_xla.profile(dir, model=model)``: the layers
+    view reads tfprof's parameter counts. TensorFlow records no layer spans, so the layers'
+    measured figures are unknown (NaN, not zero) and every op's time is in (no layer)."""
+    from tests.mlp_models import EXPECTED_PARAMS, HIDDEN1_WEIGHT, TOTAL_PARAMS
+
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "mlp_models.py"), "keras", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    run_dir = Path(out.stdout.strip().splitlines()[-1])
+    run = perfkit_core.load(run_dir)
+    assert run.meta["steps"] == [0, 1, 2]
+    tree = run.summary("layers", params=True)
+    layers = tree.set_index("name")
+    assert layers.loc["Sequential", "params_with_children"] == TOTAL_PARAMS
+    for name, count in EXPECTED_PARAMS.items():
+        assert layers.loc[name, "params_own"] == count
+        assert layers.loc[name, "params_with_children"] == count
+        assert np.isnan(layers.loc[name, "host_own_ns"])
+        assert np.isnan(layers.loc[name, "calls_per_step"])
+    hidden1 = int(np.flatnonzero(tree["name"].to_numpy() == "hidden1")[0])
+    weight = tree.iloc[hidden1 + 1]
+    assert weight["name"] == "kernel" and weight["params_own"] == HIDDEN1_WEIGHT
+    assert weight["shape"] == "784x128" and weight["dtype"] == "float32"  # Keras' (in, out)
+    assert weight["params_own_bytes"] == HIDDEN1_WEIGHT * 4
+    # Recomputed from the saved record, and (no layer) holds the forward and backward phases.
+    meta = json.loads((run_dir / "meta.json").read_text())
+    recorded = meta["model"]["layers"]
+    assert sum(p["count"] for layer in recorded for p in layer["params"]) == TOTAL_PARAMS
+    model = run.summary("model").set_index("name")
+    phases = model.loc["forward", "per_step_ns"] + model.loc["backward", "per_step_ns"]
+    assert layers.loc["(no layer)", "host_own_ns"] == pytest.approx(phases, rel=1e-9)
+    assert "no layer spans were recorded" in tree.attrs["note"]
+
+
+def test_describe_model_of_a_parameter_tree():
+    """A Flax-style parameter tree (``{"params": {"Dense_0": {"kernel", "bias"}, ...}}``, arrays
+    of any framework): one layer per mapping, keyed by its name's type (``Dense_0`` ->
+    ``linear``), each with its own arrays, counted in its dtype's bytes."""
+    from perfkit_xla.model import describe_model, name_type
+
+    tree = {
+        "params": {
+            "Dense_0": {"kernel": np.zeros((784, 128), np.float32), "bias": np.zeros(128)},
+            "Dense_1": {"kernel": np.zeros((128, 32), np.float16)},
+            "LayerNorm_0": {"scale": np.zeros(32, np.float32)},
+        }
+    }
+    described = describe_model(tree, name="MLP")
+    assert described["match"] == "key"
+    by_key = {layer["match"]: layer for layer in described["layers"]}
+    assert list(by_key) == ["mlp[1]", "mlp[1]/linear[1]", "mlp[1]/linear[2]", "mlp[1]/layernorm[1]"]
+    first = by_key["mlp[1]/linear[1]"]
+    assert first["name"] == "Dense_0" and first["type"] == "Dense"
+    assert [(p["name"], p["count"], p["bytes"]) for p in first["params"]] == [
+        ("kernel", 100_352, 401_408),
+        ("bias", 128, 1024),  # numpy's default float64
+    ]
+    assert by_key["mlp[1]/linear[2]"]["params"][0]["bytes"] == 128 * 32 * 2
+    assert name_type("dense_1_2") == "linear" and name_type("hidden1") == "hidden1"
+    assert name_type("layer_normalization_3") == "layernorm" and name_type("re_lu_1") == "relu"
+    with pytest.raises(TypeError, match="Keras model or a mapping"):
+        describe_model(42)

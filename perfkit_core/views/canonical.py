@@ -195,7 +195,10 @@ LAYER_ALIASES: dict[str, str] = {
     "simplernncell": "rnncell",
     "distributeddataparallel": "dataparallel",  # torch's DDP wrapper is paddle's DataParallel
     "sequentialcell": "sequential",  # MindSpore's nn.SequentialCell
-    "dense": "linear",  # MindSpore's nn.Dense
+    "dense": "linear",  # MindSpore's nn.Dense; Keras' and Flax's Dense by their default names
+    "layer_normalization": "layernorm",  # Keras' default layer names (perfkit_xla.model)
+    "batch_normalization": "batchnorm",
+    "re_lu": "relu",
     "softmaxcrossentropywithlogits": "crossentropyloss",  # MindSpore's loss cell
 }
 

@@ -209,7 +209,10 @@ def layers_view(
         found = set(calls) | {
             k for k in (*host_own, *gpu_own, *flops_own, *(memory_own or {})) if k
         }
-    else:  # nothing per step to show: the recorded model's layers and their parameters
+    # Without steps there is nothing per step to show; without layer spans (XLA's profilers
+    # record none) nothing per layer: the tree is the recorded model's layers and parameters.
+    untimed = not has_steps or not found
+    if untimed:
         found = set(first_described(run))
     keys = sorted({up for k in found for up in ancestors(k)})
     names = key_names(run, keys)
@@ -218,7 +221,7 @@ def layers_view(
     byte_own: dict[str, float] = {}
     if described is not None:
         for key, d in described.items():
-            if not d.name and not has_steps and d.type:
+            if not d.name and untimed and d.type:
                 names[key] = d.type  # the model: its ordinal over the run says nothing
             if d.name:
                 parts = d.name.split(".")
@@ -342,9 +345,13 @@ def layers_view(
     if memory_own is None or not has_steps:
         for column in ("allocated_own_bytes", "allocated_with_children_bytes"):
             frame[column] = math.nan
-    if not has_steps:
-        for column in ("calls_per_step", *(k for pair in PAIRED[:3] for k in pair)):
-            frame[column] = math.nan
+    if untimed:
+        # Measured figures of layers no span recorded are unknown, not zero; (no layer) keeps
+        # every op's.
+        layer_row = frame["name"] != NO_LAYER
+        measured = [p for p in PAIRED if not p[0].startswith("params")]
+        for column in ("calls_per_step", *(k for pair in measured for k in pair)):
+            frame.loc[layer_row, column] = math.nan
     frame["depth"] = frame["depth"].astype(int)
     frame["level"] = frame["level"].astype(int)
     notes = []
@@ -359,6 +366,11 @@ def layers_view(
         )
     elif not keys:
         notes.append("no layers were recorded: every op is outside a layer")
+    elif untimed:
+        notes.append(
+            "no layer spans were recorded, so every op's time is in (no layer): the tree shows "
+            "the recorded model's layers and their parameters"
+        )
     if described is None and has_steps:
         notes.append(NO_PARAMS_NOTE)
     if has_steps:
