@@ -6,8 +6,9 @@ model, so the model is described when it is given: ``perfkit_xla.profile(dir, mo
 or ``describe_model(model)``. Two kinds of model are understood:
 
 - a **Keras model** (``keras.Model``, ``tf.keras.Model``; anything with ``layers`` whose items
-  hold ``trainable_weights``): one layer per Keras layer, nested as models nest, each with the
-  trainable weights it holds itself (shared ones counted once, where first met);
+  hold ``trainable_weights``): the model and one layer per layer it holds, as TensorFlow's op
+  scopes record them (two levels, ``perfkit_xla.scopes``), each layer with every trainable
+  weight it holds, its sub-layers' included (shared ones counted once, where first met);
 - a **parameter tree** (Flax's ``variables["params"]``, Haiku's params, any nested mapping of
   arrays): one layer per mapping that holds arrays or mappings, its arrays its parameters.
 
@@ -67,39 +68,52 @@ def _sublayers(layer: Any) -> list[Any]:
     return list(found or [])
 
 
-def _weight_name(variable: Any, layer_path: str) -> str:
-    """A Keras variable's name in its layer: ``kernel`` (Keras 3's ``name``; Keras 2's
-    ``dense/kernel:0`` loses its scope and suffix)."""
-    name = str(getattr(variable, "name", "") or getattr(variable, "path", "") or "weight")
-    name = name.split(":", 1)[0]
-    if layer_path and name.startswith(layer_path + "/"):
-        name = name[len(layer_path) + 1 :]
-    return name.rsplit("/", 1)[-1]
+def _weight_name(variable: Any, layer_name: str) -> str:
+    """A Keras variable's name in its layer: its path below the layer (``kernel``, or
+    ``dense/kernel`` for a sub-layer's; Keras 2's ``dense/kernel:0`` without its suffix)."""
+    path = str(getattr(variable, "path", "") or getattr(variable, "name", "") or "weight")
+    parts = path.split(":", 1)[0].split("/")
+    if layer_name in parts:
+        below = parts[len(parts) - parts[::-1].index(layer_name) :]
+        if below:
+            return "/".join(below)
+    return parts[-1]
 
 
 def _describe_keras(model: Any) -> list[dict[str, Any]]:
+    """The model and its layers, as TensorFlow's op scopes record them (``perfkit_xla.scopes``:
+    the model's scope and its layers' under it): each layer with every trainable weight it
+    holds, its sub-layers' included; the model with the weights no layer holds."""
+    model_name = str(getattr(model, "name", "model"))
+    root = f"{name_type(model_name)}[1]"
     layers: list[dict[str, Any]] = []
     counted: set[int] = set()
-
-    def visit(layer: Any, key: str, path: str) -> None:
-        subs = _sublayers(layer)
-        inner = {id(w) for sub in subs for w in getattr(sub, "trainable_weights", [])}
+    entries: list[dict[str, Any]] = []
+    ordinals: dict[str, int] = {}
+    for sub in _sublayers(model):
+        name = str(getattr(sub, "name", type(sub).__name__))
+        kind = name_type(name)
+        ordinals[kind] = ordinals.get(kind, 0) + 1
         params = []
-        for weight in getattr(layer, "trainable_weights", []):
-            if id(weight) in inner or id(weight) in counted:
-                continue
-            counted.add(id(weight))
-            params.append(_parameter(_weight_name(weight, str(getattr(layer, "name", ""))), weight))
-        layers.append({"match": key, "name": path, "type": type(layer).__name__, "params": params})
-        ordinals: dict[str, int] = {}
-        for sub in subs:
-            name = str(getattr(sub, "name", type(sub).__name__))
-            kind = name_type(name)
-            ordinals[kind] = ordinals.get(kind, 0) + 1
-            visit(sub, f"{key}/{kind}[{ordinals[kind]}]", f"{path}.{name}" if path else name)
-
-    visit(model, f"{name_type(str(getattr(model, 'name', 'model')))}[1]", "")
-    return layers
+        for weight in getattr(sub, "trainable_weights", []):
+            if id(weight) not in counted:
+                counted.add(id(weight))
+                params.append(_parameter(_weight_name(weight, name), weight))
+        entries.append(
+            {
+                "match": f"{root}/{kind}[{ordinals[kind]}]",
+                "name": name,
+                "type": type(sub).__name__,
+                "params": params,
+            }
+        )
+    own = [
+        _parameter(_weight_name(w, model_name), w)
+        for w in getattr(model, "trainable_weights", [])
+        if id(w) not in counted
+    ]
+    layers.append({"match": root, "name": "", "type": type(model).__name__, "params": own})
+    return layers + entries
 
 
 def _describe_tree(tree: Mapping[str, Any], root: str) -> list[dict[str, Any]]:

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.events import TIME_LIMIT_NS, TraceError, check_values_range, note_skipped
+from perfkit_core.events import (
+    COLUMNS,
+    TIME_LIMIT_NS,
+    TraceError,
+    check_values_range,
+    note_skipped,
+)
 from perfkit_xla.hlo import hlo_ops
 from perfkit_xla.kinds import CATEGORY_KINDS, device_of_plane
 from perfkit_xla.plane_columns import (
@@ -204,7 +210,12 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "stack": stacked([(p.stack, p.texts) for p in parts]),
     }
     del parts
-    events_table = finish_events(columns, n, consume=True)
+    layer_spans = 0
+    if framework == "tensorflow":
+        rows, layer_spans = _add_scope_spans(columns, n)
+    else:
+        rows = n
+    events_table = finish_events(columns, rows, consume=True)
     host = events_table["stream"].to_numpy() < 0
     category = events_table["category"].array
     code = {c: i for i, c in enumerate(category.categories)}
@@ -230,8 +241,9 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "source": str(source),
         "accounting": {
             "events_in_file": n + aggregated,
-            "rows": n,
+            "rows": rows,
             "aggregated_events": aggregated,
+            "layer_spans_from_op_scopes": layer_spans,
         },
         "threads": threads,
         "compute_threads": [int(t) for t in compute_threads],
@@ -250,6 +262,102 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         {"that count occurrences instead of recording a time": aggregated},
     )
     return make_run(events_table, meta)
+
+
+_MISSING = {c.name: c.missing for c in COLUMNS}
+#: Columns a span takes from its thread (from an op of the thread).
+_PER_LINE = frozenset({"rank", "framework", "device_type", "device_index", "pid", "tid", "stream"})
+
+
+def _add_scope_spans(columns: dict[str, Any], n: int) -> tuple[int, int]:
+    """Append to ``columns`` (``n`` rows) the layer spans of the TF ops' name scopes
+    (``perfkit_xla.scopes``) and link gradient ops to forward ops; returns the new row count
+    and the number of spans added."""
+    import pandas as pd
+
+    from perfkit_xla.scopes import SCOPE_CATEGORY, scope_spans
+
+    category: pd.Categorical = columns["category"]
+    if "TF Op" not in category.categories:
+        return n, 0
+    host = np.asarray(columns["stream"]) < 0
+    is_op = host & (category.codes == category.categories.get_loc("TF Op"))
+    op_rows = np.flatnonzero(is_op)
+    names: pd.Categorical = columns["name"]
+    name_cats = np.asarray(names.categories, dtype=object)
+    op_names = name_cats[names.codes[op_rows]].tolist()
+    start = np.asarray(columns["start_ns"], dtype=np.int64)
+    dur = np.asarray(columns["dur_ns"], dtype=np.int64)
+    tid = np.asarray(columns["tid"], dtype=np.int64)
+    others = np.flatnonzero(host & ~is_op & (dur > 0))
+    others = others[~_inside(others, op_rows, start, dur, tid)]
+    spans, links = scope_spans(op_names, op_rows, start, dur, tid, others)
+    if not spans:
+        return n, 0
+    k = len(spans)
+    extra_start = np.array([s[2] for s in spans], dtype=np.int64)
+    extra_end = np.array([s[3] for s in spans], dtype=np.int64)
+    extra_tid = np.array([s[4] for s in spans], dtype=np.int64)
+    # Every span is on a host thread the ops ran on: the other per-line columns are its ops'.
+    first_op = {}
+    for r in op_rows[::-1].tolist():
+        first_op[int(tid[r])] = r
+    like = np.array([first_op[int(t)] for t in extra_tid.tolist()], dtype=np.int64)
+
+    def extend_categorical(values: list[str], column: pd.Categorical) -> pd.Categorical:
+        return pd.api.types.union_categoricals(
+            [pd.Categorical(values), column], sort_categories=True
+        )
+
+    # The spans go first: a span as long as its only op must sort before it to hold it.
+    forward_op = np.full(k + n, -1, dtype=np.int64)
+    for grad, fwd in links.items():
+        forward_op[k + grad] = k + fwd
+    for name, value in list(columns.items()):
+        if name == "name":
+            columns[name] = extend_categorical([s[0] for s in spans], value)
+        elif name == "full_name":
+            continue
+        elif name == "kind":
+            columns[name] = extend_categorical(["forward"] * k, value)
+        elif name == "category":
+            columns[name] = extend_categorical([SCOPE_CATEGORY] * k, value)
+        elif name == "start_ns":
+            columns[name] = np.concatenate([extra_start, start])
+        elif name == "dur_ns":
+            columns[name] = np.concatenate([extra_end - extra_start, dur])
+        elif name in _PER_LINE:
+            taken = np.concatenate([like, np.arange(n)])
+            columns[name] = (
+                value.take(taken) if isinstance(value, pd.Categorical) else np.asarray(value)[taken]
+            )
+        elif isinstance(value, pd.Categorical):
+            columns[name] = extend_categorical([""] * k, value)
+        else:
+            array = np.asarray(value)
+            missing = np.full(k, _MISSING[name], dtype=array.dtype)
+            columns[name] = np.concatenate([missing, array])
+    columns["full_name"] = pd.Categorical([s[1] for s in spans] + [""] * n)
+    columns["forward_op"] = forward_op
+    return n + k, k
+
+
+def _inside(
+    rows: np.ndarray, op_rows: np.ndarray, start: np.ndarray, dur: np.ndarray, tid: np.ndarray
+) -> np.ndarray:
+    """Whether each of ``rows`` lies within a TF op (``op_rows``) of its thread."""
+    out = np.zeros(len(rows), dtype=bool)
+    for thread in np.unique(tid[rows]).tolist():
+        ops = op_rows[tid[op_rows] == thread]
+        if len(ops) == 0:
+            continue
+        ops = ops[np.argsort(start[ops], kind="stable")]
+        mine = np.flatnonzero(tid[rows] == thread)
+        r = rows[mine]
+        at = np.searchsorted(start[ops], start[r], side="right") - 1
+        hit = ops[np.maximum(at, 0)]
+        out[mine] = (at >= 0) & (start[r] + dur[r] <= start[hit] + dur[hit])
+    return out
 
 
 def _read_ids(space: XSpace) -> np.ndarray:

@@ -671,9 +671,15 @@ def test_tensorflow_keras_profile(tf_run):
     assert (ops["step"] >= 0).mean() > 0.99
     data = ev[ev["kind"] == "dataloader"]
     assert data["name"].astype(str).str.match(r"Iterator::|IteratorGetNext").all() and len(data)
-    # Every timed event of the file is a row.
+    # Every timed event of the file is a row; the other rows are the layer spans of op scopes.
     space = decode_xspace(next(TF_LOG_DIR.rglob("*.xplane.pb")).read_bytes())
-    assert len(ev) == sum(len(line.metadata_id) for p in space.planes for line in p.lines)
+    native = sum(len(line.metadata_id) for p in space.planes for line in p.lines)
+    spans = int((ev["category"] == "layer scope").sum())
+    assert (
+        len(ev) == native + spans
+        and spans == tf_run.meta["accounting"]["layer_spans_from_op_scopes"]
+    )
+    assert tf_run.meta["accounting"]["events_in_file"] == native
     threads = tf_run.meta["threads"]
     assert tf_run.meta["compute_threads"]
     assert all(threads[str(t)].startswith("tf_Compute") for t in tf_run.meta["compute_threads"])
@@ -849,8 +855,8 @@ def test_profile_saves_a_tensorflow_run_with_steps_and_user_spans(tmp_path):
 @needs_tf
 def test_keras_mlp_parameters_as_tfprof_counts_them(tmp_path):
     """tfprof's MLP in Keras, profiled by ``perfkit_xla.profile(dir, model=model)``: the layers
-    view reads tfprof's parameter counts. TensorFlow records no layer spans, so the layers'
-    measured figures are unknown (NaN, not zero) and every op's time is in (no layer)."""
+    view reads tfprof's parameter counts, on the layers the ops' name scopes recorded (one call
+    each per step), and their times add up to the forward and backward phases."""
     from tests.mlp_models import EXPECTED_PARAMS, HIDDEN1_WEIGHT, TOTAL_PARAMS
 
     out = subprocess.run(
@@ -867,25 +873,96 @@ def test_keras_mlp_parameters_as_tfprof_counts_them(tmp_path):
     assert run.meta["steps"] == [0, 1, 2]
     tree = run.summary("layers", params=True)
     layers = tree.set_index("name")
-    assert layers.loc["Sequential", "params_with_children"] == TOTAL_PARAMS
+    assert tree[tree["depth"] == 1].iloc[0]["params_with_children"] == TOTAL_PARAMS
     for name, count in EXPECTED_PARAMS.items():
         assert layers.loc[name, "params_own"] == count
         assert layers.loc[name, "params_with_children"] == count
-        assert np.isnan(layers.loc[name, "host_own_ns"])
-        assert np.isnan(layers.loc[name, "calls_per_step"])
+        assert layers.loc[name, "host_own_ns"] > 0
+        assert layers.loc[name, "calls_per_step"] == 1
     hidden1 = int(np.flatnonzero(tree["name"].to_numpy() == "hidden1")[0])
     weight = tree.iloc[hidden1 + 1]
     assert weight["name"] == "kernel" and weight["params_own"] == HIDDEN1_WEIGHT
     assert weight["shape"] == "784x128" and weight["dtype"] == "float32"  # Keras' (in, out)
     assert weight["params_own_bytes"] == HIDDEN1_WEIGHT * 4
-    # Recomputed from the saved record, and (no layer) holds the forward and backward phases.
+    # Recomputed from the saved record: the layers' own parameters are the model's, and each
+    # described layer is a layer the run recorded (its key is one of the trace's layer keys).
+    from perfkit_core.views.structure import structure
+
     meta = json.loads((run_dir / "meta.json").read_text())
     recorded = meta["model"]["layers"]
     assert sum(p["count"] for layer in recorded for p in layer["params"]) == TOTAL_PARAMS
+    assert {layer["match"] for layer in recorded} <= set(structure(run).layer_key.values())
+    # The layers' own times plus (no layer) are the model view's forward and backward phases.
     model = run.summary("model").set_index("name")
     phases = model.loc["forward", "per_step_ns"] + model.loc["backward", "per_step_ns"]
-    assert layers.loc["(no layer)", "host_own_ns"] == pytest.approx(phases, rel=1e-9)
-    assert "no layer spans were recorded" in tree.attrs["note"]
+    weights = tree["shape"].isna()
+    assert tree.loc[weights, "host_own_ns"].sum() == pytest.approx(phases, rel=1e-9)
+    assert "parameters not recorded" not in tree.attrs["note"]
+
+
+def test_tensorflow_layers_from_op_scopes(tf_run):
+    """The Keras MLP's ops carry their model's and layer's name scopes: the layer tree is the
+    model's (the keys torch's and Paddle's same model get), each layer called once per step;
+    the spans of one call that the executor cut count once; gradient ops are linked to the
+    forward ops of their layer; the tree's own times add up to the forward and backward
+    phases, each layer's to the time of its ops, recomputed from the ops' names."""
+    from perfkit_xla.scopes import parse
+
+    tree = tf_run.summary("layers")
+    paths = tree["path"].tolist()
+    blocks = [
+        f"sequential[1]/{kind}[{i}]"
+        for i in range(1, 5)
+        for kind in ("linear", "layernorm", "relu")
+    ]
+    assert paths == ["sequential[1]", *blocks, "sequential[1]/linear[5]", ""]
+    assert (tree.iloc[:-1]["calls_per_step"] == 1).all()
+    model = tf_run.summary("model").set_index("name")
+    phases = model.loc["forward", "per_step_ns"] + model.loc["backward", "per_step_ns"]
+    assert tree["host_own_ns"].sum() == pytest.approx(phases, rel=1e-9)
+    ev = tf_run.events
+    names = ev["name"].astype(str)
+    ops = (ev["kind"] == "operator").to_numpy()
+    grads = ops & names.str.contains("/gradient_tape/sequential").to_numpy()
+    assert grads.any() and (ev["forward_op"].to_numpy()[grads] >= 0).all()
+    linked = ev["forward_op"].to_numpy()[grads]
+    same_layer = [
+        parse(names.iloc[g])[:2] == parse(names.iloc[f])[:2]
+        for g, f in zip(np.flatnonzero(grads).tolist(), linked.tolist(), strict=True)
+    ]
+    assert all(same_layer)
+    # The forward ops of the first Dense, found by name, lie within its spans and nowhere else.
+    spans = ev[(ev["category"] == "layer scope") & (ev["full_name"] == "sequential_1/dense_1")]
+    assert len(spans) and set(spans["name"].astype(str)) == {"dense"}
+    dense = ops & names.str.match(r"StatefulPartitionedCall/sequential_1/dense_1/").to_numpy()
+    dense &= ~names.str.endswith(":ReadVariableOp").to_numpy()
+    start = ev["start_ns"].to_numpy()
+    inside = np.zeros(len(ev), dtype=bool)
+    for a, d in zip(spans["start_ns"].tolist(), spans["dur_ns"].tolist(), strict=True):
+        inside |= (start >= a) & (start < a + d)
+    assert (inside[dense]).all()
+    assert tf_run.meta["accounting"]["layer_spans_from_op_scopes"] == int(
+        (ev["category"] == "layer scope").sum()
+    )
+
+
+def test_tensorflow_scope_names():
+    from perfkit_xla.scopes import parse
+
+    assert parse("StatefulPartitionedCall/sequential_1/dense_1/BiasAdd:_MklNativeFusedMatMul") == (
+        "sequential_1",
+        "dense_1",
+        "_MklNativeFusedMatMul",
+        False,
+    )
+    assert parse("StatefulPartitionedCall/gradient_tape/sequential_1/dense_1/MatMul:MatMul")[
+        1:
+    ] == ("dense_1", "MatMul", True)
+    assert parse("StatefulPartitionedCall/adam/Sub_7:Sub")[:2] == ("", "")
+    loss = "StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/Mean:Mean"
+    assert parse(loss)[:2] == ("", "")
+    assert parse("StatefulPartitionedCall/Add:AddV2")[:2] == ("", "")
+    assert parse("block/MatMul:MatMul")[:2] == ("block", "")
 
 
 def test_describe_model_of_a_parameter_tree():

@@ -837,7 +837,15 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "input_dtypes": pd.Categorical(cols.dtypes),
         "stack": pd.Categorical(cols.stack),
     }
-    events = finish_events(columns, n, consume=True)
+    # Layer spans from TF op scopes came after this reader: the same step on its columns.
+    from perfkit_xla.xplane import _add_scope_spans
+
+    layer_spans = 0
+    if framework == "tensorflow":
+        rows, layer_spans = _add_scope_spans(columns, n)
+    else:
+        rows = n
+    events = finish_events(columns, rows, consume=True)
     host = events["stream"].to_numpy() < 0
     category = events["category"].to_numpy()
     tid = events["tid"].to_numpy()
@@ -860,8 +868,9 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "source": str(source),
         "accounting": {
             "events_in_file": n + counts["aggregated"],
-            "rows": n,
+            "rows": rows,
             "aggregated_events": counts["aggregated"],
+            "layer_spans_from_op_scopes": layer_spans,
         },
         "threads": threads,
         "compute_threads": [int(t) for t in compute_threads],

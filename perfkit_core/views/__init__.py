@@ -51,6 +51,7 @@ from perfkit_core.views.opcost import (
 )
 from perfkit_core.views.registry import ViewSpec, get_view, registered_views, summary
 from perfkit_core.views.shapes import Inputs, Shape, dtype_bytes, numel, parse_inputs
+from perfkit_core.views.structure import SCOPE_CATEGORY
 
 __all__ = [
     "CANONICAL_FAMILIES",
@@ -58,6 +59,7 @@ __all__ = [
     "LAYER_OPS",
     "MODEL_KINDS",
     "PHASES",
+    "SCOPE_CATEGORY",
     "Inputs",
     "OpCall",
     "OpCost",

@@ -169,10 +169,23 @@ def layers_view(
 
     # Layer rows in the steps taken, their keys and first call.
     step_numbers = run.events["step"].to_numpy()
-    layer_rows = np.flatnonzero(st.is_layer & (st.step_row_of >= 0))
+    # A layer span counts in the step it ran in, on the step's thread or a thread that runs
+    # the step's ops (TensorFlow's executor): by its step number.
+    layer_rows = np.flatnonzero(st.is_layer & (step_numbers >= 0))
     layer_rows = layer_rows[np.isin(step_numbers[layer_rows], wanted)]
     keys_of_rows = np.array([st.layer_key.get(int(r), "") for r in layer_rows], dtype=object)
-    calls = per_key(keys_of_rows, np.ones(len(layer_rows)))
+    # Spans of one call (``layer_call``: cut by the executor) count once.
+    call_ids = [
+        (int(step_numbers[r]), key, st.layer_call.get(int(r), int(r)))
+        for r, key in zip(layer_rows.tolist(), keys_of_rows.tolist(), strict=True)
+    ]
+    seen: set[tuple[int, str, object]] = set()
+    first_span = np.zeros(len(layer_rows))
+    for i, call in enumerate(call_ids):
+        if call not in seen:
+            seen.add(call)
+            first_span[i] = 1.0
+    calls = per_key(keys_of_rows, first_span)
     first: dict[str, int] = {}
     for key, start in zip(keys_of_rows.tolist(), st.start[layer_rows].tolist(), strict=True):
         first[key] = min(first.get(key, start), start)

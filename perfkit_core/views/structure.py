@@ -40,6 +40,10 @@ UNIT_KINDS = ("operator", "communication", "runtime", "dataloader", "optimizer")
 WRAPPER_SUFFIXES = (" pybind_imperative_func", " pybind_patch_func")
 ENGINE_PREFIX = "autograd::engine::evaluate_function: "
 LAYER_PREFIX = "nn.Module: "
+#: ``category`` of layer spans an adapter derives from its ops' name scopes (TensorFlow's):
+#: one call may be several spans (cut where the executor's own spans start or end, or on
+#: several threads), which share the call's scope path as ``full_name``.
+SCOPE_CATEGORY = "layer scope"
 
 
 def innermost(parent: np.ndarray, flag: np.ndarray, *, self_too: bool = True) -> np.ndarray:
@@ -72,6 +76,9 @@ class Structure:
     step_row_of: np.ndarray
     layer_key: dict[int, str]
     layer_label: dict[int, str]
+    #: Layer spans an adapter derived from op scopes, each with its call's scope path: the
+    #: spans of one path in a step are one call
+    layer_call: dict[int, str]
     step_thread: np.ndarray
     #: ``kind`` as codes: ``kinds.among("operator", ...)`` masks rows without comparing strings
     kinds: CodedColumn
@@ -131,7 +138,8 @@ def structure(run: Run) -> Structure:
     step_row_of = np.where(host, innermost(parent, is_step), -1).astype(np.int32)
     layer_of = np.where(host, innermost(parent, is_layer), -1).astype(np.int32)
     user_of = np.where(host, innermost(parent, is_user), -1).astype(np.int32)
-    keys, labels = _layer_keys(is_layer, parent, names, start, step_row_of)
+    layer_call = _scope_calls(ev, is_layer)
+    keys, labels = _layer_keys(is_layer, parent, names, start, step_row_of, layer_call)
     import pandas as pd
 
     threads = pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["tid"].to_numpy()])
@@ -152,6 +160,7 @@ def structure(run: Run) -> Structure:
         step_row_of=step_row_of,
         layer_key=keys,
         layer_label=labels,
+        layer_call=layer_call,
         step_thread=step_thread,
         kinds=kinds,
     )
@@ -169,16 +178,26 @@ def _layer_type(name: str) -> tuple[str, str]:
     return layer_type(name), text
 
 
+def _scope_calls(ev: pd.DataFrame, is_layer: np.ndarray) -> dict[int, str]:
+    """The scope path (``full_name``) of each layer span of category ``SCOPE_CATEGORY``."""
+    rows = np.flatnonzero(is_layer & coded(ev["category"]).among(SCOPE_CATEGORY))
+    if len(rows) == 0:
+        return {}
+    full = ev["full_name"].to_numpy()
+    return {int(r): str(full[r]) for r in rows.tolist()}
+
+
 def _layer_keys(
     is_layer: np.ndarray,
     parent: np.ndarray,
     names: np.ndarray,
     start: np.ndarray,
     step_row_of: np.ndarray,
+    layer_call: dict[int, str],
 ) -> tuple[dict[int, str], dict[int, str]]:
     """Key and display label of every layer span: the path of layer types from the outermost
     layer of its step, each with its call ordinal among same-typed siblings (1-based, shown
-    only when a type repeats)."""
+    only when a type repeats). The spans of one call (``layer_call``) share their ordinal."""
     rows = np.flatnonzero(is_layer)
     if len(rows) == 0:
         return {}, {}
@@ -187,16 +206,22 @@ def _layer_keys(
     keys: dict[int, str] = {}
     slots: dict[int, tuple[int, str, str]] = {}
     counts: dict[tuple[int, str, str], int] = {}
+    ordinal_of_call: dict[tuple[tuple[int, str, str], str], int] = {}
     for r in rows:
         up = int(enclosing[r])
         parent_key = keys.get(up, "") if up >= 0 else ""
         kind, _ = _layer_type(str(names[r]))
         slot = (int(step_row_of[r]), parent_key, kind)
-        counts[slot] = counts.get(slot, 0) + 1
+        call = layer_call.get(r)
+        if call is not None and (slot, call) in ordinal_of_call:
+            ordinal = ordinal_of_call[(slot, call)]
+        else:
+            counts[slot] = counts.get(slot, 0) + 1
+            ordinal = counts[slot]
+            if call is not None:
+                ordinal_of_call[(slot, call)] = ordinal
         slots[r] = slot
-        keys[r] = (
-            f"{parent_key}/{kind}[{counts[slot]}]" if parent_key else f"{kind}[{counts[slot]}]"
-        )
+        keys[r] = f"{parent_key}/{kind}[{ordinal}]" if parent_key else f"{kind}[{ordinal}]"
     labels: dict[int, str] = {}
     for r in rows:
         up = int(enclosing[r])
