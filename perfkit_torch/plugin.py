@@ -112,12 +112,13 @@ def perfkit_layer_spans_fix(framework: str) -> str | None:
 
 @hookimpl
 def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | None:
-    """The optimizer finding's saving from a replay of its recorded parameter shapes."""
-    if framework != "torch" or finding.rule != "optimizer":
+    """The optimizer finding's saving from a replay of its recorded parameter shapes; the
+    input-pipeline finding's from a replay of its step with and without loader workers."""
+    if framework != "torch" or finding.rule not in ("optimizer", "input-pipeline"):
         return None
-    from perfkit_torch.replay import measure_optimizer
+    from perfkit_torch.replay import measure_loader, measure_optimizer
 
-    return measure_optimizer(finding)
+    return measure_optimizer(finding) if finding.rule == "optimizer" else measure_loader(finding)
 
 
 @hookimpl
