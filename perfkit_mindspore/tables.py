@@ -50,7 +50,10 @@ def read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
     """The rows of a csv table as dicts keyed by its header; ``TraceError`` naming the file when
     a ``required`` column is missing or a row has another number of fields than the header."""
     text = read_text(path)
-    rows = list(csv.reader(io.StringIO(text)))
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:  # a stray carriage return or NUL byte in a field
+        raise TraceError(path, f"is not a csv table ({exc})") from None
     rows = [r for r in rows if any(cell.strip() for cell in r)]
     if not rows:
         raise TraceError(path, "is empty: a MindSpore table starts with a header line")

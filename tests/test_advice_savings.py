@@ -350,3 +350,36 @@ def test_step_timer_records_the_machine(adam_loop):
     record = json.loads((folder / "meta.json").read_text())["step_timer"]
     assert record["cpu_count"] == os.cpu_count()
     assert record["load_average"] is None or record["load_average"] >= 0
+
+
+def test_measure_replays_the_input_pipeline_with_and_without_workers():
+    """The input-pipeline finding's replay runs the recorded loading and training work per
+    step with the batches loaded in the training process and with loader workers (a real
+    DataLoader with worker processes); its saving is the difference, never below zero, and
+    its estimate states both step times."""
+    from types import SimpleNamespace
+
+    from perfkit_core.plugins import get_plugin_manager
+
+    evidence = {
+        "data_unprofiled_per_step_ns": 600_000.0,
+        "rest_per_step_ns": 400_000.0,
+        "free_cores": 1.0,
+    }
+    finding = SimpleNamespace(rule="input-pipeline", evidence=dict(evidence))
+    pm = get_plugin_manager()
+    result = pm.hook.perfkit_measure_saving(finding=finding, framework="torch")
+    ev = result["evidence"]
+    assert ev["measured"] == "replay" and ev["replay_workers"] == 1
+    inline, workers = ev["replay_inline_ns"], ev["replay_workers_ns"]
+    # Each step did at least the work it was given, calibrated on this machine.
+    assert inline > 0.5 * (600_000 + 400_000) and workers > 0
+    assert result["saving_ns"] == pytest.approx(max(inline - workers, 0.0))
+    assert f"{inline / 1e6:.3f} ms with the batches loaded in the training process" in (
+        result["estimate"]
+    )
+    assert f"{workers / 1e6:.3f} ms with num_workers=1" in result["estimate"]
+    # Nothing to replay without the recorded loading time; Paddle runs are not replayed here.
+    empty = SimpleNamespace(rule="input-pipeline", evidence={})
+    assert pm.hook.perfkit_measure_saving(finding=empty, framework="torch") is None
+    assert pm.hook.perfkit_measure_saving(finding=finding, framework="paddle") is None

@@ -829,3 +829,16 @@ def test_describe_model_names_cells_in_lists_and_the_handler_records_it(tmp_path
     assert tree.loc["blocks", "params_with_children"] == 144
     assert tree.loc["Blocks", "params_with_children"] == 162
     assert set(described) <= set(structure(run).layer_key.values())
+
+
+def test_a_table_with_a_stray_carriage_return_fails_with_one_line(tmp_path):
+    """A carriage return inside a field (found by the mutation test) is a one-line error naming
+    the file, not a csv.Error; carriage-return line ends read as line ends."""
+    from perfkit_mindspore.tables import read_csv
+
+    table = tmp_path / "cpu_op_type_info_0.csv"
+    table.write_bytes(b"op_type,total_time\r\nMatMul,1.5\r\n")
+    assert read_csv(table, ("op_type",)) == [{"op_type": "MatMul", "total_time": "1.5"}]
+    table.write_bytes(b"op_type,total_time\nMat\rMul,1.5\n")
+    with pytest.raises(TraceError, match=r"cpu_op_type_info_0\.csv: line 2 has 1 fields"):
+        read_csv(table, ("op_type",))
