@@ -557,6 +557,11 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             basis = match.evidence.get("basis", "profiled")
             ok, how = verdict(est, achieved[finding.id], before)
             results.append(ok)
+            if "replay_workers_ns" in match.evidence:  # the loader replay's signed difference
+                replayed = match.evidence["replay_inline_ns"] - match.evidence["replay_workers_ns"]
+                print(
+                    f"    [replay ] the workers changed the replayed step by {-replayed / 1e6:+.2f} ms"
+                )
             print(
                 f"    [{mode:<7}] estimated {est / 1e6:6.2f} ms/step ({100 * est / est_step:5.1f}% "
                 f"of the {basis} step)  achieved {achieved[finding.id] / 1e6:6.2f} ms/step "

@@ -95,9 +95,9 @@ def measure_optimizer(finding: Any) -> dict[str, Any] | None:
 
 
 #: The loader replay: steps per timed round, rounds (the median step is kept), warm-up steps.
-LOADER_STEPS = 20
-LOADER_ROUNDS = 5
-LOADER_WARMUP = 4
+LOADER_STEPS = 40
+LOADER_ROUNDS = 7
+LOADER_WARMUP = 6
 #: The batch the replay's workers send to the training process (float32 elements, 256 KiB):
 #: torch records no shapes of the tensor lists its collate stacks, so the recorded batch's size
 #: is unknown; what a batch costs to receive is mostly fixed (a shared-memory handle), not its
@@ -108,7 +108,7 @@ LOADER_BATCH_ELEMENTS = 65_536
 def _spin_units(budget_ns: float, unit: Any) -> int:
     """How many calls of ``unit`` take ``budget_ns`` on this machine now (at least 1)."""
     calls, start = 0, time.perf_counter_ns()
-    while time.perf_counter_ns() - start < 20_000_000:  # 20 ms of calibration
+    while time.perf_counter_ns() - start < 100_000_000:  # 100 ms of calibration
         unit()
         calls += 1
     per_call = (time.perf_counter_ns() - start) / max(calls, 1)

@@ -182,7 +182,25 @@ def test_foreach_optimizer_is_told_apart_and_replayed_as_recorded(tmp_path):
     ],
 )
 def test_loader_saving_is_bounded_by_the_workers(data, rest, workers, expected):
-    assert loader_saving(data, rest, workers) == pytest.approx(expected)
+    assert loader_saving(data, rest, workers, receive_ns=0.0) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("data", "rest", "expected"),
+    [
+        # receiving each batch adds to the rest of the step: 2 + 5 -> max(5 + 0.45, 2)
+        (2e6, 5e6, 1.55e6),
+        # loading still bounds the step: 8 + 2 -> 8
+        (8e6, 2e6, 2e6),
+        # a short step: receiving costs more than loading in the step did
+        (0.4e6, 0.4e6, 0.0),
+    ],
+)
+def test_loader_saving_pays_for_receiving_each_batch(data, rest, expected):
+    from perfkit_core.advice.rules.host import LOADER_RECEIVE_NS
+
+    assert LOADER_RECEIVE_NS == 450_000.0
+    assert loader_saving(data, rest, 1) == pytest.approx(expected)
 
 
 # ------------------------------------------------------------------ closing the loop

@@ -108,8 +108,8 @@ def test_each_phase_is_one_figure(report):
 
 def test_each_saving_is_one_figure(report):
     """A finding's saving: per step, with its share of the same step, the same text in the
-    headline and in the finding, in text and HTML; the input-pipeline saving is the data
-    phase; the combined saving is below the plain sum when host and device savings mix."""
+    headline and in the finding, in text and HTML; the input-pipeline saving is recomputed
+    from its data phase, the rest of the step and the free cores; the combined saving is below the plain sum when host and device savings mix."""
     data = report["json"]
     step = _headline(data).get("Step time (mean)")
     findings = data["advice"]
@@ -124,7 +124,14 @@ def test_each_saving_is_one_figure(report):
     assert per_step_value(top["saving_ns"], step, "ms") in change
     loading = [f for f in findings if f["rule"] == "input-pipeline"]
     if loading:
-        assert loading[0]["saving_ns"] == pytest.approx(_rows(data, "model")["data"]["per_step_ns"])
+        from perfkit_core.advice.rules.host import loader_saving
+
+        ev = loading[0]["evidence"]
+        assert ev["data_per_step_ns"] == pytest.approx(_rows(data, "model")["data"]["per_step_ns"])
+        expected = loader_saving(
+            ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"]
+        )
+        assert loading[0]["saving_ns"] == pytest.approx(expected)
     combined = data["headline"]["combined"]
     if combined is not None:
         plain = sum(f["saving_ns"] for f in findings)
