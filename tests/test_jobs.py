@@ -225,12 +225,19 @@ def test_local_workers_run_without_the_dask_profiler_unless_asked(monkeypatch):
 
 
 def test_dropping_the_views_caches_changes_no_summary():
-    """A worker drops what each view cached for itself (keeping the links between rows): every
-    per-rank table, figure and finding of a rank equals those computed with the cache kept."""
+    """A worker drops what each view cached for itself (keeping the links between rows and the
+    shared analysis): every per-rank table, figure and finding of a rank equals those computed
+    with the cache kept."""
     from perfkit_core.advice.engine import advise_rank
     from perfkit_core.events.links import LINK_CACHE_KEYS
     from perfkit_core.jobs import DEFAULT_JOB_VIEWS
-    from perfkit_core.jobs.tasks import RankTask, drop_view_caches, load_rank, summarise_rank
+    from perfkit_core.jobs.tasks import (
+        SHARED_CACHE_KEYS,
+        RankTask,
+        drop_view_caches,
+        load_rank,
+        summarise_rank,
+    )
     from perfkit_core.views.collectives import collective_calls
     from perfkit_core.views.ranks import rank_figures
     from perfkit_core.views.registry import get_view, rank_view
@@ -248,7 +255,8 @@ def test_dropping_the_views_caches_changes_no_summary():
     assert any(k == "structure" for k in run._cache)
     drop_view_caches(run)
     kept = {k[0] if isinstance(k, tuple) else k for k in run._cache}
-    assert kept and kept <= LINK_CACHE_KEYS
+    assert kept and kept <= LINK_CACHE_KEYS | SHARED_CACHE_KEYS
+    assert "structure" in kept  # the shared analysis stays for the next view
 
 
 def test_one_rank_never_imports_dask(tmp_path):
