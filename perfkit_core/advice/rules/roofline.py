@@ -256,26 +256,25 @@ def _small_gemms(ctx: Context, claims: _Claims) -> Finding | None:
 
 def _chains(table: pd.DataFrame) -> list[np.ndarray]:
     """Runs (positions in ``table``, in call order) of at least FUSION_MIN_OPS consecutive
-    memory-bound fusable ops over tensors of the same number of elements."""
+    memory-bound fusable ops over tensors of the same number of elements (FLOPs within half
+    of each other's)."""
     order = np.argsort(table["row"].to_numpy(), kind="stable")
+    if len(order) == 0:
+        return []
     kind = table["kind"].to_numpy()[order]
     side = table["side"].to_numpy()[order]
-    flops = table["flops"].to_numpy()[order]
+    flops = table["flops"].to_numpy().astype(np.float64)[order]
+    flops = np.where(flops == 0, 1.0, flops)  # no FLOPs compare as one
     ok = np.isin(kind, FUSABLE_KINDS) & (side == "memory")
-    out: list[np.ndarray] = []
-    start = 0
-    for i in range(1, len(order) + 1):
-        same = (
-            i < len(order)
-            and ok[i]
-            and ok[i - 1]
-            and math.isclose(flops[i] or 1, flops[i - 1] or 1, rel_tol=0.5)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(flops[1:] - flops[:-1]) <= 0.5 * np.maximum(
+            np.abs(flops[1:]), np.abs(flops[:-1])
         )
-        if not same:
-            if i - start >= FUSION_MIN_OPS and ok[start]:
-                out.append(order[start:i])
-            start = i
-    return out
+    joined = ok[1:] & ok[:-1] & close  # position i + 1 continues the run of position i
+    starts = np.r_[0, np.flatnonzero(~joined) + 1]
+    ends = np.r_[starts[1:], len(order)]
+    keep = (ends - starts >= FUSION_MIN_OPS) & ok[starts]
+    return [order[a:b] for a, b in zip(starts[keep].tolist(), ends[keep].tolist(), strict=True)]
 
 
 def _unfused_elementwise(ctx: Context, claims: _Claims) -> Finding | None:
@@ -288,19 +287,17 @@ def _unfused_elementwise(ctx: Context, claims: _Claims) -> Finding | None:
     chains = _chains(free)
     if not chains:
         return None
-    saving, rows = 0.0, []
+    nbytes = free["bytes"].to_numpy().astype(np.float64)
+    time_ns = free["time_ns"].to_numpy().astype(np.float64)
+    saving = 0.0
     for chain in chains:
-        part = free.iloc[chain]
-        per_op = part["bytes"].to_numpy()
+        per_op = nbytes[chain]
         # Fused, no intermediate tensor is written and read back: taking each op to read two
         # tensors and write one of the same size, 2/3 of the smaller of two neighbours' bytes.
         inner = 2 * np.minimum(per_op[1:], per_op[:-1]).sum() / 3
         fused_ns = max(float(per_op.sum()) - inner, 0.0) / (peaks.bandwidth_tbps * 1e12) * 1e9
-        saving += max(float(part["time_ns"].sum()) - fused_ns, 0.0)
-        rows.append(part)
-    import pandas as pd
-
-    picked = pd.concat(rows)
+        saving += max(float(time_ns[chain].sum()) - fused_ns, 0.0)
+    picked = free.iloc[np.concatenate(chains)]
     return _finding(
         ctx,
         claims,
