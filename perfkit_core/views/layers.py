@@ -355,6 +355,11 @@ def layers_view(
     if not has_gpu:
         for column in ("gpu_own_ns", "gpu_with_children_ns"):
             frame[column] = math.nan
+    # No op has a FLOP count (TensorFlow's ops, a trace without input shapes): unknown, not 0.
+    has_flops = bool(np.isfinite(ops["flops"].to_numpy(dtype=float)).any()) if len(ops) else False
+    if not has_flops:
+        for column in ("model_gflops_own", "model_gflops_with_children"):
+            frame[column] = math.nan
     if memory_own is None or not has_steps:
         for column in ("allocated_own_bytes", "allocated_with_children_bytes"):
             frame[column] = math.nan
@@ -386,6 +391,11 @@ def layers_view(
         )
     if described is None and has_steps:
         notes.append(NO_PARAMS_NOTE)
+    if not has_flops and has_steps:
+        notes.append(
+            "model FLOPs unknown: no op of the run has a FLOP count (the roofline model needs "
+            "the ops' input shapes)"
+        )
     if has_steps:
         notes.append(
             "own time and FLOPs of the layers plus (no layer) add up to the forward and "
