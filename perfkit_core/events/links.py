@@ -228,8 +228,9 @@ def children_sum(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
 _NOT_OWNER_KINDS = ("runtime", "profiler", "memory")
 
 
-def external_owner_rows(events: pd.DataFrame) -> np.ndarray:
-    """Return, for each row, the host row that issued it by ``External id``, or -1.
+def external_owner_rows(events: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndarray:
+    """Return, for each row (or each of ``rows``), the host row that issued it by
+    ``External id``, or -1.
 
     Kineto writes an operator's (or annotation's) id as its ``External id`` and the same id on
     the runtime calls and device events it issued. The owner is the one host row of the same
@@ -237,9 +238,10 @@ def external_owner_rows(events: pd.DataFrame) -> np.ndarray:
     an id several such rows carry links nothing.
     """
     n = len(events)
-    out = np.full(n, -1, dtype=np.int64)
+    asked = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
+    out = np.full(len(asked), -1, dtype=np.int64)
     ext = events["external_id"].to_numpy()
-    if not (ext >= 0).any():
+    if not len(asked) or not (ext[asked] >= 0).any():
         return out
     rank = events["rank"].to_numpy().astype(np.int64)
     host = events["stream"].to_numpy() < 0
@@ -253,11 +255,12 @@ def external_owner_rows(events: pd.DataFrame) -> np.ndarray:
     uniq, own_rows = uniq[single], own_rows[first[single]]
     if not len(uniq):
         return out
-    ask = np.flatnonzero(ext >= 0)
+    at = np.flatnonzero(ext[asked] >= 0)
+    ask = asked[at]
     key = (rank[ask] << 40) + ext[ask]
     pos = np.minimum(np.searchsorted(uniq, key), len(uniq) - 1)
     hit = (uniq[pos] == key) & (own_rows[pos] != ask)
-    out[ask[hit]] = own_rows[pos[hit]]
+    out[at[hit]] = own_rows[pos[hit]]
     return out
 
 

@@ -334,8 +334,11 @@ def _device_owner(run: Run) -> tuple[np.ndarray, np.ndarray]:
     ``External id`` owner)."""
     ev = run.events
     device = np.flatnonzero(ev["stream"].to_numpy() >= 0)
-    launcher = links.run_launchers(run)[device]
-    owner = np.where(launcher >= 0, launcher, links.external_owner_rows(ev)[device])
+    owner = links.run_launchers(run)[device]
+    # Most device rows have a launch: only the others are looked up by External id.
+    unlaunched = np.flatnonzero(owner < 0)
+    if len(unlaunched):
+        owner[unlaunched] = links.external_owner_rows(ev, device[unlaunched])
     return device, owner
 
 
