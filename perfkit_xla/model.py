@@ -22,41 +22,27 @@ Importing this module imports neither TensorFlow nor JAX.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from perfkit_core.views import layer_type
-
-_SUFFIX_RE = re.compile(r"(_\d+)+$")
+from perfkit_core.views import dtype_bytes, layer_type, numel
+from perfkit_xla.ops import scope_base
 
 
 def name_type(name: str) -> str:
     """The normalized layer type of a Keras or Flax layer name: the name without its numeric
     suffixes, aliased as perfkit aliases class names (``dense_1_2`` -> ``linear``,
     ``LayerNorm_0`` -> ``layernorm``)."""
-    return layer_type(_SUFFIX_RE.sub("", name) or name)
-
-
-def _count(shape: list[int]) -> int:
-    count = 1
-    for d in shape:
-        count *= d
-    return count
+    return layer_type(scope_base(name))
 
 
 def _parameter(name: str, value: Any) -> dict[str, Any]:
     """One weight (a Keras variable or an array): name in its layer, shape, dtype, count, bytes."""
-    import numpy as np
-
     shape = [int(d) for d in getattr(value, "shape", ())]
     raw = getattr(value, "dtype", "float32")
     dtype = str(getattr(raw, "name", raw))
-    try:
-        size = int(np.dtype(dtype).itemsize)
-    except TypeError:
-        size = int(getattr(raw, "itemsize", 0) or 4)  # bfloat16 and other ml_dtypes
-    count = _count(shape)
+    size = dtype_bytes(dtype) or int(getattr(raw, "itemsize", 0) or 4)
+    count = numel(tuple(shape))
     return {"name": name, "shape": shape, "dtype": dtype, "count": count, "bytes": count * size}
 
 
@@ -132,9 +118,7 @@ def _describe_tree(tree: Mapping[str, Any], root: str) -> list[dict[str, Any]]:
                 kind = name_type(str(name))
                 ordinals[kind] = ordinals.get(kind, 0) + 1
                 child_path = f"{path}.{name}" if path else str(name)
-                visit(
-                    value, f"{key}/{kind}[{ordinals[kind]}]", child_path, _SUFFIX_RE.sub("", name)
-                )
+                visit(value, f"{key}/{kind}[{ordinals[kind]}]", child_path, scope_base(name))
 
     visit(tree, f"{name_type(root)}[1]", "", root)
     return layers

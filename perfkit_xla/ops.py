@@ -185,6 +185,15 @@ OPTIMIZER_SCOPES = frozenset(
     {"adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lamb", "lion"}
 )
 _SCOPE_SUFFIX_RE = re.compile(r"(_\d+)+$")
+
+
+def scope_base(scope: str) -> str:
+    """A name scope without the numeric suffixes Keras, Flax and TensorFlow add to tell scopes
+    apart (``dense_1_2`` -> ``dense``, ``Dense_0`` -> ``Dense``); a name of suffixes only stays
+    as it is."""
+    return _SCOPE_SUFFIX_RE.sub("", scope) or scope
+
+
 _MKL_RE = re.compile(r"^_(MklNative|Mkl)?(Fused)?")
 
 
@@ -192,7 +201,7 @@ def tf_canonical_op(name: str, op_type: str) -> str | None:
     """The canonical op of TensorFlow op ``name`` of type ``op_type``: its optimizer, loss or
     Keras layer scope first (every op of a ``layer_normalization`` is ``layer_norm``), else its
     type (oneDNN's ``_MklMatMul`` and ``_MklNativeFusedMatMul`` as ``MatMul``)."""
-    scopes = [_SCOPE_SUFFIX_RE.sub("", part).lower() for part in name.split(":")[0].split("/")]
+    scopes = [scope_base(part).lower() for part in name.split(":")[0].split("/")]
     if any(part in OPTIMIZER_SCOPES for part in scopes[:-1]):
         return "optimizer step"
     for part in reversed(scopes[:-1]):

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from perfkit_core.views import SCOPE_CATEGORY
-from perfkit_xla.ops import OPTIMIZER_SCOPES
+from perfkit_xla.ops import OPTIMIZER_SCOPES, scope_base
 
 __all__ = ["SCOPE_CATEGORY", "parse", "scope_spans"]
 
@@ -41,7 +41,6 @@ _WRAPPER_RE = re.compile(r"^(Stateful)?PartitionedCall(_\d+)?$|^__inference_")
 NOT_MODELS = frozenset({"compile_loss", "compile_metrics", "loss", "metrics"})
 #: Op types that read or hold variables: scheduled early, they start no span.
 READS = frozenset({"ReadVariableOp", "VarHandleOp", "_ReadVariablesOp"})
-_SUFFIX_RE = re.compile(r"(_\d+)+$")
 
 
 def parse(name: str) -> tuple[str, str, str, bool]:
@@ -56,7 +55,7 @@ def parse(name: str) -> tuple[str, str, str, bool]:
         parts = parts[1:]
     if not parts or parts[0] in NOT_MODELS:
         return "", "", op_type, gradient
-    if any(_SUFFIX_RE.sub("", p).lower() in OPTIMIZER_SCOPES for p in parts):
+    if any(scope_base(p).lower() in OPTIMIZER_SCOPES for p in parts):
         return "", "", op_type, gradient
     return parts[0], parts[1] if len(parts) > 1 else "", op_type, gradient
 
@@ -91,20 +90,14 @@ def _runs(
         if op_type in READS and key == current:
             continue  # a read of the current scope in another piece: no new span
         if current:
-            out.append((_type_name(current[-1]), "/".join(current), first, last_end, thread))
+            out.append((scope_base(current[-1]), "/".join(current), first, last_end, thread))
         current, seg = (), -1
         if key and op_type not in READS:
             current, seg = key, segment
             first, last_end = int(start[row]), int(end[row])
     if current:
-        out.append((_type_name(current[-1]), "/".join(current), first, last_end, thread))
+        out.append((scope_base(current[-1]), "/".join(current), first, last_end, thread))
     return out
-
-
-def _type_name(scope: str) -> str:
-    """A scope's name without the numeric suffixes Keras and TF add (``dense_1_2`` ->
-    ``dense``)."""
-    return _SUFFIX_RE.sub("", scope) or scope
 
 
 def scope_spans(
@@ -120,7 +113,8 @@ def scope_spans(
     (``other_rows``: rows that are not TF ops and not inside one) starts or ends: (name,
     full name, start, end, tid) per span, models first; and row -> forward row links for
     gradient ops."""
-    parsed = [parse(n) for n in names]
+    distinct: dict[str, tuple[str, str, str, bool]] = {}  # ops repeat their names every step
+    parsed = [distinct[n] if n in distinct else distinct.setdefault(n, parse(n)) for n in names]
     spans: list[tuple[str, str, int, int, int]] = []
     layers: list[tuple[str, str, int, int, int]] = []
     end = start + dur
@@ -140,8 +134,9 @@ def scope_spans(
         layers += _runs(ops, start, end, thread, level=2)
     links: dict[int, int] = {}
     latest: dict[tuple[str, str], int] = {}
-    for r in op_rows[np.argsort(start[op_rows], kind="stable")].tolist():
-        model, layer, op_type, gradient = parsed[int(np.searchsorted(op_rows, r))]
+    for i in np.argsort(start[op_rows], kind="stable").tolist():
+        r = int(op_rows[i])
+        model, layer, op_type, gradient = parsed[i]
         if not model:
             continue
         if not gradient and op_type not in READS:

@@ -210,11 +210,7 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "stack": stacked([(p.stack, p.texts) for p in parts]),
     }
     del parts
-    layer_spans = 0
-    if framework == "tensorflow":
-        rows, layer_spans = _add_scope_spans(columns, n)
-    else:
-        rows = n
+    rows, layer_spans = add_scope_spans(columns, n, framework)
     events_table = finish_events(columns, rows, consume=True)
     host = events_table["stream"].to_numpy() < 0
     category = events_table["category"].array
@@ -269,16 +265,16 @@ _MISSING = {c.name: c.missing for c in COLUMNS}
 _PER_LINE = frozenset({"rank", "framework", "device_type", "device_index", "pid", "tid", "stream"})
 
 
-def _add_scope_spans(columns: dict[str, Any], n: int) -> tuple[int, int]:
-    """Append to ``columns`` (``n`` rows) the layer spans of the TF ops' name scopes
-    (``perfkit_xla.scopes``) and link gradient ops to forward ops; returns the new row count
-    and the number of spans added."""
+def add_scope_spans(columns: dict[str, Any], n: int, framework: str) -> tuple[int, int]:
+    """For a TensorFlow profile, put the layer spans of the TF ops' name scopes
+    (``perfkit_xla.scopes``) in front of ``columns`` (``n`` rows) and link gradient ops to
+    forward ops; returns the row count and the number of spans added (none for JAX)."""
     import pandas as pd
 
     from perfkit_xla.scopes import SCOPE_CATEGORY, scope_spans
 
     category: pd.Categorical = columns["category"]
-    if "TF Op" not in category.categories:
+    if framework != "tensorflow" or "TF Op" not in category.categories:
         return n, 0
     host = np.asarray(columns["stream"]) < 0
     is_op = host & (category.codes == category.categories.get_loc("TF Op"))
@@ -299,10 +295,8 @@ def _add_scope_spans(columns: dict[str, Any], n: int) -> tuple[int, int]:
     extra_end = np.array([s[3] for s in spans], dtype=np.int64)
     extra_tid = np.array([s[4] for s in spans], dtype=np.int64)
     # Every span is on a host thread the ops ran on: the other per-line columns are its ops'.
-    first_op = {}
-    for r in op_rows[::-1].tolist():
-        first_op[int(tid[r])] = r
-    like = np.array([first_op[int(t)] for t in extra_tid.tolist()], dtype=np.int64)
+    op_threads, first = np.unique(tid[op_rows], return_index=True)
+    like = op_rows[first[np.searchsorted(op_threads, extra_tid)]]
 
     def extend_categorical(values: list[str], column: pd.Categorical) -> pd.Categorical:
         return pd.api.types.union_categoricals(

@@ -838,13 +838,9 @@ def run_from_xspace(space: XSpace, source: Path) -> Run:
         "stack": pd.Categorical(cols.stack),
     }
     # Layer spans from TF op scopes came after this reader: the same step on its columns.
-    from perfkit_xla.xplane import _add_scope_spans
+    from perfkit_xla.xplane import add_scope_spans
 
-    layer_spans = 0
-    if framework == "tensorflow":
-        rows, layer_spans = _add_scope_spans(columns, n)
-    else:
-        rows = n
+    rows, layer_spans = add_scope_spans(columns, n, framework)
     events = finish_events(columns, rows, consume=True)
     host = events["stream"].to_numpy() < 0
     category = events["category"].to_numpy()
