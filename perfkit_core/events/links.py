@@ -237,11 +237,11 @@ def external_owner_rows(events: pd.DataFrame, rows: np.ndarray | None = None) ->
     rank, other than runtime calls, memory instants and profiler markers, that carries the id;
     an id several such rows carry links nothing.
     """
-    n = len(events)
-    asked = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
-    out = np.full(len(asked), -1, dtype=np.int64)
     ext = events["external_id"].to_numpy()
-    if not len(asked) or not (ext[asked] >= 0).any():
+    # The ids asked about: every row's (no copy), or those of ``rows``.
+    asked_ext = ext if rows is None else ext[np.asarray(rows, dtype=np.int64)]
+    out = np.full(len(asked_ext), -1, dtype=np.int64)
+    if not (asked_ext >= 0).any():
         return out
     rank = events["rank"].to_numpy().astype(np.int64)
     host = events["stream"].to_numpy() < 0
@@ -255,8 +255,8 @@ def external_owner_rows(events: pd.DataFrame, rows: np.ndarray | None = None) ->
     uniq, own_rows = uniq[single], own_rows[first[single]]
     if not len(uniq):
         return out
-    at = np.flatnonzero(ext[asked] >= 0)
-    ask = asked[at]
+    at = np.flatnonzero(asked_ext >= 0)
+    ask = at if rows is None else np.asarray(rows, dtype=np.int64)[at]
     key = (rank[ask] << 40) + ext[ask]
     pos = np.minimum(np.searchsorted(uniq, key), len(uniq) - 1)
     hit = (uniq[pos] == key) & (own_rows[pos] != ask)

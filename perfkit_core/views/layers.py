@@ -175,17 +175,13 @@ def layers_view(
     layer_rows = layer_rows[np.isin(step_numbers[layer_rows], wanted)]
     keys_of_rows = np.array([st.layer_key.get(int(r), "") for r in layer_rows], dtype=object)
     # Spans of one call (``layer_call``: cut by the executor) count once.
-    call_ids = [
+    distinct_calls = {
         (int(step_numbers[r]), key, st.layer_call.get(int(r), int(r)))
         for r, key in zip(layer_rows.tolist(), keys_of_rows.tolist(), strict=True)
-    ]
-    seen: set[tuple[int, str, object]] = set()
-    first_span = np.zeros(len(layer_rows))
-    for i, call in enumerate(call_ids):
-        if call not in seen:
-            seen.add(call)
-            first_span[i] = 1.0
-    calls = per_key(keys_of_rows, first_span)
+    }
+    calls = per_key(
+        np.array([key for _, key, _ in distinct_calls], dtype=object), np.ones(len(distinct_calls))
+    )
     first: dict[str, int] = {}
     for key, start in zip(keys_of_rows.tolist(), st.start[layer_rows].tolist(), strict=True):
         first[key] = min(first.get(key, start), start)
