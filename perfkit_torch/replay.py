@@ -169,9 +169,8 @@ def loader_step_times(
             options: dict[str, Any] = (
                 {"num_workers": n, "persistent_workers": True, "prefetch_factor": 2} if n else {}
             )
-            loader = torch.utils.data.DataLoader(
-                _ReplayBatches(data_units), batch_size=None, **options
-            )
+            dataset: Any = _ReplayBatches(data_units)  # map-style, not a torch Dataset subclass
+            loader: Any = torch.utils.data.DataLoader(dataset, batch_size=None, **options)
             iterators[n] = iter(loader)
 
         def step(iterator: Any) -> None:
