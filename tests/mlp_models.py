@@ -31,6 +31,30 @@ def _model(nn: Any, base: Any, relu: Any) -> Any:
     return MLP()
 
 
+def train_in_subprocess(framework: str, directory: Path, *options: str) -> Path:
+    """``train`` in a Python process of its own (``options``: ``stack``, ``nosteps``); the
+    saved run's folder. Fails the calling test with the process's stderr when it fails."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(root / "tests" / "mlp_models.py"),
+            framework,
+            str(directory),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=root,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
 def train(
     framework: str,
     directory: Path,

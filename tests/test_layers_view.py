@@ -14,23 +14,19 @@ import pytest
 
 import perfkit_core
 from perfkit_core.views.layers import NO_LAYER, NO_PARAMS_NOTE, NO_STEPS_NOTE
-from tests.mlp_models import EXPECTED_PARAMS, HIDDEN1_WEIGHT, TOTAL_PARAMS
+from tests.mlp_models import (
+    EXPECTED_PARAMS,
+    HIDDEN1_WEIGHT,
+    TOTAL_PARAMS,
+    train_in_subprocess,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _train(framework: str, directory: Path, *options: str) -> Path:
     pytest.importorskip(framework)
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "mlp_models.py"), framework, str(directory), *options],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return Path(out.stdout.strip().splitlines()[-1])
+    return train_in_subprocess(framework, directory, *options)
 
 
 @pytest.fixture(scope="module")

@@ -857,18 +857,14 @@ def test_keras_mlp_parameters_as_tfprof_counts_them(tmp_path):
     """tfprof's MLP in Keras, profiled by ``perfkit_xla.profile(dir, model=model)``: the layers
     view reads tfprof's parameter counts, on the layers the ops' name scopes recorded (one call
     each per step), and their times add up to the forward and backward phases."""
-    from tests.mlp_models import EXPECTED_PARAMS, HIDDEN1_WEIGHT, TOTAL_PARAMS
-
-    out = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "mlp_models.py"), "keras", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
+    from tests.mlp_models import (
+        EXPECTED_PARAMS,
+        HIDDEN1_WEIGHT,
+        TOTAL_PARAMS,
+        train_in_subprocess,
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    run_dir = Path(out.stdout.strip().splitlines()[-1])
+
+    run_dir = train_in_subprocess("keras", tmp_path)
     run = perfkit_core.load(run_dir)
     assert run.meta["steps"] == [0, 1, 2]
     tree = run.summary("layers", params=True)
