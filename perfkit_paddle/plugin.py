@@ -77,6 +77,55 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 
 
 @hookimpl
+def perfkit_phase_timers(on_phase: Any) -> Any:
+    """Time every optimizer step, when the program has imported paddle: each optimizer class
+    of ``paddle.optimizer`` gets its ``step`` wrapped (as Paddle's profiler wraps it for its
+    Optimization span), calling ``on_phase("optimizer", ns)`` after each step."""
+    if "paddle" not in sys.modules:
+        return None
+    import functools
+    import time
+
+    from paddle import optimizer as paddle_optimizer
+
+    active = [True]
+    depth = [0]  # a subclass's step calling its parent's is one optimizer step
+    wrapped: list[tuple[type, Any, Any]] = []
+
+    def timed(step: Any) -> Any:
+        @functools.wraps(step)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not active[0] or depth[0]:
+                return step(*args, **kwargs)
+            depth[0] += 1
+            start = time.perf_counter_ns()
+            try:
+                return step(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                on_phase("optimizer", time.perf_counter_ns() - start)
+
+        return wrapper
+
+    for name in getattr(paddle_optimizer, "__all__", ()):
+        cls = getattr(paddle_optimizer, name, None)
+        step = cls.__dict__.get("step") if isinstance(cls, type) else None
+        if name == "Optimizer" or step is None:
+            continue  # subclasses that inherit step are timed through the one they inherit
+        replacement = timed(step)
+        cls.step = replacement
+        wrapped.append((cls, step, replacement))
+
+    def remove() -> None:
+        active[0] = False  # a wrapper something else wrapped over stays, switched off
+        for cls, step, replacement in wrapped:
+            if cls.__dict__.get("step") is replacement:
+                cls.step = step
+
+    return remove
+
+
+@hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a Paddle run gets layer spans: Paddle's profiler records every Layer call."""
     if framework != "paddle":

@@ -100,6 +100,37 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 
 
 @hookimpl
+def perfkit_phase_timers(on_phase: Any) -> Any:
+    """Time every optimizer step (torch's global optimizer-step hooks), when the program has
+    imported torch: ``on_phase("optimizer", ns)`` after each ``Optimizer.step``."""
+    if "torch" not in sys.modules:
+        return None
+    import time
+
+    from torch.optim import optimizer as torch_optimizer
+
+    started: list[int] = []
+
+    def pre(*_args: Any) -> None:
+        started.append(time.perf_counter_ns())
+
+    def post(*_args: Any) -> None:
+        if started:
+            on_phase("optimizer", time.perf_counter_ns() - started.pop())
+
+    handles = [
+        torch_optimizer.register_optimizer_step_pre_hook(pre),
+        torch_optimizer.register_optimizer_step_post_hook(post),
+    ]
+
+    def remove() -> None:
+        for handle in handles:
+            handle.remove()
+
+    return remove
+
+
+@hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a torch run gets layer spans: perfkit's handler records them unless told not to."""
     if framework != "torch":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import sys
 import types
 import warnings
 
@@ -37,6 +38,7 @@ TESTED_BY = {
     "perfkit_op_cost": "test_op_cost_hook_gives_a_custom_ops_formula",
     "perfkit_layer_spans_fix": "test_layer_spans_fix_hook_names_each_frameworks_way",
     "perfkit_measure_saving": "test_measure_saving_hook_is_the_adapters",
+    "perfkit_phase_timers": "test_phase_timers_hook_is_the_adapters",
 }
 
 
@@ -426,6 +428,29 @@ def test_remedy_hook_gives_framework_code():
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
     assert pm.hook.perfkit_remedy(finding=finding, framework="mxnet") is None
+
+
+def test_phase_timers_hook_is_the_adapters():
+    """Each adapter whose framework the program imported times its optimizer steps and hands
+    back a remover; after removing, no step is timed (real optimizers, both frameworks:
+    tests/test_phase_timers.py)."""
+    pm = plugins.get_plugin_manager()
+    seen: list[tuple[str, int]] = []
+    removers = [r for r in pm.hook.perfkit_phase_timers(on_phase=lambda *a: seen.append(a)) if r]
+    expected = sum(1 for name in ("torch", "paddle") if name in sys.modules)
+    assert len(removers) == expected
+    if "torch" in sys.modules:
+        import torch
+
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
+        optimizer.step()
+        assert seen and seen[-1][0] == "optimizer" and seen[-1][1] > 0
+    for remove in removers:
+        remove()
+    count = len(seen)
+    if "torch" in sys.modules:
+        optimizer.step()
+    assert len(seen) == count
 
 
 def test_measure_saving_hook_is_the_adapters():

@@ -11,6 +11,10 @@ small ops (a per-parameter optimizer loop, Python between tiny ops) is inflated 
 and a rule removes it from the time it bases a saving on (``unprofiled``): the time of a phase
 less its events times that cost. Without the timer's figures the time is used as recorded and
 the finding says so (``profiled``).
+
+Where an adapter timed a phase of the step as it ran (``perfkit_phase_timers``: torch's
+optimizer step), the phase's unprofiled time is measured, not corrected: ``timed_phase`` gives
+it, and a rule prefers it to the correction, which subtracts two large, noisy figures.
 """
 
 from __future__ import annotations
@@ -99,3 +103,21 @@ def recorded_events_per_step(ctx: Context, mask: np.ndarray | None = None) -> fl
     if mask is not None:
         counted &= mask
     return float(counted.sum()) / max(ctx.steps, 1)
+
+
+#: A timed phase needs at least this many unprofiled steps to be used.
+MIN_TIMED_STEPS = 3
+
+
+def timed_phase(ctx: Context, phase: str) -> float | None:
+    """The median time per step (ns) of ``phase`` (``optimizer``) in the steps the step timer
+    timed without the profiler, as an adapter's phase timer measured it
+    (``meta["step_timer"]["phases"]``); None when it was not timed in at least
+    ``MIN_TIMED_STEPS`` such steps or never ran in them."""
+    record = ctx.run.meta.get("step_timer") or {}
+    phases = record.get("phases") if isinstance(record.get("phases"), dict) else {}
+    entry = phases.get(phase) if isinstance(phases, dict) else None
+    times = _times(entry.get("unprofiled_ns") if isinstance(entry, dict) else None)
+    if len(times) < MIN_TIMED_STEPS or not times.any():
+        return None
+    return float(np.median(times))

@@ -7,6 +7,10 @@ times every step with ``time.perf_counter_ns``, asks the adapters whether the pr
 given was recording during that step (``perfkit_profiler_recording``), and ``save`` merges the
 times into the saved run's ``meta.json`` under ``step_timer``, where ``perfkit compare`` finds
 them.
+
+Where an adapter can see a phase of the step as it runs (``perfkit_phase_timers``: torch's
+optimizer step), the timer also keeps that phase's time in each step, with and without the
+profiler, so advice can state the phase's unprofiled time as measured.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,9 @@ class StepTimer:
     ``profiled_ns`` and ``unprofiled_ns`` hold the wall time (ns) of each step after the first
     ``warmup`` steps, split by whether the profiler was recording at the step's start;
     ``unknown_ns`` the steps no adapter could tell about (no profiler given, or one of a
-    framework no installed adapter knows).
+    framework no installed adapter knows). ``phase_ns`` holds, per phase an adapter times
+    (``optimizer``), the phase's time in each kept step (ns), in three lists that line up with
+    those (0 for a step the phase did not run in).
     """
 
     def __init__(self, profiler: Any = None, *, warmup: int = 2) -> None:
@@ -41,6 +47,9 @@ class StepTimer:
         self.profiled_ns: list[int] = []
         self.unprofiled_ns: list[int] = []
         self.unknown_ns: list[int] = []
+        self.phase_ns: dict[str, dict[str, list[int]]] = {}
+        self._removers: list[Callable[[], None]] | None = None
+        self._open: dict[str, int] | None = None  # phase times of the step running now
 
     def recording(self) -> bool | None:
         """Whether the profiler is recording now: True, False, or None when no adapter can tell."""
@@ -50,20 +59,54 @@ class StepTimer:
         known = [a for a in answers if a is not None]
         return any(known) if known else None
 
+    def _on_phase(self, phase: str, ns: int) -> None:
+        if self._open is not None:
+            self._open[phase] = self._open.get(phase, 0) + int(ns)
+
+    def _start_phase_timers(self) -> None:
+        from perfkit_core.plugins import get_plugin_manager
+
+        self._removers = []
+        try:
+            found = get_plugin_manager().hook.perfkit_phase_timers(on_phase=self._on_phase)
+        except Exception:  # a timer that fails to install must not stop training
+            found = []
+        self._removers = [r for r in found if callable(r)]
+
+    def close(self) -> None:
+        """Remove the adapters' phase timers (``save`` does it too); timing steps again
+        installs them again."""
+        for remove in self._removers or ():
+            with contextlib.suppress(Exception):
+                remove()
+        self._removers = None
+
     @contextlib.contextmanager
     def step(self) -> Iterator[None]:
         """Time one step (the ``with`` block); the first ``warmup`` steps are not kept."""
+        if self._removers is None:
+            self._start_phase_timers()
         state = self.recording()
+        self._open = {}
         start = time.perf_counter_ns()
         try:
             yield
         finally:
             elapsed = time.perf_counter_ns() - start
+            phases, self._open = self._open or {}, None
             self.seen += 1
             if self.seen > self.warmup:
-                {True: self.profiled_ns, False: self.unprofiled_ns, None: self.unknown_ns}[
-                    state
-                ].append(elapsed)
+                key = {True: "profiled_ns", False: "unprofiled_ns", None: "unknown_ns"}[state]
+                kept: list[int] = getattr(self, key)
+                for phase in phases.keys() - self.phase_ns.keys():
+                    # a phase first seen now ran in none of the steps kept before
+                    self.phase_ns[phase] = {
+                        k: [0] * len(getattr(self, k))
+                        for k in ("profiled_ns", "unprofiled_ns", "unknown_ns")
+                    }
+                kept.append(elapsed)
+                for phase, lists in self.phase_ns.items():
+                    lists[key].append(phases.get(phase, 0))
 
     def seconds(self) -> list[float]:
         """Every kept step's wall time, in seconds, in the order they ran per kind (profiled,
@@ -74,7 +117,7 @@ class StepTimer:
         """What ``save`` stores: the three lists of step times (ns), the warm-up count, and the
         machine the steps ran on: ``cpu_count`` (``os.cpu_count()``) and ``load_average`` (the
         1-minute load average when saved, the training process included; None where the
-        system has none)."""
+        system has none), and ``phases``: ``phase_ns``."""
         try:
             load: float | None = os.getloadavg()[0]
         except OSError:
@@ -86,12 +129,19 @@ class StepTimer:
             "warmup": self.warmup,
             "cpu_count": os.cpu_count(),
             "load_average": load,
+            "phases": {
+                phase: {k: list(v) for k, v in lists.items()}
+                for phase, lists in self.phase_ns.items()
+            },
         }
 
     def save(self, runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
         """Merge the step times into each saved run folder's ``meta.json`` (atomically); return
-        the folders written. Wait for a background handler (``handler.wait()``) before saving."""
+        the folders written, and remove the phase timers (``close``). Wait for a background
+        handler (``handler.wait()``) before saving."""
         from perfkit_core.errors import TraceError
+
+        self.close()
         from perfkit_core.events import atomic_path
 
         folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)

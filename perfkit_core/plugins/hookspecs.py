@@ -286,6 +286,25 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
     """
 
 
+@hookspec
+def perfkit_phase_timers(on_phase: Callable[[str, int], None]) -> Callable[[], None] | None:
+    """Time phases of the training step as they run, with or without the profiler, so advice
+    can state a phase's time as the unprofiled program spends it instead of correcting the
+    profiled time for the profiler's cost.
+
+    Called by ``perfkit_core.step_timer`` when its first step starts, once per plugin.
+
+    :param on_phase: call it with (phase, ns) each time a phase this plugin can see ends:
+        ``optimizer`` for one optimizer step's wall time in ns. The timer adds up the calls
+        inside each timed step; calls outside a step are ignored.
+    :returns: a function that removes this plugin's timers (the timer calls it when it saves
+        or closes), or ``None`` when this plugin's framework is not imported or has no phase
+        it can time.
+
+    Every plugin's implementation is called.
+    """
+
+
 @hookspec(firstresult=True)
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """Say how a run of ``framework`` gets layer spans, for a comparison whose other runs have them.

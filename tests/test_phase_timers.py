@@ -1,0 +1,138 @@
+"""The step timer's phase timers (``perfkit_phase_timers``): the optimizer step timed as the
+program runs, in torch and Paddle, and the optimizer rule stating its saving on that time."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+import perfkit_core
+from perfkit_core.capture.step_timer import StepTimer
+
+
+def _timed_steps(step, optimizer_step, steps: int = 12) -> tuple[StepTimer, list[int]]:
+    """Run ``steps`` steps under a step timer; around each optimizer step, a clock of the
+    test's own. Returns (the timer, the test's optimizer times in ns)."""
+    timer = perfkit_core.step_timer(None, warmup=0)
+    outside: list[int] = []
+    for _ in range(steps):
+        with timer.step():
+            step()
+            start = time.perf_counter_ns()
+            optimizer_step()
+            outside.append(time.perf_counter_ns() - start)
+    return timer, outside
+
+
+def _check_against_outside_clock(timer: StepTimer, outside: list[int]) -> None:
+    record = timer.record()
+    kept = record["unknown_ns"] or record["unprofiled_ns"]
+    timed = record["phases"]["optimizer"]["unknown_ns"] or record["phases"]["optimizer"][
+        "unprofiled_ns"
+    ]
+    assert len(timed) == len(kept) == len(outside)
+    for inner, outer, step_ns in zip(timed, outside, kept, strict=True):
+        # the hook's clock runs inside the test's clock, which runs inside the step's
+        assert 0 < inner <= outer <= step_ns
+    # what lies between the two clocks is a function call or two, not the optimizer's work
+    assert statistics.median(outside) - statistics.median(timed) < 0.5 * statistics.median(
+        outside
+    )
+
+
+def test_torch_optimizer_steps_are_timed_and_the_hooks_removed():
+    torch = pytest.importorskip("torch")
+    from torch.optim import optimizer as torch_optimizer
+
+    hooks_before = len(torch_optimizer._global_optimizer_pre_hooks)
+    model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(6)])
+    optimizer = torch.optim.Adam(model.parameters(), foreach=False)
+
+    def step() -> None:
+        model(torch.randn(4, 16)).sum().backward()
+
+    timer, outside = _timed_steps(step, optimizer.step)
+    _check_against_outside_clock(timer, outside)
+    timer.close()
+    before = timer.record()["phases"]["optimizer"]
+    optimizer.step()  # outside any step and after close: not counted anywhere
+    assert timer.record()["phases"]["optimizer"] == before
+    assert len(torch_optimizer._global_optimizer_pre_hooks) == hooks_before
+
+
+def test_paddle_optimizer_steps_are_timed_and_the_wrappers_removed():
+    paddle = pytest.importorskip("paddle")
+    model = paddle.nn.Sequential(*[paddle.nn.Linear(16, 16) for _ in range(6)])
+    optimizer = paddle.optimizer.Adam(parameters=model.parameters())
+    original = paddle.optimizer.Adam.step
+
+    def step() -> None:
+        model(paddle.randn([4, 16])).sum().backward()
+
+    # called through the instance: the timer wraps the class's step when the first step starts
+    timer, outside = _timed_steps(step, lambda: optimizer.step())
+    _check_against_outside_clock(timer, outside)
+    timer.close()
+    assert paddle.optimizer.Adam.step is original
+
+
+def test_a_phase_first_seen_late_lines_up_with_the_steps():
+    timer = perfkit_core.step_timer(None, warmup=1)
+    for i in range(4):
+        with timer.step():
+            if i >= 2:
+                timer._on_phase("optimizer", 5)
+    timer._on_phase("optimizer", 7)  # outside a step: ignored
+    record = timer.record()
+    key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"  # torch imported: unprofiled
+    assert record["phases"]["optimizer"][key] == [0, 5, 5]
+    assert len(record[key]) == 3
+
+
+def test_optimizer_rule_states_its_saving_on_the_timed_optimizer(tmp_path: Path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from perfkit_core.advice.rules.cpu import optimizer_speedup
+    from perfkit_torch.handler import on_trace_ready
+
+    torch.manual_seed(0)
+    layers: list = []
+    for _ in range(8):
+        layers += [torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)]
+    model = torch.nn.Sequential(*layers)
+    optimizer = torch.optim.Adam(model.parameters(), foreach=False)
+    x = torch.randn(8, 16)
+
+    def step() -> None:
+        model(x).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    handler = on_trace_ready(tmp_path, worker_name="adam", background=False)
+    timer = perfkit_core.step_timer(None, warmup=0)
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=4, repeat=1),
+        on_trace_ready=handler,
+    ) as prof:
+        timer.profiler = prof
+        for _ in range(5):
+            with timer.step():
+                step()
+            prof.step()
+    for _ in range(8):
+        with timer.step():
+            step()
+    timer.save(handler.runs)
+    run = perfkit_core.load(handler.runs[0])
+    finding = next(f for f in run.advise() if f.id == "optimizer")
+    timed = statistics.median(run.meta["step_timer"]["phases"]["optimizer"]["unprofiled_ns"])
+    assert finding.evidence["optimizer_unprofiled_from"] == "timed"
+    assert finding.evidence["optimizer_unprofiled_per_step_ns"] == pytest.approx(timed)
+    speedup, _ = optimizer_speedup("torch", "Adam")
+    assert finding.saving_ns == pytest.approx(timed * (1 - 1 / speedup))
+    assert "Timed without the profiler" in " ".join(finding.details)
