@@ -228,7 +228,23 @@ def test_communication(tmp_path, overlapped, expected):
 
 
 @pytest.mark.parametrize(
-    "kernel,expected", [("volta_sgemm_128x64_nn", True), ("volta_s1688gemm_fp16_128x128_tn", False)]
+    "kernel,expected",
+    [
+        ("volta_sgemm_128x64_nn", True),
+        ("volta_s1688gemm_fp16_128x128_tn", False),
+        # cuBLAS's FP32 GEMM with TF32 off on an A100 or newer: an xmma kernel on CUDA cores
+        (
+            "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+            "aligna4_alignc4_execute_kernel__5x_cublas",
+            True,
+        ),
+        # the same family with TF32 on runs on tensor cores
+        (
+            "sm80_xmma_gemm_tf32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_"
+            "tensor16x8x8_execute_kernel__5x_cublas",
+            False,
+        ),
+    ],
 )
 def test_amp(tmp_path, kernel, expected):
     t = Trace()
@@ -239,6 +255,8 @@ def test_amp(tmp_path, kernel, expected):
     if found:
         assert found[0].saving_ns == pytest.approx(700 * 1000 / 2)  # per step
         assert "torch.autocast" in found[0].remedy
+    run = perfkit_core.load(tmp_path / "t.json")
+    assert bool(run.summary("kernel").set_index("name").loc[kernel, "tensor_cores"]) != expected
 
 
 @pytest.mark.parametrize("share,expected", [(0.95, True), (0.5, False)])

@@ -25,19 +25,13 @@ from perfkit_core.events import links
 from perfkit_core.events.schema import str_contains, str_values
 from perfkit_core.plugins import get_plugin_manager
 from perfkit_core.views.callcodes import Calls, call_ids, distinct_rows
+from perfkit_core.views.kernels import CUDA_CORE_RE, TENSOR_CORE_RE
 from perfkit_core.views.opcost import OpCost
 from perfkit_core.views.structure import innermost, outermost, structure
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
-#: Kernel names of NVIDIA tensor-core kernels (cuBLAS ``*_s1688gemm_*``, ``*_hmma*``,
-#: ``*tensorop*``, ``sm80_xmma*``, CUTLASS ``*_16816*``, Hopper ``wgmma``) and AMD matrix-core
-#: kernels (``MFMA``, Tensile's ``_MI16x16x4``).
-TENSOR_CORE_RE = re.compile(
-    r"tensorop|hmma|xmma|wgmma|gmma|imma|[sh]1688|[sh]884|i8816|16816|_tc_|tensor_?core|mfma|_MI\d+x\d+x\d+",
-    re.IGNORECASE,
-)
 #: Precision names of tensor-core work, by the op's dtype precision.
 TENSOR_PRECISION = {"fp32": "tf32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8"}
 
@@ -360,7 +354,10 @@ def _times(
     n = len(ev)
     total = np.bincount(owner, weights=dur[device], minlength=n)
     names = str_values(ev["name"])[device]
-    tc = str_contains(ev["name"], TENSOR_CORE_RE.pattern, case=False)[device]
+    tc = (
+        str_contains(ev["name"], TENSOR_CORE_RE.pattern, case=False)
+        & ~str_contains(ev["name"], CUDA_CORE_RE.pattern, case=False)
+    )[device]
     tc_total = np.bincount(owner[tc], weights=dur[device][tc], minlength=n)
     longest = np.full(n, "", dtype=object)
     order = np.lexsort((dur[device], owner))

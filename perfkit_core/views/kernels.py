@@ -20,10 +20,22 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------
 # kernel
 
+#: Kernel names of NVIDIA tensor-core kernels (cuBLAS ``*_s1688gemm_*``, ``*_hmma*``,
+#: ``*tensorop*``, ``sm80_xmma*``, CUTLASS ``*_16816*``, Hopper ``wgmma``) and AMD matrix-core
+#: kernels (``MFMA``, Tensile's ``_MI16x16x4``) ...
 TENSOR_CORE_RE = re.compile(
-    r"tensorop|hmma|xmma|wgmma|gmma|imma|[sh]1688|[sh]884|i8816|16816|_tc_|tensor_?core|sm\d+_xmma",
+    r"tensorop|hmma|xmma|wgmma|gmma|imma|[sh]1688|[sh]884|i8816|16816|_tc_|tensor_?core|mfma|_MI\d+x\d+x\d+",
     re.IGNORECASE,
 )
+#: ... except these, which run on CUDA cores: cuBLAS's FP32 GEMMs with TF32 off on compute
+#: capability 8.0 and newer share the ``xmma`` family name but use FFMA instructions
+#: (``sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_..._ffma_...``).
+CUDA_CORE_RE = re.compile(r"ffma|f32f32_f32f32_f32_", re.IGNORECASE)
+
+
+def is_tensor_core_kernel(name: str) -> bool:
+    """Whether a kernel of this name runs on tensor (or matrix) cores."""
+    return bool(TENSOR_CORE_RE.search(name)) and not CUDA_CORE_RE.search(name)
 
 
 def weighted_occupancy(kernels: pd.DataFrame, by: str) -> pd.Series:
@@ -177,7 +189,7 @@ def kernel_view(
         )
         mode = mode.sort_values(["name", "n"], ascending=[True, False]).drop_duplicates("name")
         out[col] = out["name"].map(dict(zip(mode["name"], mode["v"], strict=True))).fillna("")
-    out["tensor_cores"] = out["name"].map(lambda n: bool(TENSOR_CORE_RE.search(n)))
+    out["tensor_cores"] = out["name"].map(is_tensor_core_kernel)
     out = out[columns].sort_values(["gpu_total_ns", "name"], ascending=[False, True], kind="stable")
     if top is not None:
         out = out.head(top)
