@@ -15,6 +15,9 @@ Small CPU training loops, each built so that one advice rule fires:
   ``use_multi_tensor=False``; remedy: ``use_multi_tensor=True``.
 - ``paddle-loader``: the slow Dataset through ``paddle.io.DataLoader``; remedy: ``num_workers``.
 
+With ``--device cuda`` it runs the GPU scenarios of ``advice_gpu.py`` instead (AMP, pageable
+and pinned copies, host syncs in the step, launch-bound tiny kernels).
+
 For each scenario the loop is profiled with perfkit's handler (``--profile-steps`` recorded
 steps), advised twice (``advise(run)`` and ``advise(run, measure=True)``), then every finding
 whose remedy the scenario knows how to apply is applied and the loop is timed WITHOUT the
@@ -83,6 +86,8 @@ class Scenario:
     rule: str
     build: Callable[[frozenset[str]], Loop]
     remedies: dict[str, str] = field(default_factory=dict)
+    #: Where the loop trains: ``cpu``, or ``cuda`` for the GPU scenarios (``advice_gpu``).
+    device: str = "cpu"
 
 
 def free_cores(threads: int) -> int:
@@ -415,13 +420,19 @@ def quiet() -> Iterator[None]:
         yield
 
 
-def profile(scenario: Scenario, directory: Path, steps: int, timer_steps: int = 30) -> Any:
-    """Profile the scenario's loop (unremedied) with perfkit's handler; return the loaded run.
-    A step timer records the ``steps`` profiled steps and ``timer_steps`` unprofiled ones
-    after them into the run."""
+def profile(
+    scenario: Scenario,
+    directory: Path,
+    steps: int,
+    timer_steps: int = 30,
+    applied: frozenset[str] = frozenset(),
+) -> Any:
+    """Profile the scenario's loop (with the remedies of the rules in ``applied``) with
+    perfkit's handler; return the loaded run. A step timer records the ``steps`` profiled steps
+    and ``timer_steps`` unprofiled ones after them into the run."""
     import perfkit_core
 
-    loop = scenario.build(frozenset())
+    loop = scenario.build(applied)
     timer = perfkit_core.step_timer(None, warmup=0)
     with quiet():
         for _ in range(3):
@@ -433,8 +444,13 @@ def profile(scenario: Scenario, directory: Path, steps: int, timer_steps: int = 
             from perfkit_torch.handler import on_trace_ready
 
             handler = on_trace_ready(directory, worker_name=scenario.name, background=False)
+            activities = [ProfilerActivity.CPU]
+            if scenario.device != "cpu":
+                from advice_gpu import gpu_profile_activities
+
+                activities = gpu_profile_activities()
             with torch_profile(
-                activities=[ProfilerActivity.CPU],
+                activities=activities,
                 schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
                 on_trace_ready=handler,
                 record_shapes=True,
@@ -581,6 +597,8 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                 f"({100 * achieved[finding.id] / before:5.1f}% of the unprofiled step)  "
                 f"{'PASS' if ok else 'FAIL'}: {how}"
             )
+    for finding_id in achieved:
+        print(f"  {follow_up_line(scenario, run, finding_id, args, out)}")
     if scenario.rule not in {f.rule for f in findings}:
         print(f"  FAIL: the {scenario.rule} rule did not fire")
         results.append(False)
@@ -595,6 +613,33 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             f"{' > '.join(by_achieved) or '-'}: {'same' if same else 'DIFFERENT'}"
         )
     return results
+
+
+def follow_up_line(
+    scenario: Scenario, before: Any, finding_id: str, args: argparse.Namespace, out: Path
+) -> str:
+    """What ``perfkit compare BEFORE AFTER`` says of ``finding_id`` when AFTER is the scenario
+    profiled again with that finding's remedy: promised against delivered (ms per step)."""
+    from perfkit_core.advice.followup import follow_up
+
+    rule = next(f.rule for f in before.advise() if f.id == finding_id)
+    after = profile(
+        scenario,
+        out / f"{scenario.name}-{finding_id}",
+        args.profile_steps,
+        args.timer_steps,
+        frozenset([rule]),
+    )
+    with quiet():
+        rows, figures = follow_up(before, after)
+    row = next((r for r in rows if r.id == finding_id), None)
+    if row is None:
+        return f"[compare] {finding_id}: not a finding of BEFORE"
+    return (
+        f"[compare] {finding_id}: {row.sentence()} (perfkit compare BEFORE AFTER; step "
+        f"{figures['before_ns'] / 1e6:.2f} -> {figures['after_ns'] / 1e6:.2f} ms, "
+        f"{figures['basis']})"
+    )
 
 
 def load_average() -> str:
@@ -613,11 +658,25 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10, help="steps per timed round")
     parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds; medians")
     parser.add_argument("--compile", action="store_true", help="add the torch.compile scenario")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cpu: the CPU scenarios; cuda: the GPU scenarios of advice_gpu.py (needs a CUDA GPU)",
+    )
     args = parser.parse_args()
     print(f"load average before: {load_average()}; cores {os.cpu_count()}")
     verdicts: list[bool] = []
+    if args.device == "cuda":
+        from advice_gpu import gpu_scenarios
+
+        chosen = gpu_scenarios("cuda")
+        for scenario in chosen:
+            scenario.device = "cuda"
+    else:
+        chosen = scenarios(args.blocks, args.compile)
     with tempfile.TemporaryDirectory() as tmp:
-        for scenario in scenarios(args.blocks, args.compile):
+        for scenario in chosen:
             if args.only and scenario.name not in args.only:
                 continue
             try:
