@@ -109,18 +109,20 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 
     for name in getattr(paddle_optimizer, "__all__", ()):
         cls = getattr(paddle_optimizer, name, None)
-        step = cls.__dict__.get("step") if isinstance(cls, type) else None
-        if name == "Optimizer" or step is None:
+        if name == "Optimizer" or not isinstance(cls, type):
+            continue
+        step = cls.__dict__.get("step")
+        if step is None:
             continue  # subclasses that inherit step are timed through the one they inherit
         replacement = timed(step)
-        cls.step = replacement
+        cls.step = replacement  # type: ignore[attr-defined]
         wrapped.append((cls, step, replacement))
 
     def remove() -> None:
         active[0] = False  # a wrapper something else wrapped over stays, switched off
         for cls, step, replacement in wrapped:
             if cls.__dict__.get("step") is replacement:
-                cls.step = step
+                cls.step = step  # type: ignore[attr-defined]
 
     return remove
 
