@@ -15,7 +15,6 @@ read the other's shapes.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
