@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import links
-from perfkit_core.events.schema import str_contains, str_values
+from perfkit_core.events.schema import str_values
 from perfkit_core.plugins import get_plugin_manager
 from perfkit_core.views.callcodes import Calls, call_ids, distinct_rows
-from perfkit_core.views.kernels import CUDA_CORE_RE, TENSOR_CORE_RE
+from perfkit_core.views.kernels import tensor_core_kernels
 from perfkit_core.views.opcost import OpCost
 from perfkit_core.views.structure import innermost, outermost, structure
 
@@ -353,10 +353,7 @@ def _times(
     n = len(ev)
     total = np.bincount(owner, weights=dur[device], minlength=n)
     names = str_values(ev["name"])[device]
-    tc = (
-        str_contains(ev["name"], TENSOR_CORE_RE.pattern, case=False)
-        & ~str_contains(ev["name"], CUDA_CORE_RE.pattern, case=False)
-    )[device]
+    tc = tensor_core_kernels(ev["name"])[device]
     tc_total = np.bincount(owner[tc], weights=dur[device][tc], minlength=n)
     longest = np.full(n, "", dtype=object)
     order = np.lexsort((dur[device], owner))

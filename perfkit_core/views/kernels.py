@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events.links import kind_is
+from perfkit_core.events.schema import str_contains
 from perfkit_core.views.common import KERNEL_KINDS, view_frame
 
 if TYPE_CHECKING:
@@ -33,9 +34,13 @@ TENSOR_CORE_RE = re.compile(
 CUDA_CORE_RE = re.compile(r"ffma|f32f32_f32f32_f32_", re.IGNORECASE)
 
 
-def is_tensor_core_kernel(name: str) -> bool:
-    """Whether a kernel of this name runs on tensor (or matrix) cores."""
-    return bool(TENSOR_CORE_RE.search(name)) and not CUDA_CORE_RE.search(name)
+def tensor_core_kernels(names: pd.Series) -> np.ndarray:
+    """Which of the kernel ``names`` (a string or categorical column) run on tensor (or
+    matrix) cores, as a numpy bool array: those matching ``TENSOR_CORE_RE`` and not
+    ``CUDA_CORE_RE``."""
+    return str_contains(names, TENSOR_CORE_RE.pattern, case=False) & ~str_contains(
+        names, CUDA_CORE_RE.pattern, case=False
+    )
 
 
 def weighted_occupancy(kernels: pd.DataFrame, by: str) -> pd.Series:
@@ -189,7 +194,7 @@ def kernel_view(
         )
         mode = mode.sort_values(["name", "n"], ascending=[True, False]).drop_duplicates("name")
         out[col] = out["name"].map(dict(zip(mode["name"], mode["v"], strict=True))).fillna("")
-    out["tensor_cores"] = out["name"].map(is_tensor_core_kernel)
+    out["tensor_cores"] = tensor_core_kernels(out["name"])
     out = out[columns].sort_values(["gpu_total_ns", "name"], ascending=[False, True], kind="stable")
     if top is not None:
         out = out.head(top)
