@@ -597,8 +597,9 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                 f"({100 * achieved[finding.id] / before:5.1f}% of the unprofiled step)  "
                 f"{'PASS' if ok else 'FAIL'}: {how}"
             )
-    for finding_id in achieved:
-        print(f"  {follow_up_line(scenario, run, finding_id, args, out)}")
+    for finding in findings:
+        if finding.id in achieved:
+            print(f"  {follow_up_line(scenario, run, findings, finding, args, out)}")
     if scenario.rule not in {f.rule for f in findings}:
         print(f"  FAIL: the {scenario.rule} rule did not fire")
         results.append(False)
@@ -616,27 +617,30 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
 
 
 def follow_up_line(
-    scenario: Scenario, before: Any, finding_id: str, args: argparse.Namespace, out: Path
+    scenario: Scenario,
+    before: Any,
+    findings: list[Any],
+    finding: Any,
+    args: argparse.Namespace,
+    out: Path,
 ) -> str:
-    """What ``perfkit compare BEFORE AFTER`` says of ``finding_id`` when AFTER is the scenario
-    profiled again with that finding's remedy: promised against delivered (ms per step)."""
+    """What ``perfkit compare BEFORE AFTER`` says of ``finding`` (one of ``findings``, the
+    advice on ``before``) when AFTER is the scenario profiled again with that finding's remedy:
+    promised against delivered (ms per step)."""
     from perfkit_core.advice.followup import follow_up
 
-    rule = next(f.rule for f in before.advise() if f.id == finding_id)
     after = profile(
         scenario,
-        out / f"{scenario.name}-{finding_id}",
+        out / f"{scenario.name}-{finding.id}",
         args.profile_steps,
         args.timer_steps,
-        frozenset([rule]),
+        frozenset([finding.rule]),
     )
     with quiet():
-        rows, figures = follow_up(before, after)
-    row = next((r for r in rows if r.id == finding_id), None)
-    if row is None:
-        return f"[compare] {finding_id}: not a finding of BEFORE"
+        rows, figures = follow_up(before, after, findings_before=findings)
+    row = next(r for r in rows if r.id == finding.id)
     return (
-        f"[compare] {finding_id}: {row.sentence()} (perfkit compare BEFORE AFTER; step "
+        f"[compare] {finding.id}: {row.sentence()} (perfkit compare BEFORE AFTER; step "
         f"{figures['before_ns'] / 1e6:.2f} -> {figures['after_ns'] / 1e6:.2f} ms, "
         f"{figures['basis']})"
     )
