@@ -66,7 +66,6 @@ class StepTimer:
     def _start_phase_timers(self) -> None:
         from perfkit_core.plugins import get_plugin_manager
 
-        self._removers = []
         try:
             found = get_plugin_manager().hook.perfkit_phase_timers(on_phase=self._on_phase)
         except Exception:  # a timer that fails to install must not stop training
@@ -140,9 +139,9 @@ class StepTimer:
         the folders written, and remove the phase timers (``close``). Wait for a background
         handler (``handler.wait()``) before saving."""
         from perfkit_core.errors import TraceError
+        from perfkit_core.events import atomic_path
 
         self.close()
-        from perfkit_core.events import atomic_path
 
         folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
         written = []
