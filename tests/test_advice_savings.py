@@ -117,6 +117,24 @@ def test_optimizer_saving_is_on_the_unprofiled_optimizer_time(adam_loop):
     assert "without the profiler" in finding.estimate
 
 
+def test_optimizer_rule_states_its_saving_on_the_timed_optimizer(adam_loop):
+    import perfkit_core
+    from perfkit_core.advice.rules.cpu import optimizer_speedup
+
+    folder, _ = adam_loop
+    run = perfkit_core.load(folder)
+    found = run.advise()
+    model_view = run.summary("model").set_index("name")["per_step_ns"].to_dict()
+    finding = next((f for f in found if f.id == "optimizer"), None)
+    assert finding is not None, ([f.id for f in found], model_view)
+    timed = np.median(run.meta["step_timer"]["phases"]["optimizer"]["unprofiled_ns"])
+    assert finding.evidence["optimizer_unprofiled_from"] == "timed"
+    assert finding.evidence["optimizer_unprofiled_per_step_ns"] == pytest.approx(timed)
+    speedup, _ = optimizer_speedup("torch", "Adam")
+    assert finding.saving_ns == pytest.approx(timed * (1 - 1 / speedup))
+    assert "Timed without the profiler" in " ".join(finding.details)
+
+
 def test_measure_replays_the_recorded_optimizer(adam_loop):
     import perfkit_core
     from perfkit_core.plugins import get_plugin_manager

@@ -1,11 +1,11 @@
 """The step timer's phase timers (``perfkit_phase_timers``): the optimizer step timed as the
-program runs, in torch and Paddle, and the optimizer rule stating its saving on that time."""
+program runs, in torch and Paddle. The optimizer rule's use of that time is tested on a real
+run in tests/test_advice_savings.py."""
 
 from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 
 import pytest
 
@@ -90,62 +90,3 @@ def test_a_phase_first_seen_late_lines_up_with_the_steps():
     key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"  # torch imported: unprofiled
     assert record["phases"]["optimizer"][key] == [0, 5, 5]
     assert len(record[key]) == 3
-
-
-def test_optimizer_rule_states_its_saving_on_the_timed_optimizer(tmp_path: Path):
-    torch = pytest.importorskip("torch")
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    from perfkit_core.advice.rules.cpu import optimizer_speedup
-    from perfkit_torch.handler import on_trace_ready
-
-    torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # two intra-op threads on a busy 2-core machine inflate the step
-    layers: list = []
-    for _ in range(16):  # many small parameter tensors: the per-parameter loop dominates
-        layers += [torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)]
-    model = torch.nn.Sequential(*layers)
-    optimizer = torch.optim.Adam(model.parameters(), foreach=False)
-    x = torch.randn(8, 8)
-
-    def step() -> None:
-        model(x).sum().backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-    handler = on_trace_ready(tmp_path, worker_name="adam", background=False)
-    timer = perfkit_core.step_timer(None, warmup=0)
-    try:
-        _profile_and_time(profile, schedule, ProfilerActivity, handler, timer, step)
-    finally:
-        torch.set_num_threads(threads)
-    timer.save(handler.runs)
-    run = perfkit_core.load(handler.runs[0])
-    found = run.advise()
-    model_view = run.summary("model").set_index("name")["per_step_ns"].to_dict()
-    finding = next((f for f in found if f.id == "optimizer"), None)
-    assert finding is not None, ([f.id for f in found], model_view)
-    timed = statistics.median(run.meta["step_timer"]["phases"]["optimizer"]["unprofiled_ns"])
-    assert finding.evidence["optimizer_unprofiled_from"] == "timed"
-    assert finding.evidence["optimizer_unprofiled_per_step_ns"] == pytest.approx(timed)
-    speedup, _ = optimizer_speedup("torch", "Adam")
-    assert finding.saving_ns == pytest.approx(timed * (1 - 1 / speedup))
-    assert "Timed without the profiler" in " ".join(finding.details)
-
-
-def _profile_and_time(profile, schedule, activity, handler, timer, step) -> None:
-    """Four profiled steps, then eight timed without the profiler."""
-    with profile(
-        activities=[activity.CPU],
-        schedule=schedule(wait=0, warmup=1, active=4, repeat=1),
-        on_trace_ready=handler,
-    ) as prof:
-        timer.profiler = prof
-        for _ in range(5):
-            with timer.step():
-                step()
-            prof.step()
-    for _ in range(8):
-        with timer.step():
-            step()
