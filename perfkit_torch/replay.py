@@ -1,8 +1,8 @@
 """Replays of a finding's hot part on this machine, with and without its remedy
 (``perfkit advise --measure``): the optimizer step over the recorded parameter shapes, as the
 per-parameter loop (``foreach=False``) and as the remedy (``fused=True`` for the classes that
-have it, else ``foreach=True``); the input pipeline's step, its batches loaded in the training
-process and by loader workers."""
+have it, else ``foreach=True``); the input pipeline's cost of handing a batch from a loader
+worker to the training process."""
 
 from __future__ import annotations
 
@@ -107,41 +107,23 @@ def measure_optimizer(finding: Any) -> dict[str, Any] | None:
     }
 
 
-#: The loader replay: steps per timed round, rounds (the median step is kept), warm-up steps.
-LOADER_STEPS = 40
+#: The hand-over replay: batches per timed round, rounds (the median is kept), warm-up batches.
+LOADER_BATCHES = 20
 LOADER_ROUNDS = 7
 LOADER_WARMUP = 6
-#: The batch the replay's workers send to the training process (float32 elements, 256 KiB):
-#: torch records no shapes of the tensor lists its collate stacks, so the recorded batch's size
-#: is unknown; what a batch costs to receive is mostly fixed (a shared-memory handle), not its
-#: bytes.
-LOADER_BATCH_ELEMENTS = 65_536
+#: The batch the replay's worker sends to the training process: features (float32 elements,
+#: 4 KiB) and labels (int64), the two tensors of a typical supervised batch. torch records no
+#: shapes of the tensor lists its collate stacks, so the recorded batch's size is unknown; what
+#: a batch costs to hand over is mostly fixed per tensor (a shared-memory segment each, sent
+#: between the processes), not its bytes.
+LOADER_BATCH_ELEMENTS = 1_024
+LOADER_BATCH_LABELS = 16
 
 
-def _spin_units(budget_ns: float, unit: Any) -> int:
-    """How many calls of ``unit`` take ``budget_ns`` on this machine now (at least 1)."""
-    calls, start = 0, time.perf_counter_ns()
-    while time.perf_counter_ns() - start < 100_000_000:  # 100 ms of calibration
-        unit()
-        calls += 1
-    per_call = (time.perf_counter_ns() - start) / max(calls, 1)
-    return max(round(budget_ns / per_call), 1)
-
-
-def _python_work(n: int = 200) -> int:
-    """A unit of Python work, as a Dataset's per-sample code does (holds the GIL)."""
-    total = 0
-    for i in range(n):
-        total += i * i
-    return total
-
-
-class _ReplayBatches:
-    """A map-style Dataset whose every item is one batch: ``units`` of Python work, then a
-    tensor of ``LOADER_BATCH_ELEMENTS`` floats (``batch_size=None``: no collate)."""
-
-    def __init__(self, units: int) -> None:
-        self.units = units
+class _ReadyBatches:
+    """A map-style Dataset whose every item is one ready batch: features of
+    ``LOADER_BATCH_ELEMENTS`` floats and ``LOADER_BATCH_LABELS`` int64 labels
+    (``batch_size=None``: no collate)."""
 
     def __len__(self) -> int:
         return 10**9
@@ -149,98 +131,76 @@ class _ReplayBatches:
     def __getitem__(self, index: int) -> Any:
         import torch
 
-        for _ in range(self.units):
-            _python_work()
-        return torch.full((LOADER_BATCH_ELEMENTS,), float(index % 7))
+        features = torch.full((LOADER_BATCH_ELEMENTS,), float(index % 7))
+        return features, torch.full((LOADER_BATCH_LABELS,), index % 10, dtype=torch.int64)
 
 
-def loader_step_times(
-    data_ns: float, rest_ns: float, workers: int, *, threads: int | None = None
-) -> tuple[float, float]:
-    """(ns per step with the batches loaded in the training process, ns per step with
-    ``workers`` loader workers) of a replayed step: ``data_ns`` of Python work per batch (in
-    a map-style Dataset), then ``rest_ns`` of training (small matmuls with torch's
-    ``threads`` intra-op threads: None leaves them), each a fixed amount of work calibrated
-    on this machine before the workers start, so that it takes longer when the workers take
-    CPU from it. The two are timed in interleaved rounds (medians)."""
+def loader_batch_ns(*, threads: int | None = 1) -> float:
+    """ns per batch that one DataLoader worker (torch's defaults: this process's sharing
+    strategy, ``prefetch_factor=2``) delivers to a training process that does nothing else,
+    from a Dataset whose batches are ready: what handing a batch over costs, the worker
+    sending it and the training process receiving it, each on a core of its own (the slower
+    side bounds it). The median of ``LOADER_ROUNDS`` rounds of ``LOADER_BATCHES`` batches.
+    ``threads``: torch's intra-op threads meanwhile (None leaves them)."""
     import torch
 
     saved = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
-    a = torch.randn(64, 64)
-    b = torch.randn(64, 64)
-    iterators: dict[int, Any] = {}
-
-    def train_unit() -> None:
-        torch.mm(a, b).relu_()
-
+    dataset: Any = _ReadyBatches()  # map-style, not a torch Dataset subclass
+    loader: Any = torch.utils.data.DataLoader(
+        dataset, batch_size=None, num_workers=1, persistent_workers=True, prefetch_factor=2
+    )
+    iterator = iter(loader)
     try:
-        data_units = _spin_units(data_ns, _python_work) if data_ns > 0 else 0
-        train_units = _spin_units(rest_ns, train_unit) if rest_ns > 0 else 0
-        for n in (0, workers):
-            options: dict[str, Any] = (
-                {"num_workers": n, "persistent_workers": True, "prefetch_factor": 2} if n else {}
-            )
-            dataset: Any = _ReplayBatches(data_units)  # map-style, not a torch Dataset subclass
-            loader: Any = torch.utils.data.DataLoader(dataset, batch_size=None, **options)
-            iterators[n] = iter(loader)
-
-        def step(iterator: Any) -> None:
+        for _ in range(LOADER_WARMUP):
             next(iterator)
-            for _ in range(train_units):
-                train_unit()
-
-        for iterator in iterators.values():
-            for _ in range(LOADER_WARMUP):
-                step(iterator)
-        rounds: dict[int, list[float]] = {n: [] for n in iterators}
+        rounds = []
         for _ in range(LOADER_ROUNDS):
-            for n, iterator in iterators.items():
-                start = time.perf_counter_ns()
-                for _ in range(LOADER_STEPS):
-                    step(iterator)
-                rounds[n].append((time.perf_counter_ns() - start) / LOADER_STEPS)
+            start = time.perf_counter_ns()
+            for _ in range(LOADER_BATCHES):
+                next(iterator)
+            rounds.append((time.perf_counter_ns() - start) / LOADER_BATCHES)
     finally:
-        for iterator in iterators.values():
-            shutdown = getattr(iterator, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
+        iterator._shutdown_workers()
         torch.set_num_threads(saved)
-    return statistics.median(rounds[0]), statistics.median(rounds[workers])
+    return statistics.median(rounds)
 
 
 def measure_loader(finding: Any) -> dict[str, Any] | None:
-    """The input-pipeline finding's saving measured by a replay (``loader_step_times``) of its
-    step: the recorded loading time per step (without the profiler's cost where the step timer
-    measured it) and the rest of the step, with the batches loaded in the training process and
-    with loader workers on the cores the rule found free (at least one). None when the finding
-    lacks those figures or the replay cannot run here."""
+    """The input-pipeline finding's saving with the cost of handing a batch over measured on
+    this machine (``loader_batch_ns``) instead of the model's ``LOADER_BATCH_NS``: the same
+    ``loader_saving`` of the recorded loading time per step (without the profiler's cost where
+    the step timer measured it), the rest of the step and the cores the rule found free. None
+    when the finding lacks those figures or no worker can start here."""
+    from perfkit_core.advice.rules.host import LOADER_BATCH_NS, loader_saving
+
     evidence = finding.evidence
     data = evidence.get("data_unprofiled_per_step_ns")
     rest = evidence.get("rest_per_step_ns")
-    if not isinstance(data, (int, float)) or not isinstance(rest, (int, float)) or data <= 0:
+    workers = evidence.get("free_cores")
+    if not all(isinstance(v, (int, float)) for v in (data, rest, workers)) or data <= 0:
         return None
-    workers = max(int(evidence.get("free_cores") or 0), 1)
     try:
-        inline_ns, workers_ns = loader_step_times(float(data), float(rest), workers)
+        batch_ns = loader_batch_ns()
     except (RuntimeError, OSError, ValueError):
         return None
-    delta = inline_ns - workers_ns
+    saving = loader_saving(float(data), float(rest), float(workers), batch_ns)
     return {
-        "saving_ns": max(delta, 0.0),
+        "saving_ns": saving,
         "estimate": (
-            f"Measured on this machine: a replay of the step ({data / 1e6:.3f} ms of Python "
-            f"work per batch in a Dataset, then {rest / 1e6:.3f} ms of training work, no "
-            f"profiler) ran {inline_ns / 1e6:.3f} ms with the batches loaded in the training "
-            f"process and {workers_ns / 1e6:.3f} ms with num_workers={workers}: the worker's "
-            "contention with training and the cost of receiving each batch included"
-            + ("; the workers made it slower, so no saving is expected" if delta < 0 else ".")
+            f"Measured on this machine: one DataLoader worker handed a batch of features and "
+            f"labels to the training process every {batch_ns / 1e6:.3f} ms when neither did "
+            f"other work (the model assumes {LOADER_BATCH_NS / 1e6:.3f} ms). With "
+            f"{float(workers):.1f} free core(s), the step becomes the longer of the rest of the "
+            f"step plus receiving a batch ({rest / 1e6:.3f} + {batch_ns / 1e6:.3f} ms) and the "
+            f"loading plus sending it, spread over the workers (({data / 1e6:.3f} + "
+            f"{batch_ns / 1e6:.3f}) / {float(workers):.1f} ms)"
+            + ("; no saving is expected." if saving <= 0 else ".")
         ),
         "evidence": {
             "measured": "replay",
-            "replay_inline_ns": inline_ns,
-            "replay_workers_ns": workers_ns,
-            "replay_workers": workers,
+            "replay_batch_ns": batch_ns,
+            "replay_free_cores": float(workers),
         },
     }

@@ -212,25 +212,28 @@ def test_foreach_optimizer_is_told_apart_and_replayed_as_recorded(tmp_path):
     ],
 )
 def test_loader_saving_is_bounded_by_the_workers(data, rest, workers, expected):
-    assert loader_saving(data, rest, workers, receive_ns=0.0) == pytest.approx(expected)
+    assert loader_saving(data, rest, workers, batch_ns=0.0) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(
-    ("data", "rest", "expected"),
+    ("data", "rest", "workers", "expected"),
     [
-        # receiving each batch adds to the rest of the step: 2 + 5 -> max(5 + 0.45, 2)
-        (2e6, 5e6, 1.55e6),
-        # loading still bounds the step: 8 + 2 -> 8
-        (8e6, 2e6, 2e6),
-        # a short step: receiving costs more than loading in the step did
-        (0.4e6, 0.4e6, 0.0),
+        # one worker: both sides pay the hand-over (2.3 ms): the shorter part less 2.3 ms leaves;
+        # the rest bounds the step: 4 + 10 -> max(10 + 2.3, 4 + 2.3)
+        (4e6, 10e6, 1, 1.7e6),
+        # loading bounds it: 12 + 4 -> max(4 + 2.3, 12 + 2.3)
+        (12e6, 4e6, 1, 1.7e6),
+        # two workers share the loading and its sending: 12 + 4 -> max(6.3, 14.3 / 2)
+        (12e6, 4e6, 2, 16e6 - 7.15e6),
+        # a short step: handing the batch over costs more than loading in the step did
+        (1e6, 1e6, 1, 0.0),
     ],
 )
-def test_loader_saving_pays_for_receiving_each_batch(data, rest, expected):
-    from perfkit_core.advice.rules.host import LOADER_RECEIVE_NS
+def test_loader_saving_pays_for_handing_each_batch_over(data, rest, workers, expected):
+    from perfkit_core.advice.rules.host import LOADER_BATCH_NS
 
-    assert LOADER_RECEIVE_NS == 450_000.0
-    assert loader_saving(data, rest, 1) == pytest.approx(expected)
+    assert LOADER_BATCH_NS == 2_300_000.0
+    assert loader_saving(data, rest, workers) == pytest.approx(expected)
 
 
 # ------------------------------------------------------------------ closing the loop
@@ -400,32 +403,32 @@ def test_step_timer_records_the_machine(adam_loop):
     assert record["load_average"] is None or record["load_average"] >= 0
 
 
-def test_measure_replays_the_input_pipeline_with_and_without_workers():
-    """The input-pipeline finding's replay runs the recorded loading and training work per
-    step with the batches loaded in the training process and with loader workers (a real
-    DataLoader with worker processes); its saving is the difference, never below zero, and
-    its estimate states both step times."""
+def test_measure_times_handing_a_batch_over():
+    """The input-pipeline finding's replay times a real DataLoader worker handing batches to
+    this process; its saving is the rule's own model (``loader_saving``) with that cost in
+    place of the model's constant, and its estimate states the cost and both sides' times."""
     from types import SimpleNamespace
 
     from perfkit_core.plugins import get_plugin_manager
 
     evidence = {
-        "data_unprofiled_per_step_ns": 600_000.0,
-        "rest_per_step_ns": 400_000.0,
+        "data_unprofiled_per_step_ns": 9_000_000.0,
+        "rest_per_step_ns": 7_000_000.0,
         "free_cores": 1.0,
     }
     finding = SimpleNamespace(rule="input-pipeline", evidence=dict(evidence))
     pm = get_plugin_manager()
     result = pm.hook.perfkit_measure_saving(finding=finding, framework="torch")
     ev = result["evidence"]
-    assert ev["measured"] == "replay" and ev["replay_workers"] == 1
-    inline, workers = ev["replay_inline_ns"], ev["replay_workers_ns"]
-    assert inline > 0 and workers > 0
-    assert result["saving_ns"] == pytest.approx(max(inline - workers, 0.0))
-    assert f"{inline / 1e6:.3f} ms with the batches loaded in the training process" in (
-        result["estimate"]
-    )
-    assert f"{workers / 1e6:.3f} ms with num_workers=1" in result["estimate"]
+    assert ev["measured"] == "replay" and ev["replay_free_cores"] == 1.0
+    batch = ev["replay_batch_ns"]
+    assert batch > 0
+    # one worker: the shorter of loading and the rest leaves, less the hand-over
+    assert result["saving_ns"] == pytest.approx(max(7_000_000.0 - batch, 0.0))
+    assert result["saving_ns"] == pytest.approx(loader_saving(9e6, 7e6, 1.0, batch))
+    assert f"every {batch / 1e6:.3f} ms" in result["estimate"]
+    assert f"(7.000 + {batch / 1e6:.3f} ms)" in result["estimate"]
+    assert f"((9.000 + {batch / 1e6:.3f}) / 1.0 ms)" in result["estimate"]
     # Nothing to replay without the recorded loading time; Paddle runs are not replayed here.
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
     assert pm.hook.perfkit_measure_saving(finding=empty, framework="torch") is None

@@ -12,7 +12,7 @@ import pytest
 
 import perfkit_core
 from conftest import shared_trace
-from perfkit_core.advice.rules.host import LOADER_RECEIVE_NS
+from perfkit_core.advice.rules.host import LOADER_BATCH_NS
 from perfkit_core.cli import main
 from perfkit_core.events.intervals import merge_intervals
 from perfkit_core.report import build_report, render
@@ -55,7 +55,7 @@ def test_headline_comes_first_with_the_step_time_and_the_change_to_make(capsys):
     assert "Change first:" in out and f"Waiting for data takes {share:.1f}% of each step" in out
     # Its saving: all of the wait but receiving each batch from a worker (the rest of the step,
     # longer than the loading, bounds the step with one worker).
-    saving = loaded / len(durations) - LOADER_RECEIVE_NS
+    saving = loaded / len(durations) - LOADER_BATCH_NS
     assert f"{saving / 1e6:.3f} ms per step ({100 * saving / mean:.1f}% of the step)" in out
     # The phases of the stacked bar are the model view's shares of the step.
     model = perfkit_core.load(path).summary("model").set_index("name")

@@ -28,11 +28,15 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------ thresholds (documented)
 #: input-pipeline: data loading takes at least this share of step time.
 INPUT_PIPELINE_MIN_PCT = 5.0
-#: input-pipeline: what receiving one batch from a loader worker costs the training process
-#: (ns): a torch DataLoader's batch of up to 256 KiB on a 2-core x86 machine, measured by the
-#: replay of ``perfkit advise --measure`` (0.41 to 0.59 ms; 2.4 ms for a 4 MiB batch). Traces
-#: record no batch sizes (torch records no shapes of the tensor lists its collate stacks).
-LOADER_RECEIVE_NS = 450_000.0
+#: input-pipeline: what handing one batch from a loader worker to the training process costs
+#: each side (ns): the worker puts the batch in shared memory and sends it, the training
+#: process receives and maps it. Measured by the replay of ``perfkit advise --measure``
+#: (``perfkit_torch.replay.loader_step_times``) on a 2-core x86 KVM machine, torch 2.13 and its
+#: default file-descriptor sharing, a batch of features and labels (two tensors, 4 KiB): 2.3 ms
+#: on the worker's side (2.25 and 2.28 ms in two replays), 2.4 to 3.8 ms on the training
+#: process's. A machine with cheaper system calls pays less; ``--measure`` measures it there.
+#: Traces record no batch sizes (torch records no shapes of the tensor lists its collate stacks).
+LOADER_BATCH_NS = 2_300_000.0
 #: cpu-bound-op: the op takes at least this share of step time ...
 CPU_BOUND_MIN_STEP_PCT = 5.0
 #: ... and at least this share of its own time is host-only (not matched by device time).
@@ -100,16 +104,17 @@ def loader_cores(run: Run) -> tuple[float, str]:
 
 
 def loader_saving(
-    data_ns: float, rest_ns: float, workers: float, receive_ns: float = LOADER_RECEIVE_NS
+    data_ns: float, rest_ns: float, workers: float, batch_ns: float = LOADER_BATCH_NS
 ) -> float:
     """The step time (ns) that ``workers`` loader workers save when the training process now
-    spends ``data_ns`` per step loading and ``rest_ns`` on the rest of the step: the step
-    becomes the longer of the rest plus receiving the batch from a worker (``receive_ns``)
-    and the loading spread over the workers. It assumes each worker has a core of its own (on
-    a machine whose cores are busy, the workers slow the training process instead)."""
+    spends ``data_ns`` per step loading and ``rest_ns`` on the rest of the step: handing a
+    batch over costs each side ``batch_ns``, so the step becomes the longer of the rest plus
+    receiving the batch and the loading plus sending it, spread over the workers. It assumes
+    each worker has a core of its own (on a machine whose cores are busy, the workers slow the
+    training process instead)."""
     if workers <= 0:
         return 0.0  # no core free: a worker only takes CPU from the training process
-    after = max(rest_ns + receive_ns, data_ns / workers)
+    after = max(rest_ns + batch_ns, (data_ns + batch_ns) / workers)
     return max(data_ns + rest_ns - after, 0.0)
 
 
@@ -119,7 +124,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
 
     Saving: ``loader_saving``: with loading moved to background workers on the cores training
     leaves free (``loader_cores``), the step becomes the longer of the rest of the step plus
-    receiving a batch (``LOADER_RECEIVE_NS``) and the loading time spread over the workers.
+    receiving a batch and the loading plus sending the batch, spread over the workers (handing
+    a batch over costs each side ``LOADER_BATCH_NS``).
     The rest of the step is taken without the profiler's cost when the step timer recorded it
     (``advice.basis``). The remedy of a CPU-only run leaves out pinned memory and non-blocking
     copies, which only help a GPU.
@@ -157,15 +163,17 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "training process, so no saving is expected until cores are freed."
         )
     else:
-        spread = data / workers
-        bound = "the rest of the step" if spread <= rest + LOADER_RECEIVE_NS else "loading"
+        spread = (data + LOADER_BATCH_NS) / workers
+        bound = "the rest of the step" if spread <= rest + LOADER_BATCH_NS else "loading"
         how = (
             f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
             f"longer of the rest of the step plus receiving the batch from a worker "
-            f"({duration_text(rest)} + {duration_text(LOADER_RECEIVE_NS)}) and the loading "
-            f"spread over the workers ({duration_text(spread)}); here {bound} bounds it. Each "
-            "worker needs a core of its own; perfkit advise --measure replays the step on "
-            "this machine."
+            f"({duration_text(rest)} + {duration_text(LOADER_BATCH_NS)}) and the loading plus "
+            f"sending the batch, spread over the workers (({duration_text(data)} + "
+            f"{duration_text(LOADER_BATCH_NS)}) / {workers:.1f} = {duration_text(spread)}); "
+            f"here {bound} bounds it. Handing a batch over costs each side "
+            f"{duration_text(LOADER_BATCH_NS)} (measured on a 2-core machine; perfkit advise "
+            "--measure replays the step on this one). Each worker needs a core of its own."
         )
     return Finding(
         id="input-pipeline",
