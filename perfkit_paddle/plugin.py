@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -78,9 +79,17 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 
 @hookimpl
 def perfkit_phase_timers(on_phase: Any) -> Any:
-    """Time every optimizer step, when the program has imported paddle: each optimizer class
-    of ``paddle.optimizer`` gets its ``step`` wrapped (as Paddle's profiler wraps it for its
-    Optimization span), calling ``on_phase("optimizer", ns)`` after each step."""
+    """Time every optimizer step and every batch loaded in the training process, when the
+    program has imported paddle:
+
+    - each optimizer class of ``paddle.optimizer`` gets its ``step`` wrapped (as Paddle's
+      profiler wraps it for its Optimization span), calling ``on_phase("optimizer", ns)``;
+    - the DataLoader's dataset fetchers get their ``fetch`` wrapped, calling
+      ``on_phase("data", ns)`` per batch with the CPU time of the thread that loaded it. A
+      single-process DataLoader (``num_workers=0``)
+      fetches in a thread of the training process that Paddle's profiler does not record, so
+      this is the one measure of its loading; batches loaded by worker processes are not
+      counted (their fetch runs in the worker)."""
     if "paddle" not in sys.modules:
         return None
     import functools
@@ -90,9 +99,13 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 
     active = [True]
     depth = [0]  # a subclass's step calling its parent's is one optimizer step
-    wrapped: list[tuple[type, Any, Any]] = []
+    wrapped: list[tuple[type, str, Any, Any]] = []
 
-    def timed(step: Any) -> Any:
+    def report(phase: str, ns: int) -> None:
+        with contextlib.suppress(Exception):  # a timer never raises into training
+            on_phase(phase, ns)
+
+    def timed_step(step: Any) -> Any:
         @functools.wraps(step)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if not active[0] or depth[0]:
@@ -103,26 +116,51 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
                 return step(*args, **kwargs)
             finally:
                 depth[0] -= 1
-                on_phase("optimizer", time.perf_counter_ns() - start)
+                report("optimizer", time.perf_counter_ns() - start)
 
         return wrapper
 
+    def timed_fetch(fetch: Any) -> Any:
+        @functools.wraps(fetch)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not active[0]:
+                return fetch(*args, **kwargs)
+            # the loading thread's CPU time: its waits for the GIL while training runs are not
+            # loading work, and a worker would not have them
+            start = time.thread_time_ns()
+            try:
+                return fetch(*args, **kwargs)
+            finally:
+                report("data", time.thread_time_ns() - start)
+
+        return wrapper
+
+    def wrap(cls: type, name: str, make: Any) -> None:
+        original = cls.__dict__.get(name)
+        if original is None:
+            return  # subclasses that inherit it are timed through the one they inherit
+        replacement = make(original)
+        setattr(cls, name, replacement)
+        wrapped.append((cls, name, original, replacement))
+
     for name in getattr(paddle_optimizer, "__all__", ()):
         cls = getattr(paddle_optimizer, name, None)
-        if name == "Optimizer" or not isinstance(cls, type):
-            continue
-        step = cls.__dict__.get("step")
-        if step is None:
-            continue  # subclasses that inherit step are timed through the one they inherit
-        replacement = timed(step)
-        cls.step = replacement  # type: ignore[attr-defined]
-        wrapped.append((cls, step, replacement))
+        if name != "Optimizer" and isinstance(cls, type):
+            wrap(cls, "step", timed_step)
+    try:
+        from paddle.io.dataloader import fetcher
+    except ImportError:  # a Paddle without this module: its loading is not timed
+        fetcher = None
+    for name in ("_MapDatasetFetcher", "_IterableDatasetFetcher"):
+        cls = getattr(fetcher, name, None)
+        if isinstance(cls, type):
+            wrap(cls, "fetch", timed_fetch)
 
     def remove() -> None:
         active[0] = False  # a wrapper something else wrapped over stays, switched off
-        for cls, step, replacement in wrapped:
-            if cls.__dict__.get("step") is replacement:
-                cls.step = step  # type: ignore[attr-defined]
+        for cls, name, original, replacement in wrapped:
+            if cls.__dict__.get(name) is replacement:
+                setattr(cls, name, original)
 
     return remove
 

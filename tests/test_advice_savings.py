@@ -433,3 +433,84 @@ def test_measure_times_handing_a_batch_over():
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
     assert pm.hook.perfkit_measure_saving(finding=empty, framework="torch") is None
     assert pm.hook.perfkit_measure_saving(finding=finding, framework="paddle") is None
+
+
+def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
+    """Paddle's single-process DataLoader loads in a thread its profiler does not record; the
+    adapter times each batch's fetch (the loading thread's CPU time) into the step timer, and
+    the input-pipeline rule states the loading from that record: its figure is the mean of
+    the recorded per-step times, and its saving the rule's own model of them."""
+    paddle = pytest.importorskip("paddle")
+    import numpy as np
+    import paddle.profiler as profiler
+
+    import perfkit_core
+    from perfkit_core.advice.rules.host import loader_saving
+    from perfkit_paddle.handler import on_trace_ready
+
+    class Slow(paddle.io.Dataset):
+        def __len__(self) -> int:
+            return 10**6
+
+        def __getitem__(self, index: int):
+            x = np.random.default_rng(index).standard_normal(128)
+            for _ in range(8):
+                x = np.sort(np.tanh(x * 1.01 + 0.1))
+            return x[:16].astype("float32"), np.array([index % 4], dtype="int64")
+
+    paddle.set_device("cpu")
+    paddle.seed(0)
+    model = paddle.nn.Sequential(
+        paddle.nn.Linear(16, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4)
+    )
+    optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
+    batches = iter(paddle.io.DataLoader(Slow(), batch_size=8, num_workers=0))
+    fetch = paddle.io.dataloader.fetcher._MapDatasetFetcher.fetch
+
+    def step() -> None:
+        x, y = next(batches)
+        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+    handler = on_trace_ready(tmp_path, worker_name="loader", background=False)
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
+    )
+    timer = perfkit_core.step_timer(prof, warmup=2)  # the loader thread starts filling its queue
+    try:
+        prof.start()
+        for _ in range(6):
+            with timer.step():
+                step()
+            prof.step()
+        prof.stop()
+        for _ in range(8):
+            with timer.step():
+                step()
+        timer.save(handler.runs)
+    finally:
+        timer.close()  # the fetchers and optimizers unwrapped whatever happened
+    # the fetchers are back as they were once the timer saved
+    assert paddle.io.dataloader.fetcher._MapDatasetFetcher.fetch is fetch
+    record = timer.record()
+    data = record["phases"]["data"]["unprofiled_ns"]
+    assert len(data) == len(record["unprofiled_ns"]) == 8
+    assert sum(data) > 0  # the loading thread's time, in the steps it ran in
+
+    run = perfkit_core.load(handler.runs[0])
+    findings = {f.id: f for f in run.advise()}
+    assert "input-pipeline" in findings
+    ev = findings["input-pipeline"].evidence
+    assert ev["basis"] == "unprofiled" and ev["data_from"] == "timed"
+    # the loading thread fills its queue in bursts: its time per step is the mean
+    assert ev["data_unprofiled_per_step_ns"] == pytest.approx(float(np.mean(data)))
+    assert ev["basis_step_ns"] == pytest.approx(float(np.median(record["unprofiled_ns"])))
+    assert ev["rest_per_step_ns"] == pytest.approx(
+        max(ev["basis_step_ns"] - ev["data_unprofiled_per_step_ns"], 0.0)
+    )
+    assert findings["input-pipeline"].saving_ns == pytest.approx(
+        loader_saving(ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"])
+    )
+    assert findings["input-pipeline"].title.startswith("Loading data in the training process")
+    assert "the thread that loaded it" in findings["input-pipeline"].details[0]

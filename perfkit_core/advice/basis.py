@@ -109,15 +109,17 @@ def recorded_events_per_step(ctx: Context, mask: np.ndarray | None = None) -> fl
 MIN_TIMED_STEPS = 3
 
 
-def timed_phase(ctx: Context, phase: str) -> float | None:
-    """The median time per step (ns) of ``phase`` (``optimizer``) in the steps the step timer
-    timed without the profiler, as an adapter's phase timer measured it
-    (``meta["step_timer"]["phases"]``); None when it was not timed in at least
-    ``MIN_TIMED_STEPS`` such steps or never ran in them."""
+def timed_phase(ctx: Context, phase: str, *, mean: bool = False) -> float | None:
+    """The median time per step (ns) of ``phase`` (``optimizer``, ``data``) in the steps the
+    step timer timed without the profiler, as an adapter's phase timer measured it
+    (``meta["step_timer"]["phases"]``), or with ``mean`` their mean: for work a background
+    thread does as it can (a loader thread filling its queue does several batches in one step
+    and none in the next); None when it was not timed in at least ``MIN_TIMED_STEPS`` such
+    steps or never ran in them."""
     record = ctx.run.meta.get("step_timer") or {}
     phases = record.get("phases") if isinstance(record.get("phases"), dict) else {}
     entry = phases.get(phase) if isinstance(phases, dict) else None
     times = _times(entry.get("unprofiled_ns") if isinstance(entry, dict) else None)
     if len(times) < MIN_TIMED_STEPS or not times.any():
         return None
-    return float(np.median(times))
+    return float(times.mean() if mean else np.median(times))

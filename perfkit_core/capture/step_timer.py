@@ -60,8 +60,10 @@ class StepTimer:
         return any(known) if known else None
 
     def _on_phase(self, phase: str, ns: int) -> None:
-        if self._open is not None:
-            self._open[phase] = self._open.get(phase, 0) + int(ns)
+        # a loader thread may call this while step() closes the step: read the dict once
+        opened = self._open
+        if opened is not None:
+            opened[phase] = opened.get(phase, 0) + int(ns)
 
     def _start_phase_timers(self) -> None:
         from perfkit_core.plugins import get_plugin_manager
