@@ -173,7 +173,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     ``loader_saving`` of the recorded loading time per step (without the profiler's cost where
     the step timer measured it), the rest of the step and the cores the rule found free. None
     when the finding lacks those figures or no worker can start here."""
-    from perfkit_core.advice.rules.host import LOADER_BATCH_NS, loader_saving
+    from perfkit_core.advice import LOADER_BATCH_NS, loader_saving
 
     evidence = finding.evidence
     data = evidence.get("data_unprofiled_per_step_ns")

@@ -9,7 +9,7 @@ import pytest
 
 import perfkit_core
 from conftest import shared_trace
-from perfkit_core.advice.rules.host import LOADER_BATCH_NS
+from perfkit_core.advice.loader import LOADER_BATCH_NS
 from perfkit_core.cli import main
 
 GPU_RULES = {

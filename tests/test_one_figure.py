@@ -124,7 +124,7 @@ def test_each_saving_is_one_figure(report):
     assert per_step_value(top["saving_ns"], step, "ms") in change
     loading = [f for f in findings if f["rule"] == "input-pipeline"]
     if loading:
-        from perfkit_core.advice.rules.host import loader_saving
+        from perfkit_core.advice.loader import loader_saving
 
         ev = loading[0]["evidence"]
         assert ev["data_per_step_ns"] == pytest.approx(_rows(data, "model")["data"]["per_step_ns"])

@@ -12,7 +12,7 @@ import pytest
 
 import perfkit_core
 from conftest import shared_trace
-from perfkit_core.advice.rules.host import LOADER_BATCH_NS
+from perfkit_core.advice.loader import LOADER_BATCH_NS
 from perfkit_core.cli import main
 from perfkit_core.events.intervals import merge_intervals
 from perfkit_core.report import build_report, render

@@ -74,12 +74,19 @@ def combined_saving(findings: list[Finding], step_ns: float) -> tuple[float, str
     one kind (``acts_on``: host time, device time) add up, since rules claim disjoint time; the
     two kinds combine as shares of the step left (a device-time saving shortens a step only
     where the host does not hold it), so the whole is below the plain sum when both occur.
-    Never more than the step."""
+    Never more than the step.
+
+    The input pipeline is simulated with the others, not added: loader workers hide the
+    loading behind the rest of the step, so the other host findings' remedies shorten the part
+    the loading hides behind, and once the loading is the longer part they save nothing more.
+    Its saving is recomputed (``loader_saving``) with the rest of the step less the other host
+    savings."""
     by_kind: dict[str, float] = {}
     for finding in findings:
         by_kind[finding.acts_on] = by_kind.get(finding.acts_on, 0.0) + finding.saving_ns
     if not step_ns or not by_kind:
         return 0.0, "no finding claims time"
+    loader_note = _simulate_loader(findings, by_kind)
     shares = [min(v / step_ns, 1.0) for v in by_kind.values()]
     left = 1.0
     for share in shares:
@@ -92,4 +99,40 @@ def combined_saving(findings: list[Finding], step_ns: float) -> tuple[float, str
             "host-time and device-time savings each added up, then combined as shares of the "
             "step left: not the plain sum, since the host and the device overlap"
         )
-    return total, how
+    return total, how + loader_note
+
+
+def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
+    """Replace, in ``by_kind``, the input-pipeline finding's saving by the one its model gives
+    when the other findings of its kind have shortened the rest of the step; a clause for the
+    sentence of how the savings combined ("" when there is nothing to simulate)."""
+    from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_saving
+
+    loader = next((f for f in findings if f.rule == "input-pipeline"), None)
+    if loader is None:
+        return ""
+    ev = loader.evidence
+    figures = [ev.get(k) for k in ("data_unprofiled_per_step_ns", "rest_per_step_ns", "free_cores")]
+    if not all(isinstance(v, (int, float)) for v in figures):
+        return ""
+    others = sum(f.saving_ns for f in findings if f is not loader and f.acts_on == loader.acts_on)
+    if not others:
+        return ""
+    data, rest, workers = (float(v) for v in figures)  # type: ignore[arg-type]
+    batch = ev.get("replay_batch_ns")
+    batch_ns = float(batch) if isinstance(batch, (int, float)) else LOADER_BATCH_NS
+    # a measured loader finding keeps its measure; the model gives how it changes
+    alone = loader_saving(data, rest, workers, batch_ns)
+    together = loader_saving(data, max(rest - others, 0.0), workers, batch_ns)
+    simulated = max(loader.saving_ns - (alone - together), 0.0)
+    by_kind[loader.acts_on] = others + simulated
+    if simulated >= loader.saving_ns:
+        return (
+            "; the input pipeline's saving holds with the others applied (the rest of the "
+            "step still outlasts the loading)"
+        )
+    return (
+        f"; with the others applied, the input pipeline saves {duration_text(simulated)} "
+        f"per step, not {duration_text(loader.saving_ns)}: the rest of the step the loading "
+        "hides behind gets shorter"
+    )

@@ -334,9 +334,7 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
         total = intervals.length(window)
         covered = intervals.intersect_length(window, busy)
         uncovered += total - covered
-        optimizer = intervals.clip_to(
-            start[mine & is_optimizer], end[mine & is_optimizer], window
-        )
+        optimizer = intervals.clip_to(start[mine & is_optimizer], end[mine & is_optimizer], window)
         in_optimizer += intervals.length(optimizer) - intervals.intersect_length(optimizer, busy)
     return uncovered, in_optimizer
 

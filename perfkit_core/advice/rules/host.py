@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_cores, loader_saving
 from perfkit_core.advice.text import duration_text, per_step_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals
@@ -28,15 +28,6 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------ thresholds (documented)
 #: input-pipeline: data loading takes at least this share of step time.
 INPUT_PIPELINE_MIN_PCT = 5.0
-#: input-pipeline: what handing one batch from a loader worker to the training process costs
-#: each side (ns): the worker puts the batch in shared memory and sends it, the training
-#: process receives and maps it. Measured by the replay of ``perfkit advise --measure``
-#: (``perfkit_torch.replay.loader_step_times``) on a 2-core x86 KVM machine, torch 2.13 and its
-#: default file-descriptor sharing, a batch of features and labels (two tensors, 4 KiB): 2.3 ms
-#: on the worker's side (2.25 and 2.28 ms in two replays), 2.4 to 3.8 ms on the training
-#: process's. A machine with cheaper system calls pays less; ``--measure`` measures it there.
-#: Traces record no batch sizes (torch records no shapes of the tensor lists its collate stacks).
-LOADER_BATCH_NS = 2_300_000.0
 #: cpu-bound-op: the op takes at least this share of step time ...
 CPU_BOUND_MIN_STEP_PCT = 5.0
 #: ... and at least this share of its own time is host-only (not matched by device time).
@@ -84,38 +75,6 @@ def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ rules
-
-
-def loader_cores(run: Run) -> tuple[float, str]:
-    """(the cores loader workers can use, how that was found). With the step timer's record of
-    the machine (``meta["step_timer"]``: ``cpu_count`` and the 1-minute ``load_average`` when
-    the run was saved, the training process included): the cores less that load, at least 0.
-    Else this machine's cores less one for the training process, at least 1."""
-    record = run.meta.get("step_timer") or {}
-    cores, load = record.get("cpu_count"), record.get("load_average")
-    if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
-        free = max(float(cores) - float(load), 0.0)
-        return free, (
-            f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
-            "process included"
-        )
-    cores = os.cpu_count() or 1
-    return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
-
-
-def loader_saving(
-    data_ns: float, rest_ns: float, workers: float, batch_ns: float = LOADER_BATCH_NS
-) -> float:
-    """The step time (ns) that ``workers`` loader workers save when the training process now
-    spends ``data_ns`` per step loading and ``rest_ns`` on the rest of the step: handing a
-    batch over costs each side ``batch_ns``, so the step becomes the longer of the rest plus
-    receiving the batch and the loading plus sending it, spread over the workers. It assumes
-    each worker has a core of its own (on a machine whose cores are busy, the workers slow the
-    training process instead)."""
-    if workers <= 0:
-        return 0.0  # no core free: a worker only takes CPU from the training process
-    after = max(rest_ns + batch_ns, (data_ns + batch_ns) / workers)
-    return max(data_ns + rest_ns - after, 0.0)
 
 
 def rule_input_pipeline(ctx: Context) -> Finding | None:
