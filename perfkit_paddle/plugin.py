@@ -85,7 +85,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
     - each optimizer class of ``paddle.optimizer`` gets its ``step`` wrapped (as Paddle's
       profiler wraps it for its Optimization span), calling ``on_phase("optimizer", ns)``;
     - the DataLoader's dataset fetchers get their ``fetch`` wrapped, calling
-      ``on_phase("data", ns)`` per batch with the CPU time of the thread that loaded it. A
+      ``on_phase("loading", ns)`` per batch with the CPU time of the thread that loaded it. A
       single-process DataLoader (``num_workers=0``)
       fetches in a thread of the training process that Paddle's profiler does not record, so
       this is the one measure of its loading; batches loaded by worker processes are not
@@ -131,7 +131,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
             try:
                 return fetch(*args, **kwargs)
             finally:
-                report("data", time.thread_time_ns() - start)
+                report("loading", time.thread_time_ns() - start)
 
         return wrapper
 

@@ -101,31 +101,62 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 
 @hookimpl
 def perfkit_phase_timers(on_phase: Any) -> Any:
-    """Time every optimizer step (torch's global optimizer-step hooks), when the program has
-    imported torch: ``on_phase("optimizer", ns)`` after each ``Optimizer.step``."""
+    """Time, when the program has imported torch:
+
+    - every optimizer step (torch's global optimizer-step hooks): ``on_phase("optimizer",
+      ns)`` after each ``Optimizer.step``;
+    - every batch the training thread takes from a DataLoader (a wrapper on the DataLoader
+      iterators' ``__next__``): ``on_phase("data", ns)``, the wall time the training thread
+      spent loading it (``num_workers=0``) or waiting for a worker to deliver it."""
     if "torch" not in sys.modules:
         return None
+    import contextlib
+    import functools
     import time
 
     from torch.optim import optimizer as torch_optimizer
+    from torch.utils.data import dataloader
 
     started: list[int] = []
+
+    def report(phase: str, ns: int) -> None:
+        with contextlib.suppress(Exception):  # a timer never raises into training
+            on_phase(phase, ns)
 
     def pre(*_args: Any) -> None:
         started.append(time.perf_counter_ns())
 
     def post(*_args: Any) -> None:
         if started:
-            on_phase("optimizer", time.perf_counter_ns() - started.pop())
+            report("optimizer", time.perf_counter_ns() - started.pop())
 
     handles = [
         torch_optimizer.register_optimizer_step_pre_hook(pre),
         torch_optimizer.register_optimizer_step_post_hook(post),
     ]
+    base = dataloader._BaseDataLoaderIter
+    original = base.__dict__.get("__next__")
+    active = [True]
+
+    def timed_next(self: Any) -> Any:
+        if not active[0]:
+            return original(self)
+        start = time.perf_counter_ns()
+        try:
+            return original(self)
+        finally:
+            report("data", time.perf_counter_ns() - start)
+
+    if original is not None:
+        replacement = functools.wraps(original)(timed_next)
+        base.__next__ = replacement  # type: ignore[method-assign]
 
     def remove() -> None:
         for handle in handles:
             handle.remove()
+        active[0] = False  # a wrapper something else wrapped over stays, switched off
+        if original is not None and base.__dict__.get("__next__") is replacement:
+            base.__next__ = original  # type: ignore[method-assign]
 
     return remove
 

@@ -496,7 +496,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     # the fetchers are back as they were once the timer saved
     assert paddle.io.dataloader.fetcher._MapDatasetFetcher.fetch is fetch
     record = timer.record()
-    data = record["phases"]["data"]["unprofiled_ns"]
+    data = record["phases"]["loading"]["unprofiled_ns"]
     assert len(data) == len(record["unprofiled_ns"]) == 8
     assert sum(data) > 0  # the loading thread's time, in the steps it ran in
 
@@ -504,7 +504,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     findings = {f.id: f for f in run.advise()}
     assert "input-pipeline" in findings
     ev = findings["input-pipeline"].evidence
-    assert ev["data_from"] == "timed"
+    assert ev["data_from"] == "thread"
     # the loading thread fills its queue in bursts: its time per step is the mean
     assert ev["data_unprofiled_per_step_ns"] == pytest.approx(float(np.mean(data)))
     if ev["basis"] == "unprofiled":  # the profiler made the steps slower: the step without it
@@ -557,3 +557,70 @@ def test_combined_saving_simulates_the_loader_with_the_other_remedies(
     else:
         assert total < loader.saving_ns + optimizer
         assert "the input pipeline saves 2.1 ms per step, not 6.4 ms" in how
+
+
+def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
+    """The input-pipeline rule takes the loading per step from the step timer's record of the
+    training thread getting its batches (the same unprofiled steps as the step's own time),
+    not from the profiled waits: its figure is their mean, the rest of the step is the
+    unprofiled step less it, and the saving the model of the two."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import perfkit_core
+    from perfkit_torch.handler import on_trace_ready
+
+    class Slow:
+        def __len__(self) -> int:
+            return 10**6
+
+        def __getitem__(self, index: int):
+            x = np.random.default_rng(index).standard_normal(128)
+            for _ in range(8):
+                x = np.sort(np.tanh(x * 1.01 + 0.1))
+            return torch.from_numpy(x[:16].astype("float32")), index % 4
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    batches = iter(torch.utils.data.DataLoader(Slow(), batch_size=8))
+
+    def step() -> None:
+        x, y = next(batches)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    handler = on_trace_ready(tmp_path, worker_name="loader", background=False)
+    timer = perfkit_core.step_timer(None, warmup=0)
+    try:
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=4, warmup=1, active=4, repeat=1),
+            on_trace_ready=handler,
+        ) as prof:
+            timer.profiler = prof
+            for _ in range(9):
+                with timer.step():
+                    step()
+                prof.step()
+        for _ in range(8):
+            with timer.step():
+                step()
+        timer.save(handler.runs)
+    finally:
+        timer.close()
+    record = timer.record()
+    data = record["phases"]["data"]["unprofiled_ns"]
+    assert len(data) == len(record["unprofiled_ns"]) and all(v > 0 for v in data)
+    run = perfkit_core.load(handler.runs[0])
+    finding = next(f for f in run.advise() if f.id == "input-pipeline")
+    ev = finding.evidence
+    assert ev["data_from"] == "timed"
+    assert ev["data_unprofiled_per_step_ns"] == pytest.approx(float(np.mean(data)))
+    assert ev["rest_per_step_ns"] == pytest.approx(
+        max(ev["basis_step_ns"] - ev["data_unprofiled_per_step_ns"], 0.0)
+    )
+    assert finding.saving_ns == pytest.approx(
+        loader_saving(ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"])
+    )
+    assert "getting its batches" in " ".join(finding.details)

@@ -29,9 +29,10 @@ def _timed_steps(step, optimizer_step, steps: int = 12) -> tuple[StepTimer, list
 def _check_against_outside_clock(timer: StepTimer, outside: list[int]) -> None:
     record = timer.record()
     kept = record["unknown_ns"] or record["unprofiled_ns"]
-    timed = record["phases"]["optimizer"]["unknown_ns"] or record["phases"]["optimizer"][
-        "unprofiled_ns"
-    ]
+    timed = (
+        record["phases"]["optimizer"]["unknown_ns"]
+        or record["phases"]["optimizer"]["unprofiled_ns"]
+    )
     assert len(timed) == len(kept) == len(outside)
     for inner, outer, step_ns in zip(timed, outside, kept, strict=True):
         # the hook's clock runs inside the test's clock, which runs inside the step's
@@ -85,3 +86,30 @@ def test_a_phase_first_seen_late_lines_up_with_the_steps():
     key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"  # torch imported: unprofiled
     assert record["phases"]["optimizer"][key] == [0, 5, 5]
     assert len(record[key]) == 3
+
+
+def test_torch_dataloader_batches_are_timed_and_the_wrapper_removed():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, dataloader
+
+    class Squares:
+        def __len__(self) -> int:
+            return 1000
+
+        def __getitem__(self, index: int):
+            return torch.full((4,), float(index * index))
+
+    original = dataloader._BaseDataLoaderIter.__next__
+    batches = iter(DataLoader(Squares(), batch_size=8))  # made before the timer: still timed
+    timer, outside = _timed_steps(lambda: None, lambda: next(batches))
+    record = timer.record()
+    kept = record["unknown_ns"] or record["unprofiled_ns"]
+    timed = record["phases"]["data"]["unknown_ns"] or record["phases"]["data"]["unprofiled_ns"]
+    assert len(timed) == len(kept) == len(outside)
+    for inner, outer, step_ns in zip(timed, outside, kept, strict=True):
+        # the wrapper's clock runs inside the test's clock around next(), inside the step's
+        assert 0 < inner <= outer <= step_ns
+    timer.close()
+    assert dataloader._BaseDataLoaderIter.__next__ is original
+    next(batches)  # after close: not counted anywhere
+    assert timer.record()["phases"]["data"] == record["phases"]["data"]

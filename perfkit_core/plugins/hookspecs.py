@@ -295,9 +295,11 @@ def perfkit_phase_timers(on_phase: Callable[[str, int], None]) -> Callable[[], N
     Called by ``perfkit_core.step_timer`` when its first step starts, once per plugin.
 
     :param on_phase: call it with (phase, ns) each time a phase this plugin can see ends:
-        ``optimizer`` for one optimizer step's wall time in ns; ``data`` for one batch loaded
-        in the training process, as the CPU time of the thread that loaded it (a loader
-        thread's waits for the GIL are not loading). Any thread may call it. The timer adds up
+        ``optimizer`` for one optimizer step's wall time in ns; ``data`` for the wall time the
+        training thread spent getting one batch (loading it, or waiting for a loader worker);
+        ``loading`` for one batch loaded in the training process by a thread of its own, as
+        that thread's CPU time (its waits for the GIL are not loading). Any thread may call
+        it. The timer adds up
         the calls inside each timed step; calls outside a step are ignored.
     :returns: a function that removes this plugin's timers (the timer calls it when it saves
         or closes), or ``None`` when this plugin's framework is not imported or has no phase

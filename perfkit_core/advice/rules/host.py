@@ -80,19 +80,21 @@ def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 def rule_input_pipeline(ctx: Context) -> Finding | None:
     """Loading data takes at least INPUT_PIPELINE_MIN_PCT of the step: the training thread's
     waits for data (the ``data`` phase of the model view), or, when the adapter timed the
-    batches loaded in the training process (the step timer's ``data`` phase) and they took
-    longer, that loading, as share of the step without the profiler. Paddle's single-process
-    DataLoader loads in a thread of the training process, which its profiler does not record;
-    the thread holds the GIL while the Dataset's Python runs, so its loading adds to the step
-    although the training thread hardly waits.
+    batches a thread of the training process loaded beside the training thread (the step
+    timer's ``loading`` phase) and they took longer, that loading, as share of the step
+    without the profiler. Paddle's single-process DataLoader loads in such a thread, which its
+    profiler does not record; the thread holds the GIL while the Dataset's Python runs, so its
+    loading adds to the step although the training thread hardly waits.
 
     Saving: ``loader_saving``: with loading moved to background workers on the cores training
     leaves free (``loader_cores``), the step becomes the longer of the rest of the step plus
     receiving a batch and the loading plus sending the batch, spread over the workers (handing
-    a batch over costs each side ``LOADER_BATCH_NS``).
-    The rest of the step is taken without the profiler's cost when the step timer recorded it
-    (``advice.basis``). The remedy of a CPU-only run leaves out pinned memory and non-blocking
-    copies, which only help a GPU.
+    a batch over costs each side ``LOADER_BATCH_NS``). The loading per step is, by preference,
+    the step timer's: the training thread's time getting its batches (``data``) or a loader
+    thread's (``loading``) in the steps timed without the profiler, the same steps as the
+    step's own time; else the profiled waits less the profiler's cost (``advice.basis``). The
+    rest of the step is the step without the profiler less the loading. The remedy of a
+    CPU-only run leaves out pinned memory and non-blocking copies, which only help a GPU.
     """
     model = ctx.run.summary("model").set_index("name")
     if not ctx.step_ns:
@@ -102,11 +104,14 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     ev = ctx.run.events
     spans = str_values(ev["kind"]) == "dataloader"
     inside = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
-    data = basis.corrected(loading, recorded_events_per_step(ctx, inside))
+    data, data_from = basis.corrected(loading, recorded_events_per_step(ctx, inside)), "waits"
     timed = timed_phase(ctx, "data", mean=True)
-    threaded = timed is not None and timed > data
+    if timed is not None:
+        data, data_from = timed, "timed"
+    thread = timed_phase(ctx, "loading", mean=True)
+    threaded = thread is not None and thread > data
     if threaded:
-        data = float(timed or 0.0)
+        data, data_from = float(thread or 0.0), "thread"
         share = 100.0 * data / basis.step_ns
     else:
         share = 100.0 * loading / ctx.step_ns
@@ -122,6 +127,12 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
         f"{waited} of {ctx.steps} steps."
     ]
+    if data_from == "timed":
+        details.append(
+            f"Without the profiler, the training thread spent "
+            f"{per_step_text(data, basis.step_ns)} getting its batches (timed per batch by "
+            "the step timer, in the steps it timed without the profiler)."
+        )
     if threaded:
         details.insert(
             0,
@@ -169,7 +180,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         evidence={
             "data_per_step_ns": loading,
             "data_unprofiled_per_step_ns": data,
-            "data_from": "timed" if threaded else "waits",
+            "data_from": data_from,
             "rest_per_step_ns": rest,
             "free_cores": workers,
             "data_pct": share,
