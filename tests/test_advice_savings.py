@@ -383,7 +383,6 @@ def test_acted_on_is_decided_by_the_measured_time_not_the_saving(before_after):
 
 
 def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
-
     from types import SimpleNamespace
 
     from perfkit_core.advice.loader import loader_cores
@@ -391,9 +390,12 @@ def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
     def run(record: dict) -> SimpleNamespace:  # loader_cores reads only the run's meta
         return SimpleNamespace(meta={"step_timer": record})
 
-    assert loader_cores(run({"cpu_count": 8, "load_average": 1.5}))[0] == pytest.approx(6.5)
+    # whole cores: one at least half idle counts as free
+    assert loader_cores(run({"cpu_count": 8, "load_average": 1.5}))[0] == 7.0
+    assert loader_cores(run({"cpu_count": 2, "load_average": 1.18}))[0] == 1.0
+    assert loader_cores(run({"cpu_count": 2, "load_average": 1.6}))[0] == 0.0
     free, how = loader_cores(run({"cpu_count": 2, "load_average": 2.7}))
-    assert free == 0.0 and "load average of 2.7" in how
+    assert free == 0.0 and "load average of 2.7" in how and "whole cores" in how
     # without the record: this machine's cores, one left to training
     assert loader_cores(run({}))[0] == max((os.cpu_count() or 1) - 1, 1)
 

@@ -5,6 +5,7 @@ they measured."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -25,15 +26,17 @@ LOADER_BATCH_NS = 2_300_000.0
 def loader_cores(run: Run) -> tuple[float, str]:
     """(the cores loader workers can use, how that was found). With the step timer's record of
     the machine (``meta["step_timer"]``: ``cpu_count`` and the 1-minute ``load_average`` when
-    the run was saved, the training process included): the cores less that load, at least 0.
-    Else this machine's cores less one for the training process, at least 1."""
+    the run was saved, the training process included): the cores less that load, rounded to
+    whole cores (a core at least half idle counts as free: the remedy prescribes whole
+    workers, and a minute's average of a machine's load is no finer measure than that), at
+    least 0. Else this machine's cores less one for the training process, at least 1."""
     record = run.meta.get("step_timer") or {}
     cores, load = record.get("cpu_count"), record.get("load_average")
     if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
-        free = max(float(cores) - float(load), 0.0)
+        free = float(math.floor(max(float(cores) - float(load), 0.0) + 0.5))
         return free, (
             f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
-            "process included"
+            "process included, rounded to whole cores"
         )
     cores = os.cpu_count() or 1
     return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
