@@ -124,9 +124,12 @@ def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
     # a measured loader finding keeps its measure; the model gives how it changes
     alone = loader_saving(data, rest, workers, batch_ns)
     together = loader_saving(data, max(rest - others, 0.0), workers, batch_ns)
-    simulated = max(loader.saving_ns - (alone - together), 0.0)
+    lost = alone - together
+    if lost <= 1.0:  # under a nanosecond: the same saving, up to rounding
+        lost = 0.0
+    simulated = max(loader.saving_ns - lost, 0.0)
     by_kind[loader.acts_on] = others + simulated
-    if simulated >= loader.saving_ns:
+    if not lost:
         return (
             "; the input pipeline's saving holds with the others applied (the rest of the "
             "step still outlasts the loading)"
