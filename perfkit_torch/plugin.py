@@ -134,7 +134,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
         torch_optimizer.register_optimizer_step_pre_hook(pre),
         torch_optimizer.register_optimizer_step_post_hook(post),
     ]
-    base = dataloader._BaseDataLoaderIter
+    base: Any = dataloader._BaseDataLoaderIter  # its __next__ is replaced and put back
     original = base.__dict__.get("__next__")
     active = [True]
 
@@ -149,14 +149,14 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 
     if original is not None:
         replacement = functools.wraps(original)(timed_next)
-        base.__next__ = replacement  # type: ignore[method-assign]
+        base.__next__ = replacement
 
     def remove() -> None:
         for handle in handles:
             handle.remove()
         active[0] = False  # a wrapper something else wrapped over stays, switched off
         if original is not None and base.__dict__.get("__next__") is replacement:
-            base.__next__ = original  # type: ignore[method-assign]
+            base.__next__ = original
 
     return remove
 
