@@ -615,7 +615,9 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
     data = record["phases"]["data"]["unprofiled_ns"]
     assert len(data) == len(record["unprofiled_ns"]) and all(v > 0 for v in data)
     run = perfkit_core.load(handler.runs[0])
-    finding = next(f for f in run.advise() if f.id == "input-pipeline")
+    found = {f.id: f for f in run.advise()}
+    assert "input-pipeline" in found, (run.summary("model").to_string(), list(found))
+    finding = found["input-pipeline"]
     ev = finding.evidence
     assert ev["data_from"] == "timed"
     assert ev["data_unprofiled_per_step_ns"] == pytest.approx(float(np.mean(data)))
@@ -625,4 +627,11 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
     assert finding.saving_ns == pytest.approx(
         loader_saving(ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"])
     )
-    assert "getting its batches" in " ".join(finding.details)
+    from perfkit_core.advice.text import duration_text
+
+    share = 100 * ev["data_unprofiled_per_step_ns"] / ev["basis_step_ns"]
+    step = duration_text(ev["basis_step_ns"])
+    assert (
+        f"{duration_text(ev['data_unprofiled_per_step_ns'])} per step ({share:.1f}% of the "
+        f"{step} step without the profiler) getting its batches"
+    ) in " ".join(finding.details)

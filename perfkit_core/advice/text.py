@@ -9,6 +9,17 @@ def per_step_text(ns: float, step_ns: float) -> str:
     return f"{duration_text(ns)} per step{share}"
 
 
+def unprofiled_per_step_text(ns: float, step_ns: float) -> str:
+    """``1.2 ms per step (12.3% of the 9.8 ms step without the profiler)``: a time per step
+    timed without the profiler, and its share of the step timed the same way."""
+    share = (
+        f" ({share_text(ns, step_ns)} of the {duration_text(step_ns)} step without the profiler)"
+        if step_ns
+        else ""
+    )
+    return f"{duration_text(ns)} per step{share}"
+
+
 def duration_text(ns: float) -> str:
     """A duration for a sentence: ``73.4 ms``, ``812 us``, ``950 ns``."""
     if ns >= 1e9:

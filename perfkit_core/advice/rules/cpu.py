@@ -10,7 +10,12 @@ import numpy as np
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.advice.engine import Context, Finding
-from perfkit_core.advice.text import duration_text, per_step_text, share_text
+from perfkit_core.advice.text import (
+    duration_text,
+    per_step_text,
+    share_text,
+    unprofiled_per_step_text,
+)
 from perfkit_core.events import intervals, links
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import category_values
@@ -218,8 +223,7 @@ def rule_optimizer(ctx: Context) -> Finding | None:
     if timed is not None:
         details.append(
             f"Timed without the profiler (the step timer's optimizer timer), the optimizer "
-            f"takes {per_step_text(unprofiled, basis.step_ns)} (of the step without the "
-            "profiler)."
+            f"takes {unprofiled_per_step_text(unprofiled, basis.step_ns)}."
         )
     elif basis.name == "unprofiled":
         details.append(

@@ -11,7 +11,7 @@ import numpy as np
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_cores, loader_saving
-from perfkit_core.advice.text import duration_text, per_step_text
+from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals
 from perfkit_core.events.links import kind_is
@@ -130,16 +130,16 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     if data_from == "timed":
         details.append(
             f"Without the profiler, the training thread spent "
-            f"{per_step_text(data, basis.step_ns)} getting its batches (timed per batch by "
-            "the step timer, in the steps it timed without the profiler)."
+            f"{unprofiled_per_step_text(data, basis.step_ns)} getting its batches (timed per "
+            "batch by the step timer)."
         )
     if threaded:
         details.insert(
             0,
             f"Without the profiler, loading batches in the training process took "
-            f"{per_step_text(data, basis.step_ns)}, timed per batch as the CPU time of the thread that "
-            "loaded it (the profiler does not record that thread). The thread takes the CPU "
-            "and the GIL from training.",
+            f"{unprofiled_per_step_text(data, basis.step_ns)}, timed per batch as the CPU "
+            "time of the thread that loaded it (the profiler does not record that thread). "
+            "The thread takes the CPU and the GIL from training.",
         )
     details += [
         f"Step {int(r.step)}: waiting for data {duration_text(r.data_ns)} of "
@@ -162,7 +162,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"{duration_text(LOADER_BATCH_NS)}) / {workers:.1f} = {duration_text(spread)}); "
             f"here {bound} bounds it. Handing a batch over costs each side "
             f"{duration_text(LOADER_BATCH_NS)} (measured on a 2-core machine; perfkit advise "
-            "--measure replays the step on this one). Each worker needs a core of its own."
+            "--measure times it on this one). Each worker needs a core of its own."
         )
     title = (
         f"Loading data in the training process takes {share:.1f}% of each step"
