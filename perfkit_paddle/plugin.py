@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -86,10 +85,10 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
       profiler wraps it for its Optimization span), calling ``on_phase("optimizer", ns)``;
     - the DataLoader's dataset fetchers get their ``fetch`` wrapped, calling
       ``on_phase("loading", ns)`` per batch with the CPU time of the thread that loaded it. A
-      single-process DataLoader (``num_workers=0``)
-      fetches in a thread of the training process that Paddle's profiler does not record, so
-      this is the one measure of its loading; batches loaded by worker processes are not
-      counted (their fetch runs in the worker)."""
+      single-process DataLoader (``num_workers=0``) fetches in a thread of the training
+      process that Paddle's profiler does not record, so this is the one measure of its
+      loading; batches loaded by worker processes are not counted (their fetch runs in the
+      worker)."""
     if "paddle" not in sys.modules:
         return None
     import functools
@@ -100,10 +99,6 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
     active = [True]
     depth = [0]  # a subclass's step calling its parent's is one optimizer step
     wrapped: list[tuple[type, str, Any, Any]] = []
-
-    def report(phase: str, ns: int) -> None:
-        with contextlib.suppress(Exception):  # a timer never raises into training
-            on_phase(phase, ns)
 
     def timed_step(step: Any) -> Any:
         @functools.wraps(step)
@@ -116,7 +111,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
                 return step(*args, **kwargs)
             finally:
                 depth[0] -= 1
-                report("optimizer", time.perf_counter_ns() - start)
+                on_phase("optimizer", time.perf_counter_ns() - start)
 
         return wrapper
 
@@ -131,7 +126,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
             try:
                 return fetch(*args, **kwargs)
             finally:
-                report("loading", time.thread_time_ns() - start)
+                on_phase("loading", time.thread_time_ns() - start)
 
         return wrapper
 

@@ -110,7 +110,6 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
       spent loading it (``num_workers=0``) or waiting for a worker to deliver it."""
     if "torch" not in sys.modules:
         return None
-    import contextlib
     import functools
     import time
 
@@ -119,16 +118,12 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 
     started: list[int] = []
 
-    def report(phase: str, ns: int) -> None:
-        with contextlib.suppress(Exception):  # a timer never raises into training
-            on_phase(phase, ns)
-
     def pre(*_args: Any) -> None:
         started.append(time.perf_counter_ns())
 
     def post(*_args: Any) -> None:
         if started:
-            report("optimizer", time.perf_counter_ns() - started.pop())
+            on_phase("optimizer", time.perf_counter_ns() - started.pop())
 
     handles = [
         torch_optimizer.register_optimizer_step_pre_hook(pre),
@@ -145,7 +140,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
         try:
             return original(self)
         finally:
-            report("data", time.perf_counter_ns() - start)
+            on_phase("data", time.perf_counter_ns() - start)
 
     if original is not None:
         replacement = functools.wraps(original)(timed_next)

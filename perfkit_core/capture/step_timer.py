@@ -60,10 +60,12 @@ class StepTimer:
         return any(known) if known else None
 
     def _on_phase(self, phase: str, ns: int) -> None:
-        # a loader thread may call this while step() closes the step: read the dict once
+        # the adapters' timers call this inside training (a loader thread too, while step()
+        # closes the step: the dict is read once); it never raises into their caller
         opened = self._open
         if opened is not None:
-            opened[phase] = opened.get(phase, 0) + int(ns)
+            with contextlib.suppress(TypeError, ValueError):
+                opened[phase] = opened.get(phase, 0) + int(ns)
 
     def _start_phase_timers(self) -> None:
         from perfkit_core.plugins import get_plugin_manager

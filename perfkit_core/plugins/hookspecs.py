@@ -299,8 +299,8 @@ def perfkit_phase_timers(on_phase: Callable[[str, int], None]) -> Callable[[], N
         training thread spent getting one batch (loading it, or waiting for a loader worker);
         ``loading`` for one batch loaded in the training process by a thread of its own, as
         that thread's CPU time (its waits for the GIL are not loading). Any thread may call
-        it. The timer adds up
-        the calls inside each timed step; calls outside a step are ignored.
+        it, and it never raises. The timer adds up the calls inside each timed step; calls
+        outside a step are ignored.
     :returns: a function that removes this plugin's timers (the timer calls it when it saves
         or closes), or ``None`` when this plugin's framework is not imported or has no phase
         it can time.
