@@ -176,6 +176,24 @@ def torch_optimizer_scenario(name: str, make: Callable[..., Any], blocks: int) -
     )
 
 
+def torch_slow_loop(model: Any, optimizer: Any, applied: frozenset[str]) -> Loop:
+    """The training loop of ``model`` fed by the slow Dataset: loaded in the training process,
+    or, with the input-pipeline remedy applied, by workers on the cores training leaves free."""
+    import torch
+
+    workers = free_cores(1) if "input-pipeline" in applied else 0
+    options: dict[str, Any] = (
+        {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 2}
+        if workers
+        else {}
+    )
+    loader = torch.utils.data.DataLoader(
+        TorchSlowDataset(), batch_size=BATCH, shuffle=False, **options
+    )
+    iterator = iter(loader)
+    return torch_train_loop(model, optimizer, iterator, lambda: _shutdown(iterator))
+
+
 def torch_loader_scenario() -> Scenario:
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -185,17 +203,7 @@ def torch_loader_scenario() -> Scenario:
         model = torch_mlp(6, LOADER_WIDTH)
         model = torch.nn.Sequential(torch.nn.Linear(WIDTH, LOADER_WIDTH), model)
         optimizer = torch.optim.Adam(model.parameters(), fused=True)
-        workers = free_cores(1) if "input-pipeline" in applied else 0
-        options: dict[str, Any] = (
-            {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 2}
-            if workers
-            else {}
-        )
-        loader = torch.utils.data.DataLoader(
-            TorchSlowDataset(), batch_size=BATCH, shuffle=False, **options
-        )
-        iterator = iter(loader)
-        return torch_train_loop(model, optimizer, iterator, lambda: _shutdown(iterator))
+        return torch_slow_loop(model, optimizer, applied)
 
     return Scenario(
         "torch-loader",
@@ -219,17 +227,7 @@ def torch_mixed_scenario(blocks: int) -> Scenario:
         model = torch_mlp(blocks)
         options = {"fused": True} if "optimizer" in applied else {"foreach": False}
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, **options)
-        workers = free_cores(1) if "input-pipeline" in applied else 0
-        loader_options: dict[str, Any] = (
-            {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 2}
-            if workers
-            else {}
-        )
-        loader = torch.utils.data.DataLoader(
-            TorchSlowDataset(), batch_size=BATCH, shuffle=False, **loader_options
-        )
-        iterator = iter(loader)
-        return torch_train_loop(model, optimizer, iterator, lambda: _shutdown(iterator))
+        return torch_slow_loop(model, optimizer, applied)
 
     return Scenario(
         "torch-mixed",
@@ -390,6 +388,23 @@ def paddle_slow_dataset() -> Any:
     return SlowDataset()
 
 
+def paddle_slow_loop(model: Any, optimizer: Any, applied: frozenset[str]) -> Loop:
+    """The training loop of ``model`` fed by the slow Dataset through ``paddle.io.DataLoader``:
+    in the training process, or, with the input-pipeline remedy applied, by workers on the
+    cores training leaves free."""
+    import paddle
+
+    workers = free_cores(1) if "input-pipeline" in applied else 0
+    loader = paddle.io.DataLoader(
+        paddle_slow_dataset(),
+        batch_size=BATCH,
+        shuffle=False,
+        num_workers=workers,
+        persistent_workers=bool(workers),
+    )
+    return paddle_train_loop(model, optimizer, iter(loader))
+
+
 def paddle_loader_scenario() -> Scenario:
     def build(applied: frozenset[str]) -> Loop:
         import paddle
@@ -402,15 +417,7 @@ def paddle_loader_scenario() -> Scenario:
         optimizer = paddle.optimizer.Adam(
             learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=True
         )
-        workers = free_cores(1) if "input-pipeline" in applied else 0
-        loader = paddle.io.DataLoader(
-            paddle_slow_dataset(),
-            batch_size=BATCH,
-            shuffle=False,
-            num_workers=workers,
-            persistent_workers=bool(workers),
-        )
-        return paddle_train_loop(model, optimizer, iter(loader))
+        return paddle_slow_loop(model, optimizer, applied)
 
     return Scenario(
         "paddle-loader",
@@ -436,15 +443,7 @@ def paddle_mixed_scenario(blocks: int) -> Scenario:
             parameters=model.parameters(),
             use_multi_tensor="optimizer" in applied,
         )
-        workers = free_cores(1) if "input-pipeline" in applied else 0
-        loader = paddle.io.DataLoader(
-            paddle_slow_dataset(),
-            batch_size=BATCH,
-            shuffle=False,
-            num_workers=workers,
-            persistent_workers=bool(workers),
-        )
-        return paddle_train_loop(model, optimizer, iter(loader))
+        return paddle_slow_loop(model, optimizer, applied)
 
     return Scenario(
         "paddle-mixed",
