@@ -23,11 +23,6 @@ def _record(
     """A narrow MLP trained with Adam (the per-parameter loop unless ``foreach``) under
     torch.profiler with perfkit's handler and a step timer (profiled and unprofiled steps).
     Returns (the run folder, the model's parameter shapes)."""
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    import perfkit_core
-    from perfkit_torch.handler import on_trace_ready
-
     torch.manual_seed(0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -44,30 +39,48 @@ def _record(
         optimizer.step()
         optimizer.zero_grad()
 
-    handler = on_trace_ready(directory, worker_name="adam", background=False)
+    try:
+        # unprofiled steps on both sides of the recorded ones: a slow spell of a shared
+        # machine (about a second) then lands on some of each, not on all of one kind
+        folder, _ = _profile_and_time(directory, "adam", step, wait=8, after=12, shapes=True)
+    finally:
+        torch.set_num_threads(threads)
+    return folder, [list(p.shape) for p in model.parameters()]
+
+
+def _profile_and_time(
+    directory: Path, name: str, step, *, wait: int, after: int, shapes: bool = False
+) -> tuple[Path, dict]:
+    """Run ``step`` under torch.profiler with perfkit's handler (``wait`` unrecorded steps, one
+    warm-up, four recorded) and then ``after`` steps more, all timed by a step timer saved into
+    the run. Returns (the run folder, the step timer's record)."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import perfkit_core
+    from perfkit_torch.handler import on_trace_ready
+
+    handler = on_trace_ready(directory, worker_name=name, background=False)
     timer = perfkit_core.step_timer(None, warmup=0)
     try:
         with profile(
             activities=[ProfilerActivity.CPU],
-            # unprofiled steps on both sides of the recorded ones: a slow spell of a shared
-            # machine (about a second) then lands on some of each, not on all of one kind
-            schedule=schedule(wait=8, warmup=1, active=4, repeat=1),
+            schedule=schedule(wait=wait, warmup=1, active=4, repeat=1),
             on_trace_ready=handler,
-            record_shapes=True,
+            record_shapes=shapes,
         ) as prof:
             timer.profiler = prof
-            for _ in range(13):
+            for _ in range(wait + 5):
                 with timer.step():
                     step()
                 prof.step()
-        for _ in range(12):
+        for _ in range(after):
             with timer.step():
                 step()
+        assert handler.runs, handler.failures
+        timer.save(handler.runs)
     finally:
-        torch.set_num_threads(threads)
-    assert handler.runs, handler.failures
-    timer.save(handler.runs)
-    return handler.runs[0], [list(p.shape) for p in model.parameters()]
+        timer.close()  # the phase timers removed whatever happened
+    return handler.runs[0], timer.record()
 
 
 @pytest.fixture(scope="module")
@@ -566,10 +579,7 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
     training thread getting its batches (the same unprofiled steps as the step's own time),
     not from the profiled waits: its figure is their mean, the rest of the step is the
     unprofiled step less it, and the saving the model of the two."""
-    from torch.profiler import ProfilerActivity, profile, schedule
-
     import perfkit_core
-    from perfkit_torch.handler import on_trace_ready
 
     class Slow:
         def __len__(self) -> int:
@@ -592,29 +602,10 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
         optimizer.step()
         optimizer.zero_grad()
 
-    handler = on_trace_ready(tmp_path, worker_name="loader", background=False)
-    timer = perfkit_core.step_timer(None, warmup=0)
-    try:
-        with profile(
-            activities=[ProfilerActivity.CPU],
-            schedule=schedule(wait=4, warmup=1, active=4, repeat=1),
-            on_trace_ready=handler,
-        ) as prof:
-            timer.profiler = prof
-            for _ in range(9):
-                with timer.step():
-                    step()
-                prof.step()
-        for _ in range(8):
-            with timer.step():
-                step()
-        timer.save(handler.runs)
-    finally:
-        timer.close()
-    record = timer.record()
+    folder, record = _profile_and_time(tmp_path, "loader", step, wait=4, after=8)
     data = record["phases"]["data"]["unprofiled_ns"]
     assert len(data) == len(record["unprofiled_ns"]) and all(v > 0 for v in data)
-    run = perfkit_core.load(handler.runs[0])
+    run = perfkit_core.load(folder)
     found = {f.id: f for f in run.advise()}
     assert "input-pipeline" in found, (run.summary("model").to_string(), list(found))
     finding = found["input-pipeline"]
