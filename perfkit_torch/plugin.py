@@ -107,23 +107,33 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
       ns)`` after each ``Optimizer.step``;
     - every batch the training thread takes from a DataLoader (a wrapper on the DataLoader
       iterators' ``__next__``): ``on_phase("data", ns)``, the wall time the training thread
-      spent loading it (``num_workers=0``) or waiting for a worker to deliver it."""
+      spent loading it (``num_workers=0``) or waiting for a worker to deliver it;
+    - every backward pass (a wrapper on ``torch.autograd.backward``, which ``Tensor.backward``
+      calls): ``on_phase("backward", ns)``, its wall time, and ``on_phase("forward", ns)``,
+      the training thread's time before it: from the batch's arrival (the end of the last
+      DataLoader ``__next__``) or, when the loop takes no batch from a DataLoader, from the end
+      of the last optimizer step, to the backward call: the model's forward and the loss."""
     if "torch" not in sys.modules:
         return None
     import functools
     import time
 
+    import torch.autograd
     from torch.optim import optimizer as torch_optimizer
     from torch.utils.data import dataloader
 
     started: list[int] = []
+    # when the last batch arrived and the last optimizer step ended (0: not yet)
+    marks = {"data": 0, "optimizer": 0}
 
     def pre(*_args: Any) -> None:
         started.append(time.perf_counter_ns())
 
     def post(*_args: Any) -> None:
         if started:
-            on_phase("optimizer", time.perf_counter_ns() - started.pop())
+            end = time.perf_counter_ns()
+            on_phase("optimizer", end - started.pop())
+            marks["optimizer"] = end
 
     handles = [
         torch_optimizer.register_optimizer_step_pre_hook(pre),
@@ -140,11 +150,33 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
         try:
             return original(self)
         finally:
-            on_phase("data", time.perf_counter_ns() - start)
+            end = time.perf_counter_ns()
+            on_phase("data", end - start)
+            marks["data"] = end
 
     if original is not None:
         replacement = functools.wraps(original)(timed_next)
         base.__next__ = replacement
+
+    backward = torch.autograd.backward
+
+    def timed_backward(*args: Any, **kwargs: Any) -> Any:
+        if not active[0]:
+            return backward(*args, **kwargs)
+        start = time.perf_counter_ns()
+        # the batch's arrival when it came after the last optimizer step: the forward ran
+        # from it; without a DataLoader, from the optimizer step before
+        since = marks["data"] if marks["data"] > marks["optimizer"] else marks["optimizer"]
+        if since:
+            on_phase("forward", start - since)
+            marks["data"] = marks["optimizer"] = 0  # a second backward has no forward of its own
+        try:
+            return backward(*args, **kwargs)
+        finally:
+            on_phase("backward", time.perf_counter_ns() - start)
+
+    backward_replacement = functools.wraps(backward)(timed_backward)
+    torch.autograd.backward = backward_replacement
 
     def remove() -> None:
         for handle in handles:
@@ -152,6 +184,8 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
         active[0] = False  # a wrapper something else wrapped over stays, switched off
         if original is not None and base.__dict__.get("__next__") is replacement:
             base.__next__ = original
+        if torch.autograd.backward is backward_replacement:
+            torch.autograd.backward = backward
 
     return remove
 
@@ -170,8 +204,15 @@ def perfkit_layer_spans_fix(framework: str) -> str | None:
 @hookimpl
 def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | None:
     """The optimizer finding's saving from a replay of its recorded parameter shapes; the
-    input-pipeline finding's from a replay of its step with and without loader workers."""
-    if framework != "torch" or finding.rule not in ("optimizer", "input-pipeline"):
+    input-pipeline finding's with the cost of handing a batch to a loader worker measured; the
+    compile findings' (python-overhead, small-ops) with a compiled graph's costs measured."""
+    if framework != "torch":
+        return None
+    if finding.rule in ("python-overhead", "small-ops"):
+        from perfkit_torch.replay_compile import measure_compile
+
+        return measure_compile(finding)
+    if finding.rule not in ("optimizer", "input-pipeline"):
         return None
     from perfkit_torch.replay import measure_loader, measure_optimizer
 

@@ -113,3 +113,62 @@ def test_torch_dataloader_batches_are_timed_and_the_wrapper_removed():
     assert dataloader._BaseDataLoaderIter.__next__ is original
     next(batches)  # after close: not counted anywhere
     assert timer.record()["phases"]["data"] == record["phases"]["data"]
+
+
+def test_torch_forward_and_backward_are_timed_and_the_wrapper_removed():
+    """The backward phase is the wall time of ``loss.backward()`` (inside a clock of the
+    test's own around it); the forward phase runs from the batch's arrival (a DataLoader's
+    ``__next__`` returning) to the backward call, around the test's clock of the model's call."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    original = torch.autograd.backward
+    model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(6)])
+    batches = iter(DataLoader(torch.randn(1000, 16), batch_size=8))
+    timer = perfkit_core.step_timer(None, warmup=0)
+    forward_clock: list[int] = []
+    backward_clock: list[int] = []
+    for _ in range(10):
+        with timer.step():
+            x = next(batches)
+            start = time.perf_counter_ns()
+            loss = model(x).sum()
+            middle = time.perf_counter_ns()
+            loss.backward()
+            forward_clock.append(middle - start)
+            backward_clock.append(time.perf_counter_ns() - middle)
+            model.zero_grad()
+    record = timer.record()
+    key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"
+    forward = record["phases"]["forward"][key]
+    backward = record["phases"]["backward"][key]
+    for fwd, outer_fwd, bwd, outer_bwd, step_ns in zip(
+        forward, forward_clock, backward, backward_clock, record[key], strict=True
+    ):
+        # the test's clock around the model runs inside the forward phase; the wrapper's
+        # clock around backward runs inside the test's; both inside the step
+        assert 0 < outer_fwd <= fwd
+        assert 0 < bwd <= outer_bwd
+        assert fwd + bwd <= step_ns
+    timer.close()
+    assert torch.autograd.backward is original
+    model(next(batches)).sum().backward()  # after close: not counted anywhere
+    assert timer.record()["phases"]["backward"] == record["phases"]["backward"]
+
+
+def test_torch_forward_without_a_dataloader_runs_from_the_last_optimizer_step():
+    """A loop that makes its batches itself: the forward phase starts where the previous
+    optimizer step ended, so the first step (no optimizer step before it) has none."""
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Linear(16, 16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    timer = perfkit_core.step_timer(None, warmup=0)
+    for _ in range(5):
+        with timer.step():
+            model(torch.randn(4, 16)).sum().backward()
+            optimizer.step()
+    timer.close()
+    record = timer.record()
+    key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"
+    forward = record["phases"]["forward"][key]
+    assert forward[0] == 0 and all(t > 0 for t in forward[1:])

@@ -298,9 +298,11 @@ def perfkit_phase_timers(on_phase: Callable[[str, int], None]) -> Callable[[], N
         ``optimizer`` for one optimizer step's wall time in ns; ``data`` for the wall time the
         training thread spent getting one batch (loading it, or waiting for a loader worker);
         ``loading`` for one batch loaded in the training process by a thread of its own, as
-        that thread's CPU time (its waits for the GIL are not loading). Any thread may call
-        it, and it never raises. The timer adds up the calls inside each timed step; calls
-        outside a step are ignored.
+        that thread's CPU time (its waits for the GIL are not loading); ``backward`` for one
+        backward pass's wall time and ``forward`` for the training thread's time before it
+        (from its batch to the backward call: the model's forward and the loss). Any thread
+        may call it, and it never raises. The timer adds up the calls inside each timed step;
+        calls outside a step are ignored.
     :returns: a function that removes this plugin's timers (the timer calls it when it saves
         or closes), or ``None`` when this plugin's framework is not imported or has no phase
         it can time.
