@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perfkit_core.advice.compiled import COMPILED_CALL_NS, FUSED_KERNEL_NS, compiled_step_ns
 from perfkit_core.advice.engine import (
     GENERIC_REMEDIES,
     Advisor,
@@ -15,6 +16,8 @@ from perfkit_core.advice.engine import (
 from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_saving
 
 __all__ = [
+    "COMPILED_CALL_NS",
+    "FUSED_KERNEL_NS",
     "GENERIC_REMEDIES",
     "LOADER_BATCH_NS",
     "Advisor",
@@ -22,6 +25,7 @@ __all__ = [
     "Finding",
     "JobContext",
     "advise",
+    "compiled_step_ns",
     "cross_rank",
     "loader_saving",
     "registered_advisors",

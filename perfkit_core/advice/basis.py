@@ -45,11 +45,22 @@ class Basis:
     step_ns: float
     event_cost_ns: float = 0.0
     events_per_step: float = 0.0
+    #: The median profiled step the cost per event came from (ns; 0 when unknown).
+    profiled_step_ns: float = 0.0
 
     def corrected(self, recorded_ns: float, events_per_step: float) -> float:
         """``recorded_ns`` (a time per step) less the profiler's cost of ``events_per_step``
         recorded events; never below 0."""
         return max(recorded_ns - events_per_step * self.event_cost_ns, 0.0)
+
+    def scaled(self, recorded_ns: float) -> float:
+        """``recorded_ns`` (a time per step) scaled by the unprofiled step over the profiled
+        one: for work whose share of the step the profiler changes little (library kernels,
+        C++ bookkeeping between Python-heavy ops), where subtracting the average cost per
+        event, which Python-heavy work inflates, would take out more than the profiler added."""
+        if self.name != "unprofiled" or self.profiled_step_ns <= 0:
+            return recorded_ns
+        return recorded_ns * self.step_ns / self.profiled_step_ns
 
     def text(self) -> str:
         """One sentence naming the basis, for a finding's estimate."""
@@ -81,7 +92,13 @@ def step_basis(ctx: Context) -> Basis:
         # medians: a step that waited for another process is not the profiler's doing
         extra = float(np.median(profiled)) - float(np.median(unprofiled))
         if extra > 0:
-            basis = Basis("unprofiled", float(np.median(unprofiled)), extra / events, events)
+            basis = Basis(
+                "unprofiled",
+                float(np.median(unprofiled)),
+                extra / events,
+                events,
+                float(np.median(profiled)),
+            )
     ctx.run._cache["advice_basis"] = basis
     return basis
 

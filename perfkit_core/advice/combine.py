@@ -29,8 +29,10 @@ def severity(saving_ns: float, step_ns: float) -> str:
 
 def merge_shared_remedies(findings: list[Finding], step_ns: float) -> list[Finding]:
     """One finding per ``remedy_key``: findings that prescribe one remedy become the finding
-    with the largest saving, its saving the sum of theirs (rules claim disjoint time), its
-    evidence and details gaining the others' (``evidence["merged"]`` names their ids)."""
+    with the largest saving, its saving the sum of theirs (rules claim disjoint time), or,
+    when each states the remedy's whole saving (``evidence["saving_of"]`` is the key), that
+    one saving; its evidence and details gain the others' (``evidence["merged"]`` names their
+    ids)."""
     groups: dict[str, list[Finding]] = {}
     out: list[Finding] = []
     for finding in findings:
@@ -38,13 +40,14 @@ def merge_shared_remedies(findings: list[Finding], step_ns: float) -> list[Findi
             groups.setdefault(finding.remedy_key, []).append(finding)
         else:
             out.append(finding)
-    for group in groups.values():
+    for key, group in groups.items():
         if len(group) == 1:
             out.append(group[0])
             continue
         group.sort(key=lambda f: (-f.saving_ns, f.id))
         lead, rest = group[0], group[1:]
-        saving = sum(f.saving_ns for f in group)
+        shared = all(f.evidence.get("saving_of") == key for f in group)
+        saving = lead.saving_ns if shared else sum(f.saving_ns for f in group)
         lead.evidence["merged"] = [f.id for f in rest]
         lead.evidence["saving_by_finding"] = {f.id: f.saving_ns for f in group}
         for other in rest:
@@ -55,10 +58,11 @@ def merge_shared_remedies(findings: list[Finding], step_ns: float) -> list[Findi
                 lead.cites.setdefault(view, [])
                 lead.cites[view] += [r for r in rows if r not in lead.cites[view]]
         lead.title = f"{lead.title}; {'; '.join(_lower_first(f.title) for f in rest)}"
-        lead.estimate = " ".join(
-            [f"{duration_text(f.saving_ns)} per step from {f.id}: {f.estimate}" for f in group]
-            + ["One remedy acts on both, on separate time, so the savings add up."]
-        )
+        if not shared:
+            lead.estimate = " ".join(
+                [f"{duration_text(f.saving_ns)} per step from {f.id}: {f.estimate}" for f in group]
+                + ["One remedy acts on both, on separate time, so the savings add up."]
+            )
         lead.saving_ns = saving
         lead.severity = severity(saving, step_ns)
         out.append(lead)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
+from perfkit_core.advice.compiled import CompileEstimate, compile_estimate
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import (
     duration_text,
@@ -50,9 +51,6 @@ SMALL_OP_NS = 20_000
 SMALL_OPS_MIN_PER_STEP = 100
 #: ... and tiny ops together take at least this share of the step.
 SMALL_OPS_MIN_STEP_PCT = 10.0
-#: small-ops: the per-op overhead a compiled graph saves is taken as this percentile of the
-#: outermost ops' durations (the floor: an op that does no math still costs that much).
-SMALL_OPS_OVERHEAD_PERCENTILE = 10.0
 #: python-overhead: the host runs no recorded work (no op, data loading, optimizer step, copy
 #: or collective) for at least this share of the step.
 PYTHON_OVERHEAD_MIN_STEP_PCT = 25.0
@@ -268,9 +266,9 @@ def rule_small_ops(ctx: Context) -> Finding | None:
     framework overhead (Python, dispatch) more than math. (GPU runs: see launch-bound.) The
     ops of the optimizer step and of data loading are left to their own rules.
 
-    Saving: the tiny ops' count times the per-op floor (the SMALL_OPS_OVERHEAD_PERCENTILE
-    percentile of the outermost ops' durations), at most the tiny ops' time: a compiled graph
-    runs them as a few fused ops, without the per-op overhead.
+    Saving: compiling's (``perfkit_core.advice.compiled``): the eager forward and backward
+    less what the compiled graph still runs; the python-overhead finding, which prescribes the
+    same remedy, states the same saving.
     """
     if ctx.has_device or not ctx.step_ns:
         return None
@@ -287,8 +285,8 @@ def rule_small_ops(ctx: Context) -> Finding | None:
     share = 100.0 * tiny_ns / ctx.step_ns
     if per_step < SMALL_OPS_MIN_PER_STEP or share < SMALL_OPS_MIN_STEP_PCT:
         return None
-    floor = float(np.percentile(dur, SMALL_OPS_OVERHEAD_PERCENTILE))
-    saving = min(len(tiny) / steps * floor, tiny_ns)
+    compiled = compile_estimate(ctx)
+    saving = compiled.saving_ns if compiled else 0.0
     elsewhere = int(outer.sum()) / steps - per_step
     return Finding(
         id="small-ops",
@@ -301,21 +299,32 @@ def rule_small_ops(ctx: Context) -> Finding | None:
             f"(outermost calls; {elsewhere:.0f} more in those); {len(tiny) / steps:.0f} of them "
             f"took under {duration_text(SMALL_OP_NS)}, {per_step_text(tiny_ns, ctx.step_ns)} "
             "together.",
-            f"Even the fastest ops cost {duration_text(floor)} each (the "
-            f"{SMALL_OPS_OVERHEAD_PERCENTILE:g}th percentile): per-op overhead that a compiled "
-            "graph pays once per fused group instead.",
+            "Each op costs its dispatch, allocation and autograd bookkeeping whatever its math: "
+            "a compiled graph runs a chain of them as one fused kernel.",
         ],
-        estimate=(
-            "The tiny ops' count times the per-op floor, at most their time: the overhead a "
-            "compiled graph no longer pays per op."
-        ),
+        estimate=compiled.text() if compiled else "",
         evidence={
             "ops_per_step": per_step,
             "small_ops_per_step": len(tiny) / steps,
             "small_ops_per_step_ns": tiny_ns,
-            "per_op_floor_ns": floor,
+            **_compile_evidence(compiled),
         },
     )
+
+
+def _compile_evidence(compiled: CompileEstimate | None) -> dict[str, object]:
+    """The compile estimate's terms, for a finding whose remedy is compiling; ``saving_of``
+    says the saving is the remedy's, shared by the findings that prescribe it."""
+    if compiled is None:
+        return {}
+    return {
+        "saving_of": COMPILE,
+        "compile_source": compiled.source,
+        "eager_ns": compiled.eager_ns,
+        "compiled_ns": compiled.compiled_ns,
+        "compile_kept_ns": compiled.kept_ns,
+        "fused_kernels_per_step": compiled.fused_kernels,
+    }
 
 
 def uncovered_step_time(run: Run) -> tuple[float, float]:
@@ -349,8 +358,8 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
     the model's Python between ops. (GPU runs: the host waits on the device there; see
     launch-bound and low-gpu-utilization.)
 
-    Saving: the uncovered time outside optimizer steps (the optimizer rule claims those), an
-    upper bound: a compiled graph removes the Python inside the model, not the loop's own code.
+    Saving: compiling's (``perfkit_core.advice.compiled``), shared with small-ops: the Python
+    between the model's ops goes with the eager forward and backward.
 
     Not for runs whose steps run on a framework's executor threads (``meta["compute_threads"]``:
     a jitted JAX step, a TensorFlow graph): there the step's thread waits inside the
@@ -370,7 +379,9 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
     optimizer_rows = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
     events = recorded_events_per_step(ctx, ~optimizer_rows)
     # The profiler records at each event's edges, between the ops: its cost lands in this gap.
-    saving = basis.corrected(uncovered - in_optimizer, events)
+    python = basis.corrected(uncovered - in_optimizer, events)
+    compiled = compile_estimate(ctx)
+    saving = compiled.saving_ns if compiled else 0.0
     return Finding(
         id="python-overhead",
         title=f"Python runs {share:.1f}% of each step between ops",
@@ -383,18 +394,17 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
             "hooks, bookkeeping) between ops.",
             f"{duration_text(in_optimizer)} per step of it is inside the optimizer step, which "
             "the optimizer's own remedy addresses; the rest, "
-            f"{duration_text(saving)} per step, is in the model and the loop.",
+            f"{duration_text(python)} per step without the profiler's cost, is in the model "
+            "and the loop.",
         ],
-        estimate=(
-            "Upper bound: the Python time outside the optimizer step; a compiled graph removes "
-            "the part inside the model, not the training loop's own code. "
-            f"{basis.text()}"
-        ),
+        estimate=f"{compiled.text() if compiled else ''} {basis.text()}".strip(),
         evidence={
             "basis": basis.name,
             "basis_step_ns": basis.step_ns,
             "python_per_step_ns": uncovered,
             "python_pct": share,
             "python_in_optimizer_per_step_ns": in_optimizer,
+            "python_outside_optimizer_ns": python,
+            **_compile_evidence(compiled),
         },
     )

@@ -1,0 +1,200 @@
+"""What compiling the model (``torch.compile``, ``paddle.jit.to_static``) saves per step: the
+model's forward and backward as the eager program runs them, less what the compiled graph still
+runs.
+
+- **Eager** (``eager_ns``): the step timer's ``forward`` and ``backward`` phases (measured
+  without the profiler) when an adapter timed them; else the layer spans' and backward nodes'
+  recorded time, less the profiler's cost per event (``basis``).
+- **Compiled** (``compiled_ns``):
+  - the units compiling keeps as they are (``KEPT_FAMILIES``: matmuls, convolutions,
+    attention, embeddings, the loss, gradient accumulation) at their recorded time scaled by
+    the unprofiled step over the profiled one (``Basis.scaled``: the average cost per event,
+    which the Python between tiny ops inflates, would take all of their time out), and, when
+    the eager time is the timed phases, the loop's own ops outside the model's layers (making
+    the batch, the loss);
+  - one fused kernel per run of the other units (norms, activations, elementwise and layout
+    ops) in the forward and in the backward, ``FUSED_KERNEL_NS`` each (a run of layout ops
+    only, a transpose between two matmuls, needs none);
+  - the compiled graph's own call overhead, ``COMPILED_CALL_NS`` per forward and backward.
+- The saving is eager less compiled, at least 0: a model whose layers are a few large matmuls
+  gains nothing, one of many tiny ops between them gains most of their time.
+
+The two constants were fitted on the CPU training loops of ``bench/bench_advice.py`` and two
+more of the same kind (8 blocks of Linear + LayerNorm + ReLU 16 wide, 16 blocks 32 wide, a chain
+of 60 elementwise ops between two Linear layers), compiled by torch 2.13's inductor on a 2-core
+VM, from each loop's compiled step timed beside its eager one: a faster CPU pays less for both,
+so there the estimate is low.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
+from perfkit_core.events import links
+from perfkit_core.events.schema import str_values
+from perfkit_core.views.family_rules import family_of
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfkit_core.advice.engine import Context
+
+#: Op families a compiled graph runs as the eager program does (a library kernel per op, or
+#: work outside the graph): only the others fuse.
+KEPT_FAMILIES = frozenset(
+    {
+        "matmul",
+        "conv",
+        "attention",
+        "embedding",
+        "rnn",
+        "loss",
+        "autograd",
+        "optimizer",
+        "communication",
+        "dataloader",
+        "memcpy",
+    }
+)
+#: What the compiled model costs per step besides its kept ops and fused kernels, ns: guards,
+#: the autograd function around the graph and its runtime wrappers, in the forward and the
+#: backward, and the per-op bookkeeping around it that the kept ops' corrected time misses
+#: (gradient accumulation, the loss).
+COMPILED_CALL_NS = 830_000.0
+#: The cost of one fused kernel that replaces a run of elementwise, norm and layout ops, ns.
+FUSED_KERNEL_NS = 18_000.0
+#: Fusible families a compiled graph runs for free (views, transposes: no kernel of their own).
+FREE_FAMILIES = frozenset({"layout"})
+_LAYER_PREFIX = "nn.Module: "
+
+
+
+def compiled_step_ns(
+    kept_ns: float,
+    fused_kernels: float,
+    call_ns: float = COMPILED_CALL_NS,
+    kernel_ns: float = FUSED_KERNEL_NS,
+) -> float:
+    """What the compiled forward and backward cost per step (ns): the kept ops' time, the fused
+    kernels at ``kernel_ns`` each and the compiled graph's ``call_ns``."""
+    return kept_ns + fused_kernels * kernel_ns + call_ns
+
+
+@dataclass
+class CompileEstimate:
+    """One compile saving (ns per step) and the terms it came from."""
+
+    saving_ns: float
+    eager_ns: float
+    kept_ns: float
+    fused_kernels: float
+    source: str  # "timed": the step timer's phases; "recorded": the profiled spans, corrected
+
+    @property
+    def compiled_ns(self) -> float:
+        """What the compiled model is expected to cost per step, ns."""
+        return compiled_step_ns(self.kept_ns, self.fused_kernels)
+
+    def text(self) -> str:
+        """How the saving was estimated, with its terms, in one paragraph."""
+        eager = (
+            "the forward and backward as the step timer timed them without the profiler"
+            if self.source == "timed"
+            else "the layers' and backward nodes' recorded time, less the profiler's cost"
+        )
+        return (
+            f"Compiling saves the eager forward and backward ({self.eager_ns / 1e6:.2f} ms per "
+            f"step: {eager}) less what the compiled model still runs "
+            f"({self.compiled_ns / 1e6:.2f} ms): the matmuls, convolutions, loss and gradient "
+            f"accumulation as they ran ({self.kept_ns / 1e6:.2f} ms), {self.fused_kernels:.0f} "
+            f"fused kernels for the runs of other ops ({FUSED_KERNEL_NS / 1e3:.0f} us each) and "
+            f"the compiled graph's call overhead ({COMPILED_CALL_NS / 1e6:.2f} ms)."
+        )
+
+
+def compile_estimate(ctx: Context) -> CompileEstimate | None:
+    """The compile saving of ``ctx``'s run (cached on the run); None when the run recorded no
+    forward or backward work."""
+    cache = ctx.run._cache
+    if "advice_compile" in cache:
+        return cache["advice_compile"]
+    found = _estimate(ctx)
+    cache["advice_compile"] = found
+    return found
+
+
+def _estimate(ctx: Context) -> CompileEstimate | None:
+    ev = ctx.run.events
+    kind = str_values(ev["kind"])
+    name = str_values(ev["name"])
+    parent = ev["parent"].to_numpy()
+    step = ev["step"].to_numpy()
+    host = ev["stream"].to_numpy() < 0
+    in_steps = host & (step >= 0)
+    is_op = in_steps & (kind == "operator")
+    unit = is_op & ~links.has_ancestor(parent, kind == "operator")
+    outside = links.has_ancestor(parent, np.isin(kind, ("optimizer", "dataloader")))
+    unit &= ~outside
+    layer = kind == "forward"
+    user = np.flatnonzero(kind == "user")
+    layer[user] = [str(n).startswith(_LAYER_PREFIX) for n in name[user].tolist()]
+    has_layers = bool((layer & in_steps).any())
+    bwd_span = in_steps & (kind == "backward")
+    in_bwd = unit & links.has_ancestor(parent, bwd_span)
+    in_fwd = unit & ~in_bwd & (links.has_ancestor(parent, layer) if has_layers else True)
+    loop = unit & ~in_bwd & ~in_fwd
+    if not (in_fwd.any() or in_bwd.any()):
+        return None
+    families = {n: family_of(n) for n in set(name[unit].tolist())}
+    kept_family = np.zeros(len(ev), dtype=bool)
+    rows = np.flatnonzero(unit)
+    kept_family[rows] = [families[n] in KEPT_FAMILIES for n in name[rows].tolist()]
+    basis = step_basis(ctx)
+    dur = ev["dur_ns"].to_numpy().astype(np.float64)
+
+    def corrected(mask: np.ndarray) -> float:
+        inside = mask | links.has_ancestor(parent, mask)
+        return basis.corrected(ctx.per_step(dur[mask].sum()), recorded_events_per_step(ctx, inside))
+
+    def scaled(mask: np.ndarray) -> float:
+        return basis.scaled(ctx.per_step(dur[mask].sum()))
+
+    forward, backward = timed_phase(ctx, "forward"), timed_phase(ctx, "backward")
+    kept = scaled((in_fwd | in_bwd) & kept_family)
+    if forward is not None and backward is not None:
+        eager, source = forward + backward, "timed"
+        kept += scaled(loop)
+    else:
+        spans = (layer & in_steps & ~links.has_ancestor(parent, layer)) | (
+            bwd_span & ~links.has_ancestor(parent, bwd_span)
+        )
+        eager, source = corrected(spans), "recorded"
+    free = np.zeros(len(ev), dtype=bool)
+    free[rows] = [families[n] in FREE_FAMILIES for n in name[rows].tolist()]
+    kernels = ctx.per_step(sum(_fused_runs(ev, r, kept_family, free) for r in (in_fwd, in_bwd)))
+    estimate = CompileEstimate(0.0, eager, kept, kernels, source)
+    estimate.saving_ns = max(eager - estimate.compiled_ns, 0.0)
+    return estimate
+
+
+def _fused_runs(ev: pd.DataFrame, region: np.ndarray, kept: np.ndarray, free: np.ndarray) -> int:
+    """How many runs of consecutive fusible units (in time order, per step) ``region`` has
+    that do work (a run of ``free`` units only, views and transposes, needs no kernel): one
+    fused kernel each."""
+    rows = np.flatnonzero(region)
+    if not len(rows):
+        return 0
+    steps = ev["step"].to_numpy()[rows]
+    rows = rows[np.lexsort((ev["start_ns"].to_numpy()[rows], steps))]
+    steps = ev["step"].to_numpy()[rows]
+    fusible = ~kept[rows]
+    same_step = np.r_[False, steps[1:] == steps[:-1]]
+    starts = fusible & ~(np.r_[False, fusible[:-1]] & same_step)
+    run_of = np.cumsum(starts) - 1
+    works = np.zeros(int(starts.sum()), dtype=bool)
+    works[run_of[fusible & ~free[rows]]] = True
+    return int(works.sum())

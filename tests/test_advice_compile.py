@@ -1,0 +1,164 @@
+"""The compile remedy's saving (python-overhead and small-ops: ``torch.compile``), on a real
+torch CPU loop of many tiny ops, recomputed from the raw events one row at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from perfkit_core.advice import COMPILED_CALL_NS, FUSED_KERNEL_NS, compiled_step_ns  # noqa: E402
+from perfkit_core.advice.compiled import KEPT_FAMILIES  # noqa: E402
+from perfkit_core.views.family_rules import family_of  # noqa: E402
+from tests.test_advice_savings import _profile_and_time  # noqa: E402
+
+
+class _Chain(torch.nn.Module):
+    """Two Linear layers with a chain of tiny elementwise ops between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(16, 16)
+        self.last = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        x = self.first(x)
+        for i in range(30):
+            x = torch.tanh(x * 1.01 + 0.01 * i)
+        return self.last(x)
+
+
+@pytest.fixture(scope="module")
+def chain_run(tmp_path_factory):
+    import perfkit_core
+
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model = _Chain()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+
+    def step() -> None:
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    try:
+        folder, _ = _profile_and_time(tmp_path_factory.mktemp("chain"), "chain", step, wait=8, after=12)
+    finally:
+        torch.set_num_threads(threads)
+    return perfkit_core.load(folder)
+
+
+def _compile_finding(findings):
+    found = [f for f in findings if f.rule in ("python-overhead", "small-ops")]
+    assert len(found) == 1, [f.rule for f in findings]
+    return found[0]
+
+
+def _ancestor_kinds(row: int, parent, kind, name) -> list[tuple[str, str]]:
+    out = []
+    p = parent[row]
+    while p >= 0:
+        out.append((kind[p], name[p]))
+        p = parent[p]
+    return out
+
+
+def test_compile_saving_is_recomputed_from_the_events(chain_run):
+    """Eager: the step timer's forward and backward phases (medians of the unprofiled steps).
+    Compiled: the kept ops' recorded time scaled by the unprofiled step over the profiled one
+    (medians), one fused kernel per run of other ops (in the forward and the backward, per
+    step, in time order; a run of layout ops only needs none) and the call overhead. The
+    rule's figures, recomputed row by row."""
+    run = chain_run
+    ev = run.events
+    kind = ev["kind"].astype(str).to_numpy()
+    name = ev["name"].astype(str).to_numpy()
+    parent = ev["parent"].to_numpy()
+    step = ev["step"].to_numpy()
+    stream = ev["stream"].to_numpy()
+    start = ev["start_ns"].to_numpy()
+    dur = ev["dur_ns"].to_numpy()
+    steps = int((kind == "step").sum())
+    timer = run.meta["step_timer"]
+    assert np.median(timer["profiled_ns"]) > np.median(timer["unprofiled_ns"])
+    kept_ns = 0.0
+    regions: dict[tuple[int, str], list[tuple[int, bool]]] = {}
+    for r in range(len(ev)):
+        if kind[r] != "operator" or stream[r] >= 0 or step[r] < 0:
+            continue
+        above = _ancestor_kinds(r, parent, kind, name)
+        kinds_above = {k for k, _ in above}
+        if kinds_above & {"operator", "optimizer", "dataloader"}:
+            continue  # not a unit, or the optimizer's or the loader's
+        backward = "backward" in kinds_above
+        in_layer = any(k == "user" and n.startswith("nn.Module: ") for k, n in above)
+        family = family_of(name[r])
+        kept = family in KEPT_FAMILIES
+        if backward or in_layer:
+            regions.setdefault((int(step[r]), "bwd" if backward else "fwd"), []).append(
+                (int(start[r]), kept, family == "layout")
+            )
+        if kept or not (backward or in_layer):  # kept ops, and the loop's own ops
+            kept_ns += dur[r]
+    # scaled by the unprofiled step over the profiled one
+    kept = kept_ns / steps * np.median(timer["unprofiled_ns"]) / np.median(timer["profiled_ns"])
+    kernels = 0
+    for units in regions.values():
+        fusible: list[bool] = []  # the current run of fusible units: which are layout ops
+        for _, is_kept, layout in [*sorted(units), (0, True, False)]:
+            if not is_kept:
+                fusible.append(layout)
+                continue
+            kernels += bool(fusible) and not all(fusible)  # views alone need no kernel
+            fusible = []
+    kernels_per_step = kernels / steps
+    phases = timer["phases"]
+    eager = np.median(phases["forward"]["unprofiled_ns"]) + np.median(
+        phases["backward"]["unprofiled_ns"]
+    )
+    expected = max(eager - (kept + kernels_per_step * FUSED_KERNEL_NS + COMPILED_CALL_NS), 0.0)
+
+    finding = _compile_finding(run.advise())
+    evidence = finding.evidence
+    assert evidence["compile_source"] == "timed"
+    assert evidence["eager_ns"] == pytest.approx(eager)
+    assert evidence["compile_kept_ns"] == pytest.approx(kept)
+    assert evidence["fused_kernels_per_step"] == pytest.approx(kernels_per_step)
+    assert finding.saving_ns == pytest.approx(expected)
+    # 30 links of three ops each: their forward is one run, their backward another
+    assert kernels_per_step >= 2
+    assert f"{kernels_per_step:.0f} fused kernels" in finding.estimate
+
+
+def test_findings_of_one_remedy_state_its_one_saving(chain_run):
+    """python-overhead and small-ops both prescribe compiling: merged, the finding states the
+    remedy's saving once, not the two findings' savings added."""
+    finding = _compile_finding(run_findings := chain_run.advise())
+    merged = finding.evidence.get("merged", [])
+    by_finding = finding.evidence.get("saving_by_finding", {finding.rule: finding.saving_ns})
+    assert finding.evidence["saving_of"] == "compile"
+    assert all(s == pytest.approx(finding.saving_ns) for s in by_finding.values())
+    assert set(by_finding) == {finding.rule, *merged}
+    assert finding.saving_ns > 0  # 30 links of tiny ops: compiling pays
+    assert "savings add up" not in finding.estimate
+    assert run_findings[0] is finding or finding.saving_ns <= run_findings[0].saving_ns
+
+
+def test_measure_times_a_compiled_graph(chain_run):
+    """``advise(measure=True)``: the compiled graph's call overhead and fused kernel's cost
+    measured by compiling two small models here, put into the same formula."""
+    finding = _compile_finding(chain_run.advise(measure=True))
+    evidence = finding.evidence
+    if evidence.get("measured") != "replay":
+        pytest.skip("torch.compile cannot compile on this machine")
+    call, kernel = evidence["replay_call_ns"], evidence["replay_kernel_ns"]
+    assert call > 0 and kernel >= 0
+    compiled = compiled_step_ns(
+        evidence["compile_kept_ns"], evidence["fused_kernels_per_step"], call, kernel
+    )
+    assert finding.saving_ns == pytest.approx(max(evidence["eager_ns"] - compiled, 0.0))
+    assert f"{call / 1e6:.3f} ms per forward and backward" in finding.estimate
