@@ -1,7 +1,10 @@
 """The compile remedy's replay (``perfkit advise --measure``): what a compiled forward and
-backward costs on this machine, measured by compiling two small models with ``torch.compile``
-and timing them, in the terms of perfkit's compile estimate (``perfkit_core.advice.
-compiled_step_ns``): the compiled graph's call overhead and the cost of one fused kernel."""
+backward costs on this machine, in the terms of perfkit's compile estimate
+(``perfkit_core.advice.compiled_step_ns``): the compiled graph's call overhead and the cost of
+one fused kernel. Four small models are compiled with ``torch.compile`` and timed: 1 and 5
+blocks of Linear + LayerNorm + ReLU, and the same with the Linear layers only. The Linear-only
+pair gives what a block's kept ops cost compiled (the estimate counts those apart, from the
+trace), the other pair what a block costs in all; the difference is the block's fused kernels."""
 
 from __future__ import annotations
 
@@ -16,41 +19,45 @@ REPLAY_BLOCKS = (1, 5)
 #: ... this wide, on batches of this many rows.
 REPLAY_WIDTH = 16
 REPLAY_BATCH = 16
-#: The fused kernels perfkit's estimate counts in these models (measured on their eager
-#: runs): per block, one for the forward's LayerNorm + ReLU and two in the backward; one more.
+#: The fused kernels perfkit's estimate counts per block of these models (measured on their
+#: eager runs): one for the forward's LayerNorm + ReLU, two in the backward.
 KERNELS_PER_BLOCK = 3
-KERNELS_BASE = 1
 #: Forward and backward passes per timed round, rounds (the median is kept), warm-up passes.
 COMPILE_STEPS = 30
 COMPILE_ROUNDS = 7
 COMPILE_WARMUP = 5
 
 
-def _model(blocks: int) -> Any:
+def _model(blocks: int, fused: bool) -> Any:
+    """``blocks`` blocks and a head; with ``fused``, each block's LayerNorm and ReLU after its
+    Linear (the LayerNorm's weight and bias add two gradient accumulations a block, which the
+    estimate counts with the kept ops: the kernel's cost is a little high by them)."""
     import torch
 
     layers: list[Any] = []
     for _ in range(blocks):
-        layers += [
-            torch.nn.Linear(REPLAY_WIDTH, REPLAY_WIDTH),
-            torch.nn.LayerNorm(REPLAY_WIDTH),
-            torch.nn.ReLU(),
-        ]
+        layers.append(torch.nn.Linear(REPLAY_WIDTH, REPLAY_WIDTH))
+        if fused:
+            layers += [torch.nn.LayerNorm(REPLAY_WIDTH), torch.nn.ReLU()]
     return torch.nn.Sequential(*layers, torch.nn.Linear(REPLAY_WIDTH, 10))
 
 
 @functools.lru_cache(maxsize=1)
 def compile_costs() -> tuple[float, float]:
-    """(call_ns, kernel_ns) on this machine: the compiled models' forward and backward times
-    (medians of ``COMPILE_ROUNDS`` rounds, the two models' rounds interleaved) fitted to
-    ``call_ns + kernels * kernel_ns``, with each model's kernels counted as the estimate counts
-    them. Compiling takes seconds; the result is kept for the process."""
+    """(call_ns, kernel_ns) on this machine, from the compiled models' forward and backward
+    times (medians of ``COMPILE_ROUNDS`` rounds, the models' rounds interleaved): a block's
+    kept ops cost what a Linear-only block adds; its ``KERNELS_PER_BLOCK`` fused kernels what
+    a full block adds beyond that; the call overhead is what the one-block Linear-only model
+    costs beyond its two Linear layers' kept ops. Compiling takes seconds; the result is kept
+    for the process."""
     import torch
 
     torch.manual_seed(0)
     x = torch.randn(REPLAY_BATCH, REPLAY_WIDTH)
     y = torch.randint(0, 10, (REPLAY_BATCH,))
-    models = {n: torch.compile(_model(n)) for n in REPLAY_BLOCKS}
+    models = {
+        (n, fused): torch.compile(_model(n, fused)) for n in REPLAY_BLOCKS for fused in (False, True)
+    }
 
     def passes(model: Any, count: int) -> None:
         for _ in range(count):
@@ -61,16 +68,18 @@ def compile_costs() -> tuple[float, float]:
         warnings.simplefilter("ignore")
         for model in models.values():
             passes(model, COMPILE_WARMUP)
-        rounds: dict[int, list[float]] = {n: [] for n in models}
+        rounds: dict[tuple[int, bool], list[float]] = {key: [] for key in models}
         for _ in range(COMPILE_ROUNDS):
-            for n, model in models.items():
+            for key, model in models.items():
                 start = time.perf_counter_ns()
                 passes(model, COMPILE_STEPS)
-                rounds[n].append((time.perf_counter_ns() - start) / COMPILE_STEPS)
+                rounds[key].append((time.perf_counter_ns() - start) / COMPILE_STEPS)
+    t = {key: statistics.median(values) for key, values in rounds.items()}
     small, large = REPLAY_BLOCKS
-    t_small, t_large = statistics.median(rounds[small]), statistics.median(rounds[large])
-    kernel_ns = max((t_large - t_small) / ((large - small) * KERNELS_PER_BLOCK), 0.0)
-    call_ns = max(t_small - (KERNELS_PER_BLOCK * small + KERNELS_BASE) * kernel_ns, 0.0)
+    kept_block = max((t[large, False] - t[small, False]) / (large - small), 0.0)
+    block = (t[large, True] - t[small, True]) / (large - small)
+    kernel_ns = max((block - kept_block) / KERNELS_PER_BLOCK, 0.0)
+    call_ns = max(t[small, False] - (small + 1) * kept_block, 0.0)
     return call_ns, kernel_ns
 
 
@@ -96,7 +105,7 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
     return {
         "saving_ns": saving,
         "estimate": (
-            f"Measured on this machine: two small models compiled with torch.compile cost "
+            f"Measured on this machine: small models compiled with torch.compile cost "
             f"{call_ns / 1e6:.3f} ms per forward and backward plus {kernel_ns / 1e3:.1f} us per "
             f"fused kernel (the model assumes {COMPILED_CALL_NS / 1e6:.3f} ms and "
             f"{FUSED_KERNEL_NS / 1e3:.1f} us). The eager forward and backward "
