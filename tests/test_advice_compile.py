@@ -162,3 +162,19 @@ def test_measure_times_a_compiled_graph(chain_run):
     )
     assert finding.saving_ns == pytest.approx(max(evidence["eager_ns"] - compiled, 0.0))
     assert f"{call / 1e6:.3f} ms per forward and backward" in finding.estimate
+
+
+def test_paddle_compile_finding_promises_no_saving(tmp_path):
+    """The compile model describes torch's inductor; Paddle's to_static made the bench's CPU
+    loops slower, so a Paddle run's compile finding states no saving and says why."""
+    pytest.importorskip("paddle")
+    import perfkit_core
+    from tests.test_advice_savings import _record_paddle
+
+    run = perfkit_core.load(_record_paddle(tmp_path, multi_tensor=True))
+    found = [f for f in run.advise() if f.rule in ("python-overhead", "small-ops")]
+    assert found, [f.rule for f in run.advise()]
+    assert found[0].saving_ns == 0
+    assert found[0].evidence["compile_source"] == "unmodelled"
+    assert "No saving is promised" in found[0].estimate
+    assert "to_static" in found[0].remedy

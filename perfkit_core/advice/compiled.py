@@ -17,7 +17,9 @@ runs.
     only, a transpose between two matmuls, needs none);
   - the compiled graph's own call overhead, ``COMPILED_CALL_NS`` per forward and backward.
 - The saving is eager less compiled, at least 0: a model whose layers are a few large matmuls
-  gains nothing, one of many tiny ops between them gains most of their time.
+  gains nothing, one of many tiny ops between them gains most of their time. Only for the
+  frameworks in ``MODELLED_FRAMEWORKS``; for the others the saving is 0 and the finding says
+  why.
 
 The two constants were fitted on the CPU training loops of ``bench/bench_advice.py`` and two
 more of the same kind (8 blocks of Linear + LayerNorm + ReLU 16 wide, 16 blocks 32 wide, a chain
@@ -60,6 +62,11 @@ KEPT_FAMILIES = frozenset(
         "memcpy",
     }
 )
+#: The frameworks whose compiler the model describes (torch's inductor). Paddle's
+#: ``paddle.jit.to_static`` made the CPU loops of ``bench/bench_advice.py`` slower (a chain of
+#: 60 elementwise ops by 13 to 37% of the step, the narrow MLP by 17%): it runs the same
+#: kernels without fusing them on the CPU, so no saving is promised for it.
+MODELLED_FRAMEWORKS = frozenset({"torch"})
 #: What the compiled model costs per step besides its kept ops and fused kernels, ns: guards,
 #: the autograd function around the graph and its runtime wrappers, in the forward and the
 #: backward, and the per-op bookkeeping around it that the kept ops' corrected time misses
@@ -92,7 +99,9 @@ class CompileEstimate:
     eager_ns: float
     kept_ns: float
     fused_kernels: float
-    source: str  # "timed": the step timer's phases; "recorded": the profiled spans, corrected
+    #: "timed": the step timer's phases; "recorded": the profiled spans, corrected;
+    #: "unmodelled": a framework whose compiler the constants do not describe (no saving)
+    source: str
 
     @property
     def compiled_ns(self) -> float:
@@ -101,6 +110,13 @@ class CompileEstimate:
 
     def text(self) -> str:
         """How the saving was estimated, with its terms, in one paragraph."""
+        if self.source == "unmodelled":
+            return (
+                "No saving is promised: perfkit models what torch.compile saves, not this "
+                "framework's graph compiler. On the CPU training loops of perfkit's bench, "
+                "paddle.jit.to_static made the step slower; try it and check the step with "
+                "perfkit compare."
+            )
         eager = (
             "the forward and backward as the step timer timed them without the profiler"
             if self.source == "timed"
@@ -177,7 +193,10 @@ def _estimate(ctx: Context) -> CompileEstimate | None:
     free[rows] = [families[n] in FREE_FAMILIES for n in name[rows].tolist()]
     kernels = ctx.per_step(sum(_fused_runs(ev, r, kept_family, free) for r in (in_fwd, in_bwd)))
     estimate = CompileEstimate(0.0, eager, kept, kernels, source)
-    estimate.saving_ns = max(eager - estimate.compiled_ns, 0.0)
+    if ctx.framework in MODELLED_FRAMEWORKS:
+        estimate.saving_ns = max(eager - estimate.compiled_ns, 0.0)
+    else:
+        estimate.source = "unmodelled"
     return estimate
 
 
