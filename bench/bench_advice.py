@@ -682,6 +682,20 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                     f"{match.evidence['replay_batch_ns'] / 1e6:.2f} ms here (the model: "
                     f"{LOADER_BATCH_NS / 1e6:.2f} ms)"
                 )
+            if "eager_ns" in match.evidence:  # the compile estimate's terms
+                e = match.evidence
+                call, kernel = e.get("replay_call_ns"), e.get("replay_kernel_ns")
+                print(
+                    f"    [{mode:<7}] eager forward+backward {e['eager_ns'] / 1e6:.2f} ms "
+                    f"({e['compile_source']}), compiled {e['compiled_ns'] / 1e6:.2f} ms (model): "
+                    f"kept ops {e['compile_kept_ns'] / 1e6:.2f} ms, "
+                    f"{e['fused_kernels_per_step']:.0f} fused kernels"
+                    + (
+                        f"; replay: call {call / 1e6:.2f} ms, kernel {kernel / 1e3:.1f} us"
+                        if call is not None
+                        else ""
+                    )
+                )
             print(
                 f"    [{mode:<7}] estimated {est / 1e6:6.2f} ms/step ({100 * est / est_step:5.1f}% "
                 f"of the {basis} step)  achieved {achieved[finding.id] / 1e6:6.2f} ms/step "
