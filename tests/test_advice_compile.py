@@ -29,14 +29,17 @@ class _Chain(torch.nn.Module):
         return self.last(x)
 
 
-@pytest.fixture(scope="module")
-def chain_run(tmp_path_factory):
+def _chain_run(directory, *, compiled: bool = False):
+    """The chain trained with SGD under torch.profiler with perfkit's handler and a step timer
+    (``compiled``: the model through ``torch.compile``)."""
     import perfkit_core
 
     torch.manual_seed(0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     model = _Chain()
+    if compiled:
+        model = torch.compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
 
@@ -46,10 +49,15 @@ def chain_run(tmp_path_factory):
         optimizer.zero_grad()
 
     try:
-        folder, _ = _profile_and_time(tmp_path_factory.mktemp("chain"), "chain", step, wait=8, after=12)
+        folder, _ = _profile_and_time(directory, "chain", step, wait=8, after=12)
     finally:
         torch.set_num_threads(threads)
     return perfkit_core.load(folder)
+
+
+@pytest.fixture(scope="module")
+def chain_run(tmp_path_factory):
+    return _chain_run(tmp_path_factory.mktemp("chain"))
 
 
 def _compile_finding(findings):
@@ -178,3 +186,23 @@ def test_paddle_compile_finding_promises_no_saving(tmp_path):
     assert found[0].evidence["compile_source"] == "unmodelled"
     assert "No saving is promised" in found[0].estimate
     assert "to_static" in found[0].remedy
+
+
+def test_compare_sees_the_model_compiled(chain_run, tmp_path):
+    """``perfkit compare`` of the chain against the same loop compiled: the compile finding was
+    acted on (the ops it fuses are no longer recorded), and promised against delivered are
+    printed. The compiled run is not promised its own compilation again: its compiled regions
+    count as kept."""
+    from perfkit_core.advice.followup import follow_up
+
+    after = _chain_run(tmp_path, compiled=True)
+    before_finding = _compile_finding(chain_run.advise())
+    rows, figures = follow_up(chain_run, after)
+    row = next(r for r in rows if r.id == before_finding.id)
+    assert row.acted_on, row
+    assert row.delivered_ns == pytest.approx(figures["delivered_ns"])
+    assert "delivered" in row.sentence()
+    later = [f for f in after.advise() if f.rule in ("python-overhead", "small-ops")]
+    for finding in later:
+        fusible = finding.evidence["fusible_per_step_ns"]
+        assert fusible <= 0.5 * before_finding.evidence["fusible_per_step_ns"]

@@ -74,6 +74,14 @@ MODELLED_FRAMEWORKS = frozenset({"torch"})
 COMPILED_CALL_NS = 830_000.0
 #: The cost of one fused kernel that replaces a run of elementwise, norm and layout ops, ns.
 FUSED_KERNEL_NS = 18_000.0
+#: Ops of code torch.compile already compiled (a region, its autograd function and backward,
+#: its guard check): kept as they are, so a compiled run is not promised its own compilation.
+COMPILED_PREFIXES = (
+    "Torch-Compiled Region",
+    "CompiledFunction",
+    "TorchDynamo Cache Lookup",
+    "## Call CompiledFxGraph",
+)
 #: Fusible families a compiled graph runs for free (views, transposes: no kernel of their own).
 FREE_FAMILIES = frozenset({"layout"})
 _LAYER_PREFIX = "nn.Module: "
@@ -102,6 +110,10 @@ class CompileEstimate:
     #: "timed": the step timer's phases; "recorded": the profiled spans, corrected;
     #: "unmodelled": a framework whose compiler the constants do not describe (no saving)
     source: str
+    #: The recorded time of the ops compiling fuses, scaled like the kept ops', ns per step:
+    #: what a compiled run no longer records (``perfkit compare`` tells by it that the model
+    #: was compiled).
+    fusible_ns: float = 0.0
 
     @property
     def compiled_ns(self) -> float:
@@ -168,7 +180,9 @@ def _estimate(ctx: Context) -> CompileEstimate | None:
     families = {n: family_of(n) for n in set(name[unit].tolist())}
     kept_family = np.zeros(len(ev), dtype=bool)
     rows = np.flatnonzero(unit)
-    kept_family[rows] = [families[n] in KEPT_FAMILIES for n in name[rows].tolist()]
+    kept_family[rows] = [
+        families[n] in KEPT_FAMILIES or n.startswith(COMPILED_PREFIXES) for n in name[rows].tolist()
+    ]
     basis = step_basis(ctx)
     dur = ev["dur_ns"].to_numpy().astype(np.float64)
 
@@ -192,7 +206,8 @@ def _estimate(ctx: Context) -> CompileEstimate | None:
     free = np.zeros(len(ev), dtype=bool)
     free[rows] = [families[n] in FREE_FAMILIES for n in name[rows].tolist()]
     kernels = ctx.per_step(sum(_fused_runs(ev, r, kept_family, free) for r in (in_fwd, in_bwd)))
-    estimate = CompileEstimate(0.0, eager, kept, kernels, source)
+    fusible = scaled((in_fwd | in_bwd) & ~kept_family)
+    estimate = CompileEstimate(0.0, eager, kept, kernels, source, fusible)
     if ctx.framework in MODELLED_FRAMEWORKS:
         estimate.saving_ns = max(eager - estimate.compiled_ns, 0.0)
     else:

@@ -304,20 +304,23 @@ def rule_small_ops(ctx: Context) -> Finding | None:
         ],
         estimate=compiled.text() if compiled else "",
         evidence={
+            **_compile_evidence(compiled),  # first: perfkit compare follows its fusible time
             "ops_per_step": per_step,
             "small_ops_per_step": len(tiny) / steps,
             "small_ops_per_step_ns": tiny_ns,
-            **_compile_evidence(compiled),
         },
     )
 
 
 def _compile_evidence(compiled: CompileEstimate | None) -> dict[str, object]:
     """The compile estimate's terms, for a finding whose remedy is compiling; ``saving_of``
-    says the saving is the remedy's, shared by the findings that prescribe it."""
+    says the saving is the remedy's, shared by the findings that prescribe it, and
+    ``fusible_per_step_ns`` (the ops compiling fuses) is the time ``perfkit compare`` follows to
+    tell whether the remedy was applied."""
     if compiled is None:
         return {}
     return {
+        "fusible_per_step_ns": compiled.fusible_ns,
         "saving_of": COMPILE,
         "compile_source": compiled.source,
         "eager_ns": compiled.eager_ns,
@@ -399,12 +402,12 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
         ],
         estimate=f"{compiled.text() if compiled else ''} {basis.text()}".strip(),
         evidence={
+            **_compile_evidence(compiled),  # first: perfkit compare follows its fusible time
             "basis": basis.name,
             "basis_step_ns": basis.step_ns,
             "python_per_step_ns": uncovered,
             "python_pct": share,
             "python_in_optimizer_per_step_ns": in_optimizer,
             "python_outside_optimizer_ns": python,
-            **_compile_evidence(compiled),
         },
     )
