@@ -37,8 +37,8 @@ import numpy as np
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.events import links
-from perfkit_core.events.schema import str_values
 from perfkit_core.views.family_rules import family_of
+from perfkit_core.views.structure import structure
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,7 +84,6 @@ COMPILED_PREFIXES = (
 )
 #: Fusible families a compiled graph runs for free (views, transposes: no kernel of their own).
 FREE_FAMILIES = frozenset({"layout"})
-_LAYER_PREFIX = "nn.Module: "
 
 
 
@@ -144,45 +143,42 @@ class CompileEstimate:
         )
 
 
-def compile_estimate(ctx: Context) -> CompileEstimate | None:
-    """The compile saving of ``ctx``'s run (cached on the run); None when the run recorded no
-    forward or backward work."""
+def compile_estimate(ctx: Context, units: np.ndarray) -> CompileEstimate | None:
+    """The compile saving of ``ctx``'s run (cached on the run), from its op ``units`` (the
+    outermost host ops in the steps, less the optimizer's and data loading's); None when the
+    run recorded no forward or backward work."""
     cache = ctx.run._cache
     if "advice_compile" in cache:
         return cache["advice_compile"]
-    found = _estimate(ctx)
+    found = _estimate(ctx, units)
     cache["advice_compile"] = found
     return found
 
 
-def _estimate(ctx: Context) -> CompileEstimate | None:
+def _estimate(ctx: Context, unit: np.ndarray) -> CompileEstimate | None:
     ev = ctx.run.events
-    kind = str_values(ev["kind"])
-    name = str_values(ev["name"])
-    parent = ev["parent"].to_numpy()
-    step = ev["step"].to_numpy()
-    host = ev["stream"].to_numpy() < 0
-    in_steps = host & (step >= 0)
-    is_op = in_steps & (kind == "operator")
-    unit = is_op & ~links.has_ancestor(parent, kind == "operator")
-    outside = links.has_ancestor(parent, np.isin(kind, ("optimizer", "dataloader")))
-    unit &= ~outside
-    layer = kind == "forward"
-    user = np.flatnonzero(kind == "user")
-    layer[user] = [str(n).startswith(_LAYER_PREFIX) for n in name[user].tolist()]
+    st = structure(ctx.run)
+    name, parent = st.names, st.parent
+    in_steps = st.host & (ev["step"].to_numpy() >= 0)
+    layer = st.is_layer
     has_layers = bool((layer & in_steps).any())
-    bwd_span = in_steps & (kind == "backward")
+    bwd_span = in_steps & st.kinds.among("backward")
     in_bwd = unit & links.has_ancestor(parent, bwd_span)
     in_fwd = unit & ~in_bwd & (links.has_ancestor(parent, layer) if has_layers else True)
     loop = unit & ~in_bwd & ~in_fwd
     if not (in_fwd.any() or in_bwd.any()):
         return None
-    families = {n: family_of(n) for n in set(name[unit].tolist())}
-    kept_family = np.zeros(len(ev), dtype=bool)
     rows = np.flatnonzero(unit)
-    kept_family[rows] = [
-        families[n] in KEPT_FAMILIES or n.startswith(COMPILED_PREFIXES) for n in name[rows].tolist()
-    ]
+    names = name[rows].tolist()
+    families = {n: family_of(n) for n in set(names)}  # once per name, not per row
+    kept_names = {
+        n for n, f in families.items() if f in KEPT_FAMILIES or n.startswith(COMPILED_PREFIXES)
+    }
+    free_names = {n for n, f in families.items() if f in FREE_FAMILIES}
+    kept_family = np.zeros(len(ev), dtype=bool)
+    kept_family[rows] = [n in kept_names for n in names]
+    free = np.zeros(len(ev), dtype=bool)
+    free[rows] = [n in free_names for n in names]
     basis = step_basis(ctx)
     dur = ev["dur_ns"].to_numpy().astype(np.float64)
 
@@ -203,8 +199,6 @@ def _estimate(ctx: Context) -> CompileEstimate | None:
             bwd_span & ~links.has_ancestor(parent, bwd_span)
         )
         eager, source = corrected(spans), "recorded"
-    free = np.zeros(len(ev), dtype=bool)
-    free[rows] = [families[n] in FREE_FAMILIES for n in name[rows].tolist()]
     kernels = ctx.per_step(sum(_fused_runs(ev, r, kept_family, free) for r in (in_fwd, in_bwd)))
     fusible = scaled((in_fwd | in_bwd) & ~kept_family)
     estimate = CompileEstimate(0.0, eager, kept, kernels, source, fusible)
@@ -223,8 +217,8 @@ def _fused_runs(ev: pd.DataFrame, region: np.ndarray, kept: np.ndarray, free: np
     if not len(rows):
         return 0
     steps = ev["step"].to_numpy()[rows]
-    rows = rows[np.lexsort((ev["start_ns"].to_numpy()[rows], steps))]
-    steps = ev["step"].to_numpy()[rows]
+    order = np.lexsort((ev["start_ns"].to_numpy()[rows], steps))
+    rows, steps = rows[order], steps[order]
     fusible = ~kept[rows]
     same_step = np.r_[False, steps[1:] == steps[:-1]]
     starts = fusible & ~(np.r_[False, fusible[:-1]] & same_step)

@@ -288,7 +288,7 @@ def rule_small_ops(ctx: Context) -> Finding | None:
     share = 100.0 * tiny_ns / ctx.step_ns
     if per_step < SMALL_OPS_MIN_PER_STEP or share < SMALL_OPS_MIN_STEP_PCT:
         return None
-    compiled = compile_estimate(ctx)
+    compiled = compile_estimate(ctx, mine)
     saving = compiled.saving_ns if compiled else 0.0
     elsewhere = int(outer.sum()) / steps - per_step
     return Finding(
@@ -386,7 +386,8 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
     events = recorded_events_per_step(ctx, ~optimizer_rows)
     # The profiler records at each event's edges, between the ops: its cost lands in this gap.
     python = basis.corrected(uncovered - in_optimizer, events)
-    compiled = compile_estimate(ctx)
+    outer, in_optimizer_ops, in_data = _outermost_ops(ctx)
+    compiled = compile_estimate(ctx, outer & ~in_optimizer_ops & ~in_data)
     saving = compiled.saving_ns if compiled else 0.0
     return Finding(
         id="python-overhead",
