@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 
-def per_step_text(ns: float, step_ns: float) -> str:
-    """``1.2 ms per step (12.3% of the step)``: a time per step and its share of the step."""
-    share = f" ({share_text(ns, step_ns)} of the step)" if step_ns else ""
+def per_step_text(ns: float, step_ns: float, *, of: str = "the step") -> str:
+    """``1.2 ms per step (12.3% of the step)``: a time per step and its share of the step
+    (``of`` names that step)."""
+    share = f" ({share_text(ns, step_ns)} of {of})" if step_ns else ""
     return f"{duration_text(ns)} per step{share}"
 
 
 def unprofiled_per_step_text(ns: float, step_ns: float) -> str:
     """``1.2 ms per step (12.3% of the 9.8 ms step without the profiler)``: a time per step
     timed without the profiler, and its share of the step timed the same way."""
-    share = (
-        f" ({share_text(ns, step_ns)} of the {duration_text(step_ns)} step without the profiler)"
-        if step_ns
-        else ""
-    )
-    return f"{duration_text(ns)} per step{share}"
+    return per_step_text(ns, step_ns, of=f"the {duration_text(step_ns)} step without the profiler")
 
 
 def duration_text(ns: float) -> str:
