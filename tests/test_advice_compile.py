@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from perfkit_core.advice import COMPILED_CALL_NS, FUSED_KERNEL_NS, compiled_step_ns  # noqa: E402
 from perfkit_core.advice.compiled import KEPT_FAMILIES  # noqa: E402
 from perfkit_core.views.family_rules import family_of  # noqa: E402
-from tests.test_advice_savings import _profile_and_time  # noqa: E402
+from tests.test_advice_savings import _train_and_profile  # noqa: E402
 
 
 class _Chain(torch.nn.Module):
@@ -35,24 +35,11 @@ def _chain_run(directory, *, compiled: bool = False):
     import perfkit_core
 
     torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     model = _Chain()
     if compiled:
         model = torch.compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
-
-    def step() -> None:
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-    try:
-        folder, _ = _profile_and_time(directory, "chain", step, wait=8, after=12)
-    finally:
-        torch.set_num_threads(threads)
-    return perfkit_core.load(folder)
+    return perfkit_core.load(_train_and_profile(directory, "chain", model, optimizer))
 
 
 @pytest.fixture(scope="module")

@@ -24,14 +24,24 @@ def _record(
     torch.profiler with perfkit's handler and a step timer (profiled and unprofiled steps).
     Returns (the run folder, the model's parameter shapes)."""
     torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     layers: list = []
     for _ in range(blocks):
         layers += [torch.nn.Linear(16, 16), torch.nn.LayerNorm(16), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers, torch.nn.Linear(16, 4))
     options = {"fused": True} if fused else {"foreach": foreach}
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, **options)
+    folder = _train_and_profile(directory, "adam", model, optimizer, shapes=True)
+    return folder, [list(p.shape) for p in model.parameters()]
+
+
+def _train_and_profile(
+    directory: Path, name: str, model, optimizer, *, shapes: bool = False
+) -> Path:
+    """Train ``model`` (16 features in, 4 classes out) on one fixed batch of 8, on one
+    thread, under ``_profile_and_time``: 8 unprofiled steps, the recorded ones, 12 more.
+    Returns the run folder."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
 
     def step() -> None:
@@ -42,10 +52,10 @@ def _record(
     try:
         # unprofiled steps on both sides of the recorded ones: a slow spell of a shared
         # machine (about a second) then lands on some of each, not on all of one kind
-        folder, _ = _profile_and_time(directory, "adam", step, wait=8, after=12, shapes=True)
+        folder, _ = _profile_and_time(directory, name, step, wait=8, after=12, shapes=shapes)
     finally:
         torch.set_num_threads(threads)
-    return folder, [list(p.shape) for p in model.parameters()]
+    return folder
 
 
 def _profile_and_time(
