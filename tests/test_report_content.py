@@ -223,6 +223,8 @@ def test_small_ops_rule_is_recomputed_from_the_ops(demo_runs):
                 evidence["compile_kept_ns"], evidence["fused_kernels_per_step"]
             )
             expected = max(evidence["eager_ns"] - compiled, 0.0)
+            if evidence["compile_source"] == "unmodelled":  # Paddle: nothing is promised
+                expected = 0.0
             saving = evidence.get("saving_by_finding", {}).get("small-ops", finding.saving_ns)
             assert saving == pytest.approx(expected) == pytest.approx(finding.saving_ns)
 
