@@ -113,6 +113,8 @@ class CompileEstimate:
     #: what a compiled run no longer records (``perfkit compare`` tells by it that the model
     #: was compiled).
     fusible_ns: float = 0.0
+    #: How the kept ops' recorded time was brought to the step without the profiler, for text.
+    kept_basis: str = "their recorded time"
 
     @property
     def compiled_ns(self) -> float:
@@ -137,7 +139,8 @@ class CompileEstimate:
             f"Compiling saves the eager forward and backward ({self.eager_ns / 1e6:.2f} ms per "
             f"step: {eager}) less what the compiled model still runs "
             f"({self.compiled_ns / 1e6:.2f} ms): the matmuls, convolutions, loss and gradient "
-            f"accumulation as they ran ({self.kept_ns / 1e6:.2f} ms), {self.fused_kernels:.0f} "
+            f"accumulation as they ran ({self.kept_ns / 1e6:.2f} ms: {self.kept_basis}), "
+            f"{self.fused_kernels:.0f} "
             f"fused kernels for the runs of other ops ({FUSED_KERNEL_NS / 1e3:.0f} us each) and "
             f"the compiled graph's call overhead ({COMPILED_CALL_NS / 1e6:.2f} ms)."
         )
@@ -201,7 +204,14 @@ def _estimate(ctx: Context, unit: np.ndarray) -> CompileEstimate | None:
         eager, source = corrected(spans), "recorded"
     kernels = ctx.per_step(sum(_fused_runs(ev, r, kept_family, free) for r in (in_fwd, in_bwd)))
     fusible = scaled((in_fwd | in_bwd) & ~kept_family)
-    estimate = CompileEstimate(0.0, eager, kept, kernels, source, fusible)
+    kept_basis = (
+        f"their recorded time times {basis.step_ns / 1e6:.2f} / "
+        f"{basis.profiled_step_ns / 1e6:.2f} ms, the step without the profiler over the "
+        "profiled step"
+        if basis.name == "unprofiled" and basis.profiled_step_ns > 0
+        else "their recorded time, the profiler's cost still in it (no step timer)"
+    )
+    estimate = CompileEstimate(0.0, eager, kept, kernels, source, fusible, kept_basis)
     if ctx.framework in MODELLED_FRAMEWORKS:
         estimate.saving_ns = max(eager - estimate.compiled_ns, 0.0)
     else:

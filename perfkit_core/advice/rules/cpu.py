@@ -404,7 +404,9 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
             f"{duration_text(python)} per step without the profiler's cost, is in the model "
             "and the loop.",
         ],
-        estimate=f"{compiled.text() if compiled else ''} {basis.text()}".strip(),
+        # the compile estimate names its own basis (its kept ops are scaled, not corrected
+        # per event)
+        estimate=compiled.text() if compiled else basis.text(),
         evidence={
             **_compile_evidence(compiled),  # first: perfkit compare follows its fusible time
             "basis": basis.name,
