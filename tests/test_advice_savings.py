@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -421,6 +422,35 @@ def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
     assert free == 0.0 and "load average of 2.7" in how and "whole cores" in how
     # without the record: this machine's cores, one left to training
     assert loader_cores(run({}))[0] == max((os.cpu_count() or 1) - 1, 1)
+    # the cores idle while the steps ran come first: the load average lags a run saved
+    # seconds after training started on a machine idle before
+    free, how = loader_cores(run({"cpu_count": 2, "load_average": 0.3, "idle_cores": 0.8}))
+    assert free == 1.0 and "0.8 cores idle" in how
+    assert loader_cores(run({"cpu_count": 2, "load_average": 0.3, "idle_cores": 0.4}))[0] == 0.0
+    assert loader_cores(run({"cpu_count": 8, "load_average": 1.5, "idle_cores": None}))[0] == 7.0
+    nan = {"cpu_count": 8, "load_average": 1.5, "idle_cores": float("nan")}
+    assert loader_cores(run(nan))[0] == 7.0
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="the machine's idle time is Linux's")
+def test_step_timer_idle_cores_leave_out_what_the_steps_used():
+    """The cores idle while the steps ran, against what this process's own CPU time over the
+    same steps leaves: the process kept one core busy, so at most the other cores were idle
+    (other work only lowers it)."""
+    import perfkit_core
+
+    timer = perfkit_core.step_timer(None, warmup=0)
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+    for _ in range(5):
+        with timer.step():
+            end = time.thread_time() + 0.1
+            while time.thread_time() < end:  # one core busy for 0.1 s of CPU
+                pass
+    used = (time.process_time() - cpu_start) / (time.perf_counter() - wall_start)
+    idle = timer.record()["idle_cores"]
+    timer.close()
+    cores = os.cpu_count() or 1
+    assert idle is not None and 0.0 <= idle <= cores - used + 0.15
 
 
 def test_step_timer_records_the_machine(adam_loop):
@@ -428,6 +458,8 @@ def test_step_timer_records_the_machine(adam_loop):
     record = json.loads((folder / "meta.json").read_text())["step_timer"]
     assert record["cpu_count"] == os.cpu_count()
     assert record["load_average"] is None or record["load_average"] >= 0
+    idle = record["idle_cores"]
+    assert idle is None or 0.0 <= idle <= os.cpu_count() + 0.1
 
 
 def test_measure_times_handing_a_batch_over():

@@ -24,14 +24,25 @@ LOADER_BATCH_NS = 2_300_000.0
 
 
 def loader_cores(run: Run) -> tuple[float, str]:
-    """(the cores loader workers can use, how that was found). With the step timer's record of
-    the machine (``meta["step_timer"]``: ``cpu_count`` and the 1-minute ``load_average`` when
-    the run was saved, the training process included): the cores less that load, rounded to
-    whole cores (a core at least half idle counts as free: the remedy prescribes whole
-    workers, and a minute's average of a machine's load is no finer measure than that), at
-    least 0. Else this machine's cores less one for the training process, at least 1."""
+    """(the cores loader workers can use, how that was found), rounded to whole cores (a core
+    at least half idle counts as free: the remedy prescribes whole workers), at least 0:
+
+    - the cores the machine left idle while the run's steps ran without the profiler (the step
+      timer's ``idle_cores``: the machine's idle CPU time over those steps);
+    - else the cores less the 1-minute load average when the run was saved (the step timer's
+      ``cpu_count`` and ``load_average``, the training process included). That average lags:
+      a run saved a few seconds after training started, on a machine idle before, shows the
+      machine idle;
+    - else this machine's cores less one for the training process, at least 1."""
     record = run.meta.get("step_timer") or {}
     cores, load = record.get("cpu_count"), record.get("load_average")
+    idle = record.get("idle_cores")
+    if isinstance(idle, (int, float)) and not isinstance(idle, bool) and math.isfinite(idle):
+        free = float(math.floor(max(float(idle), 0.0) + 0.5))
+        return free, (
+            f"{idle:.1f} cores idle on the run's machine while its steps ran without the "
+            "profiler, rounded to whole cores"
+        )
     if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
         free = float(math.floor(max(float(cores) - float(load), 0.0) + 0.5))
         return free, (

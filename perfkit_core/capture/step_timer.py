@@ -50,6 +50,10 @@ class StepTimer:
         self.phase_ns: dict[str, dict[str, list[int]]] = {}
         self._removers: list[Callable[[], None]] | None = None
         self._open: dict[str, int] | None = None  # phase times of the step running now
+        # the machine's idle CPU time over the kept steps the profiler did not record, and
+        # their wall time: the cores the training left idle (``idle_cores``)
+        self._idle_s = 0.0
+        self._idle_wall_ns = 0
 
     def recording(self) -> bool | None:
         """Whether the profiler is recording now: True, False, or None when no adapter can tell."""
@@ -91,14 +95,19 @@ class StepTimer:
             self._start_phase_timers()
         state = self.recording()
         self._open = {}
+        idle_start = machine_idle_s() if state is not True else None
         start = time.perf_counter_ns()
         try:
             yield
         finally:
             elapsed = time.perf_counter_ns() - start
+            idle_end = machine_idle_s() if idle_start is not None else None
             phases, self._open = self._open or {}, None
             self.seen += 1
             if self.seen > self.warmup:
+                if idle_start is not None and idle_end is not None:
+                    self._idle_s += max(idle_end - idle_start, 0.0)
+                    self._idle_wall_ns += elapsed
                 key = {True: "profiled_ns", False: "unprofiled_ns", None: "unknown_ns"}[state]
                 kept: list[int] = getattr(self, key)
                 for phase in phases.keys() - self.phase_ns.keys():
@@ -120,7 +129,9 @@ class StepTimer:
         """What ``save`` stores: the three lists of step times (ns), the warm-up count, and the
         machine the steps ran on: ``cpu_count`` (``os.cpu_count()``) and ``load_average`` (the
         1-minute load average when saved, the training process included; None where the
-        system has none), and ``phases``: ``phase_ns``."""
+        system has none), ``idle_cores`` (the cores the machine left idle while the kept steps
+        the profiler did not record ran: its idle CPU time over those steps / their wall time;
+        None where the system does not say, as outside Linux), and ``phases``: ``phase_ns``."""
         try:
             load: float | None = os.getloadavg()[0]
         except OSError:
@@ -132,6 +143,9 @@ class StepTimer:
             "warmup": self.warmup,
             "cpu_count": os.cpu_count(),
             "load_average": load,
+            "idle_cores": (
+                self._idle_s / (self._idle_wall_ns / 1e9) if self._idle_wall_ns > 0 else None
+            ),
             "phases": {
                 phase: {k: list(v) for k, v in lists.items()}
                 for phase, lists in self.phase_ns.items()
@@ -160,6 +174,20 @@ class StepTimer:
                 tmp.write_text(json.dumps(meta, indent=1, default=str))
             written.append(Path(folder))
         return written
+
+
+def machine_idle_s() -> float | None:
+    """The machine's idle CPU time so far, all cores together, in seconds (the ``idle`` and
+    ``iowait`` columns of ``/proc/stat``, in clock ticks); None where there is no such file or
+    it cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            fields = stat.readline().split()
+        if fields[:1] != [b"cpu"]:
+            return None
+        return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def step_timer(profiler: Any = None, *, warmup: int = 2) -> StepTimer:
