@@ -406,6 +406,40 @@ def test_acted_on_is_decided_by_the_measured_time_not_the_saving(before_after):
     assert by_id["c"].delivered_ns == pytest.approx(total * 0.5 / 4.5)
 
 
+def test_acted_on_compares_the_time_without_the_profiler_when_both_runs_have_it(before_after):
+    """A Paddle run loading in its single-process loader's thread waits for data a fraction of
+    a millisecond in its profiled steps with or without workers; what workers remove is the
+    thread's loading, the unprofiled figure the saving was stated on. The same figure is read
+    in both runs, whatever order the evidence lists them in."""
+    import perfkit_core
+    from perfkit_core.advice import Finding
+    from perfkit_core.advice.followup import follow_up, measured_key
+
+    before, after = (perfkit_core.load(p) for p in before_after)
+
+    def finding(fid: str, evidence: dict) -> Finding:
+        return Finding(id=fid, title=fid, severity="", saving_ns=1e6, evidence=evidence)
+
+    loading_before = finding(
+        "input-pipeline", {"data_per_step_ns": 0.2e6, "data_unprofiled_per_step_ns": 10e6}
+    )
+    loading_after = finding(
+        "input-pipeline", {"data_unprofiled_per_step_ns": 0.4e6, "data_per_step_ns": 0.2e6}
+    )
+    assert measured_key(loading_before, loading_after) == "data_unprofiled_per_step_ns"
+    rows, _ = follow_up(
+        before, after, findings_before=[loading_before], findings_after=[loading_after]
+    )
+    assert rows[0].acted_on and rows[0].delivered_ns is not None
+    # the unprofiled figure missing from AFTER: the profiled one both have decides
+    only_profiled = finding("input-pipeline", {"data_per_step_ns": 0.2e6})
+    assert measured_key(loading_before, only_profiled) == "data_per_step_ns"
+    rows, _ = follow_up(
+        before, after, findings_before=[loading_before], findings_after=[only_profiled]
+    )
+    assert not rows[0].acted_on and rows[0].delivered_ns is None
+
+
 def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
     from types import SimpleNamespace
 

@@ -2,9 +2,12 @@
 promised and what it delivered.
 
 A finding of BEFORE was acted on when AFTER no longer has it, or its evidence shrank: the
-finding's measured time (the first ``*_per_step_ns`` figure of its evidence, such as
-``optimizer_per_step_ns`` or ``data_per_step_ns``; its saving when it has none) is at most
-``ACTED_ON_SHARE`` of what it was in BEFORE. The measured time, not the saving, decides: a
+finding's measured time is at most ``ACTED_ON_SHARE`` of what it was in BEFORE. The measured
+time is one figure of the evidence, the same in both runs: the first ``*_unprofiled_per_step_ns``
+both have (the time without the profiler, which the saving was stated on: a Paddle loader
+thread's loading, ``data_unprofiled_per_step_ns``, where the profiled waits for data are
+near 0 with or without workers), else the first ``*_per_step_ns`` both have (such as
+``optimizer_per_step_ns``), else the saving. The measured time, not the saving, decides: a
 saving can shrink because the profiler's cost was taken out of it differently. What the changes delivered
 is the step time BEFORE less the step time AFTER (ns per step): the medians of the step timer's
 steps without the profiler when both runs have them (``perfkit_core.step_timer``), else the
@@ -67,12 +70,34 @@ def step_time(run: Run) -> tuple[float, str]:
     return make_context(run).step_ns, "profiled"
 
 
-def measured_time(finding: Any) -> float:
-    """The time a finding is based on (ns per step): the first ``*_per_step_ns`` figure of its
-    evidence, else its saving; never 0 (a tiny floor keeps ratios finite)."""
-    for key, value in finding.evidence.items():
-        if key.endswith("_per_step_ns") and isinstance(value, (int, float)):
-            return max(float(value), 1e-9)
+def measured_key(finding: Any, later: Any) -> str | None:
+    """The evidence figure (ns per step) that measures ``finding`` of BEFORE and ``later``, the
+    same finding in AFTER: the first ``*_unprofiled_per_step_ns`` of ``finding``'s evidence
+    that ``later`` has too, else its first ``*_per_step_ns`` that ``later`` has too; None when
+    they share none."""
+
+    def timed(f: Any) -> list[str]:
+        return [
+            k
+            for k, v in f.evidence.items()
+            if k.endswith("_per_step_ns")
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
+        ]
+
+    keys, later_keys = timed(finding), set(timed(later))
+    shared = [k for k in keys if k in later_keys]
+    unprofiled = [k for k in shared if k.endswith("_unprofiled_per_step_ns")]
+    chosen = unprofiled or shared
+    return chosen[0] if chosen else None
+
+
+def measured_time(finding: Any, key: str | None) -> float:
+    """The time a finding is based on (ns per step): its evidence's ``key`` figure, else its
+    saving; never 0 (a tiny floor keeps ratios finite)."""
+    value = finding.evidence.get(key) if key is not None else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return max(float(value), 1e-9)
     return max(float(finding.saving_ns), 1e-9)
 
 
@@ -99,7 +124,11 @@ def follow_up(
     rows, weights = [], []
     for finding in found_before:
         later = after_by_id.get(finding.id)
-        went = 1.0 if later is None else 1.0 - measured_time(later) / measured_time(finding)
+        if later is None:
+            went = 1.0
+        else:
+            key = measured_key(finding, later)
+            went = 1.0 - measured_time(later, key) / measured_time(finding, key)
         rows.append(
             FollowUp(
                 id=finding.id,
