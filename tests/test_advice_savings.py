@@ -108,7 +108,6 @@ def test_basis_takes_the_profilers_cost_per_event_out(adam_loop):
     basis = step_basis(ctx)
     record = json.loads((folder / "meta.json").read_text())["step_timer"]
     extra = np.median(record["profiled_ns"]) - np.median(record["unprofiled_ns"])
-    assert extra > 0  # the profiler slows a loop of tiny ops
     assert basis.name == "unprofiled"
     assert basis.step_ns == pytest.approx(np.median(record["unprofiled_ns"]))
     # events recounted from the table: host rows inside the steps, of kinds recorded per call
@@ -121,7 +120,35 @@ def test_basis_takes_the_profilers_cost_per_event_out(adam_loop):
         )
     ]
     assert recorded_events_per_step(ctx) == pytest.approx(len(counted) / ctx.steps)
-    assert basis.event_cost_ns == pytest.approx(extra / (len(counted) / ctx.steps))
+    assert basis.event_cost_ns == pytest.approx(max(extra, 0.0) / (len(counted) / ctx.steps))
+
+
+def test_basis_is_the_unprofiled_step_when_the_profiled_steps_were_no_slower(adam_loop, tmp_path):
+    """A loader thread that loaded ahead while the profiler started can make the profiled steps
+    faster than the ones without it: savings are still stated against the step without the
+    profiler, with nothing taken out as the profiler's cost, and the estimate says so."""
+    import shutil
+
+    import perfkit_core
+
+    folder, _ = adam_loop
+    copy = tmp_path / "run"
+    shutil.copytree(folder, copy)
+    meta = json.loads((copy / "meta.json").read_text())
+    timer = meta["step_timer"]
+    timer["profiled_ns"] = [7_000_000, 8_000_000, 9_000_000]
+    timer["unprofiled_ns"] = [10_000_000, 12_000_000, 11_000_000, 13_000_000]
+    for lists in timer.get("phases", {}).values():  # phases line up with the steps
+        lists["profiled_ns"] = lists["profiled_ns"][:3] + [0] * (3 - len(lists["profiled_ns"][:3]))
+        lists["unprofiled_ns"] = (lists["unprofiled_ns"] * 4)[:4]
+    (copy / "meta.json").write_text(json.dumps(meta))
+    basis = step_basis(make_context(perfkit_core.load(copy)))
+    assert basis.name == "unprofiled"
+    assert basis.step_ns == pytest.approx(11_500_000)  # the median unprofiled step
+    assert basis.profiled_step_ns == pytest.approx(8_000_000)
+    assert basis.event_cost_ns == 0.0
+    assert basis.corrected(3e6, 100.0) == 3e6
+    assert "no slower" in basis.text() and "11.50 ms" in basis.text()
 
 
 def test_optimizer_saving_is_on_the_unprofiled_optimizer_time(adam_loop):

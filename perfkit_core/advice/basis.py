@@ -64,6 +64,12 @@ class Basis:
 
     def text(self) -> str:
         """One sentence naming the basis, for a finding's estimate."""
+        if self.name == "unprofiled" and self.event_cost_ns <= 0:
+            return (
+                f"Against the step without the profiler ({self.step_ns / 1e6:.2f} ms, from the "
+                "step timer); the profiled steps were no slower, so nothing is taken out of the "
+                "recorded time."
+            )
         if self.name == "unprofiled":
             return (
                 f"Against the step without the profiler ({self.step_ns / 1e6:.2f} ms, from the "
@@ -78,8 +84,9 @@ class Basis:
 
 def step_basis(ctx: Context) -> Basis:
     """The basis of ``ctx``'s run (cached on the run): ``unprofiled`` when the step timer saved
-    step times with and without the profiler and the profiler made the steps slower; else
-    ``profiled``."""
+    step times with and without the profiler (with the profiler's cost per event when it made
+    the steps slower; 0 when the profiled steps were no slower, as a loader thread that
+    loaded ahead while the profiler started makes them); else ``profiled``."""
     cached = ctx.run._cache.get("advice_basis")
     if cached is not None:
         return cached
@@ -91,14 +98,13 @@ def step_basis(ctx: Context) -> Basis:
     if len(profiled) and len(unprofiled) and events > 0:
         # medians: a step that waited for another process is not the profiler's doing
         extra = float(np.median(profiled)) - float(np.median(unprofiled))
-        if extra > 0:
-            basis = Basis(
-                "unprofiled",
-                float(np.median(unprofiled)),
-                extra / events,
-                events,
-                float(np.median(profiled)),
-            )
+        basis = Basis(
+            "unprofiled",
+            float(np.median(unprofiled)),
+            max(extra, 0.0) / events,
+            events,
+            float(np.median(profiled)),
+        )
     ctx.run._cache["advice_basis"] = basis
     return basis
 
