@@ -491,6 +491,12 @@ def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
     assert loader_cores(run({"cpu_count": 8, "load_average": 1.5, "idle_cores": None}))[0] == 7.0
     nan = {"cpu_count": 8, "load_average": 1.5, "idle_cores": float("nan")}
     assert loader_cores(run(nan))[0] == 7.0
+    # a loading thread's core goes to the workers with the loading (Paddle's single-process
+    # DataLoader): 0.4 idle and 0.55 of a core loading make one worker's core
+    free, how = loader_cores(run({"cpu_count": 2, "idle_cores": 0.4}), thread_cores=0.55)
+    assert free == 1.0 and "0.6 core the loading thread keeps busy" in how
+    assert loader_cores(run({"cpu_count": 2, "load_average": 1.9}), thread_cores=0.55)[0] == 1.0
+    assert loader_cores(run({"cpu_count": 2, "idle_cores": 0.2}), thread_cores=0.2)[0] == 0.0
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="the machine's idle time is Linux's")
@@ -625,8 +631,13 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     assert ev["data_from"] == "thread"
     # the loading thread fills its queue in bursts: its time per step is the mean
     assert ev["data_unprofiled_per_step_ns"] == pytest.approx(float(np.mean(data)))
-    if ev["basis"] == "unprofiled":  # the profiler made the steps slower: the step without it
-        assert ev["basis_step_ns"] == pytest.approx(float(np.median(record["unprofiled_ns"])))
+    assert ev["basis"] == "unprofiled"  # the step without the profiler, faster or not
+    assert ev["basis_step_ns"] == pytest.approx(float(np.median(record["unprofiled_ns"])))
+    # workers get the cores idle while the steps ran and the loading thread's share of one
+    idle = record["idle_cores"]
+    thread_cores = float(np.mean(data)) / float(np.median(record["unprofiled_ns"]))
+    if idle is not None:
+        assert ev["free_cores"] == float(int(max(idle, 0.0) + thread_cores + 0.5))
     assert ev["rest_per_step_ns"] == pytest.approx(
         max(ev["basis_step_ns"] - ev["data_unprofiled_per_step_ns"], 0.0)
     )

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 LOADER_BATCH_NS = 2_300_000.0
 
 
-def loader_cores(run: Run) -> tuple[float, str]:
+def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     """(the cores loader workers can use, how that was found), rounded to whole cores (a core
     at least half idle counts as free: the remedy prescribes whole workers), at least 0:
 
@@ -33,21 +33,31 @@ def loader_cores(run: Run) -> tuple[float, str]:
       ``cpu_count`` and ``load_average``, the training process included). That average lags:
       a run saved a few seconds after training started, on a machine idle before, shows the
       machine idle;
-    - else this machine's cores less one for the training process, at least 1."""
+    - else this machine's cores less one for the training process, at least 1.
+
+    ``thread_cores``: the cores a loading thread of the training process keeps busy beside
+    training (Paddle's single-process DataLoader: its CPU time per step over the step), which
+    workers take over; added to the first two."""
     record = run.meta.get("step_timer") or {}
     cores, load = record.get("cpu_count"), record.get("load_average")
     idle = record.get("idle_cores")
+    thread = max(float(thread_cores), 0.0) if math.isfinite(thread_cores) else 0.0
+    by_thread = (
+        f" and the {thread:.1f} core the loading thread keeps busy, which workers take over"
+        if thread > 0
+        else ""
+    )
     if isinstance(idle, (int, float)) and not isinstance(idle, bool) and math.isfinite(idle):
-        free = float(math.floor(max(float(idle), 0.0) + 0.5))
+        free = float(math.floor(max(float(idle), 0.0) + thread + 0.5))
         return free, (
             f"{idle:.1f} cores idle on the run's machine while its steps ran without the "
-            "profiler, rounded to whole cores"
+            f"profiler{by_thread}, rounded to whole cores"
         )
     if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
-        free = float(math.floor(max(float(cores) - float(load), 0.0) + 0.5))
+        free = float(math.floor(max(float(cores) - float(load), 0.0) + thread + 0.5))
         return free, (
             f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
-            "process included, rounded to whole cores"
+            f"process included{by_thread}, rounded to whole cores"
         )
     cores = os.cpu_count() or 1
     return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"

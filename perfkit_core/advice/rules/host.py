@@ -87,7 +87,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     loading adds to the step although the training thread hardly waits.
 
     Saving: ``loader_saving``: with loading moved to background workers on the cores training
-    leaves free (``loader_cores``), the step becomes the longer of the rest of the step plus
+    leaves free (``loader_cores``: the cores idle while the steps ran, plus the share of a core
+    a loading thread kept busy, which the workers take over), the step becomes the longer of the rest of the step plus
     receiving a batch and the loading plus sending the batch, spread over the workers (handing
     a batch over costs each side ``LOADER_BATCH_NS``). The loading per step is, by preference,
     the step timer's: the training thread's time getting its batches (``data``) or a loader
@@ -122,7 +123,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     worst = steps.sort_values("data_ns", ascending=False).head(3)
     waited = int(model.loc["data", "steps"]) if "data" in model.index else 0
     rest = max(basis.step_ns - data, 0.0)
-    workers, cores = loader_cores(ctx.run)
+    # a loading thread's CPU moves to the workers with the loading: its core is theirs too
+    workers, cores = loader_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
     saving = loader_saving(data, rest, workers)
     details = [
         f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
