@@ -64,17 +64,19 @@ class Basis:
 
     def text(self) -> str:
         """One sentence naming the basis, for a finding's estimate."""
-        if self.name == "unprofiled" and self.event_cost_ns <= 0:
-            return (
-                f"Against the step without the profiler ({self.step_ns / 1e6:.2f} ms, from the "
-                "step timer); the profiled steps were no slower, so nothing is taken out of the "
-                "recorded time."
-            )
         if self.name == "unprofiled":
-            return (
+            against = (
                 f"Against the step without the profiler ({self.step_ns / 1e6:.2f} ms, from the "
-                f"step timer); the profiler's {self.event_cost_ns / 1e3:.1f} us per recorded "
-                "event is taken out of the recorded time."
+                "step timer); "
+            )
+            if self.event_cost_ns <= 0:
+                return against + (
+                    "the profiled steps were no slower, so nothing is taken out of the recorded "
+                    "time."
+                )
+            return against + (
+                f"the profiler's {self.event_cost_ns / 1e3:.1f} us per recorded event is taken "
+                "out of the recorded time."
             )
         return (
             "Against the profiled step: no step timer recorded the step without the profiler, "

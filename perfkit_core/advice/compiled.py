@@ -86,7 +86,6 @@ COMPILED_PREFIXES = (
 FREE_FAMILIES = frozenset({"layout"})
 
 
-
 def compiled_step_ns(
     kept_ns: float,
     fused_kernels: float,

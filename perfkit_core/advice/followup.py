@@ -3,11 +3,11 @@ promised and what it delivered.
 
 A finding of BEFORE was acted on when AFTER no longer has it, or its evidence shrank: the
 finding's measured time is at most ``ACTED_ON_SHARE`` of what it was in BEFORE. The measured
-time is one figure of the evidence, the same in both runs: the first ``*_unprofiled_per_step_ns``
-both have (the time without the profiler, which the saving was stated on: a Paddle loader
-thread's loading, ``data_unprofiled_per_step_ns``, where the profiled waits for data are
-near 0 with or without workers), else the first ``*_per_step_ns`` both have (such as
-``optimizer_per_step_ns``), else the saving. The measured time, not the saving, decides: a
+time is one figure of the evidence, the same in both runs: the first
+``*_unprofiled_per_step_ns`` both have (the time without the profiler, which the saving was
+stated on: a Paddle loader thread's loading, ``data_unprofiled_per_step_ns``, where the
+profiled waits for data are near 0 with or without workers), else the first
+``*_per_step_ns`` both have (such as ``optimizer_per_step_ns``), else the saving. The measured time, not the saving, decides: a
 saving can shrink because the profiler's cost was taken out of it differently. What the changes delivered
 is the step time BEFORE less the step time AFTER (ns per step): the medians of the step timer's
 steps without the profiler when both runs have them (``perfkit_core.step_timer``), else the

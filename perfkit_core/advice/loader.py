@@ -47,15 +47,17 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
         if thread > 0
         else ""
     )
+
+    def whole(free: float) -> float:  # with the thread's share, to the nearest whole core
+        return float(math.floor(max(free, 0.0) + thread + 0.5))
+
     if isinstance(idle, (int, float)) and not isinstance(idle, bool) and math.isfinite(idle):
-        free = float(math.floor(max(float(idle), 0.0) + thread + 0.5))
-        return free, (
+        return whole(float(idle)), (
             f"{idle:.1f} cores idle on the run's machine while its steps ran without the "
             f"profiler{by_thread}, rounded to whole cores"
         )
     if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
-        free = float(math.floor(max(float(cores) - float(load), 0.0) + thread + 0.5))
-        return free, (
+        return whole(float(cores) - float(load)), (
             f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
             f"process included{by_thread}, rounded to whole cores"
         )

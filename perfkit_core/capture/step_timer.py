@@ -95,7 +95,9 @@ class StepTimer:
             self._start_phase_timers()
         state = self.recording()
         self._open = {}
-        idle_start = machine_idle_s() if state is not True else None
+        # the machine's idle time, for a step that is kept and not recorded by the profiler
+        kept_unrecorded = state is not True and self.seen >= self.warmup
+        idle_start = machine_idle_s() if kept_unrecorded else None
         start = time.perf_counter_ns()
         try:
             yield
