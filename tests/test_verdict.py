@@ -96,6 +96,33 @@ def test_a_pair_within_the_noise_prints_no_shares(tmp_path):
     assert pair["verdict"]["explained_pct"] is None
 
 
+def test_an_unprofiled_difference_says_the_profiled_rows_are_within_the_noise(tmp_path):
+    """The step timer finds the second run 10% slower while the profiled steps differ only
+    within the noise: the headline is the unprofiled ratio, and the sentence says why the rows
+    after it carry intervals and no shares."""
+    import dataclasses
+
+    from perfkit_core.comparison.statistics import ratio_of_means
+
+    a = phase_trace(tmp_path / "a.json", data_us=100, forward_us=400, jitter_us=80, seed=3)
+    b = phase_trace(tmp_path / "b.json", data_us=100, forward_us=400, jitter_us=80, seed=4)
+    verdict = perfkit_core.compare(a, b).verdict()
+    assert not verdict.profiled.significant
+    rng = np.random.default_rng(0)
+    base = rng.normal(1e6, 1e4, 20)
+    unprofiled = ratio_of_means(base, 1.1 * rng.normal(1e6, 1e4, 20))
+    assert unprofiled.significant and unprofiled.direction == "slower"
+    sentence = dataclasses.replace(verdict, unprofiled=unprofiled).sentence()
+    assert sentence.startswith("b is 1.1"), sentence
+    assert "without the profiler" in sentence
+    assert "the profiled steps differ only within the noise" in sentence
+    assert not re.search(r"\(-?\d+%\)", sentence), sentence
+    # Both within the noise: the headline says so once, with no second clause.
+    same = dataclasses.replace(verdict, unprofiled=ratio_of_means(base, base[::-1]))
+    assert "the profiled steps differ" not in same.sentence()
+    assert "take the same time per step without the profiler within the noise" in same.sentence()
+
+
 def test_rows_that_differ_beyond_their_own_noise_are_named_within_the_noise(tmp_path):
     """The steps are too noisy to tell apart, but data loading alone is 30 us faster in every
     step: that row is named, with its own interval, and no share."""

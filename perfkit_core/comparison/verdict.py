@@ -145,6 +145,9 @@ class Verdict:
         sides = self._sides(self.slower.get("family", []), self.faster.get("family", []), time_unit)
         delta = self.profiled.delta / _SCALE[time_unit]
         if not self.profiled.significant:
+            if est is not self.profiled and est.direction != "same":
+                # The rows come from the profiled steps: say why they carry no shares.
+                head += "; the profiled steps differ only within the noise"
             if not sides:
                 return f"{head}; no op family differs beyond its own noise"
             return f"{head}; op families that differ beyond their own noise: {sides}"
