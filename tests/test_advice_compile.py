@@ -187,6 +187,7 @@ def test_compare_sees_the_model_compiled(chain_run, tmp_path):
     rows, figures = follow_up(chain_run, after)
     row = next(r for r in rows if r.id == before_finding.id)
     assert row.acted_on, row
+    assert (row.state_before, row.state_after) == ("eager", "compiled")
     assert row.delivered_ns == pytest.approx(figures["delivered_ns"])
     assert "delivered" in row.sentence()
     later = [f for f in after.advise() if f.rule in ("python-overhead", "small-ops")]

@@ -320,11 +320,41 @@ def test_followup_says_promised_and_delivered(before_after):
     acted = [r for r in rows if r.acted_on]
     assert sum(r.delivered_ns for r in acted) == pytest.approx(figures["delivered_ns"])
     assert optimizer.sentence() == (
-        f"promised {promised / 1e6:.2f} ms/step, delivered {optimizer.delivered_ns / 1e6:.2f} ms/step"
+        f"promised {promised / 1e6:.2f} ms/step, delivered {optimizer.delivered_ns / 1e6:.2f} "
+        "ms/step (for-loop to fused)"
     )
     for row in rows:
         if not row.acted_on:
             assert row.delivered_ns is None and "not acted on" in row.sentence()
+
+
+def test_followup_reads_the_optimizer_implementation_in_both_runs(before_after):
+    """The fused run applied the remedy (for-loop to fused); an optimizer whose time fell with
+    its implementation unchanged (another change freed the CPU it shared) did not."""
+    import dataclasses
+
+    import perfkit_core
+    from perfkit_core.advice.followup import follow_up
+    from perfkit_core.advice.remedy_state import optimizer_implementation
+
+    before, after = (perfkit_core.load(p) for p in before_after)
+    assert optimizer_implementation(before) == "for-loop"
+    assert optimizer_implementation(after) == "fused"
+    assert any("fused" in str(n) for n in after.events["name"].unique())
+    rows, _ = follow_up(before, after)
+    row = next(r for r in rows if r.id == "optimizer")
+    assert row.acted_on and row.sentence().endswith("(for-loop to fused)")
+    finding = next(f for f in before.advise() if f.id == "optimizer")
+    halved = {
+        k: v / 2 if k.endswith("_per_step_ns") else v for k, v in finding.evidence.items()
+    }
+    faster = dataclasses.replace(finding, evidence=halved, saving_ns=finding.saving_ns / 2)
+    rows, _ = follow_up(before, before, findings_before=[finding], findings_after=[faster])
+    assert not rows[0].acted_on and rows[0].delivered_ns is None
+    assert rows[0].sentence() == (
+        f"promised {finding.saving_ns / 1e6:.2f} ms/step; not acted on (still for-loop; "
+        f"still {faster.saving_ns / 1e6:.2f} ms/step)"
+    )
 
 
 def test_report_views_are_the_comparison_views_and_advice():

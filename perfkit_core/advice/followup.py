@@ -1,8 +1,12 @@
 """Closing the loop: which findings of a run BEFORE were acted on in a run AFTER, what each
 promised and what it delivered.
 
-A finding of BEFORE was acted on when AFTER no longer has it, or its evidence shrank: the
-finding's measured time is at most ``ACTED_ON_SHARE`` of what it was in BEFORE. The measured
+A finding of BEFORE was acted on when the setting its remedy changes differs between the runs
+(``advice.remedy_state``: the DataLoader's single process or workers, the optimizer's
+implementation, compiled or eager code): what the remedy did, whatever else changed. Where
+either run recorded no such setting, it was acted on when AFTER no longer has the finding, or
+its evidence shrank: the finding's measured time is at most ``ACTED_ON_SHARE`` of what it was
+in BEFORE. The measured
 time is one figure of the evidence, the same in both runs: the first
 ``*_unprofiled_per_step_ns`` both have (the time without the profiler, which the saving was
 stated on: a Paddle loader thread's loading, ``data_unprofiled_per_step_ns``, where the
@@ -22,6 +26,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from perfkit_core.advice.remedy_state import remedy_state
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -43,13 +49,28 @@ class FollowUp:
     remaining_ns: float
     acted_on: bool
     delivered_ns: float | None
+    #: The setting the remedy changes in BEFORE and in AFTER (``advice.remedy_state``), or None
+    #: where the run recorded none.
+    state_before: str | None = None
+    state_after: str | None = None
+
+    @property
+    def states_known(self) -> bool:
+        """Whether both runs recorded the setting the remedy changes."""
+        return self.state_before is not None and self.state_after is not None
 
     def sentence(self) -> str:
         """ "promised X ms/step, delivered Y ms/step", or why nothing was delivered."""
         promised = f"promised {self.promised_ns / 1e6:.2f} ms/step"
         if not self.acted_on or self.delivered_ns is None:
-            return f"{promised}; not acted on (still {self.remaining_ns / 1e6:.2f} ms/step)"
-        return f"{promised}, delivered {self.delivered_ns / 1e6:.2f} ms/step"
+            still = f"still {self.remaining_ns / 1e6:.2f} ms/step"
+            if self.states_known:
+                if self.remaining_ns <= 0:
+                    still = "its time fell below the rule's threshold with the other changes"
+                still = f"still {self.state_before}; {still}"
+            return f"{promised}; not acted on ({still})"
+        change = f" ({self.state_before} to {self.state_after})" if self.states_known else ""
+        return f"{promised}, delivered {self.delivered_ns / 1e6:.2f} ms/step{change}"
 
     def to_dict(self) -> dict[str, Any]:
         """The follow-up as plain JSON-ready data (stable keys)."""
@@ -129,6 +150,13 @@ def follow_up(
         else:
             key = measured_key(finding, later)
             went = 1.0 - measured_time(later, key) / measured_time(finding, key)
+        state_before, state_after = remedy_state(before, finding), remedy_state(after, finding)
+        acted_on = went >= 1.0 - ACTED_ON_SHARE
+        if state_before is not None and state_after is not None:
+            acted_on = state_before != state_after
+            # the remedy applied: its share of the delivered time is its promise, in full when
+            # the measured time no longer tells (it went up with the rest of the change)
+            went = 1.0 if acted_on and went <= 0 else went
         rows.append(
             FollowUp(
                 id=finding.id,
@@ -136,8 +164,10 @@ def follow_up(
                 title=finding.title,
                 promised_ns=float(finding.saving_ns),
                 remaining_ns=0.0 if later is None else float(later.saving_ns),
-                acted_on=bool(went >= 1.0 - ACTED_ON_SHARE),
+                acted_on=bool(acted_on),
                 delivered_ns=None,
+                state_before=state_before,
+                state_after=state_after,
             )
         )
         weights.append(float(finding.saving_ns) * min(max(went, 0.0), 1.0))

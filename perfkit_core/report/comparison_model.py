@@ -232,7 +232,7 @@ def advice_table(comparison: Comparison) -> Table | None:
         "status": "Status",
     }
     word = "without the profiler (step timer)" if figures["basis"] == "unprofiled" else "profiled"
-    said = "; ".join(f"{r.id}: {r.sentence()}" for r in rows if r.acted_on)
+    said = "; ".join(f"{r.id}: {r.sentence()}" for r in rows if r.acted_on or r.states_known)
     return table_from_frame(
         "advice",
         f"Advice of {before} acted on in {after} (per step)",

@@ -1,0 +1,86 @@
+"""Whether a finding's remedy was applied, read from the runs themselves: the setting the
+remedy changes, as each run recorded it.
+
+- ``input-pipeline`` (loader workers): the DataLoader's iterator, from the data-loading spans'
+  names: ``single-process`` (torch's ``_SingleProcessDataLoaderIter``, Paddle's
+  ``_DataLoaderIterSingleProcess``) or ``worker processes`` (``_MultiProcessingDataLoaderIter``,
+  ``_DataLoaderIterMultiProcess``).
+- ``optimizer`` (a fused or multi-tensor optimizer): the optimizer's implementation,
+  ``for-loop``, ``foreach`` or ``fused`` (``rules.cpu.optimizer_class``).
+- ``compile`` (``torch.compile``): ``compiled`` when the run recorded ops of compiled code
+  (``compiled.COMPILED_PREFIXES``), else ``eager``.
+
+``perfkit compare`` reads the state in both runs: a remedy whose setting changed was acted on,
+one whose setting did not was not, whatever its time did (another change can shrink it: a
+Paddle loader moved to workers frees the GIL, and the optimizer loop it held back gets
+faster). A run that recorded no such spans has no state (None), and the follow-up falls back
+to the finding's measured time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from perfkit_core.advice.compiled import COMPILED_PREFIXES
+from perfkit_core.advice.engine import make_context
+from perfkit_core.advice.rules.cpu import _outermost_ops, optimizer_class
+from perfkit_core.events.schema import str_values
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from perfkit_core.events.run import Run
+
+SINGLE_PROCESS = "single-process"
+WORKER_PROCESSES = "worker processes"
+
+
+def _names_of_kind(run: Run, kind: str) -> set[str]:
+    ev = run.events
+    names = str_values(ev["name"])
+    return set(names[str_values(ev["kind"]) == kind].tolist())
+
+
+def loader_mode(run: Run) -> str | None:
+    """``worker processes`` when any data-loading span is a multi-process iterator's,
+    ``single-process`` when one is a single-process iterator's, else None."""
+    names = _names_of_kind(run, "dataloader")
+    if any("MultiProcess" in n for n in names):
+        return WORKER_PROCESSES
+    if any("SingleProcess" in n for n in names):
+        return SINGLE_PROCESS
+    return None
+
+
+def optimizer_implementation(run: Run) -> str | None:
+    """The optimizer's implementation (``for-loop``, ``foreach``, ``fused``); None when the run
+    recorded no optimizer step."""
+    if not _names_of_kind(run, "optimizer"):
+        return None
+    _, in_optimizer, _ = _outermost_ops(make_context(run))
+    return optimizer_class(run, in_optimizer)[1]
+
+
+def compile_state(run: Run) -> str | None:
+    """``compiled`` when the run recorded ops of compiled code, else ``eager``; None for a run
+    with no events."""
+    names = run.events["name"].unique()
+    if not len(names):
+        return None
+    compiled = any(str(n).startswith(COMPILED_PREFIXES) for n in names)
+    return "compiled" if compiled else "eager"
+
+
+#: The state each remedy changes, by the finding's remedy key (else its id).
+STATES: dict[str, Callable[[Run], str | None]] = {
+    "input-pipeline": loader_mode,
+    "optimizer": optimizer_implementation,
+    "compile": compile_state,
+}
+
+
+def remedy_state(run: Run, finding: Any) -> str | None:
+    """The setting ``finding``'s remedy changes, as ``run`` recorded it; None when perfkit
+    reads no such setting for the finding or the run recorded none."""
+    reader = STATES.get(getattr(finding, "remedy_key", "") or finding.id)
+    return None if reader is None else reader(run)

@@ -1,0 +1,103 @@
+"""Whether a remedy was applied is read from the runs: the DataLoader's iterator (one process or
+workers), in torch's real GPU traces and in real Paddle runs on the CPU; ``perfkit compare``'s
+follow-up says so, and a finding whose setting did not change is not acted on whatever its time
+did (the optimizer and compile cases are in ``test_advice_savings`` and
+``test_advice_compile``, on their real runs)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import perfkit_core
+from conftest import shared_trace
+from perfkit_core.advice.followup import follow_up
+from perfkit_core.advice.remedy_state import (
+    SINGLE_PROCESS,
+    WORKER_PROCESSES,
+    compile_state,
+    loader_mode,
+)
+from tests.peer_definitions import read_events
+
+
+def _iterators(path) -> set[str]:
+    """The DataLoader iterator classes a raw Kineto trace names."""
+    found = set()
+    for event in read_events(path):
+        name = str(event.get("name", ""))
+        if name.startswith("enumerate(DataLoader)#"):
+            found.add(name.split("#", 1)[1].split(".", 1)[0])
+    return found
+
+
+def test_the_loader_workers_of_the_real_resnet_runs_are_read_and_followed():
+    before_path, after_path = shared_trace("resnet_nw0"), shared_trace("resnet_nw4")
+    assert _iterators(before_path) == {"_SingleProcessDataLoaderIter"}
+    assert _iterators(after_path) == {"_MultiProcessingDataLoaderIter"}
+    before, after = perfkit_core.load(before_path), perfkit_core.load(after_path)
+    assert loader_mode(before) == SINGLE_PROCESS and loader_mode(after) == WORKER_PROCESSES
+    assert compile_state(before) == compile_state(after) == "eager"
+    rows, figures = follow_up(before, after)
+    row = next(r for r in rows if r.id == "input-pipeline")
+    assert row.acted_on and (row.state_before, row.state_after) == (
+        SINGLE_PROCESS,
+        WORKER_PROCESSES,
+    )
+    assert row.sentence().endswith("(single-process to worker processes)")
+    # The only finding acted on takes the whole step time delivered.
+    assert [r.id for r in rows if r.acted_on] == ["input-pipeline"]
+    assert row.delivered_ns == pytest.approx(figures["delivered_ns"])
+    # Against itself the loader is unchanged: not acted on, whatever the finding's figures say.
+    rows, _ = follow_up(before, before, findings_after=[])
+    row = next(r for r in rows if r.id == "input-pipeline")
+    assert not row.acted_on and row.delivered_ns is None
+    assert "not acted on (still single-process; its time fell below" in row.sentence()
+
+
+def _paddle_run(tmp_path, workers: int):
+    """A Paddle loop fed by ``paddle.io.DataLoader(num_workers=workers)``, profiled on the CPU
+    and exported as Paddle's own JSON trace."""
+    paddle = pytest.importorskip("paddle")
+    import numpy as np
+    import paddle.profiler as profiler
+
+    class Data(paddle.io.Dataset):
+        def __len__(self) -> int:
+            return 256
+
+        def __getitem__(self, index: int):
+            return np.full(16, index, dtype="float32"), np.array([index % 4], dtype="int64")
+
+    paddle.set_device("cpu")
+    model = paddle.nn.Linear(16, 4)
+    optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
+    loader = paddle.io.DataLoader(Data(), batch_size=8, num_workers=workers)
+    prof = profiler.Profiler(  # no handler: Paddle's default writes into the working folder
+        targets=[profiler.ProfilerTarget.CPU], scheduler=(1, 5), on_trace_ready=lambda p: None
+    )
+    prof.start()
+    for i, (x, y) in enumerate(loader):
+        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+        prof.step()
+        if i == 6:
+            break
+    prof.stop()
+    path = tmp_path / f"paddle_workers{workers}.json"
+    prof.export(str(path), format="json")
+    return path
+
+
+def test_paddle_loader_workers_are_read_from_its_trace(tmp_path):
+    single, workers = _paddle_run(tmp_path, 0), _paddle_run(tmp_path, 1)
+    names = {
+        str(e.get("name", "")).split("[", 1)[0]
+        for e in json.loads(workers.read_text())["traceEvents"]
+        if "DataLoaderIter" in str(e.get("name", ""))
+    }
+    assert names == {"_DataLoaderIterMultiProcess"}
+    assert loader_mode(perfkit_core.load(single)) == SINGLE_PROCESS
+    assert loader_mode(perfkit_core.load(workers)) == WORKER_PROCESSES
