@@ -32,7 +32,11 @@ or within 1 point of the step when the achieved saving is under 5% of it. Then, 
 whether the order of findings by estimate equals their order by achieved saving. Two findings
 whose achieved savings the rounds cannot tell apart (the 95% bootstrap interval of the median
 round-by-round difference of their remedied loops holds 0) tie: either order matches, and the
-line says so with the interval. Exit status 1 when a line FAILs.
+line says so with the interval. Each applied finding is then followed as ``perfkit compare
+BEFORE AFTER`` reads it (``[compare]``): the scenario profiled again without and then with the
+remedy, one session after the other as a user records them around a change, the promise of
+BEFORE against the step time delivered and the settings read from both runs. Exit status 1
+when a line FAILs.
 
     nice -n 10 python bench/bench_advice.py
     nice -n 10 python bench/bench_advice.py --only torch-adam torch-loader --rounds 9
@@ -750,7 +754,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
         results += combined_lines(modes, achieved, times["saving:all"], before)
     for finding in findings:
         if finding.id in achieved:
-            print(f"  {follow_up_line(scenario, run, findings, finding, args, out)}")
+            print(f"  {follow_up_line(scenario, finding, args, out)}")
     fired = {f.rule for f in findings} | {m for f in findings for m in f.evidence.get("merged", ())}
     if scenario.rule not in fired:
         print(f"  FAIL: the {scenario.rule} rule did not fire")
@@ -793,31 +797,27 @@ def combined_lines(
     return verdicts
 
 
-def follow_up_line(
-    scenario: Scenario,
-    before: Any,
-    findings: list[Any],
-    finding: Any,
-    args: argparse.Namespace,
-    out: Path,
-) -> str:
-    """What ``perfkit compare BEFORE AFTER`` says of ``finding`` (one of ``findings``, the
-    advice on ``before``) when AFTER is the scenario profiled again with that finding's remedy:
-    promised against delivered (ms per step)."""
+def follow_up_line(scenario: Scenario, finding: Any, args: argparse.Namespace, out: Path) -> str:
+    """What ``perfkit compare BEFORE AFTER`` says of ``finding`` (advice on the scenario's
+    first profile) when BEFORE and AFTER are the scenario profiled again, one session
+    after the other, without and with that finding's remedy, as a user records them around a
+    change: promised against delivered (ms per step). The first profile, taken ahead of the
+    timed rounds a minute earlier, would carry the machine's drift since then into the delivered
+    step time."""
     from perfkit_core.advice.followup import follow_up
 
-    after = profile(
-        scenario,
-        out / f"{scenario.name}-{finding.id}",
-        args.profile_steps,
-        args.timer_steps,
-        frozenset([finding.rule]),
-    )
+    sessions = []
+    for name, remedies in (("before", frozenset()), (finding.id, frozenset([finding.rule]))):
+        directory = out / f"{scenario.name}-{finding.id}-{name}"
+        sessions.append(
+            profile(scenario, directory, args.profile_steps, args.timer_steps, remedies)
+        )
     with quiet():
-        rows, figures = follow_up(before, after, findings_before=findings)
-    row = next(r for r in rows if r.id == finding.id)
+        rows, figures = follow_up(*sessions)
+    row = next((r for r in rows if r.id == finding.id), None)
+    said = row.sentence() if row is not None else "not found in BEFORE this time"
     return (
-        f"[compare] {finding.id}: {row.sentence()} (perfkit compare BEFORE AFTER; step "
+        f"[compare] {finding.id}: {said} (perfkit compare BEFORE AFTER; step "
         f"{figures['before_ns'] / 1e6:.2f} -> {figures['after_ns'] / 1e6:.2f} ms, "
         f"{figures['basis']})"
     )
