@@ -101,3 +101,24 @@ def test_paddle_loader_workers_are_read_from_its_trace(tmp_path):
     assert names == {"_DataLoaderIterMultiProcess"}
     assert loader_mode(perfkit_core.load(single)) == SINGLE_PROCESS
     assert loader_mode(perfkit_core.load(workers)) == WORKER_PROCESSES
+
+
+def test_a_run_with_workers_already_is_followed_by_its_measured_time():
+    """BEFORE already loads in workers: its remedy is more of them, which the iterator does not
+    show, so the waits for data decide, as for a run with no loader spans."""
+    from perfkit_core.advice import Finding
+
+    after = perfkit_core.load(shared_trace("resnet_nw4"))
+    assert loader_mode(after) == WORKER_PROCESSES
+
+    def waits(ns: float) -> Finding:
+        evidence = {"data_per_step_ns": ns}
+        return Finding(id="input-pipeline", title="", severity="", saving_ns=ns, evidence=evidence)
+
+    for later, acted in ((2e6, True), (8e6, False)):
+        rows, _ = follow_up(
+            after, after, findings_before=[waits(10e6)], findings_after=[waits(later)]
+        )
+        assert rows[0].acted_on is acted
+        assert rows[0].state_before is None and rows[0].state_after is None
+        assert "worker processes" not in rows[0].sentence()

@@ -4,7 +4,8 @@ promised and what it delivered.
 A finding of BEFORE was acted on when the setting its remedy changes differs between the runs
 (``advice.remedy_state``: the DataLoader's single process or workers, the optimizer's
 implementation, compiled or eager code): what the remedy did, whatever else changed. Where
-either run recorded no such setting, it was acted on when AFTER no longer has the finding, or
+either run recorded no such setting, or BEFORE's is a remedy already (workers, asked for more
+of them), it was acted on when AFTER no longer has the finding, or
 its evidence shrank: the finding's measured time is at most ``ACTED_ON_SHARE`` of what it was
 in BEFORE. The measured
 time is one figure of the evidence, the same in both runs: the first
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.advice.remedy_state import remedy_state
+from perfkit_core.advice.remedy_state import remedy_states
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -150,7 +151,7 @@ def follow_up(
         else:
             key = measured_key(finding, later)
             went = 1.0 - measured_time(later, key) / measured_time(finding, key)
-        state_before, state_after = remedy_state(before, finding), remedy_state(after, finding)
+        state_before, state_after = remedy_states(before, after, finding)
         acted_on = went >= 1.0 - ACTED_ON_SHARE
         if state_before is not None and state_after is not None:
             acted_on = state_before != state_after

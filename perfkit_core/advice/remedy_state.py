@@ -14,7 +14,9 @@ remedy changes, as each run recorded it.
 one whose setting did not was not, whatever its time did (another change can shrink it: a
 Paddle loader moved to workers frees the GIL, and the optimizer loop it held back gets
 faster). A run that recorded no such spans has no state (None), and the follow-up falls back
-to the finding's measured time.
+to the finding's measured time; so does a BEFORE already in a remedied state
+(``REMEDIED``): its remedy is more of the same (more loader workers), which the setting does
+not show.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ def compile_state(run: Run) -> str | None:
     return "compiled" if compiled else "eager"
 
 
+#: States that are a remedy already: a finding of a run in one of them asks for more of it.
+REMEDIED = frozenset({WORKER_PROCESSES, "fused", "compiled"})
+
 #: The state each remedy changes, by the finding's remedy key (else its id).
 STATES: dict[str, Callable[[Run], str | None]] = {
     "input-pipeline": loader_mode,
@@ -84,3 +89,13 @@ def remedy_state(run: Run, finding: Any) -> str | None:
     reads no such setting for the finding or the run recorded none."""
     reader = STATES.get(getattr(finding, "remedy_key", "") or finding.id)
     return None if reader is None else reader(run)
+
+
+def remedy_states(before: Run, after: Run, finding: Any) -> tuple[str | None, str | None]:
+    """(the setting in BEFORE, in AFTER) when they tell whether ``finding``'s remedy was
+    applied; (None, None) when either run recorded none or BEFORE's is a remedy already."""
+    first = remedy_state(before, finding)
+    if first is None or first in REMEDIED:
+        return None, None
+    second = remedy_state(after, finding)
+    return (None, None) if second is None else (first, second)
