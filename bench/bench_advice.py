@@ -611,15 +611,18 @@ def time_variants(
     return out, samples
 
 
-def median_interval(values: list[float], resamples: int = 2000) -> tuple[float, float, float]:
-    """(median, low, high): the median of ``values`` and its 95% bootstrap interval (fixed
-    seed)."""
+def median_interval(values: list[float]) -> tuple[float, float, float]:
+    """(median, low, high): the median of ``values`` and its percentile bootstrap interval, with
+    the confidence, resamples and seed of ``perfkit compare``'s intervals."""
     import numpy as np
 
+    from perfkit_core.comparison.statistics import CONFIDENCE, RESAMPLES, SEED
+
     data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(0)
-    medians = np.median(rng.choice(data, size=(resamples, len(data))), axis=1)
-    low, high = np.percentile(medians, [2.5, 97.5])
+    rng = np.random.default_rng(SEED)
+    medians = np.median(rng.choice(data, size=(RESAMPLES, len(data))), axis=1)
+    tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
+    low, high = np.percentile(medians, [tail, 100.0 - tail])
     return float(np.median(data)), float(low), float(high)
 
 

@@ -4,21 +4,20 @@ promised and what it delivered.
 A finding of BEFORE was acted on when the setting its remedy changes differs between the runs
 (``advice.remedy_state``: the DataLoader's single process or workers, the optimizer's
 implementation, compiled or eager code): what the remedy did, whatever else changed. Where
-either run recorded no such setting, or BEFORE's is a remedy already (workers, asked for more
-of them), it was acted on when AFTER no longer has the finding, or
-its evidence shrank: the finding's measured time is at most ``ACTED_ON_SHARE`` of what it was
-in BEFORE. The measured
+either run recorded no such setting, or BEFORE's is a remedy already (workers, asked for more of
+them), it was acted on when AFTER no longer has the finding, or its evidence shrank: the
+finding's measured time is at most ``ACTED_ON_SHARE`` of what it was in BEFORE. The measured
 time is one figure of the evidence, the same in both runs: the first
 ``*_unprofiled_per_step_ns`` both have (the time without the profiler, which the saving was
-stated on: a Paddle loader thread's loading, ``data_unprofiled_per_step_ns``, where the
-profiled waits for data are near 0 with or without workers), else the first
-``*_per_step_ns`` both have (such as ``optimizer_per_step_ns``), else the saving. The measured time, not the saving, decides: a
-saving can shrink because the profiler's cost was taken out of it differently. What the changes delivered
-is the step time BEFORE less the step time AFTER (ns per step): the medians of the step timer's
-steps without the profiler when both runs have them (``perfkit_core.step_timer``), else the
-mean profiled steps. When several findings were acted on, the delivered time is split between
-them in proportion to each one's promised saving times the share of its measured time that
-went; one finding acted on gets it all.
+stated on: a Paddle loader thread's loading, ``data_unprofiled_per_step_ns``, where the profiled
+waits for data are near 0 with or without workers), else the first ``*_per_step_ns`` both have
+(such as ``optimizer_per_step_ns``), else the saving. The measured time, not the saving,
+decides: a saving can shrink because the profiler's cost was taken out of it differently. What
+the changes delivered is the step time BEFORE less the step time AFTER (ns per step): the
+medians of the step timer's steps without the profiler when both runs have them
+(``perfkit_core.step_timer``), else the mean profiled steps. When several findings were acted
+on, the delivered time is split between them in proportion to each one's promised saving times
+the share of its measured time that went; one finding acted on gets it all.
 """
 
 from __future__ import annotations
@@ -64,12 +63,11 @@ class FollowUp:
         """ "promised X ms/step, delivered Y ms/step", or why nothing was delivered."""
         promised = f"promised {self.promised_ns / 1e6:.2f} ms/step"
         if not self.acted_on or self.delivered_ns is None:
-            still = f"still {self.remaining_ns / 1e6:.2f} ms/step"
-            if self.states_known:
-                if self.remaining_ns <= 0:
-                    still = "its time fell below the rule's threshold with the other changes"
-                still = f"still {self.state_before}; {still}"
-            return f"{promised}; not acted on ({still})"
+            left = f"still {self.remaining_ns / 1e6:.2f} ms/step"
+            if self.states_known and self.remaining_ns <= 0:
+                left = "its time fell below the rule's threshold with the other changes"
+            setting = f"still {self.state_before}; " if self.states_known else ""
+            return f"{promised}; not acted on ({setting}{left})"
         change = f" ({self.state_before} to {self.state_after})" if self.states_known else ""
         return f"{promised}, delivered {self.delivered_ns / 1e6:.2f} ms/step{change}"
 

@@ -23,10 +23,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from perfkit_core.advice.compiled import COMPILED_PREFIXES
 from perfkit_core.advice.engine import make_context
 from perfkit_core.advice.rules.cpu import _outermost_ops, optimizer_class
-from perfkit_core.events.schema import str_values
+from perfkit_core.events import links
+from perfkit_core.views.common import category_values
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,9 +41,10 @@ WORKER_PROCESSES = "worker processes"
 
 
 def _names_of_kind(run: Run, kind: str) -> set[str]:
-    ev = run.events
-    names = str_values(ev["name"])
-    return set(names[str_values(ev["kind"]) == kind].tolist())
+    """The names of ``run``'s events of ``kind`` (the kind compared by category code, only
+    those rows' names made into strings)."""
+    rows = np.flatnonzero(links.kind_is(run.events, kind))
+    return set(category_values(run.events["name"], rows).tolist())
 
 
 def loader_mode(run: Run) -> str | None:
@@ -85,10 +89,18 @@ STATES: dict[str, Callable[[Run], str | None]] = {
 
 
 def remedy_state(run: Run, finding: Any) -> str | None:
-    """The setting ``finding``'s remedy changes, as ``run`` recorded it; None when perfkit
-    reads no such setting for the finding or the run recorded none."""
-    reader = STATES.get(getattr(finding, "remedy_key", "") or finding.id)
-    return None if reader is None else reader(run)
+    """The setting ``finding``'s remedy changes, as ``run`` recorded it (read once per run and
+    remedy); None when perfkit reads no such setting for the finding or the run recorded
+    none."""
+    remedy = getattr(finding, "remedy_key", "") or finding.id
+    reader = STATES.get(remedy)
+    if reader is None:
+        return None
+    key = f"advice_remedy_state:{remedy}"
+    if key not in run._cache:
+        run._cache[key] = reader(run)
+    found: str | None = run._cache[key]
+    return found
 
 
 def remedy_states(before: Run, after: Run, finding: Any) -> tuple[str | None, str | None]:
