@@ -162,7 +162,10 @@ def test_optimizer_saving_is_on_the_unprofiled_optimizer_time(adam_loop):
     assert ev["basis"] == "unprofiled"
     assert ev["optimizer_class"] == "Adam"
     assert ev["parameter_shapes"] == shapes  # recorded shapes = the model's parameters
-    assert ev["optimizer_unprofiled_per_step_ns"] < ev["optimizer_per_step_ns"]
+    # the optimizer's time without the profiler, as the step timer measured it (which of the
+    # two is larger is the machine's business: no timing is asserted)
+    timed = run.meta["step_timer"]["phases"]["optimizer"]["unprofiled_ns"]
+    assert ev["optimizer_unprofiled_per_step_ns"] == pytest.approx(float(np.median(timed)))
     speedup = OPTIMIZER_SPEEDUPS["torch"]["Adam"]
     assert finding.saving_ns == pytest.approx(
         ev["optimizer_unprofiled_per_step_ns"] * (1 - 1 / speedup)
@@ -345,9 +348,7 @@ def test_followup_reads_the_optimizer_implementation_in_both_runs(before_after):
     row = next(r for r in rows if r.id == "optimizer")
     assert row.acted_on and row.sentence().endswith("(for-loop to fused)")
     finding = next(f for f in before.advise() if f.id == "optimizer")
-    halved = {
-        k: v / 2 if k.endswith("_per_step_ns") else v for k, v in finding.evidence.items()
-    }
+    halved = {k: v / 2 if k.endswith("_per_step_ns") else v for k, v in finding.evidence.items()}
     faster = dataclasses.replace(finding, evidence=halved, saving_ns=finding.saving_ns / 2)
     rows, _ = follow_up(before, before, findings_before=[finding], findings_after=[faster])
     assert not rows[0].acted_on and rows[0].delivered_ns is None

@@ -19,12 +19,12 @@ it, and a rule prefers it to the correction, which subtracts two large, noisy fi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.comparison.overhead import finite_ns, step_timer_phase
 from perfkit_core.events.links import kind_is
 
 if TYPE_CHECKING:
@@ -94,8 +94,8 @@ def step_basis(ctx: Context) -> Basis:
         return cached
     basis = Basis("profiled", ctx.step_ns)
     record = ctx.run.meta.get("step_timer") or {}
-    profiled = _times(record.get("profiled_ns"))
-    unprofiled = _times(record.get("unprofiled_ns"))
+    profiled = finite_ns(record.get("profiled_ns"))
+    unprofiled = finite_ns(record.get("unprofiled_ns"))
     events = recorded_events_per_step(ctx)
     if len(profiled) and len(unprofiled) and events > 0:
         # medians: a step that waited for another process is not the profiler's doing
@@ -111,14 +111,6 @@ def step_basis(ctx: Context) -> Basis:
     return basis
 
 
-def _times(raw: object) -> np.ndarray:
-    values = raw if isinstance(raw, list) else []
-    return np.asarray(
-        [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)],
-        dtype=np.float64,
-    )
-
-
 def recorded_events_per_step(ctx: Context, mask: np.ndarray | None = None) -> float:
     """Host events the profiler recorded per step (of the rows in ``mask`` when given)."""
     ev = ctx.run.events
@@ -130,21 +122,8 @@ def recorded_events_per_step(ctx: Context, mask: np.ndarray | None = None) -> fl
     return float(counted.sum()) / max(ctx.steps, 1)
 
 
-#: A timed phase needs at least this many unprofiled steps to be used.
-MIN_TIMED_STEPS = 3
-
-
 def timed_phase(ctx: Context, phase: str, *, mean: bool = False) -> float | None:
-    """The median time per step (ns) of ``phase`` (``optimizer``, ``data``) in the steps the
-    step timer timed without the profiler, as an adapter's phase timer measured it
-    (``meta["step_timer"]["phases"]``), or with ``mean`` their mean: for work a background
-    thread does as it can (a loader thread filling its queue does several batches in one step
-    and none in the next); None when it was not timed in at least ``MIN_TIMED_STEPS`` such
-    steps or never ran in them."""
-    record = ctx.run.meta.get("step_timer") or {}
-    phases = record.get("phases") if isinstance(record.get("phases"), dict) else {}
-    entry = phases.get(phase) if isinstance(phases, dict) else None
-    times = _times(entry.get("unprofiled_ns") if isinstance(entry, dict) else None)
-    if len(times) < MIN_TIMED_STEPS or not times.any():
-        return None
-    return float(times.mean() if mean else np.median(times))
+    """The time per step (ns) of ``phase`` in the steps the step timer timed without the
+    profiler, the median or with ``mean`` the mean (``step_timer_phase``: the figure
+    ``perfkit compare`` states too); None when it was not timed in enough of them."""
+    return step_timer_phase(ctx.run, phase, mean=mean)

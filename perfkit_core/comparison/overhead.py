@@ -65,12 +65,41 @@ def step_timer_times(run: Run) -> tuple[np.ndarray, np.ndarray]:
     """(profiled, unprofiled) step times in ns that ``perfkit_core.step_timer`` saved into the
     run's metadata; empty arrays when it saved none."""
     record = run.meta.get("step_timer") or {}
+    return finite_ns(record.get("profiled_ns")), finite_ns(record.get("unprofiled_ns"))
 
-    def values(key: str) -> np.ndarray:
-        raw = record.get(key) or []
-        return np.asarray([float(v) for v in raw if isinstance(v, (int, float))], dtype=np.float64)
 
-    return values("profiled_ns"), values("unprofiled_ns")
+def finite_ns(raw: object) -> np.ndarray:
+    """The finite numbers of a list the step timer saved (times in ns), as floats; empty for
+    anything else."""
+    values = raw if isinstance(raw, list) else []
+    return np.asarray(
+        [
+            float(v)
+            for v in values
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        ],
+        dtype=np.float64,
+    )
+
+
+#: A phase timed in fewer of the steps timed without the profiler is not stated.
+MIN_TIMED_STEPS = 3
+
+
+def step_timer_phase(run: Run, phase: str, *, mean: bool = False) -> float | None:
+    """The median time per step (ns) of ``phase`` (``optimizer``, ``data``, ``loading``) in the
+    steps ``perfkit_core.step_timer`` timed without the profiler, as an adapter's phase timer
+    measured it (``meta["step_timer"]["phases"]``), or with ``mean`` their mean: for work a
+    background thread does as it can (a loader thread filling its queue does several batches
+    in one step and none in the next); None when it was not timed in at least
+    ``MIN_TIMED_STEPS`` such steps or never ran in them."""
+    record = run.meta.get("step_timer") or {}
+    phases = record.get("phases") if isinstance(record, dict) else None
+    entry = phases.get(phase) if isinstance(phases, dict) else None
+    times = finite_ns(entry.get("unprofiled_ns") if isinstance(entry, dict) else None)
+    if len(times) < MIN_TIMED_STEPS or not times.any():
+        return None
+    return float(times.mean() if mean else np.median(times))
 
 
 def run_overhead(run: Run) -> RunOverhead:

@@ -8,8 +8,15 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from perfkit_core.comparison.attribution import TOTAL, attribution_table, missing_layers_line
-from perfkit_core.comparison.overhead import RunOverhead, density_warning, run_overhead
+from perfkit_core.comparison.overhead import (
+    RunOverhead,
+    density_warning,
+    run_overhead,
+    step_timer_phase,
+)
 from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
 from perfkit_core.views.attribution import UNATTRIBUTED
 
@@ -83,6 +90,10 @@ class Verdict:
     gpu_faster: list[Cause] = field(default_factory=list)
     #: Why layers are not compared (a run without layer spans), else empty.
     layers_missing: str = ""
+    #: Per run (in ``labels`` order), the CPU time per step a thread of the training process
+    #: spent loading batches beside the training thread, timed without the profiler (the step
+    #: timer's ``loading`` phase, its mean); None where none was timed.
+    loading_thread_ns: list[float | None] = field(default_factory=list)
 
     @property
     def headline(self) -> RatioEstimate:
@@ -162,6 +173,9 @@ class Verdict:
         directions, the GPU time by op family, the baseline and sign convention, the noise
         floor, the profiler's effect, warnings."""
         out = [self.sentence(time_unit)]
+        hidden = self.hidden_loading(time_unit)
+        if hidden:
+            out.append(hidden)
         names = {"layers": "by layer", "ops": "by op", "phases": "by phase"}
         for view, title in names.items():
             if view == "layers" and self.layers_missing:
@@ -208,6 +222,55 @@ class Verdict:
         out += self.warnings
         return out
 
+    def hidden_loading(self, time_unit: str = "ms") -> str:
+        """A line for runs whose batches a thread of the training process loaded, which no
+        row shows: Paddle's single-process DataLoader loads in a thread its profiler does not
+        record, so that loading's cost is spread over the rows (it takes the CPU and the GIL
+        from the training thread), and a run that moves it to worker processes shows a data
+        row that grew while its step shrank. Empty when no run timed such loading."""
+        timed = [
+            (label, ns, o)
+            for label, ns, o in zip(
+                self.labels, self.loading_thread_ns, self.overheads, strict=True
+            )
+            if ns is not None
+        ]
+        if not timed:
+            return ""
+        scale = _SCALE[time_unit]
+        parts = []
+        for label, ns, o in timed:
+            share = (
+                f" ({100.0 * ns / float(np.median(o.unprofiled_ns)):.1f}% of its median step "
+                "without the profiler)"
+                if len(o.unprofiled_ns) and float(np.median(o.unprofiled_ns)) > 0
+                else ""
+            )
+            parts.append(
+                f"{label} loaded its batches in a thread of the training process that its "
+                f"profiler does not record: {ns / scale:.3f} {time_unit} per step of that "
+                f"thread's CPU time without the profiler{share}"
+            )
+        others = [
+            label
+            for label, ns, o in zip(
+                self.labels, self.loading_thread_ns, self.overheads, strict=True
+            )
+            if ns is None and len(o.unprofiled_ns)
+        ]
+        line = (
+            "loading no row shows: "
+            + "; ".join(parts)
+            + ". That thread takes the CPU and the GIL from training, so its cost is spread over "
+            "the other rows, not shown as data"
+        )
+        if others:
+            line += (
+                f"; {', '.join(others)} loaded no batches in such a thread, so its data row "
+                "holds all its loading (in the training thread, or its waits for workers)"
+            )
+        return line
+
     def to_dict(self) -> dict[str, Any]:
         """Plain values for JSON."""
 
@@ -234,6 +297,9 @@ class Verdict:
             },
             "warnings": list(self.warnings),
             "layers_missing": self.layers_missing,
+            "loading_thread_ns": dict(
+                zip(self.labels, self.loading_thread_ns or [None] * len(self.labels), strict=True)
+            ),
         }
 
 
@@ -361,4 +427,5 @@ def build_verdict(comparison: Comparison) -> Verdict:
         gpu_slower=gpu_slower,
         gpu_faster=gpu_faster,
         layers_missing=layers_missing,
+        loading_thread_ns=[step_timer_phase(run, "loading", mean=True) for run in comparison.runs],
     )
