@@ -120,3 +120,14 @@ def test_no_line_when_no_run_loaded_in_a_thread(pair):
     assert verdict.loading_thread_ns == [None, None]
     assert verdict.hidden_loading() == ""
     assert not any(line.startswith("loading no row shows") for line in verdict.lines())
+
+
+def test_a_verdict_built_without_the_loading_figures_reads_none(pair):
+    import dataclasses
+
+    thread, workers = pair
+    verdict = perfkit_core.compare(thread, workers).verdict()
+    bare = dataclasses.replace(verdict, loading_thread_ns=[])
+    assert bare.hidden_loading() == ""
+    assert len(bare.lines()) == len(verdict.lines()) - 1
+    assert set(bare.to_dict()["loading_thread_ns"].values()) == {None}

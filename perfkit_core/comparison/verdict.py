@@ -222,19 +222,18 @@ class Verdict:
         out += self.warnings
         return out
 
+    def _loading(self) -> list[float | None]:
+        """``loading_thread_ns``, one per run (None for each when it was not given)."""
+        return list(self.loading_thread_ns) or [None] * len(self.labels)
+
     def hidden_loading(self, time_unit: str = "ms") -> str:
         """A line for runs whose batches a thread of the training process loaded, which no
         row shows: Paddle's single-process DataLoader loads in a thread its profiler does not
         record, so that loading's cost is spread over the rows (it takes the CPU and the GIL
         from the training thread), and a run that moves it to worker processes shows a data
         row that grew while its step shrank. Empty when no run timed such loading."""
-        timed = [
-            (label, ns, o)
-            for label, ns, o in zip(
-                self.labels, self.loading_thread_ns, self.overheads, strict=True
-            )
-            if ns is not None
-        ]
+        runs = list(zip(self.labels, self._loading(), self.overheads, strict=True))
+        timed = [(label, ns, o) for label, ns, o in runs if ns is not None]
         if not timed:
             return ""
         scale = _SCALE[time_unit]
@@ -251,13 +250,7 @@ class Verdict:
                 f"profiler does not record: {ns / scale:.3f} {time_unit} per step of that "
                 f"thread's CPU time without the profiler{share}"
             )
-        others = [
-            label
-            for label, ns, o in zip(
-                self.labels, self.loading_thread_ns, self.overheads, strict=True
-            )
-            if ns is None and len(o.unprofiled_ns)
-        ]
+        others = [label for label, ns, o in runs if ns is None and len(o.unprofiled_ns)]
         line = (
             "loading no row shows: "
             + "; ".join(parts)
@@ -297,9 +290,7 @@ class Verdict:
             },
             "warnings": list(self.warnings),
             "layers_missing": self.layers_missing,
-            "loading_thread_ns": dict(
-                zip(self.labels, self.loading_thread_ns or [None] * len(self.labels), strict=True)
-            ),
+            "loading_thread_ns": dict(zip(self.labels, self._loading(), strict=True)),
         }
 
 
