@@ -194,6 +194,21 @@ def test_go_pprof_reads_the_same_top_functions(stack_run: Path, tmp_path: Path) 
         row = view.loc[name]
         assert flat == pytest.approx(row["host_own_ns"] * steps, rel=0.01, abs=20_000)
         assert cum == pytest.approx(row["host_with_children_ns"] * steps, rel=0.01, abs=20_000)
+    # Every function pprof lists is one row of the code view, under its name: pprof cuts the
+    # "(file:line)" off a name with brackets ("[genexpr] (...)") unless told not to demangle.
+    every = subprocess.run(
+        ["go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", str(out)],
+        capture_output=True, text=True, timeout=300, check=False, env=env,
+    )
+    assert every.returncode == 0, every.stderr[-2000:]
+    listed = [
+        m[3]
+        for line in every.stdout.splitlines()
+        if re.match(r"^\s*[\d.]+(s|ms|us|µs|ns)\s", line)
+        and (m := re.match(r"^\s*(\S+)\s+\S+\s+\S+\s+(\S+)\s+\S+\s+(.+?)\s*$", line))
+    ]
+    assert sorted(listed) == sorted(view.index)
+    assert any(name.startswith("[genexpr] (") for name in listed)
 
 
 def test_code_view_without_frames_says_so(torch_profile) -> None:

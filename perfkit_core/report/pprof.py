@@ -94,10 +94,12 @@ def encode_profile(
         line_msg = _int_field(1, fid) + _int_field(2, line)
         body += _bytes_field(4, _int_field(1, fid) + _bytes_field(4, line_msg))
     for (name, file, line), fid in functions.items():
+        # No system name: pprof reads a function whose system name equals its name as one to
+        # demangle, and cuts the "(file:line)" off a name holding brackets ("[genexpr]
+        # (train.py:12)" showed as "[genexpr]", every generator expression in one row).
         function = (
             _int_field(1, fid)
             + _int_field(2, strings(name))
-            + _int_field(3, strings(name))
             + _int_field(4, strings(file))
             + _int_field(5, line)
         )
