@@ -659,14 +659,23 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     findings = {f.id: f for f in run.advise()}
     assert "input-pipeline" in findings
     ev = findings["input-pipeline"].evidence
-    assert ev["data_from"] == "thread"
-    # the loading thread fills its queue in bursts: its time per step is the mean
-    assert ev["data_unprofiled_per_step_ns"] == pytest.approx(float(np.mean(data)))
+    # the rule states the larger of the loading thread's time and the training thread's waits
+    # (profiled, less the profiler's cost): which is larger is the machine's business
+    assert ev["data_from"] in ("thread", "waits")
+    if ev["data_from"] == "thread":
+        # the loading thread fills its queue in bursts: its time per step is the mean
+        assert ev["data_unprofiled_per_step_ns"] == pytest.approx(float(np.mean(data)))
+    else:
+        assert ev["data_unprofiled_per_step_ns"] >= float(np.mean(data))
     assert ev["basis"] == "unprofiled"  # the step without the profiler, faster or not
     assert ev["basis_step_ns"] == pytest.approx(float(np.median(record["unprofiled_ns"])))
     # workers get the cores idle while the steps ran and the loading thread's share of one
     idle = record["idle_cores"]
-    thread_cores = float(np.mean(data)) / float(np.median(record["unprofiled_ns"]))
+    thread_cores = (
+        float(np.mean(data)) / float(np.median(record["unprofiled_ns"]))
+        if ev["data_from"] == "thread"
+        else 0.0
+    )
     if idle is not None:
         assert ev["free_cores"] == float(int(max(idle, 0.0) + thread_cores + 0.5))
     assert ev["rest_per_step_ns"] == pytest.approx(
@@ -675,8 +684,11 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     assert findings["input-pipeline"].saving_ns == pytest.approx(
         loader_saving(ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"])
     )
-    assert findings["input-pipeline"].title.startswith("Loading data in the training process")
-    assert "the thread that loaded it" in findings["input-pipeline"].details[0]
+    if ev["data_from"] == "thread":
+        assert findings["input-pipeline"].title.startswith("Loading data in the training process")
+        assert "the thread that loaded it" in findings["input-pipeline"].details[0]
+    else:
+        assert findings["input-pipeline"].title.startswith("Waiting for data takes")
 
 
 @pytest.mark.parametrize(

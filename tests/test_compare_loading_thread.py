@@ -96,9 +96,13 @@ def test_the_verdict_says_where_the_single_process_loading_went(pair):
     assert f"({100 * loading / step:.1f}% of its median step without the profiler)" in line
     assert "workers loaded no batches in such a thread" in line
 
-    # one figure: the input-pipeline finding of the same run states the same loading
+    # one figure: the input-pipeline finding of the same run states the same loading when it
+    # states the thread's; it states the training thread's waits when they were longer
     finding = {f.id: f for f in thread.advise()}["input-pipeline"]
-    assert finding.evidence["data_unprofiled_per_step_ns"] == pytest.approx(loading)
+    if finding.evidence["data_from"] == "thread":
+        assert finding.evidence["data_unprofiled_per_step_ns"] == pytest.approx(loading)
+    else:
+        assert finding.evidence["data_unprofiled_per_step_ns"] >= loading
     assert finding.evidence["basis_step_ns"] == pytest.approx(step)
 
     # the same line in JSON and HTML
