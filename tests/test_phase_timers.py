@@ -172,3 +172,27 @@ def test_torch_forward_without_a_dataloader_runs_from_the_last_optimizer_step():
     key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"
     forward = record["phases"]["forward"][key]
     assert forward[0] == 0 and all(t > 0 for t in forward[1:])
+
+
+def test_the_training_threads_cpu_time_is_kept_per_step():
+    """The timer keeps the CPU time of the thread that ran each step (``training_cpu``), in the
+    lists that line up with the steps: a step that sleeps spends almost none of its wall time
+    on the CPU, one that computes spends it there, and CPU time never exceeds the wall time of
+    a single thread's step."""
+    import time
+
+    timer = perfkit_core.step_timer(None, warmup=0)
+    with timer.step():
+        time.sleep(0.05)
+    with timer.step():
+        end = time.thread_time_ns() + 30_000_000
+        while time.thread_time_ns() < end:
+            pass
+    record = timer.record()
+    key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"
+    walls, cpus = record[key], record["phases"]["training_cpu"][key]
+    assert len(cpus) == len(walls) == 2
+    # two clocks (the thread's CPU clock inside the monotonic one's span): a tick apart at most
+    assert all(0 <= cpu <= wall + 1_000_000 for cpu, wall in zip(cpus, walls, strict=True))
+    assert cpus[0] < 0.5 * walls[0]  # asleep: its wall time went by off the CPU
+    assert cpus[1] >= 30_000_000  # it ran until its thread had used 30 ms of CPU

@@ -10,7 +10,10 @@ them.
 
 Where an adapter can see a phase of the step as it runs (``perfkit_phase_timers``: torch's
 optimizer step), the timer also keeps that phase's time in each step, with and without the
-profiler, so advice can state the phase's unprofiled time as measured.
+profiler, so advice can state the phase's unprofiled time as measured. The timer itself keeps
+the CPU time of the thread that ran each step (the ``training_cpu`` phase,
+``time.thread_time_ns``): beside a loading thread of the same process, the step's wall time is
+shared between the two threads in about the ratio of their CPU times.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ from typing import Any
 #: Key of the timer's record in a saved run's metadata.
 META_KEY = "step_timer"
 
+#: The phase holding the CPU time (ns) of the thread that ran each step (``time.thread_time_ns``
+#: over the ``with timer.step()`` block): the training thread's own work, without the time it
+#: waited for the GIL, for a loading thread or for the operating system.
+TRAINING_CPU = "training_cpu"
+
 
 class StepTimer:
     """Times steps: ``with timer.step(): ...`` around each training step.
@@ -35,7 +43,8 @@ class StepTimer:
     ``unknown_ns`` the steps no adapter could tell about (no profiler given, or one of a
     framework no installed adapter knows). ``phase_ns`` holds, per phase an adapter times
     (``optimizer``), the phase's time in each kept step (ns), in three lists that line up with
-    those (0 for a step the phase did not run in).
+    those (0 for a step the phase did not run in), and under ``training_cpu`` the CPU time of
+    the thread that ran each step.
     """
 
     def __init__(self, profiler: Any = None, *, warmup: int = 2) -> None:
@@ -99,10 +108,14 @@ class StepTimer:
         kept_unrecorded = state is not True and self.seen >= self.warmup
         idle_start = machine_idle_s() if kept_unrecorded else None
         start = time.perf_counter_ns()
+        cpu_start = time.thread_time_ns()  # inside the wall-clock span: it never outlasts it
         try:
             yield
         finally:
+            cpu = time.thread_time_ns() - cpu_start
             elapsed = time.perf_counter_ns() - start
+            if self._open is not None:
+                self._open[TRAINING_CPU] = cpu
             idle_end = machine_idle_s() if idle_start is not None else None
             phases, self._open = self._open or {}, None
             self.seen += 1
