@@ -63,7 +63,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfkit_core.advice.loader import LOADER_BATCH_NS
+from perfkit_core.advice.loader import LOADER_BATCH_NS, THREAD_OP_NS
 
 #: Within this relative error of the achieved saving, an estimate PASSes ...
 TOLERANCE = 0.20
@@ -739,10 +739,17 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             inside = low <= est / est_step * before <= high
             how += "; inside the achieved 95% CI" if inside else "; outside the achieved 95% CI"
             if "replay_batch_ns" in match.evidence:  # the loader replay's hand-over cost
+                model_batch = match.evidence.get("loader_batch_ns", LOADER_BATCH_NS)
                 print(
                     f"    [replay ] a worker handed a batch over every "
                     f"{match.evidence['replay_batch_ns'] / 1e6:.2f} ms here (the model: "
-                    f"{LOADER_BATCH_NS / 1e6:.2f} ms)"
+                    f"{model_batch / 1e6:.2f} ms)"
+                )
+            if "replay_thread_op_ns" in match.evidence:  # beside a loading thread, per op
+                print(
+                    f"    [replay ] each training op cost "
+                    f"{match.evidence['replay_thread_op_ns'] / 1e3:.1f} us beside a loading "
+                    f"thread here (the model: {THREAD_OP_NS / 1e3:.1f} us)"
                 )
             if "eager_ns" in match.evidence:  # the compile estimate's terms
                 e = match.evidence

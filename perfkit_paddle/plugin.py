@@ -181,6 +181,23 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
     return remedy(finding)
 
 
+@hookimpl
+def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | None:
+    """The input-pipeline finding's saving with the costs of Paddle's loader timed on this
+    machine (``perfkit_paddle.replay``): handing a batch from a worker over, and each training
+    op beside a single-process loader's loading thread. None without paddle installed: a
+    Paddle trace is read without it, but nothing can be replayed."""
+    if framework != "paddle" or finding.rule != "input-pipeline":
+        return None
+    try:
+        import paddle  # noqa: F401
+    except ImportError:
+        return None
+    from perfkit_paddle.replay import measure_loader
+
+    return measure_loader(finding)
+
+
 _PADDLE_FAMILIES = {
     "matmul": "matmul",
     "matmul_v2": "matmul",

@@ -144,6 +144,8 @@ def loader_batch_ns(*, threads: int | None = 1) -> float:
     ``threads``: torch's intra-op threads meanwhile (None leaves them)."""
     import torch
 
+    from perfkit_core.advice import delivery_ns
+
     saved = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -153,30 +155,24 @@ def loader_batch_ns(*, threads: int | None = 1) -> float:
     )
     iterator = iter(loader)
     try:
-        for _ in range(LOADER_WARMUP):
-            next(iterator)
-        rounds = []
-        for _ in range(LOADER_ROUNDS):
-            start = time.perf_counter_ns()
-            for _ in range(LOADER_BATCHES):
-                next(iterator)
-            rounds.append((time.perf_counter_ns() - start) / LOADER_BATCHES)
+        return delivery_ns(
+            iterator, warmup=LOADER_WARMUP, rounds=LOADER_ROUNDS, batches=LOADER_BATCHES
+        )
     finally:
         iterator._shutdown_workers()
         torch.set_num_threads(saved)
-    return statistics.median(rounds)
 
 
 def measure_loader(finding: Any) -> dict[str, Any] | None:
     """The input-pipeline finding's saving with the cost of handing a batch over measured on
     this machine (``loader_batch_ns``) instead of the model's ``LOADER_BATCH_NS``: the same
-    ``loader_saving`` of the recorded loading time per step (without the profiler's cost where
-    the step timer measured it), the rest of the step and the cores the rule found free. None
+    ``loader_saving`` of the loading the rule moves to workers (``loading_per_step_ns``), the
+    rest of the step and the cores the rule found free. None
     when the finding lacks those figures or no worker can start here."""
-    from perfkit_core.advice import LOADER_BATCH_NS, loader_saving
+    from perfkit_core.advice import LOADER_BATCH_NS, loader_saving, measured_loader_estimate
 
     evidence = finding.evidence
-    data = evidence.get("data_unprofiled_per_step_ns")
+    data = evidence.get("loading_per_step_ns")
     rest = evidence.get("rest_per_step_ns")
     workers = evidence.get("free_cores")
     if not all(isinstance(v, (int, float)) for v in (data, rest, workers)) or data <= 0:
@@ -188,15 +184,8 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     saving = loader_saving(float(data), float(rest), float(workers), batch_ns)
     return {
         "saving_ns": saving,
-        "estimate": (
-            f"Measured on this machine: one DataLoader worker handed a batch of features and "
-            f"labels to the training process every {batch_ns / 1e6:.3f} ms when neither did "
-            f"other work (the model assumes {LOADER_BATCH_NS / 1e6:.3f} ms). With "
-            f"{float(workers):.1f} free core(s), the step becomes the longer of the rest of the "
-            f"step plus receiving a batch ({rest / 1e6:.3f} + {batch_ns / 1e6:.3f} ms) and the "
-            f"loading plus sending it, spread over the workers (({data / 1e6:.3f} + "
-            f"{batch_ns / 1e6:.3f}) / {float(workers):.1f} ms)"
-            + ("; no saving is expected." if saving <= 0 else ".")
+        "estimate": measured_loader_estimate(
+            batch_ns, LOADER_BATCH_NS, float(data), float(rest), float(workers), saving
         ),
         "evidence": {
             "measured": "replay",

@@ -292,6 +292,46 @@ def test_loader_saving_pays_for_handing_each_batch_over(data, rest, workers, exp
     assert loader_saving(data, rest, workers) == pytest.approx(expected)
 
 
+def test_each_framework_pays_its_own_loaders_hand_over():
+    from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_batch_cost
+
+    assert loader_batch_cost("torch") == LOADER_BATCH_NS
+    assert loader_batch_cost("paddle") == 400_000.0
+    assert loader_batch_cost("an unknown framework") == LOADER_BATCH_NS
+
+
+@pytest.mark.parametrize(
+    ("step", "loading_cpu", "training_cpu", "ops", "expected"),
+    [
+        # 100 ops at 7 us: 0.7 ms of contention; the other 9.3 ms split 3:5
+        (10e6, 3e6, 5e6, 100, (9.3e6 * 3 / 8, 9.3e6 * 5 / 8, 0.7e6)),
+        # no op recorded: no contention, the whole step split 1:1
+        (8e6, 4e6, 4e6, 0, (4e6, 4e6, 0.0)),
+        # more contention than step: it is the whole step, nothing is left to split
+        (1e6, 3e6, 5e6, 1_000, (0.0, 0.0, 1e6)),
+        # no CPU time in either thread: the step stays the rest
+        (5e6, 0.0, 0.0, 100, (0.0, 4.3e6, 0.7e6)),
+    ],
+)
+def test_a_loading_threads_step_is_split_by_cpu_time_after_the_contention(
+    step, loading_cpu, training_cpu, ops, expected
+):
+    from perfkit_core.advice.loader import THREAD_OP_NS, thread_split
+
+    assert THREAD_OP_NS == 7_000.0
+    assert thread_split(step, loading_cpu, training_cpu, ops) == pytest.approx(expected)
+    loading, rest, contention = thread_split(step, loading_cpu, training_cpu, ops)
+    assert loading + rest + contention == pytest.approx(step)
+
+
+def test_the_contention_leaves_with_the_loading_thread():
+    # 3 ms loading, 5 ms of the rest, 1 ms lost to the two threads contending, one worker
+    # and nothing to hand over: the step falls from 9 ms to the rest's 5 ms
+    assert loader_saving(3e6, 5e6, 1, 0.0, 1e6) == pytest.approx(4e6)
+    assert loader_saving(3e6, 5e6, 1, 0.0, 1e6) == loader_saving(3e6, 5e6, 1, 0.0) + 1e6
+    assert loader_saving(3e6, 5e6, 0, 0.0, 1e6) == 0.0  # no core free: nothing at all
+
+
 # ------------------------------------------------------------------ closing the loop
 
 
@@ -570,6 +610,7 @@ def test_measure_times_handing_a_batch_over():
 
     evidence = {
         "data_unprofiled_per_step_ns": 9_000_000.0,
+        "loading_per_step_ns": 9_000_000.0,
         "rest_per_step_ns": 7_000_000.0,
         "free_cores": 1.0,
     }
@@ -586,10 +627,66 @@ def test_measure_times_handing_a_batch_over():
     assert f"every {batch / 1e6:.3f} ms" in result["estimate"]
     assert f"(7.000 + {batch / 1e6:.3f} ms)" in result["estimate"]
     assert f"((9.000 + {batch / 1e6:.3f}) / 1.0 ms)" in result["estimate"]
-    # Nothing to replay without the recorded loading time; Paddle runs are not replayed here.
+    # Nothing to replay without the recorded loading time; a Paddle run's replay is Paddle's
+    # loader (below), and a run of a framework no adapter replays keeps its model.
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
     assert pm.hook.perfkit_measure_saving(finding=empty, framework="torch") is None
-    assert pm.hook.perfkit_measure_saving(finding=finding, framework="paddle") is None
+    assert pm.hook.perfkit_measure_saving(finding=finding, framework="jax") is None
+
+
+def test_paddle_measure_times_its_loaders_costs():
+    """``--measure`` on a Paddle run's input-pipeline finding times Paddle's loader on this
+    machine: a worker handing ready batches over, and each op of a training step beside a
+    single-process loader's thread; the saving is the rule's own split and model with those
+    two in place of the constants, and the new split is the finding's evidence."""
+    pytest.importorskip("paddle")
+    from types import SimpleNamespace
+
+    from perfkit_core.advice.loader import thread_split
+    from perfkit_core.plugins import get_plugin_manager
+
+    evidence = {
+        "data_unprofiled_per_step_ns": 4e6,  # the loading thread's CPU time per step
+        "training_cpu_per_step_ns": 5e6,
+        "training_ops_per_step": 150.0,
+        "basis_step_ns": 8e6,
+        "loading_per_step_ns": 3e6,
+        "rest_per_step_ns": 4e6,
+        "free_cores": 1.0,
+    }
+    finding = SimpleNamespace(rule="input-pipeline", evidence=dict(evidence))
+    pm = get_plugin_manager()
+    result = pm.hook.perfkit_measure_saving(finding=finding, framework="paddle")
+    ev = result["evidence"]
+    assert ev["measured"] == "replay" and ev["replay_batch_ns"] > 0
+    op_ns, batch_ns = ev["replay_thread_op_ns"], ev["replay_batch_ns"]
+    assert op_ns >= 0
+    loading, rest, contention = thread_split(8e6, 4e6, 5e6, 150.0, op_ns)
+    assert (ev["loading_per_step_ns"], ev["rest_per_step_ns"], ev["contention_per_step_ns"]) == (
+        pytest.approx(loading),
+        pytest.approx(rest),
+        pytest.approx(contention),
+    )
+    assert result["saving_ns"] == pytest.approx(
+        loader_saving(loading, rest, 1.0, batch_ns, contention)
+    )
+    assert f"every {batch_ns / 1e6:.3f} ms" in result["estimate"]
+    assert f"cost {op_ns / 1e3:.1f} us beside" in result["estimate"]
+    # a finding with no loading thread: only the hand-over is timed, the split is kept
+    plain = SimpleNamespace(
+        rule="input-pipeline",
+        evidence={"loading_per_step_ns": 3e6, "rest_per_step_ns": 4e6, "free_cores": 1.0},
+    )
+    only = pm.hook.perfkit_measure_saving(finding=plain, framework="paddle")
+    assert "replay_thread_op_ns" not in only["evidence"]
+    assert only["saving_ns"] == pytest.approx(
+        loader_saving(3e6, 4e6, 1.0, only["evidence"]["replay_batch_ns"])
+    )
+    # nothing to replay for other rules, for runs of other frameworks, or without the figures
+    other = SimpleNamespace(rule="optimizer", evidence={})
+    assert pm.hook.perfkit_measure_saving(finding=other, framework="paddle") is None
+    empty = SimpleNamespace(rule="input-pipeline", evidence={})
+    assert pm.hook.perfkit_measure_saving(finding=empty, framework="paddle") is None
 
 
 def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
@@ -678,11 +775,46 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     )
     if idle is not None:
         assert ev["free_cores"] == float(int(max(idle, 0.0) + thread_cores + 0.5))
-    assert ev["rest_per_step_ns"] == pytest.approx(
-        max(ev["basis_step_ns"] - ev["data_unprofiled_per_step_ns"], 0.0)
-    )
+    step = ev["basis_step_ns"]
+    if ev["data_from"] == "thread":
+        # beside the loading thread: each op the profiler recorded costs the contention, and
+        # the rest of the step is split in the ratio of the two threads' CPU times
+        from perfkit_core.advice.loader import THREAD_OP_NS
+
+        training = float(np.mean(record["phases"]["training_cpu"]["unprofiled_ns"]))
+        assert ev["training_cpu_per_step_ns"] == pytest.approx(training)
+        ev_table = run.events
+        kinds = ev_table["kind"].astype(str).to_numpy()
+        parents = ev_table["parent"].to_numpy()
+        ops = [
+            i
+            for i in np.flatnonzero(
+                (kinds == "operator")
+                & (ev_table["stream"].to_numpy() < 0)
+                & (ev_table["step"].to_numpy() >= 0)
+            )
+            if parents[i] < 0 or kinds[parents[i]] != "operator"
+        ]
+        steps = int((kinds == "step").sum())
+        assert ev["training_ops_per_step"] == pytest.approx(len(ops) / steps)
+        contention = min(len(ops) / steps * THREAD_OP_NS, step)
+        loading = (step - contention) * float(np.mean(data)) / (float(np.mean(data)) + training)
+        assert ev["contention_per_step_ns"] == pytest.approx(contention)
+        assert ev["loading_per_step_ns"] == pytest.approx(loading)
+        assert ev["rest_per_step_ns"] == pytest.approx(step - contention - loading)
+    else:
+        assert ev["contention_per_step_ns"] == 0.0
+        assert ev["loading_per_step_ns"] == ev["data_unprofiled_per_step_ns"]
+        assert ev["rest_per_step_ns"] == pytest.approx(max(step - ev["loading_per_step_ns"], 0.0))
+    assert ev["loader_batch_ns"] == 400_000.0  # Paddle's loader hands batches over cheaply
     assert findings["input-pipeline"].saving_ns == pytest.approx(
-        loader_saving(ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"])
+        loader_saving(
+            ev["loading_per_step_ns"],
+            ev["rest_per_step_ns"],
+            ev["free_cores"],
+            400_000.0,
+            ev["contention_per_step_ns"],
+        )
     )
     if ev["data_from"] == "thread":
         assert findings["input-pipeline"].title.startswith("Loading data in the training process")
@@ -707,7 +839,7 @@ def test_combined_saving_simulates_the_loader_with_the_other_remedies(
     from perfkit_core.advice import Finding
     from perfkit_core.advice.combine import combined_saving
 
-    evidence = {"data_unprofiled_per_step_ns": data, "rest_per_step_ns": rest, "free_cores": 1.0}
+    evidence = {"loading_per_step_ns": data, "rest_per_step_ns": rest, "free_cores": 1.0}
     loader = Finding(
         id="input-pipeline",
         title="t",

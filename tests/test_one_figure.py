@@ -129,7 +129,11 @@ def test_each_saving_is_one_figure(report):
         ev = loading[0]["evidence"]
         assert ev["data_per_step_ns"] == pytest.approx(_rows(data, "model")["data"]["per_step_ns"])
         expected = loader_saving(
-            ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"]
+            ev["loading_per_step_ns"],
+            ev["rest_per_step_ns"],
+            ev["free_cores"],
+            ev["loader_batch_ns"],
+            ev["contention_per_step_ns"],
         )
         assert loading[0]["saving_ns"] == pytest.approx(expected)
     combined = data["headline"]["combined"]

@@ -13,13 +13,22 @@ from perfkit_core.advice.engine import (
     cross_rank,
     registered_advisors,
 )
-from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_saving
+from perfkit_core.advice.loader import (
+    LOADER_BATCH_NS,
+    THREAD_OP_NS,
+    delivery_ns,
+    loader_batch_cost,
+    loader_saving,
+    measured_loader_estimate,
+    thread_split,
+)
 
 __all__ = [
     "COMPILED_CALL_NS",
     "FUSED_KERNEL_NS",
     "GENERIC_REMEDIES",
     "LOADER_BATCH_NS",
+    "THREAD_OP_NS",
     "Advisor",
     "Context",
     "Finding",
@@ -27,6 +36,10 @@ __all__ = [
     "advise",
     "compiled_step_ns",
     "cross_rank",
+    "delivery_ns",
+    "loader_batch_cost",
     "loader_saving",
+    "measured_loader_estimate",
     "registered_advisors",
+    "thread_split",
 ]

@@ -116,18 +116,20 @@ def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
     if loader is None:
         return ""
     ev = loader.evidence
-    figures = [ev.get(k) for k in ("data_unprofiled_per_step_ns", "rest_per_step_ns", "free_cores")]
+    figures = [ev.get(k) for k in ("loading_per_step_ns", "rest_per_step_ns", "free_cores")]
     if not all(isinstance(v, (int, float)) for v in figures):
         return ""
     others = sum(f.saving_ns for f in findings if f is not loader and f.acts_on == loader.acts_on)
     if not others:
         return ""
     data, rest, workers = (float(v) for v in figures)  # type: ignore[arg-type]
-    batch = ev.get("replay_batch_ns")
+    batch = ev.get("replay_batch_ns", ev.get("loader_batch_ns"))
     batch_ns = float(batch) if isinstance(batch, (int, float)) else LOADER_BATCH_NS
     # a measured loader finding keeps its measure; the model gives how it changes
-    alone = loader_saving(data, rest, workers, batch_ns)
-    together = loader_saving(data, max(rest - others, 0.0), workers, batch_ns)
+    contention = ev.get("contention_per_step_ns")
+    lost_to_thread = float(contention) if isinstance(contention, (int, float)) else 0.0
+    alone = loader_saving(data, rest, workers, batch_ns, lost_to_thread)
+    together = loader_saving(data, max(rest - others, 0.0), workers, batch_ns, lost_to_thread)
     lost = alone - together
     if lost <= 1.0:  # under a nanosecond: the same saving, up to rounding
         lost = 0.0

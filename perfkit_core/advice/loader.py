@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING
+import statistics
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -21,6 +24,22 @@ if TYPE_CHECKING:
 #: cheaper system calls pays less; ``--measure`` measures it there. Traces record no batch
 #: sizes (torch records no shapes of the tensor lists its collate stacks).
 LOADER_BATCH_NS = 2_300_000.0
+
+#: The same cost where a framework's loader workers hand batches over otherwise (ns per batch,
+#: by the run's framework; others pay ``LOADER_BATCH_NS``). Paddle's workers put a batch in
+#: shared memory and a reader thread of the training process moves it into the C++ queue the
+#: training thread reads, mostly outside the GIL: one worker delivered ready batches of the same
+#: two tensors every 0.32 to 0.40 ms over repeated replays
+#: (``perfkit_paddle.replay.loader_batch_ns``, Paddle 3.3.1 on a 2-core x86 KVM machine where
+#: torch's took 1.0 to 1.1 ms), and the training thread spent 0.04 ms of CPU per batch
+#: receiving it.
+LOADER_BATCH_NS_BY_FRAMEWORK = {"paddle": 400_000.0}
+
+
+def loader_batch_cost(framework: str) -> float:
+    """What handing one batch from a loader worker over costs each side in ``framework``'s
+    loader (ns): ``LOADER_BATCH_NS_BY_FRAMEWORK``, else ``LOADER_BATCH_NS``."""
+    return LOADER_BATCH_NS_BY_FRAMEWORK.get(framework, LOADER_BATCH_NS)
 
 
 def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
@@ -66,15 +85,94 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
 
 
 def loader_saving(
-    data_ns: float, rest_ns: float, workers: float, batch_ns: float = LOADER_BATCH_NS
+    data_ns: float,
+    rest_ns: float,
+    workers: float,
+    batch_ns: float = LOADER_BATCH_NS,
+    contention_ns: float = 0.0,
 ) -> float:
     """The step time (ns) that ``workers`` loader workers save when the training process now
-    spends ``data_ns`` per step loading and ``rest_ns`` on the rest of the step: handing a
-    batch over costs each side ``batch_ns``, so the step becomes the longer of the rest plus
-    receiving the batch and the loading plus sending it, spread over the workers. It assumes
-    each worker has a core of its own (on a machine whose cores are busy, the workers slow the
-    training process instead)."""
+    spends ``data_ns`` per step loading, ``rest_ns`` on the rest of the step and
+    ``contention_ns`` on the two contending (a loading thread beside the training thread:
+    ``thread_split``): handing a batch over costs each side ``batch_ns``, so the step becomes
+    the longer of the rest plus receiving the batch and the loading plus sending it, spread
+    over the workers, and the contention goes with the thread. It assumes each worker has a
+    core of its own (on a machine whose cores are busy, the workers slow the training process
+    instead)."""
     if workers <= 0:
         return 0.0  # no core free: a worker only takes CPU from the training process
     after = max(rest_ns + batch_ns, (data_ns + batch_ns) / workers)
-    return max(data_ns + rest_ns - after, 0.0)
+    return max(data_ns + rest_ns + max(contention_ns, 0.0) - after, 0.0)
+
+
+#: What each op of the training thread costs the step when a loading thread of the same
+#: process runs beside it (ns per op): the GIL passes to the loading thread around the op and
+#: back, a wake-up of each thread. Fitted on Paddle's single-process DataLoader in
+#: bench/bench_advice.py's two loader scenarios on a 2-core x86 KVM machine (Paddle 3.3.1):
+#: the single-process step less training alone on ready batches less loading alone, per op the
+#: profiler recorded, was -0.2 to 15.5 us over six sessions (95 and 274 ops per step), 7 us on
+#: average. ``perfkit advise --measure`` (Paddle) times it on the user's machine
+#: (``perfkit_paddle.replay.thread_op_ns``: 9.4 to 9.9 us on the same machine).
+THREAD_OP_NS = 7_000.0
+
+
+def thread_split(
+    step_ns: float,
+    loading_cpu_ns: float,
+    training_cpu_ns: float,
+    ops_per_step: float,
+    op_ns: float = THREAD_OP_NS,
+) -> tuple[float, float, float]:
+    """(loading, rest of the step, contention), ns per step, of a step of ``step_ns`` in which
+    a loading thread of the training process spent ``loading_cpu_ns`` of CPU time beside the
+    training thread's ``training_cpu_ns`` and ``ops_per_step`` ops: the contention is ``op_ns``
+    per op (at most the step), and what is left is split between the two threads in the ratio
+    of their CPU times (beside each other both grow, so neither is what it costs alone)."""
+    contention = min(max(ops_per_step, 0.0) * max(op_ns, 0.0), step_ns)
+    own = step_ns - contention
+    total = loading_cpu_ns + training_cpu_ns
+    if total <= 0:
+        return 0.0, own, contention
+    loading = own * loading_cpu_ns / total
+    return loading, own - loading, contention
+
+
+def delivery_ns(
+    iterator: Iterator[Any], *, warmup: int = 6, rounds: int = 7, batches: int = 20
+) -> float:
+    """ns per batch that ``iterator`` (a loader's) delivers to a caller that does nothing else:
+    ``warmup`` batches untimed, then the median of ``rounds`` rounds of ``batches`` batches.
+    The adapters' replays time their loaders' hand-over with it."""
+    for _ in range(warmup):
+        next(iterator)
+    timed = []
+    for _ in range(rounds):
+        start = time.perf_counter_ns()
+        for _ in range(batches):
+            next(iterator)
+        timed.append((time.perf_counter_ns() - start) / batches)
+    return statistics.median(timed)
+
+
+def measured_loader_estimate(
+    batch_ns: float,
+    model_batch_ns: float,
+    data_ns: float,
+    rest_ns: float,
+    workers: float,
+    saving_ns: float,
+    extra: str = "",
+) -> str:
+    """The estimate sentence of an input-pipeline finding whose hand-over cost a replay timed
+    (``batch_ns``, where the model assumes ``model_batch_ns``), with the loading, the rest of
+    the step and the free cores it was stated on, and ``extra`` (a sentence or "") between."""
+    return (
+        f"Measured on this machine: one DataLoader worker handed a batch of features and "
+        f"labels to the training process every {batch_ns / 1e6:.3f} ms when neither did "
+        f"other work (the model assumes {model_batch_ns / 1e6:.3f} ms).{extra} With "
+        f"{workers:.1f} free core(s), the step becomes the longer of the rest of the "
+        f"step plus receiving a batch ({rest_ns / 1e6:.3f} + {batch_ns / 1e6:.3f} ms) and the "
+        f"loading plus sending it, spread over the workers (({data_ns / 1e6:.3f} + "
+        f"{batch_ns / 1e6:.3f}) / {workers:.1f} ms)"
+        + ("; no saving is expected." if saving_ns <= 0 else ".")
+    )

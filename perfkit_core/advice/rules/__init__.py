@@ -1,5 +1,6 @@
 """The built-in advice rules, registered as a plugin (listed in
-``perfkit_core.plugins.BUILTIN_PLUGINS``): ``host`` (data loading, host-bound ops, placement),
+``perfkit_core.plugins.BUILTIN_PLUGINS``): ``loading`` (data loading), ``host`` (host-bound
+ops, placement),
 ``device`` (idle GPU, launch-bound, AMP, memory pressure, pageable copies),
 ``communication``, ``cpu`` (optimizer step, tiny ops), which fit CPU-only runs too,
 ``roofline`` (ops far below the roofline bound, with a known cause), and the cross-rank
@@ -10,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from perfkit_core.advice.engine import Advisor
-from perfkit_core.advice.rules import communication, cpu, device, host, ranks, roofline
+from perfkit_core.advice.rules import communication, cpu, device, host, loading, ranks, roofline
 from perfkit_core.plugins import hookimpl
 
 #: (rule id, function, description) of every built-in rule.
 BUILTIN_RULES: tuple[tuple[str, Advisor, str], ...] = (
-    ("input-pipeline", host.rule_input_pipeline, "data loading takes a real share of each step"),
+    ("input-pipeline", loading.rule_input_pipeline, "data loading takes a real share of each step"),
     (
         "placement",
         host.rule_placement,

@@ -1,4 +1,4 @@
-"""Rules about host-side time: data loading, host-bound ops and device_guard-style placement."""
+"""Rules about host-side time: host-bound ops and device_guard-style placement."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.advice.engine import Context, Finding
-from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_cores, loader_saving
-from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
+from perfkit_core.advice.text import duration_text, per_step_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals
 from perfkit_core.events.links import kind_is
@@ -26,8 +24,6 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------------------ thresholds (documented)
-#: input-pipeline: data loading takes at least this share of step time.
-INPUT_PIPELINE_MIN_PCT = 5.0
 #: cpu-bound-op: the op takes at least this share of step time ...
 CPU_BOUND_MIN_STEP_PCT = 5.0
 #: ... and at least this share of its own time is host-only (not matched by device time).
@@ -76,128 +72,6 @@ def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------ rules
 
-
-def rule_input_pipeline(ctx: Context) -> Finding | None:
-    """Loading data takes at least INPUT_PIPELINE_MIN_PCT of the step: the training thread's
-    waits for data (the ``data`` phase of the model view), or, when the adapter timed the
-    batches a thread of the training process loaded beside the training thread (the step
-    timer's ``loading`` phase) and they took longer, that loading, as share of the step
-    without the profiler. Paddle's single-process DataLoader loads in such a thread, which its
-    profiler does not record; the thread holds the GIL while the Dataset's Python runs, so its
-    loading adds to the step although the training thread hardly waits.
-
-    Saving: ``loader_saving``: with loading moved to background workers on the cores training
-    leaves free (``loader_cores``: the cores idle while the steps ran, plus the share of a core
-    a loading thread kept busy, which the workers take over), the step becomes the longer of the
-    rest of the step plus receiving a batch and the loading plus sending the batch, spread over
-    the workers (handing a batch over costs each side ``LOADER_BATCH_NS``). The loading per step
-    is, by preference, the step timer's: the training thread's time getting its batches
-    (``data``) or a loader thread's (``loading``) in the steps timed without the profiler, the
-    same steps as the step's own time; else the profiled waits less the profiler's cost
-    (``advice.basis``). The rest of the step is the step without the profiler less the loading.
-    The remedy of a CPU-only run leaves out pinned memory and non-blocking copies, which only
-    help a GPU.
-    """
-    model = ctx.run.summary("model").set_index("name")
-    if not ctx.step_ns:
-        return None
-    loading = float(model.loc["data", "per_step_ns"]) if "data" in model.index else 0.0
-    basis = step_basis(ctx)
-    timed = timed_phase(ctx, "data", mean=True)
-    if timed is not None:
-        data, data_from = timed, "timed"
-    else:  # the profiled waits, less the profiler's cost of the events recorded in them
-        ev = ctx.run.events
-        spans = str_values(ev["kind"]) == "dataloader"
-        inside = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
-        data, data_from = basis.corrected(loading, recorded_events_per_step(ctx, inside)), "waits"
-    thread = timed_phase(ctx, "loading", mean=True)
-    threaded = thread is not None and thread > data
-    if threaded:
-        data, data_from = float(thread or 0.0), "thread"
-        share = 100.0 * data / basis.step_ns
-    else:
-        share = 100.0 * loading / ctx.step_ns
-    if share < INPUT_PIPELINE_MIN_PCT:
-        return None
-    steps = ctx.run.summary("steps")
-    worst = steps.sort_values("data_ns", ascending=False).head(3)
-    waited = int(model.loc["data", "steps"]) if "data" in model.index else 0
-    rest = max(basis.step_ns - data, 0.0)
-    # a loading thread's CPU moves to the workers with the loading: its core is theirs too
-    workers, cores = loader_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
-    saving = loader_saving(data, rest, workers)
-    details = [
-        f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
-        f"{waited} of {ctx.steps} steps."
-    ]
-    if data_from == "timed":
-        details.append(
-            f"Without the profiler, the training thread spent "
-            f"{unprofiled_per_step_text(data, basis.step_ns)} getting its batches (timed per "
-            "batch by the step timer)."
-        )
-    if threaded:
-        details.insert(
-            0,
-            f"Without the profiler, loading batches in the training process took "
-            f"{unprofiled_per_step_text(data, basis.step_ns)}, timed per batch as the CPU "
-            "time of the thread that loaded it (the profiler does not record that thread). "
-            "The thread takes the CPU and the GIL from training.",
-        )
-    details += [
-        f"Step {int(r.step)}: waiting for data {duration_text(r.data_ns)} of "
-        f"{duration_text(r.dur_ns)}."
-        for r in worst.itertuples()
-    ]
-    if workers <= 0:
-        how = (
-            f"No core is free for loader workers ({cores}): a worker would take CPU from the "
-            "training process, so no saving is expected until cores are freed."
-        )
-    else:
-        spread = (data + LOADER_BATCH_NS) / workers
-        bound = "the rest of the step" if spread <= rest + LOADER_BATCH_NS else "loading"
-        how = (
-            f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
-            f"longer of the rest of the step plus receiving the batch from a worker "
-            f"({duration_text(rest)} + {duration_text(LOADER_BATCH_NS)}) and the loading plus "
-            f"sending the batch, spread over the workers (({duration_text(data)} + "
-            f"{duration_text(LOADER_BATCH_NS)}) / {workers:.1f} = {duration_text(spread)}); "
-            f"here {bound} bounds it. Handing a batch over costs each side "
-            f"{duration_text(LOADER_BATCH_NS)} (measured on a 2-core machine; perfkit advise "
-            "--measure times it on this one). Each worker needs a core of its own."
-        )
-    title = (
-        f"Loading data in the training process takes {share:.1f}% of each step"
-        if threaded
-        else f"Waiting for data takes {share:.1f}% of each step"
-    )
-    return Finding(
-        id="input-pipeline",
-        title=title,
-        severity="",
-        saving_ns=saving,
-        details=details,
-        estimate=f"{how} {basis.text()}",
-        cites={"phases": [f"step {int(r.step)}" for r in worst.itertuples()]},
-        evidence={
-            "data_per_step_ns": loading,
-            "data_unprofiled_per_step_ns": data,
-            "data_from": data_from,
-            "rest_per_step_ns": rest,
-            "free_cores": workers,
-            "data_pct": share,
-            "steps_waiting": waited,
-            "has_device": ctx.has_device,
-            "basis": basis.name,
-            "basis_step_ns": basis.step_ns,
-            "worst_steps": [
-                {"step": int(r.step), "data_ns": float(r.data_ns), "dur_ns": int(r.dur_ns)}
-                for r in worst.itertuples()
-            ],
-        },
-    )
 
 
 def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:

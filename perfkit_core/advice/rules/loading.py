@@ -1,0 +1,182 @@
+"""The input-pipeline rule: the time the step spends loading data in the training process, and
+what loader workers would save of it (the model: ``advice.loader``)."""
+
+from __future__ import annotations
+
+from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
+from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.loader import (
+    THREAD_OP_NS,
+    loader_batch_cost,
+    loader_cores,
+    loader_saving,
+    thread_split,
+)
+from perfkit_core.advice.rules.cpu import _outermost_ops
+from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
+from perfkit_core.capture.step_timer import TRAINING_CPU
+from perfkit_core.events import links
+from perfkit_core.events.schema import str_values
+
+#: input-pipeline: data loading takes at least this share of step time.
+INPUT_PIPELINE_MIN_PCT = 5.0
+
+
+def rule_input_pipeline(ctx: Context) -> Finding | None:
+    """Loading data takes at least INPUT_PIPELINE_MIN_PCT of the step: the training thread's
+    waits for data (the ``data`` phase of the model view), or, when the adapter timed the
+    batches a thread of the training process loaded beside the training thread (the step
+    timer's ``loading`` phase) and they took longer, that loading, as share of the step
+    without the profiler. Paddle's single-process DataLoader loads in such a thread, which its
+    profiler does not record; the thread holds the GIL while the Dataset's Python runs, so its
+    loading adds to the step although the training thread hardly waits.
+
+    Saving: ``loader_saving``: with loading moved to background workers on the cores training
+    leaves free (``loader_cores``: the cores idle while the steps ran, plus the share of a core
+    a loading thread kept busy, which the workers take over), the step becomes the longer of the
+    rest of the step plus receiving a batch and the loading plus sending the batch, spread over
+    the workers (handing a batch over costs each side ``loader_batch_cost``). The loading per step
+    is, by preference, the step timer's: the training thread's time getting its batches
+    (``data``) or a loader thread's (``loading``) in the steps timed without the profiler, the
+    same steps as the step's own time; else the profiled waits less the profiler's cost
+    (``advice.basis``). The rest of the step is the step without the profiler less the loading;
+    beside a loading thread whose training thread's CPU time the step timer also timed
+    (``training_cpu``), the step is split between the two in the ratio of their CPU times, as
+    both threads' CPU times grow beside each other. The remedy of a CPU-only run leaves out pinned memory and non-blocking copies, which only
+    help a GPU.
+    """
+    model = ctx.run.summary("model").set_index("name")
+    if not ctx.step_ns:
+        return None
+    loading = float(model.loc["data", "per_step_ns"]) if "data" in model.index else 0.0
+    basis = step_basis(ctx)
+    timed = timed_phase(ctx, "data", mean=True)
+    if timed is not None:
+        data, data_from = timed, "timed"
+    else:  # the profiled waits, less the profiler's cost of the events recorded in them
+        ev = ctx.run.events
+        spans = str_values(ev["kind"]) == "dataloader"
+        inside = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
+        data, data_from = basis.corrected(loading, recorded_events_per_step(ctx, inside)), "waits"
+    thread = timed_phase(ctx, "loading", mean=True)
+    threaded = thread is not None and thread > data
+    if threaded:
+        data, data_from = float(thread or 0.0), "thread"
+        share = 100.0 * data / basis.step_ns
+    else:
+        share = 100.0 * loading / ctx.step_ns
+    if share < INPUT_PIPELINE_MIN_PCT:
+        return None
+    steps = ctx.run.summary("steps")
+    worst = steps.sort_values("data_ns", ascending=False).head(3)
+    waited = int(model.loc["data", "steps"]) if "data" in model.index else 0
+    # what workers take out of the step: the loading, and the rest of the step that stays
+    training_cpu = timed_phase(ctx, TRAINING_CPU, mean=True) if threaded else None
+    split = training_cpu is not None and training_cpu > 0
+    ops = float(_outermost_ops(ctx)[0].sum()) / max(ctx.steps, 1) if split else 0.0
+    if split:
+        # two threads of one process sharing the GIL and the cores: each op of the training
+        # thread hands the GIL over and back, and the rest of the step is theirs in about the
+        # ratio of their CPU times (both grow beside each other)
+        load, rest, contention = thread_split(basis.step_ns, data, float(training_cpu or 0.0), ops)
+    else:
+        load, contention = data, 0.0
+        rest = max(basis.step_ns - load, 0.0)
+    # a loading thread's CPU moves to the workers with the loading: its core is theirs too
+    workers, cores = loader_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
+    batch_ns = loader_batch_cost(ctx.framework)
+    saving = loader_saving(load, rest, workers, batch_ns, contention)
+    details = [
+        f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
+        f"{waited} of {ctx.steps} steps."
+    ]
+    if data_from == "timed":
+        details.append(
+            f"Without the profiler, the training thread spent "
+            f"{unprofiled_per_step_text(data, basis.step_ns)} getting its batches (timed per "
+            "batch by the step timer)."
+        )
+    if threaded:
+        details.insert(
+            0,
+            f"Without the profiler, loading batches in the training process took "
+            f"{unprofiled_per_step_text(data, basis.step_ns)}, timed per batch as the CPU "
+            "time of the thread that loaded it (the profiler does not record that thread). "
+            "The thread takes the CPU and the GIL from training.",
+        )
+    if split:
+        details.insert(
+            1,
+            f"The training thread's own CPU time was {duration_text(training_cpu or 0.0)} per "
+            f"step, in {ops:.0f} ops. Each op hands the GIL to the loading thread and back "
+            f"({duration_text(THREAD_OP_NS)} an op: {duration_text(contention)} per step), and "
+            "beside each other both threads' CPU times grow, so the rest of the step is split "
+            f"between them in the ratio of their CPU times: {duration_text(load)} of loading "
+            f"and {duration_text(rest)} of training.",
+        )
+    details += [
+        f"Step {int(r.step)}: waiting for data {duration_text(r.data_ns)} of "
+        f"{duration_text(r.dur_ns)}."
+        for r in worst.itertuples()
+    ]
+    if workers <= 0:
+        how = (
+            f"No core is free for loader workers ({cores}): a worker would take CPU from the "
+            "training process, so no saving is expected until cores are freed."
+        )
+    else:
+        spread = (load + batch_ns) / workers
+        bound = "the rest of the step" if spread <= rest + batch_ns else "loading"
+        how = (
+            f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
+            f"longer of the rest of the step plus receiving the batch from a worker "
+            f"({duration_text(rest)} + {duration_text(batch_ns)}) and the loading plus "
+            f"sending the batch, spread over the workers (({duration_text(load)} + "
+            f"{duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}); "
+            f"here {bound} bounds it"
+            + (
+                f", and the {duration_text(contention)} the two threads lost to each other "
+                "goes with the loading thread."
+                if contention > 0
+                else "."
+            )
+            + f" Handing a batch over costs each side "
+            f"{duration_text(batch_ns)} in {ctx.framework or 'this framework'}'s loader "
+            "(measured on a 2-core machine; perfkit advise --measure times it on this one). "
+            "Each worker needs a core of its own."
+        )
+    title = (
+        f"Loading data in the training process takes {share:.1f}% of each step"
+        if threaded
+        else f"Waiting for data takes {share:.1f}% of each step"
+    )
+    return Finding(
+        id="input-pipeline",
+        title=title,
+        severity="",
+        saving_ns=saving,
+        details=details,
+        estimate=f"{how} {basis.text()}",
+        cites={"phases": [f"step {int(r.step)}" for r in worst.itertuples()]},
+        evidence={
+            "data_per_step_ns": loading,
+            "data_unprofiled_per_step_ns": data,
+            "data_from": data_from,
+            "loading_per_step_ns": load,
+            "training_cpu_per_step_ns": training_cpu,
+            "rest_per_step_ns": rest,
+            "contention_per_step_ns": contention,
+            "training_ops_per_step": ops,
+            "free_cores": workers,
+            "loader_batch_ns": batch_ns,
+            "data_pct": share,
+            "steps_waiting": waited,
+            "has_device": ctx.has_device,
+            "basis": basis.name,
+            "basis_step_ns": basis.step_ns,
+            "worst_steps": [
+                {"step": int(r.step), "data_ns": float(r.data_ns), "dur_ns": int(r.dur_ns)}
+                for r in worst.itertuples()
+            ],
+        },
+    )

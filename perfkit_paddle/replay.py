@@ -1,0 +1,210 @@
+"""Replays of the input pipeline's costs on this machine (``perfkit advise --measure`` of a
+Paddle run): what handing a batch from a ``paddle.io.DataLoader`` worker to the training
+process costs, and what each op of the training thread costs when a single-process
+DataLoader's loading thread runs beside it. The input-pipeline finding's model
+(``perfkit_core.advice.loader``) then uses them in place of its constants.
+
+Paddle records no input shapes for its optimizer's ops, so its optimizer step is not replayed."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+#: The hand-over replay: batches per timed round, rounds (the median is kept), warm-up batches.
+LOADER_BATCHES = 20
+LOADER_ROUNDS = 7
+LOADER_WARMUP = 6
+#: The batch the replay's worker sends: features (float32, 4 KiB) and labels (int64), the two
+#: tensors of a typical supervised batch, as torch's replay sends.
+LOADER_BATCH_ELEMENTS = 1_024
+LOADER_BATCH_LABELS = 16
+
+#: The contention replay: ops of the replayed training step, steps per timed round, rounds
+#: (the median is kept); samples per batch, and the Python work of each sample (iterations
+#: over ``SAMPLE_SIZE`` floats), about as long as the training step on a 2-core x86 machine,
+#: so the two threads contend all the time as they do where loading bounds the step.
+THREAD_OPS = 200
+#: The replayed step's layers: a matmul of the batch by a square weight of this width, then tanh.
+THREAD_WIDTH = 64
+THREAD_STEPS = 30
+THREAD_ROUNDS = 5
+THREAD_BATCH = 16
+SAMPLE_WORK = 60
+SAMPLE_SIZE = 128
+#: Samples in the replay's datasets: far more than it reads (Paddle's samplers go by the length).
+DATASET_LENGTH = 100_000
+
+
+def _ready_batches() -> Any:
+    """A map-style Paddle Dataset whose every item is a ready batch (``batch_size=None``)."""
+    import numpy as np
+    import paddle
+
+    class ReadyBatches(paddle.io.Dataset):
+        def __len__(self) -> int:
+            return DATASET_LENGTH
+
+        def __getitem__(self, index: int) -> Any:
+            features = np.full((LOADER_BATCH_ELEMENTS,), float(index % 7), dtype="float32")
+            return features, np.full((LOADER_BATCH_LABELS,), index % 10, dtype="int64")
+
+    return ReadyBatches()
+
+
+def _shutdown(iterator: Any) -> None:
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if callable(shutdown):
+        shutdown()
+
+
+def loader_batch_ns() -> float:
+    """ns per batch that one ``paddle.io.DataLoader`` worker delivers to a training process
+    that does nothing else, from a Dataset whose batches are ready: what handing a batch over
+    costs, the worker sending it and the training process receiving it (the slower side
+    bounds it). The median of ``LOADER_ROUNDS`` rounds of ``LOADER_BATCHES`` batches."""
+    import paddle
+
+    from perfkit_core.advice import delivery_ns
+
+    make: Any = paddle.io.DataLoader  # batch_size=None: each item is a batch already
+    loader = make(_ready_batches(), batch_size=None, num_workers=1, persistent_workers=True)
+    iterator = iter(loader)
+    try:
+        return delivery_ns(
+            iterator, warmup=LOADER_WARMUP, rounds=LOADER_ROUNDS, batches=LOADER_BATCHES
+        )
+    finally:
+        _shutdown(iterator)
+
+
+def _slow_samples() -> Any:
+    """A map-style Paddle Dataset whose samples cost Python and NumPy work on small arrays,
+    which holds the GIL, as a Dataset that decodes and augments does."""
+    import numpy as np
+    import paddle
+
+    class SlowSamples(paddle.io.Dataset):
+        def __len__(self) -> int:
+            return DATASET_LENGTH
+
+        def __getitem__(self, index: int) -> Any:
+            x = np.linspace(-1.0, 1.0, SAMPLE_SIZE) * (1 + index % 5)
+            for _ in range(SAMPLE_WORK):
+                x = np.sort(np.tanh(x * 1.01 + 0.1))
+            return x[:16].astype("float32")
+
+    return SlowSamples()
+
+
+def _per_step(step: Any, steps: int) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter_ns() - start) / steps
+
+
+def thread_op_ns() -> float:
+    """ns that each op of the training thread costs the step when a single-process
+    ``paddle.io.DataLoader``'s loading thread runs beside it: a step of ``THREAD_OPS`` small
+    Paddle ops (matmul and tanh) per batch, timed fed by that loader, less the same step on a ready batch,
+    less the loader alone, per op; the median of ``THREAD_ROUNDS`` rounds (the three timed in
+    turn in each), at least 0."""
+    import paddle
+
+    ready = paddle.ones([THREAD_BATCH, THREAD_WIDTH], dtype="float32")
+    weight = paddle.full([THREAD_WIDTH, THREAD_WIDTH], 1.0 / THREAD_WIDTH, dtype="float32")
+
+    def train(batch: Any) -> None:  # the batch only paces the step, as a model's input would
+        y = ready
+        for _ in range(THREAD_OPS // 2):
+            y = paddle.tanh(paddle.matmul(y, weight))
+
+    loader = paddle.io.DataLoader(_slow_samples(), batch_size=THREAD_BATCH, num_workers=0)
+    iterator = iter(loader)
+    try:
+        for _ in range(3):
+            train(next(iterator))
+        rounds = []
+        for _ in range(THREAD_ROUNDS):
+            alone = _per_step(lambda: train(ready), THREAD_STEPS)
+            loading = _per_step(lambda: next(iterator), THREAD_STEPS)
+            together = _per_step(lambda: train(next(iterator)), THREAD_STEPS)
+            rounds.append((together - alone - loading) / THREAD_OPS)
+    finally:
+        _shutdown(iterator)
+    return max(statistics.median(rounds), 0.0)
+
+
+def measure_loader(finding: Any) -> dict[str, Any] | None:
+    """The input-pipeline finding's saving with the input pipeline's costs measured on this
+    machine: handing a batch over (``loader_batch_ns``) in place of the model's cost for
+    Paddle's loader and, where the finding split a loading thread's step
+    (``training_ops_per_step``), each training op's cost beside it (``thread_op_ns``) in place
+    of ``THREAD_OP_NS``; the same ``thread_split`` and ``loader_saving`` of the finding's own
+    figures. None when the finding lacks those figures or no worker can start here."""
+    from perfkit_core.advice import (
+        loader_batch_cost,
+        loader_saving,
+        measured_loader_estimate,
+        thread_split,
+    )
+
+    evidence = finding.evidence
+    data = evidence.get("loading_per_step_ns")
+    rest = evidence.get("rest_per_step_ns")
+    workers = evidence.get("free_cores")
+    if not all(isinstance(v, (int, float)) for v in (data, rest, workers)) or data <= 0:
+        return None
+    ops = evidence.get("training_ops_per_step")
+    training_cpu = evidence.get("training_cpu_per_step_ns")
+    thread_cpu = evidence.get("data_unprofiled_per_step_ns")
+    step = evidence.get("basis_step_ns")
+    split = all(
+        isinstance(v, (int, float)) and v > 0 for v in (ops, training_cpu, thread_cpu, step)
+    )
+    try:
+        batch_ns = loader_batch_ns()
+        op_ns = thread_op_ns() if split else 0.0
+    except (RuntimeError, OSError, ValueError):
+        return None
+    contention = 0.0
+    if split:
+        data, rest, contention = thread_split(step, thread_cpu, training_cpu, ops, op_ns)
+    saving = loader_saving(float(data), float(rest), float(workers), batch_ns, contention)
+    threads = (
+        f" Each of the step's {ops:.0f} ops cost {op_ns / 1e3:.1f} us beside a single-process "
+        f"DataLoader's loading thread here ({contention / 1e6:.3f} ms per step, which goes with "
+        f"the thread), and the rest of the step is split in the ratio of the two threads' CPU "
+        "times."
+        if split
+        else ""
+    )
+    return {
+        "saving_ns": saving,
+        "estimate": measured_loader_estimate(
+            batch_ns,
+            loader_batch_cost("paddle"),
+            float(data),
+            float(rest),
+            float(workers),
+            saving,
+            threads,
+        ),
+        "evidence": {
+            "measured": "replay",
+            "replay_batch_ns": batch_ns,
+            "replay_free_cores": float(workers),
+            **(
+                {
+                    "replay_thread_op_ns": op_ns,
+                    "loading_per_step_ns": data,
+                    "rest_per_step_ns": rest,
+                    "contention_per_step_ns": contention,
+                }
+                if split
+                else {}
+            ),
+        },
+    }
