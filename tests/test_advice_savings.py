@@ -802,6 +802,15 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
         assert ev["contention_per_step_ns"] == pytest.approx(contention)
         assert ev["loading_per_step_ns"] == pytest.approx(loading)
         assert ev["rest_per_step_ns"] == pytest.approx(step - contention - loading)
+        from perfkit_core.advice.text import duration_text
+
+        estimate = findings["input-pipeline"].estimate
+        if ev["free_cores"] > 0:  # else it says no core is free, and that no saving is expected
+            assert f"lose {duration_text(contention)} to each other" in estimate
+            assert (
+                f"{duration_text(loading)} of loading, "
+                f"{duration_text(step - contention - loading)} of training"
+            ) in estimate
     else:
         assert ev["contention_per_step_ns"] == 0.0
         assert ev["loading_per_step_ns"] == ev["data_unprofiled_per_step_ns"]

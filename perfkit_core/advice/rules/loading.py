@@ -108,11 +108,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         details.insert(
             1,
             f"The training thread's own CPU time was {duration_text(training_cpu or 0.0)} per "
-            f"step, in {ops:.0f} ops. Each op hands the GIL to the loading thread and back "
-            f"({duration_text(THREAD_OP_NS)} an op: {duration_text(contention)} per step), and "
-            "beside each other both threads' CPU times grow, so the rest of the step is split "
-            f"between them in the ratio of their CPU times: {duration_text(load)} of loading "
-            f"and {duration_text(rest)} of training.",
+            f"step, in {ops:.0f} ops. Beside each other both threads' CPU times grow, and each "
+            "op hands the GIL to the loading thread and back.",
         )
     details += [
         f"Step {int(r.step)}: waiting for data {duration_text(r.data_ns)} of "
@@ -127,7 +124,15 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     else:
         spread = (load + batch_ns) / workers
         bound = "the rest of the step" if spread <= rest + batch_ns else "loading"
-        how = (
+        parts = (
+            f"Of the step without the profiler, the two threads lose "
+            f"{duration_text(contention)} to each other ({ops:.0f} ops at "
+            f"{duration_text(THREAD_OP_NS)}), and the rest is split in the ratio of their CPU "
+            f"times: {duration_text(load)} of loading, {duration_text(rest)} of training. "
+            if split
+            else ""
+        )
+        how = parts + (
             f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
             f"longer of the rest of the step plus receiving the batch from a worker "
             f"({duration_text(rest)} + {duration_text(batch_ns)}) and the loading plus "
