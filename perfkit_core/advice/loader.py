@@ -29,7 +29,7 @@ LOADER_BATCH_NS = 2_300_000.0
 #: by the run's framework; others pay ``LOADER_BATCH_NS``). Paddle's workers put a batch in
 #: shared memory and a reader thread of the training process moves it into the C++ queue the
 #: training thread reads, mostly outside the GIL: one worker delivered ready batches of the same
-#: two tensors every 0.32 to 0.40 ms over repeated replays
+#: two tensors every 0.32 to 0.55 ms over repeated replays
 #: (``perfkit_paddle.replay.loader_batch_ns``, Paddle 3.3.1 on a 2-core x86 KVM machine where
 #: torch's took 1.0 to 1.1 ms), and the training thread spent 0.04 ms of CPU per batch
 #: receiving it.
@@ -112,7 +112,7 @@ def loader_saving(
 #: the single-process step less training alone on ready batches less loading alone, per op the
 #: profiler recorded, was -0.2 to 15.5 us over six sessions (95 and 274 ops per step), 7 us on
 #: average. ``perfkit advise --measure`` (Paddle) times it on the user's machine
-#: (``perfkit_paddle.replay.thread_op_ns``: 9.4 to 9.9 us on the same machine).
+#: (``perfkit_paddle.replay.thread_op_ns``: 9.4 to 10.8 us on the same machine).
 THREAD_OP_NS = 7_000.0
 
 
