@@ -52,6 +52,32 @@ def test_helper_reports_bad_input_and_keeps_the_file(tmp_path):
     assert trace.exists()
 
 
+def test_close_does_not_wait_for_a_process_forked_since_the_helper_started(tmp_path):
+    """A process forked from the training process after the helper started (a DataLoader
+    worker) holds the helper's input pipe open until it ends; closing tells the helper to stop
+    instead of waiting for the pipe's end, which at the program's exit would wait for the
+    worker while the worker waits for the program (a Paddle DataLoader's persistent workers)."""
+    import signal
+
+    trace = tmp_path / "bad.json"
+    trace.write_bytes(b'{"traceEvents": [')
+    converter = BackgroundConverter()
+    converter.submit(trace, tmp_path / "run", {}, keep_trace=True, done=lambda d, e: None)
+    assert converter.wait(timeout=60)
+    helper = converter._proc
+    child = os.fork()
+    if child == 0:  # holds a copy of every descriptor of this process, as a forked worker does
+        time.sleep(60)
+        os._exit(0)
+    try:
+        converter.close(timeout=30)
+        assert helper.returncode == 0  # it stopped when told, not killed when the wait ran out
+        assert os.waitpid(child, os.WNOHANG) == (0, 0)  # while the forked process still ran
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+
+
 def _wait_until(condition, timeout=120.0):
     deadline = time.monotonic() + timeout
     while not condition():

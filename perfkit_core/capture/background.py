@@ -377,6 +377,13 @@ class BackgroundConverter:
             self._closed = True
             proc = self._proc
             readers = list(self._readers)
+            if proc is not None and proc.stdin is not None:
+                # said, not only closed: a process forked from this one since the helper
+                # started (a DataLoader worker) holds the pipe open, and the helper would wait
+                # for it while this process waits for the helper
+                with contextlib.suppress(OSError, ValueError):
+                    proc.stdin.write(json.dumps({"close": True}).encode() + b"\n")
+                    proc.stdin.flush()
         if proc is None:
             return
         with contextlib.suppress(OSError, ValueError):

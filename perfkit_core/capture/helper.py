@@ -143,8 +143,10 @@ def _job_id(job: dict[str, Any]) -> int:
 
 class Inbox:
     """The jobs read from the parent by a thread, in order, how far the parent asked the helper
-    to hurry (``{"hurry": id}``: jobs up to that id are not deferred), and whether it is
-    exporting (``{"hold": bool}``: no deferred job starts meanwhile)."""
+    to hurry (``{"hurry": id}``: jobs up to that id are not deferred), whether it is
+    exporting (``{"hold": bool}``: no deferred job starts meanwhile), and whether it closed
+    (``{"close": true}``, or the pipe's end: a process the parent forked after starting the
+    helper, such as a DataLoader worker, holds the pipe open, so the parent says it)."""
 
     def __init__(self, commands: IO[bytes]) -> None:
         self._cond = threading.Condition()
@@ -165,6 +167,8 @@ class Inbox:
                 continue  # a blank or broken line carries no job
             if not isinstance(message, dict):
                 continue
+            if message.get("close"):
+                break  # the jobs before it are all here; nothing follows
             with self._cond:
                 if "hurry" in message:
                     self._hurry = max(self._hurry, _job_id({"id": message["hurry"]}))
