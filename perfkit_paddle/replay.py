@@ -54,7 +54,9 @@ def _ready_batches() -> Any:
 
 
 def _shutdown(iterator: Any) -> None:
-    shutdown = getattr(iterator, "_shutdown_workers", None)
+    """Stop a Paddle DataLoader iterator's workers or loading thread now (persistent workers
+    otherwise live until the program exits)."""
+    shutdown = getattr(iterator, "_try_shutdown_all", None)
     if callable(shutdown):
         shutdown()
 

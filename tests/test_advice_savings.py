@@ -656,7 +656,12 @@ def test_paddle_measure_times_its_loaders_costs():
     }
     finding = SimpleNamespace(rule="input-pipeline", evidence=dict(evidence))
     pm = get_plugin_manager()
+    import multiprocessing
+
+    children = set(multiprocessing.active_children())
     result = pm.hook.perfkit_measure_saving(finding=finding, framework="paddle")
+    # the replay's worker is stopped: a persistent one would live until the program's exit
+    assert set(multiprocessing.active_children()) <= children
     ev = result["evidence"]
     assert ev["measured"] == "replay" and ev["replay_batch_ns"] > 0
     op_ns, batch_ns = ev["replay_thread_op_ns"], ev["replay_batch_ns"]
