@@ -343,6 +343,8 @@ def paddle_random_batches(width: int = WIDTH) -> Iterator[tuple[Any, Any]]:
 
 
 def paddle_train_loop(model: Any, optimizer: Any, batches: Iterator[Any]) -> Loop:
+    """The Paddle training step over ``batches``; ``close`` stops a DataLoader iterator's
+    workers or loading thread (Paddle's ``_try_shutdown_all``)."""
     import paddle
 
     def step() -> None:
@@ -352,7 +354,11 @@ def paddle_train_loop(model: Any, optimizer: Any, batches: Iterator[Any]) -> Loo
         optimizer.step()
         optimizer.clear_grad()
 
-    return Loop(step)
+    def close() -> None:
+        with contextlib.suppress(Exception):
+            getattr(batches, "_try_shutdown_all", lambda: None)()
+
+    return Loop(step, close)
 
 
 def paddle_optimizer_scenario(name: str, cls: str, blocks: int) -> Scenario:
