@@ -159,6 +159,8 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     workers = evidence.get("free_cores")
     if not all(isinstance(v, (int, float)) for v in (data, rest, workers)) or data <= 0:
         return None
+    if workers <= 0:
+        return None  # no core free: no worker saves anything, whatever a hand-over costs
     ops = evidence.get("training_ops_per_step")
     training_cpu = evidence.get("training_cpu_per_step_ns")
     thread_cpu = evidence.get("data_unprofiled_per_step_ns")

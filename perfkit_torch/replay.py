@@ -177,6 +177,8 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     workers = evidence.get("free_cores")
     if not all(isinstance(v, (int, float)) for v in (data, rest, workers)) or data <= 0:
         return None
+    if workers <= 0:
+        return None  # no core free: no worker saves anything, whatever a hand-over costs
     try:
         batch_ns = loader_batch_ns()
     except (RuntimeError, OSError, ValueError):

@@ -690,6 +690,10 @@ def test_paddle_measure_times_its_loaders_costs():
     # nothing to replay for other rules, for runs of other frameworks, or without the figures
     other = SimpleNamespace(rule="optimizer", evidence={})
     assert pm.hook.perfkit_measure_saving(finding=other, framework="paddle") is None
+    # no core free: the model's "no saving" stands, and nothing is replayed
+    busy = SimpleNamespace(rule="input-pipeline", evidence={**evidence, "free_cores": 0.0})
+    assert pm.hook.perfkit_measure_saving(finding=busy, framework="paddle") is None
+    assert pm.hook.perfkit_measure_saving(finding=busy, framework="torch") is None
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
     assert pm.hook.perfkit_measure_saving(finding=empty, framework="paddle") is None
 
