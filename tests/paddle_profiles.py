@@ -94,3 +94,61 @@ def record(
     captured.handler = handler
     assert not handler.failures, handler.failures
     return captured
+
+
+def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> tuple[Path, dict]:
+    """A small Paddle CPU loop fed by a Dataset whose samples cost CPU, loaded by
+    ``paddle.io.DataLoader(num_workers=workers)`` (0: its loading thread in this process),
+    profiled with perfkit's handler over 4 steps and timed by the step timer over those and 8
+    steps without the profiler. Returns (the saved run folder, the step timer's record); the
+    timer's wrappers are removed whatever happens."""
+    import numpy as np
+    import paddle
+    import paddle.profiler as profiler
+
+    import perfkit_core
+    from perfkit_paddle.handler import on_trace_ready
+
+    class Slow(paddle.io.Dataset):
+        def __len__(self) -> int:
+            return 10**6
+
+        def __getitem__(self, index: int) -> tuple[Any, Any]:
+            x = np.random.default_rng(index).standard_normal(128)
+            for _ in range(8):
+                x = np.sort(np.tanh(x * 1.01 + 0.1))
+            return x[:16].astype("float32"), np.array([index % 4], dtype="int64")
+
+    paddle.set_device("cpu")
+    paddle.seed(0)
+    model = paddle.nn.Sequential(
+        paddle.nn.Linear(16, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4)
+    )
+    optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
+    batches = iter(paddle.io.DataLoader(Slow(), batch_size=8, num_workers=workers))
+
+    def step() -> None:
+        x, y = next(batches)
+        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+    handler = on_trace_ready(directory, worker_name=name, background=False)
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
+    )
+    timer = perfkit_core.step_timer(prof, warmup=2)  # the loader thread starts filling its queue
+    try:
+        prof.start()
+        for _ in range(6):
+            with timer.step():
+                step()
+            prof.step()
+        prof.stop()
+        for _ in range(8):
+            with timer.step():
+                step()
+        timer.save(handler.runs)
+    finally:
+        timer.close()  # the fetchers and optimizers unwrapped whatever happened
+    return Path(handler.runs[0]), timer.record()

@@ -705,63 +705,20 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     the recorded per-step times, and its saving the rule's own model of them."""
     paddle = pytest.importorskip("paddle")
     import numpy as np
-    import paddle.profiler as profiler
+    from paddle_profiles import slow_loader_run
 
     import perfkit_core
     from perfkit_core.advice.loader import loader_saving
-    from perfkit_paddle.handler import on_trace_ready
 
-    class Slow(paddle.io.Dataset):
-        def __len__(self) -> int:
-            return 10**6
-
-        def __getitem__(self, index: int):
-            x = np.random.default_rng(index).standard_normal(128)
-            for _ in range(8):
-                x = np.sort(np.tanh(x * 1.01 + 0.1))
-            return x[:16].astype("float32"), np.array([index % 4], dtype="int64")
-
-    paddle.set_device("cpu")
-    paddle.seed(0)
-    model = paddle.nn.Sequential(
-        paddle.nn.Linear(16, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4)
-    )
-    optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
-    batches = iter(paddle.io.DataLoader(Slow(), batch_size=8, num_workers=0))
     fetch = paddle.io.dataloader.fetcher._MapDatasetFetcher.fetch
-
-    def step() -> None:
-        x, y = next(batches)
-        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
-        optimizer.step()
-        optimizer.clear_grad()
-
-    handler = on_trace_ready(tmp_path, worker_name="loader", background=False)
-    prof = profiler.Profiler(
-        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
-    )
-    timer = perfkit_core.step_timer(prof, warmup=2)  # the loader thread starts filling its queue
-    try:
-        prof.start()
-        for _ in range(6):
-            with timer.step():
-                step()
-            prof.step()
-        prof.stop()
-        for _ in range(8):
-            with timer.step():
-                step()
-        timer.save(handler.runs)
-    finally:
-        timer.close()  # the fetchers and optimizers unwrapped whatever happened
+    folder, record = slow_loader_run(tmp_path, 0)
     # the fetchers are back as they were once the timer saved
     assert paddle.io.dataloader.fetcher._MapDatasetFetcher.fetch is fetch
-    record = timer.record()
     data = record["phases"]["loading"]["unprofiled_ns"]
     assert len(data) == len(record["unprofiled_ns"]) == 8
     assert sum(data) > 0  # the loading thread's time, in the steps it ran in
 
-    run = perfkit_core.load(handler.runs[0])
+    run = perfkit_core.load(folder)
     findings = {f.id: f for f in run.advise()}
     assert "input-pipeline" in findings
     ev = findings["input-pipeline"].evidence

@@ -15,57 +15,12 @@ import perfkit_core
 
 
 def _run(tmp_path, workers: int):
-    """A small Paddle CPU loop fed by a Dataset whose samples cost CPU, profiled with the
-    perfkit handler and timed with the step timer with and without the profiler."""
-    paddle = pytest.importorskip("paddle")
-    import paddle.profiler as profiler
+    """The slow-Dataset Paddle loop (``paddle_profiles.slow_loader_run``), loaded."""
+    pytest.importorskip("paddle")
+    from paddle_profiles import slow_loader_run
 
-    from perfkit_paddle.handler import on_trace_ready
-
-    class Slow(paddle.io.Dataset):
-        def __len__(self) -> int:
-            return 10**6
-
-        def __getitem__(self, index: int):
-            x = np.random.default_rng(index).standard_normal(128)
-            for _ in range(8):
-                x = np.sort(np.tanh(x * 1.01 + 0.1))
-            return x[:16].astype("float32"), np.array([index % 4], dtype="int64")
-
-    paddle.set_device("cpu")
-    paddle.seed(0)
-    model = paddle.nn.Sequential(
-        paddle.nn.Linear(16, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4)
-    )
-    optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
-    loader = paddle.io.DataLoader(Slow(), batch_size=8, num_workers=workers)
-    batches = iter(loader)
-
-    def step() -> None:
-        x, y = next(batches)
-        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
-        optimizer.step()
-        optimizer.clear_grad()
-
-    handler = on_trace_ready(tmp_path / f"workers{workers}", worker_name="nw", background=False)
-    prof = profiler.Profiler(
-        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
-    )
-    timer = perfkit_core.step_timer(prof, warmup=2)
-    try:
-        prof.start()
-        for _ in range(6):
-            with timer.step():
-                step()
-            prof.step()
-        prof.stop()
-        for _ in range(8):
-            with timer.step():
-                step()
-        timer.save(handler.runs)
-    finally:
-        timer.close()
-    return perfkit_core.load(handler.runs[0])
+    folder, _ = slow_loader_run(tmp_path / f"workers{workers}", workers, name="nw")
+    return perfkit_core.load(folder)
 
 
 @pytest.fixture(scope="module")
