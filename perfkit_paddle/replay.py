@@ -148,17 +148,17 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     figures. None when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         loader_batch_cost,
+        loader_figures,
         loader_saving,
         measured_loader_estimate,
         thread_split,
     )
 
     evidence = finding.evidence
-    data = evidence.get("loading_per_step_ns")
-    rest = evidence.get("rest_per_step_ns")
-    workers = evidence.get("free_cores")
-    if not all(isinstance(v, (int, float)) for v in (data, rest, workers)) or data <= 0:
+    figures = loader_figures(evidence)
+    if figures is None or figures[0] <= 0:
         return None
+    data, rest, workers = figures
     if workers <= 0:
         return None  # no core free: no worker saves anything, whatever a hand-over costs
     ops = evidence.get("training_ops_per_step")
@@ -176,7 +176,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     contention = 0.0
     if split:
         data, rest, contention = thread_split(step, thread_cpu, training_cpu, ops, op_ns)
-    saving = loader_saving(float(data), float(rest), float(workers), batch_ns, contention)
+    saving = loader_saving(data, rest, workers, batch_ns, contention)
     threads = (
         f" Each of the step's {ops:.0f} ops cost {op_ns / 1e3:.1f} us beside a single-process "
         f"DataLoader's loading thread here ({contention / 1e6:.3f} ms per step, which goes with "
@@ -190,16 +190,16 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         "estimate": measured_loader_estimate(
             batch_ns,
             loader_batch_cost("paddle"),
-            float(data),
-            float(rest),
-            float(workers),
+            data,
+            rest,
+            workers,
             saving,
             threads,
         ),
         "evidence": {
             "measured": "replay",
             "replay_batch_ns": batch_ns,
-            "replay_free_cores": float(workers),
+            "replay_free_cores": workers,
             **(
                 {
                     "replay_thread_op_ns": op_ns,

@@ -169,29 +169,33 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     ``loader_saving`` of the loading the rule moves to workers (``loading_per_step_ns``), the
     rest of the step and the cores the rule found free. None
     when the finding lacks those figures or no worker can start here."""
-    from perfkit_core.advice import LOADER_BATCH_NS, loader_saving, measured_loader_estimate
+    from perfkit_core.advice import (
+        LOADER_BATCH_NS,
+        loader_figures,
+        loader_saving,
+        measured_loader_estimate,
+    )
 
     evidence = finding.evidence
-    data = evidence.get("loading_per_step_ns")
-    rest = evidence.get("rest_per_step_ns")
-    workers = evidence.get("free_cores")
-    if not all(isinstance(v, (int, float)) for v in (data, rest, workers)) or data <= 0:
+    figures = loader_figures(evidence)
+    if figures is None or figures[0] <= 0:
         return None
+    data, rest, workers = figures
     if workers <= 0:
         return None  # no core free: no worker saves anything, whatever a hand-over costs
     try:
         batch_ns = loader_batch_ns()
     except (RuntimeError, OSError, ValueError):
         return None
-    saving = loader_saving(float(data), float(rest), float(workers), batch_ns)
+    saving = loader_saving(data, rest, workers, batch_ns)
     return {
         "saving_ns": saving,
         "estimate": measured_loader_estimate(
-            batch_ns, LOADER_BATCH_NS, float(data), float(rest), float(workers), saving
+            batch_ns, LOADER_BATCH_NS, data, rest, workers, saving
         ),
         "evidence": {
             "measured": "replay",
             "replay_batch_ns": batch_ns,
-            "replay_free_cores": float(workers),
+            "replay_free_cores": workers,
         },
     }

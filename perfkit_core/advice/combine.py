@@ -110,19 +110,19 @@ def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
     """Replace, in ``by_kind``, the input-pipeline finding's saving by the one its model gives
     when the other findings of its kind have shortened the rest of the step; a clause for the
     sentence of how the savings combined ("" when there is nothing to simulate)."""
-    from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_saving
+    from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_figures, loader_saving
 
     loader = next((f for f in findings if f.rule == "input-pipeline"), None)
     if loader is None:
         return ""
     ev = loader.evidence
-    figures = [ev.get(k) for k in ("loading_per_step_ns", "rest_per_step_ns", "free_cores")]
-    if not all(isinstance(v, (int, float)) for v in figures):
+    figures = loader_figures(ev)
+    if figures is None:
         return ""
     others = sum(f.saving_ns for f in findings if f is not loader and f.acts_on == loader.acts_on)
     if not others:
         return ""
-    data, rest, workers = (float(v) for v in figures)  # type: ignore[arg-type]
+    data, rest, workers = figures
     batch = ev.get("replay_batch_ns", ev.get("loader_batch_ns"))
     batch_ns = float(batch) if isinstance(batch, (int, float)) else LOADER_BATCH_NS
     # a measured loader finding keeps its measure; the model gives how it changes

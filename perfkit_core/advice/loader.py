@@ -137,6 +137,17 @@ def thread_split(
     return loading, own - loading, contention
 
 
+def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | None:
+    """(the loading workers would take over, the rest of the step, the free cores) that an
+    input-pipeline finding's saving was stated on (ns per step, ns per step, cores), from its
+    evidence; None when any is missing or not a number."""
+    figures = [evidence.get(k) for k in ("loading_per_step_ns", "rest_per_step_ns", "free_cores")]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in figures):
+        return None
+    loading, rest, workers = (float(v) for v in figures)  # type: ignore[arg-type]
+    return loading, rest, workers
+
+
 def delivery_ns(
     iterator: Iterator[Any], *, warmup: int = 6, rounds: int = 7, batches: int = 20
 ) -> float:

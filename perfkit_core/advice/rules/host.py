@@ -73,7 +73,6 @@ def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------ rules
 
 
-
 def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
     """In a run with a GPU, an op whose time is at least CPU_BOUND_MIN_HOST_PCT host-only and
     which takes at least CPU_BOUND_MIN_STEP_PCT of step time. Ops whose host time is mostly
