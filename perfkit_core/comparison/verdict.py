@@ -239,10 +239,10 @@ class Verdict:
         scale = _SCALE[time_unit]
         parts = []
         for label, ns, o in timed:
+            median = float(np.median(o.unprofiled_ns)) if len(o.unprofiled_ns) else 0.0
             share = (
-                f" ({100.0 * ns / float(np.median(o.unprofiled_ns)):.1f}% of its median step "
-                "without the profiler)"
-                if len(o.unprofiled_ns) and float(np.median(o.unprofiled_ns)) > 0
+                f" ({100.0 * ns / median:.1f}% of its median step without the profiler)"
+                if median > 0
                 else ""
             )
             parts.append(

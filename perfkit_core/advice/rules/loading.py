@@ -33,17 +33,19 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
 
     Saving: ``loader_saving``: with loading moved to background workers on the cores training
     leaves free (``loader_cores``: the cores idle while the steps ran, plus the share of a core
-    a loading thread kept busy, which the workers take over), the step becomes the longer of the
-    rest of the step plus receiving a batch and the loading plus sending the batch, spread over
-    the workers (handing a batch over costs each side ``loader_batch_cost``). The loading per step
-    is, by preference, the step timer's: the training thread's time getting its batches
-    (``data``) or a loader thread's (``loading``) in the steps timed without the profiler, the
-    same steps as the step's own time; else the profiled waits less the profiler's cost
-    (``advice.basis``). The rest of the step is the step without the profiler less the loading;
-    beside a loading thread whose training thread's CPU time the step timer also timed
-    (``training_cpu``), the step is split between the two in the ratio of their CPU times, as
-    both threads' CPU times grow beside each other. The remedy of a CPU-only run leaves out pinned memory and non-blocking copies, which only
-    help a GPU.
+    a loading thread kept busy, which the workers take over), the step becomes the longer of
+    the rest of the step plus receiving a batch and the loading plus sending the batch, spread
+    over the workers (handing a batch over costs each side ``loader_batch_cost``). The loading
+    per step is, by preference, the step timer's: the training thread's time getting its
+    batches (``data``) or a loader thread's (``loading``) in the steps timed without the
+    profiler, the same steps as the step's own time; else the profiled waits less the
+    profiler's cost (``advice.basis``). The rest of the step is the step without the profiler
+    less the loading. Beside a loading thread whose training thread's CPU time the step timer
+    also timed (``training_cpu``), the step is taken apart by ``thread_split``: the two
+    threads' contention (``THREAD_OP_NS`` per op of the training thread), which leaves with the
+    thread, and the rest split between them in the ratio of their CPU times, which both grow
+    beside each other. The remedy of a CPU-only run leaves out pinned memory and non-blocking
+    copies, which only help a GPU.
     """
     model = ctx.run.summary("model").set_index("name")
     if not ctx.step_ns:
