@@ -98,7 +98,7 @@ class TraceHandler(RunHandler):
         if layers:
             spans = ModuleSpans()
             spans.arm(True)
-            weakref.finalize(self, spans.remove)
+            weakref.finalize(self, spans.release)
             self._module_spans = spans
 
     def __call__(self, prof: Any) -> None:

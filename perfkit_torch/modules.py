@@ -51,6 +51,10 @@ _RECORDING_ACTIONS = frozenset({"RECORD", "RECORD_AND_SAVE"})
 
 _lock = threading.Lock()
 _armed: set[ModuleSpans] = set()
+#: Requests whose owner was collected while ``_lock`` was held (the garbage collector can run a
+#: finalizer in the middle of ``_set``, in the thread holding it): the next ``_set`` disarms
+#: them.
+_collected: list[ModuleSpans] = []
 #: ``Module.__call__`` as perfkit last found it when installing its wrapper (kept afterwards,
 #: for calls already inside the wrapper and for a library that wrapped over it).
 _original: Any = None
@@ -174,24 +178,47 @@ def _uninstall() -> None:
 def _set(spans: ModuleSpans, armed: bool, recording: bool) -> None:
     """Arm or disarm ``spans``; install the wrapper while any request is armed, remove it when
     none is."""
-    global _expect_recording
     with _lock:
-        if armed and spans not in _armed:
-            # A cycle begins: ordinals count from 0 again, so one model's spans are named alike
-            # in every cycle, whatever other requests kept the wrapper installed meanwhile.
-            _names.clear()
-            _type_counts.clear()
-        spans.armed = armed
-        spans.expect_recording = armed and recording
-        if armed:
-            _armed.add(spans)
-        else:
-            _armed.discard(spans)
-        _expect_recording = any(s.expect_recording for s in _armed)
-        if _armed:
-            _install()
-        else:
-            _uninstall()
+        _set_locked(spans, armed, recording)
+
+
+def _set_locked(spans: ModuleSpans, armed: bool, recording: bool) -> None:
+    """``_set`` with ``_lock`` held; also disarms the requests in ``_collected``."""
+    global _expect_recording
+    if armed and spans not in _armed:
+        # A cycle begins: ordinals count from 0 again, so one model's spans are named alike
+        # in every cycle, whatever other requests kept the wrapper installed meanwhile.
+        _names.clear()
+        _type_counts.clear()
+    spans.armed = armed
+    spans.expect_recording = armed and recording
+    if armed:
+        _armed.add(spans)
+    else:
+        _armed.discard(spans)
+    while _collected:
+        gone = _collected.pop()
+        gone.armed = gone.expect_recording = False
+        _armed.discard(gone)
+    _expect_recording = any([s.expect_recording for s in _armed])
+    if _armed:
+        _install()
+    else:
+        _uninstall()
+
+
+def _release(spans: ModuleSpans) -> None:
+    """Disarm ``spans`` for good from a finalizer: never waits for ``_lock`` (the thread the
+    garbage collector runs in may hold it, inside ``_set``); when it is held, the next
+    ``_set`` disarms them."""
+    spans.removed = True
+    if _lock.acquire(blocking=False):
+        try:
+            _set_locked(spans, False, False)
+        finally:
+            _lock.release()
+    else:
+        _collected.append(spans)
 
 
 def _stopped() -> None:
@@ -326,6 +353,12 @@ class ModuleSpans:
         """Disarm for good."""
         self.removed = True
         self.arm(False)
+
+    def release(self) -> None:
+        """``remove()`` for a finalizer (when the object that armed this request is collected):
+        never waits, so it cannot deadlock a thread the garbage collector interrupted inside
+        perfkit's own bookkeeping."""
+        _release(self)
 
     def __enter__(self) -> ModuleSpans:
         return self

@@ -179,6 +179,42 @@ def test_a_handler_never_used_disarms_when_collected(tmp_path):
     assert not modules.installed()
 
 
+def test_a_handler_collected_inside_perfkits_bookkeeping_does_not_deadlock(tmp_path):
+    """The garbage collector can collect a handler while the same thread is inside
+    ``modules._set`` (holding its lock): the handler's finalizer must not wait for that lock.
+    Run in a child process, so that a deadlock fails the test instead of hanging the suite;
+    there a handler is collected by ``gc.collect()`` with the lock held, as when an allocation
+    inside ``_set`` triggers a collection."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import gc
+        from perfkit_torch import modules
+        from perfkit_torch.handler import on_trace_ready
+
+        handler = on_trace_ready({str(tmp_path)!r}, worker_name="gc")
+        spans = handler._module_spans
+        gc.disable()
+        with modules._lock:  # as inside _set
+            del handler
+            gc.collect()  # the finalizer runs here, in the thread holding the lock
+        assert spans.removed and spans in modules._armed  # disarmed by the next _set
+        other = modules.ModuleSpans()
+        other.arm(True)
+        other.remove()
+        assert spans not in modules._armed and not modules.installed()
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
 def test_record_modules_serves_a_plain_profiler_and_never_doubles_the_handlers(tmp_path):
     model = _model(blocks=1)
     trace = tmp_path / "plain.json"
