@@ -764,9 +764,14 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                     f"    [{mode:<7}] eager forward+backward {e['eager_ns'] / 1e6:.2f} ms "
                     f"({e['compile_source']}), compiled {e['compiled_ns'] / 1e6:.2f} ms (model): "
                     f"kept ops {e['compile_kept_ns'] / 1e6:.2f} ms, "
-                    f"{e['fused_kernels_per_step']:.0f} fused kernels"
+                    f"{e['fused_kernels_per_step']:.0f} fused kernels, "
+                    f"{e.get('fused_flops_per_step', 0) / 1e3:.0f}k FLOPs and "
+                    f"{e.get('transcendentals_per_step', 0) / 1e3:.0f}k transcendental elements "
+                    "fused"
                     + (
-                        f"; replay: call {call / 1e6:.2f} ms, kernel {kernel / 1e3:.1f} us"
+                        f"; replay: call {call / 1e6:.2f} ms, kernel {kernel / 1e3:.1f} us, "
+                        f"{e['replay_flop_ns']:.2f} ns a FLOP, "
+                        f"{e['replay_transcendental_ns']:.1f} ns a transcendental element"
                         if call is not None
                         else ""
                     )

@@ -1,10 +1,16 @@
 """The compile remedy's replay (``perfkit advise --measure``): what a compiled forward and
 backward costs on this machine, in the terms of perfkit's compile estimate
-(``perfkit_core.advice.compiled_step_ns``): the compiled graph's call overhead and the cost of
-one fused kernel. Four small models are compiled with ``torch.compile`` and timed: 1 and 5
-blocks of Linear + LayerNorm + ReLU, and the same with the Linear layers only. The Linear-only
-pair gives what a block's kept ops cost compiled (the estimate counts those apart, from the
-trace), the other pair what a block costs in all; the difference is the block's fused kernels."""
+(``perfkit_core.advice.CompileCosts``): the compiled graph's call overhead, one fused kernel,
+a FLOP of the ops it fused and a transcendental element. Eight small models are compiled with
+``torch.compile`` and timed:
+
+- 1 and 5 blocks of Linear + LayerNorm + ReLU, and the same with the Linear layers only. The
+  Linear-only pair gives what a block's kept ops cost compiled (the estimate counts those
+  apart, from the trace), the other pair what a block costs in all; the difference is the
+  block's fused kernels (and their few FLOPs).
+- A chain of elementwise links (multiply, add, then ReLU or tanh) over a narrow and a wide
+  batch: the ReLU chain's growth with the width is the cost of its FLOPs, the tanh chain's
+  growth beyond it the cost of tanh's elements."""
 
 from __future__ import annotations
 
@@ -12,7 +18,10 @@ import functools
 import statistics
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfkit_core.advice import CompileCosts
 
 #: The replay's models: this many blocks of Linear + LayerNorm + ReLU, then a Linear head ...
 REPLAY_BLOCKS = (1, 5)
@@ -22,6 +31,13 @@ REPLAY_BATCH = 16
 #: The fused kernels perfkit's estimate counts per block of these models (measured on their
 #: eager runs): one for the forward's LayerNorm + ReLU, two in the backward.
 KERNELS_PER_BLOCK = 3
+#: The chains' links, rows, and their narrow and wide widths.
+CHAIN_LINKS = 20
+CHAIN_ROWS = 16
+CHAIN_WIDTHS = (16, 512)
+#: The FLOPs perfkit's op cost model counts per element of a chain link, forward and backward:
+#: the multiply, the add and the activation, the activation's gradient and the multiply's.
+LINK_FLOPS = 5
 #: Forward and backward passes per timed round, rounds (the median is kept), warm-up passes.
 COMPILE_STEPS = 30
 COMPILE_ROUNDS = 7
@@ -42,80 +58,162 @@ def _model(blocks: int, fused: bool) -> Any:
     return torch.nn.Sequential(*layers, torch.nn.Linear(REPLAY_WIDTH, 10))
 
 
-@functools.lru_cache(maxsize=1)
-def compile_costs() -> tuple[float, float]:
-    """(call_ns, kernel_ns) on this machine, from the compiled models' forward and backward
-    times (medians of ``COMPILE_ROUNDS`` rounds, the models' rounds interleaved): a block's
-    kept ops cost what a Linear-only block adds; its ``KERNELS_PER_BLOCK`` fused kernels what
-    a full block adds beyond that; the call overhead is what the one-block Linear-only model
-    costs beyond its two Linear layers' kept ops. Compiling takes seconds; the result is kept
-    for the process."""
+def _chain(width: int, activation: str) -> Any:
+    """``CHAIN_LINKS`` links of ``activation(x * 1.01 + c)`` after a scale parameter (the
+    gradient the backward computes), over batches ``width`` wide."""
     import torch
+
+    class Chain(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.ones(width))
+            self.activation = getattr(torch, activation)
+
+        def forward(self, x: Any) -> Any:
+            x = x * self.scale
+            for i in range(CHAIN_LINKS):
+                x = self.activation(x * 1.01 + 0.01 * i)
+            return x
+
+    return Chain()
+
+
+def _block_flops() -> float:
+    """The FLOPs perfkit's op cost model counts for a replay block's fused ops, forward and
+    backward: the LayerNorm's and the ReLU's (one an element each way)."""
+    from perfkit_core.views import norm_cost
+
+    shape = (REPLAY_BATCH, REPLAY_WIDTH)
+    norm = sum(norm_cost(shape, REPLAY_WIDTH, "float", backward=b).flops for b in (False, True))
+    return float(norm + 2 * REPLAY_BATCH * REPLAY_WIDTH)
+
+
+@functools.lru_cache(maxsize=1)
+def compile_costs() -> CompileCosts:
+    """The compiled graph's costs on this machine, from the compiled models' forward and
+    backward times (medians of ``COMPILE_ROUNDS`` rounds, the models' rounds interleaved):
+
+    - a FLOP: what the ReLU chain adds per FLOP from the narrow width to the wide one;
+    - a transcendental element: what the tanh chain adds beyond the ReLU chain, per element;
+    - a block's kept ops cost what a Linear-only block adds; its ``KERNELS_PER_BLOCK`` fused
+      kernels what a full block adds beyond that and beyond its FLOPs;
+    - the call overhead is what the one-block Linear-only model costs beyond its two Linear
+      layers' kept ops.
+
+    It compiles and runs them on one intra-op thread, as the optimizer's replay does (a
+    compiled CPU kernel is built for the threads torch has when it compiles). Compiling takes
+    seconds; the result is kept for the process."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _compile_costs()
+    finally:
+        torch.set_num_threads(saved)
+
+
+def _compile_costs() -> CompileCosts:
+    """``compile_costs`` on the threads torch has."""
+    import torch
+
+    from perfkit_core.advice import CompileCosts
 
     torch.manual_seed(0)
     x = torch.randn(REPLAY_BATCH, REPLAY_WIDTH)
     y = torch.randint(0, 10, (REPLAY_BATCH,))
-    models = {
-        (n, fused): torch.compile(_model(n, fused)) for n in REPLAY_BLOCKS for fused in (False, True)
+    chain_x = {w: torch.randn(CHAIN_ROWS, w) for w in CHAIN_WIDTHS}
+    models: dict[tuple[Any, ...], Any] = {
+        (n, fused): torch.compile(_model(n, fused))
+        for n in REPLAY_BLOCKS
+        for fused in (False, True)
     }
+    for width in CHAIN_WIDTHS:
+        for activation in ("relu", "tanh"):
+            models[activation, width] = torch.compile(_chain(width, activation))
 
-    def passes(model: Any, count: int) -> None:
+    def passes(key: tuple[Any, ...], model: Any, count: int) -> None:
         for _ in range(count):
-            torch.nn.functional.cross_entropy(model(x), y).backward()
+            if key[0] in ("relu", "tanh"):
+                model(chain_x[key[1]]).sum().backward()
+            else:
+                torch.nn.functional.cross_entropy(model(x), y).backward()
             model.zero_grad()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for model in models.values():
-            passes(model, COMPILE_WARMUP)
-        rounds: dict[tuple[int, bool], list[float]] = {key: [] for key in models}
+        for key, model in models.items():
+            passes(key, model, COMPILE_WARMUP)
+        rounds: dict[tuple[Any, ...], list[float]] = {key: [] for key in models}
         for _ in range(COMPILE_ROUNDS):
             for key, model in models.items():
                 start = time.perf_counter_ns()
-                passes(model, COMPILE_STEPS)
+                passes(key, model, COMPILE_STEPS)
                 rounds[key].append((time.perf_counter_ns() - start) / COMPILE_STEPS)
     t = {key: statistics.median(values) for key, values in rounds.items()}
+    narrow, wide = CHAIN_WIDTHS
+    elements = CHAIN_ROWS * (wide - narrow) * CHAIN_LINKS
+    relu = (t["relu", wide] - t["relu", narrow]) / elements
+    tanh = (t["tanh", wide] - t["tanh", narrow]) / elements
+    flop_ns = max(relu / LINK_FLOPS, 0.0)
+    transcendental_ns = max(tanh - relu, 0.0)
     small, large = REPLAY_BLOCKS
     kept_block = max((t[large, False] - t[small, False]) / (large - small), 0.0)
     block = (t[large, True] - t[small, True]) / (large - small)
-    kernel_ns = max((block - kept_block) / KERNELS_PER_BLOCK, 0.0)
+    kernel_ns = max((block - kept_block - _block_flops() * flop_ns) / KERNELS_PER_BLOCK, 0.0)
     call_ns = max(t[small, False] - (small + 1) * kept_block, 0.0)
-    return call_ns, kernel_ns
+    return CompileCosts(call_ns, kernel_ns, flop_ns, transcendental_ns)
 
 
 def measure_compile(finding: Any) -> dict[str, Any] | None:
     """The compile finding's saving with the compiled graph's costs measured on this machine
     (``compile_costs``) instead of the model's constants: the recorded eager forward and
-    backward less the kept ops, the fused kernels and the call overhead. None when the finding
-    lacks those figures or compiling fails here (no C++ compiler, an unsupported platform)."""
-    from perfkit_core.advice import COMPILED_CALL_NS, FUSED_KERNEL_NS, compiled_step_ns
+    backward less the kept ops, the fused kernels, their arithmetic and the call overhead. None
+    when the finding lacks those figures or compiling fails here (no C++ compiler, an
+    unsupported platform)."""
+    from perfkit_core.advice import MODEL_COSTS, compiled_step_ns
 
     evidence = finding.evidence
-    eager = evidence.get("eager_ns")
-    kept = evidence.get("compile_kept_ns")
-    kernels = evidence.get("fused_kernels_per_step")
-    if not all(isinstance(v, (int, float)) for v in (eager, kept, kernels)):
+    figures = [
+        evidence.get(k)
+        for k in (
+            "eager_ns",
+            "compile_kept_ns",
+            "fused_kernels_per_step",
+            "fused_flops_per_step",
+            "transcendentals_per_step",
+        )
+    ]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in figures):
         return None
+    eager, kept, kernels, flops, heavy = (float(v) for v in figures)  # type: ignore[arg-type]
     try:
-        call_ns, kernel_ns = compile_costs()
+        costs = compile_costs()
     except Exception:  # torch.compile raises many kinds of error where it cannot compile
         return None
-    compiled = compiled_step_ns(float(kept), float(kernels), call_ns, kernel_ns)
-    saving = max(float(eager) - compiled, 0.0)
+    compiled = compiled_step_ns(kept, kernels, costs, fused_flops=flops, transcendentals=heavy)
+    arithmetic = flops * costs.flop_ns + heavy * costs.transcendental_ns
+    saving = max(eager - compiled, 0.0)
+    model = MODEL_COSTS
     return {
         "saving_ns": saving,
         "estimate": (
             f"Measured on this machine: small models compiled with torch.compile cost "
-            f"{call_ns / 1e6:.3f} ms per forward and backward plus {kernel_ns / 1e3:.1f} us per "
-            f"fused kernel (the model assumes {COMPILED_CALL_NS / 1e6:.3f} ms and "
-            f"{FUSED_KERNEL_NS / 1e3:.1f} us). The eager forward and backward "
-            f"({float(eager) / 1e6:.3f} ms per step) would become {compiled / 1e6:.3f} ms: the "
-            f"kept ops ({float(kept) / 1e6:.3f} ms), {float(kernels):.0f} fused kernels and the "
-            "call overhead" + ("; no saving is expected." if saving <= 0 else ".")
+            f"{costs.call_ns / 1e6:.3f} ms per forward and backward plus "
+            f"{costs.kernel_ns / 1e3:.1f} us per fused kernel, {costs.flop_ns:.2f} ns per FLOP "
+            f"and {costs.transcendental_ns:.1f} ns per transcendental element (the model "
+            f"assumes {model.call_ns / 1e6:.3f} ms, {model.kernel_ns / 1e3:.1f} us, "
+            f"{model.flop_ns:.2f} ns and {model.transcendental_ns:.1f} ns). The eager forward "
+            f"and backward ({eager / 1e6:.3f} ms per step) would become "
+            f"{compiled / 1e6:.3f} ms: the kept ops ({kept / 1e6:.3f} ms), {kernels:.0f} fused "
+            f"kernels, their arithmetic ({arithmetic / 1e6:.3f} ms) and the call overhead"
+            + ("; no saving is expected." if saving <= 0 else ".")
         ),
         "evidence": {
             "measured": "replay",
-            "replay_call_ns": call_ns,
-            "replay_kernel_ns": kernel_ns,
+            "replay_call_ns": costs.call_ns,
+            "replay_kernel_ns": costs.kernel_ns,
+            "replay_flop_ns": costs.flop_ns,
+            "replay_transcendental_ns": costs.transcendental_ns,
         },
     }

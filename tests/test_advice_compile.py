@@ -8,7 +8,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfkit_core.advice import COMPILED_CALL_NS, FUSED_KERNEL_NS, compiled_step_ns  # noqa: E402
+from perfkit_core.advice import (  # noqa: E402
+    COMPILED_CALL_NS,
+    FUSED_FLOP_NS,
+    FUSED_KERNEL_NS,
+    TRANSCENDENTAL_NS,
+    CompileCosts,
+    compiled_step_ns,
+)
 from perfkit_core.advice.compiled import KEPT_FAMILIES  # noqa: E402
 from perfkit_core.views.family_rules import family_of  # noqa: E402
 from tests.test_advice_savings import _train_and_profile  # noqa: E402
@@ -29,9 +36,9 @@ class _Chain(torch.nn.Module):
         return self.last(x)
 
 
-def _chain_run(directory, *, compiled: bool = False):
+def _chain_run(directory, *, compiled: bool = False, shapes: bool = False):
     """The chain trained with SGD under torch.profiler with perfkit's handler and a step timer
-    (``compiled``: the model through ``torch.compile``)."""
+    (``compiled``: the model through ``torch.compile``; ``shapes``: recording shapes)."""
     import perfkit_core
 
     torch.manual_seed(0)
@@ -39,7 +46,9 @@ def _chain_run(directory, *, compiled: bool = False):
     if compiled:
         model = torch.compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    return perfkit_core.load(_train_and_profile(directory, "chain", model, optimizer))
+    return perfkit_core.load(
+        _train_and_profile(directory, "chain", model, optimizer, shapes=shapes)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +125,14 @@ def test_compile_saving_is_recomputed_from_the_events(chain_run):
     eager = np.median(phases["forward"]["unprofiled_ns"]) + np.median(
         phases["backward"]["unprofiled_ns"]
     )
+    # no shapes recorded: the fused kernels' arithmetic is not counted, and the text says so
     expected = max(eager - (kept + kernels_per_step * FUSED_KERNEL_NS + COMPILED_CALL_NS), 0.0)
 
     finding = _compile_finding(run.advise())
     evidence = finding.evidence
+    assert evidence["compile_arithmetic"] == "no shapes"
+    assert evidence["fused_flops_per_step"] == evidence["transcendentals_per_step"] == 0
+    assert "record_shapes=True" in finding.estimate
     assert evidence["compile_source"] == "timed"
     assert evidence["eager_ns"] == pytest.approx(eager)
     assert evidence["compile_kept_ns"] == pytest.approx(kept)
@@ -128,6 +141,54 @@ def test_compile_saving_is_recomputed_from_the_events(chain_run):
     # 30 links of three ops each: their forward is one run, their backward another
     assert kernels_per_step >= 2
     assert f"{kernels_per_step:.0f} fused kernels" in finding.estimate
+
+
+#: The chain's fused ops with their FLOPs per element of their first input: the forward's
+#: multiply, add and tanh, the backward's tanh gradient and multiply, and the bias gradients'
+#: sums (one per input element).
+_CHAIN_FLOPS = ("aten::mul", "aten::add", "aten::tanh", "aten::tanh_backward", "aten::sum")
+
+
+def test_fused_arithmetic_is_counted_from_the_recorded_shapes(tmp_path):
+    """With shapes recorded, the fused kernels' arithmetic: the fused ops' FLOPs (one per
+    element of each elementwise op and of each sum's input) and tanh's elements, recomputed
+    from the recorded input shapes, at the model's costs; the saving is eager less all of it."""
+    import json
+    import math
+
+    run = _chain_run(tmp_path, shapes=True)
+    ev = run.events
+    name = ev["name"].astype(str).to_numpy()
+    kind = ev["kind"].astype(str).to_numpy()
+    step = ev["step"].to_numpy()
+    shapes = ev["input_shapes"].astype(str).to_numpy()
+    steps = int((kind == "step").sum())
+    flops = transcendentals = 0.0
+    for r in np.flatnonzero((kind == "operator") & (step >= 0)):
+        if name[r] not in _CHAIN_FLOPS:
+            continue
+        first = json.loads(shapes[r])[0]
+        elements = math.prod(first) if first else 0
+        flops += elements
+        transcendentals += elements if name[r] == "aten::tanh" else 0
+    flops, transcendentals = flops / steps, transcendentals / steps
+    assert transcendentals == 30 * 8 * 16  # 30 links on batches of 8 by 16
+
+    finding = _compile_finding(run.advise())
+    evidence = finding.evidence
+    assert evidence["compile_arithmetic"] == "counted"
+    assert evidence["fused_flops_per_step"] == pytest.approx(flops)
+    assert evidence["transcendentals_per_step"] == pytest.approx(transcendentals)
+    compiled = (
+        evidence["compile_kept_ns"]
+        + evidence["fused_kernels_per_step"] * FUSED_KERNEL_NS
+        + flops * FUSED_FLOP_NS
+        + transcendentals * TRANSCENDENTAL_NS
+        + COMPILED_CALL_NS
+    )
+    assert evidence["compiled_ns"] == pytest.approx(compiled)
+    assert finding.saving_ns == pytest.approx(max(evidence["eager_ns"] - compiled, 0.0))
+    assert f"{transcendentals / 1e3:.1f}k transcendental elements" in finding.estimate
 
 
 def test_findings_of_one_remedy_state_its_one_saving(chain_run):
@@ -151,9 +212,14 @@ def test_measure_times_a_compiled_graph(chain_run):
     if evidence.get("measured") != "replay":
         pytest.skip("torch.compile cannot compile on this machine")
     call, kernel = evidence["replay_call_ns"], evidence["replay_kernel_ns"]
-    assert call > 0 and kernel >= 0
+    flop, heavy = evidence["replay_flop_ns"], evidence["replay_transcendental_ns"]
+    assert call > 0 and kernel >= 0 and flop >= 0 and heavy >= 0
     compiled = compiled_step_ns(
-        evidence["compile_kept_ns"], evidence["fused_kernels_per_step"], call, kernel
+        evidence["compile_kept_ns"],
+        evidence["fused_kernels_per_step"],
+        CompileCosts(call, kernel, flop, heavy),
+        fused_flops=evidence["fused_flops_per_step"],
+        transcendentals=evidence["transcendentals_per_step"],
     )
     assert finding.saving_ns == pytest.approx(max(evidence["eager_ns"] - compiled, 0.0))
     assert f"{call / 1e6:.3f} ms per forward and backward" in finding.estimate

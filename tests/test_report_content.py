@@ -220,7 +220,10 @@ def test_small_ops_rule_is_recomputed_from_the_ops(demo_runs):
             # tests/test_advice_compile.py), and the same in a merged finding
             evidence = finding.evidence
             compiled = compiled_step_ns(
-                evidence["compile_kept_ns"], evidence["fused_kernels_per_step"]
+                evidence["compile_kept_ns"],
+                evidence["fused_kernels_per_step"],
+                fused_flops=evidence["fused_flops_per_step"],
+                transcendentals=evidence["transcendentals_per_step"],
             )
             expected = max(evidence["eager_ns"] - compiled, 0.0)
             if evidence["compile_source"] == "unmodelled":  # Paddle: nothing is promised

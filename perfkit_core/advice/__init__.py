@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from perfkit_core.advice.compiled import COMPILED_CALL_NS, FUSED_KERNEL_NS, compiled_step_ns
+from perfkit_core.advice.compiled import (
+    COMPILED_CALL_NS,
+    FUSED_FLOP_NS,
+    FUSED_KERNEL_NS,
+    MODEL_COSTS,
+    TRANSCENDENTAL_NS,
+    CompileCosts,
+    compiled_step_ns,
+)
 from perfkit_core.advice.engine import (
     GENERIC_REMEDIES,
     Advisor,
@@ -26,11 +34,15 @@ from perfkit_core.advice.loader import (
 
 __all__ = [
     "COMPILED_CALL_NS",
+    "FUSED_FLOP_NS",
     "FUSED_KERNEL_NS",
     "GENERIC_REMEDIES",
     "LOADER_BATCH_NS",
+    "MODEL_COSTS",
     "THREAD_OP_NS",
+    "TRANSCENDENTAL_NS",
     "Advisor",
+    "CompileCosts",
     "Context",
     "Finding",
     "JobContext",

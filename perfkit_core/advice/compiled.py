@@ -5,7 +5,7 @@ runs.
 - **Eager** (``eager_ns``): the step timer's ``forward`` and ``backward`` phases (measured
   without the profiler) when an adapter timed them; else the layer spans' and backward nodes'
   recorded time, less the profiler's cost per event (``basis``).
-- **Compiled** (``compiled_ns``):
+- **Compiled** (``compiled_ns``, ``compiled_step_ns``, at the costs of a ``CompileCosts``):
   - the units compiling keeps as they are (``KEPT_FAMILIES``: matmuls, convolutions,
     attention, embeddings, the loss, gradient accumulation) at their recorded time scaled by
     the unprofiled step over the profiled one (``Basis.scaled``: the average cost per event,
@@ -15,28 +15,35 @@ runs.
   - one fused kernel per run of the other units (norms, activations, elementwise and layout
     ops) in the forward and in the backward, ``FUSED_KERNEL_NS`` each (a run of layout ops
     only, a transpose between two matmuls, needs none);
+  - the arithmetic those kernels still do, on a run whose ops ran on the CPU: the fused ops'
+    FLOPs (perfkit's op cost model, from the recorded shapes) at ``FUSED_FLOP_NS`` each, and
+    each element of a forward transcendental function (``TRANSCENDENTAL_OPS``: tanh, exp,
+    GELU...) at ``TRANSCENDENTAL_NS`` more, its backward included. Compiled CPU code computes
+    these far slower than the eager kernels do (tanh: 5.3 ns an element against 0.65 ns), so a
+    chain of them over large tensors can be slower compiled;
   - the compiled graph's own call overhead, ``COMPILED_CALL_NS`` per forward and backward.
 - The saving is eager less compiled, at least 0: a model whose layers are a few large matmuls
   gains nothing, one of many tiny ops between them gains most of their time. Only for the
   frameworks in ``MODELLED_FRAMEWORKS``; for the others the saving is 0 and the finding says
   why.
 
-The two constants were fitted on the CPU training loops of ``bench/bench_advice.py`` and two
-more of the same kind (8 blocks of Linear + LayerNorm + ReLU 16 wide, 16 blocks 32 wide, a chain
-of 60 elementwise ops between two Linear layers), compiled by torch 2.13's inductor on a 2-core
-VM, from each loop's compiled step timed beside its eager one: a faster CPU pays less for both,
-so there the estimate is low.
+The four costs are what ``perfkit advise --measure`` measures
+(``perfkit_torch.replay_compile.compile_costs``: small models compiled by torch 2.13's inductor
+and timed), as the median of repeated replays on a 2-core x86 KVM machine (Xeon with AVX-512,
+torch 2.13). A slower CPU pays more for each: a VM about half as fast paid about twice the call
+overhead and kernel cost, so there the estimate is high; ``--measure`` measures them there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.events import links
+from perfkit_core.views.costs import run_costs
 from perfkit_core.views.family_rules import family_of
 from perfkit_core.views.structure import structure
 
@@ -70,10 +77,77 @@ MODELLED_FRAMEWORKS = frozenset({"torch"})
 #: What the compiled model costs per step besides its kept ops and fused kernels, ns: guards,
 #: the autograd function around the graph and its runtime wrappers, in the forward and the
 #: backward, and the per-op bookkeeping around it that the kept ops' corrected time misses
-#: (gradient accumulation, the loss).
-COMPILED_CALL_NS = 830_000.0
-#: The cost of one fused kernel that replaces a run of elementwise, norm and layout ops, ns.
-FUSED_KERNEL_NS = 18_000.0
+#: (gradient accumulation, the loss). Replays: 0.17 to 0.18 ms (0.31 ms in one made while the
+#: machine ran slower).
+COMPILED_CALL_NS = 180_000.0
+#: The cost of one fused kernel that replaces a run of elementwise, norm and layout ops, its
+#: arithmetic aside, ns. Replays: 8.2 to 8.6 us.
+FUSED_KERNEL_NS = 8_500.0
+#: What a compiled CPU kernel takes per FLOP of the ops it fused (perfkit's op cost model: one
+#: per element of an elementwise op, a few for norms), ns: a chain of additions,
+#: multiplications and ReLUs and its backward. Replays: 0.12 to 0.14 ns.
+FUSED_FLOP_NS = 0.13
+#: What each element of a forward transcendental function costs a compiled CPU kernel beyond
+#: its FLOP, ns, its backward included: tanh, timed beside the same chain with ReLU. Replays:
+#: 5.2 to 5.3 ns (the eager kernel: 0.65 ns); sigmoid took 3.7 ns. Both on one intra-op thread.
+TRANSCENDENTAL_NS = 5.3
+#: The forward ops whose elements cost ``TRANSCENDENTAL_NS`` (names without ``aten::`` and an
+#: in-place ``_``), and the two backward ops that compute one (GELU's and SiLU's).
+TRANSCENDENTAL_OPS = frozenset(
+    {
+        "tanh",
+        "sigmoid",
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "erf",
+        "erfc",
+        "erfinv",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "sinh",
+        "cosh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "gelu",
+        "silu",
+        "mish",
+        "softplus",
+        "elu",
+        "selu",
+        "celu",
+        "log_sigmoid_forward",
+        "gelu_backward",
+        "silu_backward",
+    }
+)
+
+
+@dataclass(frozen=True)
+class CompileCosts:
+    """What a compiled forward and backward costs on a machine, besides its kept ops, ns: the
+    graph's call overhead, a fused kernel, a FLOP of the fused ops, and a transcendental
+    element (``TRANSCENDENTAL_OPS``) beyond its FLOP."""
+
+    call_ns: float = COMPILED_CALL_NS
+    kernel_ns: float = FUSED_KERNEL_NS
+    flop_ns: float = FUSED_FLOP_NS
+    transcendental_ns: float = TRANSCENDENTAL_NS
+
+
+#: The model's costs (the constants above).
+MODEL_COSTS = CompileCosts()
+
 #: Ops of code torch.compile already compiled (a region, its autograd function and backward,
 #: its guard check): kept as they are, so a compiled run is not promised its own compilation.
 COMPILED_PREFIXES = (
@@ -89,12 +163,21 @@ FREE_FAMILIES = frozenset({"layout"})
 def compiled_step_ns(
     kept_ns: float,
     fused_kernels: float,
-    call_ns: float = COMPILED_CALL_NS,
-    kernel_ns: float = FUSED_KERNEL_NS,
+    costs: CompileCosts = MODEL_COSTS,
+    *,
+    fused_flops: float = 0.0,
+    transcendentals: float = 0.0,
 ) -> float:
-    """What the compiled forward and backward cost per step (ns): the kept ops' time, the fused
-    kernels at ``kernel_ns`` each and the compiled graph's ``call_ns``."""
-    return kept_ns + fused_kernels * kernel_ns + call_ns
+    """What the compiled forward and backward cost per step (ns): the kept ops' time, the
+    fused kernels, their ``fused_flops`` and ``transcendentals`` (elements of
+    ``TRANSCENDENTAL_OPS``) at ``costs``, and the compiled graph's call."""
+    return (
+        kept_ns
+        + fused_kernels * costs.kernel_ns
+        + fused_flops * costs.flop_ns
+        + transcendentals * costs.transcendental_ns
+        + costs.call_ns
+    )
 
 
 @dataclass
@@ -114,11 +197,41 @@ class CompileEstimate:
     fusible_ns: float = 0.0
     #: How the kept ops' recorded time was brought to the step without the profiler, for text.
     kept_basis: str = "their recorded time"
+    #: The fused ops' FLOPs and transcendental elements per step (0 on a run whose ops ran on
+    #: a device, or whose profile recorded no shapes: ``arithmetic`` says which).
+    fused_flops: float = 0.0
+    transcendentals: float = 0.0
+    arithmetic: str = "counted"
+    costs: CompileCosts = field(default=MODEL_COSTS)
 
     @property
     def compiled_ns(self) -> float:
         """What the compiled model is expected to cost per step, ns."""
-        return compiled_step_ns(self.kept_ns, self.fused_kernels)
+        return compiled_step_ns(
+            self.kept_ns,
+            self.fused_kernels,
+            self.costs,
+            fused_flops=self.fused_flops,
+            transcendentals=self.transcendentals,
+        )
+
+    def arithmetic_text(self) -> str:
+        """The fused kernels' arithmetic term, in a clause."""
+        if self.arithmetic == "device":
+            return "their arithmetic on the device, where it overlaps the host (not counted)"
+        if self.arithmetic == "no shapes":
+            return (
+                "their arithmetic not counted (the profile recorded no shapes: pass "
+                "record_shapes=True)"
+            )
+        c = self.costs
+        return (
+            f"their arithmetic ({self.fused_flops / 1e3:.1f}k FLOPs at {c.flop_ns:.2f} ns and "
+            f"{self.transcendentals / 1e3:.1f}k transcendental elements at "
+            f"{c.transcendental_ns:.1f} ns: "
+            f"{(self.fused_flops * c.flop_ns + self.transcendentals * c.transcendental_ns) / 1e6:.3f}"
+            " ms)"
+        )
 
     def text(self) -> str:
         """How the saving was estimated, with its terms, in one paragraph."""
@@ -140,8 +253,9 @@ class CompileEstimate:
             f"({self.compiled_ns / 1e6:.2f} ms): the matmuls, convolutions, loss and gradient "
             f"accumulation as they ran ({self.kept_ns / 1e6:.2f} ms: {self.kept_basis}), "
             f"{self.fused_kernels:.0f} "
-            f"fused kernels for the runs of other ops ({FUSED_KERNEL_NS / 1e3:.0f} us each) and "
-            f"the compiled graph's call overhead ({COMPILED_CALL_NS / 1e6:.2f} ms)."
+            f"fused kernels for the runs of other ops ({self.costs.kernel_ns / 1e3:.1f} us "
+            f"each), {self.arithmetic_text()}, and the compiled graph's call overhead "
+            f"({self.costs.call_ns / 1e6:.2f} ms)."
         )
 
 
@@ -211,11 +325,37 @@ def _estimate(ctx: Context, unit: np.ndarray) -> CompileEstimate | None:
         else "their recorded time, the profiler's cost still in it (no step timer)"
     )
     estimate = CompileEstimate(0.0, eager, kept, kernels, source, fusible, kept_basis)
+    fused = (in_fwd | in_bwd) & ~kept_family & ~free
+    if ctx.has_device:
+        estimate.arithmetic = "device"
+    elif fused.any():
+        counted = _fused_arithmetic(ctx, fused)
+        if counted is None:
+            estimate.arithmetic = "no shapes"
+        else:
+            estimate.fused_flops, estimate.transcendentals = counted
     if ctx.framework in MODELLED_FRAMEWORKS:
         estimate.saving_ns = max(eager - estimate.compiled_ns, 0.0)
     else:
         estimate.source = "unmodelled"
     return estimate
+
+
+def _fused_arithmetic(ctx: Context, fused: np.ndarray) -> tuple[float, float] | None:
+    """(FLOPs, transcendental elements) per step of the ``fused`` units and the ops inside
+    them, from perfkit's op cost model (each op nest counted once); None when none of them has
+    a cost (no shapes recorded)."""
+    costs = run_costs(ctx.run)
+    parent = ctx.run.events["parent"].to_numpy()
+    inside = fused | links.has_ancestor(parent, fused)
+    pick = inside[costs.rows] & np.isfinite(costs.flops)
+    if not pick.any():
+        return None
+    rows, flops = costs.rows[pick], costs.flops[pick]
+    names = structure(ctx.run).names[rows]
+    bare = {n: str(n).removeprefix("aten::").rstrip("_") for n in set(names.tolist())}
+    heavy = np.array([bare[n] in TRANSCENDENTAL_OPS for n in names.tolist()], dtype=bool)
+    return ctx.per_step(float(flops.sum())), ctx.per_step(float(flops[heavy].sum()))
 
 
 def _fused_runs(ev: pd.DataFrame, region: np.ndarray, kept: np.ndarray, free: np.ndarray) -> int:

@@ -330,6 +330,9 @@ def _compile_evidence(compiled: CompileEstimate | None) -> dict[str, object]:
         "compiled_ns": compiled.compiled_ns,
         "compile_kept_ns": compiled.kept_ns,
         "fused_kernels_per_step": compiled.fused_kernels,
+        "fused_flops_per_step": compiled.fused_flops,
+        "transcendentals_per_step": compiled.transcendentals,
+        "compile_arithmetic": compiled.arithmetic,
     }
 
 
