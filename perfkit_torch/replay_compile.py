@@ -186,7 +186,7 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
     ]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in figures):
         return None
-    eager, kept, kernels, flops, heavy = (float(v) for v in figures)  # type: ignore[arg-type]
+    eager, kept, kernels, flops, heavy = (float(v) for v in figures)
     try:
         costs = compile_costs()
     except Exception:  # torch.compile raises many kinds of error where it cannot compile
