@@ -165,14 +165,32 @@ def format_value(value: Any, unit: str, time_unit: str = "ms") -> str:
     return printable(str(value).replace("\n", " <- "))
 
 
-def per_step_value(ns: float, step_ns: float, time_unit: str) -> str:
+def per_step_value(ns: float, step_ns: float, time_unit: str, of: str = "the step") -> str:
     """``1.234 ms per step (5.6% of the step)``: a time per step in the page's unit, and its
-    share of the mean step."""
-    share = f" ({100.0 * ns / step_ns:.1f}% of the step)" if step_ns else ""
+    share of ``step_ns``, the step ``of`` names."""
+    share = f" ({100.0 * ns / step_ns:.1f}% of {of})" if step_ns else ""
     return f"{ns / TIME_UNITS[time_unit]:.3f} {time_unit} per step{share}"
+
+
+#: How a share of the step names its denominator when that is the step timed without the
+#: profiler (the step a saving stated on that basis is a share of).
+UNPROFILED_STEP = "the step without the profiler"
+
+
+def saving_step(finding: Any) -> tuple[float, str]:
+    """(the step a finding's saving is a share of, ns; how to name it): the step the step
+    timer timed without the profiler when the saving was stated on it (``evidence["basis"]``
+    is ``unprofiled``: the severity is rated on it too), else the profiled mean step."""
+    evidence = finding.evidence
+    basis_step = evidence.get("basis_step_ns")
+    unprofiled = evidence.get("basis") == "unprofiled"
+    if unprofiled and isinstance(basis_step, (int, float)) and basis_step > 0:
+        return float(basis_step), UNPROFILED_STEP
+    return float(evidence.get("step_time_ns") or 0), "the step"
 
 
 def saving_text(finding: Any, time_unit: str) -> str:
     """``1.234 ms per step (5.6% of the step)``: a finding's estimated saving per step and its
-    share of the mean step."""
-    return per_step_value(finding.saving_ns, finding.evidence.get("step_time_ns") or 0, time_unit)
+    share of the step it was stated on (``saving_step``)."""
+    step_ns, of = saving_step(finding)
+    return per_step_value(finding.saving_ns, step_ns, time_unit, of)

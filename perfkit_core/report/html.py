@@ -319,7 +319,9 @@ def _tables(
 def _headline(headline: Headline, time_unit: str) -> dict[str, Any]:
     def text(item: Any) -> str:
         value = format_value(item.value, item.unit, time_unit)
-        return value + (f" {time_unit}" if item.unit == "time" else "%" if item.unit == "pct" else "")
+        return value + (
+            f" {time_unit}" if item.unit == "time" else "%" if item.unit == "pct" else ""
+        )
 
     top = headline.finding
     return {
@@ -342,7 +344,10 @@ def _headline(headline: Headline, time_unit: str) -> dict[str, Any]:
         else {
             "findings": headline.combined.findings,
             "saving": per_step_value(
-                headline.combined.saving_ns, headline.combined.step_ns, time_unit
+                headline.combined.saving_ns,
+                headline.combined.step_ns,
+                time_unit,
+                headline.combined.of,
             ),
             "how": headline.combined.how,
         },

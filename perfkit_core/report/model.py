@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfkit_core.report.format import saving_step
 from perfkit_core.report.tables import (
     Table,
     derived_frames,
@@ -162,6 +163,9 @@ class CombinedSaving:
     findings: int
     how: str
     step_ns: float
+    #: How ``step_ns`` is named: ``the step`` (profiled), or the step without the profiler when
+    #: every finding's saving was stated on it.
+    of: str = "the step"
 
 
 @dataclass
@@ -293,8 +297,12 @@ def _headline(
         median = float(np.median(durations))
         p25, p75 = (float(v) for v in np.percentile(durations, [25, 75]))
         ranks = steps["rank"].nunique()
+        items.append(HeaderItem("Step time (mean)", step_ns, "time"))
+        unprofiled = _unprofiled_step(run)
+        if unprofiled is not None:
+            # the step the CPU rules' savings are shares of (``advice.basis``)
+            items.append(HeaderItem(UNPROFILED_STEP_ITEM, unprofiled, "time"))
         items += [
-            HeaderItem("Step time (mean)", step_ns, "time"),
             HeaderItem("Median step", median, "time"),
             HeaderItem("25th percentile", p25, "time"),
             HeaderItem("75th percentile", p75, "time"),
@@ -317,9 +325,31 @@ def _headline(
     top = findings[0] if findings else None
     combined = None
     if findings and len(findings) > 1 and step_ns:
-        saving, how = combined_saving(findings, step_ns)
-        combined = CombinedSaving(saving, len(findings), how, step_ns)
+        # the step the findings' savings were stated on, when they share one
+        bases = {saving_step(f) for f in findings}
+        basis_ns, of = bases.pop() if len(bases) == 1 else (step_ns, "the step")
+        saving, how = combined_saving(findings, basis_ns or step_ns)
+        combined = CombinedSaving(saving, len(findings), how, basis_ns or step_ns, of)
     return Headline(items, phases, top, note, combined)
+
+
+#: The headline item of the step the step timer timed without the profiler.
+UNPROFILED_STEP_ITEM = "Step without the profiler (median)"
+
+
+def _unprofiled_step(run: Any) -> float | None:
+    """The median step the step timer timed without the profiler, when it timed steps with
+    and without it (the step a saving stated on the unprofiled basis is a share of); else
+    None."""
+    from perfkit_core.comparison.overhead import step_timer_times
+
+    meta = getattr(run, "meta", None)
+    if not isinstance(meta, dict) or not meta.get("step_timer"):
+        return None
+    profiled, unprofiled = step_timer_times(run)
+    if not len(profiled) or not len(unprofiled):
+        return None
+    return float(np.median(unprofiled))
 
 
 def run_label(run: Run | Job) -> str:

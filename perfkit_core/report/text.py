@@ -146,7 +146,9 @@ def format_table(
     out.append(rule)
     for n in range(depth):
         # Headers sit at the bottom of their block, next to the values they name.
-        out.append(line([h[n - depth + len(h)] if n >= depth - len(h) else "" for h in header_lines]))
+        out.append(
+            line([h[n - depth + len(h)] if n >= depth - len(h) else "" for h in header_lines])
+        )
     out.append(rule)
     out += [line(r) for r in body] if body else ["(no rows)"]
     out.append(rule)
@@ -197,7 +199,7 @@ def render_headline(headline: Headline, time_unit: str) -> str:
         if combined is not None:
             lines.append(
                 f"{'All advice:'.ljust(width)} applying all {combined.findings} findings would "
-                f"save about {per_step_value(combined.saving_ns, combined.step_ns, time_unit)} "
+                f"save about {per_step_value(combined.saving_ns, combined.step_ns, time_unit, combined.of)} "
                 f"({combined.how})"
             )
     elif headline.note:
