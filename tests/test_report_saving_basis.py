@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from perfkit_core.report import build_report, render  # noqa: E402
-from perfkit_core.report.format import UNPROFILED_STEP  # noqa: E402
-from perfkit_core.report.model import UNPROFILED_STEP_ITEM  # noqa: E402
-from tests.test_advice_compile import _chain_run  # noqa: E402
+from perfkit_core.report import build_report, render
+from perfkit_core.report.format import UNPROFILED_STEP
+from perfkit_core.report.headline import UNPROFILED_STEP_ITEM
+from tests.test_advice_compile import _chain_run
 
 
 @pytest.fixture(scope="module")

@@ -165,7 +165,8 @@ def report(
     """
     from perfkit_core.jobs import DEFAULT_JOB_VIEWS, analyse_job, is_job
     from perfkit_core.jobs.job import load_run
-    from perfkit_core.report.model import HEADLINE_VIEWS, build_report
+    from perfkit_core.report.headline import HEADLINE_VIEWS
+    from perfkit_core.report.model import build_report
     from perfkit_core.views import get_view
     from perfkit_core.views.registry import view_options
 

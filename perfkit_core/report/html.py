@@ -30,7 +30,8 @@ from perfkit_core.report.format import (
 
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
-    from perfkit_core.report.model import Chart, Headline, Report, Table
+    from perfkit_core.report.headline import Headline
+    from perfkit_core.report.model import Chart, Report, Table
 
 #: Colours of the headline's phases and of chart series, in order.
 PALETTE = ("#e67e22", "#2980b9", "#8e44ad", "#27ae60", "#95a5a6", "#c0392b", "#16a085", "#34495e")

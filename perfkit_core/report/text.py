@@ -21,7 +21,8 @@ from perfkit_core.report.format import (
 
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
-    from perfkit_core.report.model import Headline, Report, Table
+    from perfkit_core.report.headline import Headline
+    from perfkit_core.report.model import Report, Table
 
 TABLE_WIDTH_MIN = 60
 #: Width of the headline's stacked bar, in characters.
