@@ -148,19 +148,17 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     figures. None when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         loader_batch_cost,
-        loader_figures,
         loader_saving,
         measured_loader_estimate,
+        replay_figures,
         thread_split,
     )
 
     evidence = finding.evidence
-    figures = loader_figures(evidence)
-    if figures is None or figures[0] <= 0:
+    figures = replay_figures(evidence)
+    if figures is None:
         return None
     data, rest, workers = figures
-    if workers <= 0:
-        return None  # no core free: no worker saves anything, whatever a hand-over costs
     ops = evidence.get("training_ops_per_step")
     training_cpu = evidence.get("training_cpu_per_step_ns")
     thread_cpu = evidence.get("data_unprofiled_per_step_ns")

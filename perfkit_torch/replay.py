@@ -171,18 +171,16 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         LOADER_BATCH_NS,
-        loader_figures,
         loader_saving,
         measured_loader_estimate,
+        replay_figures,
     )
 
     evidence = finding.evidence
-    figures = loader_figures(evidence)
-    if figures is None or figures[0] <= 0:
+    figures = replay_figures(evidence)
+    if figures is None:
         return None
     data, rest, workers = figures
-    if workers <= 0:
-        return None  # no core free: no worker saves anything, whatever a hand-over costs
     try:
         batch_ns = loader_batch_ns()
     except (RuntimeError, OSError, ValueError):

@@ -29,6 +29,7 @@ from perfkit_core.advice.loader import (
     loader_figures,
     loader_saving,
     measured_loader_estimate,
+    replay_figures,
     thread_split,
 )
 
@@ -55,5 +56,6 @@ __all__ = [
     "loader_saving",
     "measured_loader_estimate",
     "registered_advisors",
+    "replay_figures",
     "thread_split",
 ]

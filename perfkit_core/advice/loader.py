@@ -148,6 +148,16 @@ def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | Non
     return loading, rest, workers
 
 
+def replay_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | None:
+    """``loader_figures`` of a finding an adapter's replay can improve on: None as well when it
+    moves no loading, or when no core is free (no worker saves anything then, whatever a
+    hand-over costs, so there is nothing to time)."""
+    figures = loader_figures(evidence)
+    if figures is None or figures[0] <= 0 or figures[2] <= 0:
+        return None
+    return figures
+
+
 def delivery_ns(
     iterator: Iterator[Any], *, warmup: int = 6, rounds: int = 7, batches: int = 20
 ) -> float:
