@@ -192,7 +192,7 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
     except Exception:  # torch.compile raises many kinds of error where it cannot compile
         return None
     compiled = compiled_step_ns(kept, kernels, costs, fused_flops=flops, transcendentals=heavy)
-    arithmetic = flops * costs.flop_ns + heavy * costs.transcendental_ns
+    arithmetic = costs.arithmetic_ns(flops, heavy)
     saving = max(eager - compiled, 0.0)
     model = MODEL_COSTS
     return {

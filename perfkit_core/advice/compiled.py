@@ -144,6 +144,11 @@ class CompileCosts:
     flop_ns: float = FUSED_FLOP_NS
     transcendental_ns: float = TRANSCENDENTAL_NS
 
+    def arithmetic_ns(self, fused_flops: float, transcendentals: float) -> float:
+        """What the fused kernels' arithmetic costs: ``fused_flops`` FLOPs and
+        ``transcendentals`` transcendental elements, ns."""
+        return fused_flops * self.flop_ns + transcendentals * self.transcendental_ns
+
 
 #: The model's costs (the constants above).
 MODEL_COSTS = CompileCosts()
@@ -174,8 +179,7 @@ def compiled_step_ns(
     return (
         kept_ns
         + fused_kernels * costs.kernel_ns
-        + fused_flops * costs.flop_ns
-        + transcendentals * costs.transcendental_ns
+        + costs.arithmetic_ns(fused_flops, transcendentals)
         + costs.call_ns
     )
 
@@ -229,8 +233,7 @@ class CompileEstimate:
             f"their arithmetic ({self.fused_flops / 1e3:.1f}k FLOPs at {c.flop_ns:.2f} ns and "
             f"{self.transcendentals / 1e3:.1f}k transcendental elements at "
             f"{c.transcendental_ns:.1f} ns: "
-            f"{(self.fused_flops * c.flop_ns + self.transcendentals * c.transcendental_ns) / 1e6:.3f}"
-            " ms)"
+            f"{c.arithmetic_ns(self.fused_flops, self.transcendentals) / 1e6:.3f} ms)"
         )
 
     def text(self) -> str:
