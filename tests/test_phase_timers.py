@@ -174,6 +174,37 @@ def test_torch_forward_without_a_dataloader_runs_from_the_last_optimizer_step():
     assert forward[0] == 0 and all(t > 0 for t in forward[1:])
 
 
+def test_torch_forward_counts_nothing_from_before_its_step():
+    """The forward phase runs from the last optimizer step, which the step before ran: what
+    runs between two steps (here a 20 ms sleep, the loop's own code, ``zero_grad``) belongs to
+    neither, so the phases of a step never add up to more than the step, and the forward holds
+    the model's call (the test's clock around it)."""
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(4)])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    timer = perfkit_core.step_timer(None, warmup=0)
+    model_clock: list[int] = []
+    for _ in range(6):
+        with timer.step():
+            start = time.perf_counter_ns()
+            loss = model(torch.randn(4, 16)).sum()
+            model_clock.append(time.perf_counter_ns() - start)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        time.sleep(0.02)  # between the steps
+    timer.close()
+    record = timer.record()
+    key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"
+    phases = record["phases"]
+    for i, step_ns in enumerate(record[key]):
+        forward = phases["forward"][key][i]
+        inside = forward + phases["backward"][key][i] + phases["optimizer"][key][i]
+        assert inside <= step_ns < 20_000_000
+        if i:  # the first step has no optimizer step before it
+            assert 0 < model_clock[i] <= forward
+
+
 def test_the_training_threads_cpu_time_is_kept_per_step():
     """The timer keeps the CPU time of the thread that ran each step (``training_cpu``), in the
     lists that line up with the steps: a step that sleeps spends almost none of its wall time

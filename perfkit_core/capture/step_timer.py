@@ -10,7 +10,11 @@ them.
 
 Where an adapter can see a phase of the step as it runs (``perfkit_phase_timers``: torch's
 optimizer step), the timer also keeps that phase's time in each step, with and without the
-profiler, so advice can state the phase's unprofiled time as measured. The timer itself keeps
+profiler, so advice can state the phase's unprofiled time as measured. A phase the thread
+running the step reports ends as it is reported, so the timer counts it from the step's start
+at the earliest: torch's ``forward`` runs from the last optimizer step, which the step before
+ran, and the code between two steps (the loop's own, ``zero_grad``, this timer's bookkeeping,
+``prof.step()``) belongs to neither. The timer itself keeps
 the CPU time of the thread that ran each step (the ``training_cpu`` phase,
 ``time.thread_time_ns``): beside a loading thread of the same process, the step's wall time is
 shared between the two threads in about the ratio of their CPU times.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -59,6 +64,8 @@ class StepTimer:
         self.phase_ns: dict[str, dict[str, list[int]]] = {}
         self._removers: list[Callable[[], None]] | None = None
         self._open: dict[str, int] | None = None  # phase times of the step running now
+        # when the step running now started, and the thread running it
+        self._started = (0, 0)
         # the machine's idle CPU time over the kept steps the profiler did not record, and
         # their wall time: the cores the training left idle (``idle_cores``)
         self._idle_s = 0.0
@@ -78,7 +85,11 @@ class StepTimer:
         opened = self._open
         if opened is not None:
             with contextlib.suppress(TypeError, ValueError):
-                opened[phase] = opened.get(phase, 0) + int(ns)
+                ns = int(ns)
+                thread, start = self._started
+                if thread == threading.get_ident():  # it ends now, inside the step
+                    ns = min(ns, max(time.perf_counter_ns() - start, 0))
+                opened[phase] = opened.get(phase, 0) + ns
 
     def _start_phase_timers(self) -> None:
         from perfkit_core.plugins import get_plugin_manager
@@ -108,6 +119,7 @@ class StepTimer:
         kept_unrecorded = state is not True and self.seen >= self.warmup
         idle_start = machine_idle_s() if kept_unrecorded else None
         start = time.perf_counter_ns()
+        self._started = (threading.get_ident(), start)
         cpu_start = time.thread_time_ns()  # inside the wall-clock span: it never outlasts it
         try:
             yield
