@@ -112,7 +112,9 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
       calls): ``on_phase("backward", ns)``, its wall time, and ``on_phase("forward", ns)``,
       the training thread's time before it: from the batch's arrival (the end of the last
       DataLoader ``__next__``) or, when the loop takes no batch from a DataLoader, from the end
-      of the last optimizer step, to the backward call: the model's forward and the loss."""
+      of the last optimizer step, to the backward call: the model's forward and the loss. The
+      step timer counts it from the step's start at the earliest: the last optimizer step ran
+      in the step before."""
     if "torch" not in sys.modules:
         return None
     import functools
