@@ -161,6 +161,20 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 
 
 @hookimpl
+def perfkit_loader_batch_ns(framework: str) -> float | None:
+    """What handing a batch from one DataLoader worker over costs on this machine now
+    (``perfkit_paddle.replay.loader_batch_ns``), for a paddle run the step timer saves."""
+    if framework != "paddle" or "paddle" not in sys.modules:
+        return None
+    from perfkit_paddle.replay import loader_batch_ns
+
+    try:
+        return float(loader_batch_ns())
+    except Exception:  # a worker that cannot start here: the advice keeps its model's cost
+        return None
+
+
+@hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a Paddle run gets layer spans: Paddle's profiler records every Layer call."""
     if framework != "paddle":

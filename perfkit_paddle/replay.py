@@ -187,7 +187,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         "saving_ns": saving,
         "estimate": measured_loader_estimate(
             batch_ns,
-            loader_batch_cost("paddle"),
+            float(evidence.get("loader_batch_ns") or loader_batch_cost("paddle")),
             data,
             rest,
             workers,

@@ -193,6 +193,20 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 
 
 @hookimpl
+def perfkit_loader_batch_ns(framework: str) -> float | None:
+    """What handing a batch from one DataLoader worker over costs on this machine now
+    (``perfkit_torch.replay.loader_batch_ns``), for a torch run the step timer saves."""
+    if framework != "torch" or "torch" not in sys.modules:
+        return None
+    from perfkit_torch.replay import loader_batch_ns
+
+    try:
+        return float(loader_batch_ns())
+    except Exception:  # a worker that cannot start here: the advice keeps its model's cost
+        return None
+
+
+@hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a torch run gets layer spans: perfkit's handler records them unless told not to."""
     if framework != "torch":

@@ -165,7 +165,8 @@ def loader_batch_ns(*, threads: int | None = 1) -> float:
 
 def measure_loader(finding: Any) -> dict[str, Any] | None:
     """The input-pipeline finding's saving with the cost of handing a batch over measured on
-    this machine (``loader_batch_ns``) instead of the model's ``LOADER_BATCH_NS``: the same
+    this machine (``loader_batch_ns``) instead of the finding's (``LOADER_BATCH_NS``, or what
+    the step timer timed on the machine that trained): the same
     ``loader_saving`` of the loading the rule moves to workers (``loading_per_step_ns``), the
     rest of the step and the cores the rule found free. None
     when the finding lacks those figures or no worker can start here."""
@@ -189,7 +190,12 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     return {
         "saving_ns": saving,
         "estimate": measured_loader_estimate(
-            batch_ns, LOADER_BATCH_NS, data, rest, workers, saving
+            batch_ns,
+            float(evidence.get("loader_batch_ns") or LOADER_BATCH_NS),
+            data,
+            rest,
+            workers,
+            saving,
         ),
         "evidence": {
             "measured": "replay",

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -598,6 +600,42 @@ def test_step_timer_records_the_machine(adam_loop):
     assert record["load_average"] is None or record["load_average"] >= 0
     idle = record["idle_cores"]
     assert idle is None or 0.0 <= idle <= os.cpu_count() + 0.1
+    assert "loader_batch_ns" not in record  # no step loaded data: no worker was started
+
+
+def test_step_timer_times_the_hand_over_only_for_steps_that_loaded_data(tmp_path):
+    """``save`` has the run's adapter time a loader worker's hand-over on the machine that
+    trained only when the steps loaded data, and not when told not to or when no adapter knows
+    the run's framework; a run without it is advised at the model's cost."""
+    import perfkit_core
+    from perfkit_core.advice.loader import MODEL_COST, loader_batch_cost, run_loader_batch_cost
+    from perfkit_core.capture.step_timer import loader_batch_ns
+
+    def folder(name: str, framework: str) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        (path / "meta.json").write_text(json.dumps({"framework": framework}))
+        return path
+
+    def saved(path: Path, loads: bool, **options) -> dict:
+        timer = perfkit_core.step_timer(None, warmup=0)
+        for _ in range(2):
+            with timer.step():
+                if loads:
+                    timer._on_phase("data", 1_000_000)
+        timer.save(path, **options)
+        return json.loads((path / "meta.json").read_text())["step_timer"]
+
+    timed = saved(folder("loads", "torch"), True)["loader_batch_ns"]
+    assert timed > 0
+    assert "loader_batch_ns" not in saved(folder("opt-out", "torch"), True, loader_costs=False)
+    assert "loader_batch_ns" not in saved(folder("no-loading", "torch"), False)
+    assert "loader_batch_ns" not in saved(folder("unknown", "no such framework"), True)
+    assert loader_batch_ns("no such framework") is None
+
+    run = SimpleNamespace(framework="torch", meta={"step_timer": {"loader_batch_ns": math.nan}})
+    # a cost that is not a positive number is not used: the model's stands
+    assert run_loader_batch_cost(run) == (loader_batch_cost("torch"), MODEL_COST)
 
 
 def test_measure_times_handing_a_batch_over():
@@ -781,13 +819,16 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
         assert ev["contention_per_step_ns"] == 0.0
         assert ev["loading_per_step_ns"] == ev["data_unprofiled_per_step_ns"]
         assert ev["rest_per_step_ns"] == pytest.approx(max(step - ev["loading_per_step_ns"], 0.0))
-    assert ev["loader_batch_ns"] == 400_000.0  # Paddle's loader hands batches over cheaply
+    # the hand-over cost Paddle's adapter timed on this machine when the step timer saved
+    timed = run.meta["step_timer"]["loader_batch_ns"]
+    assert timed > 0 and ev["loader_batch_ns"] == timed
+    assert ev["loader_batch_from"] == "training machine"
     assert findings["input-pipeline"].saving_ns == pytest.approx(
         loader_saving(
             ev["loading_per_step_ns"],
             ev["rest_per_step_ns"],
             ev["free_cores"],
-            400_000.0,
+            timed,
             ev["contention_per_step_ns"],
         )
     )
@@ -879,10 +920,22 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
     assert ev["rest_per_step_ns"] == pytest.approx(
         max(ev["basis_step_ns"] - ev["data_unprofiled_per_step_ns"], 0.0)
     )
+    # handing a batch over costs what torch's adapter timed here when the step timer saved
+    timed = run.meta["step_timer"]["loader_batch_ns"]
+    assert timed > 0 and ev["loader_batch_ns"] == timed
+    assert ev["loader_batch_from"] == "training machine"
     assert finding.saving_ns == pytest.approx(
-        loader_saving(ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"])
+        loader_saving(
+            ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"], timed
+        )
     )
     from perfkit_core.advice.text import duration_text
+
+    if ev["free_cores"] > 0:  # else it says no core is free, and that no saving is expected
+        assert (
+            f"Handing a batch over costs each side {duration_text(timed)} in torch's loader "
+            "(timed on the machine that trained, when the step timer saved the run)"
+        ) in finding.estimate
 
     share = 100 * ev["data_unprofiled_per_step_ns"] / ev["basis_step_ns"]
     step = duration_text(ev["basis_step_ns"])

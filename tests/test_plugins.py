@@ -39,6 +39,7 @@ TESTED_BY = {
     "perfkit_layer_spans_fix": "test_layer_spans_fix_hook_names_each_frameworks_way",
     "perfkit_measure_saving": "test_measure_saving_hook_is_the_adapters",
     "perfkit_phase_timers": "test_phase_timers_hook_is_the_adapters",
+    "perfkit_loader_batch_ns": "test_loader_batch_ns_hook_is_the_runs_adapters",
 }
 
 
@@ -451,6 +452,43 @@ def test_phase_timers_hook_is_the_adapters():
     if "torch" in sys.modules:
         optimizer.step()
     assert len(seen) == count
+
+
+def test_loader_batch_ns_hook_is_the_runs_adapters():
+    """The adapter of the run's framework times its DataLoader's hand-over on this machine; a
+    plugin's answer that is not a positive number, or one that raises, is not used (a real run:
+    tests/test_advice_savings.py)."""
+    from perfkit_core.capture.step_timer import loader_batch_ns
+
+    pm = plugins.get_plugin_manager()
+    if "torch" in sys.modules:
+        assert pm.hook.perfkit_loader_batch_ns(framework="torch") > 0
+    assert pm.hook.perfkit_loader_batch_ns(framework="no such framework") is None
+
+    class Odd:
+        def __init__(self, answer):
+            self.answer = answer
+
+        @hookimpl(tryfirst=True)
+        def perfkit_loader_batch_ns(self, framework):
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer if framework == "odd" else None
+
+    for answer, expected in (
+        (250_000, 250_000.0),
+        (float("nan"), None),
+        (-1.0, None),
+        (True, None),
+        ("1 ms", None),
+        (RuntimeError("no worker"), None),
+    ):
+        plugin = Odd(answer)
+        pm.register(plugin, name="odd-loader")
+        try:
+            assert loader_batch_ns("odd") == expected, answer
+        finally:
+            pm.unregister(plugin)
 
 
 def test_measure_saving_hook_is_the_adapters():

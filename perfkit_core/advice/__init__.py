@@ -30,6 +30,7 @@ from perfkit_core.advice.loader import (
     loader_saving,
     measured_loader_estimate,
     replay_figures,
+    run_loader_batch_cost,
     thread_split,
 )
 
@@ -57,5 +58,6 @@ __all__ = [
     "measured_loader_estimate",
     "registered_advisors",
     "replay_figures",
+    "run_loader_batch_cost",
     "thread_split",
 ]

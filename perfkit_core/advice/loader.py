@@ -42,6 +42,28 @@ def loader_batch_cost(framework: str) -> float:
     return LOADER_BATCH_NS_BY_FRAMEWORK.get(framework, LOADER_BATCH_NS)
 
 
+#: How ``run_loader_batch_cost`` found the cost: timed on the machine that trained, or the model's.
+TRAINING_MACHINE = "timed on the machine that trained, when the step timer saved the run"
+MODEL_COST = "measured on a 2-core machine; perfkit advise --measure times it on this one"
+
+
+def run_loader_batch_cost(run: Run) -> tuple[float, str]:
+    """(what handing one batch from a loader worker over costs each side in ``run``'s loader,
+    ns; how it was found): what the step timer timed on the machine that trained when it saved
+    the run (``loader_batch_ns`` in its record: ``StepTimer.save``), else the model's
+    ``loader_batch_cost`` of the run's framework."""
+    record = run.meta.get("step_timer") or {}
+    timed = record.get("loader_batch_ns")
+    if (
+        isinstance(timed, (int, float))
+        and not isinstance(timed, bool)
+        and math.isfinite(timed)
+        and timed > 0
+    ):
+        return float(timed), TRAINING_MACHINE
+    return loader_batch_cost(run.framework), MODEL_COST
+
+
 def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     """(the cores loader workers can use, how that was found), rounded to whole cores (a core
     at least half idle counts as free: the remedy prescribes whole workers), at least 0:
@@ -185,12 +207,14 @@ def measured_loader_estimate(
     extra: str = "",
 ) -> str:
     """The estimate sentence of an input-pipeline finding whose hand-over cost a replay timed
-    (``batch_ns``, where the model assumes ``model_batch_ns``), with the loading, the rest of
-    the step and the free cores it was stated on, and ``extra`` (a sentence or "") between."""
+    (``batch_ns``, where the finding's own estimate took ``model_batch_ns``: its
+    ``loader_batch_ns``), with the loading, the rest of the step and the free cores it was
+    stated on, and ``extra`` (a sentence or "") between."""
     return (
         f"Measured on this machine: one DataLoader worker handed a batch of features and "
         f"labels to the training process every {batch_ns / 1e6:.3f} ms when neither did "
-        f"other work (the model assumes {model_batch_ns / 1e6:.3f} ms).{extra} With "
+        f"other work (the estimate without --measure took {model_batch_ns / 1e6:.3f} ms)."
+        f"{extra} With "
         f"{workers:.1f} free core(s), the step becomes the longer of the rest of the "
         f"step plus receiving a batch ({rest_ns / 1e6:.3f} + {batch_ns / 1e6:.3f} ms) and the "
         f"loading plus sending it, spread over the workers (({data_ns / 1e6:.3f} + "

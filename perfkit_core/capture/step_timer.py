@@ -18,12 +18,18 @@ ran, and the code between two steps (the loop's own, ``zero_grad``, this timer's
 the CPU time of the thread that ran each step (the ``training_cpu`` phase,
 ``time.thread_time_ns``): beside a loading thread of the same process, the step's wall time is
 shared between the two threads in about the ratio of their CPU times.
+
+When the steps loaded data in the training process, ``save`` also has the run's adapter time
+what handing a batch from a loader worker over costs on this machine (``loader_batch_ns``):
+the input-pipeline advice needs the cost of the machine that trained, which may not be the
+one that reads the run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import threading
 import time
@@ -33,6 +39,10 @@ from typing import Any
 
 #: Key of the timer's record in a saved run's metadata.
 META_KEY = "step_timer"
+
+#: Key, in the timer's record, of what handing a batch from a loader worker over cost on the
+#: machine that trained (ns; ``StepTimer.save``).
+LOADER_BATCH_KEY = "loader_batch_ns"
 
 #: The phase holding the CPU time (ns) of the thread that ran each step (``time.thread_time_ns``
 #: over the ``with timer.step()`` block): the training thread's own work, without the time it
@@ -179,14 +189,35 @@ class StepTimer:
             },
         }
 
-    def save(self, runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    def loaded_data(self) -> bool:
+        """Whether the kept steps spent time loading data in the training process or waiting
+        for it (an adapter timed a ``data`` or ``loading`` phase)."""
+        return any(
+            any(ns > 0 for ns in self.phase_ns.get(phase, {}).get(key, ()))
+            for phase in ("data", "loading")
+            for key in ("profiled_ns", "unprofiled_ns", "unknown_ns")
+        )
+
+    def save(
+        self,
+        runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+        *,
+        loader_costs: bool = True,
+    ) -> list[Path]:
         """Merge the step times into each saved run folder's ``meta.json`` (atomically); return
         the folders written, and remove the phase timers (``close``). Wait for a background
-        handler (``handler.wait()``) before saving."""
+        handler (``handler.wait()``) before saving.
+
+        When the steps loaded data (``loaded_data``) and ``loader_costs`` is true, the adapter
+        of each run's framework also times what handing a batch from a loader worker over
+        costs on this machine, the one that trained (``perfkit_loader_batch_ns``: a worker
+        process starts, about a second once per framework), and the record keeps it as
+        ``loader_batch_ns``: the input-pipeline advice states its saving with it."""
         from perfkit_core.errors import TraceError
         from perfkit_core.events import atomic_path
 
         self.close()
+        measured: dict[str, float | None] = {}
 
         folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
         written = []
@@ -196,11 +227,33 @@ class StepTimer:
                 meta = json.loads(meta_path.read_text())
             except (OSError, ValueError) as exc:
                 raise TraceError(meta_path, f"cannot add step times to the run: {exc}") from None
-            meta[META_KEY] = self.record()
+            record = self.record()
+            framework = str(meta.get("framework", ""))
+            if loader_costs and framework and self.loaded_data():
+                if framework not in measured:
+                    measured[framework] = loader_batch_ns(framework)
+                if measured[framework] is not None:
+                    record[LOADER_BATCH_KEY] = measured[framework]
+            meta[META_KEY] = record
             with atomic_path(meta_path) as tmp:
                 tmp.write_text(json.dumps(meta, indent=1, default=str))
             written.append(Path(folder))
         return written
+
+
+def loader_batch_ns(framework: str) -> float | None:
+    """What handing a batch from a loader worker over costs in ``framework``'s DataLoader on
+    this machine now (ns), as its adapter times it (``perfkit_loader_batch_ns``); None when no
+    adapter could, or what it gave is not a positive number."""
+    from perfkit_core.plugins import get_plugin_manager
+
+    try:
+        found = get_plugin_manager().hook.perfkit_loader_batch_ns(framework=framework)
+    except Exception:  # timing a cost must never lose the step times
+        return None
+    if isinstance(found, bool) or not isinstance(found, (int, float)):
+        return None
+    return float(found) if math.isfinite(found) and found > 0 else None
 
 
 def machine_idle_s() -> float | None:

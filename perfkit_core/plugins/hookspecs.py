@@ -313,6 +313,23 @@ def perfkit_phase_timers(on_phase: Callable[[str, int], None]) -> Callable[[], N
 
 
 @hookspec(firstresult=True)
+def perfkit_loader_batch_ns(framework: str) -> float | None:
+    """Time what handing one batch from a loader worker to this process costs in
+    ``framework``'s DataLoader on this machine now (ns per batch), for the input-pipeline
+    advice of a run trained here.
+
+    Called by ``perfkit_core.step_timer``'s ``save`` when the timed steps loaded data in the
+    training process (a ``data`` or ``loading`` phase), once per framework: the machine that
+    trained is the one whose cost the advice needs, and the run's trace cannot tell it. It may
+    take about a second (a worker process starts); it never raises.
+
+    :param framework: the saved run's framework (``meta["framework"]``).
+    :returns: ns per batch, or ``None`` when ``framework`` is not this plugin's, the program
+        has not imported it, or no worker could start.
+    """
+
+
+@hookspec(firstresult=True)
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """Say how a run of ``framework`` gets layer spans, for a comparison whose other runs have them.
 

@@ -7,9 +7,10 @@ from perfkit_core.advice.basis import recorded_events_per_step, step_basis, time
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.loader import (
     THREAD_OP_NS,
-    loader_batch_cost,
+    TRAINING_MACHINE,
     loader_cores,
     loader_saving,
+    run_loader_batch_cost,
     thread_split,
 )
 from perfkit_core.advice.rules.cpu import _outermost_ops
@@ -35,7 +36,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     leaves free (``loader_cores``: the cores idle while the steps ran, plus the share of a core
     a loading thread kept busy, which the workers take over), the step becomes the longer of
     the rest of the step plus receiving a batch and the loading plus sending the batch, spread
-    over the workers (handing a batch over costs each side ``loader_batch_cost``). The loading
+    over the workers (handing a batch over costs each side ``run_loader_batch_cost``: what the
+    step timer timed on the machine that trained, else the model's cost). The loading
     per step is, by preference, the step timer's: the training thread's time getting its
     batches (``data``) or a loader thread's (``loading``) in the steps timed without the
     profiler, the same steps as the step's own time; else the profiled waits less the
@@ -86,7 +88,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         rest = max(basis.step_ns - load, 0.0)
     # a loading thread's CPU moves to the workers with the loading: its core is theirs too
     workers, cores = loader_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
-    batch_ns = loader_batch_cost(ctx.framework)
+    batch_ns, batch_from = run_loader_batch_cost(ctx.run)
     saving = loader_saving(load, rest, workers, batch_ns, contention)
     details = [
         f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
@@ -149,8 +151,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             )
             + f" Handing a batch over costs each side "
             f"{duration_text(batch_ns)} in {ctx.framework or 'this framework'}'s loader "
-            "(measured on a 2-core machine; perfkit advise --measure times it on this one). "
-            "Each worker needs a core of its own."
+            f"({batch_from}). Each worker needs a core of its own."
         )
     title = (
         f"Loading data in the training process takes {share:.1f}% of each step"
@@ -176,6 +177,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "training_ops_per_step": ops,
             "free_cores": workers,
             "loader_batch_ns": batch_ns,
+            "loader_batch_from": "training machine" if batch_from == TRAINING_MACHINE else "model",
             "data_pct": share,
             "steps_waiting": waited,
             "has_device": ctx.has_device,
