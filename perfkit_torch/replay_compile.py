@@ -171,7 +171,7 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
     backward less the kept ops, the fused kernels, their arithmetic and the call overhead. None
     when the finding lacks those figures or compiling fails here (no C++ compiler, an
     unsupported platform)."""
-    from perfkit_core.advice import MODEL_COSTS, compiled_step_ns
+    from perfkit_core.advice import MODEL_COSTS, compile_verdict, compiled_step_ns
 
     evidence = finding.evidence
     figures = [
@@ -206,8 +206,8 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
             f"{model.flop_ns:.2f} ns and {model.transcendental_ns:.1f} ns). The eager forward "
             f"and backward ({eager / 1e6:.3f} ms per step) would become "
             f"{compiled / 1e6:.3f} ms: the kept ops ({kept / 1e6:.3f} ms), {kernels:.0f} fused "
-            f"kernels, their arithmetic ({arithmetic / 1e6:.3f} ms) and the call overhead"
-            + ("; no saving is expected." if saving <= 0 else ".")
+            f"kernels, their arithmetic ({arithmetic / 1e6:.3f} ms) and the call overhead."
+            + (compile_verdict(eager, compiled) if saving <= 0 else "")
         ),
         "evidence": {
             "measured": "replay",

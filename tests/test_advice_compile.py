@@ -260,3 +260,27 @@ def test_compare_sees_the_model_compiled(chain_run, tmp_path):
     for finding in later:
         fusible = finding.evidence["fusible_per_step_ns"]
         assert fusible <= 0.5 * before_finding.evidence["fusible_per_step_ns"]
+
+
+def test_a_compile_that_does_not_pay_says_so():
+    """When the compiled forward and backward cost at least the eager ones, the estimate ends
+    by saying compiling is not expected to pay, with the time it would lose and its share of
+    the eager time; when it pays, it says nothing more."""
+    from perfkit_core.advice import MODEL_COSTS, compile_verdict
+    from perfkit_core.advice.compiled import CompileEstimate
+
+    # 0.10 ms of kept ops, 10 kernels: compiled = 0.10 + 10 * kernel + call (no arithmetic)
+    slower = CompileEstimate(0.0, 0.20e6, 0.10e6, 10, "timed", arithmetic="device")
+    lost = slower.compiled_ns - slower.eager_ns
+    assert lost == pytest.approx(0.10e6 + 10 * MODEL_COSTS.kernel_ns + MODEL_COSTS.call_ns - 0.20e6)
+    assert lost > 0
+    text = slower.text()
+    assert text.endswith(compile_verdict(slower.eager_ns, slower.compiled_ns))
+    assert f"would be {lost / 1e6:.2f} ms per step slower ({100 * lost / 0.20e6:.0f}% of the" in text
+    assert "not expected to pay" in text
+    even = compile_verdict(1e6, 1e6)
+    assert "would cost what they cost eager" in even
+    paying = CompileEstimate(1.0e6, 2.0e6, 0.10e6, 10, "timed", arithmetic="device")
+    assert paying.compiled_ns < paying.eager_ns
+    assert compile_verdict(paying.eager_ns, paying.compiled_ns) == ""
+    assert "not expected to pay" not in paying.text()

@@ -9,6 +9,7 @@ from perfkit_core.advice.compiled import (
     MODEL_COSTS,
     TRANSCENDENTAL_NS,
     CompileCosts,
+    compile_verdict,
     compiled_step_ns,
 )
 from perfkit_core.advice.engine import (
@@ -49,6 +50,7 @@ __all__ = [
     "Finding",
     "JobContext",
     "advise",
+    "compile_verdict",
     "compiled_step_ns",
     "cross_rank",
     "delivery_ns",

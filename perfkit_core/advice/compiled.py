@@ -184,6 +184,28 @@ def compiled_step_ns(
     )
 
 
+def compile_verdict(eager_ns: float, compiled_ns: float) -> str:
+    """A closing sentence, with a leading space, for a compile estimate whose compiled forward
+    and backward (``compiled_ns``) cost at least the eager ones (``eager_ns``): compiling is
+    not expected to pay (the step's Python overhead is then in ops a compiled graph keeps, or
+    too little to outweigh its call and kernel costs); "" when it is expected to."""
+    lost = compiled_ns - eager_ns
+    if eager_ns <= 0 or lost < 0:
+        return ""
+    if lost > 0:
+        return (
+            f" Compiled, the forward and backward would be {lost / 1e6:.2f} ms per step slower "
+            f"({100 * lost / eager_ns:.0f}% of the eager time), so compiling is not expected "
+            "to pay here: keep the model eager, or try it and check the steps before and after "
+            "with perfkit compare."
+        )
+    return (
+        " Compiled, the forward and backward would cost what they cost eager, so compiling is "
+        "not expected to pay here: try it only with perfkit compare on the steps before and "
+        "after."
+    )
+
+
 @dataclass
 class CompileEstimate:
     """One compile saving (ns per step) and the terms it came from."""
@@ -258,8 +280,14 @@ class CompileEstimate:
             f"{self.fused_kernels:.0f} "
             f"fused kernels for the runs of other ops ({self.costs.kernel_ns / 1e3:.1f} us "
             f"each), {self.arithmetic_text()}, and the compiled graph's call overhead "
-            f"({self.costs.call_ns / 1e6:.2f} ms)."
+            f"({self.costs.call_ns / 1e6:.2f} ms)." + self.verdict_text()
         )
+
+    def verdict_text(self) -> str:
+        """``compile_verdict`` of this estimate ("" when compiling is expected to pay)."""
+        if self.saving_ns > 0:
+            return ""
+        return compile_verdict(self.eager_ns, self.compiled_ns)
 
 
 def compile_estimate(ctx: Context, units: np.ndarray) -> CompileEstimate | None:
