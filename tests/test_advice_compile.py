@@ -276,7 +276,9 @@ def test_a_compile_that_does_not_pay_says_so():
     assert lost > 0
     text = slower.text()
     assert text.endswith(compile_verdict(slower.eager_ns, slower.compiled_ns))
-    assert f"would be {lost / 1e6:.2f} ms per step slower ({100 * lost / 0.20e6:.0f}% of the" in text
+    from perfkit_core.advice.text import duration_text
+
+    assert f"would be {duration_text(lost)} per step slower ({100 * lost / 0.20e6:.0f}% of" in text
     assert "not expected to pay" in text
     even = compile_verdict(1e6, 1e6)
     assert "would cost what they cost eager" in even

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
+from perfkit_core.advice.text import duration_text
 from perfkit_core.events import links
 from perfkit_core.views.costs import run_costs
 from perfkit_core.views.family_rules import family_of
@@ -194,7 +195,7 @@ def compile_verdict(eager_ns: float, compiled_ns: float) -> str:
         return ""
     if lost > 0:
         return (
-            f" Compiled, the forward and backward would be {lost / 1e6:.2f} ms per step slower "
+            f" Compiled, the forward and backward would be {duration_text(lost)} per step slower "
             f"({100 * lost / eager_ns:.0f}% of the eager time), so compiling is not expected "
             "to pay here: keep the model eager, or try it and check the steps before and after "
             "with perfkit compare."
