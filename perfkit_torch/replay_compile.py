@@ -207,7 +207,7 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
             f"and backward ({eager / 1e6:.3f} ms per step) would become "
             f"{compiled / 1e6:.3f} ms: the kept ops ({kept / 1e6:.3f} ms), {kernels:.0f} fused "
             f"kernels, their arithmetic ({arithmetic / 1e6:.3f} ms) and the call overhead."
-            + (compile_verdict(eager, compiled) if saving <= 0 else "")
+            + compile_verdict(eager, compiled)
         ),
         "evidence": {
             "measured": "replay",
