@@ -20,13 +20,38 @@ _AMP_FP16 = (
     "    scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()"
 )
 
+_LOADER = (
+    "Load batches in worker processes so loading overlaps the step:\n"
+    "    loader = paddle.io.DataLoader(dataset, batch_size=..., num_workers={workers},\n"
+    "                                  use_shared_memory=True, prefetch_factor=2,\n"
+    "                                  persistent_workers=True){cores}"
+)
+
+
+def loader_remedy(evidence: dict[str, Any]) -> str:
+    """The loader remedy with as many workers as the finding's saving was estimated for (its
+    free cores, ``remedy_workers``), and what that count means; 4 when the finding does not
+    say."""
+    from perfkit_core.advice import remedy_workers
+
+    workers = remedy_workers(evidence)
+    if workers is None:
+        return _LOADER.format(workers=4, cores="")
+    if workers == 0:
+        cores = (
+            "\nNo core was free while the steps ran: free one first, or a worker takes its CPU "
+            "from the training process."
+        )
+    else:
+        cores = (
+            f"\n({workers} worker(s): the free core(s) the saving was estimated for; each worker "
+            "needs a core of its own.)"
+        )
+    return _LOADER.format(workers=max(workers, 1), cores=cores)
+
+
 REMEDIES: dict[str, str] = {
-    "input-pipeline": (
-        "Load batches in worker processes so loading overlaps the step:\n"
-        "    loader = paddle.io.DataLoader(dataset, batch_size=..., num_workers=4,\n"
-        "                                  use_shared_memory=True, prefetch_factor=2,\n"
-        "                                  persistent_workers=True)"
-    ),
+    "input-pipeline": _LOADER.format(workers=4, cores=""),
     "placement": (
         "Run the ops that only feed host logic on the CPU so their results need no copy back:\n"
         "static graph:\n"
@@ -150,9 +175,11 @@ def optimizer_remedy(cls: str | None) -> str:
 def remedy(finding: Any) -> str | None:
     """The paddle remedy for ``finding`` (by its rule), naming the ops it found where useful."""
     rule = getattr(finding, "rule", "")
+    evidence = getattr(finding, "evidence", {}) or {}
     if rule == "optimizer":
-        evidence = getattr(finding, "evidence", {}) or {}
         return optimizer_remedy(evidence.get("optimizer_class"))
+    if rule == "input-pipeline":
+        return loader_remedy(evidence)
     cc = (getattr(finding, "evidence", {}) or {}).get("compute_capability")
     if rule == "amp" and cc is not None:
         return (_AMP_BF16 if float(cc) >= 8.0 else _AMP_FP16).format(cc=f"{float(cc):.1f}")

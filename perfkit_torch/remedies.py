@@ -11,17 +11,43 @@ from typing import Any
 
 _LOADER_GPU = (
     "Load batches in worker processes, pinned, and prefetched, so loading overlaps the step:\n"
-    "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers=4,\n"
+    "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers={workers},\n"
     "                                         pin_memory=True, prefetch_factor=2,\n"
     "                                         persistent_workers=True)\n"
-    "and copy with batch = batch.to(device, non_blocking=True)."
+    "and copy with batch = batch.to(device, non_blocking=True).\n{cores}"
 )
 _LOADER_CPU = (
     "Load batches in worker processes, prefetched, so loading overlaps the step:\n"
-    "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers=4,\n"
+    "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers={workers},\n"
     "                                         prefetch_factor=2, persistent_workers=True)\n"
-    "(leave a core or two to the training process: torch.set_num_threads(...))."
+    "{cores}"
 )
+
+
+#: What the loader remedy says of cores when the finding does not count them.
+_SPARE_CORES = "(leave a core or two to the training process: torch.set_num_threads(...))."
+
+
+def loader_remedy(evidence: dict[str, Any], text: str) -> str:
+    """The loader remedy ``text`` with as many workers as the finding's saving was estimated
+    for (its free cores, ``remedy_workers``), and what that count means; 4, leaving the
+    training process a core or two, when the finding does not say."""
+    from perfkit_core.advice import remedy_workers
+
+    workers = remedy_workers(evidence)
+    if workers is None:
+        cores = _SPARE_CORES
+    elif workers == 0:
+        cores = (
+            "No core was free while the steps ran: free one first (torch.set_num_threads(...)\n"
+            "one lower), or a worker takes its CPU from the training process."
+        )
+    else:
+        cores = (
+            f"({workers} worker(s): the free core(s) the saving was estimated for; each worker "
+            "needs a core of its own.)"
+        )
+    return text.format(workers=max(workers or 0, 1) if workers is not None else 4, cores=cores)
 _AMP_BF16 = (
     "This GPU (compute capability {cc}) runs bf16 and TF32 on tensor cores:\n"
     "    torch.backends.cuda.matmul.allow_tf32 = True   # fp32 matmuls on tensor cores\n"
@@ -44,7 +70,7 @@ _AMP_UNKNOWN = (
 )
 
 REMEDIES: dict[str, str] = {
-    "input-pipeline": _LOADER_GPU,
+    "input-pipeline": _LOADER_GPU.format(workers=4, cores=_SPARE_CORES),
     "placement": (
         "Stop reading device values on the host every step: keep scalars such as losses as\n"
         "tensors and call .item() / .cpu() / .tolist() only when logging (every N steps);\n"
@@ -179,8 +205,8 @@ def remedy(finding: Any) -> str | None:
     evidence = getattr(finding, "evidence", {}) or {}
     if rule == "optimizer":
         return optimizer_remedy(evidence.get("optimizer_class"), evidence.get("implementation"))
-    if rule == "input-pipeline" and evidence.get("has_device") is False:
-        return _LOADER_CPU
+    if rule == "input-pipeline":
+        return loader_remedy(evidence, _LOADER_CPU if evidence.get("has_device") is False else _LOADER_GPU)
     if rule == "amp":
         cc = evidence.get("compute_capability")
         if cc is None:

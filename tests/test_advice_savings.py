@@ -832,6 +832,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
             ev["contention_per_step_ns"],
         )
     )
+    assert f"num_workers={max(int(ev['free_cores']), 1)}," in findings["input-pipeline"].remedy
     if ev["data_from"] == "thread":
         assert findings["input-pipeline"].title.startswith("Loading data in the training process")
         assert "the thread that loaded it" in findings["input-pipeline"].details[0]
@@ -931,6 +932,8 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
     )
     from perfkit_core.advice.text import duration_text
 
+    # the remedy prescribes the workers the saving was estimated for
+    assert f"num_workers={max(int(ev['free_cores']), 1)}," in finding.remedy
     if ev["free_cores"] > 0:  # else it says no core is free, and that no saving is expected
         assert (
             f"Handing a batch over costs each side {duration_text(timed)} in torch's loader "
@@ -943,3 +946,27 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
         f"{duration_text(ev['data_unprofiled_per_step_ns'])} per step ({share:.1f}% of the "
         f"{step} step without the profiler) getting its batches"
     ) in " ".join(finding.details)
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_the_loader_remedy_prescribes_the_workers_its_saving_counts(framework):
+    """The input-pipeline remedy sets ``num_workers`` to the free cores the saving was
+    estimated for, says so, says to free a core first when none was free, and keeps the
+    general advice (4 workers) when the finding does not count them."""
+    if framework == "torch":
+        from perfkit_torch.remedies import remedy
+    else:
+        from perfkit_paddle.remedies import remedy
+
+    def text(**evidence) -> str:
+        return remedy(SimpleNamespace(rule="input-pipeline", evidence=evidence))
+
+    one = text(free_cores=1.0, has_device=False)
+    assert "num_workers=1," in one and "(1 worker(s): the free core(s) the saving" in one
+    three = text(free_cores=3.0, has_device=True)
+    assert "num_workers=3," in three and "(3 worker(s)" in three
+    none = text(free_cores=0.0, has_device=False)
+    assert "num_workers=1," in none and "No core was free" in none
+    for unknown in ({}, {"free_cores": math.nan}, {"free_cores": True}):
+        assert "num_workers=4," in text(**unknown)
+        assert "worker(s): the free core(s)" not in text(**unknown)

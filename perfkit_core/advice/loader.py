@@ -106,6 +106,16 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
 
 
+def remedy_workers(evidence: dict[str, Any]) -> int | None:
+    """The loader workers an input-pipeline finding's saving was estimated for (its
+    ``free_cores``, a whole number, 0 when no core was free), for the remedy to prescribe;
+    None when the finding does not say."""
+    free = evidence.get("free_cores")
+    if isinstance(free, bool) or not isinstance(free, (int, float)) or not math.isfinite(free):
+        return None
+    return max(int(free), 0)
+
+
 def loader_saving(
     data_ns: float,
     rest_ns: float,
