@@ -29,25 +29,15 @@ _LOADER = (
 
 
 def loader_remedy(evidence: dict[str, Any]) -> str:
-    """The loader remedy with as many workers as the finding's saving was estimated for (its
-    free cores, ``remedy_workers``), and what that count means; 4 when the finding does not
-    say."""
+    """The loader remedy with as many workers as the finding's saving was estimated for, and
+    why (``remedy_workers``); 4 when the finding does not count free cores."""
     from perfkit_core.advice import remedy_workers
 
-    workers = remedy_workers(evidence)
-    if workers is None:
+    found = remedy_workers(evidence)
+    if found is None:
         return _LOADER.format(workers=4, cores="")
-    if workers == 0:
-        cores = (
-            "\nNo core was free while the steps ran: free one first, or a worker takes its CPU "
-            "from the training process."
-        )
-    else:
-        cores = (
-            f"\n({workers} worker(s): the free core(s) the saving was estimated for; each worker "
-            "needs a core of its own.)"
-        )
-    return _LOADER.format(workers=max(workers, 1), cores=cores)
+    workers, why = found
+    return _LOADER.format(workers=workers, cores=f"\n{why}")
 
 
 REMEDIES: dict[str, str] = {

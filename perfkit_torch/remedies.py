@@ -30,24 +30,14 @@ _SPARE_CORES = "(leave a core or two to the training process: torch.set_num_thre
 
 def loader_remedy(evidence: dict[str, Any], text: str) -> str:
     """The loader remedy ``text`` with as many workers as the finding's saving was estimated
-    for (its free cores, ``remedy_workers``), and what that count means; 4, leaving the
-    training process a core or two, when the finding does not say."""
+    for, and why (``remedy_workers``); 4, leaving the training process a core or two, when the
+    finding does not count free cores."""
     from perfkit_core.advice import remedy_workers
 
-    workers = remedy_workers(evidence)
-    if workers is None:
-        cores = _SPARE_CORES
-    elif workers == 0:
-        cores = (
-            "No core was free while the steps ran: free one first (torch.set_num_threads(...)\n"
-            "one lower), or a worker takes its CPU from the training process."
-        )
-    else:
-        cores = (
-            f"({workers} worker(s): the free core(s) the saving was estimated for; each worker "
-            "needs a core of its own.)"
-        )
-    return text.format(workers=max(workers or 0, 1) if workers is not None else 4, cores=cores)
+    workers, cores = remedy_workers(evidence) or (4, _SPARE_CORES)
+    return text.format(workers=workers, cores=cores)
+
+
 _AMP_BF16 = (
     "This GPU (compute capability {cc}) runs bf16 and TF32 on tensor cores:\n"
     "    torch.backends.cuda.matmul.allow_tf32 = True   # fp32 matmuls on tensor cores\n"

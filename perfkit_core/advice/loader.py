@@ -106,14 +106,24 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
 
 
-def remedy_workers(evidence: dict[str, Any]) -> int | None:
-    """The loader workers an input-pipeline finding's saving was estimated for (its
-    ``free_cores``, a whole number, 0 when no core was free), for the remedy to prescribe;
-    None when the finding does not say."""
+def remedy_workers(evidence: dict[str, Any]) -> tuple[int, str] | None:
+    """(``num_workers`` for an input-pipeline finding's remedy, a sentence saying why): the
+    workers its saving was estimated for (its ``free_cores``, a whole number), or one worker
+    and the advice to free a core first when none was free; None when the finding does not
+    count free cores."""
     free = evidence.get("free_cores")
     if isinstance(free, bool) or not isinstance(free, (int, float)) or not math.isfinite(free):
         return None
-    return max(int(free), 0)
+    workers = max(int(free), 0)
+    if workers == 0:
+        return 1, (
+            "No core was free while the steps ran: free one first, or a worker takes its CPU "
+            "from the training process."
+        )
+    return workers, (
+        f"({workers} worker(s): the free core(s) the saving was estimated for; each worker "
+        "needs a core of its own.)"
+    )
 
 
 def loader_saving(
