@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.capture.step_timer import LOADER_BATCH_KEY, META_KEY
+
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
@@ -21,8 +23,11 @@ if TYPE_CHECKING:
 #: (``perfkit_torch.replay.loader_batch_ns``: one worker, batches of features and labels, two
 #: tensors of 4 KiB) on a 2-core x86 KVM machine with torch 2.13 and its default
 #: file-descriptor sharing: 1.7 to 2.3 ms per batch over repeated replays. A machine with
-#: cheaper system calls pays less; ``--measure`` measures it there. Traces record no batch
-#: sizes (torch records no shapes of the tensor lists its collate stacks).
+#: cheaper system calls pays less (1.1 to 1.4 ms on a 2-core Xeon with AVX-512). The advice
+#: uses this figure only when the step timer did not time the cost on the machine that trained
+#: (``run_loader_batch_cost``); ``--measure`` measures it on the machine that reads the run.
+#: Traces record no batch sizes (torch records no shapes of the tensor lists its collate
+#: stacks).
 LOADER_BATCH_NS = 2_300_000.0
 
 #: The same cost where a framework's loader workers hand batches over otherwise (ns per batch,
@@ -52,8 +57,8 @@ def run_loader_batch_cost(run: Run) -> tuple[float, str]:
     ns; how it was found): what the step timer timed on the machine that trained when it saved
     the run (``loader_batch_ns`` in its record: ``StepTimer.save``), else the model's
     ``loader_batch_cost`` of the run's framework."""
-    record = run.meta.get("step_timer") or {}
-    timed = record.get("loader_batch_ns")
+    record = run.meta.get(META_KEY) or {}
+    timed = record.get(LOADER_BATCH_KEY)
     if (
         isinstance(timed, (int, float))
         and not isinstance(timed, bool)
