@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.capture.step_timer import LOADER_BATCH_KEY, META_KEY
+from perfkit_core.capture.step_timer import LOADER_BATCH_KEY, META_KEY, finite_number
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -58,14 +58,9 @@ def run_loader_batch_cost(run: Run) -> tuple[float, str]:
     the run (``loader_batch_ns`` in its record: ``StepTimer.save``), else the model's
     ``loader_batch_cost`` of the run's framework."""
     record = run.meta.get(META_KEY) or {}
-    timed = record.get(LOADER_BATCH_KEY)
-    if (
-        isinstance(timed, (int, float))
-        and not isinstance(timed, bool)
-        and math.isfinite(timed)
-        and timed > 0
-    ):
-        return float(timed), TRAINING_MACHINE
+    timed = finite_number(record.get(LOADER_BATCH_KEY))
+    if timed is not None and timed > 0:
+        return timed, TRAINING_MACHINE
     return loader_batch_cost(run.framework), MODEL_COST
 
 
@@ -86,7 +81,7 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     workers take over; added to the first two."""
     record = run.meta.get("step_timer") or {}
     cores, load = record.get("cpu_count"), record.get("load_average")
-    idle = record.get("idle_cores")
+    idle = finite_number(record.get("idle_cores"))
     thread = max(float(thread_cores), 0.0) if math.isfinite(thread_cores) else 0.0
     by_thread = (
         f" and the {thread:.1f} core the loading thread keeps busy, which workers take over"
@@ -97,8 +92,8 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     def whole(free: float) -> float:  # with the thread's share, to the nearest whole core
         return float(math.floor(max(free, 0.0) + thread + 0.5))
 
-    if isinstance(idle, (int, float)) and not isinstance(idle, bool) and math.isfinite(idle):
-        return whole(float(idle)), (
+    if idle is not None:
+        return whole(idle), (
             f"{idle:.1f} cores idle on the run's machine while its steps ran without the "
             f"profiler{by_thread}, rounded to whole cores"
         )
@@ -116,8 +111,8 @@ def remedy_workers(evidence: dict[str, Any]) -> tuple[int, str] | None:
     workers its saving was estimated for (its ``free_cores``, a whole number), or one worker
     and the advice to free a core first when none was free; None when the finding does not
     count free cores."""
-    free = evidence.get("free_cores")
-    if isinstance(free, bool) or not isinstance(free, (int, float)) or not math.isfinite(free):
+    free = finite_number(evidence.get("free_cores"))
+    if free is None:
         return None
     workers = max(int(free), 0)
     if workers == 0:

@@ -251,9 +251,16 @@ def loader_batch_ns(framework: str) -> float | None:
         found = get_plugin_manager().hook.perfkit_loader_batch_ns(framework=framework)
     except Exception:  # timing a cost must never lose the step times
         return None
-    if isinstance(found, bool) or not isinstance(found, (int, float)):
+    number = finite_number(found)
+    return number if number is not None and number > 0 else None
+
+
+def finite_number(value: object) -> float | None:
+    """``value`` as a float when it is a finite int or float (not a bool), else None: for
+    figures read back from a run's metadata or from a plugin, which may hold anything."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(found) if math.isfinite(found) and found > 0 else None
+    return float(value) if math.isfinite(value) else None
 
 
 def machine_idle_s() -> float | None:
