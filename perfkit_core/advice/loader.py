@@ -47,14 +47,19 @@ def loader_batch_cost(framework: str) -> float:
     return LOADER_BATCH_NS_BY_FRAMEWORK.get(framework, LOADER_BATCH_NS)
 
 
-#: How ``run_loader_batch_cost`` found the cost: timed on the machine that trained, or the model's.
-TRAINING_MACHINE = "timed on the machine that trained, when the step timer saved the run"
-MODEL_COST = "measured on a 2-core machine; perfkit advise --measure times it on this one"
+#: Where ``run_loader_batch_cost`` found the cost (the finding's ``loader_batch_from``): timed
+#: on the machine that trained, or the model's; and how a finding's estimate says so.
+TRAINING_MACHINE = "training machine"
+MODEL_COST = "model"
+LOADER_BATCH_SOURCES = {
+    TRAINING_MACHINE: "timed on the machine that trained, when the step timer saved the run",
+    MODEL_COST: "measured on a 2-core machine; perfkit advise --measure times it on this one",
+}
 
 
 def run_loader_batch_cost(run: Run) -> tuple[float, str]:
     """(what handing one batch from a loader worker over costs each side in ``run``'s loader,
-    ns; how it was found): what the step timer timed on the machine that trained when it saved
+    ns; where it was found, a key of ``LOADER_BATCH_SOURCES``): what the step timer timed on the machine that trained when it saved
     the run (``loader_batch_ns`` in its record: ``StepTimer.save``), else the model's
     ``loader_batch_cost`` of the run's framework."""
     record = run.meta.get(META_KEY) or {}

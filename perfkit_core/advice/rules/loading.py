@@ -6,8 +6,8 @@ from __future__ import annotations
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.loader import (
+    LOADER_BATCH_SOURCES,
     THREAD_OP_NS,
-    TRAINING_MACHINE,
     loader_cores,
     loader_saving,
     run_loader_batch_cost,
@@ -151,7 +151,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             )
             + f" Handing a batch over costs each side "
             f"{duration_text(batch_ns)} in {ctx.framework or 'this framework'}'s loader "
-            f"({batch_from}). Each worker needs a core of its own."
+            f"({LOADER_BATCH_SOURCES[batch_from]}). Each worker needs a core of its own."
         )
     title = (
         f"Loading data in the training process takes {share:.1f}% of each step"
@@ -177,7 +177,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "training_ops_per_step": ops,
             "free_cores": workers,
             "loader_batch_ns": batch_ns,
-            "loader_batch_from": "training machine" if batch_from == TRAINING_MACHINE else "model",
+            "loader_batch_from": batch_from,
             "data_pct": share,
             "steps_waiting": waited,
             "has_device": ctx.has_device,
