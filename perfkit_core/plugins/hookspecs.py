@@ -321,7 +321,8 @@ def perfkit_loader_batch_ns(framework: str) -> float | None:
     Called by ``perfkit_core.step_timer``'s ``save`` when the timed steps loaded data in the
     training process (a ``data`` or ``loading`` phase), once per framework: the machine that
     trained is the one whose cost the advice needs, and the run's trace cannot tell it. It may
-    take about a second (a worker process starts); it never raises.
+    take about a second (a worker process starts). The step timer takes an exception (a worker
+    that cannot start here) for no answer, and keeps the step times.
 
     :param framework: the saved run's framework (``meta["framework"]``).
     :returns: ns per batch, or ``None`` when ``framework`` is not this plugin's, the program
