@@ -184,7 +184,9 @@ def test_torch_forward_counts_nothing_from_before_its_step():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     timer = perfkit_core.step_timer(None, warmup=0)
     model_clock: list[int] = []
+    step_clock: list[int] = []  # the test's clock around each step, the sleep outside it
     for _ in range(6):
+        outer = time.perf_counter_ns()
         with timer.step():
             start = time.perf_counter_ns()
             loss = model(torch.randn(4, 16)).sum()
@@ -192,6 +194,7 @@ def test_torch_forward_counts_nothing_from_before_its_step():
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
+        step_clock.append(time.perf_counter_ns() - outer)
         time.sleep(0.02)  # between the steps
     timer.close()
     record = timer.record()
@@ -200,7 +203,7 @@ def test_torch_forward_counts_nothing_from_before_its_step():
     for i, step_ns in enumerate(record[key]):
         forward = phases["forward"][key][i]
         inside = forward + phases["backward"][key][i] + phases["optimizer"][key][i]
-        assert inside <= step_ns < 20_000_000
+        assert inside <= step_ns <= step_clock[i]
         if i:  # the first step has no optimizer step before it
             assert 0 < model_clock[i] <= forward
 
