@@ -195,8 +195,10 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
     arithmetic = costs.arithmetic_ns(flops, heavy)
     saving = max(eager - compiled, 0.0)
     model = MODEL_COSTS
+    verdict = compile_verdict(eager, compiled)
     return {
         "saving_ns": saving,
+        "within_error": bool(verdict),
         "estimate": (
             f"Measured on this machine: small models compiled with torch.compile cost "
             f"{costs.call_ns / 1e6:.3f} ms per forward and backward plus "
@@ -207,7 +209,7 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
             f"and backward ({eager / 1e6:.3f} ms per step) would become "
             f"{compiled / 1e6:.3f} ms: the kept ops ({kept / 1e6:.3f} ms), {kernels:.0f} fused "
             f"kernels, their arithmetic ({arithmetic / 1e6:.3f} ms) and the call overhead."
-            + compile_verdict(eager, compiled)
+            + verdict
         ),
         "evidence": {
             "measured": "replay",

@@ -16,7 +16,7 @@ from perfkit_core.advice import (  # noqa: E402
     CompileCosts,
     compiled_step_ns,
 )
-from perfkit_core.advice.compiled import KEPT_FAMILIES  # noqa: E402
+from perfkit_core.advice.compiled import COMPILE_ERROR, KEPT_FAMILIES  # noqa: E402
 from perfkit_core.views.family_rules import family_of  # noqa: E402
 from tests.test_advice_savings import _train_and_profile  # noqa: E402
 
@@ -189,6 +189,11 @@ def test_fused_arithmetic_is_counted_from_the_recorded_shapes(tmp_path):
     assert evidence["compiled_ns"] == pytest.approx(compiled)
     assert finding.saving_ns == pytest.approx(max(evidence["eager_ns"] - compiled, 0.0))
     assert f"{transcendentals / 1e3:.1f}k transcendental elements" in finding.estimate
+    # within the model's error exactly when the saving is under COMPILE_ERROR of the compiled
+    # step (or compiling costs more), and then the estimate says compiling may not pay
+    unsure = evidence["eager_ns"] - compiled < COMPILE_ERROR * compiled
+    assert finding.within_error is unsure
+    assert ("not pay here" in finding.estimate) is unsure
 
 
 def test_findings_of_one_remedy_state_its_one_saving(chain_run):
@@ -223,6 +228,10 @@ def test_measure_times_a_compiled_graph(chain_run):
     )
     assert finding.saving_ns == pytest.approx(max(evidence["eager_ns"] - compiled, 0.0))
     assert f"{call / 1e6:.3f} ms per forward and backward" in finding.estimate
+    # the replay's verdict, not the model's
+    unsure = evidence["eager_ns"] - compiled < COMPILE_ERROR * compiled
+    assert finding.within_error is unsure
+    assert ("not pay here" in finding.estimate) is unsure
 
 
 def test_paddle_compile_finding_promises_no_saving(tmp_path):

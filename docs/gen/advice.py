@@ -45,6 +45,9 @@ FINDING_FIELDS: dict[str, str] = {
     "one finding, their savings added (rules claim separate time)",
     "acts_on": "`host` or `device`: what the saving shortens; the headline's combined saving "
     "adds savings of one kind and combines the two kinds as shares of the step left",
+    "within_error": "`true` when the estimate says its saving is within its model's error (a "
+    "compile estimate whose compiled step costs about what the eager one does): the remedy may "
+    "save nothing, and the headline's \"Change first\" passes over the finding",
 }
 
 #: What each field of the Context a rule receives holds.

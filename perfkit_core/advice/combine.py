@@ -65,6 +65,8 @@ def merge_shared_remedies(findings: list[Finding], step_ns: float) -> list[Findi
             )
         lead.saving_ns = saving
         lead.severity = severity(saving, step_ns)
+        # one shared estimate keeps its verdict; a sum is within its error when each part is
+        lead.within_error = lead.within_error if shared else all(f.within_error for f in group)
         out.append(lead)
     return out
 

@@ -76,6 +76,10 @@ class Finding:
     #: What the saving shortens: ``host`` (host time in the step) or ``device`` (device time);
     #: ``combined_saving`` adds savings of one kind and combines the two kinds.
     acts_on: str = "host"
+    #: True when the estimate itself says the saving is within its model's error, so the
+    #: remedy may save nothing (a compile estimate whose compiled step costs about the eager
+    #: one): the headline's "Change first" passes over such a finding.
+    within_error: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as plain JSON-ready data."""
@@ -316,6 +320,8 @@ def measure_saving(finding: Finding, ctx: Context, pm: pluggy.PluginManager) -> 
     basis = float(finding.evidence.get("basis_step_ns") or ctx.step_ns)
     finding.severity = severity(saving, basis)
     finding.estimate = str(result.get("estimate") or finding.estimate)
+    # the replay's own verdict replaces the model's
+    finding.within_error = result.get("within_error") is True
 
 
 def advise_job(

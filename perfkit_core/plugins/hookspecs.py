@@ -191,9 +191,10 @@ def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | Non
         recorded, e.g. the optimizer's class and parameter shapes).
     :param framework: the run's framework.
     :returns: ``{"saving_ns": ns per step, "estimate": one sentence saying what was replayed,
-        "evidence": {...}}`` when this plugin adapts ``framework`` and can replay the rule's
-        case from what the finding recorded, else ``None`` (the finding keeps its modelled
-        estimate).
+        "evidence": {...}}``, and ``"within_error": True`` when the measured saving is within
+        the estimate's error (the finding's ``within_error``), when this plugin adapts
+        ``framework`` and can replay the rule's case from what the finding recorded, else
+        ``None`` (the finding keeps its modelled estimate).
 
     Stops at the first non-None result (``firstresult``).
     """

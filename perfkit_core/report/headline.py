@@ -60,6 +60,25 @@ class Headline:
     finding: Any | None
     note: str | None = None
     combined: CombinedSaving | None = None
+    #: Where ``finding`` stands among the findings, from 1 (the report's advice number).
+    finding_number: int = 1
+
+
+#: The headline's note when no finding promises a saving beyond its estimate's error.
+WITHIN_ERROR_NOTE = (
+    "no finding promises a saving beyond its estimate's error; the advice below may not pay: "
+    "try a change and check the steps before and after with perfkit compare."
+)
+
+
+def change_first(findings: list[Any] | None) -> tuple[Any | None, int]:
+    """The finding the headline puts first, and its number among ``findings`` (from 1): the
+    one with the largest saving that promises a saving (more than 0) beyond its estimate's
+    error (not ``Finding.within_error``); (None, 0) when there is none."""
+    for number, finding in enumerate(findings or (), 1):
+        if finding.saving_ns > 0 and not getattr(finding, "within_error", False):
+            return finding, number
+    return None, 0
 
 
 #: The views the headline reads: a job must be analysed with them for its report to have one.
@@ -83,7 +102,7 @@ def headline(
         steps = run.summary("steps")
         model = run.summary("model").set_index("name")
     except KeyError:
-        return Headline([], [], findings[0] if findings else None, note)
+        return _with_top(Headline([], [], None, note), findings)
     durations = steps["dur_ns"].to_numpy(dtype=np.float64) if len(steps) else np.empty(0)
     items: list[HeaderItem] = []
     step_ns = float(model.loc["step", "per_step_ns"]) if "step" in model.index else 0.0
@@ -116,7 +135,6 @@ def headline(
             share = float(model.loc[name, "step_pct"])
             if per_step > 0:
                 phases.append(PhaseShare(name, per_step, share))
-    top = findings[0] if findings else None
     combined = None
     if findings and len(findings) > 1 and step_ns:
         # the step the findings' savings were stated on, when they share one
@@ -124,7 +142,18 @@ def headline(
         basis_ns, of = bases.pop() if len(bases) == 1 else (step_ns, "the step")
         saving, how = combined_saving(findings, basis_ns or step_ns)
         combined = CombinedSaving(saving, len(findings), how, basis_ns or step_ns, of)
-    return Headline(items, phases, top, note, combined)
+    return _with_top(Headline(items, phases, None, note, combined), findings)
+
+
+def _with_top(headline: Headline, findings: list[Any] | None) -> Headline:
+    """``headline`` with its finding (``change_first``), or, when every finding is within its
+    estimate's error, ``WITHIN_ERROR_NOTE``."""
+    top, number = change_first(findings)
+    if top is not None:
+        headline.finding, headline.finding_number = top, number
+    elif findings:
+        headline.note = WITHIN_ERROR_NOTE
+    return headline
 
 
 #: The headline item of the step the step timer timed without the profiler.

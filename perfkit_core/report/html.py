@@ -339,7 +339,12 @@ def _headline(headline: Headline, time_unit: str) -> dict[str, Any]:
         ],
         "finding": None
         if top is None
-        else {"severity": top.severity, "title": top.title, "saving": saving_text(top, time_unit)},
+        else {
+            "severity": top.severity,
+            "title": top.title,
+            "saving": saving_text(top, time_unit),
+            "number": headline.finding_number,
+        },
         "combined": None
         if headline.combined is None
         else {

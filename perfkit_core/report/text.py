@@ -194,7 +194,7 @@ def render_headline(headline: Headline, time_unit: str) -> str:
     if top is not None:
         lines.append(
             f"{'Change first:'.ljust(width)} [{top.severity}] {top.title}; estimated saving "
-            f"{saving_text(top, time_unit)} (advice 1 below)"
+            f"{saving_text(top, time_unit)} (advice {headline.finding_number} below)"
         )
         combined = headline.combined
         if combined is not None:
