@@ -711,6 +711,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
     print(
         f"  step without the profiler {before / 1e6:.2f} ms; "
         f"profiled {findings[0].evidence.get('step_time_ns', float('nan')) / 1e6:.2f} ms"
+        + drift_text(run, before)
     )
     results: list[bool] = []
     achieved: dict[str, float] = {}
@@ -802,6 +803,27 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             f"{' > '.join(by_achieved) or '-'}: {said}"
         )
     return results
+
+
+def drift_text(run: Any, rounds_ns: float) -> str:
+    """How far the machine's speed moved between the step timer's unprofiled steps, whose
+    times the estimates are stated on, and the timed rounds, whose times the achieved savings
+    are: the same loop's median step in each ("" without a step timer). The verdicts compare
+    shares of each one's own step, which absorbs a uniform change; a slower spell slows a
+    Dataset's Python more than the model's ops, so a drift of more than a few percent moves
+    the achieved share too."""
+    import numpy as np
+
+    from perfkit_core.comparison.overhead import step_timer_times
+
+    _, unprofiled = step_timer_times(run)
+    if not len(unprofiled) or not rounds_ns:
+        return ""
+    timer = float(np.median(unprofiled))
+    return (
+        f"; the step timer's {timer / 1e6:.2f} ms after the profile (the machine "
+        f"{100 * (rounds_ns / timer - 1):+.0f}% in the rounds)"
+    )
 
 
 def combined_lines(
