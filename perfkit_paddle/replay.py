@@ -100,19 +100,20 @@ def _slow_samples() -> Any:
     return SlowSamples()
 
 
-def _per_step(step: Any, steps: int) -> float:
-    start = time.perf_counter_ns()
+def _cpu_per_step(step: Any, steps: int) -> float:
+    """The calling thread's CPU time (ns) per call of ``step``."""
+    start = time.thread_time_ns()
     for _ in range(steps):
         step()
-    return (time.perf_counter_ns() - start) / steps
+    return (time.thread_time_ns() - start) / steps
 
 
 def thread_op_ns() -> float:
-    """ns that each op of the training thread costs the step when a single-process
-    ``paddle.io.DataLoader``'s loading thread runs beside it: a step of ``THREAD_OPS`` small
-    Paddle ops (matmul and tanh) per batch, timed fed by that loader, less the same step on a ready batch,
-    less the loader alone, per op; the median of ``THREAD_ROUNDS`` rounds (the three timed in
-    turn in each), at least 0."""
+    """ns of CPU time that each op of the training thread costs it when a single-process
+    ``paddle.io.DataLoader``'s loading thread runs beside it (handing the GIL over and back):
+    the training thread's CPU time in a step of ``THREAD_OPS`` small Paddle ops (matmul and
+    tanh) per batch fed by that loader, less its CPU time in the same step on a ready batch, per
+    op; the median of ``THREAD_ROUNDS`` rounds (the two timed in turn in each), at least 0."""
     import paddle
 
     ready = paddle.ones([THREAD_BATCH, THREAD_WIDTH], dtype="float32")
@@ -130,10 +131,9 @@ def thread_op_ns() -> float:
             train(next(iterator))
         rounds = []
         for _ in range(THREAD_ROUNDS):
-            alone = _per_step(lambda: train(ready), THREAD_STEPS)
-            loading = _per_step(lambda: next(iterator), THREAD_STEPS)
-            together = _per_step(lambda: train(next(iterator)), THREAD_STEPS)
-            rounds.append((together - alone - loading) / THREAD_OPS)
+            alone = _cpu_per_step(lambda: train(ready), THREAD_STEPS)
+            together = _cpu_per_step(lambda: train(next(iterator)), THREAD_STEPS)
+            rounds.append((together - alone) / THREAD_OPS)
     finally:
         _shutdown(iterator)
     return max(statistics.median(rounds), 0.0)
@@ -144,10 +144,12 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     machine: handing a batch over (``loader_batch_ns``) in place of the model's cost for
     Paddle's loader and, where the finding split a loading thread's step
     (``training_ops_per_step``), each training op's cost beside it (``thread_op_ns``) in place
-    of ``THREAD_OP_NS``; the same ``thread_split`` and ``loader_saving`` of the finding's own
-    figures. None when the finding lacks those figures or no worker can start here."""
+    of ``THREAD_OP_NS``; the same ``thread_split`` (of the finding's mean step,
+    ``loader_step_ns``) and ``loader_saving`` of the finding's own figures. None when the
+    finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         loader_batch_cost,
+        loader_receive_cost,
         loader_saving,
         measured_loader_estimate,
         replay_figures,
@@ -162,7 +164,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     ops = evidence.get("training_ops_per_step")
     training_cpu = evidence.get("training_cpu_per_step_ns")
     thread_cpu = evidence.get("data_unprofiled_per_step_ns")
-    step = evidence.get("basis_step_ns")
+    step = evidence.get("loader_step_ns", evidence.get("basis_step_ns"))
     split = all(
         isinstance(v, (int, float)) and v > 0 for v in (ops, training_cpu, thread_cpu, step)
     )
@@ -174,12 +176,14 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     contention = 0.0
     if split:
         data, rest, contention = thread_split(step, thread_cpu, training_cpu, ops, op_ns)
-    saving = loader_saving(data, rest, workers, batch_ns, contention)
+    receive_ns = loader_receive_cost("paddle", batch_ns)
+    saving = loader_saving(data, rest, workers, batch_ns, contention, receive_ns)
     threads = (
-        f" Each of the step's {ops:.0f} ops cost {op_ns / 1e3:.1f} us beside a single-process "
-        f"DataLoader's loading thread here ({contention / 1e6:.3f} ms per step, which goes with "
-        f"the thread), and the rest of the step is split in the ratio of the two threads' CPU "
-        "times."
+        f" Each of the step's {ops:.0f} ops cost the training thread {op_ns / 1e3:.1f} us of CPU "
+        f"beside a single-process DataLoader's loading thread here (handing the GIL over and "
+        f"back), so alone the two threads would take {data / 1e6:.3f} ms of loading and "
+        f"{rest / 1e6:.3f} ms of training; the {contention / 1e6:.3f} ms left of the mean step "
+        "goes with the thread."
         if split
         else ""
     )
@@ -193,10 +197,12 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             workers,
             saving,
             threads,
+            receive_ns,
         ),
         "evidence": {
             "measured": "replay",
             "replay_batch_ns": batch_ns,
+            "loader_receive_ns": receive_ns,
             "replay_free_cores": workers,
             **(
                 {

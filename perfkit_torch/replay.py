@@ -200,6 +200,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         "evidence": {
             "measured": "replay",
             "replay_batch_ns": batch_ns,
+            "loader_receive_ns": batch_ns,  # each side pays it in torch's loader
             "replay_free_cores": workers,
         },
     }

@@ -130,8 +130,12 @@ def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
     # a measured loader finding keeps its measure; the model gives how it changes
     contention = ev.get("contention_per_step_ns")
     lost_to_thread = float(contention) if isinstance(contention, (int, float)) else 0.0
-    alone = loader_saving(data, rest, workers, batch_ns, lost_to_thread)
-    together = loader_saving(data, max(rest - others, 0.0), workers, batch_ns, lost_to_thread)
+    received = ev.get("loader_receive_ns")  # a replay puts its own beside its batch cost
+    receive = float(received) if isinstance(received, (int, float)) else batch_ns
+    alone = loader_saving(data, rest, workers, batch_ns, lost_to_thread, receive)
+    together = loader_saving(
+        data, max(rest - others, 0.0), workers, batch_ns, lost_to_thread, receive
+    )
     lost = alone - together
     if lost <= 1.0:  # under a nanosecond: the same saving, up to rounding
         lost = 0.0

@@ -36,15 +36,29 @@ LOADER_BATCH_NS = 2_300_000.0
 #: training thread reads, mostly outside the GIL: one worker delivered ready batches of the same
 #: two tensors every 0.32 to 0.55 ms over repeated replays
 #: (``perfkit_paddle.replay.loader_batch_ns``, Paddle 3.3.1 on a 2-core x86 KVM machine where
-#: torch's took 1.0 to 1.1 ms), and the training thread spent 0.04 ms of CPU per batch
-#: receiving it.
+#: torch's took 1.0 to 1.1 ms).
 LOADER_BATCH_NS_BY_FRAMEWORK = {"paddle": 400_000.0}
+
+#: What receiving a batch from a worker costs the training thread where that is less than the
+#: worker's side (ns per batch, by framework; others pay the hand-over cost on each side).
+#: Paddle's training thread takes a ready batch from a C++ queue: 0.04 ms of CPU per batch in
+#: the replay above, and on bench_advice.py's two Paddle loader scenarios the training thread's
+#: CPU time with one worker was within 0.4 ms per step of its CPU time beside the loading thread
+#: less the GIL hand-overs (``THREAD_OP_NS``), with no hand-over cost added.
+LOADER_RECEIVE_NS_BY_FRAMEWORK = {"paddle": 40_000.0}
 
 
 def loader_batch_cost(framework: str) -> float:
     """What handing one batch from a loader worker over costs each side in ``framework``'s
     loader (ns): ``LOADER_BATCH_NS_BY_FRAMEWORK``, else ``LOADER_BATCH_NS``."""
     return LOADER_BATCH_NS_BY_FRAMEWORK.get(framework, LOADER_BATCH_NS)
+
+
+def loader_receive_cost(framework: str, batch_ns: float) -> float:
+    """What receiving one batch from a worker costs the training process in ``framework``'s
+    loader (ns): ``LOADER_RECEIVE_NS_BY_FRAMEWORK``, else the hand-over cost ``batch_ns`` (each
+    side pays it)."""
+    return LOADER_RECEIVE_NS_BY_FRAMEWORK.get(framework, batch_ns)
 
 
 #: Where ``run_loader_batch_cost`` found the cost (the finding's ``loader_batch_from``): timed
@@ -137,30 +151,34 @@ def loader_saving(
     workers: float,
     batch_ns: float = LOADER_BATCH_NS,
     contention_ns: float = 0.0,
+    receive_ns: float | None = None,
 ) -> float:
-    """The step time (ns) that ``workers`` loader workers save when the training process now
-    spends ``data_ns`` per step loading, ``rest_ns`` on the rest of the step and
-    ``contention_ns`` on the two contending (a loading thread beside the training thread:
-    ``thread_split``): handing a batch over costs each side ``batch_ns``, so the step becomes
-    the longer of the rest plus receiving the batch and the loading plus sending it, spread
-    over the workers, and the contention goes with the thread. It assumes each worker has a
-    core of its own (on a machine whose cores are busy, the workers slow the training process
-    instead)."""
+    """The step time (ns) that ``workers`` loader workers save when the step is ``data_ns`` of
+    loading, ``rest_ns`` of the rest and ``contention_ns`` besides (beside a loading thread of
+    the training process, ``thread_split``: what the two threads' own work leaves of the step,
+    negative where they ran at once on two cores): a worker hands each batch over at
+    ``batch_ns`` and the training process receives it at ``receive_ns`` (by default the same),
+    so the step becomes the longer of the rest plus receiving a batch and the loading plus
+    sending it, spread over the workers; the contention goes with the thread. It assumes each
+    worker has a core of its own (on a machine whose cores are busy, the workers slow the
+    training process instead)."""
     if workers <= 0:
         return 0.0  # no core free: a worker only takes CPU from the training process
-    after = max(rest_ns + batch_ns, (data_ns + batch_ns) / workers)
-    return max(data_ns + rest_ns + max(contention_ns, 0.0) - after, 0.0)
+    receive = batch_ns if receive_ns is None else receive_ns
+    after = max(rest_ns + receive, (data_ns + batch_ns) / workers)
+    return max(data_ns + rest_ns + contention_ns - after, 0.0)
 
 
-#: What each op of the training thread costs the step when a loading thread of the same
-#: process runs beside it (ns per op): the GIL passes to the loading thread around the op and
-#: back, a wake-up of each thread. Fitted on Paddle's single-process DataLoader in
-#: bench/bench_advice.py's two loader scenarios on a 2-core x86 KVM machine (Paddle 3.3.1):
-#: the single-process step less training alone on ready batches less loading alone, per op the
-#: profiler recorded, was -0.2 to 15.5 us over six sessions (95 and 274 ops per step), 7 us on
-#: average. ``perfkit advise --measure`` (Paddle) times it on the user's machine
-#: (``perfkit_paddle.replay.thread_op_ns``: 9.4 to 10.8 us on the same machine).
-THREAD_OP_NS = 7_000.0
+#: What each op of the training thread costs the CPU time of both threads when a loading
+#: thread of the same process runs beside it (ns per op): the GIL passes to the loading thread
+#: around the op and back, a wake-up of each thread. Measured on bench/bench_advice.py's two
+#: Paddle loader scenarios (95 and 274 ops per step) on a 2-core x86 KVM machine (Paddle
+#: 3.3.1), as the training thread's CPU time per step beside the single-process DataLoader's
+#: loading thread less its CPU time fed by one worker, in the same minutes, per op: 8.9 to 16.2
+#: us over twenty sessions, median 10.7 us (the 274-op scenario 8.9 to 11.4 us, the 95-op one
+#: 9.6 to 16.2 us). ``perfkit advise --measure`` (Paddle) times it on the user's machine
+#: (``perfkit_paddle.replay.thread_op_ns``).
+THREAD_OP_NS = 10_000.0
 
 
 def thread_split(
@@ -170,18 +188,18 @@ def thread_split(
     ops_per_step: float,
     op_ns: float = THREAD_OP_NS,
 ) -> tuple[float, float, float]:
-    """(loading, rest of the step, contention), ns per step, of a step of ``step_ns`` in which
-    a loading thread of the training process spent ``loading_cpu_ns`` of CPU time beside the
-    training thread's ``training_cpu_ns`` and ``ops_per_step`` ops: the contention is ``op_ns``
-    per op (at most the step), and what is left is split between the two threads in the ratio
-    of their CPU times (beside each other both grow, so neither is what it costs alone)."""
-    contention = min(max(ops_per_step, 0.0) * max(op_ns, 0.0), step_ns)
-    own = step_ns - contention
-    total = loading_cpu_ns + training_cpu_ns
-    if total <= 0:
-        return 0.0, own, contention
-    loading = own * loading_cpu_ns / total
-    return loading, own - loading, contention
+    """(loading, rest of the step, contention), ns per step, of a step of ``step_ns`` (the mean
+    step) in which a loading thread of the training process spent ``loading_cpu_ns`` of CPU
+    time beside the training thread's ``training_cpu_ns`` and ``ops_per_step`` ops: each thread
+    alone takes its CPU time less ``op_ns`` per op (handing the GIL over and back: the
+    loading, and the rest), and the contention is what is left of the step (the training
+    thread's waits for the GIL and for batches; negative where the two threads ran at once on
+    two cores, as a loading thread's Python does while the training thread's ops run outside
+    the GIL). The three add up to the step."""
+    handing = max(ops_per_step, 0.0) * max(op_ns, 0.0)
+    rest = max(training_cpu_ns - handing, 0.0)
+    loading = max(loading_cpu_ns - handing, 0.0)
+    return loading, rest, step_ns - loading - rest
 
 
 def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | None:
@@ -230,18 +248,21 @@ def measured_loader_estimate(
     workers: float,
     saving_ns: float,
     extra: str = "",
+    receive_ns: float | None = None,
 ) -> str:
     """The estimate sentence of an input-pipeline finding whose hand-over cost a replay timed
     (``batch_ns``, where the finding's own estimate took ``model_batch_ns``: its
-    ``loader_batch_ns``), with the loading, the rest of the step and the free cores it was
-    stated on, and ``extra`` (a sentence or "") between."""
+    ``loader_batch_ns``), with the loading, the rest of the step, the free cores and what
+    receiving a batch costs the training process (``receive_ns``, by default ``batch_ns``) it
+    was stated on, and ``extra`` (a sentence or "") between."""
+    receive = batch_ns if receive_ns is None else receive_ns
     return (
         f"Measured on this machine: one DataLoader worker handed a batch of features and "
         f"labels to the training process every {batch_ns / 1e6:.3f} ms when neither did "
         f"other work (the estimate without --measure took {model_batch_ns / 1e6:.3f} ms)."
         f"{extra} With "
         f"{workers:.1f} free core(s), the step becomes the longer of the rest of the "
-        f"step plus receiving a batch ({rest_ns / 1e6:.3f} + {batch_ns / 1e6:.3f} ms) and the "
+        f"step plus receiving a batch ({rest_ns / 1e6:.3f} + {receive / 1e6:.3f} ms) and the "
         f"loading plus sending it, spread over the workers (({data_ns / 1e6:.3f} + "
         f"{batch_ns / 1e6:.3f}) / {workers:.1f} ms)"
         + ("; no saving is expected." if saving_ns <= 0 else ".")

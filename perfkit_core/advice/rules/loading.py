@@ -9,6 +9,7 @@ from perfkit_core.advice.loader import (
     LOADER_BATCH_SOURCES,
     THREAD_OP_NS,
     loader_cores,
+    loader_receive_cost,
     loader_saving,
     run_loader_batch_cost,
     thread_split,
@@ -16,6 +17,7 @@ from perfkit_core.advice.loader import (
 from perfkit_core.advice.rules.cpu import _outermost_ops
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
 from perfkit_core.capture.step_timer import TRAINING_CPU
+from perfkit_core.comparison.overhead import step_timer_times
 from perfkit_core.events import links
 from perfkit_core.events.schema import str_values
 
@@ -36,18 +38,20 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     leaves free (``loader_cores``: the cores idle while the steps ran, plus the share of a core
     a loading thread kept busy, which the workers take over), the step becomes the longer of
     the rest of the step plus receiving a batch and the loading plus sending the batch, spread
-    over the workers (handing a batch over costs each side ``run_loader_batch_cost``: what the
-    step timer timed on the machine that trained, else the model's cost). The loading
-    per step is, by preference, the step timer's: the training thread's time getting its
-    batches (``data``) or a loader thread's (``loading``) in the steps timed without the
-    profiler, the same steps as the step's own time; else the profiled waits less the
-    profiler's cost (``advice.basis``). The rest of the step is the step without the profiler
-    less the loading. Beside a loading thread whose training thread's CPU time the step timer
-    also timed (``training_cpu``), the step is taken apart by ``thread_split``: the two
-    threads' contention (``THREAD_OP_NS`` per op of the training thread), which leaves with the
-    thread, and the rest split between them in the ratio of their CPU times, which both grow
-    beside each other. The remedy of a CPU-only run leaves out pinned memory and non-blocking
-    copies, which only help a GPU.
+    over the workers (handing a batch over costs the worker ``run_loader_batch_cost``: what the
+    step timer timed on the machine that trained, else the model's cost; receiving it costs
+    the training process as much, or ``loader_receive_cost`` where the framework's loader
+    costs it less). The loading per step is, by preference, the step timer's: the training
+    thread's time getting its batches (``data``) or a loader thread's (``loading``) in the
+    steps timed without the profiler, the same steps as the step's own time; else the profiled
+    waits less the profiler's cost (``advice.basis``). The rest of the step is the step without
+    the profiler less the loading. Beside a loading thread whose training thread's CPU time
+    the step timer also timed (``training_cpu``), the mean step without the profiler is taken
+    apart by ``thread_split``: each thread alone takes its CPU time less ``THREAD_OP_NS`` per op
+    of the training thread (handing the GIL over and back), and what is left of the step (the
+    training thread's waits, or less than nothing where the threads ran at once) goes with the
+    thread. The remedy of a CPU-only run leaves out pinned memory and non-blocking copies,
+    which only help a GPU.
     """
     model = ctx.run.summary("model").set_index("name")
     if not ctx.step_ns:
@@ -78,18 +82,24 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     training_cpu = timed_phase(ctx, TRAINING_CPU, mean=True) if threaded else None
     split = training_cpu is not None and training_cpu > 0
     ops = float(_outermost_ops(ctx)[0].sum()) / max(ctx.steps, 1) if split else 0.0
+    step_ns = basis.step_ns
     if split:
         # two threads of one process sharing the GIL and the cores: each op of the training
-        # thread hands the GIL over and back, and the rest of the step is theirs in about the
-        # ratio of their CPU times (both grow beside each other)
-        load, rest, contention = thread_split(basis.step_ns, data, float(training_cpu or 0.0), ops)
+        # thread hands the GIL over and back, which costs both threads CPU time. The loading
+        # and the training CPU are means over the timed steps (a loading thread fills its
+        # queue in bursts: some steps wait, the next do not), so the step they take apart is
+        # the mean step too.
+        _, unprofiled = step_timer_times(ctx.run)
+        step_ns = float(unprofiled.mean()) if len(unprofiled) else basis.step_ns
+        load, rest, contention = thread_split(step_ns, data, float(training_cpu or 0.0), ops)
     else:
         load, contention = data, 0.0
         rest = max(basis.step_ns - load, 0.0)
     # a loading thread's CPU moves to the workers with the loading: its core is theirs too
     workers, cores = loader_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
     batch_ns, batch_from = run_loader_batch_cost(ctx.run)
-    saving = loader_saving(load, rest, workers, batch_ns, contention)
+    receive_ns = loader_receive_cost(ctx.framework, batch_ns)
+    saving = loader_saving(load, rest, workers, batch_ns, contention, receive_ns)
     details = [
         f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
         f"{waited} of {ctx.steps} steps."
@@ -127,30 +137,38 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         )
     else:
         spread = (load + batch_ns) / workers
-        bound = "the rest of the step" if spread <= rest + batch_ns else "loading"
+        bound = "the rest of the step" if spread <= rest + receive_ns else "loading"
+        handing = ops * THREAD_OP_NS
+        left = (
+            f"those two and {duration_text(contention)} more: the training thread's waits for "
+            "the GIL and for batches, which go with the loading thread"
+            if contention >= 0
+            else f"{duration_text(-contention)} shorter than those two added: the threads ran "
+            "at once on two cores for that long"
+        )
         parts = (
-            f"Of the step without the profiler, the two threads lose "
-            f"{duration_text(contention)} to each other ({ops:.0f} ops at "
-            f"{duration_text(THREAD_OP_NS)}), and the rest is split in the ratio of their CPU "
-            f"times: {duration_text(load)} of loading, {duration_text(rest)} of training. "
+            f"Alone, each thread would take its CPU time less the "
+            f"{duration_text(handing)} of handing the GIL over and back ({ops:.0f} ops at "
+            f"{duration_text(THREAD_OP_NS)}): {duration_text(load)} of loading, "
+            f"{duration_text(rest)} of training. The mean step without the profiler "
+            f"({duration_text(step_ns)}) is {left}. "
             if split
             else ""
+        )
+        receiving = (
+            f"Handing a batch over costs each side {duration_text(batch_ns)}"
+            if receive_ns == batch_ns
+            else f"Handing a batch over costs the worker {duration_text(batch_ns)} and the "
+            f"training process {duration_text(receive_ns)}"
         )
         how = parts + (
             f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
             f"longer of the rest of the step plus receiving the batch from a worker "
-            f"({duration_text(rest)} + {duration_text(batch_ns)}) and the loading plus "
+            f"({duration_text(rest)} + {duration_text(receive_ns)}) and the loading plus "
             f"sending the batch, spread over the workers (({duration_text(load)} + "
             f"{duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}); "
-            f"here {bound} bounds it"
-            + (
-                f", and the {duration_text(contention)} the two threads lost to each other "
-                "goes with the loading thread."
-                if contention > 0
-                else "."
-            )
-            + f" Handing a batch over costs each side "
-            f"{duration_text(batch_ns)} in {ctx.framework or 'this framework'}'s loader "
+            f"here {bound} bounds it."
+            + f" {receiving} in {ctx.framework or 'this framework'}'s loader "
             f"({LOADER_BATCH_SOURCES[batch_from]}). Each worker needs a core of its own."
         )
     title = (
@@ -178,6 +196,9 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "free_cores": workers,
             "loader_batch_ns": batch_ns,
             "loader_batch_from": batch_from,
+            "loader_receive_ns": receive_ns,
+            # the step the loading, the rest and the contention add up to
+            "loader_step_ns": step_ns,
             "data_pct": share,
             "steps_waiting": waited,
             "has_device": ctx.has_device,
