@@ -172,6 +172,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         LOADER_BATCH_NS,
+        loader_receive_cost,
         loader_saving,
         measured_loader_estimate,
         replay_figures,
@@ -186,7 +187,8 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         batch_ns = loader_batch_ns()
     except (RuntimeError, OSError, ValueError):
         return None
-    saving = loader_saving(data, rest, workers, batch_ns)
+    receive_ns = loader_receive_cost("torch", batch_ns)
+    saving = loader_saving(data, rest, workers, batch_ns, 0.0, receive_ns)
     return {
         "saving_ns": saving,
         "estimate": measured_loader_estimate(
@@ -196,11 +198,12 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             rest,
             workers,
             saving,
+            receive_ns=receive_ns,
         ),
         "evidence": {
             "measured": "replay",
             "replay_batch_ns": batch_ns,
-            "loader_receive_ns": batch_ns,  # each side pays it in torch's loader
+            "loader_receive_ns": receive_ns,
             "replay_free_cores": workers,
         },
     }
