@@ -33,11 +33,8 @@ def loader_remedy(evidence: dict[str, Any]) -> str:
     why (``remedy_workers``); 4 when the finding does not count free cores."""
     from perfkit_core.advice import remedy_workers
 
-    found = remedy_workers(evidence)
-    if found is None:
-        return _LOADER.format(workers=4, cores="")
-    workers, why = found
-    return _LOADER.format(workers=workers, cores=f"\n{why}")
+    workers, why = remedy_workers(evidence) or (4, "")
+    return _LOADER.format(workers=workers, cores=f"\n{why}" if why else "")
 
 
 REMEDIES: dict[str, str] = {

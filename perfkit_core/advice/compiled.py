@@ -299,6 +299,12 @@ class CompileEstimate:
         """``compile_verdict`` of this estimate ("" when compiling is expected to pay)."""
         return compile_verdict(self.eager_ns, self.compiled_ns)
 
+    @property
+    def within_error(self) -> bool:
+        """Whether the estimate does not promise a clear saving (``verdict_text`` says so): a
+        finding's ``within_error``."""
+        return bool(self.verdict_text())
+
 
 def compile_estimate(ctx: Context, units: np.ndarray) -> CompileEstimate | None:
     """The compile saving of ``ctx``'s run (cached on the run), from its op ``units`` (the

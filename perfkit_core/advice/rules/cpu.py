@@ -309,7 +309,7 @@ def rule_small_ops(ctx: Context) -> Finding | None:
             "a compiled graph runs a chain of them as one fused kernel.",
         ],
         estimate=compiled.text() if compiled else "",
-        within_error=bool(compiled and compiled.verdict_text()),
+        within_error=compiled is not None and compiled.within_error,
         evidence={
             **_compile_evidence(compiled),  # first: perfkit compare follows its fusible time
             "ops_per_step": per_step,
@@ -414,7 +414,7 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
         # the compile estimate names its own basis (its kept ops are scaled, not corrected
         # per event)
         estimate=compiled.text() if compiled else basis.text(),
-        within_error=bool(compiled and compiled.verdict_text()),
+        within_error=compiled is not None and compiled.within_error,
         evidence={
             **_compile_evidence(compiled),  # first: perfkit compare follows its fusible time
             "basis": basis.name,
