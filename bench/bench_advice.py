@@ -618,10 +618,10 @@ def time_variants(
         for _ in range(3):
             loop.step()
     samples: dict[str, list[float]] = {name: [] for name in loops}
+    records = [] if records is None else records
     for _ in range(rounds):
         for name, loop in loops.items():
             if name == WINDOW:
-                records = [] if records is None else records
                 records.append(timed_round(loop, steps))
                 continue
             start = time.perf_counter_ns()
@@ -847,9 +847,9 @@ def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     steps: list[int] = []
     phases: dict[str, list[int]] = {}
     idle = wall = 0.0
+    # not profiled: unprofiled where an adapter says no profiler records, else unknown
+    keys = ("unprofiled_ns", "unknown_ns")
     for record in records:
-        # not profiled: unprofiled where an adapter says no profiler records, else unknown
-        keys = ("unprofiled_ns", "unknown_ns")
         times = [ns for key in keys for ns in record[key]]
         for phase in record["phases"].keys() - phases.keys():
             phases[phase] = [0] * len(steps)
@@ -878,10 +878,9 @@ def window_findings(run: Any, window: dict[str, Any]) -> dict[str, Any]:
     timer["unprofiled_ns"] = window["steps"]
     timer["idle_cores"] = window["idle_cores"]
     phases = timer.setdefault("phases", {})
-    for phase, entry in phases.items():
+    for phase in phases.keys() | window["phases"].keys():  # a phase the rounds lack: untimed
+        entry = phases.setdefault(phase, {"profiled_ns": []})
         entry["unprofiled_ns"] = window["phases"].get(phase, [])
-    for phase, times in window["phases"].items():
-        phases.setdefault(phase, {"profiled_ns": []})["unprofiled_ns"] = times
     meta["step_timer"] = timer
     with quiet():
         return {f.id: f for f in engine.advise(Run(run.events, meta))}
