@@ -22,11 +22,18 @@ def train_mlp(
     profile_memory: bool = False,
     seed: int = 0,
     background: bool = True,
+    timed_steps: int = 0,
 ) -> tuple[list[Path], Any]:
     """Train a ``blocks``-block MLP (Linear, LayerNorm, ReLU) with Adam for ``steps`` profiled
     steps on the CPU (after two unprofiled ones), reading batches from a ``paddle.io.DataLoader``,
     saving one perfkit run under ``directory`` (``background`` is the handler's option).
     Returns (run folders, handler).
+
+    With ``timed_steps``, that many more steps run before the profiled ones, without the
+    profiler, and ``perfkit_core.step_timer`` times every step and saves their times into the
+    run: its advice then states savings against the step without the profiler's cost. (They
+    run first so that the handler's work on the saved trace, which runs in the background,
+    slows none of them.)
 
     The loop is ``perfkit_torch.demo.train_mlp``'s, line for line: the same model, data (drawn
     with numpy from ``seed``), batches in order without worker processes (Paddle's loader
@@ -37,6 +44,7 @@ def train_mlp(
     import paddle
     import paddle.profiler as profiler
 
+    import perfkit_core
     from perfkit_paddle.handler import on_trace_ready
 
     paddle.seed(seed)
@@ -46,7 +54,7 @@ def train_mlp(
         layers += [paddle.nn.Linear(width, width), paddle.nn.LayerNorm(width), paddle.nn.ReLU()]
     model = paddle.nn.Sequential(*layers, paddle.nn.Linear(width, 10))
     optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
-    total = steps + 2
+    total = steps + 2 + timed_steps
     rng = np.random.default_rng(seed)
     inputs = rng.standard_normal((total * batch_size, width)).astype("float32")
     labels = rng.integers(0, 10, (total * batch_size,)).astype("int64")
@@ -61,21 +69,26 @@ def train_mlp(
     )
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU],
-        scheduler=(2, 2 + steps),
+        scheduler=(2 + timed_steps, 2 + timed_steps + steps),
         on_trace_ready=handler,
         record_shapes=record_shapes,
         profile_memory=profile_memory,
     )
+    timer = perfkit_core.step_timer(prof) if timed_steps else None
     prof.start()
     for x, y in loader:
-        with profiler.RecordEvent("forward_and_loss"):
-            loss = paddle.nn.functional.cross_entropy(model(x), y)
-        with profiler.RecordEvent("backward"):
-            loss.backward()
-        optimizer.step()
-        optimizer.clear_grad()
+        with timer.step() if timer else contextlib.nullcontext():
+            with profiler.RecordEvent("forward_and_loss"):
+                loss = paddle.nn.functional.cross_entropy(model(x), y)
+            with profiler.RecordEvent("backward"):
+                loss.backward()
+            optimizer.step()
+            optimizer.clear_grad()
         prof.step(num_samples=batch_size)
     # Paddle prints its own "Perf Summary" when the profiler stops; perfkit's report replaces it.
     with contextlib.redirect_stdout(io.StringIO()):
         prof.stop()
+    if timer:
+        handler.wait()
+        timer.save(handler.runs)
     return handler.runs, handler

@@ -48,7 +48,7 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
         return None
     from perfkit_paddle.demo import train_mlp
 
-    runs, _ = train_mlp(Path(directory) / "paddle", steps=steps)
+    runs, _ = train_mlp(Path(directory) / "paddle", steps=steps, timed_steps=steps)
     return runs
 
 

@@ -72,7 +72,7 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
         return None
     from perfkit_torch.demo import train_mlp
 
-    runs, _ = train_mlp(Path(directory) / "torch", steps=steps)
+    runs, _ = train_mlp(Path(directory) / "torch", steps=steps, timed_steps=steps)
     return runs
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 
 import pytest
 
 import perfkit_core
 from conftest import shared_trace
+from perfkit_core.advice import advise
 from perfkit_core.cli import main
 from tests.peer_definitions import read_events, tb_steps
 
@@ -129,11 +131,26 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
         perfkit_core.load(r.parent).framework: perfkit_core.load(r.parent) for r in reports
     }
     assert "torch" in frameworks
-    assert frameworks["torch"].meta["steps"] == [2, 3, 4]
     import importlib.util
 
-    if importlib.util.find_spec("paddle") is not None:
-        assert frameworks["paddle"].meta["steps"] == [2, 3, 4]
+    timed = ["torch"] + (["paddle"] if importlib.util.find_spec("paddle") is not None else [])
+    for name in timed:
+        # 3 steps timed without the profiler (after the step timer's 2 warm-up steps), then 3
+        # profiled: the advice states its savings against the unprofiled steps
+        run = frameworks[name]
+        assert run.meta["steps"] == [5, 6, 7]
+        record = run.meta["step_timer"]
+        assert len(record["unprofiled_ns"]) == len(record["profiled_ns"]) == 3
+        findings = advise(run)
+        assert findings, name
+        for finding in findings:
+            assert finding.evidence["basis"] == "unprofiled"
+            assert finding.evidence["basis_step_ns"] == pytest.approx(
+                statistics.median(record["unprofiled_ns"])
+            )
+        report = (tmp_path / name).rglob("report.txt")
+        assert "of the step without the profiler" in next(report).read_text()
+    if "paddle" in timed:
         assert (tmp_path / "comparison.html").is_file()
         assert "Difference by Op Family" in (tmp_path / "comparison.txt").read_text()
     if importlib.util.find_spec("jax") is not None:
