@@ -672,3 +672,73 @@ def test_device_view_reports_cpu_utilization(paddle_profile):
     # No CPU row claims a share of the step: a sum over threads or cores is not one.
     cpu_rows = device[device.index.str.startswith("CPU")]
     assert cpu_rows["utilization_pct"].isna().all()
+
+
+LOADER_SAMPLES = """
+import sys
+import numpy as np
+import paddle
+
+paddle.set_device("cpu")
+rng = np.random.default_rng(0)
+inputs = rng.standard_normal((256, 8)).astype("float32")
+labels = rng.integers(0, 4, (256,)).astype("int64")
+if sys.argv[1] == "tensor":
+    dataset = paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(labels)])
+else:
+    class Rows(paddle.io.Dataset):
+        def __len__(self):
+            return len(inputs)
+
+        def __getitem__(self, i):
+            return inputs[i], labels[i]
+
+    dataset = Rows()
+model = paddle.nn.Linear(8, 4)
+optimizer = paddle.optimizer.Adam(parameters=model.parameters())
+
+
+def train(x, y):
+    loss = paddle.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.clear_grad()
+
+
+for _ in range(3):  # training runs before the workers start, as in a loop being remedied
+    train(paddle.to_tensor(inputs[:32]), paddle.to_tensor(labels[:32]))
+loader = paddle.io.DataLoader(dataset, batch_size=32, num_workers=1)
+batches = 0
+for x, y in loader:
+    assert isinstance(x, paddle.Tensor)
+    train(x, y)
+    batches += 1
+print("batches", batches, flush=True)
+"""
+
+
+def test_the_loader_remedys_warning_about_tensor_samples_holds():
+    """The input-pipeline remedy tells Paddle users to have the Dataset return numpy arrays,
+    because Paddle's workers crash on samples that are paddle Tensors once training has run:
+    with the same loop, a ``paddle.io.TensorDataset`` of tensors fails in the worker and a
+    Dataset of numpy rows trains (and the loop still gets Tensors)."""
+    from perfkit_paddle.remedies import remedy
+
+    text = remedy(type("F", (), {"rule": "input-pipeline", "evidence": {}})())
+    assert "return numpy arrays, not paddle Tensors" in text
+
+    def run(samples: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", LOADER_SAMPLES, samples],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    numpy_rows = run("numpy")
+    assert numpy_rows.returncode == 0, numpy_rows.stderr[-2000:]
+    assert "batches 8" in numpy_rows.stdout
+    tensors = run("tensor")
+    assert tensors.returncode != 0
+    assert "batches" not in tensors.stdout
+    assert "segmentation fault" in (tensors.stdout + tensors.stderr).lower()
