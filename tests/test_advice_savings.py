@@ -310,8 +310,11 @@ def test_each_framework_pays_its_own_loaders_hand_over():
         (10e6, 3e6, 5e6, 100, (2.3e6, 4.3e6, 3.4e6)),
         # no op recorded: each thread takes its CPU time; the threads ran at once for 1 ms
         (7e6, 4e6, 4e6, 0, (4e6, 4e6, -1e6)),
-        # handing the GIL over costs more than either thread's CPU time: neither is below 0
-        (1e6, 3e6, 5e6, 1_000, (0.0, 0.0, 1e6)),
+        # 1000 ops at 7 us would cost more than the loading thread ran: each hand-over costs
+        # both threads alike, so each pays at most the loading thread's 3 ms
+        (1e6, 3e6, 5e6, 1_000, (0.0, 2e6, -1e6)),
+        # ... or the training thread's, were it the smaller
+        (1e6, 5e6, 3e6, 1_000, (2e6, 0.0, -1e6)),
         # no CPU time in either thread: the step is all waits
         (5e6, 0.0, 0.0, 100, (0.0, 0.0, 5e6)),
     ],
@@ -325,6 +328,21 @@ def test_a_loading_threads_step_is_each_threads_cpu_less_the_gil_hand_overs(
     assert thread_split(step, loading_cpu, training_cpu, ops) == pytest.approx(expected)
     loading, rest, contention = thread_split(step, loading_cpu, training_cpu, ops)
     assert loading + rest + contention == pytest.approx(step)
+
+
+@pytest.mark.parametrize(
+    ("loading_cpu", "ops", "doubtful"),
+    [(3e6, 100, False), (0.7e6, 100, True), (0.7e6, 99, False), (0.0, 0, True)],
+)
+def test_hand_overs_past_the_loading_threads_cpu_make_the_split_doubtful(
+    loading_cpu, ops, doubtful
+):
+    from perfkit_core.advice.loader import handover_exceeds_loading, handover_ns
+
+    # 100 ops at 7 us come to 0.7 ms: a loading thread that ran no more than that cannot be
+    # told from its hand-overs
+    assert handover_exceeds_loading(loading_cpu, ops) is doubtful
+    assert handover_ns(loading_cpu, 10e6, ops) == min(ops * 7_000.0, loading_cpu)
 
 
 def test_the_contention_leaves_with_the_loading_thread():
@@ -821,7 +839,8 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
         ]
         steps = int((kinds == "step").sum())
         assert ev["training_ops_per_step"] == pytest.approx(len(ops) / steps)
-        handing = len(ops) / steps * THREAD_OP_NS
+        loading_cpu = float(np.mean(data))
+        handing = min(len(ops) / steps * THREAD_OP_NS, loading_cpu, training)
         mean_step = float(np.mean(record["unprofiled_ns"]))
         loading = max(float(np.mean(data)) - handing, 0.0)
         rest = max(training - handing, 0.0)
@@ -838,6 +857,10 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
                 f"{duration_text(loading)} of loading, {duration_text(rest)} of training"
             ) in estimate
             assert f"The mean step without the profiler ({duration_text(mean_step)})" in estimate
+        # hand-overs the model puts at the loading thread's whole CPU time or more: a doubt
+        doubtful = len(ops) / steps * THREAD_OP_NS >= loading_cpu
+        assert findings["input-pipeline"].within_error is doubtful
+        assert ("the saving is likely well below this figure" in estimate) is doubtful
     else:
         assert ev["contention_per_step_ns"] == 0.0
         assert ev["loading_per_step_ns"] == ev["data_unprofiled_per_step_ns"]

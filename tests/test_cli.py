@@ -148,8 +148,19 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
             assert finding.evidence["basis_step_ns"] == pytest.approx(
                 statistics.median(record["unprofiled_ns"])
             )
-        report = (tmp_path / name).rglob("report.txt")
-        assert "of the step without the profiler" in next(report).read_text()
+        text = next((tmp_path / name).rglob("report.txt")).read_text()
+        assert "of the step without the profiler" in text
+        loading = {f.id: f for f in findings}.get("input-pipeline")
+        if name == "paddle" and loading is not None:
+            # the demo's loading thread slices tensors: cheap loading, framework ops of its
+            # own. Where 7 us of GIL hand-over per training op comes to all of that thread's
+            # CPU time, the split is doubtful and "Change first" passes the finding over
+            ev = loading.evidence
+            doubtful = ev["training_ops_per_step"] * 7_000.0 >= ev["data_unprofiled_per_step_ns"]
+            assert loading.within_error is doubtful
+            first = next(line for line in text.splitlines() if line.startswith("Change first"))
+            if doubtful:
+                assert "Loading data in the training process" not in first
     if "paddle" in timed:
         assert (tmp_path / "comparison.html").is_file()
         assert "Difference by Op Family" in (tmp_path / "comparison.txt").read_text()

@@ -192,15 +192,39 @@ def thread_split(
     """(loading, rest of the step, contention), ns per step, of a step of ``step_ns`` (the mean
     step) in which a loading thread of the training process spent ``loading_cpu_ns`` of CPU
     time beside the training thread's ``training_cpu_ns`` and ``ops_per_step`` ops: each thread
-    alone takes its CPU time less ``op_ns`` per op (handing the GIL over and back: the
-    loading, and the rest), and the contention is what is left of the step (the training
-    thread's waits for the GIL and for batches; negative where the two threads ran at once on
-    two cores, as a loading thread's Python does while the training thread's ops run outside
-    the GIL). The three add up to the step."""
-    handing = max(ops_per_step, 0.0) * max(op_ns, 0.0)
+    alone takes its CPU time less the hand-overs (``handover_ns``: ``op_ns`` per op, handing
+    the GIL over and back: the loading, and the rest), and the contention is what is left of
+    the step (the training thread's waits for the GIL and for batches; negative where the two
+    threads ran at once on two cores, as a loading thread's Python does while the training
+    thread's ops run outside the GIL). The three add up to the step."""
+    handing = handover_ns(loading_cpu_ns, training_cpu_ns, ops_per_step, op_ns)
     rest = max(training_cpu_ns - handing, 0.0)
     loading = max(loading_cpu_ns - handing, 0.0)
     return loading, rest, step_ns - loading - rest
+
+
+def handover_ns(
+    loading_cpu_ns: float,
+    training_cpu_ns: float,
+    ops_per_step: float,
+    op_ns: float = THREAD_OP_NS,
+) -> float:
+    """What handing the GIL over and back costs each of the two threads per step (ns):
+    ``op_ns`` per op of the training thread, but no more than either thread's CPU time (each
+    hand-over costs both threads alike, so neither can have paid more than it ran)."""
+    handing = max(ops_per_step, 0.0) * max(op_ns, 0.0)
+    return min(handing, max(loading_cpu_ns, 0.0), max(training_cpu_ns, 0.0))
+
+
+def handover_exceeds_loading(
+    loading_cpu_ns: float, ops_per_step: float, op_ns: float = THREAD_OP_NS
+) -> bool:
+    """Whether ``op_ns`` per op of the training thread comes to at least the loading
+    thread's whole CPU time: the loop's threads then hand the GIL over more cheaply than the
+    model assumes (a loading thread that runs framework ops of its own, such as a Dataset of
+    tensors sliced per sample, releases the GIL at each), so the model cannot tell the
+    loading from the hand-overs and its saving is likely too high."""
+    return max(ops_per_step, 0.0) * max(op_ns, 0.0) >= max(loading_cpu_ns, 0.0)
 
 
 def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | None:
