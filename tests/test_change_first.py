@@ -1,7 +1,9 @@
 """The headline's "Change first" names the finding worth most among those whose saving is
 beyond their estimate's error (``Finding.within_error``), in text, HTML and JSON, with its own
 advice number; when every finding is within its error, the headline says so instead of
-putting one first."""
+putting one first. The advice comes in that order: the savings the estimates stand behind
+first, so "Change first" is advice 1 whenever there is one, and a finding within its error
+says so beside its severity."""
 
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ import pytest
 
 import perfkit_core
 from perfkit_core.advice import Finding
+from perfkit_core.advice.engine import advice_order
 from perfkit_core.cli import main
 from perfkit_core.plugins import hookimpl
 from perfkit_core.plugins import manager as plugins
-from perfkit_core.report.headline import WITHIN_ERROR_NOTE, change_first
+from perfkit_core.report.headline import DOUBT_LABEL, WITHIN_ERROR_NOTE, change_first
 from tests.test_plugins import _tiny_trace
 
 
@@ -30,6 +33,28 @@ def test_change_first_skips_findings_within_their_error():
     assert change_first([unsure, nothing]) == (None, 0)  # nothing promised beyond its error
     assert change_first([]) == (None, 0)
     assert change_first(None) == (None, 0)
+
+
+def test_advice_puts_the_savings_its_estimates_stand_behind_first():
+    def finding(id_, saving, within):
+        return Finding(id=id_, title=id_, severity="", saving_ns=saving, within_error=within)
+
+    found = [
+        finding("doubtful-large", 9.0, True),
+        finding("nothing", 0.0, False),
+        finding("sure-small", 2.0, False),
+        finding("doubtful-small", 1.0, True),
+        finding("sure-large", 5.0, False),
+    ]
+    ordered = sorted(found, key=advice_order)
+    assert [f.id for f in ordered] == [
+        "sure-large",
+        "sure-small",
+        "doubtful-large",
+        "doubtful-small",
+        "nothing",
+    ]
+    assert change_first(ordered) == (ordered[0], 1)
 
 
 class _TwoFindings:
@@ -85,18 +110,22 @@ def _reports(tmp_path):
 @pytest.mark.parametrize("rule", [False], indirect=True)
 def test_the_headline_puts_the_first_finding_beyond_its_error_first(rule, tmp_path):
     findings = perfkit_core.load(_tiny_trace(tmp_path)).advise(rules=["two-findings"])
-    assert [(f.id, f.within_error) for f in findings] == [("unsure", True), ("sure", False)]
+    # the smaller saving the estimate stands behind comes first, the larger doubtful one after
+    assert [(f.id, f.within_error) for f in findings] == [("sure", False), ("unsure", True)]
     reports = _reports(tmp_path)
     change = next(line for line in reports["text"].splitlines() if "Change first:" in line)
-    assert "A saving beyond its error" in change and change.endswith("(advice 2 below)")
-    assert "2. [high] A saving beyond its error" in reports["text"]
+    assert "A saving beyond its error" in change and change.endswith("(advice 1 below)")
+    assert "1. [high] A saving beyond its error" in reports["text"]
+    doubt = f"2. [high{DOUBT_LABEL}] A saving the model cannot tell from nothing"
+    assert doubt in reports["text"]
     page = reports["html"]
-    assert '<a href="#finding-2">[high] A saving beyond its error</a>' in page
-    assert 'id="finding-2"><b>2. [high] A saving beyond its error' in page
+    assert '<a href="#finding-1">[high] A saving beyond its error</a>' in page
+    assert 'id="finding-1"><b>1. [high] A saving beyond its error' in page
+    assert f'id="finding-2"><b>{doubt}' in page
     data = json.loads(reports["json"])
     assert data["headline"]["finding"] == "sure"
     mine = [(f["id"], f["within_error"]) for f in data["advice"] if f["rule"] == "two-findings"]
-    assert mine == [("unsure", True), ("sure", False)]
+    assert mine == [("sure", False), ("unsure", True)]
 
 
 @pytest.mark.parametrize("rule", [True], indirect=True)

@@ -219,8 +219,8 @@ def advise(
     pm: pluggy.PluginManager | None = None,
     measure: bool = False,
 ) -> list[Finding]:
-    """Return the findings of every registered rule on ``run`` (or only ``rules``), the largest
-    estimated saving first. Each finding gets its remedy from the run's adapter. With
+    """Return the findings of every registered rule on ``run`` (or only ``rules``) in
+    ``advice_order``: the largest saving its estimate stands behind first. Each finding gets its remedy from the run's adapter. With
     ``measure``, the run's adapter replays what it can of each finding with and without its
     remedy on this machine (``perfkit_measure_saving``) and the measured saving replaces the
     modelled one (``evidence["measured"]`` says so). A run of fewer
@@ -299,8 +299,16 @@ def advise_rank(
         for finding in findings:
             measure_saving(finding, ctx, pm)
     findings = merge_shared_remedies(findings, ctx.step_ns)
-    findings.sort(key=lambda f: (-f.saving_ns, f.id))
+    findings.sort(key=advice_order)
     return findings
+
+
+def advice_order(finding: Finding) -> tuple[bool, float, str]:
+    """The order advice comes in: the findings that promise a saving (more than 0) their
+    estimate stands behind (not ``within_error``) first, largest saving first; then the
+    others, largest saving first. The first is what the headline's "Change first" names."""
+    sure = finding.saving_ns > 0 and not finding.within_error
+    return (not sure, -finding.saving_ns, finding.id)
 
 
 def measure_saving(finding: Finding, ctx: Context, pm: pluggy.PluginManager) -> None:
@@ -372,7 +380,7 @@ def advise_job(
             cross.append(finding)
     kept = {r: [f for f in found if f.rule not in superseded] for r, found in per_rank.items()}
     findings = merge_rank_findings(kept, step_ns) + cross
-    findings.sort(key=lambda f: (-f.saving_ns, f.id))
+    findings.sort(key=advice_order)
     return findings
 
 

@@ -85,7 +85,8 @@ class Run:
         return result
 
     def advise(self, *, rules: list[str] | None = None, measure: bool = False) -> list[Any]:
-        """Return the advice findings for this run, the largest estimated saving first.
+        """Return the advice findings for this run, the largest saving its estimate stands
+        behind first (``perfkit_core.advice.engine.advice_order``).
 
         Each is a ``perfkit_core.advice.Finding`` with ``id``, ``title``, ``severity``,
         ``evidence``, ``saving_ns`` (ns per step) and ``remedy`` (in this run's framework).

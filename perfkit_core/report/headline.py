@@ -64,6 +64,9 @@ class Headline:
     finding_number: int = 1
 
 
+#: What a finding's label adds to its severity when its estimate says its saving is within its
+#: model's error (``Finding.within_error``), in the text and HTML reports.
+DOUBT_LABEL = ", within its error"
 #: The headline's note when no finding promises a saving beyond its estimate's error.
 WITHIN_ERROR_NOTE = (
     "no finding promises a saving beyond its estimate's error; the advice below may not pay: "
