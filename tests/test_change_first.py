@@ -197,3 +197,21 @@ def test_a_replay_s_verdict_replaces_the_models():
         finally:
             pm.unregister(plugin)
         assert found.saving_ns == 1.0 and found.within_error is want
+
+
+def test_all_advice_names_the_savings_within_their_error():
+    from perfkit_core.advice.combine import combined_saving
+
+    def finding(id_, saving, within):
+        return Finding(id=id_, title=id_, severity="", saving_ns=saving, within_error=within)
+
+    sure, doubtful = finding("optimizer", 2.0, False), finding("python-overhead", 3.0, True)
+    saving, how = combined_saving([sure, doubtful], 100.0)
+    assert saving == pytest.approx(5.0)  # still in the sum: the sentence says which is doubtful
+    assert how.endswith("; the python-overhead saving in it is within its estimate's error")
+    _, how = combined_saving([sure, doubtful, finding("small-ops", 1.0, True)], 100.0)
+    assert how.endswith(
+        "; the python-overhead, small-ops savings in it are within their estimates' error"
+    )
+    _, how = combined_saving([sure, finding("nothing", 0.0, True)], 100.0)
+    assert "error" not in how  # a doubtful finding that saves nothing adds nothing to doubt

@@ -86,7 +86,7 @@ def combined_saving(findings: list[Finding], step_ns: float) -> tuple[float, str
     loading behind the rest of the step, so the other host findings' remedies shorten the part
     the loading hides behind, and once the loading is the longer part they save nothing more.
     Its saving is recomputed (``loader_saving``) with the rest of the step less the other host
-    savings."""
+    savings. The sentence names the findings whose saving is within their estimate's error."""
     by_kind: dict[str, float] = {}
     for finding in findings:
         by_kind[finding.acts_on] = by_kind.get(finding.acts_on, 0.0) + finding.saving_ns
@@ -105,7 +105,18 @@ def combined_saving(findings: list[Finding], step_ns: float) -> tuple[float, str
             "host-time and device-time savings each added up, then combined as shares of the "
             "step left: not the plain sum, since the host and the device overlap"
         )
-    return total, how + loader_note
+    return total, how + loader_note + _doubt_note(findings)
+
+
+def _doubt_note(findings: list[Finding]) -> str:
+    """A clause for the sentence of how the savings combined naming the findings whose
+    saving in it is within their estimate's error (``within_error``); "" when none is."""
+    doubtful = [f.id for f in findings if f.within_error and f.saving_ns > 0]
+    if not doubtful:
+        return ""
+    if len(doubtful) == 1:
+        return f"; the {doubtful[0]} saving in it is within its estimate's error"
+    return f"; the {', '.join(doubtful)} savings in it are within their estimates' error"
 
 
 def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
