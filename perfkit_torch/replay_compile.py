@@ -88,8 +88,37 @@ def _block_flops() -> float:
     return float(norm + 2 * REPLAY_BATCH * REPLAY_WIDTH)
 
 
+#: The names of ``CompileCosts``' terms, as the estimate says them.
+TERMS = {
+    "call_ns": "call overhead",
+    "kernel_ns": "fused kernel",
+    "flop_ns": "FLOP",
+    "transcendental_ns": "transcendental element",
+}
+
+
+def resolved_costs(measured: dict[str, float]) -> tuple[CompileCosts, tuple[str, ...]]:
+    """The compiled graph's costs from the replay's differences (``measured``, by
+    ``CompileCosts`` field): a term that came out at 0 or less was not resolved by the replay
+    (its timings' noise exceeded it: a block of fused ops timed as no dearer than its Linear
+    layer alone) and takes the model's constant instead; also the names (``TERMS``) of those
+    terms."""
+    from perfkit_core.advice import MODEL_COSTS, CompileCosts
+
+    costs = {}
+    unresolved = []
+    for field, name in TERMS.items():
+        value = measured[field]
+        if value > 0:
+            costs[field] = value
+        else:
+            costs[field] = getattr(MODEL_COSTS, field)
+            unresolved.append(name)
+    return CompileCosts(**costs), tuple(unresolved)
+
+
 @functools.lru_cache(maxsize=1)
-def compile_costs() -> CompileCosts:
+def compile_costs() -> tuple[CompileCosts, tuple[str, ...]]:
     """The compiled graph's costs on this machine, from the compiled models' forward and
     backward times (medians of ``COMPILE_ROUNDS`` rounds, the models' rounds interleaved):
 
@@ -98,7 +127,10 @@ def compile_costs() -> CompileCosts:
     - a block's kept ops cost what a Linear-only block adds; its ``KERNELS_PER_BLOCK`` fused
       kernels what a full block adds beyond that and beyond its FLOPs;
     - the call overhead is what the one-block Linear-only model costs beyond its two Linear
-      layers' kept ops.
+      layers' kept ops;
+
+    a term the replay did not resolve takes the model's constant (``resolved_costs``), and
+    the second item names those terms.
 
     It compiles and runs them on one intra-op thread, as the optimizer's replay does (a
     compiled CPU kernel is built for the threads torch has when it compiles). Compiling takes
@@ -113,11 +145,9 @@ def compile_costs() -> CompileCosts:
         torch.set_num_threads(saved)
 
 
-def _compile_costs() -> CompileCosts:
+def _compile_costs() -> tuple[CompileCosts, tuple[str, ...]]:
     """``compile_costs`` on the threads torch has."""
     import torch
-
-    from perfkit_core.advice import CompileCosts
 
     torch.manual_seed(0)
     x = torch.randn(REPLAY_BATCH, REPLAY_WIDTH)
@@ -156,13 +186,20 @@ def _compile_costs() -> CompileCosts:
     relu = (t["relu", wide] - t["relu", narrow]) / elements
     tanh = (t["tanh", wide] - t["tanh", narrow]) / elements
     flop_ns = max(relu / LINK_FLOPS, 0.0)
-    transcendental_ns = max(tanh - relu, 0.0)
+    transcendental_ns = tanh - relu
     small, large = REPLAY_BLOCKS
     kept_block = max((t[large, False] - t[small, False]) / (large - small), 0.0)
     block = (t[large, True] - t[small, True]) / (large - small)
-    kernel_ns = max((block - kept_block - _block_flops() * flop_ns) / KERNELS_PER_BLOCK, 0.0)
-    call_ns = max(t[small, False] - (small + 1) * kept_block, 0.0)
-    return CompileCosts(call_ns, kernel_ns, flop_ns, transcendental_ns)
+    kernel_ns = (block - kept_block - _block_flops() * flop_ns) / KERNELS_PER_BLOCK
+    call_ns = t[small, False] - (small + 1) * kept_block
+    return resolved_costs(
+        {
+            "call_ns": call_ns,
+            "kernel_ns": kernel_ns,
+            "flop_ns": flop_ns,
+            "transcendental_ns": transcendental_ns,
+        }
+    )
 
 
 def measure_compile(finding: Any) -> dict[str, Any] | None:
@@ -188,7 +225,7 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
         return None
     eager, kept, kernels, flops, heavy = (float(v) for v in figures)
     try:
-        costs = compile_costs()
+        costs, unresolved = compile_costs()
     except Exception:  # torch.compile raises many kinds of error where it cannot compile
         return None
     compiled = compiled_step_ns(kept, kernels, costs, fused_flops=flops, transcendentals=heavy)
@@ -196,6 +233,12 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
     saving = max(eager - compiled, 0.0)
     model = MODEL_COSTS
     verdict = compile_verdict(eager, compiled)
+    fallback = (
+        f" The replay could not resolve the {' and '.join(unresolved)} cost here (its timings' "
+        "noise exceeded it): the model's is taken for it."
+        if unresolved
+        else ""
+    )
     return {
         "saving_ns": saving,
         "within_error": bool(verdict),
@@ -209,6 +252,7 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
             f"and backward ({eager / 1e6:.3f} ms per step) would become "
             f"{compiled / 1e6:.3f} ms: the kept ops ({kept / 1e6:.3f} ms), {kernels:.0f} fused "
             f"kernels, their arithmetic ({arithmetic / 1e6:.3f} ms) and the call overhead."
+            + fallback
             + verdict
         ),
         "evidence": {
@@ -217,5 +261,6 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
             "replay_kernel_ns": costs.kernel_ns,
             "replay_flop_ns": costs.flop_ns,
             "replay_transcendental_ns": costs.transcendental_ns,
+            "replay_unresolved": list(unresolved),
         },
     }

@@ -302,3 +302,21 @@ def test_a_compile_that_does_not_pay_says_so():
     assert paying.compiled_ns < paying.eager_ns
     assert compile_verdict(paying.eager_ns, paying.compiled_ns) == ""
     assert "not expected to pay" not in paying.text() and "may not pay" not in paying.text()
+
+
+def test_a_replay_term_it_could_not_resolve_keeps_the_models():
+    """A replay whose fused block timed no dearer than its Linear layer alone (the timings'
+    noise exceeded the kernel's cost) measured no kernel cost: the model's constant stands in
+    for that term, and the replay says which terms it did not resolve."""
+    pytest.importorskip("torch")
+    from perfkit_core.advice import MODEL_COSTS
+    from perfkit_torch.replay_compile import resolved_costs
+
+    measured = {"call_ns": 2e5, "kernel_ns": -300.0, "flop_ns": 0.19, "transcendental_ns": 0.0}
+    costs, unresolved = resolved_costs(measured)
+    assert costs.call_ns == 2e5 and costs.flop_ns == 0.19
+    assert costs.kernel_ns == MODEL_COSTS.kernel_ns
+    assert costs.transcendental_ns == MODEL_COSTS.transcendental_ns
+    assert unresolved == ("fused kernel", "transcendental element")
+    resolved = {"call_ns": 2e5, "kernel_ns": 9e3, "flop_ns": 0.13, "transcendental_ns": 4.5}
+    assert resolved_costs(resolved) == (CompileCosts(2e5, 9e3, 0.13, 4.5), ())
