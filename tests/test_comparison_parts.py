@@ -181,3 +181,34 @@ def test_per_sample_divides_every_table_by_the_batch(tmp_path):
     assert "1.33x faster per sample" in per_sample.verdict().sentence()
     gate = per_sample.gate(10)
     assert not gate.regressed and gate.message.startswith("improvement:")
+
+
+def test_a_profiled_difference_pointing_the_other_way_is_said_first(tmp_path):
+    """The profiler lengthens the first run's step by 88% and shortens the second's (its
+    unprofiled steps were slower): profiled, the second is 1.5x faster; without the profiler
+    it is 2x slower. The sentence leads with the unprofiled
+    verdict and says at once that the profiled rows after it point the other way, and why."""
+    a = _trace(tmp_path / "a.json", [150] * 6, [("aten::mm", 90)])
+    b = _trace(tmp_path / "b.json", [100] * 6, [("aten::mm", 60)])
+    runs = []
+    for path, profiled, unprofiled in ((a, 150_000, 80_000), (b, 100_000, 160_000)):
+        run = perfkit_core.load(path)
+        run.meta["step_timer"] = {"profiled_ns": [profiled] * 6, "unprofiled_ns": [unprofiled] * 6}
+        runs.append(run)
+    verdict = compare(*runs, labels=["a", "b"]).verdict()
+    assert verdict.profiled.direction == "faster" and verdict.headline.direction == "slower"
+    effects = [round(100 * (p / u - 1)) for p, u in ((150_000, 80_000), (100_000, 160_000))]
+    assert verdict.profiler_effects() == f"a {effects[0]:+d}%, b {effects[1]:+d}%"
+    sentence = verdict.sentence()
+    assert sentence.startswith("b is 2.00x slower per step than a without the profiler")
+    assert (
+        f"; the profiled steps say the opposite (1.50x faster; profiled against unprofiled "
+        f"step time: a {effects[0]:+d}%, b {effects[1]:+d}%), so the rows after this are the "
+        "profiled difference's"
+    ) in sentence
+    # reversed, still opposite
+    assert "say the opposite" in compare(*runs[::-1], labels=["b", "a"]).verdict().sentence()
+    # the same direction both ways: no such clause
+    runs[1].meta["step_timer"]["unprofiled_ns"] = [50_000] * 6
+    agree = compare(*runs, labels=["a", "b"]).verdict()
+    assert agree.headline.direction == "faster" and "say the opposite" not in agree.sentence()

@@ -162,10 +162,28 @@ class Verdict:
             if not sides:
                 return f"{head}; no op family differs beyond its own noise"
             return f"{head}; op families that differ beyond their own noise: {sides}"
+        prof = self.profiled
+        if est is not prof and prof.direction not in ("same", est.direction):
+            # The rows come from the profiled steps, which point the other way: say so first.
+            factor, _, _ = prof.factor
+            head += (
+                f"; the profiled steps say the opposite ({factor:.2f}x {prof.direction}; "
+                f"profiled against unprofiled step time: {self.profiler_effects()}), so the "
+                "rows after this are the profiled difference's"
+            )
         if not sides:
             return head
         return (
             f"{head}; of the {delta:+.3f} {time_unit} profiled difference per {self.per}, {sides}"
+        )
+
+    def profiler_effects(self) -> str:
+        """How much the profiler lengthened each run's step, from the step timer's profiled
+        and unprofiled steps ("torch +82%, paddle +13%"); "" without them."""
+        return ", ".join(
+            f"{label} {round(o.overhead_pct) + 0:+d}%"
+            for label, o in zip(self.labels, self.overheads, strict=True)
+            if not math.isnan(o.overhead_pct)
         )
 
     def lines(self, time_unit: str = "ms") -> list[str]:
@@ -204,11 +222,7 @@ class Verdict:
             )
         if self.unprofiled is not None:
             prof = self.profiled
-            effects = ", ".join(
-                f"{label} {round(o.overhead_pct) + 0:+d}%"
-                for label, o in zip(self.labels, self.overheads, strict=True)
-                if not math.isnan(o.overhead_pct)
-            )
+            effects = self.profiler_effects()
             factor, low, high = prof.factor
             reading = (
                 f"{factor:.2f}x {prof.direction}"
