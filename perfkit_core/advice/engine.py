@@ -220,10 +220,11 @@ def advise(
     measure: bool = False,
 ) -> list[Finding]:
     """Return the findings of every registered rule on ``run`` (or only ``rules``) in
-    ``advice_order``: the largest saving its estimate stands behind first. Each finding gets its remedy from the run's adapter. With
-    ``measure``, the run's adapter replays what it can of each finding with and without its
-    remedy on this machine (``perfkit_measure_saving``) and the measured saving replaces the
-    modelled one (``evidence["measured"]`` says so). A run of fewer
+    ``advice_order``: the largest saving its estimate stands behind first. Each finding gets
+    its remedy from the run's adapter. With ``measure``, the run's adapter replays what it can
+    of each finding with and without its remedy on this machine (``perfkit_measure_saving``)
+    and the measured saving replaces the modelled one (``evidence["measured"]`` says so). A
+    run of fewer
     than ``MIN_STEPS`` steps gets none (``advice_note`` says why). A run of several ranks is
     advised rank by rank and across ranks (see the module docstring). Raises
     ``UnknownRuleError`` for a rule id no plugin registers."""
