@@ -85,6 +85,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     split = training_cpu is not None and training_cpu > 0
     ops = float(_outermost_ops(ctx)[0].sum()) / max(ctx.steps, 1) if split else 0.0
     step_ns = basis.step_ns
+    handing, doubtful = 0.0, False
     if split:
         # two threads of one process sharing the GIL and the cores: each op of the training
         # thread hands the GIL over and back, which costs both threads CPU time. The loading
@@ -94,10 +95,11 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         _, unprofiled = step_timer_times(ctx.run)
         step_ns = float(unprofiled.mean()) if len(unprofiled) else basis.step_ns
         load, rest, contention = thread_split(step_ns, data, float(training_cpu or 0.0), ops)
-    # the hand-overs the model assumes would come to all of the loading thread's CPU: this
-    # loop's threads hand the GIL over more cheaply, and the split cannot be trusted
-    doubtful = split and handover_exceeds_loading(data, ops)
-    if not split:
+        handing = handover_ns(data, float(training_cpu or 0.0), ops)
+        # the hand-overs the model assumes would come to all of the loading thread's CPU:
+        # this loop's threads hand the GIL over more cheaply, and the split cannot be trusted
+        doubtful = handover_exceeds_loading(data, ops)
+    else:
         load, contention = data, 0.0
         rest = max(basis.step_ns - load, 0.0)
     # a loading thread's CPU moves to the workers with the loading: its core is theirs too
@@ -143,7 +145,6 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     else:
         spread = (load + batch_ns) / workers
         bound = "the rest of the step" if spread <= rest + receive_ns else "loading"
-        handing = handover_ns(data, float(training_cpu or 0.0), ops)
         capped = ", at most the loading thread's CPU time" if doubtful else ""
         left = (
             f"those two and {duration_text(contention)} more: the training thread's waits for "
