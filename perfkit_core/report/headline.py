@@ -67,6 +67,15 @@ class Headline:
 #: What a finding's label adds to its severity when its estimate says its saving is within its
 #: model's error (``Finding.within_error``), in the text and HTML reports.
 DOUBT_LABEL = ", within its error"
+
+
+def severity_label(finding: Any) -> str:
+    """A finding's label in the reports' advice: its severity, and ``DOUBT_LABEL`` when its
+    estimate says its saving is within its model's error ("high, within its error")."""
+    doubt = DOUBT_LABEL if getattr(finding, "within_error", False) else ""
+    return f"{finding.severity}{doubt}"
+
+
 #: The headline's note when no finding promises a saving beyond its estimate's error.
 WITHIN_ERROR_NOTE = (
     "no finding promises a saving beyond its estimate's error; the advice below may not pay: "

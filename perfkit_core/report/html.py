@@ -27,7 +27,7 @@ from perfkit_core.report.format import (
     per_step_value,
     saving_text,
 )
-from perfkit_core.report.headline import DOUBT_LABEL
+from perfkit_core.report.headline import severity_label
 
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
@@ -372,7 +372,7 @@ def _finding(f: Any, time_unit: str, table_ids: set[str]) -> dict[str, Any]:
     return {
         "id": f.id,
         "severity": f.severity,
-        "doubt": DOUBT_LABEL if f.within_error else "",
+        "label": severity_label(f),
         "title": f.title,
         "saving": saving_text(f, time_unit),
         "estimate": f.estimate,

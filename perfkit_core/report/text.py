@@ -18,7 +18,7 @@ from perfkit_core.report.format import (
     per_step_value,
     saving_text,
 )
-from perfkit_core.report.headline import DOUBT_LABEL
+from perfkit_core.report.headline import severity_label
 
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
@@ -218,7 +218,7 @@ def render_findings(findings: list[Any], *, time_unit: str = "ms", note: str | N
     blocks = []
     for i, f in enumerate(findings, 1):
         lines = [
-            f"{i}. [{f.severity}{DOUBT_LABEL if f.within_error else ''}] {f.title}",
+            f"{i}. [{severity_label(f)}] {f.title}",
             f"   Estimated saving: {saving_text(f, time_unit)} ({f.id}).",
         ]
         if f.estimate:
