@@ -49,6 +49,8 @@ def module_files() -> dict[str, Path]:
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
             parts = path.relative_to(REPO).with_suffix("").parts
+            if "build" in parts:  # pip's copy of an adapter built in place, not its source
+                continue
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             out[".".join(parts)] = path
