@@ -721,7 +721,9 @@ def test_the_loader_remedys_warning_about_tensor_samples_holds():
     """The input-pipeline remedy tells Paddle users to have the Dataset return numpy arrays,
     because Paddle's workers crash on samples that are paddle Tensors once training has run:
     with the same loop, a ``paddle.io.TensorDataset`` of tensors fails in the worker and a
-    Dataset of numpy rows trains (and the loop still gets Tensors)."""
+    Dataset of numpy rows trains (and the loop still gets Tensors). The crash is not certain
+    (5 runs in 6 crashed here), so the tensor loop gets three tries, of which one must crash:
+    a Paddle release that fixes it fails this test, and the warning should then go."""
     from perfkit_paddle.remedies import remedy
 
     text = remedy(type("F", (), {"rule": "input-pipeline", "evidence": {}})())
@@ -738,7 +740,10 @@ def test_the_loader_remedys_warning_about_tensor_samples_holds():
     numpy_rows = run("numpy")
     assert numpy_rows.returncode == 0, numpy_rows.stderr[-2000:]
     assert "batches 8" in numpy_rows.stdout
-    tensors = run("tensor")
-    assert tensors.returncode != 0
+    for _ in range(3):
+        tensors = run("tensor")
+        if tensors.returncode != 0:
+            break
+    assert tensors.returncode != 0, "the tensor samples trained in three tries"
     assert "batches" not in tensors.stdout
     assert "segmentation fault" in (tensors.stdout + tensors.stderr).lower()
