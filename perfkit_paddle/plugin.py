@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -142,12 +143,11 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
         cls = getattr(paddle_optimizer, name, None)
         if name != "Optimizer" and isinstance(cls, type):
             wrap(cls, "step", timed_step)
-    try:
-        from paddle.io.dataloader import fetcher
-    except ImportError:  # a Paddle without this module: its loading is not timed
-        fetcher = None
+    fetchers: Any = None  # a Paddle without this module: its loading is not timed
+    with contextlib.suppress(ImportError):
+        from paddle.io.dataloader import fetcher as fetchers
     for name in ("_MapDatasetFetcher", "_IterableDatasetFetcher"):
-        cls = getattr(fetcher, name, None)
+        cls = getattr(fetchers, name, None)
         if isinstance(cls, type):
             wrap(cls, "fetch", timed_fetch)
 
