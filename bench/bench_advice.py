@@ -70,7 +70,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfkit_core.advice.loader import LOADER_BATCH_NS, THREAD_OP_NS
+from perfkit_core.advice.loader import LOADER_BATCH_NS, RECEIVE_TIMED, THREAD_OP_NS
 
 #: Within this relative error of the achieved saving, an estimate PASSes ...
 TOLERANCE = 0.20
@@ -829,12 +829,25 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             # the estimate on the unprofiled step, against the rounds' own interval
             inside = low <= est / est_step * before <= high
             how += "; inside the achieved 95% CI" if inside else "; outside the achieved 95% CI"
+            if mode == "model" and match.evidence.get("loader_receive_from") == RECEIVE_TIMED:
+                print(
+                    f"    [timed  ] receiving a batch added "
+                    f"{match.evidence['loader_receive_ns'] / 1e6:.2f} ms to a busy step when the "
+                    f"step timer saved the run; a worker's hand-over "
+                    f"{match.evidence['loader_batch_ns'] / 1e6:.2f} ms"
+                )
             if "replay_batch_ns" in match.evidence:  # the loader replay's hand-over cost
                 model_batch = match.evidence.get("loader_batch_ns", LOADER_BATCH_NS)
+                received = match.evidence.get("loader_receive_ns")
                 print(
                     f"    [replay ] a worker handed a batch over every "
                     f"{match.evidence['replay_batch_ns'] / 1e6:.2f} ms here (the model: "
                     f"{model_batch / 1e6:.2f} ms)"
+                    + (
+                        f"; receiving one added {received / 1e6:.2f} ms to a busy step"
+                        if received is not None and received != match.evidence["replay_batch_ns"]
+                        else ""
+                    )
                 )
             if "replay_thread_op_ns" in match.evidence:  # beside a loading thread, per op
                 print(

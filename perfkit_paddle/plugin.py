@@ -172,6 +172,18 @@ def perfkit_loader_batch_ns(framework: str) -> float | None:
 
 
 @hookimpl
+def perfkit_loader_receive_ns(framework: str) -> float | None:
+    """What receiving a batch from one DataLoader worker adds to a busy training step on this
+    machine now (``perfkit_paddle.replay.loader_receive_ns``: Paddle's reader thread takes the
+    GIL the step's ops hand over), for a paddle run the step timer saves."""
+    if framework != "paddle" or "paddle" not in sys.modules:
+        return None
+    from perfkit_paddle.replay import loader_receive_ns
+
+    return float(loader_receive_ns())  # the step timer takes an error for no answer
+
+
+@hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a Paddle run gets layer spans: Paddle's profiler records every Layer call."""
     if framework != "paddle":

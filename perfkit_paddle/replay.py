@@ -1,6 +1,7 @@
 """Replays of the input pipeline's costs on this machine (``perfkit advise --measure`` of a
-Paddle run): what handing a batch from a ``paddle.io.DataLoader`` worker to the training
-process costs, and what each op of the training thread costs when a single-process
+Paddle run, and the step timer's ``save`` on the machine that trained): what handing a batch
+from a ``paddle.io.DataLoader`` worker to the training process costs, what receiving one adds
+to a busy training step, and what each op of the training thread costs when a single-process
 DataLoader's loading thread runs beside it. The input-pipeline finding's model
 (``perfkit_core.advice.loader``) then uses them in place of its constants.
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 #: The hand-over replay: batches per timed round, rounds (the median is kept), warm-up batches.
@@ -35,6 +37,9 @@ SAMPLE_WORK = 60
 SAMPLE_SIZE = 128
 #: Samples in the replay's datasets: far more than it reads (Paddle's samplers go by the length).
 DATASET_LENGTH = 100_000
+#: The receive replay: rounds of ``THREAD_STEPS`` steps of the contention replay's training
+#: step, on a batch in hand and fed by one worker in turn (the median difference is kept).
+RECEIVE_ROUNDS = 9
 
 
 def _ready_batches() -> Any:
@@ -100,12 +105,30 @@ def _slow_samples() -> Any:
     return SlowSamples()
 
 
-def _cpu_per_step(step: Any, steps: int) -> float:
-    """The calling thread's CPU time (ns) per call of ``step``."""
-    start = time.thread_time_ns()
+def _per_step(step: Callable[[], Any], steps: int, clock: Callable[[], int]) -> float:
+    """``clock``'s time (ns) per call of ``step``, over ``steps`` calls."""
+    start = clock()
     for _ in range(steps):
         step()
-    return (time.thread_time_ns() - start) / steps
+    return (clock() - start) / steps
+
+
+def _training_step(ops: int = THREAD_OPS) -> tuple[Callable[[Any], None], Any]:
+    """(a training step of ``ops`` small Paddle ops: a matmul of a ``THREAD_BATCH`` x
+    ``THREAD_WIDTH`` input by a square weight, then tanh, each handing the GIL over as a
+    model's ops do; a batch in hand for it). The batch a step is given only paces it, as a
+    model's input would."""
+    import paddle
+
+    ready = paddle.ones([THREAD_BATCH, THREAD_WIDTH], dtype="float32")
+    weight = paddle.full([THREAD_WIDTH, THREAD_WIDTH], 1.0 / THREAD_WIDTH, dtype="float32")
+
+    def train(batch: Any) -> None:
+        y = ready
+        for _ in range(max(ops // 2, 1)):
+            y = paddle.tanh(paddle.matmul(y, weight))
+
+    return train, ready
 
 
 def thread_op_ns() -> float:
@@ -116,14 +139,7 @@ def thread_op_ns() -> float:
     op; the median of ``THREAD_ROUNDS`` rounds (the two timed in turn in each), at least 0."""
     import paddle
 
-    ready = paddle.ones([THREAD_BATCH, THREAD_WIDTH], dtype="float32")
-    weight = paddle.full([THREAD_WIDTH, THREAD_WIDTH], 1.0 / THREAD_WIDTH, dtype="float32")
-
-    def train(batch: Any) -> None:  # the batch only paces the step, as a model's input would
-        y = ready
-        for _ in range(THREAD_OPS // 2):
-            y = paddle.tanh(paddle.matmul(y, weight))
-
+    train, ready = _training_step()
     loader = paddle.io.DataLoader(_slow_samples(), batch_size=THREAD_BATCH, num_workers=0)
     iterator = iter(loader)
     try:
@@ -131,9 +147,37 @@ def thread_op_ns() -> float:
             train(next(iterator))
         rounds = []
         for _ in range(THREAD_ROUNDS):
-            alone = _cpu_per_step(lambda: train(ready), THREAD_STEPS)
-            together = _cpu_per_step(lambda: train(next(iterator)), THREAD_STEPS)
+            alone = _per_step(lambda: train(ready), THREAD_STEPS, time.thread_time_ns)
+            together = _per_step(lambda: train(next(iterator)), THREAD_STEPS, time.thread_time_ns)
             rounds.append((together - alone) / THREAD_OPS)
+    finally:
+        _shutdown(iterator)
+    return max(statistics.median(rounds), 0.0)
+
+
+def loader_receive_ns() -> float:
+    """ns of wall time per step that receiving its batch from one ``paddle.io.DataLoader``
+    worker adds to a training step of ``THREAD_OPS`` small Paddle ops (the contention replay's
+    step): the step fed by a worker of ready batches, less the same step on a batch in hand;
+    the median of ``RECEIVE_ROUNDS`` rounds of ``THREAD_STEPS`` steps of each in turn, at least
+    0. Paddle's reader thread takes each batch off the worker's queue in the training process
+    and its feeder thread sends the worker the next indices, and both take the GIL that the
+    training thread's ops hand over, so a busy training thread pays more than the 0.04 ms of
+    CPU an idle one spends taking a batch from the queue."""
+    import paddle
+
+    train, ready = _training_step()
+    make: Any = paddle.io.DataLoader  # batch_size=None: each item is a batch already
+    loader = make(_ready_batches(), batch_size=None, num_workers=1, persistent_workers=True)
+    iterator = iter(loader)
+    try:
+        for _ in range(LOADER_WARMUP):
+            train(next(iterator))
+        rounds = []
+        for _ in range(RECEIVE_ROUNDS):
+            in_hand = _per_step(lambda: train(ready), THREAD_STEPS, time.perf_counter_ns)
+            fed = _per_step(lambda: train(next(iterator)), THREAD_STEPS, time.perf_counter_ns)
+            rounds.append(fed - in_hand)
     finally:
         _shutdown(iterator)
     return max(statistics.median(rounds), 0.0)
@@ -141,15 +185,17 @@ def thread_op_ns() -> float:
 
 def measure_loader(finding: Any) -> dict[str, Any] | None:
     """The input-pipeline finding's saving with the input pipeline's costs measured on this
-    machine: handing a batch over (``loader_batch_ns``) in place of the model's cost for
-    Paddle's loader and, where the finding split a loading thread's step
+    machine: handing a batch over (``loader_batch_ns``) and what receiving one adds to a busy
+    training step (``loader_receive_ns``) in place of the finding's costs and, where the
+    finding split a loading thread's step
     (``training_ops_per_step``), each training op's cost beside it (``thread_op_ns``) in place
     of ``THREAD_OP_NS``; the same ``thread_split`` (of the finding's mean step,
-    ``loader_step_ns``) and ``loader_saving`` of the finding's own figures. None when the
-    finding lacks those figures or no worker can start here."""
+    ``loader_step_ns``) and ``loader_saving`` of the finding's own figures, and the same doubt
+    (``within_error``) where the hand-overs at the replayed cost would take all of the loading
+    thread's CPU time. None when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
+        handover_exceeds_loading,
         loader_batch_cost,
-        loader_receive_cost,
         loader_saving,
         measured_loader_estimate,
         replay_figures,
@@ -170,25 +216,43 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     )
     try:
         batch_ns = loader_batch_ns()
+        receive_ns = loader_receive_ns()
         op_ns = thread_op_ns() if split else 0.0
     except (RuntimeError, OSError, ValueError):
         return None
-    contention = 0.0
+    contention, doubtful = 0.0, False
     if split:
         data, rest, contention = thread_split(step, thread_cpu, training_cpu, ops, op_ns)
-    receive_ns = loader_receive_cost("paddle", batch_ns)
+        # the replay's cost per op would take all of the loading thread's CPU: its loading
+        # thread (Python and NumPy work) is not this run's, whose split it cannot tell
+        doubtful = handover_exceeds_loading(thread_cpu, ops, op_ns)
     saving = loader_saving(data, rest, workers, batch_ns, contention, receive_ns)
-    threads = (
+    received = (
+        f" Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms to a step of "
+        f"{THREAD_OPS} small Paddle ops here (the loader's reader thread in the training "
+        "process takes the GIL the step's ops hand over)."
+    )
+    threads = received + (
         f" Each of the step's {ops:.0f} ops cost the training thread {op_ns / 1e3:.1f} us of CPU "
         f"beside a single-process DataLoader's loading thread here (handing the GIL over and "
         f"back), so alone the two threads would take {data / 1e6:.3f} ms of loading and "
         f"{rest / 1e6:.3f} ms of training; the {contention / 1e6:.3f} ms left of the mean step "
         "goes with the thread."
+        + (
+            f" At that cost the step's hand-overs ({ops * op_ns / 1e6:.3f} ms) come to at "
+            f"least the loading thread's whole CPU time ({thread_cpu / 1e6:.3f} ms): the "
+            "replay's loading thread, which runs Python and NumPy work, hands the GIL over "
+            "less often than one that runs framework ops of its own (a Dataset of tensors "
+            "sliced per sample), so the saving may be well below this figure."
+            if doubtful
+            else ""
+        )
         if split
         else ""
     )
     return {
         "saving_ns": saving,
+        "within_error": doubtful,
         "estimate": measured_loader_estimate(
             batch_ns,
             float(evidence.get("loader_batch_ns") or loader_batch_cost("paddle")),

@@ -172,7 +172,6 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         LOADER_BATCH_NS,
-        loader_receive_cost,
         loader_saving,
         measured_loader_estimate,
         replay_figures,
@@ -187,7 +186,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         batch_ns = loader_batch_ns()
     except (RuntimeError, OSError, ValueError):
         return None
-    receive_ns = loader_receive_cost("torch", batch_ns)
+    receive_ns = batch_ns  # torch's training process unpickles each batch itself: each side pays
     saving = loader_saving(data, rest, workers, batch_ns, 0.0, receive_ns)
     return {
         "saving_ns": saving,

@@ -131,8 +131,10 @@ def test_each_saving_is_one_figure(report):
 
         ev = loading[0]["evidence"]
         assert ev["data_per_step_ns"] == pytest.approx(_rows(data, "model")["data"]["per_step_ns"])
-        # receiving costs the training side the hand-over, or Paddle's C++ queue read
-        assert ev["loader_receive_ns"] in (ev["loader_batch_ns"], 40_000.0)
+        # receiving costs the training side the hand-over, unless the step timer timed what
+        # it adds to a busy step on the machine that trained (the run's record, below)
+        record = report["run"].meta.get("step_timer") or {}
+        assert ev["loader_receive_ns"] == record.get("loader_receive_ns", ev["loader_batch_ns"])
         expected = loader_saving(
             ev["loading_per_step_ns"],
             ev["rest_per_step_ns"],

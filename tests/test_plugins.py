@@ -40,6 +40,7 @@ TESTED_BY = {
     "perfkit_measure_saving": "test_measure_saving_hook_is_the_adapters",
     "perfkit_phase_timers": "test_phase_timers_hook_is_the_adapters",
     "perfkit_loader_batch_ns": "test_loader_batch_ns_hook_is_the_runs_adapters",
+    "perfkit_loader_receive_ns": "test_loader_receive_ns_hook_is_the_runs_adapters",
 }
 
 
@@ -487,6 +488,49 @@ def test_loader_batch_ns_hook_is_the_runs_adapters():
         pm.register(plugin, name="odd-loader")
         try:
             assert loader_batch_ns("odd") == expected, answer
+        finally:
+            pm.unregister(plugin)
+
+
+def test_loader_receive_ns_hook_is_the_runs_adapters():
+    """Paddle's adapter times what receiving a worker's batch adds to a busy step on this
+    machine; torch's answers nothing (its training process pays the hand-over itself); a
+    plugin's answer that is not a number of 0 or more, or one that raises, is not used (a real
+    run: tests/test_advice_savings.py)."""
+    from perfkit_core.capture.step_timer import loader_costs_here, loader_receive_ns
+
+    pm = plugins.get_plugin_manager()
+    if "paddle" in sys.modules:
+        assert pm.hook.perfkit_loader_receive_ns(framework="paddle") >= 0
+    assert pm.hook.perfkit_loader_receive_ns(framework="torch") is None
+    assert pm.hook.perfkit_loader_receive_ns(framework="no such framework") is None
+
+    class Odd:
+        def __init__(self, answer):
+            self.answer = answer
+
+        @hookimpl(tryfirst=True)
+        def perfkit_loader_receive_ns(self, framework):
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer if framework == "odd" else None
+
+    for answer, expected in (
+        (900_000, 900_000.0),
+        (0, 0.0),
+        (float("inf"), None),
+        (-1.0, None),
+        (False, None),
+        ("1 ms", None),
+        (RuntimeError("no worker"), None),
+    ):
+        plugin = Odd(answer)
+        pm.register(plugin, name="odd-receive")
+        try:
+            assert loader_receive_ns("odd") == expected, answer
+            # the record keeps only what was timed
+            costs = loader_costs_here("odd")
+            assert costs.get("loader_receive_ns") == expected and "loader_batch_ns" not in costs
         finally:
             pm.unregister(plugin)
 

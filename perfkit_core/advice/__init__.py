@@ -30,12 +30,12 @@ from perfkit_core.advice.loader import (
     handover_ns,
     loader_batch_cost,
     loader_figures,
-    loader_receive_cost,
     loader_saving,
     measured_loader_estimate,
     remedy_workers,
     replay_figures,
     run_loader_batch_cost,
+    run_loader_receive_cost,
     thread_split,
 )
 
@@ -62,12 +62,12 @@ __all__ = [
     "handover_ns",
     "loader_batch_cost",
     "loader_figures",
-    "loader_receive_cost",
     "loader_saving",
     "measured_loader_estimate",
     "registered_advisors",
     "remedy_workers",
     "replay_figures",
     "run_loader_batch_cost",
+    "run_loader_receive_cost",
     "thread_split",
 ]

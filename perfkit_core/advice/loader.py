@@ -12,7 +12,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.capture.step_timer import LOADER_BATCH_KEY, META_KEY, finite_number
+from perfkit_core.capture.step_timer import (
+    LOADER_BATCH_KEY,
+    LOADER_RECEIVE_KEY,
+    META_KEY,
+    finite_number,
+)
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -39,26 +44,11 @@ LOADER_BATCH_NS = 2_300_000.0
 #: torch's took 1.0 to 1.1 ms).
 LOADER_BATCH_NS_BY_FRAMEWORK = {"paddle": 400_000.0}
 
-#: What receiving a batch from a worker costs the training thread where that is less than the
-#: worker's side (ns per batch, by framework; others pay the hand-over cost on each side).
-#: Paddle's training thread takes a ready batch from a C++ queue: 0.04 ms of CPU per batch in
-#: the replay above, and on bench_advice.py's two Paddle loader scenarios the training thread's
-#: CPU time with one worker was within 0.4 ms per step of its CPU time beside the loading thread
-#: less the GIL hand-overs (``THREAD_OP_NS``), with no hand-over cost added.
-LOADER_RECEIVE_NS_BY_FRAMEWORK = {"paddle": 40_000.0}
-
 
 def loader_batch_cost(framework: str) -> float:
     """What handing one batch from a loader worker over costs each side in ``framework``'s
     loader (ns): ``LOADER_BATCH_NS_BY_FRAMEWORK``, else ``LOADER_BATCH_NS``."""
     return LOADER_BATCH_NS_BY_FRAMEWORK.get(framework, LOADER_BATCH_NS)
-
-
-def loader_receive_cost(framework: str, batch_ns: float) -> float:
-    """What receiving one batch from a worker costs the training process in ``framework``'s
-    loader (ns): ``LOADER_RECEIVE_NS_BY_FRAMEWORK``, else the hand-over cost ``batch_ns`` (each
-    side pays it)."""
-    return LOADER_RECEIVE_NS_BY_FRAMEWORK.get(framework, batch_ns)
 
 
 #: Where ``run_loader_batch_cost`` found the cost (the finding's ``loader_batch_from``): timed
@@ -81,6 +71,42 @@ def run_loader_batch_cost(run: Run) -> tuple[float, str]:
     if timed is not None and timed > 0:
         return timed, TRAINING_MACHINE
     return loader_batch_cost(run.framework), MODEL_COST
+
+
+#: Where ``run_loader_receive_cost`` found what receiving a batch costs the training step (the
+#: finding's ``loader_receive_from``), and how a finding's estimate says so.
+RECEIVE_TIMED = TRAINING_MACHINE
+RECEIVE_AS_SENDING = "hand-over"
+LOADER_RECEIVE_SOURCES = {
+    RECEIVE_TIMED: (
+        "timed on the machine that trained, when the step timer saved the run: a step of small "
+        "ops fed by one worker against the same step on a batch in hand"
+    ),
+    RECEIVE_AS_SENDING: "each side pays the hand-over",
+}
+
+
+def run_loader_receive_cost(run: Run, batch_ns: float) -> tuple[float, str]:
+    """(what receiving one batch from a loader worker adds to ``run``'s training step, ns;
+    where it was found, a key of ``LOADER_RECEIVE_SOURCES``): what the step timer timed on the
+    machine that trained when it saved the run (``loader_receive_ns`` in its record, from the
+    adapter's ``perfkit_loader_receive_ns``: Paddle's), else ``batch_ns``, the hand-over's
+    cost: the training process pays it as the worker does.
+
+    Receiving is not free beside a busy training thread even where the batch arrives in
+    shared memory: Paddle's DataLoader hands each batch to the training thread through a
+    reader thread of the training process (and sends each batch's indices through a feeder
+    thread), and those threads take the GIL that the training thread's ops hand over at each
+    op. Replayed on a 2-core x86 KVM machine (Paddle 3.3.1), one worker of ready batches
+    lengthened a step of small ops by 0.4 to 1.2 ms (its hand-over to an idle process: 0.5 to
+    0.8 ms), about as much whatever the step's length (1.8 to 11 ms), and the ``perfkit
+    demo`` loop's step by 0.4 to 1.1 ms, where the training thread alone spent 0.04 ms of CPU
+    per batch taking it from the queue."""
+    record = run.meta.get(META_KEY) or {}
+    timed = finite_number(record.get(LOADER_RECEIVE_KEY))
+    if timed is not None and timed >= 0:
+        return timed, RECEIVE_TIMED
+    return batch_ns, RECEIVE_AS_SENDING
 
 
 def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:

@@ -20,9 +20,10 @@ the CPU time of the thread that ran each step (the ``training_cpu`` phase,
 shared between the two threads in about the ratio of their CPU times.
 
 When the steps loaded data in the training process, ``save`` also has the run's adapter time
-what handing a batch from a loader worker over costs on this machine (``loader_batch_ns``):
-the input-pipeline advice needs the cost of the machine that trained, which may not be the
-one that reads the run.
+what handing a batch from a loader worker over costs on this machine (``loader_batch_ns``),
+and, where the adapter can, what receiving one adds to a busy training step
+(``loader_receive_ns``): the input-pipeline advice needs the costs of the machine that
+trained, which may not be the one that reads the run.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ META_KEY = "step_timer"
 #: Key, in the timer's record, of what handing a batch from a loader worker over cost on the
 #: machine that trained (ns; ``StepTimer.save``).
 LOADER_BATCH_KEY = "loader_batch_ns"
+
+#: Key, in the timer's record, of what receiving a batch from a loader worker added to a busy
+#: training step on the machine that trained (ns; ``StepTimer.save``).
+LOADER_RECEIVE_KEY = "loader_receive_ns"
 
 #: The phase holding the CPU time (ns) of the thread that ran each step (``time.thread_time_ns``
 #: over the ``with timer.step()`` block): the training thread's own work, without the time it
@@ -209,15 +214,17 @@ class StepTimer:
         handler (``handler.wait()``) before saving.
 
         When the steps loaded data (``loaded_data``) and ``loader_costs`` is true, the adapter
-        of each run's framework also times what handing a batch from a loader worker over
-        costs on this machine, the one that trained (``perfkit_loader_batch_ns``: a worker
-        process starts, about a second once per framework), and the record keeps it as
-        ``loader_batch_ns``: the input-pipeline advice states its saving with it."""
+        of each run's framework also times, on this machine, the one that trained, what
+        handing a batch from a loader worker over costs (``perfkit_loader_batch_ns``: a worker
+        process starts, about a second once per framework) and, where it can, what receiving
+        one adds to a busy training step (``perfkit_loader_receive_ns``: Paddle's, about a
+        second more), and the record keeps them as ``loader_batch_ns`` and
+        ``loader_receive_ns``: the input-pipeline advice states its saving with them."""
         from perfkit_core.errors import TraceError
         from perfkit_core.events import atomic_path
 
         self.close()
-        measured: dict[str, float | None] = {}
+        measured: dict[str, dict[str, float]] = {}
 
         folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
         written = []
@@ -231,9 +238,8 @@ class StepTimer:
             framework = str(meta.get("framework", ""))
             if loader_costs and framework and self.loaded_data():
                 if framework not in measured:
-                    measured[framework] = loader_batch_ns(framework)
-                if measured[framework] is not None:
-                    record[LOADER_BATCH_KEY] = measured[framework]
+                    measured[framework] = loader_costs_here(framework)
+                record.update(measured[framework])
             meta[META_KEY] = record
             with atomic_path(meta_path) as tmp:
                 tmp.write_text(json.dumps(meta, indent=1, default=str))
@@ -245,14 +251,39 @@ def loader_batch_ns(framework: str) -> float | None:
     """What handing a batch from a loader worker over costs in ``framework``'s DataLoader on
     this machine now (ns), as its adapter times it (``perfkit_loader_batch_ns``); None when no
     adapter could, or what it gave is not a positive number."""
+    number = _timed_cost("perfkit_loader_batch_ns", framework)
+    return number if number is not None and number > 0 else None
+
+
+def loader_receive_ns(framework: str) -> float | None:
+    """What receiving a batch from a loader worker adds to a busy training step in
+    ``framework``'s DataLoader on this machine now (ns), as its adapter times it
+    (``perfkit_loader_receive_ns``); None when no adapter could, or what it gave is not a
+    number of 0 or more."""
+    number = _timed_cost("perfkit_loader_receive_ns", framework)
+    return number if number is not None and number >= 0 else None
+
+
+def loader_costs_here(framework: str) -> dict[str, float]:
+    """The loader costs of ``framework`` timed on this machine now, under their record keys
+    (``loader_batch_ns``, ``loader_receive_ns``), leaving out those no adapter could time."""
+    costs = {
+        LOADER_BATCH_KEY: loader_batch_ns(framework),
+        LOADER_RECEIVE_KEY: loader_receive_ns(framework),
+    }
+    return {key: value for key, value in costs.items() if value is not None}
+
+
+def _timed_cost(hook: str, framework: str) -> float | None:
+    """What the adapters' ``hook`` (a ``firstresult`` hook taking ``framework``) gave, as a
+    finite number; None for no answer, an error or anything else."""
     from perfkit_core.plugins import get_plugin_manager
 
     try:
-        found = get_plugin_manager().hook.perfkit_loader_batch_ns(framework=framework)
+        found = getattr(get_plugin_manager().hook, hook)(framework=framework)
     except Exception:  # timing a cost must never lose the step times
         return None
-    number = finite_number(found)
-    return number if number is not None and number > 0 else None
+    return finite_number(found)
 
 
 def finite_number(value: object) -> float | None:

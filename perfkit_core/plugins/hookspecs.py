@@ -332,6 +332,29 @@ def perfkit_loader_batch_ns(framework: str) -> float | None:
 
 
 @hookspec(firstresult=True)
+def perfkit_loader_receive_ns(framework: str) -> float | None:
+    """Time what receiving one batch from a loader worker adds to a busy training step in
+    ``framework``'s DataLoader on this machine now (ns of wall time per batch), for the
+    input-pipeline advice of a run trained here, where it is not the hand-over's own cost
+    (``perfkit_loader_batch_ns``): a DataLoader that receives batches in threads of the
+    training process (Paddle's reader thread) costs a training thread whose ops hand the GIL
+    over more than it costs an idle one.
+
+    Called by ``perfkit_core.step_timer``'s ``save`` when the timed steps loaded data in the
+    training process (a ``data`` or ``loading`` phase), once per framework, after
+    ``perfkit_loader_batch_ns``. It may take a few seconds (a worker process starts). The step
+    timer takes an exception for no answer, and keeps the step times.
+
+    :param framework: the saved run's framework (``meta["framework"]``).
+    :returns: ns per batch (0 or more), or ``None`` when ``framework`` is not this plugin's,
+        the program has not imported it, no worker could start, or receiving costs the
+        training process what the hand-over costs the worker (the advice then takes that).
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec(firstresult=True)
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """Say how a run of ``framework`` gets layer spans, for a comparison whose other runs have them.
 

@@ -7,13 +7,15 @@ from perfkit_core.advice.basis import recorded_events_per_step, step_basis, time
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.loader import (
     LOADER_BATCH_SOURCES,
+    LOADER_RECEIVE_SOURCES,
+    RECEIVE_TIMED,
     THREAD_OP_NS,
     handover_exceeds_loading,
     handover_ns,
     loader_cores,
-    loader_receive_cost,
     loader_saving,
     run_loader_batch_cost,
+    run_loader_receive_cost,
     thread_split,
 )
 from perfkit_core.advice.rules.cpu import _outermost_ops
@@ -42,8 +44,9 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     the rest of the step plus receiving a batch and the loading plus sending the batch, spread
     over the workers (handing a batch over costs the worker ``run_loader_batch_cost``: what the
     step timer timed on the machine that trained, else the model's cost; receiving it costs
-    the training process as much, or ``loader_receive_cost`` where the framework's loader
-    costs it less). The loading per step is, by preference, the step timer's: the training
+    the training step ``run_loader_receive_cost``: what the step timer timed on the machine
+    that trained beside a busy step, where the adapter can time it, else as much). The loading
+    per step is, by preference, the step timer's: the training
     thread's time getting its batches (``data``) or a loader thread's (``loading``) in the
     steps timed without the profiler, the same steps as the step's own time; else the profiled
     waits less the profiler's cost (``advice.basis``). The rest of the step is the step without
@@ -97,7 +100,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         load, rest, contention = thread_split(step_ns, data, float(training_cpu or 0.0), ops)
         handing = handover_ns(data, float(training_cpu or 0.0), ops)
         # the hand-overs the model assumes would come to all of the loading thread's CPU:
-        # this loop's threads hand the GIL over more cheaply, and the split cannot be trusted
+        # this loop's threads may hand the GIL over more cheaply, and the split cannot be
+        # trusted
         doubtful = handover_exceeds_loading(data, ops)
     else:
         load, contention = data, 0.0
@@ -105,7 +109,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     # a loading thread's CPU moves to the workers with the loading: its core is theirs too
     workers, cores = loader_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
     batch_ns, batch_from = run_loader_batch_cost(ctx.run)
-    receive_ns = loader_receive_cost(ctx.framework, batch_ns)
+    receive_ns, receive_from = run_loader_receive_cost(ctx.run, batch_ns)
     saving = loader_saving(load, rest, workers, batch_ns, contention, receive_ns)
     details = [
         f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
@@ -162,11 +166,15 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             if split
             else ""
         )
+        where = f"in {ctx.framework or 'this framework'}'s loader"
         receiving = (
-            f"Handing a batch over costs each side {duration_text(batch_ns)}"
-            if receive_ns == batch_ns
-            else f"Handing a batch over costs the worker {duration_text(batch_ns)} and the "
-            f"training process {duration_text(receive_ns)}"
+            f"Handing a batch over costs each side {duration_text(batch_ns)} {where} "
+            f"({LOADER_BATCH_SOURCES[batch_from]})."
+            if receive_from != RECEIVE_TIMED
+            else f"Handing a batch over costs the worker {duration_text(batch_ns)} {where} "
+            f"({LOADER_BATCH_SOURCES[batch_from]}), and receiving it adds "
+            f"{duration_text(receive_ns)} to the training step "
+            f"({LOADER_RECEIVE_SOURCES[receive_from]})."
         )
         how = parts + (
             f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
@@ -174,18 +182,16 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"({duration_text(rest)} + {duration_text(receive_ns)}) and the loading plus "
             f"sending the batch, spread over the workers (({duration_text(load)} + "
             f"{duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}); "
-            f"here {bound} bounds it."
-            + f" {receiving} in {ctx.framework or 'this framework'}'s loader "
-            f"({LOADER_BATCH_SOURCES[batch_from]}). Each worker needs a core of its own."
+            f"here {bound} bounds it. {receiving} Each worker needs a core of its own."
         )
     if doubtful:
         how += (
             f" At {duration_text(THREAD_OP_NS)} an op, handing the GIL over would cost "
             f"{duration_text(ops * THREAD_OP_NS)} per step, at least the loading thread's "
-            f"whole CPU time ({duration_text(data)}): this loop's threads hand it over more "
-            "cheaply than the model assumes (as a loading thread that runs framework ops of "
-            "its own does, a Dataset of tensors sliced per sample), so the model cannot tell "
-            "the loading from the hand-overs and the saving is likely well below this figure: "
+            f"whole CPU time ({duration_text(data)}): this loop's threads may hand it over "
+            "more cheaply than the model assumes (as a loading thread that runs framework ops "
+            "of its own can, a Dataset of tensors sliced per sample), so the model cannot tell "
+            "the loading from the hand-overs and the saving may be well below this figure: "
             "try the remedy and check the steps before and after with perfkit compare."
         )
     title = (
@@ -215,6 +221,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "loader_batch_ns": batch_ns,
             "loader_batch_from": batch_from,
             "loader_receive_ns": receive_ns,
+            "loader_receive_from": receive_from,
             # the step the loading, the rest and the contention add up to
             "loader_step_ns": step_ns,
             "data_pct": share,
