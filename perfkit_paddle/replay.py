@@ -9,9 +9,10 @@ Paddle records no input shapes for its optimizer's ops, so its optimizer step is
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 #: The hand-over replay: batches per timed round, rounds (the median is kept), warm-up batches.
@@ -66,24 +67,32 @@ def _shutdown(iterator: Any) -> None:
         shutdown()
 
 
-def loader_batch_ns() -> float:
-    """ns per batch that one ``paddle.io.DataLoader`` worker delivers to a training process
-    that does nothing else, from a Dataset whose batches are ready: what handing a batch over
-    costs, the worker sending it and the training process receiving it (the slower side
-    bounds it). The median of ``LOADER_ROUNDS`` rounds of ``LOADER_BATCHES`` batches."""
+@contextlib.contextmanager
+def _one_worker() -> Iterator[Any]:
+    """An iterator over a ``paddle.io.DataLoader`` whose one persistent worker delivers ready
+    batches (``_ready_batches``), its worker stopped on leaving."""
     import paddle
-
-    from perfkit_core.advice import delivery_ns
 
     make: Any = paddle.io.DataLoader  # batch_size=None: each item is a batch already
     loader = make(_ready_batches(), batch_size=None, num_workers=1, persistent_workers=True)
     iterator = iter(loader)
     try:
+        yield iterator
+    finally:
+        _shutdown(iterator)
+
+
+def loader_batch_ns() -> float:
+    """ns per batch that one ``paddle.io.DataLoader`` worker delivers to a training process
+    that does nothing else, from a Dataset whose batches are ready: what handing a batch over
+    costs, the worker sending it and the training process receiving it (the slower side
+    bounds it). The median of ``LOADER_ROUNDS`` rounds of ``LOADER_BATCHES`` batches."""
+    from perfkit_core.advice import delivery_ns
+
+    with _one_worker() as iterator:
         return delivery_ns(
             iterator, warmup=LOADER_WARMUP, rounds=LOADER_ROUNDS, batches=LOADER_BATCHES
         )
-    finally:
-        _shutdown(iterator)
 
 
 def _slow_samples() -> Any:
@@ -113,8 +122,8 @@ def _per_step(step: Callable[[], Any], steps: int, clock: Callable[[], int]) -> 
     return (clock() - start) / steps
 
 
-def _training_step(ops: int = THREAD_OPS) -> tuple[Callable[[Any], None], Any]:
-    """(a training step of ``ops`` small Paddle ops: a matmul of a ``THREAD_BATCH`` x
+def _training_step() -> tuple[Callable[[Any], None], Any]:
+    """(a training step of ``THREAD_OPS`` small Paddle ops: a matmul of a ``THREAD_BATCH`` x
     ``THREAD_WIDTH`` input by a square weight, then tanh, each handing the GIL over as a
     model's ops do; a batch in hand for it). The batch a step is given only paces it, as a
     model's input would."""
@@ -125,7 +134,7 @@ def _training_step(ops: int = THREAD_OPS) -> tuple[Callable[[Any], None], Any]:
 
     def train(batch: Any) -> None:
         y = ready
-        for _ in range(max(ops // 2, 1)):
+        for _ in range(THREAD_OPS // 2):
             y = paddle.tanh(paddle.matmul(y, weight))
 
     return train, ready
@@ -164,13 +173,8 @@ def loader_receive_ns() -> float:
     and its feeder thread sends the worker the next indices, and both take the GIL that the
     training thread's ops hand over, so a busy training thread pays more than the 0.04 ms of
     CPU an idle one spends taking a batch from the queue."""
-    import paddle
-
     train, ready = _training_step()
-    make: Any = paddle.io.DataLoader  # batch_size=None: each item is a batch already
-    loader = make(_ready_batches(), batch_size=None, num_workers=1, persistent_workers=True)
-    iterator = iter(loader)
-    try:
+    with _one_worker() as iterator:
         for _ in range(LOADER_WARMUP):
             train(next(iterator))
         rounds = []
@@ -178,8 +182,6 @@ def loader_receive_ns() -> float:
             in_hand = _per_step(lambda: train(ready), THREAD_STEPS, time.perf_counter_ns)
             fed = _per_step(lambda: train(next(iterator)), THREAD_STEPS, time.perf_counter_ns)
             rounds.append(fed - in_hand)
-    finally:
-        _shutdown(iterator)
     return max(statistics.median(rounds), 0.0)
 
 
