@@ -20,17 +20,18 @@ _AMP_FP16 = (
     "    scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()"
 )
 
-#: Paddle's loader workers crash on samples that are paddle Tensors (a segmentation fault in
-#: the worker; ``paddle.io.TensorDataset`` over tensors is one such Dataset) once the training
-#: process has run ops: seen with paddle 3.3 on the CPU (tests/test_paddle.py checks it).
+#: Paddle's loader workers can crash on samples that are paddle Tensors (a segmentation fault
+#: in the worker; ``paddle.io.TensorDataset`` over tensors is one such Dataset) once the
+#: training process has run ops: seen with paddle 3.3 on the CPU in 5 runs of 6 on a quiet
+#: machine and less often on a busy one (tests/test_paddle.py checks it).
 _LOADER = (
     "Load batches in worker processes so loading overlaps the step:\n"
     "    loader = paddle.io.DataLoader(dataset, batch_size=..., num_workers={workers},\n"
     "                                  use_shared_memory=True, prefetch_factor=2,\n"
     "                                  persistent_workers=True)\n"
     "Have the Dataset return numpy arrays, not paddle Tensors (paddle.io.TensorDataset\n"
-    "over tensors returns Tensors): Paddle's workers crash on Tensor samples once\n"
-    "training has run; the DataLoader still hands the loop Tensors.{cores}"
+    "over tensors returns Tensors): Paddle's workers can crash on Tensor samples\n"
+    "once training has run; the DataLoader still hands the loop Tensors.{cores}"
 )
 
 
