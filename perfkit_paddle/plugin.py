@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -145,7 +146,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
             wrap(cls, "step", timed_step)
     fetchers: Any = None  # a Paddle without this module: its loading is not timed
     with contextlib.suppress(ImportError):
-        from paddle.io.dataloader import fetcher as fetchers
+        fetchers = importlib.import_module("paddle.io.dataloader.fetcher")
     for name in ("_MapDatasetFetcher", "_IterableDatasetFetcher"):
         cls = getattr(fetchers, name, None)
         if isinstance(cls, type):
