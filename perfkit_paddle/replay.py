@@ -243,9 +243,10 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         + (
             f" At that cost the step's hand-overs ({ops * op_ns / 1e6:.3f} ms) come to at "
             f"least the loading thread's whole CPU time ({thread_cpu / 1e6:.3f} ms): the "
-            "replay's loading thread, which runs Python and NumPy work, hands the GIL over "
-            "less often than one that runs framework ops of its own (a Dataset of tensors "
-            "sliced per sample), so the saving may be well below this figure."
+            "replay's loading thread runs Python and NumPy work, and beside one that runs "
+            "framework ops of its own (a Dataset of tensors sliced per sample) each op can "
+            "cost less, so the split cannot be told and the saving may be well below this "
+            "figure."
             if doubtful
             else ""
         )
