@@ -455,6 +455,18 @@ def test_phase_timers_hook_is_the_adapters():
     assert len(seen) == count
 
 
+def _answering(hook: str, answer: object) -> object:
+    """A plugin whose ``hook`` (a hook taking ``framework``) answers ``answer`` for the
+    framework "odd", raising it when it is an exception, and nothing for the others."""
+
+    def implementation(self, framework):
+        if isinstance(answer, Exception):
+            raise answer
+        return answer if framework == "odd" else None
+
+    return type("Odd", (), {hook: hookimpl(tryfirst=True)(implementation)})()
+
+
 def test_loader_batch_ns_hook_is_the_runs_adapters():
     """The adapter of the run's framework times its DataLoader's hand-over on this machine; a
     plugin's answer that is not a positive number, or one that raises, is not used (a real run:
@@ -466,16 +478,6 @@ def test_loader_batch_ns_hook_is_the_runs_adapters():
         assert pm.hook.perfkit_loader_batch_ns(framework="torch") > 0
     assert pm.hook.perfkit_loader_batch_ns(framework="no such framework") is None
 
-    class Odd:
-        def __init__(self, answer):
-            self.answer = answer
-
-        @hookimpl(tryfirst=True)
-        def perfkit_loader_batch_ns(self, framework):
-            if isinstance(self.answer, Exception):
-                raise self.answer
-            return self.answer if framework == "odd" else None
-
     for answer, expected in (
         (250_000, 250_000.0),
         (float("nan"), None),
@@ -484,7 +486,7 @@ def test_loader_batch_ns_hook_is_the_runs_adapters():
         ("1 ms", None),
         (RuntimeError("no worker"), None),
     ):
-        plugin = Odd(answer)
+        plugin = _answering("perfkit_loader_batch_ns", answer)
         pm.register(plugin, name="odd-loader")
         try:
             assert loader_batch_ns("odd") == expected, answer
@@ -505,16 +507,6 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
     assert pm.hook.perfkit_loader_receive_ns(framework="torch") is None
     assert pm.hook.perfkit_loader_receive_ns(framework="no such framework") is None
 
-    class Odd:
-        def __init__(self, answer):
-            self.answer = answer
-
-        @hookimpl(tryfirst=True)
-        def perfkit_loader_receive_ns(self, framework):
-            if isinstance(self.answer, Exception):
-                raise self.answer
-            return self.answer if framework == "odd" else None
-
     for answer, expected in (
         (900_000, 900_000.0),
         (0, 0.0),
@@ -524,7 +516,7 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
         ("1 ms", None),
         (RuntimeError("no worker"), None),
     ):
-        plugin = Odd(answer)
+        plugin = _answering("perfkit_loader_receive_ns", answer)
         pm.register(plugin, name="odd-receive")
         try:
             assert loader_receive_ns("odd") == expected, answer
