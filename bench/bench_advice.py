@@ -46,10 +46,14 @@ against the estimate's. Each scenario's step line says how far it moved, and a `
 line per finding gives the model's estimate fed the rounds' own minutes: another copy of the
 loop without the remedy runs in the rounds under a step timer (one per round, closed after
 it), and the run is advised again with that timer's steps, phases and idle cores in place of
-its own. That line is a diagnosis of the model apart from the drift, not a check.
+its own. That line is a diagnosis of the model apart from the drift, not a check. With
+``--repeat N`` every scenario runs in N sessions, and each check is judged on the medians: the
+median estimate against the median achieved saving (each a share of its own session's step),
+an order where most sessions matched; a summary lists each session's verdicts beside it.
 
     nice -n 10 python bench/bench_advice.py
     nice -n 10 python bench/bench_advice.py --only torch-adam torch-loader --rounds 9
+    nice -n 10 python bench/bench_advice.py --compile --repeat 3
 """
 
 from __future__ import annotations
@@ -768,8 +772,20 @@ def advise_both(run: Any) -> dict[str, list[Any]]:
     return found
 
 
-def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> list[bool]:
-    """Profile, advise, remedy and time one scenario; print its table; return its verdicts."""
+@dataclass
+class Check:
+    """One PASS/FAIL line of a scenario: ``name`` says which (the scenario, the finding or the
+    order, the mode); an estimate's check keeps the estimated and the achieved saving, each in %
+    of its own session's unprofiled step, so that repeated sessions can be summarised."""
+
+    name: str
+    passed: bool
+    estimated_pct: float | None = None
+    achieved_pct: float | None = None
+
+
+def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> list[Check]:
+    """Profile, advise, remedy and time one scenario; print its table; return its checks."""
     print(f"\n== {scenario.name} (built for the {scenario.rule} rule)")
     run = profile(scenario, out / scenario.name, args.profile_steps, args.timer_steps)
     with quiet():
@@ -777,7 +793,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
     findings = modes["model"]
     if not findings:
         print(f"  FAIL: no finding (the {scenario.rule} rule did not fire)")
-        return [False]
+        return [Check(f"{scenario.name}: the {scenario.rule} rule fired", False)]
     applied = [f for f in findings if f.rule in scenario.remedies]
     loops = {"before": scenario.build(frozenset())}
     for finding in applied:
@@ -797,7 +813,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
         f"profiled {findings[0].evidence.get('step_time_ns', float('nan')) / 1e6:.2f} ms"
         + drift_text(run, before)
     )
-    results: list[bool] = []
+    results: list[Check] = []
     achieved: dict[str, float] = {}
     for finding in findings:
         if finding.id not in loops:
@@ -817,15 +833,18 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             match = next((f for f in found if f.id == finding.id), None)
             if match is None:
                 print(f"    [{mode:<7}] no such finding")
-                results.append(False)
+                results.append(Check(f"{scenario.name} {finding.id} [{mode}]", False))
                 continue
             est = match.saving_ns
             est_step = float(
                 match.evidence.get("basis_step_ns") or match.evidence.get("step_time_ns") or before
             )
             basis = match.evidence.get("basis", "profiled")
-            ok, how = verdict(100 * est / est_step, 100 * achieved[finding.id] / before)
-            results.append(ok)
+            est_pct, achieved_pct = 100 * est / est_step, 100 * achieved[finding.id] / before
+            ok, how = verdict(est_pct, achieved_pct)
+            results.append(
+                Check(f"{scenario.name} {finding.id} [{mode}]", ok, est_pct, achieved_pct)
+            )
             # the estimate on the unprofiled step, against the rounds' own interval
             inside = low <= est / est_step * before <= high
             how += "; inside the achieved 95% CI" if inside else "; outside the achieved 95% CI"
@@ -883,20 +902,20 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             )
         print(window_line(window.get(finding.id), achieved[finding.id], before))
     if "all" in loops:
-        results += combined_lines(modes, achieved, times["saving:all"], before)
+        results += combined_lines(scenario.name, modes, achieved, times["saving:all"], before)
     for finding in findings:
         if finding.id in achieved:
             print(f"  {follow_up_line(scenario, finding, args, out)}")
     fired = {f.rule for f in findings} | {m for f in findings for m in f.evidence.get("merged", ())}
     if scenario.rule not in fired:
         print(f"  FAIL: the {scenario.rule} rule did not fire")
-        results.append(False)
+        results.append(Check(f"{scenario.name}: the {scenario.rule} rule fired", False))
     for mode, found in modes.items():
         ranked = [f.id for f in found if f.id in achieved]
         by_achieved = sorted(ranked, key=lambda i: -achieved[i])
         same, said = order_check(ranked, achieved, samples)
         if len(ranked) > 1:
-            results.append(same)
+            results.append(Check(f"{scenario.name} order [{mode}]", same))
         print(
             f"  [{mode:<7}] order by estimate {' > '.join(ranked) or '-'}; by achieved "
             f"{' > '.join(by_achieved) or '-'}: {said}"
@@ -1001,28 +1020,34 @@ def drift_text(run: Any, rounds_ns: float) -> str:
 
 
 def combined_lines(
-    modes: dict[str, list[Any]], achieved: dict[str, float], all_ns: float, before: float
-) -> list[bool]:
+    name: str,
+    modes: dict[str, list[Any]],
+    achieved: dict[str, float],
+    all_ns: float,
+    before: float,
+) -> list[Check]:
     """Per mode, the combined saving of the applied findings (``combined_saving``: what the
     headline promises for applying every finding) against the saving of the loop with every
-    remedy applied; print a line each, return the verdicts."""
+    remedy applied, in scenario ``name``; print a line each, return the checks."""
     from perfkit_core.advice.combine import combined_saving
 
-    verdicts = []
+    checks = []
     for mode, found in modes.items():
         chosen = [f for f in found if f.id in achieved]
         step = float(chosen[0].evidence.get("basis_step_ns") or before)
         total, _ = combined_saving(chosen, step)
         plain = sum(f.saving_ns for f in chosen)
         ok, how = verdict(100 * total / step, 100 * all_ns / before)
-        verdicts.append(ok)
+        checks.append(
+            Check(f"{name} all applied [{mode}]", ok, 100 * total / step, 100 * all_ns / before)
+        )
         print(
             f"    [{mode:<7}] all applied: estimated {total / 1e6:6.2f} ms/step "
             f"({100 * total / step:5.1f}%; the plain sum {plain / 1e6:.2f} ms)  achieved "
             f"{all_ns / 1e6:6.2f} ms/step ({100 * all_ns / before:5.1f}% of the unprofiled "
             f"step)  {'PASS' if ok else 'FAIL'}: {how}"
         )
-    return verdicts
+    return checks
 
 
 def follow_up_line(scenario: Scenario, finding: Any, args: argparse.Namespace, out: Path) -> str:
@@ -1068,14 +1093,22 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds; medians")
     parser.add_argument("--compile", action="store_true", help="add the torch.compile scenario")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="sessions per scenario; with more than one, the checks are judged on the medians",
+    )
+    parser.add_argument(
         "--device",
         choices=("cpu", "cuda"),
         default="cpu",
         help="cpu: the CPU scenarios; cuda: the GPU scenarios of advice_gpu.py (needs a CUDA GPU)",
     )
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be 1 or more, not {args.repeat}")
     print(f"load average before: {load_average()}; cores {os.cpu_count()}")
-    verdicts: list[bool] = []
+    sessions: list[list[Check]] = []
     if args.device == "cuda":
         from advice_gpu import gpu_scenarios
 
@@ -1085,21 +1118,59 @@ def main() -> int:
     else:
         chosen = scenarios(args.blocks, args.compile)
     with tempfile.TemporaryDirectory() as tmp:
-        for scenario in chosen:
-            if args.only and scenario.name not in args.only:
-                continue
-            try:
-                __import__(scenario.framework)
-            except ImportError:
-                print(f"\n== {scenario.name}: {scenario.framework} not installed, skipped")
-                continue
-            verdicts += run_scenario(scenario, args, Path(tmp))
+        for session in range(args.repeat):
+            if args.repeat > 1:
+                print(f"\n######## session {session + 1} of {args.repeat}")
+            checks: list[Check] = []
+            for scenario in chosen:
+                if args.only and scenario.name not in args.only:
+                    continue
+                try:
+                    __import__(scenario.framework)
+                except ImportError:
+                    print(f"\n== {scenario.name}: {scenario.framework} not installed, skipped")
+                    continue
+                checks += run_scenario(scenario, args, Path(tmp) / f"session{session}")
+            sessions.append(checks)
     print(f"\nload average after: {load_average()}")
+    verdicts = [c.passed for c in sessions[0]] if len(sessions) == 1 else summary(sessions)
     failed = verdicts.count(False)
     print(
         f"{'PASS' if not failed else 'FAIL'}: {len(verdicts) - failed} of {len(verdicts)} checks pass"
+        + (f" (the medians of {len(sessions)} sessions)" if len(sessions) > 1 else "")
     )
     return 1 if failed else 0
+
+
+def summary(sessions: list[list[Check]]) -> list[bool]:
+    """Print, per check of repeated sessions, each session's verdict and the check judged on
+    the medians: an estimate's, the median estimated against the median achieved saving (each
+    in % of its own session's unprofiled step), by ``verdict``; an order's or a rule's, passed
+    when most sessions passed it. A machine whose speed moves between a scenario's profile and
+    its timed rounds moves one session's shares; the medians of several sessions stand
+    apart from one slow spell. Return the verdicts on the medians."""
+    by_name: dict[str, list[Check]] = {}
+    for checks in sessions:
+        for check in checks:
+            by_name.setdefault(check.name, []).append(check)
+    print(f"\n== the checks judged on the medians of {len(sessions)} sessions")
+    verdicts = []
+    for name, checks in by_name.items():
+        runs = " ".join("P" if c.passed else "F" for c in checks)
+        estimated = [c.estimated_pct for c in checks if c.estimated_pct is not None]
+        achieved = [c.achieved_pct for c in checks if c.achieved_pct is not None]
+        if estimated and len(estimated) == len(achieved) == len(checks):
+            ok, how = verdict(statistics.median(estimated), statistics.median(achieved))
+            said = (
+                f"estimated {statistics.median(estimated):5.1f}%, achieved "
+                f"{statistics.median(achieved):5.1f}% of the unprofiled step: {how}"
+            )
+        else:
+            ok = 2 * sum(c.passed for c in checks) > len(checks)
+            said = f"passed in {sum(c.passed for c in checks)} of {len(checks)} sessions"
+        verdicts.append(ok)
+        print(f"  {'PASS' if ok else 'FAIL'} {name:<42} [{runs}]  {said}")
+    return verdicts
 
 
 if __name__ == "__main__":
