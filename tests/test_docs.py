@@ -346,8 +346,9 @@ def test_options_named_in_the_docs_exist() -> None:
         CliRunner().invoke(cli, [command, "--help"]).output for command in cli.commands
     )
     foreign = {"--index-url", "--strict", "--hypothesis-profile"}  # pip, mkdocs, Hypothesis
-    # The example scripts' own options (examples/compare_frameworks.py --model ...).
-    for script in EXAMPLES.glob("*.py"):
+    # The example and benchmark scripts' own options (examples/compare_frameworks.py --model,
+    # bench/bench_advice.py --repeat ...).
+    for script in [*EXAMPLES.glob("*.py"), *(REPO / "bench").glob("*.py")]:
         text = script.read_text(encoding="utf-8")
         help_text += "\n" + "\n".join(re.findall(r'add_argument\(\s*"(--[a-z][a-z-]*)"', text))
     named = {
