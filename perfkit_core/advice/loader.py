@@ -63,9 +63,9 @@ LOADER_BATCH_SOURCES = {
 
 def run_loader_batch_cost(run: Run) -> tuple[float, str]:
     """(what handing one batch from a loader worker over costs each side in ``run``'s loader,
-    ns; where it was found, a key of ``LOADER_BATCH_SOURCES``): what the step timer timed on the machine that trained when it saved
-    the run (``loader_batch_ns`` in its record: ``StepTimer.save``), else the model's
-    ``loader_batch_cost`` of the run's framework."""
+    ns; where it was found, a key of ``LOADER_BATCH_SOURCES``): what the step timer timed on
+    the machine that trained when it saved the run (``loader_batch_ns`` in its record:
+    ``StepTimer.save``), else the model's ``loader_batch_cost`` of the run's framework."""
     record = run.meta.get(META_KEY) or {}
     timed = finite_number(record.get(LOADER_BATCH_KEY))
     if timed is not None and timed > 0:
