@@ -115,6 +115,78 @@ def test_torch_dataloader_batches_are_timed_and_the_wrapper_removed():
     assert timer.record()["phases"]["data"] == record["phases"]["data"]
 
 
+def test_a_batch_taken_before_the_step_belongs_to_it():
+    """The loop of the docs (``for x, y in loader: with timer.step(): ...``) takes each batch
+    between two steps: its loading is the next step's ``data`` phase and part of that step's
+    wall time, as the profiler's step counts it. The wrapper's clock runs inside the test's
+    clock around ``next()``; the step is the batch's wait plus the block, inside the test's
+    clock around both; the block's own work (a 2 ms sleep) is not taken for loading."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    class Slow:
+        def __len__(self) -> int:
+            return 1000
+
+        def __getitem__(self, index: int):
+            time.sleep(0.0005)
+            return torch.full((4,), float(index))
+
+    batches = iter(DataLoader(Slow(), batch_size=4))  # 2 ms of loading a batch
+    timer = perfkit_core.step_timer(None, warmup=0)
+    with timer.step():  # installs the timers: the batches after it are timed
+        next(batches)
+    fetch_clock: list[int] = []
+    block_clock: list[int] = []
+    whole_clock: list[int] = []
+    for _ in range(6):
+        outer = time.perf_counter_ns()
+        next(batches)
+        fetched = time.perf_counter_ns()
+        with timer.step():
+            time.sleep(0.002)
+        end = time.perf_counter_ns()
+        fetch_clock.append(fetched - outer)
+        whole_clock.append(end - outer)
+        block_clock.append(end - fetched)
+    timer.close()
+    record = timer.record()
+    key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"
+    data = record["phases"]["data"][key][1:]
+    steps = record[key][1:]
+    assert len(data) == len(steps) == 6
+    for loaded, fetch, step_ns, whole, block in zip(
+        data, fetch_clock, steps, whole_clock, block_clock, strict=True
+    ):
+        assert 1_500_000 < loaded <= fetch
+        assert loaded + 2_000_000 <= step_ns <= whole
+        assert step_ns - loaded <= block  # the block's time, the batch's apart
+    next(batches)  # after close: not counted anywhere
+    assert timer.record()["phases"]["data"] == record["phases"]["data"]
+
+
+def test_a_batch_another_thread_takes_between_steps_is_not_the_steps():
+    """Only the thread that runs the steps hands its batch to the next step: a loader read by
+    another thread between two steps adds nothing to them."""
+    torch = pytest.importorskip("torch")
+    import threading
+
+    from torch.utils.data import DataLoader
+
+    batches = iter(DataLoader(torch.randn(1000, 4), batch_size=8))
+    timer = perfkit_core.step_timer(None, warmup=0)
+    with timer.step():
+        pass
+    reader = threading.Thread(target=lambda: [next(batches) for _ in range(5)])
+    reader.start()
+    reader.join()
+    with timer.step():
+        pass
+    timer.close()
+    record = timer.record()
+    assert all(ns == 0 for ns in record["phases"].get("data", {}).get("unknown_ns", [0]))
+
+
 def test_torch_forward_and_backward_are_timed_and_the_wrapper_removed():
     """The backward phase is the wall time of ``loss.backward()`` (inside a clock of the
     test's own around it); the forward phase runs from the batch's arrival (a DataLoader's

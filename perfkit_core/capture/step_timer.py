@@ -14,7 +14,11 @@ profiler, so advice can state the phase's unprofiled time as measured. A phase t
 running the step reports ends as it is reported, so the timer counts it from the step's start
 at the earliest: torch's ``forward`` runs from the last optimizer step, which the step before
 ran, and the code between two steps (the loop's own, ``zero_grad``, this timer's bookkeeping,
-``prof.step()``) belongs to neither. The timer itself keeps
+``prof.step()``) belongs to neither. A batch the thread running the steps takes from a loader
+between two steps (``for x, y in loader: with timer.step(): ...``: the ``data`` phase of
+``BETWEEN_STEPS_PHASES``) belongs to the step after it, in its phase and in its wall time, as
+the profiler's step counts it: the step that waited for its batch took that long. The timer
+itself keeps
 the CPU time of the thread that ran each step (the ``training_cpu`` phase,
 ``time.thread_time_ns``): beside a loading thread of the same process, the step's wall time is
 shared between the two threads in about the ratio of their CPU times.
@@ -54,6 +58,11 @@ LOADER_RECEIVE_KEY = "loader_receive_ns"
 #: waited for the GIL, for a loading thread or for the operating system.
 TRAINING_CPU = "training_cpu"
 
+#: Phases that the thread running the steps may report between two steps, and that belong to
+#: the step after them (its wall time and its phase): taking a batch from a loader before the
+#: ``with timer.step()`` block.
+BETWEEN_STEPS_PHASES = frozenset({"data"})
+
 
 class StepTimer:
     """Times steps: ``with timer.step(): ...`` around each training step.
@@ -79,6 +88,8 @@ class StepTimer:
         self.phase_ns: dict[str, dict[str, list[int]]] = {}
         self._removers: list[Callable[[], None]] | None = None
         self._open: dict[str, int] | None = None  # phase times of the step running now
+        # phases of BETWEEN_STEPS_PHASES reported since the last step ended, for the next one
+        self._pending: dict[str, int] = {}
         # when the step running now started, and the thread running it
         self._started = (0, 0)
         # the machine's idle CPU time over the kept steps the profiler did not record, and
@@ -105,6 +116,12 @@ class StepTimer:
                 if thread == threading.get_ident():  # it ends now, inside the step
                     ns = min(ns, max(time.perf_counter_ns() - start, 0))
                 opened[phase] = opened.get(phase, 0) + ns
+        elif phase in BETWEEN_STEPS_PHASES and self._started[0] in (0, threading.get_ident()):
+            # between two steps, on the thread that runs them: the next step's
+            with contextlib.suppress(TypeError, ValueError):
+                ns = int(ns)
+                if ns > 0:
+                    self._pending[phase] = self._pending.get(phase, 0) + ns
 
     def _start_phase_timers(self) -> None:
         from perfkit_core.plugins import get_plugin_manager
@@ -125,10 +142,13 @@ class StepTimer:
 
     @contextlib.contextmanager
     def step(self) -> Iterator[None]:
-        """Time one step (the ``with`` block); the first ``warmup`` steps are not kept."""
+        """Time one step (the ``with`` block, and a batch the same thread took from a loader
+        since the last step: ``BETWEEN_STEPS_PHASES``); the first ``warmup`` steps are not
+        kept."""
         if self._removers is None:
             self._start_phase_timers()
         state = self.recording()
+        before, self._pending = self._pending, {}
         self._open = {}
         # the machine's idle time, for a step that is kept and not recorded by the profiler
         kept_unrecorded = state is not True and self.seen >= self.warmup
@@ -145,11 +165,14 @@ class StepTimer:
                 self._open[TRAINING_CPU] = cpu
             idle_end = machine_idle_s() if idle_start is not None else None
             phases, self._open = self._open or {}, None
+            for phase, ns in before.items():
+                phases[phase] = phases.get(phase, 0) + ns
             self.seen += 1
             if self.seen > self.warmup:
                 if idle_start is not None and idle_end is not None:
                     self._idle_s += max(idle_end - idle_start, 0.0)
                     self._idle_wall_ns += elapsed
+                elapsed += sum(before.values())
                 key = {True: "profiled_ns", False: "unprofiled_ns", None: "unknown_ns"}[state]
                 kept: list[int] = getattr(self, key)
                 for phase in phases.keys() - self.phase_ns.keys():
