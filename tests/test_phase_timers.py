@@ -165,6 +165,38 @@ def test_a_batch_taken_before_the_step_belongs_to_it():
     assert timer.record()["phases"]["data"] == record["phases"]["data"]
 
 
+def test_only_the_last_batch_before_a_step_is_the_steps():
+    """An evaluation loop between two steps takes many batches: only the last batch taken
+    before the step counts in it (the loop's own), not the evaluation's loading."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    class Slow:
+        def __len__(self) -> int:
+            return 1000
+
+        def __getitem__(self, index: int):
+            time.sleep(0.002)
+            return torch.zeros(4)
+
+    batches = iter(DataLoader(Slow(), batch_size=1))  # 2 ms a batch
+    evaluation = iter(DataLoader(Slow(), batch_size=5))  # 10 ms a batch
+    timer = perfkit_core.step_timer(None, warmup=0)
+    with timer.step():
+        pass
+    for _ in range(3):
+        next(evaluation)
+    next(batches)
+    with timer.step():
+        pass
+    timer.close()
+    record = timer.record()
+    key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"
+    loaded = record["phases"]["data"][key][1]
+    assert 1_500_000 < loaded < 9_000_000  # the training batch, not 32 ms of evaluation
+    assert record[key][1] < 9_000_000
+
+
 def test_a_batch_another_thread_takes_between_steps_is_not_the_steps():
     """Only the thread that runs the steps hands its batch to the next step: a loader read by
     another thread between two steps adds nothing to them."""

@@ -14,10 +14,11 @@ profiler, so advice can state the phase's unprofiled time as measured. A phase t
 running the step reports ends as it is reported, so the timer counts it from the step's start
 at the earliest: torch's ``forward`` runs from the last optimizer step, which the step before
 ran, and the code between two steps (the loop's own, ``zero_grad``, this timer's bookkeeping,
-``prof.step()``) belongs to neither. A batch the thread running the steps takes from a loader
-between two steps (``for x, y in loader: with timer.step(): ...``: the ``data`` phase of
-``BETWEEN_STEPS_PHASES``) belongs to the step after it, in its phase and in its wall time, as
-the profiler's step counts it: the step that waited for its batch took that long. The timer
+``prof.step()``) belongs to neither. The last batch the thread running the steps takes from
+a loader between two steps (``for x, y in loader: with timer.step(): ...``: the ``data`` phase
+of ``BETWEEN_STEPS_PHASES``) belongs to the step after it, in its phase and in its wall time,
+as the profiler's step counts it: the step that waited for its batch took that long. Batches
+taken before it (an evaluation loop between two steps) belong to no step. The timer
 itself keeps
 the CPU time of the thread that ran each step (the ``training_cpu`` phase,
 ``time.thread_time_ns``): beside a loading thread of the same process, the step's wall time is
@@ -117,11 +118,12 @@ class StepTimer:
                     ns = min(ns, max(time.perf_counter_ns() - start, 0))
                 opened[phase] = opened.get(phase, 0) + ns
         elif phase in BETWEEN_STEPS_PHASES and self._started[0] in (0, threading.get_ident()):
-            # between two steps, on the thread that runs them: the next step's
+            # between two steps, on the thread that runs them: the last batch taken is the next
+            # step's (the batches of an evaluation loop run between two steps are not)
             with contextlib.suppress(TypeError, ValueError):
                 ns = int(ns)
                 if ns > 0:
-                    self._pending[phase] = self._pending.get(phase, 0) + ns
+                    self._pending[phase] = ns
 
     def _start_phase_timers(self) -> None:
         from perfkit_core.plugins import get_plugin_manager
@@ -142,9 +144,9 @@ class StepTimer:
 
     @contextlib.contextmanager
     def step(self) -> Iterator[None]:
-        """Time one step (the ``with`` block, and a batch the same thread took from a loader
-        since the last step: ``BETWEEN_STEPS_PHASES``); the first ``warmup`` steps are not
-        kept."""
+        """Time one step (the ``with`` block, and the last batch the same thread took from a
+        loader since the last step: ``BETWEEN_STEPS_PHASES``); the first ``warmup`` steps are
+        not kept."""
         if self._removers is None:
             self._start_phase_timers()
         state = self.recording()
