@@ -115,12 +115,9 @@ def test_torch_dataloader_batches_are_timed_and_the_wrapper_removed():
     assert timer.record()["phases"]["data"] == record["phases"]["data"]
 
 
-def test_a_batch_taken_before_the_step_belongs_to_it():
-    """The loop of the docs (``for x, y in loader: with timer.step(): ...``) takes each batch
-    between two steps: its loading is the next step's ``data`` phase and part of that step's
-    wall time, as the profiler's step counts it. The wrapper's clock runs inside the test's
-    clock around ``next()``; the step is the batch's wait plus the block, inside the test's
-    clock around both; the block's own work (a 2 ms sleep) is not taken for loading."""
+def _slow_batches(sample_s: float, batch_size: int):
+    """An iterator over a torch DataLoader (no workers) whose samples each take ``sample_s``
+    seconds to load."""
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
@@ -129,10 +126,19 @@ def test_a_batch_taken_before_the_step_belongs_to_it():
             return 1000
 
         def __getitem__(self, index: int):
-            time.sleep(0.0005)
+            time.sleep(sample_s)
             return torch.full((4,), float(index))
 
-    batches = iter(DataLoader(Slow(), batch_size=4))  # 2 ms of loading a batch
+    return iter(DataLoader(Slow(), batch_size=batch_size))
+
+
+def test_a_batch_taken_before_the_step_belongs_to_it():
+    """The loop of the docs (``for x, y in loader: with timer.step(): ...``) takes each batch
+    between two steps: its loading is the next step's ``data`` phase and part of that step's
+    wall time, as the profiler's step counts it. The wrapper's clock runs inside the test's
+    clock around ``next()``; the step is the batch's wait plus the block, inside the test's
+    clock around both; the block's own work (a 2 ms sleep) is not taken for loading."""
+    batches = _slow_batches(0.0005, 4)  # 2 ms of loading a batch
     timer = perfkit_core.step_timer(None, warmup=0)
     with timer.step():  # installs the timers: the batches after it are timed
         next(batches)
@@ -168,19 +174,8 @@ def test_a_batch_taken_before_the_step_belongs_to_it():
 def test_only_the_last_batch_before_a_step_is_the_steps():
     """An evaluation loop between two steps takes many batches: only the last batch taken
     before the step counts in it (the loop's own), not the evaluation's loading."""
-    torch = pytest.importorskip("torch")
-    from torch.utils.data import DataLoader
-
-    class Slow:
-        def __len__(self) -> int:
-            return 1000
-
-        def __getitem__(self, index: int):
-            time.sleep(0.002)
-            return torch.zeros(4)
-
-    batches = iter(DataLoader(Slow(), batch_size=1))  # 2 ms a batch
-    evaluation = iter(DataLoader(Slow(), batch_size=5))  # 10 ms a batch
+    batches = _slow_batches(0.002, 1)  # 2 ms a batch
+    evaluation = _slow_batches(0.002, 5)  # 10 ms a batch
     timer = perfkit_core.step_timer(None, warmup=0)
     with timer.step():
         pass
