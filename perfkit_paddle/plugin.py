@@ -80,8 +80,8 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 
 @hookimpl
 def perfkit_phase_timers(on_phase: Any) -> Any:
-    """Time every optimizer step and every batch loaded in the training process, when the
-    program has imported paddle:
+    """Time every optimizer step, every batch loaded in the training process and every batch
+    the training thread takes, when the program has imported paddle:
 
     - each optimizer class of ``paddle.optimizer`` gets its ``step`` wrapped (as Paddle's
       profiler wraps it for its Optimization span), calling ``on_phase("optimizer", ns)``;
@@ -90,7 +90,11 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
       single-process DataLoader (``num_workers=0``) fetches in a thread of the training
       process that Paddle's profiler does not record, so this is the one measure of its
       loading; batches loaded by worker processes are not counted (their fetch runs in the
-      worker)."""
+      worker);
+    - the DataLoader iterators get their ``__next__`` wrapped, calling ``on_phase("data",
+      ns)`` per batch the training thread takes with the wall time it spent getting it:
+      waiting for the loading thread or a worker to deliver it, and taking it off Paddle's
+      queue (the span Paddle's profiler records as the step's Dataloader event)."""
     if "paddle" not in sys.modules:
         return None
     import functools
@@ -132,6 +136,19 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 
         return wrapper
 
+    def timed_next(next_: Any) -> Any:
+        @functools.wraps(next_)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not active[0]:
+                return next_(*args, **kwargs)
+            start = time.perf_counter_ns()
+            try:
+                return next_(*args, **kwargs)
+            finally:
+                on_phase("data", time.perf_counter_ns() - start)
+
+        return wrapper
+
     def wrap(cls: type, name: str, make: Any) -> None:
         original = cls.__dict__.get(name)
         if original is None:
@@ -151,6 +168,13 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
         cls = getattr(fetchers, name, None)
         if isinstance(cls, type):
             wrap(cls, "fetch", timed_fetch)
+    iterators: Any = None  # a Paddle without this module: its batches' waits are not timed
+    with contextlib.suppress(ImportError):
+        iterators = importlib.import_module("paddle.io.dataloader.dataloader_iter")
+    for name in ("_DataLoaderIterSingleProcess", "_DataLoaderIterMultiProcess"):
+        cls = getattr(iterators, name, None)
+        if isinstance(cls, type):
+            wrap(cls, "__next__", timed_next)
 
     def remove() -> None:
         active[0] = False  # a wrapper something else wrapped over stays, switched off

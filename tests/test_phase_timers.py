@@ -115,6 +115,38 @@ def test_torch_dataloader_batches_are_timed_and_the_wrapper_removed():
     assert timer.record()["phases"]["data"] == record["phases"]["data"]
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_paddle_dataloader_batches_are_timed_and_the_wrapper_removed(workers):
+    """Both of Paddle's DataLoader iterators (its loading thread's, and its workers') have
+    their ``__next__`` timed: the training thread's wall time getting each batch."""
+    paddle = pytest.importorskip("paddle")
+    import numpy as np
+    from paddle.io.dataloader import dataloader_iter
+
+    class Squares(paddle.io.Dataset):
+        def __len__(self) -> int:
+            return 1000
+
+        def __getitem__(self, index: int):
+            return np.full((4,), float(index * index), dtype="float32")
+
+    kind = "_DataLoaderIterMultiProcess" if workers else "_DataLoaderIterSingleProcess"
+    original = getattr(dataloader_iter, kind).__next__
+    batches = iter(paddle.io.DataLoader(Squares(), batch_size=8, num_workers=workers))
+    assert type(batches).__name__ == kind
+    timer, outside = _timed_steps(lambda: None, lambda: next(batches))
+    record = timer.record()
+    kept = record["unknown_ns"] or record["unprofiled_ns"]
+    timed = record["phases"]["data"]["unknown_ns"] or record["phases"]["data"]["unprofiled_ns"]
+    assert len(timed) == len(kept) == len(outside)
+    for inner, outer, step_ns in zip(timed, outside, kept, strict=True):
+        assert 0 < inner <= outer <= step_ns
+    timer.close()
+    assert getattr(dataloader_iter, kind).__next__ is original
+    next(batches)  # after close: not counted anywhere
+    assert timer.record()["phases"]["data"] == record["phases"]["data"]
+
+
 def _slow_batches(sample_s: float, batch_size: int):
     """An iterator over a torch DataLoader (no workers) whose samples each take ``sample_s``
     seconds to load."""

@@ -31,10 +31,11 @@ INPUT_PIPELINE_MIN_PCT = 5.0
 
 def rule_input_pipeline(ctx: Context) -> Finding | None:
     """Loading data takes at least INPUT_PIPELINE_MIN_PCT of the step: the training thread's
-    waits for data (the ``data`` phase of the model view), or, when the adapter timed the
-    batches a thread of the training process loaded beside the training thread (the step
-    timer's ``loading`` phase) and they took longer, that loading, as share of the step
-    without the profiler. Paddle's single-process DataLoader loads in such a thread, which its
+    waits for data (without the profiler, the step timer's ``data`` phase, which torch's and
+    Paddle's adapters time; else the ``data`` phase of the model view), or, when the adapter
+    timed the batches a thread of the training process loaded beside the training thread
+    (the step timer's ``loading`` phase) and they took longer, that loading, as share of the
+    step without the profiler. Paddle's single-process DataLoader loads in such a thread, which its
     profiler does not record; the thread holds the GIL while the Dataset's Python runs, so its
     loading adds to the step although the training thread hardly waits.
 
@@ -128,6 +129,13 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"{unprofiled_per_step_text(data, basis.step_ns)}, timed per batch as the CPU "
             "time of the thread that loaded it (the profiler does not record that thread). "
             "The thread takes the CPU and the GIL from training.",
+        )
+    if threaded and timed is not None:
+        details.insert(
+            1,
+            f"Without the profiler, the training thread waited "
+            f"{unprofiled_per_step_text(timed, basis.step_ns)} for its batches (timed per batch "
+            "by the step timer).",
         )
     if split:
         details.insert(
