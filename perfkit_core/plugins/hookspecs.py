@@ -303,8 +303,10 @@ def perfkit_phase_timers(on_phase: Callable[[str, int], None]) -> Callable[[], N
         backward pass's wall time and ``forward`` for the training thread's time before it
         (from its batch to the backward call: the model's forward and the loss). Any thread
         may call it, and it never raises. The timer adds up the calls inside each timed step;
-        calls outside a step are ignored. The timer itself keeps ``training_cpu``, the CPU time
-        of the thread that ran each step.
+        of the calls between two steps it keeps the last ``data`` call of the thread running
+        the steps, for the step after it (the batch that step trains on), and ignores the
+        rest. The timer itself keeps ``training_cpu``, the CPU time of the thread that ran
+        each step.
     :returns: a function that removes this plugin's timers (the timer calls it when it saves
         or closes), or ``None`` when this plugin's framework is not imported or has no phase
         it can time.
