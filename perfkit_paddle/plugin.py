@@ -121,33 +121,24 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 
         return wrapper
 
-    def timed_fetch(fetch: Any) -> Any:
-        @functools.wraps(fetch)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not active[0]:
-                return fetch(*args, **kwargs)
-            # the loading thread's CPU time: its waits for the GIL while training runs are not
-            # loading work, and a worker would not have them
-            start = time.thread_time_ns()
-            try:
-                return fetch(*args, **kwargs)
-            finally:
-                on_phase("loading", time.thread_time_ns() - start)
+    def timed(phase: str, clock: Any) -> Any:
+        """A maker of wrappers that call ``on_phase(phase, ns)`` with ``clock``'s time (ns)
+        over each call."""
 
-        return wrapper
+        def make(call: Any) -> Any:
+            @functools.wraps(call)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                if not active[0]:
+                    return call(*args, **kwargs)
+                start = clock()
+                try:
+                    return call(*args, **kwargs)
+                finally:
+                    on_phase(phase, clock() - start)
 
-    def timed_next(next_: Any) -> Any:
-        @functools.wraps(next_)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not active[0]:
-                return next_(*args, **kwargs)
-            start = time.perf_counter_ns()
-            try:
-                return next_(*args, **kwargs)
-            finally:
-                on_phase("data", time.perf_counter_ns() - start)
+            return wrapper
 
-        return wrapper
+        return make
 
     def wrap(cls: type, name: str, make: Any) -> None:
         original = cls.__dict__.get(name)
@@ -167,14 +158,16 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
     for name in ("_MapDatasetFetcher", "_IterableDatasetFetcher"):
         cls = getattr(fetchers, name, None)
         if isinstance(cls, type):
-            wrap(cls, "fetch", timed_fetch)
+            # the loading thread's CPU time: its waits for the GIL while training runs are not
+            # loading work, and a worker would not have them
+            wrap(cls, "fetch", timed("loading", time.thread_time_ns))
     iterators: Any = None  # a Paddle without this module: its batches' waits are not timed
     with contextlib.suppress(ImportError):
         iterators = importlib.import_module("paddle.io.dataloader.dataloader_iter")
     for name in ("_DataLoaderIterSingleProcess", "_DataLoaderIterMultiProcess"):
         cls = getattr(iterators, name, None)
         if isinstance(cls, type):
-            wrap(cls, "__next__", timed_next)
+            wrap(cls, "__next__", timed("data", time.perf_counter_ns))
 
     def remove() -> None:
         active[0] = False  # a wrapper something else wrapped over stays, switched off
