@@ -88,6 +88,23 @@ def test_a_phase_first_seen_late_lines_up_with_the_steps():
     assert len(record[key]) == 3
 
 
+def _check_batches_timed(batches, restored) -> None:
+    """Run steps that each take a batch from ``batches`` under a step timer: each batch's
+    ``data`` time lies inside the test's clock around ``next()``, which lies inside the step;
+    once the timer is closed, its wrapper is gone (``restored()``) and a batch counts nowhere."""
+    timer, outside = _timed_steps(lambda: None, lambda: next(batches))
+    record = timer.record()
+    kept = record["unknown_ns"] or record["unprofiled_ns"]
+    timed = record["phases"]["data"]["unknown_ns"] or record["phases"]["data"]["unprofiled_ns"]
+    assert len(timed) == len(kept) == len(outside)
+    for inner, outer, step_ns in zip(timed, outside, kept, strict=True):
+        assert 0 < inner <= outer <= step_ns
+    timer.close()
+    assert restored()
+    next(batches)  # after close: not counted anywhere
+    assert timer.record()["phases"]["data"] == record["phases"]["data"]
+
+
 def test_torch_dataloader_batches_are_timed_and_the_wrapper_removed():
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader, dataloader
@@ -101,18 +118,7 @@ def test_torch_dataloader_batches_are_timed_and_the_wrapper_removed():
 
     original = dataloader._BaseDataLoaderIter.__next__
     batches = iter(DataLoader(Squares(), batch_size=8))  # made before the timer: still timed
-    timer, outside = _timed_steps(lambda: None, lambda: next(batches))
-    record = timer.record()
-    kept = record["unknown_ns"] or record["unprofiled_ns"]
-    timed = record["phases"]["data"]["unknown_ns"] or record["phases"]["data"]["unprofiled_ns"]
-    assert len(timed) == len(kept) == len(outside)
-    for inner, outer, step_ns in zip(timed, outside, kept, strict=True):
-        # the wrapper's clock runs inside the test's clock around next(), inside the step's
-        assert 0 < inner <= outer <= step_ns
-    timer.close()
-    assert dataloader._BaseDataLoaderIter.__next__ is original
-    next(batches)  # after close: not counted anywhere
-    assert timer.record()["phases"]["data"] == record["phases"]["data"]
+    _check_batches_timed(batches, lambda: dataloader._BaseDataLoaderIter.__next__ is original)
 
 
 @pytest.mark.parametrize("workers", [0, 1])
@@ -134,17 +140,7 @@ def test_paddle_dataloader_batches_are_timed_and_the_wrapper_removed(workers):
     original = getattr(dataloader_iter, kind).__next__
     batches = iter(paddle.io.DataLoader(Squares(), batch_size=8, num_workers=workers))
     assert type(batches).__name__ == kind
-    timer, outside = _timed_steps(lambda: None, lambda: next(batches))
-    record = timer.record()
-    kept = record["unknown_ns"] or record["unprofiled_ns"]
-    timed = record["phases"]["data"]["unknown_ns"] or record["phases"]["data"]["unprofiled_ns"]
-    assert len(timed) == len(kept) == len(outside)
-    for inner, outer, step_ns in zip(timed, outside, kept, strict=True):
-        assert 0 < inner <= outer <= step_ns
-    timer.close()
-    assert getattr(dataloader_iter, kind).__next__ is original
-    next(batches)  # after close: not counted anywhere
-    assert timer.record()["phases"]["data"] == record["phases"]["data"]
+    _check_batches_timed(batches, lambda: getattr(dataloader_iter, kind).__next__ is original)
 
 
 def _slow_batches(sample_s: float, batch_size: int):
