@@ -192,9 +192,9 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     finding split a loading thread's step
     (``training_ops_per_step``), each training op's cost beside it (``thread_op_ns``) in place
     of ``THREAD_OP_NS``; the same ``thread_split`` (of the finding's mean step,
-    ``loader_step_ns``) and ``loader_saving`` of the finding's own figures, and the same doubt
-    (``within_error``) where the hand-overs at the replayed cost would take all of the loading
-    thread's CPU time. None when the finding lacks those figures or no worker can start here."""
+    ``loader_step_ns``) and ``loader_saving`` of the finding's own figures, saying so where the
+    hand-overs at the replayed cost would take all of the loading thread's CPU time. None when
+    the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         handover_exceeds_loading,
         loader_batch_cost,
@@ -222,12 +222,12 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         op_ns = thread_op_ns() if split else 0.0
     except (RuntimeError, OSError, ValueError):
         return None
-    contention, doubtful = 0.0, False
+    contention, capped = 0.0, False
     if split:
         data, rest, contention = thread_split(step, thread_cpu, training_cpu, ops, op_ns)
-        # the replay's cost per op would take all of the loading thread's CPU: its loading
-        # thread (Python and NumPy work) is not this run's, whose split it cannot tell
-        doubtful = handover_exceeds_loading(thread_cpu, ops, op_ns)
+        # the replay's cost per op would take all of the loading thread's CPU: the split
+        # counts none of it as loading
+        capped = handover_exceeds_loading(thread_cpu, ops, op_ns)
     saving = loader_saving(data, rest, workers, batch_ns, contention, receive_ns)
     received = (
         f" Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms to a step of "
@@ -242,12 +242,11 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         "goes with the thread."
         + (
             f" At that cost the step's hand-overs ({ops * op_ns / 1e6:.3f} ms) come to at "
-            f"least the loading thread's whole CPU time ({thread_cpu / 1e6:.3f} ms): the "
-            "replay's loading thread runs Python and NumPy work, and beside one that runs "
-            "framework ops of its own (a Dataset of tensors sliced per sample) each op can "
-            "cost less, so the split cannot be told and the saving may be well below this "
-            "figure."
-            if doubtful
+            f"least the loading thread's whole CPU time ({thread_cpu / 1e6:.3f} ms), so the "
+            "split counts all of that CPU time as hand-overs and none as loading (the replay's "
+            "loading thread runs Python and NumPy work; one that runs framework ops of its own, "
+            "a Dataset of tensors sliced per sample, hands the GIL over at each)."
+            if capped
             else ""
         )
         if split
@@ -255,7 +254,6 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     )
     return {
         "saving_ns": saving,
-        "within_error": doubtful,
         "estimate": measured_loader_estimate(
             batch_ns,
             float(evidence.get("loader_batch_ns") or loader_batch_cost("paddle")),
@@ -277,6 +275,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
                     "loading_per_step_ns": data,
                     "rest_per_step_ns": rest,
                     "contention_per_step_ns": contention,
+                    "handovers_capped": capped,
                 }
                 if split
                 else {}

@@ -246,10 +246,10 @@ def handover_exceeds_loading(
     loading_cpu_ns: float, ops_per_step: float, op_ns: float = THREAD_OP_NS
 ) -> bool:
     """Whether ``op_ns`` per op of the training thread comes to at least the loading
-    thread's whole CPU time: the loop's threads then hand the GIL over more cheaply than the
-    model assumes (a loading thread that runs framework ops of its own, such as a Dataset of
-    tensors sliced per sample, releases the GIL at each), so the model cannot tell the
-    loading from the hand-overs and its saving is likely too high."""
+    thread's whole CPU time: the model cannot then tell the thread's loading from its
+    hand-overs (a loading thread that runs framework ops of its own, such as a Dataset of
+    tensors sliced per sample, releases the GIL at each), and ``handover_ns`` caps the
+    hand-overs at that CPU time, so that the split counts none of it as loading."""
     return max(ops_per_step, 0.0) * max(op_ns, 0.0) >= max(loading_cpu_ns, 0.0)
 
 

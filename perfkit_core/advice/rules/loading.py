@@ -89,7 +89,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     split = training_cpu is not None and training_cpu > 0
     ops = float(_outermost_ops(ctx)[0].sum()) / max(ctx.steps, 1) if split else 0.0
     step_ns = basis.step_ns
-    handing, doubtful = 0.0, False
+    handing, capped = 0.0, False
     if split:
         # two threads of one process sharing the GIL and the cores: each op of the training
         # thread hands the GIL over and back, which costs both threads CPU time. The loading
@@ -101,9 +101,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         load, rest, contention = thread_split(step_ns, data, float(training_cpu or 0.0), ops)
         handing = handover_ns(data, float(training_cpu or 0.0), ops)
         # the hand-overs the model assumes would come to all of the loading thread's CPU:
-        # this loop's threads may hand the GIL over more cheaply, and the split cannot be
-        # trusted
-        doubtful = handover_exceeds_loading(data, ops)
+        # the split counts none of that CPU as loading, and says so
+        capped = handover_exceeds_loading(data, ops)
     else:
         load, contention = data, 0.0
         rest = max(basis.step_ns - load, 0.0)
@@ -157,7 +156,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     else:
         spread = (load + batch_ns) / workers
         bound = "the rest of the step" if spread <= rest + receive_ns else "loading"
-        capped = ", at most the loading thread's CPU time" if doubtful else ""
+        at_most = ", at most the loading thread's CPU time" if capped else ""
         left = (
             f"those two and {duration_text(contention)} more: the training thread's waits for "
             "the GIL and for batches, which go with the loading thread"
@@ -168,7 +167,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         parts = (
             f"Alone, each thread would take its CPU time less the "
             f"{duration_text(handing)} of handing the GIL over and back ({ops:.0f} ops at "
-            f"{duration_text(THREAD_OP_NS)}{capped}): {duration_text(load)} of loading, "
+            f"{duration_text(THREAD_OP_NS)}{at_most}): {duration_text(load)} of loading, "
             f"{duration_text(rest)} of training. The mean step without the profiler "
             f"({duration_text(step_ns)}) is {left}. "
             if split
@@ -192,15 +191,15 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"{duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}); "
             f"here {bound} bounds it. {receiving} Each worker needs a core of its own."
         )
-    if doubtful:
+    if capped:
         how += (
             f" At {duration_text(THREAD_OP_NS)} an op, handing the GIL over would cost "
             f"{duration_text(ops * THREAD_OP_NS)} per step, at least the loading thread's "
-            f"whole CPU time ({duration_text(data)}): this loop's threads may hand it over "
-            "more cheaply than the model assumes (as a loading thread that runs framework ops "
-            "of its own can, a Dataset of tensors sliced per sample), so the model cannot tell "
-            "the loading from the hand-overs and the saving may be well below this figure: "
-            "try the remedy and check the steps before and after with perfkit compare."
+            f"whole CPU time ({duration_text(data)}): the model cannot tell that thread's "
+            "loading from its hand-overs (a loading thread that runs framework ops of its own, "
+            "a Dataset of tensors sliced per sample, hands the GIL over at each), so it counts "
+            "all of the thread's CPU time as hand-overs and none as loading, and the saving "
+            "rests on the training thread's CPU time and waits."
         )
     title = (
         f"Loading data in the training process takes {share:.1f}% of each step"
@@ -214,7 +213,6 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         saving_ns=saving,
         details=details,
         estimate=f"{how} {basis.text()}",
-        within_error=doubtful,
         cites={"phases": [f"step {int(r.step)}" for r in worst.itertuples()]},
         evidence={
             "data_per_step_ns": loading,
@@ -225,6 +223,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "rest_per_step_ns": rest,
             "contention_per_step_ns": contention,
             "training_ops_per_step": ops,
+            # the hand-overs at THREAD_OP_NS an op reached the loading thread's CPU time
+            "handovers_capped": capped,
             "free_cores": workers,
             "loader_batch_ns": batch_ns,
             "loader_batch_from": batch_from,
