@@ -108,6 +108,9 @@ class Loop:
 
     step: Callable[[], None]
     close: Callable[[], None] = lambda: None
+    #: The model it trains, for a Paddle handler's ``model=`` (the parameter shapes that
+    #: ``--measure`` replays the optimizer over; Paddle records none of its own).
+    model: Any = None
 
 
 @dataclass
@@ -373,7 +376,7 @@ def paddle_train_loop(model: Any, optimizer: Any, batches: Iterator[Any]) -> Loo
         with contextlib.suppress(Exception):
             getattr(batches, "_try_shutdown_all", lambda: None)()
 
-    return Loop(step, close)
+    return Loop(step, close, model)
 
 
 def paddle_optimizer_scenario(name: str, cls: str, blocks: int) -> Scenario:
@@ -642,7 +645,9 @@ def profile(
 
             from perfkit_paddle.handler import on_trace_ready as paddle_handler
 
-            handler = paddle_handler(directory, worker_name=scenario.name, background=False)
+            handler = paddle_handler(
+                directory, worker_name=scenario.name, background=False, model=loop.model
+            )
             prof = profiler.Profiler(
                 targets=[profiler.ProfilerTarget.CPU],
                 scheduler=(2, 2 + steps),

@@ -27,13 +27,22 @@ def _dtype(tensor: Any) -> str:
 
 
 def _parameter(name: str, tensor: Any) -> dict[str, Any]:
-    """One weight: name, shape, dtype, element count, bytes."""
+    """One weight: name, shape, dtype, element count, bytes, and whether training updates it
+    (a ``trainable`` parameter: BatchNorm's running statistics are parameters that are not)."""
     shape = [int(d) for d in tensor.shape]
     count = 1
     for d in shape:
         count *= d
     size = int(tensor.element_size()) if hasattr(tensor, "element_size") else 4
-    return {"name": name, "shape": shape, "dtype": _dtype(tensor), "count": count, "bytes": count * size}
+    trainable = getattr(tensor, "trainable", not getattr(tensor, "stop_gradient", False))
+    return {
+        "name": name,
+        "shape": shape,
+        "dtype": _dtype(tensor),
+        "count": count,
+        "bytes": count * size,
+        "trainable": bool(trainable),
+    }
 
 
 def _called_children(layer: Any, prefix: str = "") -> list[tuple[str, Any]]:

@@ -224,19 +224,21 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
 
 @hookimpl
 def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | None:
-    """The input-pipeline finding's saving with the costs of Paddle's loader timed on this
-    machine (``perfkit_paddle.replay``): handing a batch from a worker over, and each training
-    op beside a single-process loader's loading thread. None without paddle installed: a
-    Paddle trace is read without it, but nothing can be replayed."""
-    if framework != "paddle" or finding.rule != "input-pipeline":
+    """A Paddle finding's saving replayed on this machine (``perfkit_paddle.replay``): the
+    input pipeline's with the costs of Paddle's loader (handing a batch from a worker over,
+    and each training op beside a single-process loader's loading thread); the optimizer's
+    with its step over the parameter shapes recorded with the model, as the loop and
+    multi-tensor. None without paddle installed: a Paddle trace is read without it, but
+    nothing can be replayed."""
+    if framework != "paddle" or finding.rule not in ("input-pipeline", "optimizer"):
         return None
     try:
         import paddle  # noqa: F401
     except ImportError:
         return None
-    from perfkit_paddle.replay import measure_loader
+    from perfkit_paddle.replay import measure_loader, measure_optimizer
 
-    return measure_loader(finding)
+    return measure_optimizer(finding) if finding.rule == "optimizer" else measure_loader(finding)
 
 
 _PADDLE_FAMILIES = {

@@ -229,7 +229,8 @@ def _stopped() -> None:
 
 
 def _parameter(name: str, tensor: Any) -> dict[str, Any]:
-    """One weight as a run records it: name, shape, dtype, element count, bytes."""
+    """One weight as a run records it: name, shape, dtype, element count, bytes, and whether
+    training updates it (``requires_grad``)."""
     count = int(tensor.numel())
     return {
         "name": name,
@@ -237,6 +238,7 @@ def _parameter(name: str, tensor: Any) -> dict[str, Any]:
         "dtype": str(tensor.dtype).replace("torch.", ""),
         "count": count,
         "bytes": count * int(tensor.element_size()),
+        "trainable": bool(tensor.requires_grad),
     }
 
 

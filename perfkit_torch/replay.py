@@ -64,8 +64,10 @@ def optimizer_step_times(
 
 def measure_optimizer(finding: Any) -> dict[str, Any] | None:
     """The optimizer finding's saving measured by a replay (``optimizer_step_times``) of its
-    recorded parameter shapes: {"saving_ns", "estimate", "evidence"}; None when the trace
-    recorded no shapes or no class torch has."""
+    parameter shapes (``perfkit_core.advice.optimizer``); None when the run gave no shapes or
+    no class torch has."""
+    from perfkit_core.advice.optimizer import replayed_optimizer_saving, shapes_text
+
     shapes = finding.evidence.get("parameter_shapes") or []
     cls = finding.evidence.get("optimizer_class")
     if not shapes or not cls:
@@ -77,34 +79,11 @@ def measure_optimizer(finding: Any) -> dict[str, Any] | None:
     except (ValueError, RuntimeError, TypeError):
         return None
     replayed = (
-        f"Measured on this machine: a replay of the {cls} step over the {len(shapes)} recorded "
-        f"parameter shapes (float32, one thread, no profiler) ran {loop_ns / 1e6:.3f} ms as "
-        f"recorded ({finding.evidence.get('implementation')}) and {remedy_ns / 1e6:.3f} ms with "
-        f"{option}"
+        f"Measured on this machine: a replay of the {cls} step over {shapes_text(finding)} "
+        f"(float32, one thread, no profiler) ran {loop_ns / 1e6:.3f} ms as recorded "
+        f"({finding.evidence.get('implementation')}) and {remedy_ns / 1e6:.3f} ms with {option}"
     )
-    timed = finding.evidence.get("optimizer_unprofiled_per_step_ns")
-    if finding.evidence.get("optimizer_unprofiled_from") == "timed" and loop_ns > 0:
-        # The training loop's own optimizer time, as the step timer measured it, made as much
-        # faster as the replay was: the replay gives the ratio, the real loop the time.
-        saving = max(float(timed) * (1.0 - remedy_ns / loop_ns), 0.0)
-        how = (
-            f"{replayed}: {loop_ns / max(remedy_ns, 1.0):.2f}x faster. The optimizer step timed "
-            f"in training without the profiler ({float(timed) / 1e6:.3f} ms) made that much "
-            "faster."
-        )
-    else:
-        saving = max(loop_ns - remedy_ns, 0.0)
-        how = f"{replayed}, the difference per step."
-    return {
-        "saving_ns": saving,
-        "estimate": how,
-        "evidence": {
-            "measured": "replay",
-            "replay_loop_ns": loop_ns,
-            "replay_remedy_ns": remedy_ns,
-            "replay_option": option,
-        },
-    }
+    return replayed_optimizer_saving(finding, loop_ns, remedy_ns, option, replayed)
 
 
 #: The hand-over replay: batches per timed round, rounds (the median is kept), warm-up batches.

@@ -152,3 +152,53 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
     finally:
         timer.close()  # the fetchers and optimizers unwrapped whatever happened
     return Path(handler.runs[0]), timer.record()
+
+
+def adam_run(directory: Path, *, describe: bool = True) -> tuple[Path, Any]:
+    """A small Paddle CPU MLP (Linear, BatchNorm1D, whose running statistics are parameters
+    training does not update, and ReLU, four blocks 32 wide) trained by Paddle's per-parameter
+    Adam on batches in hand, profiled with perfkit's handler over 4 steps (given the model when
+    ``describe``) and timed by the step timer over those and 8 steps without the profiler.
+    Returns (the saved run folder, the model)."""
+    import paddle
+    import paddle.profiler as profiler
+
+    import perfkit_core
+    from perfkit_paddle.handler import on_trace_ready
+
+    paddle.set_device("cpu")
+    paddle.seed(0)
+    layers: list[Any] = []
+    for _ in range(4):
+        layers += [paddle.nn.Linear(32, 32), paddle.nn.BatchNorm1D(32), paddle.nn.ReLU()]
+    model = paddle.nn.Sequential(*layers, paddle.nn.Linear(32, 4))
+    optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
+    x = paddle.randn([16, 32])
+    y = paddle.randint(0, 4, [16])
+
+    def step() -> None:
+        paddle.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+    handler = on_trace_ready(
+        directory, worker_name="adam", background=False, model=model if describe else None
+    )
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
+    )
+    timer = perfkit_core.step_timer(prof, warmup=2)
+    try:
+        prof.start()
+        for _ in range(6):
+            with timer.step():
+                step()
+            prof.step()
+        prof.stop()
+        for _ in range(8):
+            with timer.step():
+                step()
+        timer.save(handler.runs)
+    finally:
+        timer.close()
+    return Path(handler.runs[0]), model

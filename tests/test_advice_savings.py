@@ -222,9 +222,107 @@ def test_measure_replays_the_recorded_optimizer(adam_loop):
     assert f"{len(shapes)} recorded parameter shapes" in measured.estimate
     # Only the adapter of the run's framework replays, and only what it recorded.
     pm = get_plugin_manager()
-    assert pm.hook.perfkit_measure_saving(finding=measured, framework="paddle") is None
+    assert pm.hook.perfkit_measure_saving(finding=measured, framework="mxnet") is None
     modelled.evidence["parameter_shapes"] = []
     assert pm.hook.perfkit_measure_saving(finding=modelled, framework="torch") is None
+
+
+def test_torch_optimizer_without_recorded_shapes_takes_the_modules_parameters(tmp_path):
+    """A torch profile without ``record_shapes=True`` has no input shapes for the optimizer's
+    ops: the finding takes the parameters the handler recorded with the modules, one per call
+    of the loop's per-parameter update, and ``--measure`` replays them."""
+    import perfkit_core
+
+    torch.manual_seed(0)
+    layers: list = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(16, 16), torch.nn.LayerNorm(16), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(16, 4))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+    folder = _train_and_profile(tmp_path, "adam", model, optimizer, shapes=False)
+    run = perfkit_core.load(folder)
+    assert not run.events["input_shapes"].astype(str).str.len().gt(2).any()  # none recorded
+    found = next(f for f in run.advise(measure=True) if f.id == "optimizer")
+    shapes = sorted([int(d) for d in p.shape] for p in model.parameters())
+    assert found.evidence["parameter_shapes_from"] == "model description"
+    assert sorted(found.evidence["parameter_shapes"]) == shapes
+    assert found.evidence["measured"] == "replay"
+    assert f"the {len(shapes)} trainable parameter shapes recorded with the model" in (
+        found.estimate
+    )
+
+
+@pytest.fixture(scope="module")
+def paddle_adam(tmp_path_factory):
+    pytest.importorskip("paddle")
+    from paddle_profiles import adam_run
+
+    return adam_run(tmp_path_factory.mktemp("paddle_adam"))
+
+
+def test_paddle_measure_replays_the_parameters_recorded_with_the_model(paddle_adam):
+    """Paddle's profiler records no shapes for its optimizer's ops: the optimizer finding takes
+    the trainable parameters its handler recorded with the model (``model=``), as many as Adam's
+    update op ran in a step, and ``--measure`` replays Paddle's Adam over them, as the
+    per-parameter loop and with use_multi_tensor=True."""
+    import perfkit_core
+    from perfkit_core.events.schema import str_values
+    from perfkit_core.plugins import get_plugin_manager
+
+    folder, model = paddle_adam
+    run = perfkit_core.load(folder)
+    modelled = next(f for f in run.advise() if f.id == "optimizer")
+    ev = modelled.evidence
+    trainable = [[int(d) for d in p.shape] for p in model.parameters() if p.trainable]
+    assert len(trainable) < len(model.parameters())  # BatchNorm's statistics are not trained
+    assert ev["parameter_shapes"] == trainable
+    assert ev["parameter_shapes_from"] == "model description"
+    # one update op per trained parameter in a step, recounted from the events
+    events = run.events
+    names, kinds = str_values(events["name"]), str_values(events["kind"])
+    parents = events["parent"].to_numpy()
+    first = events["step"].to_numpy() == events["step"][events["step"] >= 0].min()
+    outermost = np.array([p < 0 or kinds[p] != "operator" for p in parents])
+    updates = first & outermost & (kinds == "operator") & np.char.startswith(names.astype(str), "adam_")
+    assert int(updates.sum()) == len(trainable)
+
+    measured = next(f for f in run.advise(measure=True) if f.id == "optimizer")
+    m = measured.evidence
+    assert m["measured"] == "replay" and m["replay_option"] == "use_multi_tensor=True"
+    assert m["replay_loop_ns"] > m["replay_remedy_ns"] > 0
+    # the replay gives the remedy's speed-up, the optimizer time timed in training what it
+    # applies to
+    timed = float(np.median(run.meta["step_timer"]["phases"]["optimizer"]["unprofiled_ns"]))
+    assert m["optimizer_unprofiled_from"] == "timed"
+    assert measured.saving_ns == pytest.approx(
+        timed * (1 - m["replay_remedy_ns"] / m["replay_loop_ns"])
+    )
+    assert m["modelled_saving_ns"] == pytest.approx(modelled.saving_ns)
+    assert f"the {len(trainable)} trainable parameter shapes recorded with the model" in (
+        measured.estimate
+    )
+    # a class without a multi-tensor implementation is not replayed
+    pm = get_plugin_manager()
+    modelled.evidence["optimizer_class"] = "SGD"
+    assert pm.hook.perfkit_measure_saving(finding=modelled, framework="paddle") is None
+
+
+def test_paddle_optimizer_without_the_model_keeps_its_model(tmp_path):
+    """Without ``model=`` a Paddle run has no parameter shapes: nothing is replayed, and the
+    optimizer finding keeps the model's saving under ``--measure``."""
+    pytest.importorskip("paddle")
+    from paddle_profiles import adam_run
+
+    import perfkit_core
+
+    folder, _ = adam_run(tmp_path, describe=False)
+    run = perfkit_core.load(folder)
+    measured = next(f for f in run.advise(measure=True) if f.id == "optimizer")
+    assert measured.evidence["parameter_shapes"] == []
+    assert measured.evidence["parameter_shapes_from"] == ""
+    assert "measured" not in measured.evidence
+    modelled = next(f for f in run.advise() if f.id == "optimizer")
+    assert measured.saving_ns == modelled.saving_ns
 
 
 def test_cli_advise_measure(adam_loop):

@@ -64,6 +64,8 @@ def test_mlp_parameters_as_tfprof_counts_them(mlp_runs: dict[str, Path], framewo
     meta = json.loads((mlp_runs[framework] / "meta.json").read_text())
     recorded = sum(p["count"] for layer in meta["model"]["layers"] for p in layer["params"])
     assert recorded == TOTAL_PARAMS == tree[tree["level"] <= 1]["params_own"].sum() - 0
+    # every weight of the MLP is trained (the optimizer replay takes the trainable ones)
+    assert all(p["trainable"] is True for layer in meta["model"]["layers"] for p in layer["params"])
 
 
 def _assert_adds_up(run: perfkit_core.Run) -> None:
@@ -367,3 +369,26 @@ def test_a_run_without_steps_shows_the_model_and_says_why_no_times(tmp_path: Pat
     assert main([*args, "-o", str(out)]) == 0
     text = " ".join(out.read_text().split())
     assert "Layers" in text and "no steps were recorded" in text and "no model either" in text
+
+
+def test_a_malformed_trainable_flag_is_an_error_naming_the_run(
+    mlp_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A parameter's ``trainable`` must be true or false: anything else makes the model
+    description malformed, a one-line error naming the run's folder (exit 2), not a parameter
+    silently trained or not."""
+    import shutil
+
+    from perfkit_core.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(mlp_runs["torch"], run)
+    meta = json.loads((run / "meta.json").read_text())
+    meta["model"]["layers"][-1]["params"][0]["trainable"] = "yes"
+    (run / "meta.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main(["report", str(run), "--views", "layers", "--no-advice"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert str(run) in err  # the run's folder, as the user named it
+    assert "model description is malformed" in err and "'yes'" in err

@@ -15,13 +15,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class Parameter:
-    """One weight of a layer: its name in the layer, shape, dtype, element count and bytes."""
+    """One weight of a layer: its name in the layer, shape, dtype, element count and bytes, and
+    whether training updates it (``trainable``; True where the adapter did not say)."""
 
     name: str
     shape: list[int]
     dtype: str
     count: int
     bytes: int
+    trainable: bool = True
 
 
 @dataclass
@@ -44,7 +46,7 @@ def model_description(run: Run) -> tuple[str, dict[str, LayerDescription]] | Non
     recorded = run.meta.get("model")
     if not recorded:
         return None
-    source = run.meta.get("source") or run.meta.get("run_id") or "run"
+    source = run.origin or run.meta.get("source") or run.meta.get("run_id") or "run"
     try:
         by = str(recorded["match"])
         found: dict[str, LayerDescription] = {}
@@ -56,6 +58,7 @@ def model_description(run: Run) -> tuple[str, dict[str, LayerDescription]] | Non
                     str(p["dtype"]),
                     int(p["count"]),
                     int(p["bytes"]),
+                    _flag(p.get("trainable", True)),
                 )
                 for p in entry.get("params", [])
             ]
@@ -67,3 +70,10 @@ def model_description(run: Run) -> tuple[str, dict[str, LayerDescription]] | Non
     if by not in ("span", "key"):
         raise TraceError(str(source), f"its model description matches layers by {by!r}")
     return by, found
+
+
+def _flag(value: object) -> bool:
+    """A recorded true/false value; anything else is malformed (ValueError)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"trainable is {value!r}, not true or false")
+    return value

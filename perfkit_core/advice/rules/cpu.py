@@ -4,6 +4,7 @@ framework overhead from many tiny ops, and Python time between ops."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,6 +22,7 @@ from perfkit_core.events import intervals, links
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import category_values
 from perfkit_core.views.families import normalize
+from perfkit_core.views.model_description import model_description
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -41,13 +43,17 @@ OPTIMIZER_MIN_STEP_PCT = 15.0
 #: of them (1.2x put it at 3.1 to 3.4%). Paddle Adam's remedy delivered 2.3x on that VM (the
 #: estimate -9% to +22% over four runs) and 1.8x on a 2-core machine twice as fast (estimates
 #: at 2.3x +26% to +32% over three runs): 2.0x is within 20% on both.
-#: ``perfkit advise --measure`` replays torch's recorded
-#: shapes instead. Small tensors: the loop's cost is per-tensor dispatch, which the remedy pays
-#: once per group.
+#: ``perfkit advise --measure`` replays the parameter shapes instead (``parameter_shapes``:
+#: torch's recorded ones, Paddle's from the model its handler was given). Small tensors: the
+#: loop's cost is per-tensor dispatch, which the remedy pays once per group.
 OPTIMIZER_SPEEDUPS: dict[str, dict[str, float]] = {
     "torch": {"Adam": 5.9, "AdamW": 9.5, "SGD": 4.0, "Adagrad": 3.6},
     "paddle": {"Adam": 2.0, "Momentum": 1.1},
 }
+#: Where an optimizer finding's parameter shapes came from (``parameter_shapes_from``): the
+#: trace's input shapes of the optimizer's ops, or the model the adapter described.
+PARAMETERS_RECORDED = "recorded shapes"
+PARAMETERS_DESCRIBED = "model description"
 #: ... and for a class or framework not measured: the smallest speed-up measured.
 OPTIMIZER_FUSED_SPEEDUP = 1.4
 #: small-ops: an outermost op shorter than this is "tiny": its time is mostly framework overhead
@@ -143,15 +149,18 @@ def optimizer_speedup(framework: str, cls: str | None) -> tuple[float, bool]:
     return OPTIMIZER_FUSED_SPEEDUP, False
 
 
-def parameter_shapes(run: Run, in_optimizer: np.ndarray) -> list[list[int]]:
-    """The shapes of the parameters one optimizer step updated, when the trace recorded input
-    shapes (torch ``record_shapes=True``): the first input of each call of the optimizer's
-    least-called per-parameter op (``aten::addcdiv_`` for Adam, ``aten::mul_`` for SGD) in the
-    first recorded step. Empty when not recorded or not a per-parameter loop."""
+def parameter_shapes(run: Run, in_optimizer: np.ndarray) -> tuple[list[list[int]], str]:
+    """(the shapes of the parameters one optimizer step updated, where they came from): when
+    the trace recorded input shapes (torch ``record_shapes=True``), the first input of each call
+    of the optimizer's least-called per-parameter op (``aten::addcdiv_`` for Adam,
+    ``aten::mul_`` for SGD) in the first recorded step (``PARAMETERS_RECORDED``); else the
+    trainable parameters the adapter recorded with the model (``meta["model"]``: torch's
+    handler, Paddle's ``model=``), when some op of that step ran once per parameter
+    (``PARAMETERS_DESCRIBED``). ([], "") when neither says, or not a per-parameter loop."""
     ev = run.events
     rows = np.flatnonzero(in_optimizer)
     if len(rows) == 0:
-        return []
+        return [], ""
     first = rows[ev["step"].to_numpy()[rows] == ev["step"].to_numpy()[rows].min()]
     names = category_values(ev["name"], first)
     shapes = category_values(ev["input_shapes"], first)
@@ -162,9 +171,16 @@ def parameter_shapes(run: Run, in_optimizer: np.ndarray) -> list[list[int]]:
             continue
         by_name.setdefault(str(name), []).append(parsed)
     tensors = {n: s for n, s in by_name.items() if any(len(shape) for shape in s)}
-    if not tensors:
-        return []
-    return min(tensors.values(), key=len)
+    if tensors:
+        return min(tensors.values(), key=len), PARAMETERS_RECORDED
+    described = model_description(run)
+    if described is None:
+        return [], ""
+    trainable = [p.shape for layer in described[1].values() for p in layer.params if p.trainable]
+    calls = Counter(str(name) for name in names.tolist())
+    if not trainable or len(trainable) not in calls.values():
+        return [], ""  # no op ran once per described parameter: not the optimizer's set
+    return trainable, PARAMETERS_DESCRIBED
 
 
 def _first_shape(raw: str) -> list[int] | None:
@@ -241,7 +257,7 @@ def rule_optimizer(ctx: Context) -> Finding | None:
         if measured
         else f"{speedup:g}x faster, the smallest speed-up measured (none measured for this class)"
     )
-    shapes = parameter_shapes(ctx.run, in_optimizer)
+    shapes, shapes_from = parameter_shapes(ctx.run, in_optimizer)
     return Finding(
         id="optimizer",
         title=f"{named} takes {share:.1f}% of each step",
@@ -259,6 +275,7 @@ def rule_optimizer(ctx: Context) -> Finding | None:
             "implementation": implementation,
             "speedup": speedup,
             "parameter_shapes": shapes,
+            "parameter_shapes_from": shapes_from,
             "has_device": ctx.has_device,
             "basis": basis.name,
             "basis_step_ns": basis.step_ns,
