@@ -66,6 +66,7 @@ def train_mlp(
         chain=chain,
         keep_trace=keep_trace,
         background=background,
+        model=model,  # its parameters: the layers view's, and the optimizer replay's shapes
     )
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU],

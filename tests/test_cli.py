@@ -156,6 +156,17 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
         data = record["phases"]["data"]["unprofiled_ns"]
         assert all(0 < d < t for d, t in zip(data, record["unprofiled_ns"], strict=True))
         assert record["loader_batch_ns"] > 0
+        optimizer = {f.id: f for f in findings}.get("optimizer")
+        if optimizer is not None:
+            # both demos record their model's parameters: the optimizer replay's shapes
+            shapes = optimizer.evidence["parameter_shapes"]
+            described = [
+                p["shape"]
+                for layer in run.meta["model"]["layers"]
+                for p in layer["params"]
+                if p["trainable"]
+            ]
+            assert sorted(shapes) == sorted(described) and shapes
         loading = {f.id: f for f in findings}.get("input-pipeline")
         if name == "paddle" and loading is not None:
             # the demo's loading thread slices tensors: cheap loading, framework ops of its
