@@ -16,10 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-#: The optimizer replay: steps per timed round, rounds (the median is kept), warm-up steps.
-OPTIMIZER_STEPS = 50
-OPTIMIZER_ROUNDS = 5
-OPTIMIZER_WARMUP = 5
 #: The hand-over replay: batches per timed round, rounds (the median is kept), warm-up batches.
 LOADER_BATCHES = 20
 LOADER_ROUNDS = 7
@@ -292,12 +288,13 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
 def optimizer_step_times(cls: str, shapes: list[list[int]]) -> tuple[float, float, str]:
     """(ns per step of ``paddle.optimizer.<cls>`` as the per-parameter loop, ns per step with
     ``use_multi_tensor=True``, that option) over float32 parameters of ``shapes`` with
-    gradients set, on the CPU, the two timed in interleaved rounds (medians of
-    ``OPTIMIZER_ROUNDS`` rounds of ``OPTIMIZER_STEPS`` steps). The optimizer step alone: what
+    gradients set, on the CPU, the two timed in interleaved rounds (medians:
+    ``perfkit_core.advice.optimizer.steps_in_turn``). The optimizer step alone: what
     the remedy also saves in the next forward and backward (fewer small tensors allocated) is
     not in it. Raises ValueError for a class without a multi-tensor implementation."""
     import paddle
 
+    from perfkit_core.advice.optimizer import steps_in_turn
     from perfkit_paddle.remedies import MULTI_TENSOR_OPTIMIZERS
 
     if cls not in MULTI_TENSOR_OPTIMIZERS:
@@ -313,17 +310,10 @@ def optimizer_step_times(cls: str, shapes: list[list[int]]) -> tuple[float, floa
             optimizers[multi] = make(
                 learning_rate=1e-3, parameters=params, use_multi_tensor=multi
             )
-        for opt in optimizers.values():
-            for _ in range(OPTIMIZER_WARMUP):
-                opt.step()
-        rounds: dict[bool, list[float]] = {multi: [] for multi in optimizers}
-        for _ in range(OPTIMIZER_ROUNDS):
-            for multi, opt in optimizers.items():
-                rounds[multi].append(_per_step(opt.step, OPTIMIZER_STEPS, time.perf_counter_ns))
+        timed = steps_in_turn({"loop": optimizers[False].step, "multi": optimizers[True].step})
     finally:
         paddle.set_device(device)
-    option = "use_multi_tensor=True"
-    return statistics.median(rounds[False]), statistics.median(rounds[True]), option
+    return timed["loop"], timed["multi"], "use_multi_tensor=True"
 
 
 def measure_optimizer(finding: Any) -> dict[str, Any] | None:
@@ -331,19 +321,14 @@ def measure_optimizer(finding: Any) -> dict[str, Any] | None:
     parameter shapes (``perfkit_core.advice.optimizer``); None when the run gave no shapes (a
     Paddle run has them when its handler was given the model, ``model=``) or its class has no
     multi-tensor implementation."""
-    from perfkit_core.advice.optimizer import replayed_optimizer_saving, shapes_text
+    from perfkit_core.advice.optimizer import replay_optimizer, shapes_text
 
-    shapes = finding.evidence.get("parameter_shapes") or []
-    cls = finding.evidence.get("optimizer_class")
-    if not shapes or not cls:
-        return None
-    try:
-        loop_ns, remedy_ns, option = optimizer_step_times(str(cls), shapes)
-    except (ValueError, RuntimeError, TypeError):
-        return None
-    replayed = (
-        f"Measured on this machine: a replay of Paddle's {cls} step alone over "
-        f"{shapes_text(finding)} (float32, on the CPU, no profiler) ran {loop_ns / 1e6:.3f} ms "
-        f"as the per-parameter loop and {remedy_ns / 1e6:.3f} ms with {option}"
-    )
-    return replayed_optimizer_saving(finding, loop_ns, remedy_ns, option, replayed)
+    def what_ran(cls: str, loop_ns: float, remedy_ns: float, option: str) -> str:
+        return (
+            f"Measured on this machine: a replay of Paddle's {cls} step alone over "
+            f"{shapes_text(finding)} (float32, on the CPU, no profiler) ran "
+            f"{loop_ns / 1e6:.3f} ms as the per-parameter loop and {remedy_ns / 1e6:.3f} ms "
+            f"with {option}"
+        )
+
+    return replay_optimizer(finding, optimizer_step_times, what_ran)

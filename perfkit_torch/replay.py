@@ -6,16 +6,9 @@ worker to the training process."""
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Any
 
 from perfkit_torch.remedies import FUSED_OPTIMIZERS
-
-#: Optimizer steps per timed round, rounds (the median is kept), and warm-up steps.
-REPLAY_STEPS = 50
-REPLAY_ROUNDS = 5
-REPLAY_WARMUP = 5
 
 
 def optimizer_step_times(
@@ -26,6 +19,8 @@ def optimizer_step_times(
     two timed in interleaved rounds (medians). ``threads``: torch's intra-op threads during
     the replay (None: leave them). Raises ValueError for a class torch lacks."""
     import torch
+
+    from perfkit_core.advice.optimizer import steps_in_turn
 
     make: Any = getattr(torch.optim, cls, None)
     if make is None or not isinstance(make, type) or not issubclass(make, torch.optim.Optimizer):
@@ -47,43 +42,30 @@ def optimizer_step_times(
             for p in params:
                 p.grad = torch.randn_like(p)
             optimizers[key] = factory(params, lr=1e-3, **extra, **options)
-        for opt in optimizers.values():
-            for _ in range(REPLAY_WARMUP):
-                opt.step()
-        rounds: dict[str, list[float]] = {name: [] for name in optimizers}
-        for _ in range(REPLAY_ROUNDS):
-            for name, opt in optimizers.items():
-                start = time.perf_counter_ns()
-                for _ in range(REPLAY_STEPS):
-                    opt.step()
-                rounds[name].append((time.perf_counter_ns() - start) / REPLAY_STEPS)
+        timed = steps_in_turn({name: opt.step for name, opt in optimizers.items()})
     finally:
         torch.set_num_threads(saved)
-    return statistics.median(rounds["loop"]), statistics.median(rounds[remedy]), f"{remedy}=True"
+    return timed["loop"], timed[remedy], f"{remedy}=True"
 
 
 def measure_optimizer(finding: Any) -> dict[str, Any] | None:
     """The optimizer finding's saving measured by a replay (``optimizer_step_times``) of its
     parameter shapes (``perfkit_core.advice.optimizer``); None when the run gave no shapes or
     no class torch has."""
-    from perfkit_core.advice.optimizer import replayed_optimizer_saving, shapes_text
+    from perfkit_core.advice.optimizer import replay_optimizer, shapes_text
 
-    shapes = finding.evidence.get("parameter_shapes") or []
-    cls = finding.evidence.get("optimizer_class")
-    if not shapes or not cls:
-        return None
-    try:
-        loop_ns, remedy_ns, option = optimizer_step_times(
-            str(cls), shapes, baseline=str(finding.evidence.get("implementation") or "for-loop")
+    baseline = str(finding.evidence.get("implementation") or "for-loop")
+
+    def what_ran(cls: str, loop_ns: float, remedy_ns: float, option: str) -> str:
+        return (
+            f"Measured on this machine: a replay of the {cls} step over {shapes_text(finding)} "
+            f"(float32, one thread, no profiler) ran {loop_ns / 1e6:.3f} ms as recorded "
+            f"({baseline}) and {remedy_ns / 1e6:.3f} ms with {option}"
         )
-    except (ValueError, RuntimeError, TypeError):
-        return None
-    replayed = (
-        f"Measured on this machine: a replay of the {cls} step over {shapes_text(finding)} "
-        f"(float32, one thread, no profiler) ran {loop_ns / 1e6:.3f} ms as recorded "
-        f"({finding.evidence.get('implementation')}) and {remedy_ns / 1e6:.3f} ms with {option}"
+
+    return replay_optimizer(
+        finding, lambda cls, shapes: optimizer_step_times(cls, shapes, baseline=baseline), what_ran
     )
-    return replayed_optimizer_saving(finding, loop_ns, remedy_ns, option, replayed)
 
 
 #: The hand-over replay: batches per timed round, rounds (the median is kept), warm-up batches.

@@ -104,9 +104,7 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
     timer's wrappers are removed whatever happens."""
     import numpy as np
     import paddle
-    import paddle.profiler as profiler
 
-    import perfkit_core
     from perfkit_paddle.handler import on_trace_ready
 
     class Slow(paddle.io.Dataset):
@@ -134,10 +132,23 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
         optimizer.clear_grad()
 
     handler = on_trace_ready(directory, worker_name=name, background=False)
+    timer = _profile_and_time(step, handler)
+    return Path(handler.runs[0]), timer.record()
+
+
+def _profile_and_time(step: Any, handler: Any) -> Any:
+    """Run ``step`` under paddle.profiler with ``handler`` (two steps unrecorded, four
+    recorded) and 8 steps more, all timed by a step timer (its first two steps a warm-up: a
+    loader thread starts filling its queue) saved into the handler's runs; return the timer,
+    its wrappers removed whatever happens."""
+    import paddle.profiler as profiler
+
+    import perfkit_core
+
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
     )
-    timer = perfkit_core.step_timer(prof, warmup=2)  # the loader thread starts filling its queue
+    timer = perfkit_core.step_timer(prof, warmup=2)
     try:
         prof.start()
         for _ in range(6):
@@ -151,7 +162,7 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
         timer.save(handler.runs)
     finally:
         timer.close()  # the fetchers and optimizers unwrapped whatever happened
-    return Path(handler.runs[0]), timer.record()
+    return timer
 
 
 def adam_run(directory: Path, *, describe: bool = True) -> tuple[Path, Any]:
@@ -161,9 +172,7 @@ def adam_run(directory: Path, *, describe: bool = True) -> tuple[Path, Any]:
     ``describe``) and timed by the step timer over those and 8 steps without the profiler.
     Returns (the saved run folder, the model)."""
     import paddle
-    import paddle.profiler as profiler
 
-    import perfkit_core
     from perfkit_paddle.handler import on_trace_ready
 
     paddle.set_device("cpu")
@@ -184,21 +193,5 @@ def adam_run(directory: Path, *, describe: bool = True) -> tuple[Path, Any]:
     handler = on_trace_ready(
         directory, worker_name="adam", background=False, model=model if describe else None
     )
-    prof = profiler.Profiler(
-        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
-    )
-    timer = perfkit_core.step_timer(prof, warmup=2)
-    try:
-        prof.start()
-        for _ in range(6):
-            with timer.step():
-                step()
-            prof.step()
-        prof.stop()
-        for _ in range(8):
-            with timer.step():
-                step()
-        timer.save(handler.runs)
-    finally:
-        timer.close()
+    _profile_and_time(step, handler)
     return Path(handler.runs[0]), model

@@ -4,7 +4,15 @@ timed on this machine. torch's and Paddle's replays both state their saving here
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections.abc import Callable
 from typing import Any
+
+#: The optimizer replays: steps per timed round, rounds (the median is kept), warm-up steps.
+REPLAY_STEPS = 50
+REPLAY_ROUNDS = 5
+REPLAY_WARMUP = 5
 
 #: Where ``parameter_shapes_from`` says the replayed shapes came from, in words.
 SHAPES_SOURCES = {
@@ -52,3 +60,44 @@ def shapes_text(finding: Any) -> str:
         str(finding.evidence.get("parameter_shapes_from") or ""), "recorded parameter shapes"
     )
     return f"the {len(shapes)} {source}"
+
+
+def replay_optimizer(
+    finding: Any,
+    step_times: Callable[[str, list[list[int]]], tuple[float, float, str]],
+    what_ran: Callable[[str, float, float, str], str],
+) -> dict[str, Any] | None:
+    """An adapter's replay of an optimizer finding: ``step_times(cls, shapes)`` gives (ns per
+    step as the run ran it, ns per step with the remedy, the remedy's option) over the
+    finding's parameter shapes, and ``what_ran(cls, loop_ns, remedy_ns, option)`` says what
+    ran, in a clause; the saving is ``replayed_optimizer_saving``'s. None when the finding has
+    no shapes or class, or the replay cannot run that class (``ValueError``, ``RuntimeError``,
+    ``TypeError``)."""
+    shapes = finding.evidence.get("parameter_shapes") or []
+    cls = finding.evidence.get("optimizer_class")
+    if not shapes or not cls:
+        return None
+    try:
+        loop_ns, remedy_ns, option = step_times(str(cls), shapes)
+    except (ValueError, RuntimeError, TypeError):
+        return None
+    replayed = what_ran(str(cls), loop_ns, remedy_ns, option)
+    return replayed_optimizer_saving(finding, loop_ns, remedy_ns, option, replayed)
+
+
+def steps_in_turn(steps: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """ns per call of each of ``steps`` (an optimizer's ``step`` as the run ran it and with the
+    remedy), after ``REPLAY_WARMUP`` calls each: the median of ``REPLAY_ROUNDS`` rounds in which
+    each runs ``REPLAY_STEPS`` calls in turn, so that a slow spell of the machine lands on
+    both."""
+    for step in steps.values():
+        for _ in range(REPLAY_WARMUP):
+            step()
+    rounds: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(REPLAY_ROUNDS):
+        for name, step in steps.items():
+            start = time.perf_counter_ns()
+            for _ in range(REPLAY_STEPS):
+                step()
+            rounds[name].append((time.perf_counter_ns() - start) / REPLAY_STEPS)
+    return {name: statistics.median(values) for name, values in rounds.items()}
