@@ -294,7 +294,7 @@ def optimizer_step_times(cls: str, shapes: list[list[int]]) -> tuple[float, floa
     not in it. Raises ValueError for a class without a multi-tensor implementation."""
     import paddle
 
-    from perfkit_core.advice.optimizer import steps_in_turn
+    from perfkit_core.advice import steps_in_turn
     from perfkit_paddle.remedies import MULTI_TENSOR_OPTIMIZERS
 
     if cls not in MULTI_TENSOR_OPTIMIZERS:
@@ -321,7 +321,7 @@ def measure_optimizer(finding: Any) -> dict[str, Any] | None:
     parameter shapes (``perfkit_core.advice.optimizer``); None when the run gave no shapes (a
     Paddle run has them when its handler was given the model, ``model=``) or its class has no
     multi-tensor implementation."""
-    from perfkit_core.advice.optimizer import replay_optimizer, shapes_text
+    from perfkit_core.advice import replay_optimizer, shapes_text
 
     def what_ran(cls: str, loop_ns: float, remedy_ns: float, option: str) -> str:
         return (

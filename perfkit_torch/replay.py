@@ -20,7 +20,7 @@ def optimizer_step_times(
     the replay (None: leave them). Raises ValueError for a class torch lacks."""
     import torch
 
-    from perfkit_core.advice.optimizer import steps_in_turn
+    from perfkit_core.advice import steps_in_turn
 
     make: Any = getattr(torch.optim, cls, None)
     if make is None or not isinstance(make, type) or not issubclass(make, torch.optim.Optimizer):
@@ -52,7 +52,7 @@ def measure_optimizer(finding: Any) -> dict[str, Any] | None:
     """The optimizer finding's saving measured by a replay (``optimizer_step_times``) of its
     parameter shapes (``perfkit_core.advice.optimizer``); None when the run gave no shapes or
     no class torch has."""
-    from perfkit_core.advice.optimizer import replay_optimizer, shapes_text
+    from perfkit_core.advice import replay_optimizer, shapes_text
 
     baseline = str(finding.evidence.get("implementation") or "for-loop")
 

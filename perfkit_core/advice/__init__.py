@@ -38,6 +38,7 @@ from perfkit_core.advice.loader import (
     run_loader_receive_cost,
     thread_split,
 )
+from perfkit_core.advice.optimizer import replay_optimizer, shapes_text, steps_in_turn
 
 __all__ = [
     "COMPILED_CALL_NS",
@@ -67,7 +68,10 @@ __all__ = [
     "registered_advisors",
     "remedy_workers",
     "replay_figures",
+    "replay_optimizer",
     "run_loader_batch_cost",
     "run_loader_receive_cost",
+    "shapes_text",
+    "steps_in_turn",
     "thread_split",
 ]
