@@ -14,10 +14,14 @@ REPLAY_STEPS = 50
 REPLAY_ROUNDS = 5
 REPLAY_WARMUP = 5
 
-#: Where ``parameter_shapes_from`` says the replayed shapes came from, in words.
+#: Where an optimizer finding's parameter shapes came from (``parameter_shapes_from``): the
+#: trace's input shapes of the optimizer's ops, or the model the adapter described.
+PARAMETERS_RECORDED = "recorded shapes"
+PARAMETERS_DESCRIBED = "model description"
+#: ... and the same in words, for the replay's estimate.
 SHAPES_SOURCES = {
-    "recorded shapes": "recorded parameter shapes",
-    "model description": "trainable parameter shapes recorded with the model",
+    PARAMETERS_RECORDED: "recorded parameter shapes",
+    PARAMETERS_DESCRIBED: "trainable parameter shapes recorded with the model",
 }
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.advice.compiled import CompileEstimate, compile_estimate
 from perfkit_core.advice.engine import Context, Finding
+from perfkit_core.advice.optimizer import PARAMETERS_DESCRIBED, PARAMETERS_RECORDED
 from perfkit_core.advice.text import (
     duration_text,
     per_step_text,
@@ -50,10 +51,6 @@ OPTIMIZER_SPEEDUPS: dict[str, dict[str, float]] = {
     "torch": {"Adam": 5.9, "AdamW": 9.5, "SGD": 4.0, "Adagrad": 3.6},
     "paddle": {"Adam": 2.0, "Momentum": 1.1},
 }
-#: Where an optimizer finding's parameter shapes came from (``parameter_shapes_from``): the
-#: trace's input shapes of the optimizer's ops, or the model the adapter described.
-PARAMETERS_RECORDED = "recorded shapes"
-PARAMETERS_DESCRIBED = "model description"
 #: ... and for a class or framework not measured: the smallest speed-up measured.
 OPTIMIZER_FUSED_SPEEDUP = 1.4
 #: small-ops: an outermost op shorter than this is "tiny": its time is mostly framework overhead
