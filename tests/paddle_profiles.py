@@ -102,10 +102,64 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
     profiled with perfkit's handler over 4 steps and timed by the step timer over those and 8
     steps without the profiler. Returns (the saved run folder, the step timer's record); the
     timer's wrappers are removed whatever happens."""
-    import numpy as np
     import paddle
 
     from perfkit_paddle.handler import on_trace_ready
+
+    paddle.set_device("cpu")
+    paddle.seed(0)
+    model = paddle.nn.Sequential(
+        paddle.nn.Linear(16, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4)
+    )
+    optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
+    batches = iter(paddle.io.DataLoader(_slow_samples(), batch_size=8, num_workers=workers))
+
+    def step() -> None:
+        x, y = next(batches)
+        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+    handler = on_trace_ready(directory, worker_name=name, background=False)
+    timer = _profile_and_time(step, handler)
+    return Path(handler.runs[0]), timer.record()
+
+
+def adam_beside_loading_thread_run(directory: Path) -> tuple[Path, dict]:
+    """Paddle's per-parameter Adam on a narrow MLP (sixteen blocks of Linear(16, 16) and
+    LayerNorm, 66 parameters) fed by the Dataset of ``slow_loader_run`` through the
+    single-process DataLoader, whose loading thread runs beside training; profiled with
+    perfkit's handler (given the model) and timed by the step timer as ``slow_loader_run``.
+    Returns (the saved run folder, the step timer's record)."""
+    import paddle
+
+    from perfkit_paddle.handler import on_trace_ready
+
+    paddle.set_device("cpu")
+    paddle.seed(0)
+    layers: list[Any] = []
+    for _ in range(16):
+        layers += [paddle.nn.Linear(16, 16), paddle.nn.LayerNorm(16), paddle.nn.ReLU()]
+    model = paddle.nn.Sequential(*layers, paddle.nn.Linear(16, 4))
+    optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
+    batches = iter(paddle.io.DataLoader(_slow_samples(), batch_size=8, num_workers=0))
+
+    def step() -> None:
+        x, y = next(batches)
+        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+    handler = on_trace_ready(directory, worker_name="adam-loader", background=False, model=model)
+    timer = _profile_and_time(step, handler)
+    return Path(handler.runs[0]), timer.record()
+
+
+def _slow_samples() -> Any:
+    """A Paddle Dataset whose samples cost CPU in NumPy (sorting and tanh of 128 values, eight
+    times), holding the GIL as a Dataset that decodes and augments does."""
+    import numpy as np
+    import paddle
 
     class Slow(paddle.io.Dataset):
         def __len__(self) -> int:
@@ -117,23 +171,7 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
                 x = np.sort(np.tanh(x * 1.01 + 0.1))
             return x[:16].astype("float32"), np.array([index % 4], dtype="int64")
 
-    paddle.set_device("cpu")
-    paddle.seed(0)
-    model = paddle.nn.Sequential(
-        paddle.nn.Linear(16, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4)
-    )
-    optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
-    batches = iter(paddle.io.DataLoader(Slow(), batch_size=8, num_workers=workers))
-
-    def step() -> None:
-        x, y = next(batches)
-        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
-        optimizer.step()
-        optimizer.clear_grad()
-
-    handler = on_trace_ready(directory, worker_name=name, background=False)
-    timer = _profile_and_time(step, handler)
-    return Path(handler.runs[0]), timer.record()
+    return Slow()
 
 
 def _profile_and_time(step: Any, handler: Any) -> Any:

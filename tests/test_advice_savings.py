@@ -1149,6 +1149,165 @@ def test_combined_saving_simulates_the_loader_with_the_other_remedies(
         assert "the input pipeline saves 2.1 ms per step, not 6.4 ms" in how
 
 
+def test_hand_overs_an_optimizer_saves_go_with_the_loading_thread_in_the_combined_saving():
+    """An optimizer finding whose saving holds hand-overs of the GIL to a loading thread
+    (``handover_saving_ns``): applied with loader workers, which remove the thread, only its
+    own work's saving is left; the loader is simulated on the rest of the step less that."""
+    from perfkit_core.advice import Finding
+    from perfkit_core.advice.combine import combined_saving
+
+    data, rest, own, handover = 11e6, 8.7e6, 1.0e6, 2.5e6
+    loader = Finding(
+        id="input-pipeline",
+        title="t",
+        severity="",
+        saving_ns=loader_saving(data, rest, 1.0),
+        rule="input-pipeline",
+        evidence={"loading_per_step_ns": data, "rest_per_step_ns": rest, "free_cores": 1.0},
+    )
+    optimizer = Finding(
+        id="optimizer",
+        title="t",
+        severity="",
+        saving_ns=own + handover,
+        rule="optimizer",
+        evidence={"handover_saving_ns": handover},
+    )
+    total, how = combined_saving([loader, optimizer], data + rest)
+    # recomputed from the model's terms: the step with both remedies
+    after = max(rest - own + 2.3e6, data + 2.3e6)
+    assert total == pytest.approx(data + rest - after)
+    assert total < loader.saving_ns + optimizer.saving_ns
+    assert "the 2.5 ms per step the others save in hand-overs of the GIL" in how
+    # without the loader finding the optimizer's saving is all its own
+    alone, _ = combined_saving([optimizer], data + rest)
+    assert alone == pytest.approx(own + handover)
+
+
+@pytest.fixture(scope="module")
+def paddle_adam_loading(tmp_path_factory):
+    pytest.importorskip("paddle")
+    from paddle_profiles import adam_beside_loading_thread_run
+
+    return adam_beside_loading_thread_run(tmp_path_factory.mktemp("adam_loading"))
+
+
+def test_paddle_optimizer_beside_a_loading_thread_counts_the_hand_overs_it_removes(
+    paddle_adam_loading,
+):
+    """Paddle's per-parameter Adam beside the single-process DataLoader's loading thread: the
+    optimizer finding keeps the thread's figures the step timer timed (the same as the
+    input-pipeline finding's), and ``--measure`` states its saving as the replay's difference
+    (the optimizer's own work) plus the hand-overs of the GIL the remedy's fewer ops remove:
+    ``2 * handover_ns(...) * removed / ops`` at the replayed cost per op."""
+    import perfkit_core
+    from perfkit_core.advice.rules.cpu import OPTIMIZER_SPEEDUPS
+
+    folder, record = paddle_adam_loading
+    run = perfkit_core.load(folder)
+    modelled = {f.id: f for f in run.advise()}
+    ev = modelled["optimizer"].evidence
+    phases = record["phases"]
+    loading = float(np.mean(phases["loading"]["unprofiled_ns"]))
+    if loading <= float(np.mean(phases["data"]["unprofiled_ns"])):
+        # the training thread waited longer than the thread loaded: no thread took its turns
+        assert "loading_thread_cpu_per_step_ns" not in ev
+        pytest.skip("the loading thread ran no longer than the training thread's waits here")
+    training = float(np.mean(phases["training_cpu"]["unprofiled_ns"]))
+    assert ev["loading_thread_cpu_per_step_ns"] == pytest.approx(loading)
+    assert ev["training_cpu_per_step_ns"] == pytest.approx(training)
+    # the training thread's ops, recounted: outermost host operators per step
+    kinds = run.events["kind"].astype(str).to_numpy()
+    parents = run.events["parent"].to_numpy()
+    counted = (
+        (kinds == "operator")
+        & (run.events["stream"].to_numpy() < 0)
+        & (run.events["step"].to_numpy() >= 0)
+    )
+    outermost = [i for i in np.flatnonzero(counted) if parents[i] < 0 or kinds[parents[i]] != "operator"]
+    ops = len(outermost) / int((kinds == "step").sum())
+    assert ev["training_ops_per_step"] == pytest.approx(ops)
+    if "input-pipeline" in modelled:  # one figure, one meaning
+        assert modelled["input-pipeline"].evidence["training_ops_per_step"] == pytest.approx(ops)
+    assert ev["optimizer_ops_per_step"] == 66  # one adam_ per parameter
+    # the model's saving is the timed optimizer made faster, as without a thread
+    timed = float(np.median(phases["optimizer"]["unprofiled_ns"]))
+    speedup = OPTIMIZER_SPEEDUPS["paddle"]["Adam"]
+    assert modelled["optimizer"].saving_ns == pytest.approx(timed * (1 - 1 / speedup))
+    assert "holds the loading thread's turns with the GIL" in modelled["optimizer"].estimate
+
+    measured = {f.id: f for f in run.advise(measure=True)}
+    m = measured["optimizer"].evidence
+    op_ns = m["replay_thread_op_ns"]
+    assert op_ns >= 0
+    if "replay_thread_op_ns" in measured.get("input-pipeline", SimpleNamespace(evidence={})).evidence:
+        # the two findings' replays of the cost per op are one
+        assert measured["input-pipeline"].evidence["replay_thread_op_ns"] == op_ns
+    if ops * op_ns >= loading:
+        # at this machine's cost per op the hand-overs would take all of the thread's CPU:
+        # they cannot be told from its loading, and the timed optimizer is made faster
+        assert m["handovers_capped"] is True and "handover_saving_ns" not in m
+        assert measured["optimizer"].saving_ns == pytest.approx(
+            timed * (1 - m["replay_remedy_ns"] / m["replay_loop_ns"])
+        )
+        assert "cannot be told from its loading" in measured["optimizer"].estimate
+        return
+    assert m["handover_ops_removed"] == 65  # the 66 adam_ calls become one merged_adam_
+    each = min(ops * op_ns, loading, training)
+    handover = 2 * each * 65 / ops
+    assert m["handover_saving_ns"] == pytest.approx(handover)
+    own = max(m["replay_loop_ns"] - m["replay_remedy_ns"], 0.0)
+    assert measured["optimizer"].saving_ns == pytest.approx(own + handover)
+    assert f"{own / 1e6:.3f} ms of the optimizer's own work" in measured["optimizer"].estimate
+    assert f"{handover / 1e6:.3f} ms per step more" in measured["optimizer"].estimate
+
+
+@pytest.mark.parametrize("loading_cpu", [4e6, 1e6])
+def test_the_optimizer_replay_beside_a_loading_thread(loading_cpu):
+    """The replayed saving beside a loading thread, recomputed from its terms: the replay's
+    difference plus both threads' hand-overs for the ops removed (65 of 200 a step at 10 us);
+    where 200 ops at 10 us (2 ms) reach the thread's CPU (1 ms), the timed optimizer made as
+    much faster as the replay was, saying why."""
+    from perfkit_core.advice.optimizer import replayed_optimizer_saving
+
+    evidence = {
+        "loading_thread_cpu_per_step_ns": loading_cpu,
+        "training_cpu_per_step_ns": 8e6,
+        "training_ops_per_step": 200.0,
+        "optimizer_ops_per_step": 66.0,
+        "optimizer_unprofiled_per_step_ns": 3e6,
+        "optimizer_unprofiled_from": "timed",
+    }
+    finding = SimpleNamespace(evidence=evidence)
+    result = replayed_optimizer_saving(finding, 1.5e6, 0.9e6, "use_multi_tensor=True", "ran", 10e3)
+    if loading_cpu > 200 * 10e3:
+        assert result["saving_ns"] == pytest.approx(0.6e6 + 2 * 65 * 10e3)
+        assert result["evidence"]["handover_saving_ns"] == pytest.approx(1.3e6)
+        assert "1.300 ms per step more" in result["estimate"]
+    else:
+        assert result["saving_ns"] == pytest.approx(3e6 * (1 - 0.9 / 1.5))
+        assert result["evidence"]["handovers_capped"] is True
+        assert "handover_saving_ns" not in result["evidence"]
+        assert "cannot be told from its loading" in result["estimate"]
+
+
+def test_a_multi_tensor_optimizer_runs_one_op_a_step(tmp_path):
+    """``REMEDY_OPS_PER_STEP``, recounted: Paddle's ``use_multi_tensor=True`` Adam runs one
+    outermost op per step in its optimizer spans where the loop ran one per parameter."""
+    import perfkit_core
+    from perfkit_core.advice.optimizer import REMEDY_OPS_PER_STEP
+    from perfkit_core.advice.rules.cpu import _outermost_ops
+
+    per_step = {}
+    for multi in (False, True):
+        run = perfkit_core.load(_record_paddle(tmp_path / str(multi), multi_tensor=multi))
+        ctx = make_context(run)
+        _, in_optimizer, _ = _outermost_ops(ctx)
+        per_step[multi] = int(in_optimizer.sum()) / ctx.steps
+    assert per_step[False] == 26  # 13 Linear and LayerNorm layers, two parameters each
+    assert per_step[True] == REMEDY_OPS_PER_STEP
+
+
 def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
     """The input-pipeline rule takes the loading per step from the step timer's record of the
     training thread getting its batches (the same unprofiled steps as the step's own time),

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.capture.step_timer import TRAINING_CPU
 from perfkit_core.comparison.overhead import finite_ns, step_timer_phase
 from perfkit_core.events.links import kind_is
 
@@ -127,3 +128,19 @@ def timed_phase(ctx: Context, phase: str, *, mean: bool = False) -> float | None
     profiler, the median or with ``mean`` the mean (``step_timer_phase``: the figure
     ``perfkit compare`` states too); None when it was not timed in enough of them."""
     return step_timer_phase(ctx.run, phase, mean=mean)
+
+
+def loading_thread_times(ctx: Context) -> tuple[float, float] | None:
+    """(the CPU time per step of a loading thread of the training process, the training
+    thread's own CPU time per step), ns, means over the steps the step timer timed without the
+    profiler: Paddle's single-process DataLoader loads in such a thread beside training, and
+    its adapter times both (the ``loading`` and ``training_cpu`` phases). None when either
+    was not timed, or the thread's loading was no longer than the training thread's waits for
+    its batches (the ``data`` phase): no thread then took the CPU and the GIL from training."""
+    thread = timed_phase(ctx, "loading", mean=True)
+    if thread is None or thread <= (timed_phase(ctx, "data", mean=True) or 0.0):
+        return None
+    training = timed_phase(ctx, TRAINING_CPU, mean=True)
+    if training is None or training <= 0:
+        return None
+    return thread, training

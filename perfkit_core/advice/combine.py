@@ -86,7 +86,10 @@ def combined_saving(findings: list[Finding], step_ns: float) -> tuple[float, str
     loading behind the rest of the step, so the other host findings' remedies shorten the part
     the loading hides behind, and once the loading is the longer part they save nothing more.
     Its saving is recomputed (``loader_saving``) with the rest of the step less the other host
-    savings. The sentence names the findings whose saving is within their estimate's error."""
+    savings; what another finding saves in hand-overs of the GIL to a loading thread
+    (``handover_saving_ns``) is left out, since the workers remove the thread and its
+    hand-overs with it, which the input pipeline's saving already counts. The sentence names
+    the findings whose saving is within their estimate's error."""
     by_kind: dict[str, float] = {}
     for finding in findings:
         by_kind[finding.acts_on] = by_kind.get(finding.acts_on, 0.0) + finding.saving_ns
@@ -132,8 +135,11 @@ def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
     figures = loader_figures(ev)
     if figures is None:
         return ""
-    others = sum(f.saving_ns for f in findings if f is not loader and f.acts_on == loader.acts_on)
-    if not others:
+    beside = [f for f in findings if f is not loader and f.acts_on == loader.acts_on]
+    # a remedy's saving in hand-overs of the GIL to the loading thread goes with the thread
+    with_thread = sum(_handover_saving(f) for f in beside)
+    others = sum(f.saving_ns for f in beside) - with_thread
+    if not others and not with_thread:
         return ""
     data, rest, workers = figures
     batch = ev.get("replay_batch_ns", ev.get("loader_batch_ns"))
@@ -152,13 +158,30 @@ def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
         lost = 0.0
     simulated = max(loader.saving_ns - lost, 0.0)
     by_kind[loader.acts_on] = others + simulated
+    gone = (
+        f"; the {duration_text(with_thread)} per step the others save in hand-overs of the "
+        "GIL to the loading thread goes with that thread, so it is counted once, in the input "
+        "pipeline's saving"
+        if with_thread
+        else ""
+    )
     if not lost:
-        return (
+        return gone + (
             "; the input pipeline's saving holds with the others applied (the rest of the "
             "step still outlasts the loading)"
         )
-    return (
+    return gone + (
         f"; with the others applied, the input pipeline saves {duration_text(simulated)} "
         f"per step, not {duration_text(loader.saving_ns)}: the rest of the step the loading "
         "hides behind gets shorter"
     )
+
+
+def _handover_saving(finding: Finding) -> float:
+    """The part of ``finding``'s saving its remedy makes by handing the GIL to a loading
+    thread less often (``evidence["handover_saving_ns"]``: the optimizer's replay), at most
+    its saving; 0 when it states none."""
+    value = finding.evidence.get("handover_saving_ns")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        return 0.0
+    return min(float(value), finding.saving_ns)
