@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,16 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
         paddle.nn.Linear(16, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4)
     )
     optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
+    handler = on_trace_ready(directory, worker_name=name, background=False)
+    timer = _profile_and_time(_slow_loader_step(model, optimizer, workers), handler)
+    return Path(handler.runs[0]), timer.record()
+
+
+def _slow_loader_step(model: Any, optimizer: Any, workers: int) -> Callable[[], None]:
+    """A training step of ``model`` by ``optimizer`` on the next batch of ``_slow_samples``
+    from ``paddle.io.DataLoader(num_workers=workers)``."""
+    import paddle
+
     batches = iter(paddle.io.DataLoader(_slow_samples(), batch_size=8, num_workers=workers))
 
     def step() -> None:
@@ -120,9 +131,7 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
         optimizer.step()
         optimizer.clear_grad()
 
-    handler = on_trace_ready(directory, worker_name=name, background=False)
-    timer = _profile_and_time(step, handler)
-    return Path(handler.runs[0]), timer.record()
+    return step
 
 
 def adam_beside_loading_thread_run(directory: Path) -> tuple[Path, dict]:
@@ -135,24 +144,24 @@ def adam_beside_loading_thread_run(directory: Path) -> tuple[Path, dict]:
 
     from perfkit_paddle.handler import on_trace_ready
 
+    model = _mlp(16, 16, "LayerNorm")
+    optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
+    handler = on_trace_ready(directory, worker_name="adam-loader", background=False, model=model)
+    timer = _profile_and_time(_slow_loader_step(model, optimizer, 0), handler)
+    return Path(handler.runs[0]), timer.record()
+
+
+def _mlp(blocks: int, width: int, norm: str) -> Any:
+    """A Paddle CPU MLP of ``blocks`` blocks of Linear(width, width), ``paddle.nn.<norm>`` and
+    ReLU, then Linear(width, 4), seeded."""
+    import paddle
+
     paddle.set_device("cpu")
     paddle.seed(0)
     layers: list[Any] = []
-    for _ in range(16):
-        layers += [paddle.nn.Linear(16, 16), paddle.nn.LayerNorm(16), paddle.nn.ReLU()]
-    model = paddle.nn.Sequential(*layers, paddle.nn.Linear(16, 4))
-    optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
-    batches = iter(paddle.io.DataLoader(_slow_samples(), batch_size=8, num_workers=0))
-
-    def step() -> None:
-        x, y = next(batches)
-        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
-        optimizer.step()
-        optimizer.clear_grad()
-
-    handler = on_trace_ready(directory, worker_name="adam-loader", background=False, model=model)
-    timer = _profile_and_time(step, handler)
-    return Path(handler.runs[0]), timer.record()
+    for _ in range(blocks):
+        layers += [paddle.nn.Linear(width, width), getattr(paddle.nn, norm)(width), paddle.nn.ReLU()]
+    return paddle.nn.Sequential(*layers, paddle.nn.Linear(width, 4))
 
 
 def _slow_samples() -> Any:
@@ -213,12 +222,7 @@ def adam_run(directory: Path, *, describe: bool = True) -> tuple[Path, Any]:
 
     from perfkit_paddle.handler import on_trace_ready
 
-    paddle.set_device("cpu")
-    paddle.seed(0)
-    layers: list[Any] = []
-    for _ in range(4):
-        layers += [paddle.nn.Linear(32, 32), paddle.nn.BatchNorm1D(32), paddle.nn.ReLU()]
-    model = paddle.nn.Sequential(*layers, paddle.nn.Linear(32, 4))
+    model = _mlp(4, 32, "BatchNorm1D")
     optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
     x = paddle.randn([16, 32])
     y = paddle.randint(0, 4, [16])

@@ -1125,15 +1125,7 @@ def test_combined_saving_simulates_the_loader_with_the_other_remedies(
     from perfkit_core.advice import Finding
     from perfkit_core.advice.combine import combined_saving
 
-    evidence = {"loading_per_step_ns": data, "rest_per_step_ns": rest, "free_cores": 1.0}
-    loader = Finding(
-        id="input-pipeline",
-        title="t",
-        severity="",
-        saving_ns=loader_saving(data, rest, 1.0),
-        rule="input-pipeline",
-        evidence=evidence,
-    )
+    loader = _loader_finding(data, rest)
     other = Finding(id="optimizer", title="t", severity="", saving_ns=optimizer, rule="optimizer")
     step = data + rest
     total, how = combined_saving([loader, other], step)
@@ -1149,6 +1141,21 @@ def test_combined_saving_simulates_the_loader_with_the_other_remedies(
         assert "the input pipeline saves 2.1 ms per step, not 6.4 ms" in how
 
 
+def _loader_finding(data: float, rest: float):
+    """An input-pipeline finding of ``data`` ns of loading and ``rest`` ns of the rest of the
+    step, one free core, its saving the model's."""
+    from perfkit_core.advice import Finding
+
+    return Finding(
+        id="input-pipeline",
+        title="t",
+        severity="",
+        saving_ns=loader_saving(data, rest, 1.0),
+        rule="input-pipeline",
+        evidence={"loading_per_step_ns": data, "rest_per_step_ns": rest, "free_cores": 1.0},
+    )
+
+
 def test_hand_overs_an_optimizer_saves_go_with_the_loading_thread_in_the_combined_saving():
     """An optimizer finding whose saving holds hand-overs of the GIL to a loading thread
     (``handover_saving_ns``): applied with loader workers, which remove the thread, only its
@@ -1157,14 +1164,7 @@ def test_hand_overs_an_optimizer_saves_go_with_the_loading_thread_in_the_combine
     from perfkit_core.advice.combine import combined_saving
 
     data, rest, own, handover = 11e6, 8.7e6, 1.0e6, 2.5e6
-    loader = Finding(
-        id="input-pipeline",
-        title="t",
-        severity="",
-        saving_ns=loader_saving(data, rest, 1.0),
-        rule="input-pipeline",
-        evidence={"loading_per_step_ns": data, "rest_per_step_ns": rest, "free_cores": 1.0},
-    )
+    loader = _loader_finding(data, rest)
     optimizer = Finding(
         id="optimizer",
         title="t",

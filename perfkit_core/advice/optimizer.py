@@ -190,8 +190,8 @@ def replay_optimizer(
         return None
     try:
         loop_ns, remedy_ns, option = step_times(str(cls), shapes)
-        beside = thread_op_ns is not None and thread_figures(finding.evidence) is not None
-        op_ns = thread_op_ns() if beside else None  # type: ignore[misc]
+        beside = thread_figures(finding.evidence) is not None
+        op_ns = thread_op_ns() if thread_op_ns is not None and beside else None
     except (ValueError, RuntimeError, TypeError, OSError):
         return None
     replayed = what_ran(str(cls), loop_ns, remedy_ns, option)
