@@ -1193,7 +1193,7 @@ def paddle_adam_loading(tmp_path_factory):
 
 
 def test_paddle_optimizer_beside_a_loading_thread_counts_the_hand_overs_it_removes(
-    paddle_adam_loading,
+    paddle_adam_loading, monkeypatch
 ):
     """Paddle's per-parameter Adam beside the single-process DataLoader's loading thread: the
     optimizer finding keeps the thread's figures the step timer timed (the same as the
@@ -1201,8 +1201,12 @@ def test_paddle_optimizer_beside_a_loading_thread_counts_the_hand_overs_it_remov
     (the optimizer's own work) plus the hand-overs of the GIL the remedy's fewer ops remove:
     ``2 * handover_ns(...) * removed / ops`` at the replayed cost per op."""
     import perfkit_core
+    from perfkit_core.advice.rules import cpu
     from perfkit_core.advice.rules.cpu import OPTIMIZER_SPEEDUPS
 
+    # the optimizer's share of this loading-bound step moves around the rule's threshold from
+    # machine to machine; what is checked here is the saving once it fires
+    monkeypatch.setattr(cpu, "OPTIMIZER_MIN_STEP_PCT", 1.0)
     folder, record = paddle_adam_loading
     run = perfkit_core.load(folder)
     modelled = {f.id: f for f in run.advise()}
