@@ -204,6 +204,17 @@ def perfkit_loader_batch_ns(framework: str) -> float | None:
 
 
 @hookimpl
+def perfkit_eager_pass_ns(framework: str) -> float | None:
+    """An eager forward and backward of a tiny model on this machine now
+    (``perfkit_torch.replay_compile.eager_pass_ns``), for a torch run the step timer saves."""
+    if framework != "torch" or "torch" not in sys.modules:
+        return None
+    from perfkit_torch.replay_compile import eager_pass_ns
+
+    return float(eager_pass_ns())  # the step timer takes an error for no answer
+
+
+@hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a torch run gets layer spans: perfkit's handler records them unless told not to."""
     if framework != "torch":

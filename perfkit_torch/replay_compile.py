@@ -18,6 +18,7 @@ import functools
 import statistics
 import time
 import warnings
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -76,6 +77,50 @@ def _chain(width: int, activation: str) -> Any:
             return x
 
     return Chain()
+
+
+#: The eager pass the step timer times where a torch run trained (``eager_pass_ns``): passes
+#: per round, rounds (the median is kept), warm-up passes.
+EAGER_STEPS = 30
+EAGER_ROUNDS = 5
+EAGER_WARMUP = 5
+
+
+def eager_pass_ns() -> float:
+    """ns of one eager forward and backward of the replay's one-block model (Linear,
+    LayerNorm and ReLU ``REPLAY_WIDTH`` wide, then a Linear head, on ``REPLAY_BATCH`` rows,
+    cross-entropy loss) on one intra-op thread: the median of ``EAGER_ROUNDS`` rounds of
+    ``EAGER_STEPS`` passes. Its ops are tiny, so it times what this machine's CPU takes per op
+    in dispatch, autograd bookkeeping and Python, the work a compiled graph's call and fused
+    kernels also cost. About 50 ms. It leaves the caller's random state, threads and grad mode
+    as they were."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():
+            model = _model(1, True)
+            x = torch.linspace(-1.0, 1.0, REPLAY_BATCH * REPLAY_WIDTH).reshape(
+                REPLAY_BATCH, REPLAY_WIDTH
+            )
+            y = torch.arange(REPLAY_BATCH) % 10
+
+            def one() -> None:
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                model.zero_grad()
+
+            for _ in range(EAGER_WARMUP):
+                one()
+            rounds = []
+            for _ in range(EAGER_ROUNDS):
+                start = time.perf_counter_ns()
+                for _ in range(EAGER_STEPS):
+                    one()
+                rounds.append((time.perf_counter_ns() - start) / EAGER_STEPS)
+    finally:
+        torch.set_num_threads(saved)
+    return statistics.median(rounds)
 
 
 def _block_flops() -> float:
@@ -231,7 +276,12 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
     compiled = compiled_step_ns(kept, kernels, costs, fused_flops=flops, transcendentals=heavy)
     arithmetic = costs.arithmetic_ns(flops, heavy)
     saving = max(eager - compiled, 0.0)
-    model = MODEL_COSTS
+    # the costs the finding's own estimate took: the model's, scaled to the training machine
+    model = replace(
+        MODEL_COSTS,
+        call_ns=float(evidence.get("compile_call_ns") or MODEL_COSTS.call_ns),
+        kernel_ns=float(evidence.get("compile_kernel_ns") or MODEL_COSTS.kernel_ns),
+    )
     verdict = compile_verdict(eager, compiled)
     fallback = (
         f" The replay could not resolve the {' and '.join(unresolved)} cost here (its timings' "
@@ -246,8 +296,8 @@ def measure_compile(finding: Any) -> dict[str, Any] | None:
             f"Measured on this machine: small models compiled with torch.compile cost "
             f"{costs.call_ns / 1e6:.3f} ms per forward and backward plus "
             f"{costs.kernel_ns / 1e3:.1f} us per fused kernel, {costs.flop_ns:.2f} ns per FLOP "
-            f"and {costs.transcendental_ns:.1f} ns per transcendental element (the model "
-            f"assumes {model.call_ns / 1e6:.3f} ms, {model.kernel_ns / 1e3:.1f} us, "
+            f"and {costs.transcendental_ns:.1f} ns per transcendental element (the estimate "
+            f"without --measure took {model.call_ns / 1e6:.3f} ms, {model.kernel_ns / 1e3:.1f} us, "
             f"{model.flop_ns:.2f} ns and {model.transcendental_ns:.1f} ns). The eager forward "
             f"and backward ({eager / 1e6:.3f} ms per step) would become "
             f"{compiled / 1e6:.3f} ms: the kept ops ({kept / 1e6:.3f} ms), {kernels:.0f} fused "

@@ -56,6 +56,19 @@ def chain_run(tmp_path_factory):
     return _chain_run(tmp_path_factory.mktemp("chain"))
 
 
+def _model_costs(run):
+    """The call and kernel costs the compile estimate of ``run`` takes, recomputed: the
+    model's constants times the eager pass its step timer timed over the reference machine's
+    (or as they are, with no pass timed); and that factor (or None)."""
+    from perfkit_core.advice.compiled import REFERENCE_EAGER_PASS_NS
+
+    timed = run.meta.get("step_timer", {}).get("eager_pass_ns")
+    if not timed:
+        return COMPILED_CALL_NS, FUSED_KERNEL_NS, None
+    scale = timed / REFERENCE_EAGER_PASS_NS
+    return COMPILED_CALL_NS * scale, FUSED_KERNEL_NS * scale, scale
+
+
 def _compile_finding(findings):
     found = [f for f in findings if f.rule in ("python-overhead", "small-ops")]
     assert len(found) == 1, [f.rule for f in findings]
@@ -125,8 +138,11 @@ def test_compile_saving_is_recomputed_from_the_events(chain_run):
     eager = np.median(phases["forward"]["unprofiled_ns"]) + np.median(
         phases["backward"]["unprofiled_ns"]
     )
+    # the call and kernel costs scaled to this machine by the eager pass the timer timed
+    call, kernel, scale = _model_costs(run)
+    assert scale is not None and scale > 0
     # no shapes recorded: the fused kernels' arithmetic is not counted, and the text says so
-    expected = max(eager - (kept + kernels_per_step * FUSED_KERNEL_NS + COMPILED_CALL_NS), 0.0)
+    expected = max(eager - (kept + kernels_per_step * kernel + call), 0.0)
 
     finding = _compile_finding(run.advise())
     evidence = finding.evidence
@@ -141,6 +157,39 @@ def test_compile_saving_is_recomputed_from_the_events(chain_run):
     # 30 links of three ops each: their forward is one run, their backward another
     assert kernels_per_step >= 2
     assert f"{kernels_per_step:.0f} fused kernels" in finding.estimate
+    assert evidence["compile_costs_scale"] == pytest.approx(scale)
+    assert evidence["compile_call_ns"] == pytest.approx(call)
+    assert evidence["compile_kernel_ns"] == pytest.approx(kernel)
+    assert f"the model's times {scale:.2f}" in finding.estimate
+
+
+def test_without_an_eager_pass_the_costs_are_the_models(chain_run):
+    """A run whose step timer timed no eager pass (saved by an older perfkit, or with
+    ``eager_pass=False``) takes the model's call and kernel costs as they are, and says so."""
+    import perfkit_core
+
+    run = perfkit_core.load(chain_run.origin)
+    del run.meta["step_timer"]["eager_pass_ns"]
+    finding = _compile_finding(run.advise())
+    evidence = finding.evidence
+    assert evidence["compile_costs_scale"] is None
+    assert evidence["compile_call_ns"] == COMPILED_CALL_NS
+    assert evidence["compile_kernel_ns"] == FUSED_KERNEL_NS
+    assert "no step timer timed this machine's eager pass" in finding.estimate
+
+
+def test_the_eager_pass_leaves_the_program_as_it_was():
+    """Timing the eager pass where a run trained changes neither the random state, nor the
+    intra-op threads, nor the grad mode of the program that trains."""
+    from perfkit_torch.replay_compile import eager_pass_ns
+
+    threads = torch.get_num_threads()
+    state = torch.get_rng_state()
+    with torch.no_grad():
+        assert eager_pass_ns() > 0
+        assert not torch.is_grad_enabled()
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.get_num_threads() == threads
 
 
 #: The chain's fused ops with their FLOPs per element of their first input: the forward's
@@ -179,12 +228,13 @@ def test_fused_arithmetic_is_counted_from_the_recorded_shapes(tmp_path):
     assert evidence["compile_arithmetic"] == "counted"
     assert evidence["fused_flops_per_step"] == pytest.approx(flops)
     assert evidence["transcendentals_per_step"] == pytest.approx(transcendentals)
+    call, kernel, _ = _model_costs(run)
     compiled = (
         evidence["compile_kept_ns"]
-        + evidence["fused_kernels_per_step"] * FUSED_KERNEL_NS
+        + evidence["fused_kernels_per_step"] * kernel
         + flops * FUSED_FLOP_NS
         + transcendentals * TRANSCENDENTAL_NS
-        + COMPILED_CALL_NS
+        + call
     )
     assert evidence["compiled_ns"] == pytest.approx(compiled)
     assert finding.saving_ns == pytest.approx(max(evidence["eager_ns"] - compiled, 0.0))

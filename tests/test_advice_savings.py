@@ -748,6 +748,7 @@ def test_step_timer_records_the_machine(adam_loop):
     idle = record["idle_cores"]
     assert idle is None or 0.0 <= idle <= os.cpu_count() + 0.1
     assert "loader_batch_ns" not in record  # no step loaded data: no worker was started
+    assert record["eager_pass_ns"] > 0  # the compile advice's scale for this machine
 
 
 def test_step_timer_times_the_hand_over_only_for_steps_that_loaded_data(tmp_path):
@@ -781,6 +782,11 @@ def test_step_timer_times_the_hand_over_only_for_steps_that_loaded_data(tmp_path
     assert "loader_batch_ns" not in saved(folder("no-loading", "torch"), False)
     assert "loader_batch_ns" not in saved(folder("unknown", "no such framework"), True)
     assert loader_batch_ns("no such framework") is None
+    # the eager pass is timed for every torch run, whether its steps loaded data or not
+    assert loads["eager_pass_ns"] > 0
+    assert saved(folder("no-loading-pass", "torch"), False)["eager_pass_ns"] > 0
+    assert "eager_pass_ns" not in saved(folder("no-pass", "torch"), False, eager_pass=False)
+    assert "eager_pass_ns" not in saved(folder("unknown-pass", "no such framework"), False)
 
     run = SimpleNamespace(framework="torch", meta={"step_timer": {"loader_batch_ns": math.nan}})
     # a cost that is not a positive number is not used: the model's stands

@@ -41,6 +41,7 @@ TESTED_BY = {
     "perfkit_phase_timers": "test_phase_timers_hook_is_the_adapters",
     "perfkit_loader_batch_ns": "test_loader_batch_ns_hook_is_the_runs_adapters",
     "perfkit_loader_receive_ns": "test_loader_receive_ns_hook_is_the_runs_adapters",
+    "perfkit_eager_pass_ns": "test_eager_pass_ns_hook_is_the_runs_adapters",
 }
 
 
@@ -523,6 +524,35 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
             # the record keeps only what was timed
             costs = loader_costs_here("odd")
             assert costs.get("loader_receive_ns") == expected and "loader_batch_ns" not in costs
+        finally:
+            pm.unregister(plugin)
+
+
+def test_eager_pass_ns_hook_is_the_runs_adapters():
+    """torch's adapter times an eager forward and backward of a tiny model on this machine;
+    Paddle's answers nothing (no compile model); a plugin's answer that is not a positive
+    number, or one that raises, is not used (a real run: tests/test_advice_compile.py)."""
+    from perfkit_core.capture.step_timer import eager_pass_ns
+
+    pm = plugins.get_plugin_manager()
+    if "torch" in sys.modules:
+        assert pm.hook.perfkit_eager_pass_ns(framework="torch") > 0
+    assert pm.hook.perfkit_eager_pass_ns(framework="paddle") is None
+    assert pm.hook.perfkit_eager_pass_ns(framework="no such framework") is None
+
+    for answer, expected in (
+        (150_000, 150_000.0),
+        (0, None),
+        (float("nan"), None),
+        (-1.0, None),
+        (True, None),
+        ("1 ms", None),
+        (RuntimeError("no torch"), None),
+    ):
+        plugin = _answering("perfkit_eager_pass_ns", answer)
+        pm.register(plugin, name="odd-eager")
+        try:
+            assert eager_pass_ns("odd") == expected, answer
         finally:
             pm.unregister(plugin)
 

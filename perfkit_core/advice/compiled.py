@@ -29,20 +29,25 @@ runs.
 
 The four costs are what ``perfkit advise --measure`` measures
 (``perfkit_torch.replay_compile.compile_costs``: small models compiled by torch 2.13's inductor
-and timed), as the median of repeated replays on a 2-core x86 KVM machine (Xeon with AVX-512,
-torch 2.13). A slower CPU pays more for each: a VM about half as fast paid about twice the call
-overhead and kernel cost, so there the estimate is high; ``--measure`` measures them there.
+and timed), from replays on an idle 2-core AMD EPYC KVM machine (torch 2.13). The call and
+kernel costs are the CPU's cost of dispatch, autograd bookkeeping and Python, so where the
+step timer timed an eager forward and backward of a tiny model on the machine that trained
+(``eager_pass_ns``), they are scaled by it over the same pass on that machine
+(``REFERENCE_EAGER_PASS_NS``: ``run_compile_costs``). A 2-core Xeon KVM machine with AVX-512,
+whose eager steps of tiny ops ran 1.8 times as fast, timed a call at 0.18 ms, a kernel at
+8.5 us, a FLOP at 0.13 ns and a transcendental element at 5.3 ns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.advice.text import duration_text
+from perfkit_core.capture.step_timer import EAGER_PASS_KEY, META_KEY, finite_number
 from perfkit_core.events import links
 from perfkit_core.views.costs import run_costs
 from perfkit_core.views.family_rules import family_of
@@ -52,6 +57,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from perfkit_core.advice.engine import Context
+    from perfkit_core.events.run import Run
 
 #: Op families a compiled graph runs as the eager program does (a library kernel per op, or
 #: work outside the graph): only the others fuse.
@@ -78,20 +84,22 @@ MODELLED_FRAMEWORKS = frozenset({"torch"})
 #: What the compiled model costs per step besides its kept ops and fused kernels, ns: guards,
 #: the autograd function around the graph and its runtime wrappers, in the forward and the
 #: backward, and the per-op bookkeeping around it that the kept ops' corrected time misses
-#: (gradient accumulation, the loss). Replays: 0.17 to 0.18 ms (0.31 ms in one made while the
-#: machine ran slower).
-COMPILED_CALL_NS = 180_000.0
+#: (gradient accumulation, the loss). Replays on the idle machine (``REFERENCE_EAGER_PASS_NS``):
+#: 0.35 to 0.36 ms in three processes (0.42 to 0.64 ms in slow spells of the machine, when its
+#: eager pass took 0.33 to 0.55 ms).
+COMPILED_CALL_NS = 355_000.0
 #: The cost of one fused kernel that replaces a run of elementwise, norm and layout ops, its
-#: arithmetic aside, ns. Replays: 8.2 to 8.6 us.
-FUSED_KERNEL_NS = 8_500.0
+#: arithmetic aside, ns. Replays: 9.3 to 11.0 us.
+FUSED_KERNEL_NS = 10_000.0
 #: What a compiled CPU kernel takes per FLOP of the ops it fused (perfkit's op cost model: one
 #: per element of an elementwise op, a few for norms), ns: a chain of additions,
-#: multiplications and ReLUs and its backward. Replays: 0.12 to 0.14 ns.
-FUSED_FLOP_NS = 0.13
+#: multiplications and ReLUs and its backward. Replays: 0.19 to 0.20 ns.
+FUSED_FLOP_NS = 0.195
 #: What each element of a forward transcendental function costs a compiled CPU kernel beyond
 #: its FLOP, ns, its backward included: tanh, timed beside the same chain with ReLU. Replays:
-#: 5.2 to 5.3 ns (the eager kernel: 0.65 ns); sigmoid took 3.7 ns. Both on one intra-op thread.
-TRANSCENDENTAL_NS = 5.3
+#: 8.2 to 8.3 ns (the eager kernel: 0.65 ns on the Xeon machine, where this cost was 5.3 ns).
+#: Both on one intra-op thread.
+TRANSCENDENTAL_NS = 8.2
 #: The forward ops whose elements cost ``TRANSCENDENTAL_NS`` (names without ``aten::`` and an
 #: in-place ``_``), and the two backward ops that compute one (GELU's and SiLU's).
 TRANSCENDENTAL_OPS = frozenset(
@@ -153,6 +161,35 @@ class CompileCosts:
 
 #: The model's costs (the constants above).
 MODEL_COSTS = CompileCosts()
+
+#: What an eager forward and backward of the replay's one-block model
+#: (``perfkit_torch.replay_compile.eager_pass_ns``) took on the machine the constants above
+#: were measured on, ns: 0.30 to 0.31 ms at its usual speed (0.33 to 0.56 ms in its slow
+#: spells). A run whose step timer timed the same pass where it trained (``eager_pass_ns`` in
+#: its record) gets the call and kernel costs scaled by its pass over this one
+#: (``run_compile_costs``). The Xeon machine's call (0.18 ms) is what that scaling predicts
+#: from its eager steps of tiny ops, 1.8 times as fast, within 10%; its kernel (8.5 us) is 50%
+#: above it, a few us per kernel.
+REFERENCE_EAGER_PASS_NS = 305_000.0
+
+
+def run_compile_costs(run: Run) -> tuple[CompileCosts, float | None]:
+    """(the compile costs the estimate of ``run`` takes, the factor its call and kernel costs
+    were scaled by, or None): ``MODEL_COSTS`` with ``call_ns`` and ``kernel_ns`` times the
+    eager pass the step timer timed on the machine that trained over
+    ``REFERENCE_EAGER_PASS_NS`` (both are the CPU's cost of dispatching tiny ops, of
+    autograd's bookkeeping and of Python; a FLOP and a transcendental element are the
+    compiled code's arithmetic, which that pass does not time, and stay the model's); the
+    model's costs unscaled where the step timer timed no pass."""
+    record = run.meta.get(META_KEY) or {}
+    timed = finite_number(record.get(EAGER_PASS_KEY))
+    if timed is None or timed <= 0 or REFERENCE_EAGER_PASS_NS <= 0:
+        return MODEL_COSTS, None
+    scale = timed / REFERENCE_EAGER_PASS_NS
+    costs = replace(
+        MODEL_COSTS, call_ns=MODEL_COSTS.call_ns * scale, kernel_ns=MODEL_COSTS.kernel_ns * scale
+    )
+    return costs, scale
 
 #: Ops of code torch.compile already compiled (a region, its autograd function and backward,
 #: its guard check): kept as they are, so a compiled run is not promised its own compilation.
@@ -241,6 +278,10 @@ class CompileEstimate:
     transcendentals: float = 0.0
     arithmetic: str = "counted"
     costs: CompileCosts = field(default=MODEL_COSTS)
+    #: The factor ``costs``' call and kernel costs are the model's times (``run_compile_costs``:
+    #: the eager pass timed where the run trained over the reference machine's); None when
+    #: they are the model's as they are.
+    costs_scale: float | None = None
 
     @property
     def compiled_ns(self) -> float:
@@ -292,7 +333,23 @@ class CompileEstimate:
             f"{self.fused_kernels:.0f} "
             f"fused kernels for the runs of other ops ({self.costs.kernel_ns / 1e3:.1f} us "
             f"each), {self.arithmetic_text()}, and the compiled graph's call overhead "
-            f"({self.costs.call_ns / 1e6:.2f} ms)." + self.verdict_text()
+            f"({self.costs.call_ns / 1e6:.2f} ms)." + self.scale_text() + self.verdict_text()
+        )
+
+    def scale_text(self) -> str:
+        """A sentence, with a leading space, saying how the call and kernel costs were scaled
+        to the machine that trained ("" when they are the model's as they are)."""
+        if self.costs_scale is None:
+            return (
+                " The call and kernel costs are those measured on a 2-core x86 machine: no step "
+                "timer timed this machine's eager pass when the run was saved, and perfkit "
+                "advise --measure times them here."
+            )
+        return (
+            f" The call and kernel costs are the model's times {self.costs_scale:.2f}: an eager "
+            f"forward and backward of a tiny model took {self.costs_scale:.2f} times as long "
+            "where the run trained (timed by the step timer when it saved the run) as on the "
+            "machine the model's costs were measured on."
         )
 
     def verdict_text(self) -> str:
@@ -372,6 +429,7 @@ def _estimate(ctx: Context, unit: np.ndarray) -> CompileEstimate | None:
         else "their recorded time, the profiler's cost still in it (no step timer)"
     )
     estimate = CompileEstimate(0.0, eager, kept, kernels, source, fusible, kept_basis)
+    estimate.costs, estimate.costs_scale = run_compile_costs(ctx.run)
     fused = (in_fwd | in_bwd) & ~kept_family & ~free
     if ctx.has_device:
         estimate.arithmetic = "device"

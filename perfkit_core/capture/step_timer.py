@@ -54,6 +54,11 @@ LOADER_BATCH_KEY = "loader_batch_ns"
 #: training step on the machine that trained (ns; ``StepTimer.save``).
 LOADER_RECEIVE_KEY = "loader_receive_ns"
 
+#: Key, in the timer's record, of what an eager forward and backward of a tiny model took on
+#: the machine that trained (ns; ``StepTimer.save``): the compile advice scales the costs a
+#: compiled graph adds per call and per fused kernel by it.
+EAGER_PASS_KEY = "eager_pass_ns"
+
 #: The phase holding the CPU time (ns) of the thread that ran each step (``time.thread_time_ns``
 #: over the ``with timer.step()`` block): the training thread's own work, without the time it
 #: waited for the GIL, for a loading thread or for the operating system.
@@ -233,6 +238,7 @@ class StepTimer:
         runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         *,
         loader_costs: bool = True,
+        eager_pass: bool = True,
     ) -> list[Path]:
         """Merge the step times into each saved run folder's ``meta.json`` (atomically); return
         the folders written, and remove the phase timers (``close``). Wait for a background
@@ -244,12 +250,17 @@ class StepTimer:
         process starts, about a second once per framework) and, where it can, what receiving
         one adds to a busy training step (``perfkit_loader_receive_ns``: Paddle's, about a
         second more), and the record keeps them as ``loader_batch_ns`` and
-        ``loader_receive_ns``: the input-pipeline advice states its saving with them."""
+        ``loader_receive_ns``: the input-pipeline advice states its saving with them. With
+        ``eager_pass``, the adapter also times an eager forward and backward of a tiny model
+        where it can (``perfkit_eager_pass_ns``: torch's, about 50 ms once per framework),
+        kept as ``eager_pass_ns``: the compile advice scales its per-call and per-kernel costs
+        by it."""
         from perfkit_core.errors import TraceError
         from perfkit_core.events import atomic_path
 
         self.close()
         measured: dict[str, dict[str, float]] = {}
+        passes: dict[str, float | None] = {}
 
         folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
         written = []
@@ -265,6 +276,11 @@ class StepTimer:
                 if framework not in measured:
                     measured[framework] = loader_costs_here(framework)
                 record.update(measured[framework])
+            if eager_pass and framework:
+                if framework not in passes:
+                    passes[framework] = eager_pass_ns(framework)
+                if passes[framework] is not None:
+                    record[EAGER_PASS_KEY] = passes[framework]
             meta[META_KEY] = record
             with atomic_path(meta_path) as tmp:
                 tmp.write_text(json.dumps(meta, indent=1, default=str))
@@ -287,6 +303,14 @@ def loader_receive_ns(framework: str) -> float | None:
     number of 0 or more."""
     number = _timed_cost("perfkit_loader_receive_ns", framework)
     return number if number is not None and number >= 0 else None
+
+
+def eager_pass_ns(framework: str) -> float | None:
+    """What an eager forward and backward of a tiny model takes in ``framework`` on this
+    machine now (ns), as its adapter times it (``perfkit_eager_pass_ns``); None when no
+    adapter could, or what it gave is not a positive number."""
+    number = _timed_cost("perfkit_eager_pass_ns", framework)
+    return number if number is not None and number > 0 else None
 
 
 def loader_costs_here(framework: str) -> dict[str, float]:

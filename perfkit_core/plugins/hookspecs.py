@@ -357,6 +357,26 @@ def perfkit_loader_receive_ns(framework: str) -> float | None:
 
 
 @hookspec(firstresult=True)
+def perfkit_eager_pass_ns(framework: str) -> float | None:
+    """Time one eager forward and backward of a tiny model in ``framework`` on this machine
+    now (ns), for the compile advice of a run trained here: its ops are so small that the
+    time is the CPU's cost of dispatching them, of autograd's bookkeeping and of Python, which
+    a compiled graph's call and its fused kernels pay too, so the advice scales those costs
+    by it.
+
+    Called by ``perfkit_core.step_timer``'s ``save`` once per framework. It may take about
+    50 ms, and must leave the program's random state, threads and grad mode as they were. The
+    step timer takes an exception for no answer, and keeps the step times.
+
+    :param framework: the saved run's framework (``meta["framework"]``).
+    :returns: ns per forward and backward, or ``None`` when ``framework`` is not this
+        plugin's, the program has not imported it, or the framework has no compile model.
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec(firstresult=True)
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """Say how a run of ``framework`` gets layer spans, for a comparison whose other runs have them.
 

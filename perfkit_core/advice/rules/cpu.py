@@ -386,6 +386,10 @@ def _compile_evidence(compiled: CompileEstimate | None) -> dict[str, object]:
         "fused_flops_per_step": compiled.fused_flops,
         "transcendentals_per_step": compiled.transcendentals,
         "compile_arithmetic": compiled.arithmetic,
+        # the call and kernel costs the estimate took, and the factor they are the model's times
+        "compile_call_ns": compiled.costs.call_ns,
+        "compile_kernel_ns": compiled.costs.kernel_ns,
+        "compile_costs_scale": compiled.costs_scale,
     }
 
 
