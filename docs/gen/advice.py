@@ -110,6 +110,8 @@ def constant_value(name: str, value: float) -> str:
         return f"{value:g} elements"
     if name.endswith("_OPS"):
         return f"{value:g} ops"
+    if name.endswith("_TIMES_MEDIAN"):
+        return f"{value:g} times the median"
     raise DocsError(f"no unit known for the advice constant {name}; name it *_PCT, *_NS, ...")
 
 
