@@ -34,7 +34,8 @@ INPUT_PIPELINE_MIN_PCT = 5.0
 #: thread that lets its queue run dry makes a step wait for about one batch's loading, so its
 #: steps stay within about twice the median; a step ten times as long waited for something
 #: else (the machine, the collector), and on ``bench/bench_advice.py``'s ``paddle-demo`` one
-#: such step put the mean step at 2.7 times the median and the promised saving above the step.
+#: such step put the mean step at over three times the median and the promised saving at 2.7
+#: times the step.
 OUTLIER_STEP_TIMES_MEDIAN = 5.0
 
 
