@@ -57,16 +57,15 @@ def thread_figures(evidence: dict[str, Any]) -> tuple[float, float, float, float
     return loading, training, ops, optimizer_ops
 
 
-def handover_saving(evidence: dict[str, Any], op_ns: float) -> tuple[float, float]:
+def handover_saving(
+    figures: tuple[float, float, float, float], op_ns: float
+) -> tuple[float, float]:
     """(the step time, ns, that an optimizer's remedy saves beside a loading thread by handing
     the GIL over less often; the ops it removes per step), from the finding's
     ``thread_figures``: its ops less ``REMEDY_OPS_PER_STEP`` no longer hand the GIL to the
     thread and back, each costing both threads ``op_ns`` of CPU, as the input-pipeline
     finding's split of the same step counts them (``handover_ns``, capped at either thread's
-    CPU time: the removed ops' share of it). (0, 0) without a loading thread."""
-    figures = thread_figures(evidence)
-    if figures is None:
-        return 0.0, 0.0
+    CPU time: the removed ops' share of it)."""
     loading, training, ops, optimizer_ops = figures
     removed = min(max(optimizer_ops - REMEDY_OPS_PER_STEP, 0.0), ops)
     return 2.0 * handover_ns(loading, training, ops, op_ns) * removed / ops, removed
@@ -104,7 +103,7 @@ def replayed_optimizer_saving(
         and handover_exceeds_loading(figures[0], figures[2], op_ns)
     )
     if op_ns is not None and figures is not None and not capped:
-        handover, removed = handover_saving(evidence, op_ns)
+        handover, removed = handover_saving(figures, op_ns)
         own = max(loop_ns - remedy_ns, 0.0)
         return {
             "saving_ns": own + handover,

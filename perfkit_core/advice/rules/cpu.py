@@ -111,6 +111,13 @@ def _outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return found
 
 
+def training_ops_per_step(ctx: Context) -> float:
+    """The outermost host ops per step (``_outermost_ops``): the ops of the training thread
+    that each hand the GIL to a loading thread beside it and back, for the input-pipeline and
+    the optimizer findings alike."""
+    return float(_outermost_ops(ctx)[0].sum()) / max(ctx.steps, 1)
+
+
 def optimizer_class(run: Run, in_optimizer: np.ndarray) -> tuple[str | None, str]:
     """(the optimizer's class as the trace names it, or None; its implementation: ``fused``,
     ``foreach`` (multi-tensor) or ``for-loop``), from the optimizer spans' names (torch's
@@ -227,7 +234,7 @@ def rule_optimizer(ctx: Context) -> Finding | None:
     share = 100.0 * optimizer / ctx.step_ns
     if share < OPTIMIZER_MIN_STEP_PCT:
         return None
-    outermost, in_optimizer, _ = _outermost_ops(ctx)
+    _, in_optimizer, _ = _outermost_ops(ctx)
     cls, implementation = optimizer_class(ctx.run, in_optimizer)
     if implementation == "fused" or (implementation == "foreach" and ctx.framework == "paddle"):
         return None  # Paddle's multi-tensor optimizer is its remedy already
@@ -272,7 +279,7 @@ def rule_optimizer(ctx: Context) -> Finding | None:
     thread: dict[str, object] = {}
     estimate = f"The optimizer time{' timed without the profiler' if timed is not None else ''} made {how}."
     if beside is not None:
-        training_ops = float(outermost.sum()) / max(ctx.steps, 1)
+        training_ops = training_ops_per_step(ctx)
         thread = {
             "loading_thread_cpu_per_step_ns": beside[0],
             "training_cpu_per_step_ns": beside[1],

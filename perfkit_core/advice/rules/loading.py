@@ -20,7 +20,7 @@ from perfkit_core.advice.loader import (
     run_loader_receive_cost,
     thread_split,
 )
-from perfkit_core.advice.rules.cpu import _outermost_ops
+from perfkit_core.advice.rules.cpu import training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
 from perfkit_core.capture.step_timer import TRAINING_CPU
 from perfkit_core.comparison.overhead import step_timer_times
@@ -106,7 +106,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     # what workers take out of the step: the loading, and the rest of the step that stays
     training_cpu = timed_phase(ctx, TRAINING_CPU, mean=True) if threaded else None
     split = training_cpu is not None and training_cpu > 0
-    ops = float(_outermost_ops(ctx)[0].sum()) / max(ctx.steps, 1) if split else 0.0
+    ops = training_ops_per_step(ctx) if split else 0.0
     step_ns = basis.step_ns
     handing, capped, outliers = 0.0, False, 0
     if split:
