@@ -676,7 +676,11 @@ WINDOW = "window"
 
 
 def time_variants(
-    loops: dict[str, Loop], steps: int, rounds: int, records: list[dict[str, Any]] | None = None
+    loops: dict[str, Loop],
+    steps: int,
+    rounds: int,
+    records: list[dict[str, Any]] | None = None,
+    slowdowns_of: str = "",
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """(each loop's step time (ns, the median over ``rounds`` rounds of the mean of ``steps``
     steps), and under ``"saving:NAME"`` each other loop's saving over ``"before"`` (ns, the
@@ -685,7 +689,9 @@ def time_variants(
     (they last about a second on a shared VM) lands on neighbouring rounds of both and cancels
     in their difference. The ``WINDOW`` loop is no variant: each of its rounds runs under a
     step timer of its own, closed after the round (so its phase timers time no other loop),
-    whose record goes to ``records``."""
+    whose record goes to ``records``; with ``slowdowns_of`` (a framework), each record also
+    has how much that framework's ops and a worker's loading slowed each other right after
+    the round (``perfkit_corun_slowdowns``)."""
     for loop in loops.values():
         for _ in range(3):
             loop.step()
@@ -695,6 +701,10 @@ def time_variants(
         for name, loop in loops.items():
             if name == WINDOW:
                 records.append(timed_round(loop, steps))
+                if slowdowns_of:
+                    from perfkit_core.capture.step_timer import corun_slowdowns
+
+                    records[-1]["slowdowns"] = corun_slowdowns(slowdowns_of)
                 continue
             start = time.perf_counter_ns()
             for _ in range(steps):
@@ -808,7 +818,9 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
     loops[WINDOW] = scenario.build(frozenset())
     records: list[dict[str, Any]] = []
     with quiet():
-        times, samples = time_variants(loops, args.steps, args.rounds, records)
+        loading = any(f.rule == "input-pipeline" for f in applied)
+        slowdowns_of = scenario.framework if loading else ""
+        times, samples = time_variants(loops, args.steps, args.rounds, records, slowdowns_of)
     for loop in loops.values():
         loop.close()
     window = window_findings(run, merge_records(records))
@@ -872,6 +884,13 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                         if received is not None and received != match.evidence["replay_batch_ns"]
                         else ""
                     )
+                )
+            if "slowdown_from" in match.evidence:  # a worker and the step, beside each other
+                e = match.evidence
+                print(
+                    f"    [{mode:<7}] beside a worker the rest of the step takes "
+                    f"{e['training_slowdown']:.2f}x and the loading {e['loading_slowdown']:.2f}x "
+                    f"as long as alone ({e['slowdown_from']})"
                 )
             if "replay_thread_op_ns" in match.evidence:  # beside a loading thread, per op
                 print(
@@ -944,8 +963,12 @@ def timed_round(loop: Loop, steps: int) -> dict[str, Any]:
 def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One step timer record of ``timed_round``'s rounds: their steps and each phase's times
     one after the other (0 in a round a phase did not run in), and the idle cores weighted by
-    each round's time."""
+    each round's time; the median of the rounds' slowdowns beside a worker, where timed."""
     steps: list[int] = []
+    slowdowns: dict[str, list[float]] = {}
+    for record in records:
+        for key, value in record.get("slowdowns", {}).items():
+            slowdowns.setdefault(key, []).append(value)
     phases: dict[str, list[int]] = {}
     idle = wall = 0.0
     # not profiled: unprofiled where an adapter says no profiler records, else unknown
@@ -961,12 +984,17 @@ def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
         if record["idle_cores"] is not None:
             idle += record["idle_cores"] * sum(times)
             wall += sum(times)
-    return {"steps": steps, "phases": phases, "idle_cores": idle / wall if wall else None}
+    return {
+        "steps": steps,
+        "phases": phases,
+        "idle_cores": idle / wall if wall else None,
+        "slowdowns": {key: statistics.median(values) for key, values in slowdowns.items()},
+    }
 
 
 def window_findings(run: Any, window: dict[str, Any]) -> dict[str, Any]:
-    """The model's findings (by id) on ``run`` with its step timer's unprofiled steps and
-    idle cores replaced by ``window``'s (``merge_records``: the ``WINDOW`` loop, timed beside
+    """The model's findings (by id) on ``run`` with its step timer's unprofiled steps, idle
+    cores and slowdowns beside a worker replaced by ``window``'s (``merge_records``: the ``WINDOW`` loop, timed beside
     the rounds): the estimate fed the same minutes as the achieved savings, where the run's
     own estimate was fed the minutes after its profile."""
     import copy
@@ -978,6 +1006,7 @@ def window_findings(run: Any, window: dict[str, Any]) -> dict[str, Any]:
     timer = meta.get("step_timer") or {}
     timer["unprofiled_ns"] = window["steps"]
     timer["idle_cores"] = window["idle_cores"]
+    timer.update(window.get("slowdowns", {}))  # timed right after each round
     phases = timer.setdefault("phases", {})
     for phase in phases.keys() | window["phases"].keys():  # a phase the rounds lack: untimed
         entry = phases.setdefault(phase, {"profiled_ns": []})
@@ -998,8 +1027,14 @@ def window_line(finding: Any, achieved_ns: float, before_ns: float) -> str:
     return (
         f"    [window ] estimated {finding.saving_ns / 1e6:6.2f} ms/step "
         f"({100 * finding.saving_ns / step:5.1f}% of its {step / 1e6:.2f} ms step), the step "
-        f"timer's figures from the rounds' own minutes: {how}, "
-        f"{'inside' if ok else 'outside'} the target (a diagnosis, not a check)"
+        f"timer's figures from the rounds' own minutes"
+        + (
+            f" (beside a worker {finding.evidence['training_slowdown']:.2f}x and "
+            f"{finding.evidence['loading_slowdown']:.2f}x, timed after each round)"
+            if "training_slowdown" in finding.evidence
+            else ""
+        )
+        + f": {how}, {'inside' if ok else 'outside'} the target (a diagnosis, not a check)"
     )
 
 

@@ -202,6 +202,18 @@ def perfkit_loader_receive_ns(framework: str) -> float | None:
 
 
 @hookimpl
+def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
+    """How much Paddle's ops and a loader worker's Python slow each other on two cores of this
+    machine now (``perfkit_paddle.replay.corun_slowdowns``), for a paddle run the step timer
+    saves."""
+    if framework != "paddle" or "paddle" not in sys.modules:
+        return None
+    from perfkit_paddle.replay import corun_slowdowns
+
+    return corun_slowdowns()  # the step timer takes an error for no answer
+
+
+@hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a Paddle run gets layer spans: Paddle's profiler records every Layer call."""
     if framework != "paddle":

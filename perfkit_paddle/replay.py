@@ -203,6 +203,33 @@ def loader_receive_ns() -> float:
     return max(statistics.median(rounds), 0.0)
 
 
+#: The co-run replay's unit of Paddle ops: a batch of this many rows through a square layer of
+#: this width and a tanh (Paddle's CPU ops run on one thread unless told otherwise).
+CORUN_ROWS = 16
+CORUN_WIDTH = 512
+
+
+def training_work(items: int) -> None:
+    """Run ``items`` items of Paddle ops (``CORUN_ROWS`` rows through a ``CORUN_WIDTH``-wide
+    layer and a tanh), the training side of the co-run replay."""
+    import paddle
+
+    weight = paddle.full([CORUN_WIDTH, CORUN_WIDTH], 1.0 / CORUN_WIDTH, dtype="float32")
+    rows = paddle.ones([CORUN_ROWS, CORUN_WIDTH], dtype="float32")
+    with paddle.no_grad():
+        for _ in range(items):
+            rows = paddle.tanh(paddle.matmul(rows, weight))
+
+
+def corun_slowdowns() -> tuple[float, float]:
+    """How many times as long Paddle's ops (``training_work``) and a loader's Python work each
+    take beside the other on two cores of this machine now as alone
+    (``perfkit_core.advice.corun.corun_slowdowns``)."""
+    from perfkit_core.advice import corun_slowdowns as replay
+
+    return replay(training_work)
+
+
 def measure_loader(finding: Any) -> dict[str, Any] | None:
     """The input-pipeline finding's saving with the input pipeline's costs measured on this
     machine: handing a batch over (``loader_batch_ns``) and what receiving one adds to a busy
@@ -219,6 +246,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         loader_saving,
         measured_loader_estimate,
         replay_figures,
+        replay_slowdown_evidence,
         thread_split,
     )
 
@@ -237,6 +265,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     try:
         batch_ns = loader_batch_ns()
         receive_ns = loader_receive_ns()
+        slowdowns = corun_slowdowns()
         op_ns = recent_thread_op_ns() if split else 0.0
     except (RuntimeError, OSError, ValueError):
         return None
@@ -246,7 +275,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         # the replay's cost per op would take all of the loading thread's CPU: the split
         # counts none of it as loading
         capped = handover_exceeds_loading(thread_cpu, ops, op_ns)
-    saving = loader_saving(data, rest, workers, batch_ns, contention, receive_ns)
+    saving = loader_saving(data, rest, workers, batch_ns, contention, receive_ns, slowdowns)
     received = (
         f" Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms to a step of "
         f"{THREAD_OPS} small Paddle ops here (the loader's reader thread in the training "
@@ -281,12 +310,15 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             saving,
             threads,
             receive_ns,
+            slowdowns,
+            "paddle",
         ),
         "evidence": {
             "measured": "replay",
             "replay_batch_ns": batch_ns,
             "loader_receive_ns": receive_ns,
             "replay_free_cores": workers,
+            **replay_slowdown_evidence(slowdowns),
             **(
                 {
                     "replay_thread_op_ns": op_ns,

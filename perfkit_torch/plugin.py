@@ -204,6 +204,18 @@ def perfkit_loader_batch_ns(framework: str) -> float | None:
 
 
 @hookimpl
+def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
+    """How much torch's ops and a loader worker's Python slow each other on two cores of this
+    machine now (``perfkit_torch.replay.corun_slowdowns``), for a torch run the step timer
+    saves."""
+    if framework != "torch" or "torch" not in sys.modules:
+        return None
+    from perfkit_torch.replay import corun_slowdowns
+
+    return corun_slowdowns()  # the step timer takes an error for no answer
+
+
+@hookimpl
 def perfkit_eager_pass_ns(framework: str) -> float | None:
     """An eager forward and backward of a tiny model on this machine now
     (``perfkit_torch.replay_compile.eager_pass_ns``), for a torch run the step timer saves."""

@@ -2,7 +2,8 @@
 (``perfkit advise --measure``): the optimizer step over the recorded parameter shapes, as the
 per-parameter loop (``foreach=False``) and as the remedy (``fused=True`` for the classes that
 have it, else ``foreach=True``); the input pipeline's cost of handing a batch from a loader
-worker to the training process."""
+worker to the training process, and how much a worker on a free core and torch's ops slow each
+other."""
 
 from __future__ import annotations
 
@@ -124,6 +125,40 @@ def loader_batch_ns(*, threads: int | None = 1) -> float:
         torch.set_num_threads(saved)
 
 
+#: The co-run replay's unit of torch ops: a batch of this many rows through a square layer of
+#: this width and a tanh, on one intra-op thread (a training step's matmuls and activations).
+CORUN_ROWS = 16
+CORUN_WIDTH = 512
+
+
+def training_work(items: int) -> None:
+    """Run ``items`` items of torch ops on one intra-op thread (``CORUN_ROWS`` rows through a
+    ``CORUN_WIDTH``-wide layer and a tanh), the training side of the co-run replay; torch's
+    threads are left as they were."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            generator = torch.Generator().manual_seed(0)
+            weight = torch.randn(CORUN_WIDTH, CORUN_WIDTH, generator=generator) * 0.05
+            rows = torch.randn(CORUN_ROWS, CORUN_WIDTH, generator=generator)
+            for _ in range(items):
+                rows = torch.tanh(rows @ weight)
+    finally:
+        torch.set_num_threads(saved)
+
+
+def corun_slowdowns() -> tuple[float, float]:
+    """How many times as long torch's ops (``training_work``) and a loader's Python work each
+    take beside the other on two cores of this machine now as alone
+    (``perfkit_core.advice.corun.corun_slowdowns``)."""
+    from perfkit_core.advice import corun_slowdowns as replay
+
+    return replay(training_work)
+
+
 def measure_loader(finding: Any) -> dict[str, Any] | None:
     """The input-pipeline finding's saving with the cost of handing a batch over measured on
     this machine (``loader_batch_ns``) instead of the finding's (``LOADER_BATCH_NS``, or what
@@ -136,6 +171,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         loader_saving,
         measured_loader_estimate,
         replay_figures,
+        replay_slowdown_evidence,
     )
 
     evidence = finding.evidence
@@ -145,10 +181,11 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     data, rest, workers = figures
     try:
         batch_ns = loader_batch_ns()
+        slowdowns = corun_slowdowns()
     except (RuntimeError, OSError, ValueError):
         return None
     receive_ns = batch_ns  # torch's training process unpickles each batch itself: each side pays
-    saving = loader_saving(data, rest, workers, batch_ns, 0.0, receive_ns)
+    saving = loader_saving(data, rest, workers, batch_ns, 0.0, receive_ns, slowdowns)
     return {
         "saving_ns": saving,
         "estimate": measured_loader_estimate(
@@ -159,11 +196,14 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             workers,
             saving,
             receive_ns=receive_ns,
+            slowdowns=slowdowns,
+            framework="torch",
         ),
         "evidence": {
             "measured": "replay",
             "replay_batch_ns": batch_ns,
             "loader_receive_ns": receive_ns,
             "replay_free_cores": workers,
+            **replay_slowdown_evidence(slowdowns),
         },
     }

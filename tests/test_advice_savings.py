@@ -778,9 +778,14 @@ def test_step_timer_times_the_hand_over_only_for_steps_that_loaded_data(tmp_path
     assert loads["loader_batch_ns"] > 0
     # torch's training process unpickles each batch itself: receiving is not timed apart
     assert "loader_receive_ns" not in loads
-    assert "loader_batch_ns" not in saved(folder("opt-out", "torch"), True, loader_costs=False)
-    assert "loader_batch_ns" not in saved(folder("no-loading", "torch"), False)
-    assert "loader_batch_ns" not in saved(folder("unknown", "no such framework"), True)
+    # and how much a worker on a free core and torch's ops slow each other here
+    assert loads["training_slowdown"] >= 1.0 and loads["loading_slowdown"] >= 1.0
+    for record in (
+        saved(folder("opt-out", "torch"), True, loader_costs=False),
+        saved(folder("no-loading", "torch"), False),
+        saved(folder("unknown", "no such framework"), True),
+    ):
+        assert not {"loader_batch_ns", "training_slowdown", "loading_slowdown"} & set(record)
     assert loader_batch_ns("no such framework") is None
     # the eager pass is timed for every torch run, whether its steps loaded data or not
     assert loads["eager_pass_ns"] > 0
@@ -791,6 +796,72 @@ def test_step_timer_times_the_hand_over_only_for_steps_that_loaded_data(tmp_path
     run = SimpleNamespace(framework="torch", meta={"step_timer": {"loader_batch_ns": math.nan}})
     # a cost that is not a positive number is not used: the model's stands
     assert run_loader_batch_cost(run) == (loader_batch_cost("torch"), MODEL_COST)
+
+
+def test_slowdowns_come_from_the_step_timers_record_of_the_machine():
+    """The input pipeline's slowdowns beside a worker are the step timer's record's, both or
+    neither; anything but two finite numbers of at least 1 leaves a free core as fast as an
+    idle one, and the estimate says which."""
+    from perfkit_core.advice.loader import (
+        SLOWDOWN_NONE,
+        SLOWDOWN_TIMED,
+        loader_slowdowns,
+        run_slowdowns,
+        slowdown_text,
+    )
+
+    def run(record: dict) -> SimpleNamespace:  # run_slowdowns reads only the run's meta
+        return SimpleNamespace(meta={"step_timer": record})
+
+    timed = {"training_slowdown": 1.3, "loading_slowdown": 1.75}
+    assert run_slowdowns(run(timed)) == ((1.3, 1.75), SLOWDOWN_TIMED)
+    for record in (
+        {},
+        {"training_slowdown": 1.3},
+        {**timed, "loading_slowdown": 0.9},
+        {**timed, "training_slowdown": math.nan},
+        {**timed, "training_slowdown": True},
+        {**timed, "loading_slowdown": "1.75"},
+    ):
+        assert run_slowdowns(run(record)) == ((1.0, 1.0), SLOWDOWN_NONE), record
+    assert run_slowdowns(SimpleNamespace(meta={})) == ((1.0, 1.0), SLOWDOWN_NONE)
+    # a finding's evidence: each 1 where missing or not a number of at least 1
+    assert loader_slowdowns(timed) == (1.3, 1.75)
+    assert loader_slowdowns({"training_slowdown": 0.5, "loading_slowdown": None}) == (1.0, 1.0)
+    # the sentence names the two and, where one is large, the shared core
+    said = slowdown_text((1.3, 1.75), SLOWDOWN_TIMED, "torch")
+    assert "torch's ops ran 1.30 times and a Dataset's Python work 1.75 times" in said
+    assert "hyperthread" in said
+    assert "hyperthread" not in slowdown_text((1.02, 1.01), SLOWDOWN_TIMED, "torch")
+    assert "as fast beside each other as alone (not timed" in slowdown_text(
+        (1.0, 1.0), SLOWDOWN_NONE, "torch"
+    )
+
+
+def test_a_worker_slowed_beside_training_saves_less():
+    """Beside a worker, the rest of the step and the loading each take their slowdown times
+    as long: the step becomes the longer of the two sides so slowed."""
+    # 8 ms of loading and 6 ms of the rest, a hand-over of 1 ms each side, one worker
+    assert loader_saving(8e6, 6e6, 1, 1e6) == pytest.approx(14e6 - 9e6)
+    # the loading 1.5 times as long: 13 ms a batch, one ms saved
+    assert loader_saving(8e6, 6e6, 1, 1e6, 0.0, 1e6, (1.0, 1.5)) == pytest.approx(1e6)
+    # the rest 2 times as long: 13 ms, the rest bounds it
+    assert loader_saving(8e6, 6e6, 1, 1e6, 0.0, 1e6, (2.0, 1.0)) == pytest.approx(1e6)
+    # both slowed past the serial step: no saving, never less than none
+    assert loader_saving(8e6, 6e6, 1, 1e6, 0.0, 1e6, (1.3, 1.75)) == 0.0
+    # two workers spread the slowed loading: (8 x 1.5 + 1) / 2 = 6.5 ms < 6 x 1.2 + 1 = 8.2 ms
+    assert loader_saving(8e6, 6e6, 2, 1e6, 0.0, 1e6, (1.2, 1.5)) == pytest.approx(14e6 - 8.2e6)
+
+
+def _timed_slowdowns(run, evidence) -> tuple[float, float]:
+    """The slowdowns beside a worker that the step timer timed on this machine when it saved
+    ``run`` (its record), checked to be the input-pipeline finding's ``evidence``."""
+    record = run.meta["step_timer"]
+    slowdowns = (record["training_slowdown"], record["loading_slowdown"])
+    assert min(slowdowns) >= 1.0
+    assert (evidence["training_slowdown"], evidence["loading_slowdown"]) == slowdowns
+    assert evidence["slowdown_from"] == "training machine"
+    return slowdowns
 
 
 def test_measure_times_handing_a_batch_over():
@@ -814,12 +885,19 @@ def test_measure_times_handing_a_batch_over():
     assert ev["measured"] == "replay" and ev["replay_free_cores"] == 1.0
     batch = ev["replay_batch_ns"]
     assert batch > 0
-    # one worker: the shorter of loading and the rest leaves, less the hand-over
-    assert result["saving_ns"] == pytest.approx(max(7_000_000.0 - batch, 0.0))
-    assert result["saving_ns"] == pytest.approx(loader_saving(9e6, 7e6, 1.0, batch))
+    # how much the worker and torch's ops slow each other, replayed here
+    slow_rest, slow_load = ev["training_slowdown"], ev["loading_slowdown"]
+    assert slow_rest >= 1.0 and slow_load >= 1.0 and ev["slowdown_from"] == "replay"
+    # one worker: the step becomes the longer side, each slowed beside the other
+    after = max(7e6 * slow_rest + batch, 9e6 * slow_load + batch)
+    assert result["saving_ns"] == pytest.approx(max(16e6 - after, 0.0))
+    assert result["saving_ns"] == pytest.approx(
+        loader_saving(9e6, 7e6, 1.0, batch, 0.0, batch, (slow_rest, slow_load))
+    )
     assert f"every {batch / 1e6:.3f} ms" in result["estimate"]
-    assert f"(7.000 + {batch / 1e6:.3f} ms)" in result["estimate"]
-    assert f"((9.000 + {batch / 1e6:.3f}) / 1.0 ms)" in result["estimate"]
+    assert f"(7.000 x {slow_rest:.2f} + {batch / 1e6:.3f} ms)" in result["estimate"]
+    assert f"((9.000 x {slow_load:.2f} + {batch / 1e6:.3f}) / 1.0 ms)" in result["estimate"]
+    assert f"torch's ops ran {slow_rest:.2f} times" in result["estimate"]
     # Nothing to replay without the recorded loading time; a Paddle run's replay is Paddle's
     # loader (below), and a run of a framework no adapter replays keeps its model.
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
@@ -869,8 +947,10 @@ def test_paddle_measure_times_its_loaders_costs():
     # receiving a batch, timed beside a busy step of small ops, costs the training side
     receive_ns = ev["loader_receive_ns"]
     assert receive_ns >= 0
+    slowdowns = (ev["training_slowdown"], ev["loading_slowdown"])
+    assert min(slowdowns) >= 1.0 and ev["slowdown_from"] == "replay"
     assert result["saving_ns"] == pytest.approx(
-        loader_saving(loading, rest, 1.0, batch_ns, contention, receive_ns)
+        loader_saving(loading, rest, 1.0, batch_ns, contention, receive_ns, slowdowns)
     )
     # hand-overs at the replayed cost per op that reach the loading thread's CPU: the split
     # says it counts none of that CPU as loading, and the replay stays the finding's estimate
@@ -884,7 +964,9 @@ def test_paddle_measure_times_its_loaders_costs():
     assert f"Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms" in (
         result["estimate"]
     )
-    assert f"({rest / 1e6:.3f} + {receive_ns / 1e6:.3f} ms)" in result["estimate"]
+    assert f"({rest / 1e6:.3f} x {slowdowns[0]:.2f} + {receive_ns / 1e6:.3f} ms)" in (
+        result["estimate"]
+    )
     assert f"cost the training thread {op_ns / 1e3:.1f} us of CPU beside" in result["estimate"]
     # a finding with no loading thread: only the hand-over is timed, the split is kept
     plain = SimpleNamespace(
@@ -902,6 +984,7 @@ def test_paddle_measure_times_its_loaders_costs():
             only["evidence"]["replay_batch_ns"],
             0.0,
             only["evidence"]["loader_receive_ns"],
+            (only["evidence"]["training_slowdown"], only["evidence"]["loading_slowdown"]),
         )
     )
     # nothing to replay for other rules, for runs of other frameworks, or without the figures
@@ -1029,6 +1112,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     received = run.meta["step_timer"]["loader_receive_ns"]
     assert received >= 0 and ev["loader_receive_ns"] == received
     assert ev["loader_receive_from"] == "training machine"
+    slowdowns = _timed_slowdowns(run, ev)
     assert findings["input-pipeline"].saving_ns == pytest.approx(
         loader_saving(
             ev["loading_per_step_ns"],
@@ -1037,6 +1121,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
             timed,
             ev["contention_per_step_ns"],
             received,
+            slowdowns,
         )
     )
     if ev["free_cores"] > 0:
@@ -1142,6 +1227,7 @@ def test_a_loading_thread_cheaper_than_its_hand_overs_counts_as_hand_overs(tmp_p
             ev["loader_batch_ns"],
             ev["contention_per_step_ns"],
             ev["loader_receive_ns"],
+            _timed_slowdowns(run, ev),
         )
     )
     assert "all of the thread's CPU time as hand-overs and none as loading" in finding.estimate
@@ -1400,9 +1486,16 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
     timed = run.meta["step_timer"]["loader_batch_ns"]
     assert timed > 0 and ev["loader_batch_ns"] == timed
     assert ev["loader_batch_from"] == "training machine"
+    slowdowns = _timed_slowdowns(run, ev)
     assert finding.saving_ns == pytest.approx(
         loader_saving(
-            ev["data_unprofiled_per_step_ns"], ev["rest_per_step_ns"], ev["free_cores"], timed
+            ev["data_unprofiled_per_step_ns"],
+            ev["rest_per_step_ns"],
+            ev["free_cores"],
+            timed,
+            0.0,
+            timed,
+            slowdowns,
         )
     )
     from perfkit_core.advice.text import duration_text
@@ -1413,6 +1506,14 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
         assert (
             f"Handing a batch over costs each side {duration_text(timed)} in torch's loader "
             "(timed on the machine that trained, when the step timer saved the run)"
+        ) in finding.estimate
+        # the factors in the formula are the ones the sentence states
+        assert f"{duration_text(ev['rest_per_step_ns'])} x {slowdowns[0]:.2f} + " in (
+            finding.estimate
+        )
+        assert (
+            f"torch's ops ran {slowdowns[0]:.2f} times and a Dataset's Python work "
+            f"{slowdowns[1]:.2f} times as long as alone (timed on the machine that trained"
         ) in finding.estimate
 
     share = 100 * ev["data_unprofiled_per_step_ns"] / ev["basis_step_ns"]

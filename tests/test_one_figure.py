@@ -142,6 +142,12 @@ def test_each_saving_is_one_figure(report):
             ev["loader_batch_ns"],
             ev["contention_per_step_ns"],
             ev["loader_receive_ns"],
+            # how much a worker and the step slow each other, where the step timer timed it
+            (record.get("training_slowdown", 1.0), record.get("loading_slowdown", 1.0)),
+        )
+        assert (ev["training_slowdown"], ev["loading_slowdown"]) == (
+            record.get("training_slowdown", 1.0),
+            record.get("loading_slowdown", 1.0),
         )
         assert loading[0]["saving_ns"] == pytest.approx(expected)
     combined = data["headline"]["combined"]

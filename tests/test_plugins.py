@@ -42,6 +42,7 @@ TESTED_BY = {
     "perfkit_loader_batch_ns": "test_loader_batch_ns_hook_is_the_runs_adapters",
     "perfkit_loader_receive_ns": "test_loader_receive_ns_hook_is_the_runs_adapters",
     "perfkit_eager_pass_ns": "test_eager_pass_ns_hook_is_the_runs_adapters",
+    "perfkit_corun_slowdowns": "test_corun_slowdowns_hook_is_the_runs_adapters",
 }
 
 
@@ -524,6 +525,47 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
             # the record keeps only what was timed
             costs = loader_costs_here("odd")
             assert costs.get("loader_receive_ns") == expected and "loader_batch_ns" not in costs
+        finally:
+            pm.unregister(plugin)
+
+
+def test_corun_slowdowns_hook_is_the_runs_adapters():
+    """The adapter of the run's framework times how much its ops and a loader's Python slow
+    each other on two cores here (two numbers of at least 1, the second process gone after);
+    a plugin's answer that is not two finite numbers of at least 1, or one that raises, is not
+    used (a real run: tests/test_advice_savings.py)."""
+    import multiprocessing
+
+    from perfkit_core.capture.step_timer import corun_slowdowns, loader_costs_here
+
+    pm = plugins.get_plugin_manager()
+    for framework in ("torch", "paddle"):
+        if framework in sys.modules:
+            children = set(multiprocessing.active_children())
+            training, loading = pm.hook.perfkit_corun_slowdowns(framework=framework)
+            assert training >= 1.0 and loading >= 1.0, framework
+            assert set(multiprocessing.active_children()) <= children
+    assert pm.hook.perfkit_corun_slowdowns(framework="no such framework") is None
+
+    for answer, expected in (
+        ((1.3, 1.75), {"training_slowdown": 1.3, "loading_slowdown": 1.75}),
+        ([1, 1], {"training_slowdown": 1.0, "loading_slowdown": 1.0}),
+        ((0.9, 1.2), {}),
+        ((1.2, float("nan")), {}),
+        ((True, 1.2), {}),
+        ((1.2,), {}),
+        ((1.2, 1.3, 1.4), {}),
+        ("1.2, 1.3", {}),
+        (1.2, {}),
+        (RuntimeError("no second process"), {}),
+    ):
+        plugin = _answering("perfkit_corun_slowdowns", answer)
+        pm.register(plugin, name="odd-corun")
+        try:
+            assert corun_slowdowns("odd") == expected, answer
+            # the record keeps only what was timed
+            costs = loader_costs_here("odd")
+            assert {k: v for k, v in costs.items() if k.endswith("slowdown")} == expected
         finally:
             pm.unregister(plugin)
 

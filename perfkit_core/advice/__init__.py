@@ -12,6 +12,7 @@ from perfkit_core.advice.compiled import (
     compile_verdict,
     compiled_step_ns,
 )
+from perfkit_core.advice.corun import corun_slowdowns
 from perfkit_core.advice.engine import (
     GENERIC_REMEDIES,
     Advisor,
@@ -34,6 +35,7 @@ from perfkit_core.advice.loader import (
     measured_loader_estimate,
     remedy_workers,
     replay_figures,
+    replay_slowdown_evidence,
     run_loader_batch_cost,
     run_loader_receive_cost,
     thread_split,
@@ -57,6 +59,7 @@ __all__ = [
     "advise",
     "compile_verdict",
     "compiled_step_ns",
+    "corun_slowdowns",
     "cross_rank",
     "delivery_ns",
     "handover_exceeds_loading",
@@ -69,6 +72,7 @@ __all__ = [
     "remedy_workers",
     "replay_figures",
     "replay_optimizer",
+    "replay_slowdown_evidence",
     "run_loader_batch_cost",
     "run_loader_receive_cost",
     "shapes_text",

@@ -126,7 +126,12 @@ def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
     """Replace, in ``by_kind``, the input-pipeline finding's saving by the one its model gives
     when the other findings of its kind have shortened the rest of the step; a clause for the
     sentence of how the savings combined ("" when there is nothing to simulate)."""
-    from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_figures, loader_saving
+    from perfkit_core.advice.loader import (
+        LOADER_BATCH_NS,
+        loader_figures,
+        loader_saving,
+        loader_slowdowns,
+    )
 
     loader = next((f for f in findings if f.rule == "input-pipeline"), None)
     if loader is None:
@@ -149,9 +154,10 @@ def _simulate_loader(findings: list[Finding], by_kind: dict[str, float]) -> str:
     lost_to_thread = float(contention) if isinstance(contention, (int, float)) else 0.0
     received = ev.get("loader_receive_ns")  # a replay puts its own beside its batch cost
     receive = float(received) if isinstance(received, (int, float)) else batch_ns
-    alone = loader_saving(data, rest, workers, batch_ns, lost_to_thread, receive)
+    slowdowns = loader_slowdowns(ev)
+    alone = loader_saving(data, rest, workers, batch_ns, lost_to_thread, receive, slowdowns)
     together = loader_saving(
-        data, max(rest - others, 0.0), workers, batch_ns, lost_to_thread, receive
+        data, max(rest - others, 0.0), workers, batch_ns, lost_to_thread, receive, slowdowns
     )
     lost = alone - together
     if lost <= 1.0:  # under a nanosecond: the same saving, up to rounding

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 from perfkit_core.capture.step_timer import (
     LOADER_BATCH_KEY,
     LOADER_RECEIVE_KEY,
+    LOADING_SLOWDOWN_KEY,
     META_KEY,
+    TRAINING_SLOWDOWN_KEY,
     finite_number,
 )
 
@@ -109,6 +111,58 @@ def run_loader_receive_cost(run: Run, batch_ns: float) -> tuple[float, str]:
     return batch_ns, RECEIVE_AS_SENDING
 
 
+#: Where ``run_slowdowns`` found how much a worker on a free core and the training step slow
+#: each other (the finding's ``slowdown_from``), and how a finding's estimate says so.
+SLOWDOWN_TIMED = TRAINING_MACHINE
+SLOWDOWN_REPLAY = "replay"
+SLOWDOWN_NONE = "not timed"
+SLOWDOWN_SOURCES = {
+    SLOWDOWN_TIMED: "timed on the machine that trained, when the step timer saved the run",
+    SLOWDOWN_REPLAY: "timed on this machine by perfkit advise --measure",
+    SLOWDOWN_NONE: "not timed on the machine that trained: a step timer's save times it",
+}
+
+
+#: A slowdown at least this large says that the two cores share one physical core's hardware.
+SHARED_CORE_SLOWDOWN = 1.15
+
+
+def run_slowdowns(run: Run) -> tuple[tuple[float, float], str]:
+    """((how many times as long the training step's work takes beside a loader worker as
+    alone, how many times as long the worker's loading takes beside the training step), where
+    they were found, a key of ``SLOWDOWN_SOURCES``): what the step timer timed on the machine
+    that trained when it saved the run (``training_slowdown`` and ``loading_slowdown`` in its
+    record, ``perfkit_core.advice.corun``), else (1, 1): a free core as fast as an idle one."""
+    record = run.meta.get(META_KEY) or {}
+    training = finite_number(record.get(TRAINING_SLOWDOWN_KEY))
+    loading = finite_number(record.get(LOADING_SLOWDOWN_KEY))
+    if training is None or loading is None or training < 1.0 or loading < 1.0:
+        return (1.0, 1.0), SLOWDOWN_NONE
+    return (training, loading), SLOWDOWN_TIMED
+
+
+def slowdown_text(slowdowns: tuple[float, float], source: str, framework: str) -> str:
+    """The sentence of an input-pipeline estimate that says how much a worker on a free core
+    and the training step slow each other (``slowdowns``, found where ``source`` says)."""
+    if source == SLOWDOWN_NONE:
+        return (
+            "A worker and the training step are taken to run as fast beside each other as "
+            f"alone ({SLOWDOWN_SOURCES[source]})."
+        )
+    training, loading = slowdowns
+    shared = (
+        ": the free core shares the training core's hardware (a hyperthread of the same "
+        "physical core)"
+        if max(training, loading) >= SHARED_CORE_SLOWDOWN
+        else ""
+    )
+    return (
+        f"Beside each other on two cores, {framework or 'the framework'}'s ops ran "
+        f"{training:.2f} times and a Dataset's Python work {loading:.2f} times as long as alone "
+        f"({SLOWDOWN_SOURCES[source]}){shared}."
+    )
+
+
 def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     """(the cores loader workers can use, how that was found), rounded to whole cores (a core
     at least half idle counts as free: the remedy prescribes whole workers), at least 0:
@@ -178,6 +232,7 @@ def loader_saving(
     batch_ns: float = LOADER_BATCH_NS,
     contention_ns: float = 0.0,
     receive_ns: float | None = None,
+    slowdowns: tuple[float, float] = (1.0, 1.0),
 ) -> float:
     """The step time (ns) that ``workers`` loader workers save when the step is ``data_ns`` of
     loading, ``rest_ns`` of the rest and ``contention_ns`` besides (beside a loading thread of
@@ -185,13 +240,16 @@ def loader_saving(
     negative where they ran at once on two cores): a worker hands each batch over at
     ``batch_ns`` and the training process receives it at ``receive_ns`` (by default the same),
     so the step becomes the longer of the rest plus receiving a batch and the loading plus
-    sending it, spread over the workers; the contention goes with the thread. It assumes each
-    worker has a core of its own (on a machine whose cores are busy, the workers slow the
-    training process instead)."""
+    sending it, spread over the workers; the contention goes with the thread. Beside each
+    other, the rest takes ``slowdowns[0]`` times and the loading ``slowdowns[1]`` times as
+    long as alone (``run_slowdowns``: a free core that shares the training core's hardware).
+    It assumes each worker has a core of its own (on a machine whose cores are busy, the
+    workers slow the training process instead)."""
     if workers <= 0:
         return 0.0  # no core free: a worker only takes CPU from the training process
     receive = batch_ns if receive_ns is None else receive_ns
-    after = max(rest_ns + receive, (data_ns + batch_ns) / workers)
+    training, loading = slowdowns
+    after = max(rest_ns * training + receive, (data_ns * loading + batch_ns) / workers)
     return max(data_ns + rest_ns + contention_ns - after, 0.0)
 
 
@@ -264,6 +322,27 @@ def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | Non
     return loading, rest, workers
 
 
+def loader_slowdowns(evidence: dict[str, Any]) -> tuple[float, float]:
+    """The (rest of the step's, loading's) slowdowns beside a worker that an input-pipeline
+    finding's saving was stated on (``training_slowdown``, ``loading_slowdown``), each 1 where
+    missing, not a number or under 1."""
+    found = (finite_number(evidence.get(k)) for k in ("training_slowdown", "loading_slowdown"))
+    training, loading = (v if v is not None and v >= 1.0 else 1.0 for v in found)
+    return training, loading
+
+
+def replay_slowdown_evidence(slowdowns: tuple[float, float]) -> dict[str, Any]:
+    """The evidence of an input-pipeline finding whose saving a replay stated with the
+    slowdowns it timed on this machine (``perfkit_core.advice.corun``), in place of the
+    run's."""
+    training, loading = slowdowns
+    return {
+        "training_slowdown": training,
+        "loading_slowdown": loading,
+        "slowdown_from": SLOWDOWN_REPLAY,
+    }
+
+
 def replay_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | None:
     """``loader_figures`` of a finding an adapter's replay can improve on: None as well when it
     moves no loading, or when no core is free (no worker saves anything then, whatever a
@@ -300,21 +379,25 @@ def measured_loader_estimate(
     saving_ns: float,
     extra: str = "",
     receive_ns: float | None = None,
+    slowdowns: tuple[float, float] = (1.0, 1.0),
+    framework: str = "",
 ) -> str:
     """The estimate sentence of an input-pipeline finding whose hand-over cost a replay timed
     (``batch_ns``, where the finding's own estimate took ``model_batch_ns``: its
-    ``loader_batch_ns``), with the loading, the rest of the step, the free cores and what
-    receiving a batch costs the training process (``receive_ns``, by default ``batch_ns``) it
-    was stated on, and ``extra`` (a sentence or "") between."""
+    ``loader_batch_ns``), with the loading, the rest of the step, the free cores, what
+    receiving a batch costs the training process (``receive_ns``, by default ``batch_ns``) and
+    how much the two sides slow each other (``slowdowns``, replayed on this machine) it was
+    stated on, and ``extra`` (a sentence or "") between."""
     receive = batch_ns if receive_ns is None else receive_ns
+    training, loading = slowdowns
     return (
         f"Measured on this machine: one DataLoader worker handed a batch of features and "
         f"labels to the training process every {batch_ns / 1e6:.3f} ms when neither did "
         f"other work (the estimate without --measure took {model_batch_ns / 1e6:.3f} ms)."
-        f"{extra} With "
+        f"{extra} {slowdown_text(slowdowns, SLOWDOWN_REPLAY, framework)} With "
         f"{workers:.1f} free core(s), the step becomes the longer of the rest of the "
-        f"step plus receiving a batch ({rest_ns / 1e6:.3f} + {receive / 1e6:.3f} ms) and the "
-        f"loading plus sending it, spread over the workers (({data_ns / 1e6:.3f} + "
-        f"{batch_ns / 1e6:.3f}) / {workers:.1f} ms)"
+        f"step plus receiving a batch ({rest_ns / 1e6:.3f} x {training:.2f} + "
+        f"{receive / 1e6:.3f} ms) and the loading plus sending it, spread over the workers "
+        f"(({data_ns / 1e6:.3f} x {loading:.2f} + {batch_ns / 1e6:.3f}) / {workers:.1f} ms)"
         + ("; no saving is expected." if saving_ns <= 0 else ".")
     )

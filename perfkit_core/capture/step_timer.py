@@ -27,8 +27,9 @@ shared between the two threads in about the ratio of their CPU times.
 When the steps loaded data in the training process, ``save`` also has the run's adapter time
 what handing a batch from a loader worker over costs on this machine (``loader_batch_ns``),
 and, where the adapter can, what receiving one adds to a busy training step
-(``loader_receive_ns``): the input-pipeline advice needs the costs of the machine that
-trained, which may not be the one that reads the run.
+(``loader_receive_ns``), and how much a worker on a free core and the training step slow
+each other (``training_slowdown``, ``loading_slowdown``): the input-pipeline advice needs the
+costs of the machine that trained, which may not be the one that reads the run.
 """
 
 from __future__ import annotations
@@ -53,6 +54,13 @@ LOADER_BATCH_KEY = "loader_batch_ns"
 #: Key, in the timer's record, of what receiving a batch from a loader worker added to a busy
 #: training step on the machine that trained (ns; ``StepTimer.save``).
 LOADER_RECEIVE_KEY = "loader_receive_ns"
+
+#: Keys, in the timer's record, of how many times as long the framework's ops and a loader's
+#: Python work each took beside the other on two cores of the machine that trained as alone
+#: (``StepTimer.save``): where the free core shares the training core's hardware, workers save
+#: less (``perfkit_core.advice.corun``).
+TRAINING_SLOWDOWN_KEY = "training_slowdown"
+LOADING_SLOWDOWN_KEY = "loading_slowdown"
 
 #: Key, in the timer's record, of what an eager forward and backward of a tiny model took on
 #: the machine that trained (ns; ``StepTimer.save``): the compile advice scales the costs a
@@ -249,8 +257,10 @@ class StepTimer:
         handing a batch from a loader worker over costs (``perfkit_loader_batch_ns``: a worker
         process starts, about a second once per framework) and, where it can, what receiving
         one adds to a busy training step (``perfkit_loader_receive_ns``: Paddle's, about a
-        second more), and the record keeps them as ``loader_batch_ns`` and
-        ``loader_receive_ns``: the input-pipeline advice states its saving with them. With
+        second more) and how much a worker on a free core and the training step slow each
+        other (``perfkit_corun_slowdowns``, about a third of a second), and the record keeps
+        them as ``loader_batch_ns``, ``loader_receive_ns``, ``training_slowdown`` and
+        ``loading_slowdown``: the input-pipeline advice states its saving with them. With
         ``eager_pass``, the adapter also times an eager forward and backward of a tiny model
         where it can (``perfkit_eager_pass_ns``: torch's, about 50 ms once per framework),
         kept as ``eager_pass_ns``: the compile advice scales its per-call and per-kernel costs
@@ -313,14 +323,36 @@ def eager_pass_ns(framework: str) -> float | None:
     return number if number is not None and number > 0 else None
 
 
+def corun_slowdowns(framework: str) -> dict[str, float]:
+    """How many times as long ``framework``'s ops and a loader's Python work each take beside
+    the other on two cores of this machine now as alone, as its adapter times them
+    (``perfkit_corun_slowdowns``), under their record keys (``training_slowdown``,
+    ``loading_slowdown``); empty when no adapter could, or it gave anything but two finite
+    numbers of at least 1."""
+    from perfkit_core.plugins import get_plugin_manager
+
+    try:
+        found = get_plugin_manager().hook.perfkit_corun_slowdowns(framework=framework)
+    except Exception:  # timing a cost must never lose the step times
+        return {}
+    if not isinstance(found, (tuple, list)) or len(found) != 2:
+        return {}
+    training, loading = (finite_number(value) for value in found)
+    if training is None or loading is None or training < 1.0 or loading < 1.0:
+        return {}
+    return {TRAINING_SLOWDOWN_KEY: training, LOADING_SLOWDOWN_KEY: loading}
+
+
 def loader_costs_here(framework: str) -> dict[str, float]:
     """The loader costs of ``framework`` timed on this machine now, under their record keys
-    (``loader_batch_ns``, ``loader_receive_ns``), leaving out those no adapter could time."""
+    (``loader_batch_ns``, ``loader_receive_ns``, ``training_slowdown``,
+    ``loading_slowdown``), leaving out those no adapter could time."""
     costs = {
         LOADER_BATCH_KEY: loader_batch_ns(framework),
         LOADER_RECEIVE_KEY: loader_receive_ns(framework),
     }
-    return {key: value for key, value in costs.items() if value is not None}
+    timed = {key: value for key, value in costs.items() if value is not None}
+    return timed | corun_slowdowns(framework)
 
 
 def _timed_cost(hook: str, framework: str) -> float | None:

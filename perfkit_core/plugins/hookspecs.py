@@ -357,6 +357,32 @@ def perfkit_loader_receive_ns(framework: str) -> float | None:
 
 
 @hookspec(firstresult=True)
+def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
+    """Time how much a loader worker on a free core slows the work beside it on this machine
+    now, for the input-pipeline advice of a run trained here: where two cores share one
+    physical core's hardware (a virtual machine's two hyperthreads), the training step and a
+    worker's loading each run slower at once than alone, and workers save less than the idle
+    core promises.
+
+    Called by ``perfkit_core.step_timer``'s ``save`` when the timed steps loaded data in the
+    training process (a ``data`` or ``loading`` phase), once per framework, after
+    ``perfkit_loader_batch_ns``. An adapter answers with
+    ``perfkit_core.advice.corun.corun_slowdowns`` given a unit of its framework's ops on one
+    intra-op thread; it takes about a third of a second (a second process starts). The step
+    timer takes an exception, or anything but two finite numbers of at least 1, for no answer,
+    and keeps the step times.
+
+    :param framework: the saved run's framework (``meta["framework"]``).
+    :returns: (how many times as long the framework's ops take beside a second process's
+        Python loading work as alone, how many times as long that loading work takes beside
+        them), or ``None`` when ``framework`` is not this plugin's, the program has not
+        imported it, or no second process could start.
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec(firstresult=True)
 def perfkit_eager_pass_ns(framework: str) -> float | None:
     """Time one eager forward and backward of a tiny model in ``framework`` on this machine
     now (ns), for the compile advice of a run trained here: its ops are so small that the

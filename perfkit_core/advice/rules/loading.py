@@ -11,6 +11,7 @@ from perfkit_core.advice.loader import (
     LOADER_BATCH_SOURCES,
     LOADER_RECEIVE_SOURCES,
     RECEIVE_TIMED,
+    SLOWDOWN_NONE,
     THREAD_OP_NS,
     handover_exceeds_loading,
     handover_ns,
@@ -18,6 +19,8 @@ from perfkit_core.advice.loader import (
     loader_saving,
     run_loader_batch_cost,
     run_loader_receive_cost,
+    run_slowdowns,
+    slowdown_text,
     thread_split,
 )
 from perfkit_core.advice.rules.cpu import training_ops_per_step
@@ -65,7 +68,12 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     over the workers (handing a batch over costs the worker ``run_loader_batch_cost``: what the
     step timer timed on the machine that trained, else the model's cost; receiving it costs
     the training step ``run_loader_receive_cost``: what the step timer timed on the machine
-    that trained beside a busy step, where the adapter can time it, else as much). The loading
+    that trained beside a busy step, where the adapter can time it, else as much), and
+    beside a worker, the rest of the step and the loading each take as many times as long as
+    the step timer timed the framework's ops and a Dataset's Python work to take beside each
+    other on two cores of that machine (``run_slowdowns``: a free core that is the other
+    hyperthread of the training core's physical core runs both slower), else as long as
+    alone. The loading
     per step is, by preference, the step timer's: the training
     thread's time getting its batches (``data``) or a loader thread's (``loading``) in the
     steps timed without the profiler, the same steps as the step's own time; else the profiled
@@ -129,7 +137,9 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     workers, cores = loader_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
     batch_ns, batch_from = run_loader_batch_cost(ctx.run)
     receive_ns, receive_from = run_loader_receive_cost(ctx.run, batch_ns)
-    saving = loader_saving(load, rest, workers, batch_ns, contention, receive_ns)
+    slowdowns, slowdown_from = run_slowdowns(ctx.run)
+    slow_rest, slow_load = slowdowns
+    saving = loader_saving(load, rest, workers, batch_ns, contention, receive_ns, slowdowns)
     details = [
         f"The training thread waited for data {per_step_text(loading, ctx.step_ns)}, in "
         f"{waited} of {ctx.steps} steps."
@@ -173,8 +183,11 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "training process, so no saving is expected until cores are freed."
         )
     else:
-        spread = (load + batch_ns) / workers
-        bound = "the rest of the step" if spread <= rest + receive_ns else "loading"
+        spread = (load * slow_load + batch_ns) / workers
+        bound = "the rest of the step" if spread <= rest * slow_rest + receive_ns else "loading"
+        timed = slowdown_from != SLOWDOWN_NONE  # the formula shows the factors it applied
+        rest_x = f" x {slow_rest:.2f}" if timed else ""
+        load_x = f" x {slow_load:.2f}" if timed else ""
         at_most = ", at most the loading thread's CPU time" if capped else ""
         left = (
             f"those two and {duration_text(contention)} more: the training thread's waits for "
@@ -212,10 +225,12 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         how = parts + (
             f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
             f"longer of the rest of the step plus receiving the batch from a worker "
-            f"({duration_text(rest)} + {duration_text(receive_ns)}) and the loading plus "
-            f"sending the batch, spread over the workers (({duration_text(load)} + "
-            f"{duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}); "
-            f"here {bound} bounds it. {receiving} Each worker needs a core of its own."
+            f"({duration_text(rest)}{rest_x} + {duration_text(receive_ns)}) and the loading "
+            f"plus sending the batch, spread over the workers (({duration_text(load)}{load_x} "
+            f"+ {duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}); "
+            f"here {bound} bounds it. {receiving} "
+            f"{slowdown_text(slowdowns, slowdown_from, ctx.framework)} Each worker needs a "
+            "core of its own."
         )
     if capped:
         how += (
@@ -256,6 +271,10 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "loader_batch_from": batch_from,
             "loader_receive_ns": receive_ns,
             "loader_receive_from": receive_from,
+            # beside a worker: the rest of the step's and the loading's times as long as alone
+            "training_slowdown": slow_rest,
+            "loading_slowdown": slow_load,
+            "slowdown_from": slowdown_from,
             # the step the loading, the rest and the contention add up to
             "loader_step_ns": step_ns,
             # steps timed without the profiler left out of it (over OUTLIER_STEP_TIMES_MEDIAN x median)
