@@ -211,14 +211,22 @@ CORUN_WIDTH = 512
 
 def training_work(items: int) -> None:
     """Run ``items`` items of Paddle ops (``CORUN_ROWS`` rows through a ``CORUN_WIDTH``-wide
-    layer and a tanh), the training side of the co-run replay."""
+    layer and a tanh), the training side of the co-run replay. The layer is made once, so that
+    every call times only its items."""
     import paddle
 
-    weight = paddle.full([CORUN_WIDTH, CORUN_WIDTH], 1.0 / CORUN_WIDTH, dtype="float32")
-    rows = paddle.ones([CORUN_ROWS, CORUN_WIDTH], dtype="float32")
+    if not _corun_tensors:
+        _corun_tensors.append(
+            paddle.full([CORUN_WIDTH, CORUN_WIDTH], 1.0 / CORUN_WIDTH, dtype="float32")
+        )
+        _corun_tensors.append(paddle.ones([CORUN_ROWS, CORUN_WIDTH], dtype="float32"))
+    weight, rows = _corun_tensors
     with paddle.no_grad():
         for _ in range(items):
             rows = paddle.tanh(paddle.matmul(rows, weight))
+
+
+_corun_tensors: list[Any] = []  # the co-run replay's layer and rows, made at its first call
 
 
 def corun_slowdowns() -> tuple[float, float]:

@@ -134,20 +134,26 @@ CORUN_WIDTH = 512
 def training_work(items: int) -> None:
     """Run ``items`` items of torch ops on one intra-op thread (``CORUN_ROWS`` rows through a
     ``CORUN_WIDTH``-wide layer and a tanh), the training side of the co-run replay; torch's
-    threads are left as they were."""
+    threads are left as they were. The layer is made once, so that every call times only its
+    items."""
     import torch
 
+    if not _corun_tensors:
+        with torch.no_grad():
+            _corun_tensors.append(torch.full((CORUN_WIDTH, CORUN_WIDTH), 1.0 / CORUN_WIDTH))
+            _corun_tensors.append(torch.ones(CORUN_ROWS, CORUN_WIDTH))
+    weight, rows = _corun_tensors
     saved = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            generator = torch.Generator().manual_seed(0)
-            weight = torch.randn(CORUN_WIDTH, CORUN_WIDTH, generator=generator) * 0.05
-            rows = torch.randn(CORUN_ROWS, CORUN_WIDTH, generator=generator)
             for _ in range(items):
                 rows = torch.tanh(rows @ weight)
     finally:
         torch.set_num_threads(saved)
+
+
+_corun_tensors: list[Any] = []  # the co-run replay's layer and rows, made at its first call
 
 
 def corun_slowdowns() -> tuple[float, float]:

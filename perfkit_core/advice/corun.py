@@ -11,55 +11,40 @@ cores, both ran as fast as alone; the replay below gave the same two figures as 
 workloads in the same seconds (1.75 and 1.30, then 1.0 and 1.0).
 
 ``corun_slowdowns`` times both: a unit of the framework's ops (the adapter's, on one intra-op
-thread) and a unit of Python work like a Dataset's per-sample augmentation (``loading_work``),
-each alone, then each while the other runs in a second process. The step timer records the two
+thread) and a unit of Python work like a Dataset's per-sample augmentation
+(``corun_loading.loading_work``), each alone, then each while the other runs in a second
+process (a fresh interpreter running ``corun_loading``). The step timer records the two
 on the machine that trained (``perfkit_corun_slowdowns``), and ``perfkit advise --measure``
 times them again on the machine that reads the run."""
 
 from __future__ import annotations
 
-import multiprocessing
+import os
+import select
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-#: The Python work that stands in for a Dataset's: per sample, small numpy transforms of this
-#: many floats (normalise, clip, reverse, sort) and a pure-Python pass over a few fields, the
-#: interpreter-bound work of a typical per-sample augmentation.
-LOADING_SAMPLE_FLOATS = 96
+from perfkit_core.advice import corun_loading
+
 #: Each timed unit of work runs about this long alone (ns), and the replay takes the median of
 #: this many rounds (a round: each work alone, then each beside the other).
 CORUN_UNIT_NS = 5_000_000.0
 CORUN_ROUNDS = 9
 #: Beside the other work, the timed side runs this many units, so that the other process,
-#: started first and stopped after, is busy the whole time.
+#: started first and stopped after, is busy the whole time; alone, each side runs as many.
 CORUN_UNITS_BESIDE = 3
 #: How long the replay waits for its second process to start, answer or stop (s).
 CORUN_TIMEOUT_S = 20.0
 
 
-def loading_work(samples: int) -> float:
-    """Run ``samples`` samples of the Python work that stands in for a Dataset's; return a
-    number made from them (so that none of it is optimised away)."""
-    import numpy as np
-
-    total = 0.0
-    x = np.linspace(-1.0, 1.0, LOADING_SAMPLE_FLOATS)
-    for index in range(samples):
-        y = (x - x.mean()) / (x.std() + 1e-6)
-        y = np.clip(y * 1.01 + 0.1 * (index % 3), -2.0, 2.0)[::-1]
-        y = np.sort(np.tanh(y))
-        label, weight, name = index % 10, float(y[0]), f"sample-{index}"
-        record = {"label": label, "weight": weight, "name": name}
-        total += weight + len(str(record["name"])) + label
-        x = y
-    return total
-
-
 def _calibrate(work: Callable[[int], Any], unit_ns: float) -> int:
     """How many of ``work``'s items run about ``unit_ns`` alone here (at least 1)."""
     count = 1
+    work(count)  # a first call pays for allocations and warm caches
     while True:
         start = time.perf_counter_ns()
         work(count)
@@ -69,27 +54,59 @@ def _calibrate(work: Callable[[int], Any], unit_ns: float) -> int:
         count *= 4
 
 
-def _loading_process(conn: Any, samples: int) -> None:
-    """The second process: on ``"alone"``, time one unit of loading work and send the ns; on
-    ``"beside"``, run units until ``"stop"`` arrives and send each unit's ns but the last
-    (which ran partly after the other side had stopped); on None, end."""
-    while True:
-        command = conn.recv()
-        if command is None:
-            return
-        if command == "alone":
-            start = time.perf_counter_ns()
-            loading_work(samples)
-            conn.send([time.perf_counter_ns() - start])
-            continue
-        times = []
-        conn.send("busy")
-        while not conn.poll():
-            start = time.perf_counter_ns()
-            loading_work(samples)
-            times.append(time.perf_counter_ns() - start)
-        conn.recv()  # "stop"
-        conn.send(times[1:-1] or times[-1:])  # the first may have started before the other
+class _LoadingProcess:
+    """The second process: a fresh interpreter running ``corun_loading`` on units of about
+    ``unit_ns`` of loading work (as it finds them), spoken to a line at a time."""
+
+    def __init__(self, unit_ns: float) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, corun_loading.__file__, repr(float(unit_ns))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.pending = b""
+
+    def say(self, command: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(command.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def answer(self) -> list[str]:
+        """The next line the process answers, as words; RuntimeError after
+        ``CORUN_TIMEOUT_S`` without one, or when it ends."""
+        assert self.process.stdout is not None
+        out = self.process.stdout.fileno()
+        deadline = time.monotonic() + CORUN_TIMEOUT_S
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([out], [], [], left)[0]:
+                raise RuntimeError("the co-run replay's second process did not answer")
+            chunk = os.read(out, 4096)
+            if not chunk:
+                raise RuntimeError("the co-run replay's second process ended")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode().split()
+
+    def times(self) -> float | None:
+        """The median of the unit times (ns) in the next answer; None when it timed none."""
+        words = self.answer()
+        return statistics.median(float(word) for word in words) if words else None
+
+    def close(self) -> None:
+        try:
+            self.say("end")
+            self.process.wait(CORUN_TIMEOUT_S)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                if stream is not None:
+                    stream.close()
 
 
 def corun_slowdowns(
@@ -99,48 +116,38 @@ def corun_slowdowns(
     rounds: int = CORUN_ROUNDS,
 ) -> tuple[float, float]:
     """(how many times as long a unit of ``training_work`` takes while a second process runs
-    ``loading_work``, how many times as long a unit of ``loading_work`` takes in that process
+    ``corun_loading.loading_work``, how many times as long a unit of it takes in that process
     while ``training_work`` runs here): the median over ``rounds`` rounds of each beside the
     other against each alone in the same round, each at least 1 (a busy core does not speed
     the other; less is the machine's noise). ``training_work(n)`` runs ``n`` items of the
-    framework's ops on one intra-op thread. Raises OSError or RuntimeError when the second
-    process cannot start or does not answer."""
+    framework's ops on one intra-op thread. A round in which the second process ran no whole
+    unit beside this one is left out. Raises OSError or RuntimeError when the second process
+    cannot start or does not answer, or when it ran a whole unit beside this one in fewer than
+    half the rounds."""
     train_items = _calibrate(training_work, unit_ns)
-    load_items = _calibrate(loading_work, unit_ns)
-    context = multiprocessing.get_context()
-    here, there = context.Pipe()
-    process = context.Process(target=_loading_process, args=(there, load_items), daemon=True)
-    process.start()
+    other = _LoadingProcess(unit_ns)
     training: list[float] = []
     loading: list[float] = []
-
-    def answer() -> Any:
-        if not here.poll(CORUN_TIMEOUT_S):
-            raise RuntimeError("the co-run replay's second process did not answer")
-        return here.recv()
-
     try:
         for _ in range(rounds):
-            here.send("alone")
-            load_alone = statistics.median(answer())
+            other.say("alone")
+            load_alone = other.times()
             start = time.perf_counter_ns()
-            training_work(train_items)
-            train_alone = time.perf_counter_ns() - start
-            here.send("beside")
-            answer()  # "busy": the loading runs
+            training_work(train_items * CORUN_UNITS_BESIDE)
+            train_alone = (time.perf_counter_ns() - start) / CORUN_UNITS_BESIDE
+            other.say("beside")
+            other.answer()  # "busy": the loading runs
             start = time.perf_counter_ns()
             training_work(train_items * CORUN_UNITS_BESIDE)
             train_beside = (time.perf_counter_ns() - start) / CORUN_UNITS_BESIDE
-            here.send("stop")
-            load_beside = statistics.median(answer())
+            other.say("stop")
+            load_beside = other.times()
+            if load_alone is None or load_beside is None:
+                continue  # the other side stopped before a whole unit ran beside this one
             training.append(train_beside / max(train_alone, 1))
             loading.append(load_beside / max(load_alone, 1))
-        here.send(None)
     finally:
-        process.join(CORUN_TIMEOUT_S)
-        if process.is_alive():
-            process.terminate()
-            process.join()
-        here.close()
-        there.close()
+        other.close()
+    if len(training) < max(rounds // 2, 1):
+        raise RuntimeError("the co-run replay's second process ran too few units beside this one")
     return max(statistics.median(training), 1.0), max(statistics.median(loading), 1.0)

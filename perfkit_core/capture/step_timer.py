@@ -258,7 +258,7 @@ class StepTimer:
         process starts, about a second once per framework) and, where it can, what receiving
         one adds to a busy training step (``perfkit_loader_receive_ns``: Paddle's, about a
         second more) and how much a worker on a free core and the training step slow each
-        other (``perfkit_corun_slowdowns``, about a third of a second), and the record keeps
+        other (``perfkit_corun_slowdowns``, about half a second), and the record keeps
         them as ``loader_batch_ns``, ``loader_receive_ns``, ``training_slowdown`` and
         ``loading_slowdown``: the input-pipeline advice states its saving with them. With
         ``eager_pass``, the adapter also times an eager forward and backward of a tiny model

@@ -368,7 +368,7 @@ def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
     training process (a ``data`` or ``loading`` phase), once per framework, after
     ``perfkit_loader_batch_ns``. An adapter answers with
     ``perfkit_core.advice.corun.corun_slowdowns`` given a unit of its framework's ops on one
-    intra-op thread; it takes about a third of a second (a second process starts). The step
+    intra-op thread; it takes about half a second (a second interpreter starts). The step
     timer takes an exception, or anything but two finite numbers of at least 1, for no answer,
     and keeps the step times.
 
