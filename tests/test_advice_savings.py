@@ -807,6 +807,7 @@ def test_slowdowns_come_from_the_step_timers_record_of_the_machine():
         SLOWDOWN_TIMED,
         loader_slowdowns,
         run_slowdowns,
+        slowdown_factors,
         slowdown_text,
     )
 
@@ -833,6 +834,10 @@ def test_slowdowns_come_from_the_step_timers_record_of_the_machine():
     assert "torch's ops ran 1.30 times and a Dataset's Python work 1.75 times" in said
     assert "hyperthread" in said
     assert "hyperthread" not in slowdown_text((1.02, 1.01), SLOWDOWN_TIMED, "torch")
+    assert "ran as fast as alone (timed" in slowdown_text((1.0, 1.0), SLOWDOWN_TIMED, "torch")
+    assert slowdown_factors((1.0, 1.0), SLOWDOWN_TIMED) == ("", "")
+    assert slowdown_factors((1.3, 1.75), SLOWDOWN_NONE) == ("", "")
+    assert slowdown_factors((1.0, 1.75), SLOWDOWN_TIMED) == (" x 1.00", " x 1.75")
     assert "as fast beside each other as alone (not timed" in slowdown_text(
         (1.0, 1.0), SLOWDOWN_NONE, "torch"
     )
@@ -851,6 +856,26 @@ def test_a_worker_slowed_beside_training_saves_less():
     assert loader_saving(8e6, 6e6, 1, 1e6, 0.0, 1e6, (1.3, 1.75)) == 0.0
     # two workers spread the slowed loading: (8 x 1.5 + 1) / 2 = 6.5 ms < 6 x 1.2 + 1 = 8.2 ms
     assert loader_saving(8e6, 6e6, 2, 1e6, 0.0, 1e6, (1.2, 1.5)) == pytest.approx(14e6 - 8.2e6)
+
+
+def _factors(training: float, loading: float) -> tuple[str, str]:
+    """The factors an estimate's formula shows on the rest and the loading: none at 1 and 1."""
+    if (training, loading) == (1.0, 1.0):
+        return "", ""
+    return f" x {training:.2f}", f" x {loading:.2f}"
+
+
+def _slowdown_said(training: float, loading: float, framework: str, where: str) -> str:
+    """The start of the sentence that states the slowdowns, as far as where they were timed."""
+    if (training, loading) == (1.0, 1.0):
+        return (
+            f"Beside each other on two cores, {framework}'s ops and a Dataset's Python work ran "
+            f"as fast as alone (timed {where}"
+        )
+    return (
+        f"Beside each other on two cores, {framework}'s ops ran {training:.2f} times and a "
+        f"Dataset's Python work {loading:.2f} times as long as alone (timed {where}"
+    )
 
 
 def _timed_slowdowns(run, evidence) -> tuple[float, float]:
@@ -895,9 +920,11 @@ def test_measure_times_handing_a_batch_over():
         loader_saving(9e6, 7e6, 1.0, batch, 0.0, batch, (slow_rest, slow_load))
     )
     assert f"every {batch / 1e6:.3f} ms" in result["estimate"]
-    assert f"(7.000 x {slow_rest:.2f} + {batch / 1e6:.3f} ms)" in result["estimate"]
-    assert f"((9.000 x {slow_load:.2f} + {batch / 1e6:.3f}) / 1.0 ms)" in result["estimate"]
-    assert f"torch's ops ran {slow_rest:.2f} times" in result["estimate"]
+    rest_x, load_x = _factors(slow_rest, slow_load)
+    assert f"(7.000{rest_x} + {batch / 1e6:.3f} ms)" in result["estimate"]
+    assert f"((9.000{load_x} + {batch / 1e6:.3f}) / 1.0 ms)" in result["estimate"]
+    replayed = "on this machine by perfkit advise --measure"
+    assert _slowdown_said(slow_rest, slow_load, "torch", replayed) in result["estimate"]
     # Nothing to replay without the recorded loading time; a Paddle run's replay is Paddle's
     # loader (below), and a run of a framework no adapter replays keeps its model.
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
@@ -964,9 +991,11 @@ def test_paddle_measure_times_its_loaders_costs():
     assert f"Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms" in (
         result["estimate"]
     )
-    assert f"({rest / 1e6:.3f} x {slowdowns[0]:.2f} + {receive_ns / 1e6:.3f} ms)" in (
+    assert f"({rest / 1e6:.3f}{_factors(*slowdowns)[0]} + {receive_ns / 1e6:.3f} ms)" in (
         result["estimate"]
     )
+    replayed = "on this machine by perfkit advise --measure"
+    assert _slowdown_said(*slowdowns, "paddle", replayed) in result["estimate"]
     assert f"cost the training thread {op_ns / 1e3:.1f} us of CPU beside" in result["estimate"]
     # a finding with no loading thread: only the hand-over is timed, the split is kept
     plain = SimpleNamespace(
@@ -1508,13 +1537,11 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
             "(timed on the machine that trained, when the step timer saved the run)"
         ) in finding.estimate
         # the factors in the formula are the ones the sentence states
-        assert f"{duration_text(ev['rest_per_step_ns'])} x {slowdowns[0]:.2f} + " in (
+        rest_x = _factors(*slowdowns)[0]
+        assert f"{duration_text(ev['rest_per_step_ns'])}{rest_x} + " in finding.estimate
+        assert _slowdown_said(*slowdowns, "torch", "on the machine that trained") in (
             finding.estimate
         )
-        assert (
-            f"torch's ops ran {slowdowns[0]:.2f} times and a Dataset's Python work "
-            f"{slowdowns[1]:.2f} times as long as alone (timed on the machine that trained"
-        ) in finding.estimate
 
     share = 100 * ev["data_unprofiled_per_step_ns"] / ev["basis_step_ns"]
     step = duration_text(ev["basis_step_ns"])

@@ -141,6 +141,14 @@ def run_slowdowns(run: Run) -> tuple[tuple[float, float], str]:
     return (training, loading), SLOWDOWN_TIMED
 
 
+def slowdown_factors(slowdowns: tuple[float, float], source: str) -> tuple[str, str]:
+    """The factors an input-pipeline estimate's formula shows on the rest of the step and on
+    the loading (" x 1.27"), or "" for both where the slowdowns were not timed or are both 1."""
+    if source == SLOWDOWN_NONE or slowdowns == (1.0, 1.0):
+        return "", ""
+    return f" x {slowdowns[0]:.2f}", f" x {slowdowns[1]:.2f}"
+
+
 def slowdown_text(slowdowns: tuple[float, float], source: str, framework: str) -> str:
     """The sentence of an input-pipeline estimate that says how much a worker on a free core
     and the training step slow each other (``slowdowns``, found where ``source`` says)."""
@@ -150,6 +158,11 @@ def slowdown_text(slowdowns: tuple[float, float], source: str, framework: str) -
             f"alone ({SLOWDOWN_SOURCES[source]})."
         )
     training, loading = slowdowns
+    if training == loading == 1.0:
+        return (
+            f"Beside each other on two cores, {framework or 'the framework'}'s ops and a "
+            f"Dataset's Python work ran as fast as alone ({SLOWDOWN_SOURCES[source]})."
+        )
     shared = (
         ": the free core shares the training core's hardware (a hyperthread of the same "
         "physical core)"
@@ -389,15 +402,15 @@ def measured_loader_estimate(
     how much the two sides slow each other (``slowdowns``, replayed on this machine) it was
     stated on, and ``extra`` (a sentence or "") between."""
     receive = batch_ns if receive_ns is None else receive_ns
-    training, loading = slowdowns
+    rest_x, load_x = slowdown_factors(slowdowns, SLOWDOWN_REPLAY)
     return (
         f"Measured on this machine: one DataLoader worker handed a batch of features and "
         f"labels to the training process every {batch_ns / 1e6:.3f} ms when neither did "
         f"other work (the estimate without --measure took {model_batch_ns / 1e6:.3f} ms)."
         f"{extra} {slowdown_text(slowdowns, SLOWDOWN_REPLAY, framework)} With "
         f"{workers:.1f} free core(s), the step becomes the longer of the rest of the "
-        f"step plus receiving a batch ({rest_ns / 1e6:.3f} x {training:.2f} + "
+        f"step plus receiving a batch ({rest_ns / 1e6:.3f}{rest_x} + "
         f"{receive / 1e6:.3f} ms) and the loading plus sending it, spread over the workers "
-        f"(({data_ns / 1e6:.3f} x {loading:.2f} + {batch_ns / 1e6:.3f}) / {workers:.1f} ms)"
+        f"(({data_ns / 1e6:.3f}{load_x} + {batch_ns / 1e6:.3f}) / {workers:.1f} ms)"
         + ("; no saving is expected." if saving_ns <= 0 else ".")
     )

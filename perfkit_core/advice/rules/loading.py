@@ -11,7 +11,6 @@ from perfkit_core.advice.loader import (
     LOADER_BATCH_SOURCES,
     LOADER_RECEIVE_SOURCES,
     RECEIVE_TIMED,
-    SLOWDOWN_NONE,
     THREAD_OP_NS,
     handover_exceeds_loading,
     handover_ns,
@@ -20,6 +19,7 @@ from perfkit_core.advice.loader import (
     run_loader_batch_cost,
     run_loader_receive_cost,
     run_slowdowns,
+    slowdown_factors,
     slowdown_text,
     thread_split,
 )
@@ -185,9 +185,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     else:
         spread = (load * slow_load + batch_ns) / workers
         bound = "the rest of the step" if spread <= rest * slow_rest + receive_ns else "loading"
-        timed = slowdown_from != SLOWDOWN_NONE  # the formula shows the factors it applied
-        rest_x = f" x {slow_rest:.2f}" if timed else ""
-        load_x = f" x {slow_load:.2f}" if timed else ""
+        rest_x, load_x = slowdown_factors(slowdowns, slowdown_from)  # those it applied
         at_most = ", at most the loading thread's CPU time" if capped else ""
         left = (
             f"those two and {duration_text(contention)} more: the training thread's waits for "
