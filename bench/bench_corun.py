@@ -41,17 +41,20 @@ def real_slowdowns(train: Callable[[int], Any], load: Callable[[int], Any], roun
     """(the training step's, the Dataset's) slowdown beside each other: per round each alone,
     then both at once (the Dataset in a second process), the median of the ratios."""
     here, there = multiprocessing.Pipe()
-    process = multiprocessing.Process(target=_helper, args=(there, load, 1), daemon=True)
+    # two batches (about 20 ms on a 2-core VM): as long as the three steps run beside them
+    process = multiprocessing.Process(target=_helper, args=(there, load, 2), daemon=True)
     process.start()
     training, loading = [], []
     try:
         for _ in range(rounds):
             here.send(True)
             load_alone = here.recv()
+            train(1)  # the first step after a pause is slower: warm it untimed, as beside
             start = time.perf_counter_ns()
             train(2)
             train_alone = time.perf_counter_ns() - start
             here.send(True)
+            train(1)
             start = time.perf_counter_ns()
             train(2)
             train_beside = time.perf_counter_ns() - start
