@@ -123,7 +123,7 @@ def corun_slowdowns(
     one core slow each other in every round, while a burst of another tenant's work on a
     shared host slows some rounds for a fraction of a second, and a worker that runs for the
     rest of training meets the first, not the second. On a 2-core KVM machine, in one
-    benchmark run, four of sixteen 0.5 s replays caught bursts of 1.22 to 1.56 and 1.64 to
+    benchmark run, four of sixteen 0.5 s replays caught bursts of up to 1.56 and 1.64 to
     1.92 in most of their rounds (their medians), while the same slowdowns timed after each
     of 41 rounds of a loop (about 15 s) had medians of 1.00 and 1.01 to 1.04 in every
     session. ``training_work(n)`` runs ``n`` items of the
