@@ -94,4 +94,4 @@ def test_a_second_process_that_does_not_answer_is_an_error_and_is_stopped(
 
 def test_the_loading_work_is_the_same_work_each_time():
     assert corun_loading.loading_work(20) == corun_loading.loading_work(20)
-    assert corun_loading.unit_samples(1e6) >= 1
+    assert corun_loading.unit_items(corun_loading.loading_work, 1e6) >= 1

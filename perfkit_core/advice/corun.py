@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perfkit_core.advice import corun_loading
+from perfkit_core.advice.corun_loading import unit_items
 
 #: Each timed unit of work runs about this long alone (ns), and the replay takes the median of
 #: this many rounds (a round: each work alone, then each beside the other).
@@ -39,19 +40,6 @@ CORUN_ROUNDS = 9
 CORUN_UNITS_BESIDE = 3
 #: How long the replay waits for its second process to start, answer or stop (s).
 CORUN_TIMEOUT_S = 20.0
-
-
-def _calibrate(work: Callable[[int], Any], unit_ns: float) -> int:
-    """How many of ``work``'s items run about ``unit_ns`` alone here (at least 1)."""
-    count = 1
-    work(count)  # a first call pays for allocations and warm caches
-    while True:
-        start = time.perf_counter_ns()
-        work(count)
-        took = time.perf_counter_ns() - start
-        if took >= unit_ns / 4 or count >= 1 << 24:
-            return max(int(count * unit_ns / max(took, 1)), 1)
-        count *= 4
 
 
 class _LoadingProcess:
@@ -131,7 +119,7 @@ def corun_slowdowns(
     unit beside this one is left out. Raises OSError or RuntimeError when the second process
     cannot start or does not answer, or when it ran a whole unit beside this one in fewer than
     half the rounds."""
-    train_items = _calibrate(training_work, unit_ns)
+    train_items = unit_items(training_work, unit_ns)
     other = _LoadingProcess(unit_ns)
     training: list[float] = []
     loading: list[float] = []

@@ -20,6 +20,7 @@ import os
 import select
 import sys
 import time
+from collections.abc import Callable
 
 #: The Python work that stands in for a Dataset's: per sample, small NumPy transforms of this
 #: many floats (normalise, clip, reverse, tanh, sort) and a pure-Python record of a few fields,
@@ -45,12 +46,15 @@ def loading_work(samples: int) -> float:
     return total
 
 
-def unit_samples(unit_ns: float) -> int:
-    """How many samples of ``loading_work`` run about ``unit_ns`` alone here (at least 1)."""
+def unit_items(work: Callable[[int], object], unit_ns: float) -> int:
+    """How many items of ``work`` (``work(n)`` runs ``n``) take about ``unit_ns`` alone here,
+    at least 1. A first, untimed call pays for first calls' allocations and cold caches."""
     count = 1
-    loading_work(count)  # NumPy's first calls are slower
+    work(count)
     while True:
-        took = _timed(count)
+        start = time.perf_counter_ns()
+        work(count)
+        took = time.perf_counter_ns() - start
         if took >= unit_ns / 4 or count >= 1 << 24:
             return max(int(count * unit_ns / max(took, 1)), 1)
         count *= 4
@@ -96,4 +100,4 @@ def serve(samples: int, commands: int = 0, answers: int = 1) -> None:
 
 
 if __name__ == "__main__":
-    serve(unit_samples(float(sys.argv[1])))
+    serve(unit_items(loading_work, float(sys.argv[1])))
