@@ -19,6 +19,7 @@ from perfkit_core.capture.step_timer import (
     META_KEY,
     TRAINING_SLOWDOWN_KEY,
     finite_number,
+    slowdown_pair,
 )
 
 if TYPE_CHECKING:
@@ -134,11 +135,8 @@ def run_slowdowns(run: Run) -> tuple[tuple[float, float], str]:
     that trained when it saved the run (``training_slowdown`` and ``loading_slowdown`` in its
     record, ``perfkit_core.advice.corun``), else (1, 1): a free core as fast as an idle one."""
     record = run.meta.get(META_KEY) or {}
-    training = finite_number(record.get(TRAINING_SLOWDOWN_KEY))
-    loading = finite_number(record.get(LOADING_SLOWDOWN_KEY))
-    if training is None or loading is None or training < 1.0 or loading < 1.0:
-        return (1.0, 1.0), SLOWDOWN_NONE
-    return (training, loading), SLOWDOWN_TIMED
+    pair = slowdown_pair(record.get(TRAINING_SLOWDOWN_KEY), record.get(LOADING_SLOWDOWN_KEY))
+    return ((1.0, 1.0), SLOWDOWN_NONE) if pair is None else (pair, SLOWDOWN_TIMED)
 
 
 def slowdown_factors(slowdowns: tuple[float, float], source: str) -> tuple[str, str]:
@@ -337,11 +335,10 @@ def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | Non
 
 def loader_slowdowns(evidence: dict[str, Any]) -> tuple[float, float]:
     """The (rest of the step's, loading's) slowdowns beside a worker that an input-pipeline
-    finding's saving was stated on (``training_slowdown``, ``loading_slowdown``), each 1 where
-    missing, not a number or under 1."""
-    found = (finite_number(evidence.get(k)) for k in ("training_slowdown", "loading_slowdown"))
-    training, loading = (v if v is not None and v >= 1.0 else 1.0 for v in found)
-    return training, loading
+    finding's saving was stated on (``training_slowdown``, ``loading_slowdown``), both 1 where
+    either is missing, not a number or under 1 (the rule states both or neither)."""
+    pair = slowdown_pair(evidence.get("training_slowdown"), evidence.get("loading_slowdown"))
+    return (1.0, 1.0) if pair is None else pair
 
 
 def replay_slowdown_evidence(slowdowns: tuple[float, float]) -> dict[str, Any]:

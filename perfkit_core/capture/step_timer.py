@@ -337,10 +337,17 @@ def corun_slowdowns(framework: str) -> dict[str, float]:
         return {}
     if not isinstance(found, (tuple, list)) or len(found) != 2:
         return {}
-    training, loading = (finite_number(value) for value in found)
-    if training is None or loading is None or training < 1.0 or loading < 1.0:
-        return {}
-    return {TRAINING_SLOWDOWN_KEY: training, LOADING_SLOWDOWN_KEY: loading}
+    pair = slowdown_pair(*found)
+    return {} if pair is None else {TRAINING_SLOWDOWN_KEY: pair[0], LOADING_SLOWDOWN_KEY: pair[1]}
+
+
+def slowdown_pair(training: object, loading: object) -> tuple[float, float] | None:
+    """(training, loading) as floats when both are finite numbers of at least 1 (not bools),
+    else None: the only slowdowns a record, a plugin or a finding's evidence may give."""
+    pair = finite_number(training), finite_number(loading)
+    if pair[0] is None or pair[1] is None or min(pair[0], pair[1]) < 1.0:
+        return None
+    return pair[0], pair[1]
 
 
 def loader_costs_here(framework: str) -> dict[str, float]:
