@@ -46,7 +46,11 @@ against the estimate's. Each scenario's step line says how far it moved, and a `
 line per finding gives the model's estimate fed the rounds' own minutes: another copy of the
 loop without the remedy runs in the rounds under a step timer (one per round, closed after
 it), and the run is advised again with that timer's steps, phases and idle cores in place of
-its own. That line is a diagnosis of the model apart from the drift, not a check. With
+its own. That line is a diagnosis of the model apart from the drift, not a check; for an
+input-pipeline finding a ``[wreplay]`` line does the same for ``--measure``'s replay of the
+loop (torch's), fed the rounds' own loading and rest of the step. Each loop's turn in a round
+starts after a pause and two untimed steps, so that no loop's workers make batches beside
+another loop's turn or hand their own turn batches made before it. With
 ``--repeat N`` every scenario runs in N sessions, and each check is judged on the medians: the
 median estimate against the median achieved saving (each a share of its own session's step),
 an order where most sessions matched; a summary lists each session's verdicts beside it.
@@ -673,6 +677,13 @@ def profile(
 
 #: The loop ``time_variants`` times under a step timer: another "before", beside the rounds.
 WINDOW = "window"
+#: Before each loop's turn in a round, ``time_variants`` waits this long (the loop that ran
+#: before may have loader workers still making the batches they prefetch, about 20 ms of work
+#: in these scenarios, which would run beside this loop's steps), then runs this many steps
+#: untimed: a loop with workers had its prefetched batches made while the other loops ran,
+#: and its first steps would take them for free (one worker, ``prefetch_factor=2``: two).
+SETTLE_S = 0.05
+LEAD_STEPS = 2
 
 
 def time_variants(
@@ -687,7 +698,9 @@ def time_variants(
     median over rounds of the before-round less the NAME-round next to it); each loop's
     per-round step times). The loops take turns round by round, so a slow spell of the machine
     (they last about a second on a shared VM) lands on neighbouring rounds of both and cancels
-    in their difference. The ``WINDOW`` loop is no variant: each of its rounds runs under a
+    in their difference; each turn starts after ``SETTLE_S`` and ``LEAD_STEPS`` untimed steps,
+    so that no loop's workers work beside another loop's turn or hand its own turn batches made
+    before it. The ``WINDOW`` loop is no variant: each of its rounds runs under a
     step timer of its own, closed after the round (so its phase timers time no other loop),
     whose record goes to ``records``; with ``slowdowns_of`` (a framework), each record also
     has how much that framework's ops and a worker's loading slowed each other right after
@@ -699,6 +712,9 @@ def time_variants(
     records = [] if records is None else records
     for _ in range(rounds):
         for name, loop in loops.items():
+            time.sleep(SETTLE_S)  # the last loop's workers finish the batches they prefetched
+            for _ in range(LEAD_STEPS):  # ... and this loop's, made meanwhile, are used up
+                loop.step()
             if name == WINDOW:
                 records.append(timed_round(loop, steps))
                 if slowdowns_of:
@@ -885,6 +901,17 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                         else ""
                     )
                 )
+            if "replay_pipeline_rounds" in match.evidence:  # the loop, replayed
+                e = match.evidence
+                alone = statistics.median(b for b, _ in e["replay_pipeline_rounds"])
+                spread = statistics.median(a for _, a in e["replay_pipeline_rounds"])
+                print(
+                    f"    [replay ] the loop replayed: {alone / 1e6:.2f} ms per step loading in "
+                    f"the training process, {spread / 1e6:.2f} ms with "
+                    f"{e['replay_pipeline_workers']} worker(s); the median round saved "
+                    f"{100 * (1 - e['replay_pipeline_ratio']):.1f}% (the model of the parts: "
+                    f"{e['replay_parts_saving_ns'] / 1e6:.2f} ms/step)"
+                )
             if "slowdown_from" in match.evidence:  # a worker and the step, beside each other
                 e = match.evidence
                 print(
@@ -925,6 +952,8 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                 + ("; the finding says it is within its error" if match.within_error else "")
             )
         print(window_line(window.get(finding.id), achieved[finding.id], before))
+        if finding.rule == "input-pipeline":
+            print(window_replay_line(scenario, window.get(finding.id), achieved[finding.id], before))
     if "all" in loops:
         results += combined_lines(scenario.name, modes, achieved, times["saving:all"], before)
     for finding in findings:
@@ -1014,6 +1043,33 @@ def window_findings(run: Any, window: dict[str, Any]) -> dict[str, Any]:
     meta["step_timer"] = timer
     with quiet():
         return {f.id: f for f in engine.advise(Run(run.events, meta))}
+
+
+def window_replay_line(
+    scenario: Scenario, finding: Any, achieved_ns: float, before_ns: float
+) -> str:
+    """The ``[wreplay]`` line: the replay of ``--measure`` fed the rounds' own minutes (the
+    ``window_findings`` finding's loading and rest of the step) against the achieved saving: the
+    replay's error apart from the machine's drift between the profile and the rounds, a
+    diagnosis not counted as a check."""
+    from perfkit_core.plugins import get_plugin_manager
+
+    if finding is None:
+        return "    [wreplay] no such finding with the rounds' step times"
+    with quiet():
+        measured = get_plugin_manager().hook.perfkit_measure_saving(
+            finding=finding, framework=scenario.framework
+        )
+    if not measured:
+        return "    [wreplay] no replay of this finding here"
+    step = float(finding.evidence.get("basis_step_ns") or before_ns)
+    saving = float(measured["saving_ns"])
+    ok, how = verdict(100 * saving / step, 100 * achieved_ns / before_ns)
+    return (
+        f"    [wreplay] estimated {saving / 1e6:6.2f} ms/step ({100 * saving / step:5.1f}% of its "
+        f"{step / 1e6:.2f} ms step), the replay fed the rounds' own loading and rest of the step: "
+        f"{how}, {'inside' if ok else 'outside'} the target (a diagnosis, not a check)"
+    )
 
 
 def window_line(finding: Any, achieved_ns: float, before_ns: float) -> str:
