@@ -47,8 +47,8 @@ line per finding gives the model's estimate fed the rounds' own minutes: another
 loop without the remedy runs in the rounds under a step timer (one per round, closed after
 it), and the run is advised again with that timer's steps, phases and idle cores in place of
 its own. That line is a diagnosis of the model apart from the drift, not a check; for an
-input-pipeline finding a ``[wreplay]`` line does the same for ``--measure``'s replay of the
-loop (torch's), fed the rounds' own loading and rest of the step. Each loop's turn in a round
+input-pipeline finding a ``[wreplay]`` line does the same for ``--measure``'s replays, fed
+the rounds' own loading, rest of the step and free cores. Each loop's turn in a round
 starts after a pause and two untimed steps, so that no loop's workers make batches beside
 another loop's turn or hand their own turn batches made before it. With
 ``--repeat N`` every scenario runs in N sessions, and each check is judged on the medians: the
@@ -901,17 +901,6 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                         else ""
                     )
                 )
-            if "replay_pipeline_rounds" in match.evidence:  # the loop, replayed
-                e = match.evidence
-                alone = statistics.median(b for b, _ in e["replay_pipeline_rounds"])
-                spread = statistics.median(a for _, a in e["replay_pipeline_rounds"])
-                print(
-                    f"    [replay ] the loop replayed: {alone / 1e6:.2f} ms per step loading in "
-                    f"the training process, {spread / 1e6:.2f} ms with "
-                    f"{e['replay_pipeline_workers']} worker(s); the median round saved "
-                    f"{100 * (1 - e['replay_pipeline_ratio']):.1f}% (the model of the parts: "
-                    f"{e['replay_parts_saving_ns'] / 1e6:.2f} ms/step)"
-                )
             if "slowdown_from" in match.evidence:  # a worker and the step, beside each other
                 e = match.evidence
                 print(
@@ -1048,10 +1037,10 @@ def window_findings(run: Any, window: dict[str, Any]) -> dict[str, Any]:
 def window_replay_line(
     scenario: Scenario, finding: Any, achieved_ns: float, before_ns: float
 ) -> str:
-    """The ``[wreplay]`` line: the replay of ``--measure`` fed the rounds' own minutes (the
-    ``window_findings`` finding's loading and rest of the step) against the achieved saving: the
-    replay's error apart from the machine's drift between the profile and the rounds, a
-    diagnosis not counted as a check."""
+    """The ``[wreplay]`` line: ``--measure``'s replays fed the rounds' own minutes (the
+    ``window_findings`` finding's loading, rest of the step and free cores) against the
+    achieved saving: the estimate's error with ``--measure`` apart from the machine's drift
+    between the profile and the rounds, a diagnosis not counted as a check."""
     from perfkit_core.plugins import get_plugin_manager
 
     if finding is None:
@@ -1067,7 +1056,7 @@ def window_replay_line(
     ok, how = verdict(100 * saving / step, 100 * achieved_ns / before_ns)
     return (
         f"    [wreplay] estimated {saving / 1e6:6.2f} ms/step ({100 * saving / step:5.1f}% of its "
-        f"{step / 1e6:.2f} ms step), the replay fed the rounds' own loading and rest of the step: "
+        f"{step / 1e6:.2f} ms step), --measure fed the rounds' own loading and rest of the step: "
         f"{how}, {'inside' if ok else 'outside'} the target (a diagnosis, not a check)"
     )
 

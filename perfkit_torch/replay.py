@@ -2,15 +2,11 @@
 (``perfkit advise --measure``): the optimizer step over the recorded parameter shapes, as the
 per-parameter loop (``foreach=False``) and as the remedy (``fused=True`` for the classes that
 have it, else ``foreach=True``); the input pipeline's cost of handing a batch from a loader
-worker to the training process, how much a worker on a free core and torch's ops slow each
-other, and the whole loop, loading in the training process and by workers, with stand-ins for
-the run's rest of the step and its Dataset."""
+worker to the training process, and how much a worker on a free core and torch's ops slow each
+other."""
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable
 from typing import Any
 
 from perfkit_torch.remedies import FUSED_OPTIMIZERS
@@ -169,134 +165,13 @@ def corun_slowdowns() -> tuple[float, float]:
     return replay(training_work)
 
 
-class _LoadingBatches(_ReadyBatches):
-    """``_ReadyBatches`` whose every batch first runs ``samples`` samples of a Dataset's
-    Python work (``perfkit_core.advice.loading_work``): the loading of the pipeline replay."""
-
-    def __init__(self, samples: int) -> None:
-        self.samples = samples
-
-    def __getitem__(self, index: int) -> Any:
-        from perfkit_core.advice import loading_work
-
-        loading_work(self.samples)
-        return super().__getitem__(index)
-
-
-def pipeline_rounds(data_ns: float, rest_ns: float, workers: int) -> list[tuple[float, float]]:
-    """Replay a training loop whose steps are ``rest_ns`` of torch ops on one intra-op thread
-    (``training_work``) fed by a Dataset whose batches take ``data_ns`` of Python work
-    (``_LoadingBatches``): loaded in the training process, and by ``workers`` DataLoader
-    workers (torch's defaults, ``persistent_workers=True``), in turn. Return the rounds'
-    (ns per step loading in the training process, ns per step with the workers)
-    (``perfkit_core.advice.paired_rounds``: ``PIPELINE_ROUNDS`` rounds of
-    ``PIPELINE_STEPS`` steps of each loop; both times as replayed, already scaled by the
-    caller). Before each loop's turn the replay waits for the workers to finish the batches
-    they prefetched."""
-    import torch
-
-    from perfkit_core.advice import (
-        PIPELINE_ROUNDS,
-        PIPELINE_STEPS,
-        loading_work,
-        paired_rounds,
-        unit_items,
-    )
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    spread: Any = None
-    try:
-        samples = unit_items(loading_work, data_ns)
-        items = unit_items(training_work, rest_ns)
-        dataset: Any = _LoadingBatches(samples)  # map-style, not a torch Dataset subclass
-        inline: Any = iter(torch.utils.data.DataLoader(dataset, batch_size=None))
-        spread = iter(
-            torch.utils.data.DataLoader(
-                dataset,
-                batch_size=None,
-                num_workers=workers,
-                persistent_workers=True,
-                prefetch_factor=2,
-            )
-        )
-
-        def loop(iterator: Any) -> Callable[[], float]:
-            def steps() -> float:
-                start = time.perf_counter_ns()
-                for _ in range(PIPELINE_STEPS):
-                    next(iterator)
-                    training_work(items)
-                return (time.perf_counter_ns() - start) / PIPELINE_STEPS
-
-            return steps
-
-        for _ in range(2 * workers + 2):  # the workers started and their first batches made
-            next(spread)
-        next(inline)
-        prefetched_s = 2 * data_ns / 1e9 + 0.01  # two batches per worker, made side by side
-
-        return paired_rounds(
-            loop(inline), loop(spread), PIPELINE_ROUNDS, lambda: time.sleep(prefetched_s)
-        )
-    finally:
-        if spread is not None:
-            spread._shutdown_workers()
-        torch.set_num_threads(saved)
-
-
-#: What the pipeline replay's estimate says its loop shows that the parts' model leaves out,
-#: under torch's default sharing strategy.
-FILE_DESCRIPTOR_WAIT = (
-    "It includes what a model of the parts leaves out: with torch's default file-descriptor "
-    "sharing, the training process receives each batch from a thread of the worker that must "
-    "take the GIL from the Dataset's Python, so a busy worker delays the batches it has made."
-)
-
-
-def replay_pipeline(
-    data_ns: float, rest_ns: float, workers: float
-) -> tuple[float, dict[str, Any], str] | None:
-    """(the saving, ns per step; its evidence; its sentence) of ``workers`` DataLoader workers
-    for a step of ``data_ns`` of loading and ``rest_ns`` of the rest, from ``pipeline_rounds``
-    on this machine; None where this machine has fewer cores to spare than the workers (its
-    loop would not be the run's) or the replay cannot run here."""
-    import torch
-
-    from perfkit_core.advice import pipeline_estimate, pipeline_saving, pipeline_scale
-
-    whole = int(workers)
-    if whole < 1 or whole > max((os.cpu_count() or 1) - 1, 1):
-        return None
-    scale = pipeline_scale(data_ns, rest_ns)
-    try:
-        pairs = pipeline_rounds(data_ns * scale, rest_ns * scale, whole)
-    except (RuntimeError, OSError, ValueError):
-        return None
-    if not pairs or min(min(pair) for pair in pairs) <= 0:
-        return None
-    saving, ratio = pipeline_saving(data_ns + rest_ns, pairs)
-    strategy = torch.multiprocessing.get_sharing_strategy()
-    why = FILE_DESCRIPTOR_WAIT if strategy == "file_descriptor" else ""
-    evidence = {
-        "replay_pipeline_rounds": [[before, after] for before, after in pairs],
-        "replay_pipeline_ratio": ratio,
-        "replay_pipeline_scale": scale,
-        "replay_pipeline_workers": whole,
-    }
-    sentence = pipeline_estimate(data_ns, rest_ns, whole, pairs, scale, saving, "torch", why)
-    return saving, evidence, sentence
-
-
 def measure_loader(finding: Any) -> dict[str, Any] | None:
-    """The input-pipeline finding's saving replayed on this machine: the whole loop, its rest
-    of the step and its loading (``loading_per_step_ns``) fed in turn by the training process
-    and by the workers the rule found cores for (``replay_pipeline``); where this machine has
-    fewer cores to spare, the rule's model of the parts (``loader_saving``) with the costs
-    timed here (the hand-over, ``loader_batch_ns``, in place of ``LOADER_BATCH_NS`` or what the
-    step timer timed on the machine that trained; the slowdowns, ``corun_slowdowns``). The
-    evidence keeps both, for the combined saving's simulation of the loader. None when the
-    finding lacks those figures or no worker can start here."""
+    """The input-pipeline finding's saving with the cost of handing a batch over measured on
+    this machine (``loader_batch_ns``) instead of the finding's (``LOADER_BATCH_NS``, or what
+    the step timer timed on the machine that trained): the same
+    ``loader_saving`` of the loading the rule moves to workers (``loading_per_step_ns``), the
+    rest of the step and the cores the rule found free. None
+    when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         LOADER_BATCH_NS,
         loader_saving,
@@ -316,37 +191,25 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     except (RuntimeError, OSError, ValueError):
         return None
     receive_ns = batch_ns  # torch's training process unpickles each batch itself: each side pays
-    modelled = loader_saving(data, rest, workers, batch_ns, 0.0, receive_ns, slowdowns)
-    parts = measured_loader_estimate(
-        batch_ns,
-        float(evidence.get("loader_batch_ns") or LOADER_BATCH_NS),
-        data,
-        rest,
-        workers,
-        modelled,
-        receive_ns=receive_ns,
-        slowdowns=slowdowns,
-        framework="torch",
-    )
-    found = {
-        "measured": "replay",
-        "replay_batch_ns": batch_ns,
-        "loader_receive_ns": receive_ns,
-        "replay_free_cores": workers,
-        **replay_slowdown_evidence(slowdowns),
-    }
-    pipeline = replay_pipeline(data, rest, workers)
-    if pipeline is None:  # no loop to replay here: the model of the parts, with their costs
-        return {"saving_ns": modelled, "estimate": parts, "evidence": found}
-    saving, replayed, sentence = pipeline
+    saving = loader_saving(data, rest, workers, batch_ns, 0.0, receive_ns, slowdowns)
     return {
         "saving_ns": saving,
-        "estimate": (
-            f"{sentence} The model of the parts would promise {modelled / 1e6:.3f} ms: {parts}"
+        "estimate": measured_loader_estimate(
+            batch_ns,
+            float(evidence.get("loader_batch_ns") or LOADER_BATCH_NS),
+            data,
+            rest,
+            workers,
+            saving,
+            receive_ns=receive_ns,
+            slowdowns=slowdowns,
+            framework="torch",
         ),
         "evidence": {
-            **found,
-            **replayed,
-            "replay_parts_saving_ns": modelled,
+            "measured": "replay",
+            "replay_batch_ns": batch_ns,
+            "loader_receive_ns": receive_ns,
+            "replay_free_cores": workers,
+            **replay_slowdown_evidence(slowdowns),
         },
     }

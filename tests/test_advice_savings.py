@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis  # noqa: E402
 from perfkit_core.advice.engine import make_context  # noqa: E402
-from perfkit_core.advice.loader import PIPELINE_ROUNDS, loader_saving  # noqa: E402
+from perfkit_core.advice.loader import loader_saving  # noqa: E402
 
 
 def _record(
@@ -891,11 +890,9 @@ def _timed_slowdowns(run, evidence) -> tuple[float, float]:
 
 
 def test_measure_times_handing_a_batch_over():
-    """The input-pipeline finding's replay runs the loop here: a stand-in of the run's rest of
-    the step fed by a stand-in of its Dataset, loaded in this process and by a real DataLoader
-    worker in turn; its saving is the run's step times the median round's share saved, and
-    its estimate states both loops' times. The evidence keeps the rule's model of the parts
-    with the costs timed here (the hand-over, the slowdowns), which the estimate quotes."""
+    """The input-pipeline finding's replay times a real DataLoader worker handing batches to
+    this process; its saving is the rule's own model (``loader_saving``) with that cost in
+    place of the model's constant, and its estimate states the cost and both sides' times."""
     from types import SimpleNamespace
 
     from perfkit_core.plugins import get_plugin_manager
@@ -911,115 +908,28 @@ def test_measure_times_handing_a_batch_over():
     result = pm.hook.perfkit_measure_saving(finding=finding, framework="torch")
     ev = result["evidence"]
     assert ev["measured"] == "replay" and ev["replay_free_cores"] == 1.0
-    # the loop's rounds, recomputed: the median round's share of the step saved
-    rounds = ev["replay_pipeline_rounds"]
-    assert len(rounds) == PIPELINE_ROUNDS and all(b > 0 and a > 0 for b, a in rounds)
-    ratio = statistics.median(after / before for before, after in rounds)
-    assert ev["replay_pipeline_ratio"] == pytest.approx(ratio)
-    assert ev["replay_pipeline_scale"] == 1.0 and ev["replay_pipeline_workers"] == 1
-    assert result["saving_ns"] == pytest.approx(max(16e6 * (1 - ratio), 0.0))
-    alone = statistics.median(b for b, _ in rounds)
-    spread = statistics.median(a for _, a in rounds)
-    said = result["estimate"]
-    assert f"took {alone / 1e6:.3f} ms per step loading in the training process" in said
-    assert f"{spread / 1e6:.3f} ms with 1 DataLoader worker(s)" in said
-    assert f"{result['saving_ns'] / 1e6:.3f} ms of this run's 16.000 ms" in said
-    assert "file-descriptor sharing" in said
-    # the parts' model, with the costs timed here, quoted beside it
     batch = ev["replay_batch_ns"]
     assert batch > 0
+    # how much the worker and torch's ops slow each other, replayed here
     slow_rest, slow_load = ev["training_slowdown"], ev["loading_slowdown"]
     assert slow_rest >= 1.0 and slow_load >= 1.0 and ev["slowdown_from"] == "replay"
+    # one worker: the step becomes the longer side, each slowed beside the other
     after = max(7e6 * slow_rest + batch, 9e6 * slow_load + batch)
-    assert ev["replay_parts_saving_ns"] == pytest.approx(max(16e6 - after, 0.0))
-    assert ev["replay_parts_saving_ns"] == pytest.approx(
+    assert result["saving_ns"] == pytest.approx(max(16e6 - after, 0.0))
+    assert result["saving_ns"] == pytest.approx(
         loader_saving(9e6, 7e6, 1.0, batch, 0.0, batch, (slow_rest, slow_load))
     )
-    assert f"would promise {ev['replay_parts_saving_ns'] / 1e6:.3f} ms" in said
-    assert f"every {batch / 1e6:.3f} ms" in said
+    assert f"every {batch / 1e6:.3f} ms" in result["estimate"]
     rest_x, load_x = _factors(slow_rest, slow_load)
-    assert f"(7.000{rest_x} + {batch / 1e6:.3f} ms)" in said
-    assert f"((9.000{load_x} + {batch / 1e6:.3f}) / 1.0 ms)" in said
+    assert f"(7.000{rest_x} + {batch / 1e6:.3f} ms)" in result["estimate"]
+    assert f"((9.000{load_x} + {batch / 1e6:.3f}) / 1.0 ms)" in result["estimate"]
     replayed = "on this machine by perfkit advise --measure"
-    assert _slowdown_said(slow_rest, slow_load, "torch", replayed) in said
+    assert _slowdown_said(slow_rest, slow_load, "torch", replayed) in result["estimate"]
     # Nothing to replay without the recorded loading time; a Paddle run's replay is Paddle's
     # loader (below), and a run of a framework no adapter replays keeps its model.
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
     assert pm.hook.perfkit_measure_saving(finding=empty, framework="torch") is None
     assert pm.hook.perfkit_measure_saving(finding=finding, framework="jax") is None
-
-
-def test_pipeline_saving_is_the_median_rounds_share_of_the_step():
-    """The pipeline replay's saving, recomputed by hand: each round's share saved, their
-    median, times the run's step; a remedied loop slower than the original saves nothing; a
-    step longer than ``PIPELINE_MAX_STEP_NS`` is replayed scaled down, and the estimate says
-    so and states the run's own figures."""
-    from perfkit_core.advice import (
-        PIPELINE_MAX_STEP_NS,
-        PIPELINE_STEPS,
-        paired_rounds,
-        pipeline_estimate,
-        pipeline_saving,
-        pipeline_scale,
-    )
-
-    pairs = [(20e6, 15e6), (10e6, 9e6), (30e6, 18e6)]  # shares 25%, 10%, 40%
-    saving, ratio = pipeline_saving(16e6, pairs)
-    assert ratio == pytest.approx(0.75) and saving == pytest.approx(16e6 * 0.25)
-    assert pipeline_saving(16e6, [(10e6, 12e6), (10e6, 11e6), (10e6, 10.5e6)])[0] == 0.0
-    assert pipeline_scale(9e6, 7e6) == 1.0 and pipeline_scale(0.0, 0.0) == 1.0
-    scale = pipeline_scale(90e6, 60e6)
-    assert scale == pytest.approx(PIPELINE_MAX_STEP_NS / 150e6) and (90e6 + 60e6) * scale == (
-        pytest.approx(PIPELINE_MAX_STEP_NS)
-    )
-    said = pipeline_estimate(90e6, 60e6, 1, pairs, scale, saving, "torch", "Why.")
-    assert f"a loop of {60 * scale:.3f} ms of torch ops per step" in said
-    assert f"takes {90 * scale:.3f} ms per batch" in said
-    assert f"scaled by {scale:.2f} to a {PIPELINE_MAX_STEP_NS / 1e6:.0f} ms step" in said
-    assert "took 20.000 ms per step loading in the training process and 15.000 ms" in said
-    assert f"3 rounds of {PIPELINE_STEPS} steps" in said
-    assert f"saved {saving / 150e6 * 100:.1f}% of the step, {saving / 1e6:.3f} ms" in said
-    assert "of this run's 150.000 ms" in said and said.endswith(" Why.")
-    # rounds in turn, each after settling
-    calls: list[str] = []
-    timed = iter([1.0, 2.0, 3.0, 4.0])
-    got = paired_rounds(
-        lambda: calls.append("before") or next(timed),
-        lambda: calls.append("after") or next(timed),
-        2,
-        lambda: calls.append("settle"),
-    )
-    assert got == [(1.0, 2.0), (3.0, 4.0)]
-    assert calls == ["settle", "before", "settle", "after"] * 2
-
-
-def test_pipeline_replay_needs_the_cores_of_the_run():
-    """A run whose machine had more cores free than this one spares is not replayed as a loop
-    here (its workers would share cores the run's did not): ``--measure`` falls back to the
-    model of the parts, with the costs timed here."""
-    from types import SimpleNamespace
-
-    from perfkit_core.plugins import get_plugin_manager
-    from perfkit_torch.replay import replay_pipeline
-
-    many = float((os.cpu_count() or 1) + 1)
-    assert replay_pipeline(9e6, 7e6, many) is None
-    assert replay_pipeline(9e6, 7e6, 0.0) is None
-    evidence = {
-        "loading_per_step_ns": 9_000_000.0,
-        "rest_per_step_ns": 7_000_000.0,
-        "free_cores": many,
-    }
-    finding = SimpleNamespace(rule="input-pipeline", evidence=evidence)
-    result = get_plugin_manager().hook.perfkit_measure_saving(finding=finding, framework="torch")
-    ev = result["evidence"]
-    assert "replay_pipeline_rounds" not in ev and "replay_parts_saving_ns" not in ev
-    batch = ev["replay_batch_ns"]
-    slowdowns = (ev["training_slowdown"], ev["loading_slowdown"])
-    assert result["saving_ns"] == pytest.approx(
-        loader_saving(9e6, 7e6, many, batch, 0.0, batch, slowdowns)
-    )
-    assert result["estimate"].startswith("Measured on this machine: one DataLoader worker")
 
 
 def test_paddle_measure_times_its_loaders_costs():

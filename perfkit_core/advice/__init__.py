@@ -13,7 +13,6 @@ from perfkit_core.advice.compiled import (
     compiled_step_ns,
 )
 from perfkit_core.advice.corun import corun_slowdowns
-from perfkit_core.advice.corun_loading import loading_work, unit_items
 from perfkit_core.advice.engine import (
     GENERIC_REMEDIES,
     Advisor,
@@ -26,9 +25,6 @@ from perfkit_core.advice.engine import (
 )
 from perfkit_core.advice.loader import (
     LOADER_BATCH_NS,
-    PIPELINE_MAX_STEP_NS,
-    PIPELINE_ROUNDS,
-    PIPELINE_STEPS,
     THREAD_OP_NS,
     delivery_ns,
     handover_exceeds_loading,
@@ -37,10 +33,6 @@ from perfkit_core.advice.loader import (
     loader_figures,
     loader_saving,
     measured_loader_estimate,
-    paired_rounds,
-    pipeline_estimate,
-    pipeline_saving,
-    pipeline_scale,
     remedy_workers,
     replay_figures,
     replay_slowdown_evidence,
@@ -57,9 +49,6 @@ __all__ = [
     "GENERIC_REMEDIES",
     "LOADER_BATCH_NS",
     "MODEL_COSTS",
-    "PIPELINE_MAX_STEP_NS",
-    "PIPELINE_ROUNDS",
-    "PIPELINE_STEPS",
     "THREAD_OP_NS",
     "TRANSCENDENTAL_NS",
     "Advisor",
@@ -78,12 +67,7 @@ __all__ = [
     "loader_batch_cost",
     "loader_figures",
     "loader_saving",
-    "loading_work",
     "measured_loader_estimate",
-    "paired_rounds",
-    "pipeline_estimate",
-    "pipeline_saving",
-    "pipeline_scale",
     "registered_advisors",
     "remedy_workers",
     "replay_figures",
@@ -94,5 +78,4 @@ __all__ = [
     "shapes_text",
     "steps_in_turn",
     "thread_split",
-    "unit_items",
 ]

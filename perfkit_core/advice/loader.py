@@ -9,7 +9,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.capture.step_timer import (
@@ -410,80 +410,4 @@ def measured_loader_estimate(
         f"{receive / 1e6:.3f} ms) and the loading plus sending it, spread over the workers "
         f"(({data_ns / 1e6:.3f}{load_x} + {batch_ns / 1e6:.3f}) / {workers:.1f} ms)"
         + ("; no saving is expected." if saving_ns <= 0 else ".")
-    )
-
-
-#: The pipeline replay of ``perfkit advise --measure`` (torch's): rounds, steps per round of
-#: each loop, and the longest step it replays (a longer step is scaled down to this, loading
-#: and rest alike, so that the replay takes seconds, not minutes).
-PIPELINE_ROUNDS = 7
-PIPELINE_STEPS = 8
-PIPELINE_MAX_STEP_NS = 60_000_000.0
-
-
-def pipeline_scale(data_ns: float, rest_ns: float) -> float:
-    """The factor the pipeline replay scales a step of ``data_ns`` of loading and ``rest_ns``
-    of the rest by: 1, or less where the two come to more than ``PIPELINE_MAX_STEP_NS``."""
-    total = max(data_ns, 0.0) + max(rest_ns, 0.0)
-    return min(1.0, PIPELINE_MAX_STEP_NS / total) if total > 0 else 1.0
-
-
-def paired_rounds(
-    before: Callable[[], float],
-    after: Callable[[], float],
-    rounds: int,
-    settle: Callable[[], None] = lambda: None,
-) -> list[tuple[float, float]]:
-    """``rounds`` pairs of (``before()``, ``after()``), each a step time in ns, timed one
-    after the other so that both of a pair see the machine in the same state; ``settle()``
-    runs before each (to let a loader's workers finish the batches they prefetched)."""
-    pairs = []
-    for _ in range(rounds):
-        settle()
-        first = before()
-        settle()
-        pairs.append((first, after()))
-    return pairs
-
-
-def pipeline_saving(step_ns: float, pairs: list[tuple[float, float]]) -> tuple[float, float]:
-    """(the saving, ns per step, of a step of ``step_ns``; the ratio it was found by): the
-    step times the share of the replayed step that the remedied loop saved, the median over
-    the rounds' (before, after) ``pairs`` of 1 - after / before; no saving where the remedied
-    loop was as slow or slower."""
-    ratio = statistics.median(after / before for before, after in pairs if before > 0)
-    return max(step_ns * (1.0 - ratio), 0.0), ratio
-
-
-def pipeline_estimate(
-    data_ns: float,
-    rest_ns: float,
-    workers: float,
-    pairs: list[tuple[float, float]],
-    scale: float,
-    saving_ns: float,
-    framework: str = "",
-    why: str = "",
-) -> str:
-    """The sentence of an input-pipeline estimate that the pipeline replay stated: what it
-    replayed (``data_ns`` and ``rest_ns`` times ``scale``), the medians of its rounds' step
-    times in each loop (``pairs``), the saving (``saving_ns``) they give this run's step, and
-    ``why`` (a sentence or "": what the replay shows that a model of the parts leaves out)."""
-    alone = statistics.median(before for before, _ in pairs)
-    spread = statistics.median(after for _, after in pairs)
-    scaled = (
-        f", scaled by {scale:.2f} to a {PIPELINE_MAX_STEP_NS / 1e6:.0f} ms step"
-        if scale < 1.0
-        else ""
-    )
-    share = saving_ns / (data_ns + rest_ns) * 100 if data_ns + rest_ns > 0 else 0.0
-    return (
-        f"Replayed on this machine: a loop of {rest_ns * scale / 1e6:.3f} ms of "
-        f"{framework or 'framework'} ops per step, fed by a Dataset whose Python work takes "
-        f"{data_ns * scale / 1e6:.3f} ms per batch (this run's rest of the step and loading"
-        f"{scaled}), took {alone / 1e6:.3f} ms per step loading in the training process and "
-        f"{spread / 1e6:.3f} ms with {workers:.0f} DataLoader worker(s) (medians of "
-        f"{len(pairs)} rounds of {PIPELINE_STEPS} steps, each loop in turn): the median round "
-        f"saved {share:.1f}% of the step, {saving_ns / 1e6:.3f} ms of this run's "
-        f"{(data_ns + rest_ns) / 1e6:.3f} ms (loading plus the rest)." + (f" {why}" if why else "")
     )
