@@ -7,7 +7,8 @@ Small CPU training loops, each built so that one advice rule fires:
   (``foreach=False``); remedy: ``fused=True``.
 - ``torch-loader``: a 6-block MLP 512 wide fed by a Dataset that does CPU work per sample
   (about 11 ms per batch), loaded in the training process; remedy: ``num_workers`` = the cores training leaves free (``os.cpu_count()``
-  minus torch's intra-op threads, at least 1), ``persistent_workers=True``.
+  minus torch's intra-op threads, at least 1), ``persistent_workers=True``, and the
+  ``file_system`` sharing strategy for the workers.
 - ``torch-compile`` and ``torch-small-ops`` (only with ``--compile``: inductor compiles for tens
   of seconds on a small CPU): a narrow MLP whose Python dominates the step, and a chain of 60
   tiny elementwise ops between two Linear layers; remedy: ``torch.compile(model)``.
@@ -79,6 +80,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perfkit_core.advice.loader import LOADER_BATCH_NS, RECEIVE_TIMED, THREAD_OP_NS
+from perfkit_torch.replay import REMEDY_SHARING_STRATEGY
 
 #: Within this relative error of the achieved saving, an estimate PASSes ...
 TOLERANCE = 0.20
@@ -209,7 +211,8 @@ def torch_optimizer_scenario(name: str, make: Callable[..., Any], blocks: int) -
 
 def torch_slow_loop(model: Any, optimizer: Any, applied: frozenset[str]) -> Loop:
     """The training loop of ``model`` fed by the slow Dataset: loaded in the training process,
-    or, with the input-pipeline remedy applied, by workers on the cores training leaves free."""
+    or, with the input-pipeline remedy applied, by workers on the cores training leaves free,
+    started under the sharing strategy the remedy sets (``REMEDY_SHARING_STRATEGY``)."""
     import torch
 
     workers = free_cores(1) if "input-pipeline" in applied else 0
@@ -221,7 +224,13 @@ def torch_slow_loop(model: Any, optimizer: Any, applied: frozenset[str]) -> Loop
     loader = torch.utils.data.DataLoader(
         TorchSlowDataset(), batch_size=BATCH, shuffle=False, **options
     )
-    iterator = iter(loader)
+    strategy = torch.multiprocessing.get_sharing_strategy()
+    if workers:  # the remedy's sharing strategy, for the workers it starts (they keep it)
+        torch.multiprocessing.set_sharing_strategy(REMEDY_SHARING_STRATEGY)
+    try:
+        iterator = iter(loader)
+    finally:
+        torch.multiprocessing.set_sharing_strategy(strategy)
     return torch_train_loop(model, optimizer, iterator, lambda: _shutdown(iterator))
 
 
@@ -241,7 +250,10 @@ def torch_loader_scenario() -> Scenario:
         "torch",
         "input-pipeline",
         build,
-        {"input-pipeline": f"num_workers=0 -> {free_cores(1)} (the cores training leaves free)"},
+        {
+            "input-pipeline": f"num_workers=0 -> {free_cores(1)} (the cores training leaves "
+            "free), file_system sharing"
+        },
     )
 
 
@@ -266,7 +278,7 @@ def torch_mixed_scenario(blocks: int) -> Scenario:
         "input-pipeline",
         build,
         {
-            "input-pipeline": f"num_workers=0 -> {free_cores(1)}",
+            "input-pipeline": f"num_workers=0 -> {free_cores(1)}, file_system sharing",
             "optimizer": "foreach=False -> fused=True",
         },
     )

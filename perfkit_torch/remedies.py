@@ -11,16 +11,28 @@ from typing import Any
 
 _LOADER_GPU = (
     "Load batches in worker processes, pinned, and prefetched, so loading overlaps the step:\n"
+    "    torch.multiprocessing.set_sharing_strategy('file_system')  # before the loader starts\n"
     "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers={workers},\n"
     "                                         pin_memory=True, prefetch_factor=2,\n"
     "                                         persistent_workers=True)\n"
-    "and copy with batch = batch.to(device, non_blocking=True).\n{cores}"
+    "and copy with batch = batch.to(device, non_blocking=True).\n{cores}\n{sharing}"
 )
 _LOADER_CPU = (
     "Load batches in worker processes, prefetched, so loading overlaps the step:\n"
+    "    torch.multiprocessing.set_sharing_strategy('file_system')  # before the loader starts\n"
     "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers={workers},\n"
     "                                         prefetch_factor=2, persistent_workers=True)\n"
-    "{cores}"
+    "{cores}\n{sharing}"
+)
+
+#: Why the loader remedy sets the sharing strategy (``perfkit_torch.replay``'s
+#: ``REMEDY_SHARING_STRATEGY``, which the saving is estimated with).
+_SHARING = (
+    "(Under the default strategy, file_descriptor, the training process takes each batch's\n"
+    "tensors from a thread of the worker that needs the worker's GIL, so a batch the worker\n"
+    "has made waits while its Dataset runs Python; file_system hands it over by name. The\n"
+    "saving is estimated for file_system. Its shared memory is freed by torch's\n"
+    "torch_shm_manager even if a process dies.)"
 )
 
 
@@ -35,7 +47,7 @@ def loader_remedy(evidence: dict[str, Any], text: str) -> str:
     from perfkit_core.advice import remedy_workers
 
     workers, cores = remedy_workers(evidence) or (4, _SPARE_CORES)
-    return text.format(workers=workers, cores=cores)
+    return text.format(workers=workers, cores=cores, sharing=_SHARING)
 
 
 _AMP_BF16 = (
@@ -60,7 +72,7 @@ _AMP_UNKNOWN = (
 )
 
 REMEDIES: dict[str, str] = {
-    "input-pipeline": _LOADER_GPU.format(workers=4, cores=_SPARE_CORES),
+    "input-pipeline": _LOADER_GPU.format(workers=4, cores=_SPARE_CORES, sharing=_SHARING),
     "placement": (
         "Stop reading device values on the host every step: keep scalars such as losses as\n"
         "tensors and call .item() / .cpu() / .tolist() only when logging (every N steps);\n"

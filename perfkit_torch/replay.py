@@ -97,13 +97,22 @@ class _ReadyBatches:
         return features, torch.full((LOADER_BATCH_LABELS,), index % 10, dtype=torch.int64)
 
 
+#: The sharing strategy the input-pipeline remedy prescribes, and the replay hands batches over
+#: with: under torch's default, ``file_descriptor``, the training process takes each tensor's
+#: file descriptor from a thread of the worker that must take the worker's GIL, so a batch the
+#: worker has made waits while its Dataset runs Python (``bench/bench_handover.py``).
+REMEDY_SHARING_STRATEGY = "file_system"
+
+
 def loader_batch_ns(*, threads: int | None = 1) -> float:
-    """ns per batch that one DataLoader worker (torch's defaults: this process's sharing
-    strategy, ``prefetch_factor=2``) delivers to a training process that does nothing else,
-    from a Dataset whose batches are ready: what handing a batch over costs, the worker
-    sending it and the training process receiving it, each on a core of its own (the slower
-    side bounds it). The median of ``LOADER_ROUNDS`` rounds of ``LOADER_BATCHES`` batches.
-    ``threads``: torch's intra-op threads meanwhile (None leaves them)."""
+    """ns per batch that one DataLoader worker (``prefetch_factor=2``, started under
+    ``REMEDY_SHARING_STRATEGY``, the remedy's) delivers to a training process that does
+    nothing else, from a Dataset whose batches are ready: what handing a batch over costs, the
+    worker sending it and the training process receiving it, each on a core of its own (the
+    slower side bounds it). The median of ``LOADER_ROUNDS`` rounds of ``LOADER_BATCHES``
+    batches. ``threads``: torch's intra-op threads meanwhile (None leaves them). This
+    process's sharing strategy is set back as it was once the worker has started (a worker
+    keeps the strategy it started under)."""
     import torch
 
     from perfkit_core.advice import delivery_ns
@@ -115,7 +124,12 @@ def loader_batch_ns(*, threads: int | None = 1) -> float:
     loader: Any = torch.utils.data.DataLoader(
         dataset, batch_size=None, num_workers=1, persistent_workers=True, prefetch_factor=2
     )
-    iterator = iter(loader)
+    strategy = torch.multiprocessing.get_sharing_strategy()
+    torch.multiprocessing.set_sharing_strategy(REMEDY_SHARING_STRATEGY)
+    try:
+        iterator = iter(loader)
+    finally:
+        torch.multiprocessing.set_sharing_strategy(strategy)
     try:
         return delivery_ns(
             iterator, warmup=LOADER_WARMUP, rounds=LOADER_ROUNDS, batches=LOADER_BATCHES
@@ -201,6 +215,10 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             rest,
             workers,
             saving,
+            extra=(
+                f" The worker handed them over under the {REMEDY_SHARING_STRATEGY} sharing "
+                "strategy, which the remedy sets."
+            ),
             receive_ns=receive_ns,
             slowdowns=slowdowns,
             framework="torch",

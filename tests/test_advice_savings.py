@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis  # noqa: E402
 from perfkit_core.advice.engine import make_context  # noqa: E402
-from perfkit_core.advice.loader import loader_saving  # noqa: E402
+from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_saving  # noqa: E402
 
 
 def _record(
@@ -376,13 +376,13 @@ def test_loader_saving_is_bounded_by_the_workers(data, rest, workers, expected):
 @pytest.mark.parametrize(
     ("data", "rest", "workers", "expected"),
     [
-        # one worker: both sides pay the hand-over (2.3 ms): the shorter part less 2.3 ms leaves;
-        # the rest bounds the step: 4 + 10 -> max(10 + 2.3, 4 + 2.3)
-        (4e6, 10e6, 1, 1.7e6),
-        # loading bounds it: 12 + 4 -> max(4 + 2.3, 12 + 2.3)
-        (12e6, 4e6, 1, 1.7e6),
-        # two workers share the loading and its sending: 12 + 4 -> max(6.3, 14.3 / 2)
-        (12e6, 4e6, 2, 16e6 - 7.15e6),
+        # one worker: both sides pay the hand-over (1.3 ms): the shorter part less 1.3 ms leaves;
+        # the rest bounds the step: 4 + 10 -> max(10 + 1.3, 4 + 1.3)
+        (4e6, 10e6, 1, 2.7e6),
+        # loading bounds it: 12 + 4 -> max(4 + 1.3, 12 + 1.3)
+        (12e6, 4e6, 1, 2.7e6),
+        # two workers share the loading and its sending: 12 + 4 -> max(5.3, 13.3 / 2)
+        (12e6, 4e6, 2, 16e6 - 6.65e6),
         # a short step: handing the batch over costs more than loading in the step did
         (1e6, 1e6, 1, 0.0),
     ],
@@ -390,7 +390,7 @@ def test_loader_saving_is_bounded_by_the_workers(data, rest, workers, expected):
 def test_loader_saving_pays_for_handing_each_batch_over(data, rest, workers, expected):
     from perfkit_core.advice.loader import LOADER_BATCH_NS
 
-    assert LOADER_BATCH_NS == 2_300_000.0
+    assert LOADER_BATCH_NS == 1_300_000.0
     assert loader_saving(data, rest, workers) == pytest.approx(expected)
 
 
@@ -905,7 +905,11 @@ def test_measure_times_handing_a_batch_over():
     }
     finding = SimpleNamespace(rule="input-pipeline", evidence=dict(evidence))
     pm = get_plugin_manager()
+    strategy = torch.multiprocessing.get_sharing_strategy()
     result = pm.hook.perfkit_measure_saving(finding=finding, framework="torch")
+    # the worker handed batches over under the remedy's strategy; this process's is as it was
+    assert torch.multiprocessing.get_sharing_strategy() == strategy
+    assert "under the file_system sharing strategy, which the remedy sets" in result["estimate"]
     ev = result["evidence"]
     assert ev["measured"] == "replay" and ev["replay_free_cores"] == 1.0
     batch = ev["replay_batch_ns"]
@@ -1271,10 +1275,10 @@ def test_a_loading_thread_cheaper_than_its_hand_overs_counts_as_hand_overs(tmp_p
     ("data", "rest", "optimizer", "loader_after", "holds"),
     [
         # loading (11 ms) outlasts the rest once the optimizer's 4.3 ms leave it: with a worker
-        # the step is 11 + 2.3 ms either way, so the loader saves only what the rest still hid
-        (11e6, 8.7e6, 4.3e6, 2.1e6, False),
+        # the step is 11 + 1.3 ms either way, so the loader saves only what the rest still hid
+        (11e6, 8.7e6, 4.3e6, 3.1e6, False),
         # the rest (12 ms, then 9 ms) outlasts the loading (5 ms) either way: both savings add
-        (5e6, 12e6, 3e6, 2.7e6, True),
+        (5e6, 12e6, 3e6, 3.7e6, True),
     ],
 )
 def test_combined_saving_simulates_the_loader_with_the_other_remedies(
@@ -1289,14 +1293,14 @@ def test_combined_saving_simulates_the_loader_with_the_other_remedies(
     total, how = combined_saving([loader, other], step)
     assert total == pytest.approx(optimizer + loader_after)
     # recomputed another way: the step with both remedies, by the model's own terms
-    after = max(rest - optimizer + 2.3e6, data + 2.3e6)
+    after = max(rest - optimizer + LOADER_BATCH_NS, data + LOADER_BATCH_NS)
     assert total == pytest.approx(step - after)
     if holds:
         assert total == pytest.approx(loader.saving_ns + optimizer)
         assert "holds with the others applied" in how
     else:
         assert total < loader.saving_ns + optimizer
-        assert "the input pipeline saves 2.1 ms per step, not 6.4 ms" in how
+        assert "the input pipeline saves 3.1 ms per step, not 7.4 ms" in how
 
 
 def _loader_finding(data: float, rest: float):
@@ -1333,7 +1337,7 @@ def test_hand_overs_an_optimizer_saves_go_with_the_loading_thread_in_the_combine
     )
     total, how = combined_saving([loader, optimizer], data + rest)
     # recomputed from the model's terms: the step with both remedies
-    after = max(rest - own + 2.3e6, data + 2.3e6)
+    after = max(rest - own + LOADER_BATCH_NS, data + LOADER_BATCH_NS)
     assert total == pytest.approx(data + rest - after)
     assert total < loader.saving_ns + optimizer.saving_ns
     assert "the 2.5 ms per step the others save in hand-overs of the GIL" in how
@@ -1534,7 +1538,7 @@ def test_torch_loading_is_taken_from_the_step_timers_steps(tmp_path):
     if ev["free_cores"] > 0:  # else it says no core is free, and that no saving is expected
         assert (
             f"Handing a batch over costs each side {duration_text(timed)} in torch's loader "
-            "(timed on the machine that trained, when the step timer saved the run)"
+            "under the file_system sharing strategy the remedy sets (timed on the machine that trained, when the step timer saved the run)"
         ) in finding.estimate
         # the factors in the formula are the ones the sentence states
         rest_x = _factors(*slowdowns)[0]
@@ -1566,6 +1570,15 @@ def test_the_loader_remedy_prescribes_the_workers_its_saving_counts(framework):
 
     one = text(free_cores=1.0, has_device=False)
     assert "num_workers=1," in one and "(1 worker(s): the free core(s) the saving" in one
+    if framework == "torch":  # the sharing strategy the saving is estimated with, and why
+        from perfkit_torch.replay import REMEDY_SHARING_STRATEGY
+
+        assert f"set_sharing_strategy('{REMEDY_SHARING_STRATEGY}')" in one
+        assert f"saving is estimated for {REMEDY_SHARING_STRATEGY}" in one
+        gpu = text(free_cores=1.0, has_device=True)
+        assert f"set_sharing_strategy('{REMEDY_SHARING_STRATEGY}')" in gpu
+    else:  # Paddle's workers share batches their own way
+        assert "sharing_strategy" not in one
     three = text(free_cores=3.0, has_device=True)
     assert "num_workers=3," in three and "(3 worker(s)" in three
     none = text(free_cores=0.0, has_device=False)

@@ -29,14 +29,14 @@ if TYPE_CHECKING:
 #: the worker puts the batch in shared memory and sends it, the training process receives and
 #: maps it. Measured by the replay of ``perfkit advise --measure``
 #: (``perfkit_torch.replay.loader_batch_ns``: one worker, batches of features and labels, two
-#: tensors of 4 KiB) on a 2-core x86 KVM machine with torch 2.13 and its default
-#: file-descriptor sharing: 1.7 to 2.3 ms per batch over repeated replays. A machine with
-#: cheaper system calls pays less (1.1 to 1.4 ms on a 2-core Xeon with AVX-512). The advice
-#: uses this figure only when the step timer did not time the cost on the machine that trained
-#: (``run_loader_batch_cost``); ``--measure`` measures it on the machine that reads the run.
-#: Traces record no batch sizes (torch records no shapes of the tensor lists its collate
-#: stacks).
-LOADER_BATCH_NS = 2_300_000.0
+#: tensors of 4 KiB) on a 2-core x86 KVM machine with torch 2.13 under the ``file_system``
+#: sharing strategy that torch's remedy sets: 1.0 to 1.4 ms per batch over repeated replays
+#: (under torch's default, ``file_descriptor``, 1.6 to 2.3 ms, and more beside a busy worker:
+#: ``bench/bench_handover.py``). The advice uses this figure only when the step timer did not
+#: time the cost on the machine that trained (``run_loader_batch_cost``); ``--measure``
+#: measures it on the machine that reads the run. Traces record no batch sizes (torch records
+#: no shapes of the tensor lists its collate stacks).
+LOADER_BATCH_NS = 1_300_000.0
 
 #: The same cost where a framework's loader workers hand batches over otherwise (ns per batch,
 #: by the run's framework; others pay ``LOADER_BATCH_NS``). Paddle's workers put a batch in
@@ -46,6 +46,12 @@ LOADER_BATCH_NS = 2_300_000.0
 #: (``perfkit_paddle.replay.loader_batch_ns``, Paddle 3.3.1 on a 2-core x86 KVM machine where
 #: torch's took 1.0 to 1.1 ms).
 LOADER_BATCH_NS_BY_FRAMEWORK = {"paddle": 400_000.0}
+
+
+#: How a framework's loader hands batches over where the remedy sets it (said after "in
+#: torch's loader"): torch's remedy sets the ``file_system`` sharing strategy, which the
+#: replays time (``perfkit_torch.replay.REMEDY_SHARING_STRATEGY``).
+LOADER_HANDOVER_BY_FRAMEWORK = {"torch": " under the file_system sharing strategy the remedy sets"}
 
 
 def loader_batch_cost(framework: str) -> float:

@@ -9,6 +9,7 @@ from perfkit_core.advice.basis import recorded_events_per_step, step_basis, time
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.loader import (
     LOADER_BATCH_SOURCES,
+    LOADER_HANDOVER_BY_FRAMEWORK,
     LOADER_RECEIVE_SOURCES,
     RECEIVE_TIMED,
     THREAD_OP_NS,
@@ -210,7 +211,9 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             if split
             else ""
         )
-        where = f"in {ctx.framework or 'this framework'}'s loader"
+        where = f"in {ctx.framework or 'this framework'}'s loader" + (
+            LOADER_HANDOVER_BY_FRAMEWORK.get(ctx.framework, "")
+        )
         receiving = (
             f"Handing a batch over costs each side {duration_text(batch_ns)} {where} "
             f"({LOADER_BATCH_SOURCES[batch_from]})."
