@@ -80,7 +80,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perfkit_core.advice.loader import LOADER_BATCH_NS, RECEIVE_TIMED, THREAD_OP_NS
-from perfkit_torch.replay import REMEDY_SHARING_STRATEGY
+from perfkit_torch.remedies import REMEDY_SHARING_STRATEGY
 
 #: Within this relative error of the achieved saving, an estimate PASSes ...
 TOLERANCE = 0.20

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+#: The sharing strategy the input-pipeline remedy sets, which the hand-over replays
+#: (``perfkit_torch.replay.loader_batch_ns``) time: under torch's default,
+#: ``file_descriptor``, the training process takes each tensor's file descriptor from a thread
+#: of the worker that must take the worker's GIL, so a batch the worker has made waits while
+#: its Dataset runs Python (``bench/bench_handover.py``).
+REMEDY_SHARING_STRATEGY = "file_system"
+
 _LOADER_GPU = (
     "Load batches in worker processes, pinned, and prefetched, so loading overlaps the step:\n"
-    "    torch.multiprocessing.set_sharing_strategy('file_system')  # before the loader starts\n"
+    "    torch.multiprocessing.set_sharing_strategy('{strategy}')  # before the loader starts\n"
     "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers={workers},\n"
     "                                         pin_memory=True, prefetch_factor=2,\n"
     "                                         persistent_workers=True)\n"
@@ -19,19 +26,19 @@ _LOADER_GPU = (
 )
 _LOADER_CPU = (
     "Load batches in worker processes, prefetched, so loading overlaps the step:\n"
-    "    torch.multiprocessing.set_sharing_strategy('file_system')  # before the loader starts\n"
+    "    torch.multiprocessing.set_sharing_strategy('{strategy}')  # before the loader starts\n"
     "    loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers={workers},\n"
     "                                         prefetch_factor=2, persistent_workers=True)\n"
     "{cores}\n{sharing}"
 )
 
-#: Why the loader remedy sets the sharing strategy (``perfkit_torch.replay``'s
-#: ``REMEDY_SHARING_STRATEGY``, which the saving is estimated with).
+#: Why the loader remedy sets the sharing strategy (``REMEDY_SHARING_STRATEGY``, which the
+#: saving is estimated with).
 _SHARING = (
     "(Under the default strategy, file_descriptor, the training process takes each batch's\n"
     "tensors from a thread of the worker that needs the worker's GIL, so a batch the worker\n"
-    "has made waits while its Dataset runs Python; file_system hands it over by name. The\n"
-    "saving is estimated for file_system. Its shared memory is freed by torch's\n"
+    "has made waits while its Dataset runs Python; {strategy} hands it over by name. The\n"
+    "saving is estimated for {strategy}. Its shared memory is freed by torch's\n"
     "torch_shm_manager even if a process dies.)"
 )
 
@@ -47,7 +54,16 @@ def loader_remedy(evidence: dict[str, Any], text: str) -> str:
     from perfkit_core.advice import remedy_workers
 
     workers, cores = remedy_workers(evidence) or (4, _SPARE_CORES)
-    return text.format(workers=workers, cores=cores, sharing=_SHARING)
+    return _loader_text(text, workers, cores)
+
+
+def _loader_text(text: str, workers: int, cores: str) -> str:
+    """A loader remedy ``text`` filled in: the workers, what it says of cores, and the sharing
+    strategy with why."""
+    sharing = _SHARING.format(strategy=REMEDY_SHARING_STRATEGY)
+    return text.format(
+        workers=workers, cores=cores, sharing=sharing, strategy=REMEDY_SHARING_STRATEGY
+    )
 
 
 _AMP_BF16 = (
@@ -72,7 +88,7 @@ _AMP_UNKNOWN = (
 )
 
 REMEDIES: dict[str, str] = {
-    "input-pipeline": _LOADER_GPU.format(workers=4, cores=_SPARE_CORES, sharing=_SHARING),
+    "input-pipeline": _loader_text(_LOADER_GPU, 4, _SPARE_CORES),
     "placement": (
         "Stop reading device values on the host every step: keep scalars such as losses as\n"
         "tensors and call .item() / .cpu() / .tolist() only when logging (every N steps);\n"

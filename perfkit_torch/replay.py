@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfkit_torch.remedies import FUSED_OPTIMIZERS
+from perfkit_torch.remedies import FUSED_OPTIMIZERS, REMEDY_SHARING_STRATEGY
 
 
 def optimizer_step_times(
@@ -95,13 +95,6 @@ class _ReadyBatches:
 
         features = torch.full((LOADER_BATCH_ELEMENTS,), float(index % 7))
         return features, torch.full((LOADER_BATCH_LABELS,), index % 10, dtype=torch.int64)
-
-
-#: The sharing strategy the input-pipeline remedy prescribes, and the replay hands batches over
-#: with: under torch's default, ``file_descriptor``, the training process takes each tensor's
-#: file descriptor from a thread of the worker that must take the worker's GIL, so a batch the
-#: worker has made waits while its Dataset runs Python (``bench/bench_handover.py``).
-REMEDY_SHARING_STRATEGY = "file_system"
 
 
 def loader_batch_ns(*, threads: int | None = 1) -> float:

@@ -1571,9 +1571,12 @@ def test_the_loader_remedy_prescribes_the_workers_its_saving_counts(framework):
     one = text(free_cores=1.0, has_device=False)
     assert "num_workers=1," in one and "(1 worker(s): the free core(s) the saving" in one
     if framework == "torch":  # the sharing strategy the saving is estimated with, and why
-        from perfkit_torch.replay import REMEDY_SHARING_STRATEGY
+        from perfkit_core.advice.loader import LOADER_HANDOVER_BY_FRAMEWORK
+        from perfkit_torch.remedies import REMEDY_SHARING_STRATEGY
 
         assert f"set_sharing_strategy('{REMEDY_SHARING_STRATEGY}')" in one
+        # the estimate names the strategy the remedy sets
+        assert f" {REMEDY_SHARING_STRATEGY} " in LOADER_HANDOVER_BY_FRAMEWORK["torch"]
         assert f"saving is estimated for {REMEDY_SHARING_STRATEGY}" in one
         gpu = text(free_cores=1.0, has_device=True)
         assert f"set_sharing_strategy('{REMEDY_SHARING_STRATEGY}')" in gpu
