@@ -80,7 +80,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perfkit_core.advice.loader import LOADER_BATCH_NS, RECEIVE_TIMED, THREAD_OP_NS
-from perfkit_torch.remedies import REMEDY_SHARING_STRATEGY
+from perfkit_torch.replay import iter_sharing
 
 #: Within this relative error of the achieved saving, an estimate PASSes ...
 TOLERANCE = 0.20
@@ -212,7 +212,7 @@ def torch_optimizer_scenario(name: str, make: Callable[..., Any], blocks: int) -
 def torch_slow_loop(model: Any, optimizer: Any, applied: frozenset[str]) -> Loop:
     """The training loop of ``model`` fed by the slow Dataset: loaded in the training process,
     or, with the input-pipeline remedy applied, by workers on the cores training leaves free,
-    started under the sharing strategy the remedy sets (``REMEDY_SHARING_STRATEGY``)."""
+    started under the sharing strategy the remedy sets (``iter_sharing``)."""
     import torch
 
     workers = free_cores(1) if "input-pipeline" in applied else 0
@@ -224,13 +224,8 @@ def torch_slow_loop(model: Any, optimizer: Any, applied: frozenset[str]) -> Loop
     loader = torch.utils.data.DataLoader(
         TorchSlowDataset(), batch_size=BATCH, shuffle=False, **options
     )
-    strategy = torch.multiprocessing.get_sharing_strategy()
-    if workers:  # the remedy's sharing strategy, for the workers it starts (they keep it)
-        torch.multiprocessing.set_sharing_strategy(REMEDY_SHARING_STRATEGY)
-    try:
-        iterator = iter(loader)
-    finally:
-        torch.multiprocessing.set_sharing_strategy(strategy)
+    # the workers the remedy starts, under its sharing strategy
+    iterator = iter_sharing(loader) if workers else iter(loader)
     return torch_train_loop(model, optimizer, iterator, lambda: _shutdown(iterator))
 
 

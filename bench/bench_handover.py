@@ -40,15 +40,17 @@ def loader(strategy: str) -> Any:
     import torch
     from bench_advice import BATCH, TorchSlowDataset
 
-    torch.multiprocessing.set_sharing_strategy(strategy)
-    iterator = iter(
+    from perfkit_torch.replay import iter_sharing
+
+    iterator = iter_sharing(
         torch.utils.data.DataLoader(
             TorchSlowDataset(),
             batch_size=BATCH,
             num_workers=1,
             persistent_workers=True,
             prefetch_factor=2,
-        )
+        ),
+        strategy,
     )
     for _ in range(3):
         next(iterator)
@@ -75,7 +77,6 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds; medians")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    default = torch.multiprocessing.get_sharing_strategy()
     dataset = TorchSlowDataset()
 
     def batch_ns() -> float:  # one batch of the Dataset in the training process
@@ -86,7 +87,6 @@ def main() -> int:
 
     batch_ns()  # first calls
     loaders = {strategy: loader(strategy) for strategy in STRATEGIES}
-    torch.multiprocessing.set_sharing_strategy(default)
     taken: dict[str, list[tuple[float, float]]] = {strategy: [] for strategy in STRATEGIES}
     batches: list[float] = []
     try:

@@ -97,6 +97,20 @@ class _ReadyBatches:
         return features, torch.full((LOADER_BATCH_LABELS,), index % 10, dtype=torch.int64)
 
 
+def iter_sharing(loader: Any, strategy: str = REMEDY_SHARING_STRATEGY) -> Any:
+    """``iter(loader)`` (a torch DataLoader), its workers started under the sharing
+    ``strategy`` (by default the remedy's), which they keep; this process's strategy is set
+    back as it was."""
+    import torch
+
+    before = torch.multiprocessing.get_sharing_strategy()
+    torch.multiprocessing.set_sharing_strategy(strategy)
+    try:
+        return iter(loader)
+    finally:
+        torch.multiprocessing.set_sharing_strategy(before)
+
+
 def loader_batch_ns(*, threads: int | None = 1) -> float:
     """ns per batch that one DataLoader worker (``prefetch_factor=2``, started under
     ``REMEDY_SHARING_STRATEGY``, the remedy's) delivers to a training process that does
@@ -104,8 +118,7 @@ def loader_batch_ns(*, threads: int | None = 1) -> float:
     worker sending it and the training process receiving it, each on a core of its own (the
     slower side bounds it). The median of ``LOADER_ROUNDS`` rounds of ``LOADER_BATCHES``
     batches. ``threads``: torch's intra-op threads meanwhile (None leaves them). This
-    process's sharing strategy is set back as it was once the worker has started (a worker
-    keeps the strategy it started under)."""
+    process's sharing strategy is left as it was (``iter_sharing``)."""
     import torch
 
     from perfkit_core.advice import delivery_ns
@@ -117,12 +130,7 @@ def loader_batch_ns(*, threads: int | None = 1) -> float:
     loader: Any = torch.utils.data.DataLoader(
         dataset, batch_size=None, num_workers=1, persistent_workers=True, prefetch_factor=2
     )
-    strategy = torch.multiprocessing.get_sharing_strategy()
-    torch.multiprocessing.set_sharing_strategy(REMEDY_SHARING_STRATEGY)
-    try:
-        iterator = iter(loader)
-    finally:
-        torch.multiprocessing.set_sharing_strategy(strategy)
+    iterator = iter_sharing(loader)
     try:
         return delivery_ns(
             iterator, warmup=LOADER_WARMUP, rounds=LOADER_ROUNDS, batches=LOADER_BATCHES

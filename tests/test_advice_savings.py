@@ -388,8 +388,6 @@ def test_loader_saving_is_bounded_by_the_workers(data, rest, workers, expected):
     ],
 )
 def test_loader_saving_pays_for_handing_each_batch_over(data, rest, workers, expected):
-    from perfkit_core.advice.loader import LOADER_BATCH_NS
-
     assert LOADER_BATCH_NS == 1_300_000.0
     assert loader_saving(data, rest, workers) == pytest.approx(expected)
 

@@ -52,17 +52,16 @@ def unit_items(work: Callable[[int], object], unit_ns: float) -> int:
     count = 1
     work(count)
     while True:
-        start = time.perf_counter_ns()
-        work(count)
-        took = time.perf_counter_ns() - start
+        took = _timed(work, count)
         if took >= unit_ns / 4 or count >= 1 << 24:
             return max(int(count * unit_ns / max(took, 1)), 1)
         count *= 4
 
 
-def _timed(samples: int) -> int:
+def _timed(work: Callable[[int], object], items: int) -> int:
+    """ns that ``work(items)`` takes."""
     start = time.perf_counter_ns()
-    loading_work(samples)
+    work(items)
     return time.perf_counter_ns() - start
 
 
@@ -88,12 +87,12 @@ def serve(samples: int, commands: int = 0, answers: int = 1) -> None:
     while True:
         said = command(wait=True)
         if said == "alone":
-            answer(*(_timed(samples) for _ in range(3)))
+            answer(*(_timed(loading_work, samples) for _ in range(3)))
         elif said == "beside":
             answer("busy")
             times = []
             while command(wait=False) is None:
-                times.append(_timed(samples))
+                times.append(_timed(loading_work, samples))
             answer(*(times[1:-1] or times[-1:]))
         else:
             return

@@ -50,7 +50,7 @@ LOADER_BATCH_NS_BY_FRAMEWORK = {"paddle": 400_000.0}
 
 #: How a framework's loader hands batches over where the remedy sets it (said after "in
 #: torch's loader"): torch's remedy sets the ``file_system`` sharing strategy, which the
-#: replays time (``perfkit_torch.replay.REMEDY_SHARING_STRATEGY``).
+#: replays time (``perfkit_torch.remedies.REMEDY_SHARING_STRATEGY``).
 LOADER_HANDOVER_BY_FRAMEWORK = {"torch": " under the file_system sharing strategy the remedy sets"}
 
 
