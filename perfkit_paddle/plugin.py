@@ -202,6 +202,18 @@ def perfkit_loader_receive_ns(framework: str) -> float | None:
 
 
 @hookimpl
+def perfkit_thread_op_ns(framework: str) -> float | None:
+    """What each op of the training thread costs its CPU time beside a single-process
+    DataLoader's loading thread on this machine now (``perfkit_paddle.replay.thread_op_ns``,
+    about three seconds), for a paddle run the step timer saves."""
+    if framework != "paddle" or "paddle" not in sys.modules:
+        return None
+    from perfkit_paddle.replay import thread_op_ns
+
+    return float(thread_op_ns())  # the step timer takes an error for no answer
+
+
+@hookimpl
 def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
     """How much Paddle's ops and a loader worker's Python slow each other on two cores of this
     machine now (``perfkit_paddle.replay.corun_slowdowns``), for a paddle run the step timer

@@ -43,6 +43,7 @@ TESTED_BY = {
     "perfkit_loader_receive_ns": "test_loader_receive_ns_hook_is_the_runs_adapters",
     "perfkit_eager_pass_ns": "test_eager_pass_ns_hook_is_the_runs_adapters",
     "perfkit_corun_slowdowns": "test_corun_slowdowns_hook_is_the_runs_adapters",
+    "perfkit_thread_op_ns": "test_thread_op_ns_hook_is_the_runs_adapters",
 }
 
 
@@ -525,6 +526,40 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
             # the record keeps only what was timed
             costs = loader_costs_here("odd")
             assert costs.get("loader_receive_ns") == expected and "loader_batch_ns" not in costs
+        finally:
+            pm.unregister(plugin)
+
+
+def test_thread_op_ns_hook_is_the_runs_adapters():
+    """Paddle's adapter times what each training op costs beside its single-process
+    DataLoader's loading thread on this machine; torch's answers nothing (its loader has no
+    such thread); a plugin's answer that is not a number of 0 or more, or one that raises, is
+    not used, and the record asks for it only where a thread loaded (a real run:
+    tests/test_advice_savings.py)."""
+    from perfkit_core.capture.step_timer import loader_costs_here, thread_op_ns
+
+    pm = plugins.get_plugin_manager()
+    if "paddle" in sys.modules:
+        assert pm.hook.perfkit_thread_op_ns(framework="paddle") >= 0
+    assert pm.hook.perfkit_thread_op_ns(framework="torch") is None
+    assert pm.hook.perfkit_thread_op_ns(framework="no such framework") is None
+
+    for answer, expected in (
+        (21_000, 21_000.0),
+        (0, 0.0),
+        (float("nan"), None),
+        (-1.0, None),
+        (True, None),
+        ("20 us", None),
+        (RuntimeError("no thread"), None),
+    ):
+        plugin = _answering("perfkit_thread_op_ns", answer)
+        pm.register(plugin, name="odd-thread-op")
+        try:
+            assert thread_op_ns("odd") == expected, answer
+            # the record keeps only what was timed, and only where a thread loaded
+            assert loader_costs_here("odd", thread=True).get("thread_op_ns") == expected
+            assert "thread_op_ns" not in loader_costs_here("odd")
         finally:
             pm.unregister(plugin)
 

@@ -25,7 +25,9 @@ from perfkit_core.advice.engine import (
 )
 from perfkit_core.advice.loader import (
     LOADER_BATCH_NS,
+    LOADING_OP_SHARE,
     THREAD_OP_NS,
+    THREAD_OP_SOURCES,
     delivery_ns,
     handover_exceeds_loading,
     handover_ns,
@@ -38,6 +40,7 @@ from perfkit_core.advice.loader import (
     replay_slowdown_evidence,
     run_loader_batch_cost,
     run_loader_receive_cost,
+    run_thread_op_cost,
     thread_split,
 )
 from perfkit_core.advice.optimizer import replay_optimizer, shapes_text, steps_in_turn
@@ -48,8 +51,10 @@ __all__ = [
     "FUSED_KERNEL_NS",
     "GENERIC_REMEDIES",
     "LOADER_BATCH_NS",
+    "LOADING_OP_SHARE",
     "MODEL_COSTS",
     "THREAD_OP_NS",
+    "THREAD_OP_SOURCES",
     "TRANSCENDENTAL_NS",
     "Advisor",
     "CompileCosts",
@@ -75,6 +80,7 @@ __all__ = [
     "replay_slowdown_evidence",
     "run_loader_batch_cost",
     "run_loader_receive_cost",
+    "run_thread_op_cost",
     "shapes_text",
     "steps_in_turn",
     "thread_split",

@@ -17,6 +17,7 @@ from perfkit_core.capture.step_timer import (
     LOADER_RECEIVE_KEY,
     LOADING_SLOWDOWN_KEY,
     META_KEY,
+    THREAD_OP_KEY,
     TRAINING_SLOWDOWN_KEY,
     finite_number,
     slowdown_pair,
@@ -270,17 +271,47 @@ def loader_saving(
     return max(data_ns + rest_ns + contention_ns - after, 0.0)
 
 
-#: What each op of the training thread costs the CPU time of both threads when a loading
-#: thread of the same process runs beside it (ns per op): the GIL passes to the loading thread
-#: around the op and back, a wake-up of each thread. On bench/bench_advice.py's two Paddle
-#: loader scenarios (95 and 274 ops per step) on a 2-core x86 KVM machine (Paddle 3.3.1), the
-#: training thread's CPU time per step beside the single-process DataLoader's loading thread
-#: less its CPU time fed by one worker, in the same minutes, per op, was 8.9 to 16.2 us over
-#: twenty sessions, but about 4 us in the bench's own rounds of the 274-op scenario: the cost
-#: moves with how the two threads' work interleaves. 7 us gave the smallest errors over those
-#: sessions and rounds (12 of 14 savings within 20%; 10 us: 11). ``perfkit advise --measure``
-#: (Paddle) times it on the user's machine (``perfkit_paddle.replay.thread_op_ns``).
-THREAD_OP_NS = 7_000.0
+#: What each op of the training thread costs its CPU time when a loading thread of the same
+#: process runs beside it (ns per op): the GIL passes to the loading thread around the op and
+#: back, a wake-up each way. The step timer's ``save`` times it on the machine that trained
+#: (``perfkit_thread_op_ns``: Paddle's ``perfkit_paddle.replay.thread_op_ns``), and
+#: ``perfkit advise --measure`` on the machine that reads the run; this figure serves where
+#: neither did. On a 2-core x86 KVM machine (Paddle 3.3.1) that replay gave 7 to 12 us in one
+#: month's sessions and 19 to 25 us in a later one, and the training thread's CPU time per
+#: step beside bench/bench_advice.py's single-process DataLoader less its CPU time fed by one
+#: worker, per op, moved with it (9 to 16 us, then 12 to 37 us): the cost is the machine's
+#: (its system calls and wake-ups), so it is timed where it can be.
+THREAD_OP_NS = 20_000.0
+
+#: What the same hand-over costs the loading thread, as a share of what it costs the training
+#: thread. The loading thread's own CPU time per batch grows more than the training thread's
+#: beside training (16 to 50 us per training op on the 2-core machine above, against its time
+#: alone in the training process), but a worker that takes its loading over runs slower than
+#: alone too, on a machine whose other core the training process keeps busy with its own
+#: threads: by about as much. Half the training thread's cost put the remedied step within
+#: -7% to +3% of the step one worker gave, in rounds where loading bounded it (bench/README.md).
+LOADING_OP_SHARE = 0.5
+
+
+#: Where ``run_thread_op_cost`` found what each op of the training thread costs beside a
+#: loading thread (the finding's ``thread_op_from``), and how a finding's estimate says so.
+THREAD_OP_SOURCES = {
+    TRAINING_MACHINE: "timed on the machine that trained, when the step timer saved the run",
+    MODEL_COST: "perfkit's figure where the step timer did not time it; perfkit advise "
+    "--measure times it on this machine",
+}
+
+
+def run_thread_op_cost(run: Run) -> tuple[float, str]:
+    """(what each op of ``run``'s training thread cost its CPU time beside a loading thread of
+    the training process, ns; where it was found, a key of ``THREAD_OP_SOURCES``): what the
+    step timer timed on the machine that trained when it saved the run (``thread_op_ns`` in
+    its record), else ``THREAD_OP_NS``."""
+    record = run.meta.get(META_KEY) or {}
+    timed = finite_number(record.get(THREAD_OP_KEY))
+    if timed is not None and timed >= 0:
+        return timed, TRAINING_MACHINE
+    return THREAD_OP_NS, MODEL_COST
 
 
 def thread_split(
@@ -293,14 +324,15 @@ def thread_split(
     """(loading, rest of the step, contention), ns per step, of a step of ``step_ns`` (the mean
     step) in which a loading thread of the training process spent ``loading_cpu_ns`` of CPU
     time beside the training thread's ``training_cpu_ns`` and ``ops_per_step`` ops: each thread
-    alone takes its CPU time less the hand-overs (``handover_ns``: ``op_ns`` per op, handing
-    the GIL over and back: the loading, and the rest), and the contention is what is left of
-    the step (the training thread's waits for the GIL and for batches; negative where the two
-    threads ran at once on two cores, as a loading thread's Python does while the training
-    thread's ops run outside the GIL). The three add up to the step."""
-    handing = handover_ns(loading_cpu_ns, training_cpu_ns, ops_per_step, op_ns)
-    rest = max(training_cpu_ns - handing, 0.0)
-    loading = max(loading_cpu_ns - handing, 0.0)
+    alone takes its CPU time less its hand-overs (``handover_ns``: ``op_ns`` per op to the
+    training thread, ``LOADING_OP_SHARE`` of that to the loading thread, handing the GIL over
+    and back: the loading, and the rest), and the contention is what is left of the step (the
+    training thread's waits for the GIL and for batches; negative where the two threads ran at
+    once on two cores, as a loading thread's Python does while the training thread's ops run
+    outside the GIL). The three add up to the step."""
+    training_side, loading_side = handover_ns(loading_cpu_ns, training_cpu_ns, ops_per_step, op_ns)
+    rest = max(training_cpu_ns - training_side, 0.0)
+    loading = max(loading_cpu_ns - loading_side, 0.0)
     return loading, rest, step_ns - loading - rest
 
 
@@ -309,22 +341,25 @@ def handover_ns(
     training_cpu_ns: float,
     ops_per_step: float,
     op_ns: float = THREAD_OP_NS,
-) -> float:
-    """What handing the GIL over and back costs each of the two threads per step (ns):
-    ``op_ns`` per op of the training thread, but no more than either thread's CPU time (each
-    hand-over costs both threads alike, so neither can have paid more than it ran)."""
-    handing = max(ops_per_step, 0.0) * max(op_ns, 0.0)
-    return min(handing, max(loading_cpu_ns, 0.0), max(training_cpu_ns, 0.0))
+) -> tuple[float, float]:
+    """What handing the GIL over and back costs (the training thread, the loading thread) per
+    step (ns): ``op_ns`` per op of the training thread to it, but no more than either thread's
+    CPU time (a hand-over happens only when the loading thread has work to take the GIL for,
+    so the training thread cannot have paid more for them than that thread ran), and
+    ``LOADING_OP_SHARE`` of that to the loading thread."""
+    training = max(ops_per_step, 0.0) * max(op_ns, 0.0)
+    training = min(training, max(training_cpu_ns, 0.0), max(loading_cpu_ns, 0.0))
+    return training, training * LOADING_OP_SHARE
 
 
 def handover_exceeds_loading(
     loading_cpu_ns: float, ops_per_step: float, op_ns: float = THREAD_OP_NS
 ) -> bool:
-    """Whether ``op_ns`` per op of the training thread comes to at least the loading
-    thread's whole CPU time: the model cannot then tell the thread's loading from its
-    hand-overs (a loading thread that runs framework ops of its own, such as a Dataset of
-    tensors sliced per sample, releases the GIL at each), and ``handover_ns`` caps the
-    hand-overs at that CPU time, so that the split counts none of it as loading."""
+    """Whether ``op_ns`` per op of the training thread comes to at least the loading thread's
+    whole CPU time: the model cannot then tell the thread's loading from its hand-overs (a
+    loading thread that runs framework ops of its own, such as a Dataset of tensors sliced
+    per sample, releases the GIL at each), and ``handover_ns`` caps the training thread's
+    hand-overs at that CPU time."""
     return max(ops_per_step, 0.0) * max(op_ns, 0.0) >= max(loading_cpu_ns, 0.0)
 
 

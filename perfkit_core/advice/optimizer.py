@@ -10,7 +10,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perfkit_core.advice.loader import handover_exceeds_loading, handover_ns
+from perfkit_core.advice.loader import (
+    LOADING_OP_SHARE,
+    handover_exceeds_loading,
+    handover_ns,
+)
 
 #: The optimizer replays: steps per timed round, rounds (the median is kept), warm-up steps.
 REPLAY_STEPS = 50
@@ -63,12 +67,12 @@ def handover_saving(
     """(the step time, ns, that an optimizer's remedy saves beside a loading thread by handing
     the GIL over less often; the ops it removes per step), from the finding's
     ``thread_figures``: its ops less ``REMEDY_OPS_PER_STEP`` no longer hand the GIL to the
-    thread and back, each costing both threads ``op_ns`` of CPU, as the input-pipeline
-    finding's split of the same step counts them (``handover_ns``, capped at either thread's
-    CPU time: the removed ops' share of it)."""
+    thread and back, each costing the training thread ``op_ns`` of CPU and the loading thread
+    its share, as the input-pipeline finding's split of the same step counts them
+    (``handover_ns``, capped at either thread's CPU time: the removed ops' share of it)."""
     loading, training, ops, optimizer_ops = figures
     removed = min(max(optimizer_ops - REMEDY_OPS_PER_STEP, 0.0), ops)
-    return 2.0 * handover_ns(loading, training, ops, op_ns) * removed / ops, removed
+    return sum(handover_ns(loading, training, ops, op_ns)) * removed / ops, removed
 
 
 def replayed_optimizer_saving(
@@ -113,9 +117,10 @@ def replayed_optimizer_saving(
                 f"step timed in training holds that thread's turns with the GIL too and is not "
                 f"scaled by the replay. Each of the {removed:.0f} ops per step the remedy "
                 f"removes handed the GIL to that thread and back, at {op_ns / 1e3:.1f} us of "
-                f"CPU to each thread (measured on this machine: the training thread's CPU per "
-                f"op of a step of small ops beside a single-process DataLoader's loading "
-                f"thread): {handover / 1e6:.3f} ms per step more, which goes with the thread "
+                f"CPU to the training thread (measured on this machine: its CPU per op of a "
+                f"step of small ops beside a single-process DataLoader's loading thread) and "
+                f"{LOADING_OP_SHARE:g} times that to the loading thread: "
+                f"{handover / 1e6:.3f} ms per step more, which goes with the thread "
                 f"once loader workers take its loading over."
             ),
             "evidence": {

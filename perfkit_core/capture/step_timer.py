@@ -55,6 +55,12 @@ LOADER_BATCH_KEY = "loader_batch_ns"
 #: training step on the machine that trained (ns; ``StepTimer.save``).
 LOADER_RECEIVE_KEY = "loader_receive_ns"
 
+#: Key, in the timer's record, of what each op of the training thread cost its CPU time beside
+#: a loading thread of the training process on the machine that trained (ns per op;
+#: ``StepTimer.save``, where the steps loaded in such a thread): the input-pipeline advice
+#: takes a loading thread's step apart with it (``perfkit_core.advice.loader.thread_split``).
+THREAD_OP_KEY = "thread_op_ns"
+
 #: Keys, in the timer's record, of how many times as long the framework's ops and a loader's
 #: Python work each took beside the other on two cores of the machine that trained as alone
 #: (``StepTimer.save``): where the free core shares the training core's hardware, workers save
@@ -241,6 +247,14 @@ class StepTimer:
             for key in ("profiled_ns", "unprofiled_ns", "unknown_ns")
         )
 
+    def loaded_in_thread(self) -> bool:
+        """Whether a thread of the training process loaded the kept steps' batches (an
+        adapter timed a ``loading`` phase: Paddle's single-process DataLoader)."""
+        return any(
+            any(ns > 0 for ns in self.phase_ns.get("loading", {}).get(key, ()))
+            for key in ("profiled_ns", "unprofiled_ns", "unknown_ns")
+        )
+
     def save(
         self,
         runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
@@ -258,9 +272,12 @@ class StepTimer:
         process starts, about a second once per framework) and, where it can, what receiving
         one adds to a busy training step (``perfkit_loader_receive_ns``: Paddle's, about a
         second more) and how much a worker on a free core and the training step slow each
-        other (``perfkit_corun_slowdowns``, about half a second), and the record keeps
-        them as ``loader_batch_ns``, ``loader_receive_ns``, ``training_slowdown`` and
-        ``loading_slowdown``: the input-pipeline advice states its saving with them. With
+        other (``perfkit_corun_slowdowns``, about half a second), and, where a thread of the
+        training process loaded the batches (``loaded_in_thread``), what each op of the
+        training thread costs it beside such a thread (``perfkit_thread_op_ns``: Paddle's,
+        about three seconds), and the record keeps them as ``loader_batch_ns``,
+        ``loader_receive_ns``, ``training_slowdown``, ``loading_slowdown`` and
+        ``thread_op_ns``: the input-pipeline advice states its saving with them. With
         ``eager_pass``, the adapter also times an eager forward and backward of a tiny model
         where it can (``perfkit_eager_pass_ns``: torch's, about 50 ms once per framework),
         kept as ``eager_pass_ns``: the compile advice scales its per-call and per-kernel costs
@@ -284,7 +301,7 @@ class StepTimer:
             framework = str(meta.get("framework", ""))
             if loader_costs and framework and self.loaded_data():
                 if framework not in measured:
-                    measured[framework] = loader_costs_here(framework)
+                    measured[framework] = loader_costs_here(framework, self.loaded_in_thread())
                 record.update(measured[framework])
             if eager_pass and framework:
                 if framework not in passes:
@@ -350,13 +367,24 @@ def slowdown_pair(training: object, loading: object) -> tuple[float, float] | No
     return pair[0], pair[1]
 
 
-def loader_costs_here(framework: str) -> dict[str, float]:
+def thread_op_ns(framework: str) -> float | None:
+    """What each op of the training thread costs its CPU time beside a loading thread of the
+    training process in ``framework`` on this machine now (ns), as its adapter times it
+    (``perfkit_thread_op_ns``); None when no adapter could, or what it gave is not a number of
+    0 or more."""
+    number = _timed_cost("perfkit_thread_op_ns", framework)
+    return number if number is not None and number >= 0 else None
+
+
+def loader_costs_here(framework: str, thread: bool = False) -> dict[str, float]:
     """The loader costs of ``framework`` timed on this machine now, under their record keys
     (``loader_batch_ns``, ``loader_receive_ns``, ``training_slowdown``,
-    ``loading_slowdown``), leaving out those no adapter could time."""
+    ``loading_slowdown``, and with ``thread``, where the steps loaded in a thread of the
+    training process, ``thread_op_ns``), leaving out those no adapter could time."""
     costs = {
         LOADER_BATCH_KEY: loader_batch_ns(framework),
         LOADER_RECEIVE_KEY: loader_receive_ns(framework),
+        **({THREAD_OP_KEY: thread_op_ns(framework)} if thread else {}),
     }
     timed = {key: value for key, value in costs.items() if value is not None}
     return timed | corun_slowdowns(framework)

@@ -11,8 +11,11 @@ from perfkit_core.advice.loader import (
     LOADER_BATCH_SOURCES,
     LOADER_HANDOVER_BY_FRAMEWORK,
     LOADER_RECEIVE_SOURCES,
+    LOADING_OP_SHARE,
+    MODEL_COST,
     RECEIVE_TIMED,
     THREAD_OP_NS,
+    THREAD_OP_SOURCES,
     handover_exceeds_loading,
     handover_ns,
     loader_cores,
@@ -20,6 +23,7 @@ from perfkit_core.advice.loader import (
     run_loader_batch_cost,
     run_loader_receive_cost,
     run_slowdowns,
+    run_thread_op_cost,
     slowdown_factors,
     slowdown_text,
     thread_split,
@@ -81,8 +85,10 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     waits less the profiler's cost (``advice.basis``). The rest of the step is the step without
     the profiler less the loading. Beside a loading thread whose training thread's CPU time
     the step timer also timed (``training_cpu``), the mean step without the profiler is taken
-    apart by ``thread_split``: each thread alone takes its CPU time less ``THREAD_OP_NS`` per op
-    of the training thread (handing the GIL over and back), and what is left of the step (the
+    apart by ``thread_split``: the training thread alone takes its CPU time less what each of its
+    ops cost it beside the loading thread (handing the GIL over and back: the step timer's
+    ``thread_op_ns``, timed on the machine that trained, else ``THREAD_OP_NS``), the loading
+    thread its CPU time less ``LOADING_OP_SHARE`` of that, and what is left of the step (the
     training thread's waits, or less than nothing where the threads ran at once) goes with the
     thread. The remedy of a CPU-only run leaves out pinned memory and non-blocking copies,
     which only help a GPU.
@@ -117,7 +123,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     split = training_cpu is not None and training_cpu > 0
     ops = training_ops_per_step(ctx) if split else 0.0
     step_ns = basis.step_ns
-    handing, capped, outliers = 0.0, False, 0
+    handing, loading_handing, capped, outliers = 0.0, 0.0, False, 0
+    op_ns, op_from = THREAD_OP_NS, MODEL_COST
     if split:
         # two threads of one process sharing the GIL and the cores: each op of the training
         # thread hands the GIL over and back, which costs both threads CPU time. The loading
@@ -126,11 +133,13 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         # the mean step too.
         _, unprofiled = step_timer_times(ctx.run)
         step_ns, outliers = typical_mean_step(unprofiled, basis.step_ns)
-        load, rest, contention = thread_split(step_ns, data, float(training_cpu or 0.0), ops)
-        handing = handover_ns(data, float(training_cpu or 0.0), ops)
+        op_ns, op_from = run_thread_op_cost(ctx.run)
+        cpu = float(training_cpu or 0.0)
+        load, rest, contention = thread_split(step_ns, data, cpu, ops, op_ns)
+        handing, loading_handing = handover_ns(data, cpu, ops, op_ns)
         # the hand-overs the model assumes would come to all of the loading thread's CPU:
         # the split counts none of that CPU as loading, and says so
-        capped = handover_exceeds_loading(data, ops)
+        capped = handover_exceeds_loading(data, ops, op_ns)
     else:
         load, contention = data, 0.0
         rest = max(basis.step_ns - load, 0.0)
@@ -196,9 +205,12 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "at once on two cores for that long"
         )
         parts = (
-            f"Alone, each thread would take its CPU time less the "
+            f"Alone, the training thread would take its CPU time less the "
             f"{duration_text(handing)} of handing the GIL over and back ({ops:.0f} ops at "
-            f"{duration_text(THREAD_OP_NS)}{at_most}): {duration_text(load)} of loading, "
+            f"{duration_text(op_ns)}, {THREAD_OP_SOURCES[op_from]}{at_most}) and the loading "
+            f"thread its CPU time less {duration_text(loading_handing)} ("
+            f"{LOADING_OP_SHARE:g} of that, its share of each hand-over): "
+            f"{duration_text(load)} of loading, "
             f"{duration_text(rest)} of training. The mean step without the profiler "
             f"({duration_text(step_ns)}"
             + (
@@ -235,13 +247,13 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         )
     if capped:
         how += (
-            f" At {duration_text(THREAD_OP_NS)} an op, handing the GIL over would cost "
-            f"{duration_text(ops * THREAD_OP_NS)} per step, at least the loading thread's "
+            f" At {duration_text(op_ns)} an op, handing the GIL over would cost the training "
+            f"thread {duration_text(ops * op_ns)} per step, at least the loading thread's "
             f"whole CPU time ({duration_text(data)}): the model cannot tell that thread's "
             "loading from its hand-overs (a loading thread that runs framework ops of its own, "
-            "a Dataset of tensors sliced per sample, hands the GIL over at each), so it counts "
-            "all of the thread's CPU time as hand-overs and none as loading, and the saving "
-            "rests on the training thread's CPU time and waits."
+            "a Dataset of tensors sliced per sample, hands the GIL over at each), so it takes "
+            "the hand-overs to cost the training thread as much CPU time as the loading thread "
+            "ran, and the saving rests on the training thread's CPU time and waits."
         )
     title = (
         f"Loading data in the training process takes {share:.1f}% of each step"
@@ -265,7 +277,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "rest_per_step_ns": rest,
             "contention_per_step_ns": contention,
             "training_ops_per_step": ops,
-            # the hand-overs at THREAD_OP_NS an op reached the loading thread's CPU time
+            # the hand-overs at that cost an op reached the loading thread's CPU time
             "handovers_capped": capped,
             "free_cores": workers,
             "loader_batch_ns": batch_ns,
@@ -289,5 +301,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
                 {"step": int(r.step), "data_ns": float(r.data_ns), "dur_ns": int(r.dur_ns)}
                 for r in worst.itertuples()
             ],
+            # beside a loading thread: each training op's cost the split took, and where it
+            # was found (THREAD_OP_SOURCES)
+            **({"thread_op_ns": op_ns, "thread_op_from": op_from} if split else {}),
         },
     )
