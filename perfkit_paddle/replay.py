@@ -293,7 +293,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     threads = received + (
         f" Each of the step's {ops:.0f} ops cost the training thread {op_ns / 1e3:.1f} us of CPU "
         f"beside a single-process DataLoader's loading thread here (handing the GIL over and "
-        f"back; the loading thread pays {LOADING_OP_SHARE:g} of that), so alone the two threads "
+        f"back; the loading thread pays {LOADING_OP_SHARE:g} times that), so alone the two threads "
         f"would take {data / 1e6:.3f} ms of loading and "
         f"{rest / 1e6:.3f} ms of training; the {contention / 1e6:.3f} ms left of the mean step "
         "goes with the thread."

@@ -209,7 +209,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"{duration_text(handing)} of handing the GIL over and back ({ops:.0f} ops at "
             f"{duration_text(op_ns)}, {THREAD_OP_SOURCES[op_from]}{at_most}) and the loading "
             f"thread its CPU time less {duration_text(loading_handing)} ("
-            f"{LOADING_OP_SHARE:g} of that, its share of each hand-over): "
+            f"{LOADING_OP_SHARE:g} times that, its share of each hand-over): "
             f"{duration_text(load)} of loading, "
             f"{duration_text(rest)} of training. The mean step without the profiler "
             f"({duration_text(step_ns)}"
