@@ -277,10 +277,10 @@ def loader_saving(
 #: (``perfkit_thread_op_ns``: Paddle's ``perfkit_paddle.replay.thread_op_ns``), and
 #: ``perfkit advise --measure`` on the machine that reads the run; this figure serves where
 #: neither did. On a 2-core x86 KVM machine (Paddle 3.3.1) that replay gave 7 to 12 us in one
-#: month's sessions and 19 to 25 us in a later one, and the training thread's CPU time per
-#: step beside bench/bench_advice.py's single-process DataLoader less its CPU time fed by one
-#: worker, per op, moved with it (9 to 16 us, then 12 to 37 us): the cost is the machine's
-#: (its system calls and wake-ups), so it is timed where it can be.
+#: day's sessions and 19 to 25 us on the next, and the training thread's CPU time per step
+#: beside bench/bench_advice.py's single-process DataLoader less its CPU time fed by one
+#: worker, per op, moved with it (9 to 16 us; then 12 to 37 us, and 7 to 14 us an hour later):
+#: the cost is the machine's (its system calls and wake-ups), so it is timed where it can be.
 THREAD_OP_NS = 20_000.0
 
 #: What the same hand-over costs the loading thread, as a share of what it costs the training
