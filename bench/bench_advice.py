@@ -931,7 +931,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                     f"    [replay ] each training op cost "
                     f"{match.evidence['replay_thread_op_ns'] / 1e3:.1f} us beside a loading "
                     f"thread here (the run's: "
-                    f"{(match.evidence.get('thread_op_ns') or THREAD_OP_NS) / 1e3:.1f} us)"
+                    f"{match.evidence.get('thread_op_ns', THREAD_OP_NS) / 1e3:.1f} us)"
                 )
             if "eager_ns" in match.evidence:  # the compile estimate's terms
                 e = match.evidence

@@ -141,12 +141,12 @@ def _training_step() -> tuple[Callable[[Any], None], Any]:
     return train, ready
 
 
-def thread_op_ns(rounds: int = THREAD_ROUNDS) -> float:
+def thread_op_ns() -> float:
     """ns of CPU time that each op of the training thread costs it when a single-process
     ``paddle.io.DataLoader``'s loading thread runs beside it (handing the GIL over and back):
     the training thread's CPU time in a step of ``THREAD_OPS`` small Paddle ops (matmul and
     tanh) per batch fed by that loader, less its CPU time in the same step on a ready batch, per
-    op; the median of ``rounds`` rounds (the two timed in turn in each), at least 0."""
+    op; the median of ``THREAD_ROUNDS`` rounds (the two timed in turn in each), at least 0."""
     import paddle
 
     train, ready = _training_step()
@@ -156,7 +156,7 @@ def thread_op_ns(rounds: int = THREAD_ROUNDS) -> float:
         for _ in range(3):
             train(next(iterator))
         per_op = []
-        for _ in range(rounds):
+        for _ in range(THREAD_ROUNDS):
             alone = _per_step(lambda: train(ready), THREAD_STEPS, time.thread_time_ns)
             together = _per_step(lambda: train(next(iterator)), THREAD_STEPS, time.thread_time_ns)
             per_op.append((together - alone) / THREAD_OPS)
@@ -244,9 +244,10 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     training step (``loader_receive_ns``) in place of the finding's costs and, where the
     finding split a loading thread's step
     (``training_ops_per_step``), each training op's cost beside it (``thread_op_ns``) in place
-    of the finding's (``thread_op_ns``: the step timer's, or ``THREAD_OP_NS``); the same ``thread_split`` (of the finding's mean step,
-    ``loader_step_ns``) and ``loader_saving`` of the finding's own figures, saying so where the
-    hand-overs at the replayed cost would take all of the loading thread's CPU time. None when
+    of the finding's (the step timer's, or ``THREAD_OP_NS``); the same ``thread_split`` (of
+    the finding's mean step, ``loader_step_ns``) and ``loader_saving`` of the finding's own
+    figures, saying so where the hand-overs at the replayed cost would take all of the loading
+    thread's CPU time. None when
     the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         LOADING_OP_SHARE,
@@ -293,16 +294,16 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     threads = received + (
         f" Each of the step's {ops:.0f} ops cost the training thread {op_ns / 1e3:.1f} us of CPU "
         f"beside a single-process DataLoader's loading thread here (handing the GIL over and "
-        f"back; the loading thread pays {LOADING_OP_SHARE:g} times that), so alone the two threads "
-        f"would take {data / 1e6:.3f} ms of loading and "
-        f"{rest / 1e6:.3f} ms of training; the {contention / 1e6:.3f} ms left of the mean step "
+        f"back; the loading thread pays {LOADING_OP_SHARE:g} times that), so alone the two "
+        f"threads would take {data / 1e6:.3f} ms of loading and {rest / 1e6:.3f} ms of "
+        f"training; the {contention / 1e6:.3f} ms left of the mean step "
         "goes with the thread."
         + (
             f" At that cost the step's hand-overs ({ops * op_ns / 1e6:.3f} ms) come to at "
             f"least the loading thread's whole CPU time ({thread_cpu / 1e6:.3f} ms), so the "
             "split takes the hand-overs to cost the training thread as much CPU time as the "
-            "loading thread ran (the replay's "
-            "loading thread runs Python and NumPy work; one that runs framework ops of its own, "
+            "loading thread ran (the replay's loading thread runs Python and NumPy work; one "
+            "that runs framework ops of its own, "
             "a Dataset of tensors sliced per sample, hands the GIL over at each)."
             if capped
             else ""

@@ -37,6 +37,12 @@ def _record(
     return folder, [list(p.shape) for p in model.parameters()]
 
 
+def _timer_run(record: dict, **attributes: object) -> SimpleNamespace:
+    """A stand-in run whose metadata holds only the step timer's ``record`` (and
+    ``attributes``, such as its framework): what the loader model's cost lookups read."""
+    return SimpleNamespace(meta={"step_timer": record}, **attributes)
+
+
 def _train_and_profile(
     directory: Path, name: str, model, optimizer, *, shapes: bool = False
 ) -> Path:
@@ -466,7 +472,7 @@ def test_receiving_a_batch_costs_what_the_training_machine_timed_or_the_hand_ove
     assert loader_saving(5e6, 3e6, 1, 0.5e6, 0.0, 0.04e6) == pytest.approx(8e6 - 5.5e6)
 
     def run(record: dict) -> SimpleNamespace:
-        return SimpleNamespace(framework="paddle", meta={"step_timer": record})
+        return _timer_run(record, framework="paddle")
 
     # what the step timer timed beside a busy step on the machine that trained, 0 included
     assert run_loader_receive_cost(run({"loader_receive_ns": 0.8e6}), 0.5e6) == (
@@ -687,12 +693,9 @@ def test_acted_on_compares_the_time_without_the_profiler_when_both_runs_have_it(
 
 
 def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
-    from types import SimpleNamespace
-
     from perfkit_core.advice.loader import loader_cores
 
-    def run(record: dict) -> SimpleNamespace:  # loader_cores reads only the run's meta
-        return SimpleNamespace(meta={"step_timer": record})
+    run = _timer_run  # loader_cores reads only the run's meta
 
     # whole cores: one at least half idle counts as free
     assert loader_cores(run({"cpu_count": 8, "load_average": 1.5}))[0] == 7.0
@@ -811,8 +814,7 @@ def test_the_cost_per_op_beside_a_loading_thread_is_the_step_timers_where_it_tim
         run_thread_op_cost,
     )
 
-    def run(record: dict) -> SimpleNamespace:  # run_thread_op_cost reads only the run's meta
-        return SimpleNamespace(meta={"step_timer": record})
+    run = _timer_run  # run_thread_op_cost reads only the run's meta
 
     assert run_thread_op_cost(run({"thread_op_ns": 23_500.0})) == (23_500.0, TRAINING_MACHINE)
     assert run_thread_op_cost(run({"thread_op_ns": 0})) == (0.0, TRAINING_MACHINE)
@@ -836,8 +838,7 @@ def test_slowdowns_come_from_the_step_timers_record_of_the_machine():
         slowdown_text,
     )
 
-    def run(record: dict) -> SimpleNamespace:  # run_slowdowns reads only the run's meta
-        return SimpleNamespace(meta={"step_timer": record})
+    run = _timer_run  # run_slowdowns reads only the run's meta
 
     timed = {"training_slowdown": 1.3, "loading_slowdown": 1.75}
     assert run_slowdowns(run(timed)) == ((1.3, 1.75), SLOWDOWN_TIMED)

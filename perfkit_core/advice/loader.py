@@ -61,12 +61,15 @@ def loader_batch_cost(framework: str) -> float:
     return LOADER_BATCH_NS_BY_FRAMEWORK.get(framework, LOADER_BATCH_NS)
 
 
+#: How an estimate says that a cost was timed where the run trained (``StepTimer.save``).
+TIMED_AT_SAVE = "timed on the machine that trained, when the step timer saved the run"
+
 #: Where ``run_loader_batch_cost`` found the cost (the finding's ``loader_batch_from``): timed
 #: on the machine that trained, or the model's; and how a finding's estimate says so.
 TRAINING_MACHINE = "training machine"
 MODEL_COST = "model"
 LOADER_BATCH_SOURCES = {
-    TRAINING_MACHINE: "timed on the machine that trained, when the step timer saved the run",
+    TRAINING_MACHINE: TIMED_AT_SAVE,
     MODEL_COST: "measured on a 2-core machine; perfkit advise --measure times it on this one",
 }
 
@@ -89,8 +92,8 @@ RECEIVE_TIMED = TRAINING_MACHINE
 RECEIVE_AS_SENDING = "hand-over"
 LOADER_RECEIVE_SOURCES = {
     RECEIVE_TIMED: (
-        "timed on the machine that trained, when the step timer saved the run: a step of small "
-        "ops fed by one worker against the same step on a batch in hand"
+        f"{TIMED_AT_SAVE}: a step of small ops fed by one worker against the same step on a "
+        "batch in hand"
     ),
     RECEIVE_AS_SENDING: "each side pays the hand-over",
 }
@@ -125,7 +128,7 @@ SLOWDOWN_TIMED = TRAINING_MACHINE
 SLOWDOWN_REPLAY = "replay"
 SLOWDOWN_NONE = "not timed"
 SLOWDOWN_SOURCES = {
-    SLOWDOWN_TIMED: "timed on the machine that trained, when the step timer saved the run",
+    SLOWDOWN_TIMED: TIMED_AT_SAVE,
     SLOWDOWN_REPLAY: "timed on this machine by perfkit advise --measure",
     SLOWDOWN_NONE: "not timed on the machine that trained: a step timer's save times it",
 }
@@ -296,7 +299,7 @@ LOADING_OP_SHARE = 0.5
 #: Where ``run_thread_op_cost`` found what each op of the training thread costs beside a
 #: loading thread (the finding's ``thread_op_from``), and how a finding's estimate says so.
 THREAD_OP_SOURCES = {
-    TRAINING_MACHINE: "timed on the machine that trained, when the step timer saved the run",
+    TRAINING_MACHINE: TIMED_AT_SAVE,
     MODEL_COST: "perfkit's figure where the step timer did not time it; perfkit advise "
     "--measure times it on this machine",
 }

@@ -241,17 +241,18 @@ class StepTimer:
     def loaded_data(self) -> bool:
         """Whether the kept steps spent time loading data in the training process or waiting
         for it (an adapter timed a ``data`` or ``loading`` phase)."""
-        return any(
-            any(ns > 0 for ns in self.phase_ns.get(phase, {}).get(key, ()))
-            for phase in ("data", "loading")
-            for key in ("profiled_ns", "unprofiled_ns", "unknown_ns")
-        )
+        return self._timed_phase("data", "loading")
 
     def loaded_in_thread(self) -> bool:
         """Whether a thread of the training process loaded the kept steps' batches (an
         adapter timed a ``loading`` phase: Paddle's single-process DataLoader)."""
+        return self._timed_phase("loading")
+
+    def _timed_phase(self, *phases: str) -> bool:
+        """Whether any kept step spent time in any of ``phases``."""
         return any(
-            any(ns > 0 for ns in self.phase_ns.get("loading", {}).get(key, ()))
+            any(ns > 0 for ns in self.phase_ns.get(phase, {}).get(key, ()))
+            for phase in phases
             for key in ("profiled_ns", "unprofiled_ns", "unknown_ns")
         )
 

@@ -137,8 +137,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         cpu = float(training_cpu or 0.0)
         load, rest, contention = thread_split(step_ns, data, cpu, ops, op_ns)
         handing, loading_handing = handover_ns(data, cpu, ops, op_ns)
-        # the hand-overs the model assumes would come to all of the loading thread's CPU:
-        # the split counts none of that CPU as loading, and says so
+        # the hand-overs at that cost would come to all of the loading thread's CPU: the
+        # split caps the training thread's at it, and says so
         capped = handover_exceeds_loading(data, ops, op_ns)
     else:
         load, contention = data, 0.0
