@@ -82,7 +82,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from perfkit_core.advice.loader import (
     LOADER_BATCH_NS,
     RECEIVE_TIMED,
-    THREAD_OP_NS,
     TRAINING_MACHINE,
 )
 from perfkit_torch.replay import iter_sharing
@@ -927,11 +926,12 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                     f"as long as alone ({e['slowdown_from']})"
                 )
             if "replay_thread_op_ns" in match.evidence:  # beside a loading thread, per op
+                run_op = match.evidence.get("thread_op_ns")  # the split's; none but the loader's
                 print(
                     f"    [replay ] each training op cost "
                     f"{match.evidence['replay_thread_op_ns'] / 1e3:.1f} us beside a loading "
-                    f"thread here (the run's: "
-                    f"{match.evidence.get('thread_op_ns', THREAD_OP_NS) / 1e3:.1f} us)"
+                    "thread here"
+                    + (f" (the run's: {run_op / 1e3:.1f} us)" if run_op is not None else "")
                 )
             if "eager_ns" in match.evidence:  # the compile estimate's terms
                 e = match.evidence
