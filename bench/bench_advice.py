@@ -695,6 +695,12 @@ WINDOW = "window"
 #: and its first steps would take them for free (one worker, ``prefetch_factor=2``: two).
 SETTLE_S = 0.05
 LEAD_STEPS = 2
+#: ... and untimed steps go on until this long into the turn. A loop whose worker slept through
+#: the other loops' turns runs its first steps slower than its steady state: on a 2-core VM,
+#: ``paddle-demo``'s step fed by one worker took about 2.3 ms for its first 20 to 25 steps
+#: after a 50 ms pause (some 50 ms), then 2.05 ms, while the same step on a batch in hand
+#: settled within 3 steps. A user's loop pays that once, not once per 10 steps.
+LEAD_S = 0.1
 
 
 def time_variants(
@@ -709,9 +715,10 @@ def time_variants(
     median over rounds of the before-round less the NAME-round next to it); each loop's
     per-round step times). The loops take turns round by round, so a slow spell of the machine
     (they last about a second on a shared VM) lands on neighbouring rounds of both and cancels
-    in their difference; each turn starts after ``SETTLE_S`` and ``LEAD_STEPS`` untimed steps,
-    so that no loop's workers work beside another loop's turn or hand its own turn batches made
-    before it. The ``WINDOW`` loop is no variant: each of its rounds runs under a
+    in their difference; each turn starts after ``SETTLE_S`` and untimed steps (``LEAD_STEPS``,
+    and more until ``LEAD_S`` into the turn), so that no loop's workers work beside another
+    loop's turn or hand its own turn batches made before it, and a worker that slept through
+    the other turns is back at its pace. The ``WINDOW`` loop is no variant: each of its rounds runs under a
     step timer of its own, closed after the round (so its phase timers time no other loop),
     whose record goes to ``records``; with ``slowdowns_of`` (a framework), each record also
     has how much that framework's ops and a worker's loading slowed each other right after
@@ -724,7 +731,10 @@ def time_variants(
     for _ in range(rounds):
         for name, loop in loops.items():
             time.sleep(SETTLE_S)  # the last loop's workers finish the batches they prefetched
+            lead = time.perf_counter() + LEAD_S
             for _ in range(LEAD_STEPS):  # ... and this loop's, made meanwhile, are used up
+                loop.step()
+            while time.perf_counter() < lead:  # ... and its worker is back at its pace
                 loop.step()
             if name == WINDOW:
                 records.append(timed_round(loop, steps))
