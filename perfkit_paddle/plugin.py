@@ -48,9 +48,11 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
 
     if importlib.util.find_spec("paddle") is None:
         return None
+    from perfkit_core.capture.step_timer import DEMO_TIMED_PER_PROFILED
     from perfkit_paddle.demo import train_mlp
 
-    runs, _ = train_mlp(Path(directory) / "paddle", steps=steps, timed_steps=steps)
+    timed = DEMO_TIMED_PER_PROFILED * steps
+    runs, _ = train_mlp(Path(directory) / "paddle", steps=steps, timed_steps=timed)
     return runs
 
 

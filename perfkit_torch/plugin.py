@@ -70,9 +70,11 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
 
     if importlib.util.find_spec("torch") is None:
         return None
+    from perfkit_core.capture.step_timer import DEMO_TIMED_PER_PROFILED
     from perfkit_torch.demo import train_mlp
 
-    runs, _ = train_mlp(Path(directory) / "torch", steps=steps, timed_steps=steps)
+    timed = DEMO_TIMED_PER_PROFILED * steps
+    runs, _ = train_mlp(Path(directory) / "torch", steps=steps, timed_steps=timed)
     return runs
 
 

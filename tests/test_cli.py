@@ -11,6 +11,7 @@ import pytest
 import perfkit_core
 from conftest import shared_trace
 from perfkit_core.advice import advise
+from perfkit_core.capture.step_timer import DEMO_TIMED_PER_PROFILED
 from perfkit_core.cli import main
 from tests.peer_definitions import read_events, tb_steps
 
@@ -135,12 +136,15 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
 
     timed = ["torch"] + (["paddle"] if importlib.util.find_spec("paddle") is not None else [])
     for name in timed:
-        # 3 steps timed without the profiler (after the step timer's 2 warm-up steps), then 3
-        # profiled: the advice states its savings against the unprofiled steps
+        # ten times 3 steps timed without the profiler (after the step timer's 2 warm-up
+        # steps), then 3 profiled: the advice states its savings against the unprofiled steps
         run = frameworks[name]
-        assert run.meta["steps"] == [5, 6, 7]
+        unprofiled = DEMO_TIMED_PER_PROFILED * 3
+        assert unprofiled == 30
+        assert run.meta["steps"] == [2 + unprofiled, 3 + unprofiled, 4 + unprofiled]
         record = run.meta["step_timer"]
-        assert len(record["unprofiled_ns"]) == len(record["profiled_ns"]) == 3
+        assert len(record["unprofiled_ns"]) == unprofiled
+        assert len(record["profiled_ns"]) == 3
         findings = advise(run)
         assert findings, name
         for finding in findings:
