@@ -50,8 +50,9 @@ it), and the run is advised again with that timer's steps, phases and idle cores
 its own. That line is a diagnosis of the model apart from the drift, not a check; for an
 input-pipeline finding a ``[wreplay]`` line does the same for ``--measure``'s replays, fed
 the rounds' own loading, rest of the step and free cores. Each loop's turn in a round
-starts after a pause and two untimed steps, so that no loop's workers make batches beside
-another loop's turn or hand their own turn batches made before it. With
+starts after a pause and untimed steps (two, and more until 0.1 s into the turn), so that no
+loop's workers make batches beside another loop's turn or hand their own turn batches made
+before it, and a worker that slept through the other turns is back at its pace. With
 ``--repeat N`` every scenario runs in N sessions, and each check is judged on the medians: the
 median estimate against the median achieved saving (each a share of its own session's step),
 an order where most sessions matched; a summary lists each session's verdicts beside it.
