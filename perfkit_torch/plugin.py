@@ -70,7 +70,7 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
 
     if importlib.util.find_spec("torch") is None:
         return None
-    from perfkit_core.capture.step_timer import DEMO_TIMED_PER_PROFILED
+    from perfkit_core.capture import DEMO_TIMED_PER_PROFILED
     from perfkit_torch.demo import train_mlp
 
     timed = DEMO_TIMED_PER_PROFILED * steps
