@@ -719,11 +719,11 @@ def time_variants(
     in their difference; each turn starts after ``SETTLE_S`` and untimed steps (``LEAD_STEPS``,
     and more until ``LEAD_S`` into the turn), so that no loop's workers work beside another
     loop's turn or hand its own turn batches made before it, and a worker that slept through
-    the other turns is back at its pace. The ``WINDOW`` loop is no variant: each of its rounds runs under a
-    step timer of its own, closed after the round (so its phase timers time no other loop),
-    whose record goes to ``records``; with ``slowdowns_of`` (a framework), each record also
-    has how much that framework's ops and a worker's loading slowed each other right after
-    the round (``perfkit_corun_slowdowns``)."""
+    the other turns is back at its pace. The ``WINDOW`` loop is no variant: each of its rounds
+    runs under a step timer of its own, closed after the round (so its phase timers time no
+    other loop), whose record goes to ``records``; with ``slowdowns_of`` (a framework), each
+    record also has how much that framework's ops and a worker's loading slowed each other
+    right after the round (``perfkit_corun_slowdowns``)."""
     for loop in loops.values():
         for _ in range(3):
             loop.step()
