@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.plugins import TraceLoader, hookimpl
+from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED, TraceLoader, hookimpl
 
 _MARKERS = (b'"ExtraInfo"', b'(Python)"', b'(C++)"', b'"span_indx"', b'"span_index"')
 
@@ -48,7 +48,6 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
 
     if importlib.util.find_spec("paddle") is None:
         return None
-    from perfkit_core.capture import DEMO_TIMED_PER_PROFILED
     from perfkit_paddle.demo import train_mlp
 
     timed = DEMO_TIMED_PER_PROFILED * steps

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.plugins import TraceLoader, hookimpl
+from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED, TraceLoader, hookimpl
 
 _PADDLE_MARKERS = (b'"ExtraInfo"', b"ProfileStep", b"(Python)", b"(GPU)")
 #: What the XLA profiler's trace viewer JSON (``<host>.trace.json.gz`` beside a
@@ -70,7 +70,6 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
 
     if importlib.util.find_spec("torch") is None:
         return None
-    from perfkit_core.capture import DEMO_TIMED_PER_PROFILED
     from perfkit_torch.demo import train_mlp
 
     timed = DEMO_TIMED_PER_PROFILED * steps

@@ -11,8 +11,8 @@ import pytest
 import perfkit_core
 from conftest import shared_trace
 from perfkit_core.advice import advise
-from perfkit_core.capture import DEMO_TIMED_PER_PROFILED
 from perfkit_core.cli import main
+from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED
 from tests.peer_definitions import read_events, tb_steps
 
 

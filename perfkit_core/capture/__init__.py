@@ -3,8 +3,7 @@
 - ``annotate``: ``annotate(name)``, one span recorded by every framework profiler in the program.
 - ``handlers``: what every framework's handler shares (run folders claimed atomically, metadata,
   room on disk before an export, contained chained handlers, failures warned about once).
-- ``step_timer``: ``step_timer(profiler)``, wall-clock step times with and without the profiler;
-  ``DEMO_TIMED_PER_PROFILED``, the unprofiled steps ``perfkit demo`` times per profiled one.
+- ``step_timer``: ``step_timer(profiler)``, wall-clock step times with and without the profiler.
 - ``run_handler``: ``RunHandler``, the base of every framework's ``on_trace_ready`` handler.
 - ``background``: a helper process at the lowest CPU priority that converts exported traces
   into saved runs, off the training loop, with a bounded queue.
@@ -36,10 +35,9 @@ from perfkit_core.capture.handlers import (
 )
 from perfkit_core.capture.helper import convert_file
 from perfkit_core.capture.run_handler import RunHandler
-from perfkit_core.capture.step_timer import DEMO_TIMED_PER_PROFILED, StepTimer, step_timer
+from perfkit_core.capture.step_timer import StepTimer, step_timer
 
 __all__ = [
-    "DEMO_TIMED_PER_PROFILED",
     "FALLBACK_MAX_BYTES",
     "ROOM_TIMEOUT_S",
     "BackgroundConverter",

@@ -73,13 +73,6 @@ LOADING_SLOWDOWN_KEY = "loading_slowdown"
 #: compiled graph adds per call and per fused kernel by it.
 EAGER_PASS_KEY = "eager_pass_ns"
 
-#: How many steps ``perfkit demo``'s loops run, and the step timer times, without the profiler
-#: for each profiled step. Twenty unprofiled steps of about 2 ms are some 40 ms, within one slow
-#: spell of a shared VM: on a 2-core machine, four runs of the demo's Paddle loop with 20 put its
-#: loader finding at 9%, 27%, 48% and 40% of the step, and nine with 200 at 19% to 34% but for
-#: one (45%). Ten per profiled step: 200 beside the demo's 20 profiled, about 0.4 s of Paddle's.
-DEMO_TIMED_PER_PROFILED = 10
-
 #: The phase holding the CPU time (ns) of the thread that ran each step (``time.thread_time_ns``
 #: over the ``with timer.step()`` block): the training thread's own work, without the time it
 #: waited for the GIL, for a loading thread or for the operating system.

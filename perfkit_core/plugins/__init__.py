@@ -6,7 +6,13 @@ it. Plugins mark their hook functions with ``hookimpl``.
 
 from __future__ import annotations
 
-from perfkit_core.plugins.hookspecs import PROJECT_NAME, TraceLoader, hookimpl, hookspec
+from perfkit_core.plugins.hookspecs import (
+    DEMO_TIMED_PER_PROFILED,
+    PROJECT_NAME,
+    TraceLoader,
+    hookimpl,
+    hookspec,
+)
 from perfkit_core.plugins.known import (
     KNOWN_ADAPTERS,
     KnownAdapter,
@@ -28,6 +34,7 @@ from perfkit_core.plugins.manager import (
 
 __all__ = [
     "BUILTIN_PLUGINS",
+    "DEMO_TIMED_PER_PROFILED",
     "DISABLE_ENV",
     "ENTRY_POINT_GROUP",
     "KNOWN_ADAPTERS",

@@ -117,6 +117,13 @@ def perfkit_framework_info() -> dict[str, Any] | None:
     """
 
 
+#: How many steps a ``perfkit_demo`` loop runs, and its step timer times, without the profiler
+#: for each profiled step. Twenty unprofiled steps of about 2 ms are some 40 ms, within one slow
+#: spell of a shared VM: on a 2-core machine, four runs of the demo's Paddle loop with 20 put its
+#: loader finding at 9%, 27%, 48% and 40% of the step, and nine with 200 at 19% to 34% but for
+#: one (45%). Ten per profiled step: 200 beside the demo's 20 profiled, about 0.4 s of Paddle's.
+DEMO_TIMED_PER_PROFILED = 10
+
 @hookspec
 def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
     """Profile a small training loop with this plugin's framework, on the CPU.
@@ -125,7 +132,9 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
     with the plugin's ``on_trace_ready`` handler and saves its runs under ``directory``.
 
     :param directory: folder for this plugin's runs (created by the plugin as needed).
-    :param steps: number of training steps to run (a few more may run as warm-up).
+    :param steps: number of training steps to profile (a few more may run as warm-up). A loop
+        timed by ``perfkit_core.step_timer`` runs ``DEMO_TIMED_PER_PROFILED`` times as many
+        without the profiler, so that its advice is stated on the step without the profiler.
     :returns: the saved run folders, or ``None`` when the framework is not installed. Results
         of all plugins are collected into a list.
     """
