@@ -247,8 +247,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     of the finding's (the step timer's, or ``THREAD_OP_NS``); the same ``thread_split`` (of
     the finding's mean step, ``loader_step_ns``) and ``loader_saving`` of the finding's own
     figures, saying so where the hand-overs at the replayed cost would take all of the loading
-    thread's CPU time. None when
-    the finding lacks those figures or no worker can start here."""
+    thread's CPU time. None when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         LOADING_OP_SHARE,
         handover_exceeds_loading,
@@ -303,8 +302,8 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             f"least the loading thread's whole CPU time ({thread_cpu / 1e6:.3f} ms), so the "
             "split takes the hand-overs to cost the training thread as much CPU time as the "
             "loading thread ran (the replay's loading thread runs Python and NumPy work; one "
-            "that runs framework ops of its own, "
-            "a Dataset of tensors sliced per sample, hands the GIL over at each)."
+            "that runs framework ops of its own, a Dataset of tensors sliced per sample, hands "
+            "the GIL over at each)."
             if capped
             else ""
         )
