@@ -742,6 +742,90 @@ def test_step_timer_idle_cores_leave_out_what_the_steps_used():
     assert idle is not None and 0.0 <= idle <= cores - used + 0.15
 
 
+class _IdleClock:
+    """A stand-in for ``machine_idle_s``: ``cores`` idle cores since it was made, counting its
+    readings, plus ``extra`` seconds of idle time added by the test."""
+
+    def __init__(self, cores: float) -> None:
+        self.cores, self.start, self.readings, self.extra = cores, time.perf_counter_ns(), 0, 0.0
+
+    def __call__(self) -> float:
+        self.readings += 1
+        return self.cores * (time.perf_counter_ns() - self.start) / 1e9 + self.extra
+
+
+def _step_timer_module():
+    import importlib
+
+    return importlib.import_module("perfkit_core.capture.step_timer")
+
+
+@pytest.mark.parametrize("window_ns", [0, 10**15])
+def test_step_timer_reads_idle_time_once_a_window(monkeypatch, window_ns):
+    """The timer reads the machine's idle time at the stretch's start, at the end of a step
+    once ``IDLE_WINDOW_NS`` has passed since the last reading, and at ``close``: each step
+    with a window of 0, twice in all with a window longer than the steps; the idle cores
+    are the same either way (a reading releases the GIL to a loading thread, so fewer is
+    cheaper)."""
+    import perfkit_core
+
+    module = _step_timer_module()
+    clock = _IdleClock(0.75)
+    monkeypatch.setattr(module, "machine_idle_s", clock)
+    monkeypatch.setattr(module, "IDLE_WINDOW_NS", window_ns)
+    timer = perfkit_core.step_timer(None, warmup=2)
+    for _ in range(40):
+        with timer.step():
+            sum(range(2000))
+    timer.close()
+    assert clock.readings == (1 + 38 + 1 if window_ns == 0 else 2)  # warm-up steps: none
+    assert timer.record()["idle_cores"] == pytest.approx(0.75, rel=0.02)
+
+
+def test_step_timer_idle_windows_leave_out_what_ran_after_the_steps(monkeypatch):
+    """Idle time the machine had after the last step, before ``close`` (the program's other
+    work), is not counted; the windows closed before it are."""
+    import perfkit_core
+
+    module = _step_timer_module()
+    clock = _IdleClock(0.5)
+    monkeypatch.setattr(module, "machine_idle_s", clock)
+    monkeypatch.setattr(module, "IDLE_WINDOW_NS", 5_000_000)
+    timer = perfkit_core.step_timer(None, warmup=0)
+    for _ in range(10):
+        with timer.step():
+            time.sleep(0.003)
+    time.sleep(0.05)  # longer than ten times the open window: other work
+    clock.extra = 100.0  # which a counted window would show
+    timer.close()
+    record = timer.record()
+    assert 0 < clock.readings <= 10
+    assert record["idle_cores"] == pytest.approx(0.5, rel=0.05)
+
+
+def test_step_timer_idle_stretch_ends_where_the_profiler_records(monkeypatch):
+    """A step the profiler records ends the stretch of unrecorded steps: the idle time from
+    then on is not counted, and the next unrecorded stretch opens a window of its own."""
+    import perfkit_core
+
+    module = _step_timer_module()
+    clock = _IdleClock(1.0)
+    monkeypatch.setattr(module, "machine_idle_s", clock)
+    monkeypatch.setattr(module, "IDLE_WINDOW_NS", 10**15)
+    timer = perfkit_core.step_timer(None, warmup=0)
+    states = iter([False] * 5 + [True] * 5 + [False] * 5)
+    monkeypatch.setattr(timer, "recording", lambda: next(states))
+    for index in range(15):
+        with timer.step():
+            if index == 5:
+                clock.extra = 100.0  # idle time while the profiler records: not counted
+            time.sleep(0.002)
+    timer.close()
+    assert clock.readings == 4  # opened, ended by the recorded step; opened again, closed
+    assert timer.record()["idle_cores"] == pytest.approx(1.0, rel=0.05)
+    assert len(timer.unprofiled_ns) == 10 and len(timer.profiled_ns) == 5
+
+
 def test_step_timer_records_the_machine(adam_loop):
     folder, _ = adam_loop
     record = json.loads((folder / "meta.json").read_text())["step_timer"]

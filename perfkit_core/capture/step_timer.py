@@ -83,6 +83,16 @@ TRAINING_CPU = "training_cpu"
 #: ``with timer.step()`` block.
 BETWEEN_STEPS_PHASES = frozenset({"data"})
 
+#: The timer reads the machine's idle CPU time (``machine_idle_s``: ``/proc/stat``) at the
+#: start of a stretch of kept steps the profiler does not record, then at the end of the first
+#: such step at least this long (ns) after the last reading, and where the stretch ends. A
+#: reading each step cost a Paddle loop fed by its loading thread 0.25 to 0.36 ms a step of
+#: about 2 ms (2-core x86 KVM machine): the file's reads release the GIL, and the loading
+#: thread keeps it until its next release. At one reading per 50 ms that is under 1% of the
+#: loop, and the clock ticks ``/proc/stat`` counts in (10 ms) average out as well, since each
+#: window starts where the last ended.
+IDLE_WINDOW_NS = 50_000_000
+
 
 class StepTimer:
     """Times steps: ``with timer.step(): ...`` around each training step.
@@ -90,10 +100,12 @@ class StepTimer:
     ``profiled_ns`` and ``unprofiled_ns`` hold the wall time (ns) of each step after the first
     ``warmup`` steps, split by whether the profiler was recording at the step's start;
     ``unknown_ns`` the steps no adapter could tell about (no profiler given, or one of a
-    framework no installed adapter knows). ``phase_ns`` holds, per phase an adapter times
-    (``optimizer``), the phase's time in each kept step (ns), in three lists that line up with
-    those (0 for a step the phase did not run in), and under ``training_cpu`` the CPU time of
-    the thread that ran each step.
+    framework no installed adapter knows) and those a profiler slowed without recording them
+    (a started Paddle Profiler its scheduler keeps closed: time the steps without the
+    profiler before ``prof.start()`` or after ``prof.stop()``). ``phase_ns`` holds, per phase
+    an adapter times (``optimizer``), the phase's time in each kept step (ns), in three lists
+    that line up with those (0 for a step the phase did not run in), and under
+    ``training_cpu`` the CPU time of the thread that ran each step.
     """
 
     def __init__(self, profiler: Any = None, *, warmup: int = 2) -> None:
@@ -112,10 +124,15 @@ class StepTimer:
         self._pending: dict[str, int] = {}
         # when the step running now started, and the thread running it
         self._started = (0, 0)
-        # the machine's idle CPU time over the kept steps the profiler did not record, and
-        # their wall time: the cores the training left idle (``idle_cores``)
+        # the machine's idle CPU time over the stretches of kept steps the profiler did not
+        # record, and their wall time: the cores the training left idle (``idle_cores``)
         self._idle_s = 0.0
         self._idle_wall_ns = 0
+        # the open window's first reading (idle s, perf_counter ns), the end of the last step
+        # kept in it (perf_counter ns), and whether such a step ended since that reading
+        self._idle_mark: tuple[float, int] | None = None
+        self._idle_last_end = 0
+        self._idle_open_steps = False
 
     def recording(self) -> bool | None:
         """Whether the profiler is recording now: True, False, or None when no adapter can tell."""
@@ -153,9 +170,36 @@ class StepTimer:
             found = []
         self._removers = [r for r in found if callable(r)]
 
+    def _idle_reading(self) -> tuple[float, int] | None:
+        """(the machine's idle CPU time, s; ``time.perf_counter_ns``) now, or None where the
+        system does not say."""
+        idle = machine_idle_s()
+        return None if idle is None else (idle, time.perf_counter_ns())
+
+    def _close_idle_window(self, reading: tuple[float, int] | None, *, reopen: bool) -> None:
+        """Count the idle time and the wall time from the open window's first reading to
+        ``reading`` (a step ended since the first), and open the next window at ``reading``
+        when ``reopen`` (else none is open)."""
+        mark = self._idle_mark
+        if mark is not None and reading is not None and self._idle_open_steps:
+            self._idle_s += max(reading[0] - mark[0], 0.0)
+            self._idle_wall_ns += max(reading[1] - mark[1], 0)
+        self._idle_mark = reading if reopen else None
+        self._idle_open_steps = False
+
     def close(self) -> None:
         """Remove the adapters' phase timers (``save`` does it too); timing steps again
-        installs them again."""
+        installs them again. The stretch of steps the profiler did not record ends here too:
+        the steps since the timer last read the machine's idle time count toward
+        ``idle_cores`` when ``close`` comes right after them (within a tenth of the time
+        since that reading), as ``timer.close()`` after the loop does, and not when the
+        program did other work first."""
+        if self._idle_mark is not None:
+            reading = self._idle_reading()
+            window = self._idle_last_end - self._idle_mark[1]
+            if reading is None or (reading[1] - self._idle_last_end) * 10 > window:
+                self._idle_open_steps = False  # the time since holds other work
+            self._close_idle_window(reading, reopen=False)
         for remove in self._removers or ():
             with contextlib.suppress(Exception):
                 remove()
@@ -171,9 +215,12 @@ class StepTimer:
         state = self.recording()
         before, self._pending = self._pending, {}
         self._open = {}
-        # the machine's idle time, for a step that is kept and not recorded by the profiler
+        # the machine's idle time, over stretches of steps kept and not recorded by the profiler
         kept_unrecorded = state is not True and self.seen >= self.warmup
-        idle_start = machine_idle_s() if kept_unrecorded else None
+        if kept_unrecorded and self._idle_mark is None:
+            self._idle_mark = self._idle_reading()
+        elif not kept_unrecorded and self._idle_mark is not None:
+            self._close_idle_window(self._idle_reading(), reopen=False)  # the stretch ended
         start = time.perf_counter_ns()
         self._started = (threading.get_ident(), start)
         cpu_start = time.thread_time_ns()  # inside the wall-clock span: it never outlasts it
@@ -184,15 +231,16 @@ class StepTimer:
             elapsed = time.perf_counter_ns() - start
             if self._open is not None:
                 self._open[TRAINING_CPU] = cpu
-            idle_end = machine_idle_s() if idle_start is not None else None
             phases, self._open = self._open or {}, None
             for phase, ns in before.items():
                 phases[phase] = phases.get(phase, 0) + ns
             self.seen += 1
             if self.seen > self.warmup:
-                if idle_start is not None and idle_end is not None:
-                    self._idle_s += max(idle_end - idle_start, 0.0)
-                    self._idle_wall_ns += elapsed
+                if kept_unrecorded and self._idle_mark is not None:
+                    self._idle_last_end = start + elapsed
+                    self._idle_open_steps = True
+                    if self._idle_last_end - self._idle_mark[1] >= IDLE_WINDOW_NS:
+                        self._close_idle_window(self._idle_reading(), reopen=True)
                 elapsed += sum(before.values())
                 key = {True: "profiled_ns", False: "unprofiled_ns", None: "unknown_ns"}[state]
                 kept: list[int] = getattr(self, key)
@@ -216,8 +264,11 @@ class StepTimer:
         machine the steps ran on: ``cpu_count`` (``os.cpu_count()``) and ``load_average`` (the
         1-minute load average when saved, the training process included; None where the
         system has none), ``idle_cores`` (the cores the machine left idle while the kept steps
-        the profiler did not record ran: its idle CPU time over those steps / their wall time;
-        None where the system does not say, as outside Linux), and ``phases``: ``phase_ns``."""
+        the profiler did not record ran: its idle CPU time over the windows between the
+        timer's readings of it, ``IDLE_WINDOW_NS`` or more of such steps each, / their wall
+        time; the steps since the last reading count once ``close`` ends them; None where no
+        window closed or the system does not say, as outside Linux), and ``phases``:
+        ``phase_ns``."""
         try:
             load: float | None = os.getloadavg()[0]
         except OSError:
