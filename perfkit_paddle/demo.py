@@ -29,11 +29,13 @@ def train_mlp(
     saving one perfkit run under ``directory`` (``background`` is the handler's option).
     Returns (run folders, handler).
 
-    With ``timed_steps``, that many more steps run before the profiled ones, without the
-    profiler, and ``perfkit_core.step_timer`` times every step and saves their times into the
-    run: its advice then states savings against the step without the profiler's cost. (They
-    run first so that the handler's work on the saved trace, which runs in the background,
-    slows none of them.)
+    With ``timed_steps``, that many more steps (after the step timer's two warm-up steps) run
+    before the profiler starts, and ``perfkit_core.step_timer`` times every step and saves their
+    times into the run: its advice then states savings against the step without the
+    profiler's cost. (They run first so that the handler's work on the saved trace, which
+    runs in the background, slows none of them, and before ``prof.start()`` because a started
+    Profiler slows the steps its scheduler keeps closed too; its steps are then numbered from
+    its start.)
 
     The loop is ``perfkit_torch.demo.train_mlp``'s, line for line: the same model, data (drawn
     with numpy from ``seed``), batches in order without worker processes (Paddle's loader
@@ -54,7 +56,10 @@ def train_mlp(
         layers += [paddle.nn.Linear(width, width), paddle.nn.LayerNorm(width), paddle.nn.ReLU()]
     model = paddle.nn.Sequential(*layers, paddle.nn.Linear(width, 10))
     optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
-    total = steps + 2 + timed_steps
+    # the step timer's warm-up and the unprofiled steps, then the profiler's two closed steps
+    # and its recorded ones
+    before = timed_steps + 2 if timed_steps else 0
+    total = before + 2 + steps
     rng = np.random.default_rng(seed)
     inputs = rng.standard_normal((total * batch_size, width)).astype("float32")
     labels = rng.integers(0, 10, (total * batch_size,)).astype("int64")
@@ -70,14 +75,15 @@ def train_mlp(
     )
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU],
-        scheduler=(2 + timed_steps, 2 + timed_steps + steps),
+        scheduler=(2, 2 + steps),
         on_trace_ready=handler,
         record_shapes=record_shapes,
         profile_memory=profile_memory,
     )
     timer = perfkit_core.step_timer(prof) if timed_steps else None
-    prof.start()
-    for x, y in loader:
+    for index, (x, y) in enumerate(loader):
+        if index == before:
+            prof.start()
         with timer.step() if timer else contextlib.nullcontext():
             with profiler.RecordEvent("forward_and_loss"):
                 loss = paddle.nn.functional.cross_entropy(model(x), y)
@@ -85,7 +91,8 @@ def train_mlp(
                 loss.backward()
             optimizer.step()
             optimizer.clear_grad()
-        prof.step(num_samples=batch_size)
+        if index >= before:
+            prof.step(num_samples=batch_size)
     # Paddle prints its own "Perf Summary" when the profiler stops; perfkit's report replaces it.
     with contextlib.redirect_stdout(io.StringIO()):
         prof.stop()

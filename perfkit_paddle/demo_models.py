@@ -147,9 +147,11 @@ def train(
     chain: Sequence[Callable[[Any], Any]] = (),
 ) -> tuple[list[Path], Any]:
     """Train ``model`` (``cnn``, ``transformer`` or ``lstm``) on the CPU: two warm-up steps,
-    ``steps`` unprofiled steps, then ``steps`` steps under ``paddle.profiler`` with perfkit's
-    handler (one run saved under ``directory``). Every step is timed with
-    ``perfkit_core.step_timer``, whose times are saved into the run. Returns (run folders, the timer).
+    ``steps`` unprofiled steps, then, with ``paddle.profiler`` started (after them: a started
+    Profiler slows the steps its scheduler keeps closed too), two closed steps and ``steps``
+    recorded ones, with perfkit's handler (one run saved under ``directory``). Every step is
+    timed with ``perfkit_core.step_timer``, whose times are saved into the run. Returns (run
+    folders, the timer).
     """
     import paddle
     import paddle.profiler as profiler
@@ -161,20 +163,22 @@ def train(
     paddle.set_device("cpu")
     layer, optimizer, make_data = build(model)
     batch = MODELS[model]["batch"]
-    inputs, targets = make_data((2 * steps + 2) * batch)
+    inputs, targets = make_data((2 * steps + 4) * batch)
     dataset = paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(targets)])
     loader = paddle.io.DataLoader(dataset, batch_size=batch, shuffle=False, num_workers=0)
     loss_fn = paddle.nn.CrossEntropyLoss()
     handler = on_trace_ready(directory, worker_name=f"paddle_{model}", chain=chain)
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU],
-        scheduler=(2 + steps, 2 + 2 * steps),
+        scheduler=(2, 2 + steps),
         on_trace_ready=handler,
         record_shapes=True,  # input shapes give each op its FLOPs (the efficiency tables)
     )
     timer = perfkit_core.step_timer(prof)
-    prof.start()
-    for x, y in loader:
+    before = 2 + steps  # the timer's warm-up and the unprofiled steps
+    for index, (x, y) in enumerate(loader):
+        if index == before:
+            prof.start()
         with timer.step():
             with perfkit_core.annotate("forward"):
                 out = layer(x)
@@ -185,7 +189,8 @@ def train(
             with perfkit_core.annotate("optimizer"):
                 optimizer.step()
                 optimizer.clear_grad()
-        prof.step(num_samples=batch)
+        if index >= before:
+            prof.step(num_samples=batch)
     # Paddle prints its own "Perf Summary" when the profiler stops; perfkit's report replaces it.
     with contextlib.redirect_stdout(io.StringIO()):
         prof.stop()

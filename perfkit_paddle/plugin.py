@@ -67,8 +67,14 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
 
 @hookimpl
 def perfkit_profiler_recording(profiler: Any) -> bool | None:
-    """Whether a ``paddle.profiler.Profiler`` is in a recording state (for ``step_timer``);
-    ``None`` for anything else (Paddle keeps no global flag that tells)."""
+    """Whether a ``paddle.profiler.Profiler`` is in a recording state (for ``step_timer``):
+    True while it records, False before ``start()`` and after ``stop()``, and ``None`` (neither)
+    between them while its scheduler keeps it closed or ready: a started Profiler still makes
+    every layer's forward a ``RecordEvent`` (and, with ``record_shapes``, records each op's
+    shapes), which made ``perfkit demo``'s Paddle steps 15% to 25% slower than without the
+    profiler on a 2-core x86 machine (``bench/bench_step_timer.py``), so those steps are not
+    the step without the profiler. ``None`` too for anything that is not a Paddle profiler
+    (Paddle keeps no global flag that tells)."""
     if profiler is None or "paddle" not in sys.modules:
         return None
     if not type(profiler).__module__.startswith("paddle"):
@@ -76,7 +82,12 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
     state = getattr(getattr(profiler, "current_state", None), "name", None)
     if state is None:
         return None
-    return state in ("RECORD", "RECORD_AND_RETURN")
+    if state in ("RECORD", "RECORD_AND_RETURN"):
+        return True
+    from paddle.profiler import utils as profiler_utils
+
+    started = getattr(profiler_utils, "in_profiler_mode", None)
+    return None if callable(started) and started() else False
 
 
 @hookimpl

@@ -141,10 +141,17 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
         run = frameworks[name]
         unprofiled = DEMO_TIMED_PER_PROFILED * 3
         assert unprofiled == 30
-        assert run.meta["steps"] == [2 + unprofiled, 3 + unprofiled, 4 + unprofiled]
         record = run.meta["step_timer"]
         assert len(record["unprofiled_ns"]) == unprofiled
         assert len(record["profiled_ns"]) == 3
+        if name == "torch":  # the schedule's wait steps are the unprofiled ones
+            assert run.meta["steps"] == [2 + unprofiled, 3 + unprofiled, 4 + unprofiled]
+            assert not record["unknown_ns"]
+        else:
+            # Paddle's profiler starts after them (a started Profiler slows its closed steps
+            # too: they are neither), and numbers its steps from there
+            assert run.meta["steps"] == [2, 3, 4]
+            assert len(record["unknown_ns"]) == 2
         findings = advise(run)
         assert findings, name
         for finding in findings:

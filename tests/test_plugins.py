@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
+import io
 import json
 import sys
 import types
@@ -789,6 +791,42 @@ def test_profiler_recording_hook_tells_profiled_steps():
     with other.step():
         pass
     assert other.unknown_ns and not other.profiled_ns and not other.unprofiled_ns
+
+
+def test_paddle_profiler_recording_hook_tells_started_closed_steps_apart():
+    """A Paddle Profiler's steps: before ``start()`` and after ``stop()`` unprofiled, recorded
+    ones profiled, and the closed and ready steps between neither (a started Profiler records
+    each layer's forward even then, which slows them)."""
+    paddle = pytest.importorskip("paddle")
+    import paddle.profiler as profiler
+
+    import perfkit_core
+
+    prof = profiler.Profiler(
+        targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 4), on_trace_ready=lambda p: None
+    )
+    timer = perfkit_core.step_timer(prof, warmup=0)
+    layer = paddle.nn.Linear(4, 4)
+    x = paddle.ones([2, 4])
+
+    def step() -> None:
+        with timer.step():
+            layer(x).sum().backward()
+
+    for _ in range(3):
+        step()  # before start
+    prof.start()
+    for _ in range(5):  # closed, ready, two recorded, closed again
+        step()
+        prof.step()
+    with contextlib.redirect_stdout(io.StringIO()):
+        prof.stop()
+    for _ in range(2):
+        step()  # after stop
+    timer.close()
+    assert len(timer.profiled_ns) == 2
+    assert len(timer.unknown_ns) == 3
+    assert len(timer.unprofiled_ns) == 5
 
 
 def test_op_cost_hook_gives_a_custom_ops_formula(tmp_path):

@@ -291,8 +291,11 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
         ``paddle.profiler.Profiler``), or ``None`` when none was given.
     :returns: ``True`` when ``profiler`` is this plugin's framework's profiler (or, for
         ``None``, when this plugin can see its framework's profiler) and it is recording events
-        now, ``False`` when it is not recording, ``None`` when this plugin cannot tell. Results
-        of all plugins are collected; a step is profiled when any says ``True``.
+        now, ``False`` when it is not recording, ``None`` when this plugin cannot tell or when
+        the profiler, not recording, still slows the steps (a started Paddle Profiler that its
+        scheduler keeps closed): the timer then counts the step as neither profiled nor
+        unprofiled. Results of all plugins are collected; a step is profiled when any says
+        ``True``.
     """
 
 
