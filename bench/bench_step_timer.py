@@ -39,13 +39,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench_advice  # the demo's MLP, as its scenarios build it
 
 #: The step timer's target: at most this share of the plain loop's step (%).
 TARGET_PCT = 5.0
 #: Steps at the start of each block that are not timed (the loop settles after a switch).
 SETTLE = 5
-WIDTH, BATCH, BLOCKS = 64, 32, 4
+WIDTH, BATCH, BLOCKS = bench_advice.DEMO_WIDTH, bench_advice.DEMO_BATCH, 4
 
 
 def torch_loop(steps: int) -> Iterator[Callable[[], None]]:
@@ -54,10 +57,7 @@ def torch_loop(steps: int) -> Iterator[Callable[[], None]]:
     import torch
 
     torch.manual_seed(0)
-    layers: list[Any] = []
-    for _ in range(BLOCKS):
-        layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.LayerNorm(WIDTH), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(WIDTH, 10))
+    model = bench_advice.torch_mlp(BLOCKS, WIDTH)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
     inputs = torch.from_numpy(rng.standard_normal((steps * BATCH, WIDTH)).astype("float32"))
@@ -82,10 +82,7 @@ def paddle_loop(steps: int) -> Iterator[Callable[[], None]]:
 
     paddle.seed(0)
     paddle.set_device("cpu")
-    layers: list[Any] = []
-    for _ in range(BLOCKS):
-        layers += [paddle.nn.Linear(WIDTH, WIDTH), paddle.nn.LayerNorm(WIDTH), paddle.nn.ReLU()]
-    model = paddle.nn.Sequential(*layers, paddle.nn.Linear(WIDTH, 10))
+    model = bench_advice.paddle_mlp(BLOCKS, WIDTH)
     optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
     rng = np.random.default_rng(0)
     inputs = rng.standard_normal((steps * BATCH, WIDTH)).astype("float32")
