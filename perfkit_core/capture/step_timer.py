@@ -128,11 +128,10 @@ class StepTimer:
         # record, and their wall time: the cores the training left idle (``idle_cores``)
         self._idle_s = 0.0
         self._idle_wall_ns = 0
-        # the open window's first reading (idle s, perf_counter ns), the end of the last step
-        # kept in it (perf_counter ns), and whether such a step ended since that reading
+        # the open window's first reading (idle s, perf_counter ns), and the end of the last
+        # step kept (perf_counter ns): a step ended in the window when it is after the reading
         self._idle_mark: tuple[float, int] | None = None
         self._idle_last_end = 0
-        self._idle_open_steps = False
 
     def recording(self) -> bool | None:
         """Whether the profiler is recording now: True, False, or None when no adapter can tell."""
@@ -176,16 +175,17 @@ class StepTimer:
         idle = machine_idle_s()
         return None if idle is None else (idle, time.perf_counter_ns())
 
-    def _close_idle_window(self, reading: tuple[float, int] | None, *, reopen: bool) -> None:
-        """Count the idle time and the wall time from the open window's first reading to
-        ``reading`` (a step ended since the first), and open the next window at ``reading``
-        when ``reopen`` (else none is open)."""
+    def _close_idle_window(
+        self, reading: tuple[float, int] | None, *, reopen: bool, count: bool = True
+    ) -> None:
+        """Count (when ``count``) the idle time and the wall time from the open window's first
+        reading to ``reading``, where a step ended between them, and open the next window at
+        ``reading`` when ``reopen`` (else none is open)."""
         mark = self._idle_mark
-        if mark is not None and reading is not None and self._idle_open_steps:
+        if count and mark is not None and reading is not None and self._idle_last_end > mark[1]:
             self._idle_s += max(reading[0] - mark[0], 0.0)
             self._idle_wall_ns += max(reading[1] - mark[1], 0)
         self._idle_mark = reading if reopen else None
-        self._idle_open_steps = False
 
     def close(self) -> None:
         """Remove the adapters' phase timers (``save`` does it too); timing steps again
@@ -197,9 +197,9 @@ class StepTimer:
         if self._idle_mark is not None:
             reading = self._idle_reading()
             window = self._idle_last_end - self._idle_mark[1]
-            if reading is None or (reading[1] - self._idle_last_end) * 10 > window:
-                self._idle_open_steps = False  # the time since holds other work
-            self._close_idle_window(reading, reopen=False)
+            # the time since the last step holds other work when longer than that
+            right_after = reading is not None and (reading[1] - self._idle_last_end) * 10 <= window
+            self._close_idle_window(reading, reopen=False, count=right_after)
         for remove in self._removers or ():
             with contextlib.suppress(Exception):
                 remove()
@@ -238,7 +238,6 @@ class StepTimer:
             if self.seen > self.warmup:
                 if kept_unrecorded and self._idle_mark is not None:
                     self._idle_last_end = start + elapsed
-                    self._idle_open_steps = True
                     if self._idle_last_end - self._idle_mark[1] >= IDLE_WINDOW_NS:
                         self._close_idle_window(self._idle_reading(), reopen=True)
                 elapsed += sum(before.values())
