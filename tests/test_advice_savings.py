@@ -743,21 +743,27 @@ def test_step_timer_idle_cores_leave_out_what_the_steps_used():
 
 
 class _IdleClock:
-    """A stand-in for ``machine_idle_s``: ``cores`` idle cores since it was made, counting its
-    readings, plus ``extra`` seconds of idle time added by the test."""
+    """The step timer's clock and its ``machine_idle_s``, stood in for: the wall clock moves
+    only when the test ``advance``s it, and the machine has ``cores`` idle cores all along,
+    plus ``extra`` seconds of idle time added by the test; ``readings`` counts the idle
+    readings."""
 
-    def __init__(self, cores: float) -> None:
-        self.cores, self.start, self.readings, self.extra = cores, time.perf_counter_ns(), 0, 0.0
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, cores: float) -> None:
+        import importlib
+
+        module = importlib.import_module("perfkit_core.capture.step_timer")
+        self.cores, self.now, self.readings, self.extra = cores, 0, 0, 0.0
+        clock = SimpleNamespace(perf_counter_ns=lambda: self.now, thread_time_ns=time.thread_time_ns)
+        monkeypatch.setattr(module, "time", clock)
+        monkeypatch.setattr(module, "machine_idle_s", self)
+        self.module = module
+
+    def advance(self, ms: float) -> None:
+        self.now += int(ms * 1e6)
 
     def __call__(self) -> float:
         self.readings += 1
-        return self.cores * (time.perf_counter_ns() - self.start) / 1e9 + self.extra
-
-
-def _step_timer_module():
-    import importlib
-
-    return importlib.import_module("perfkit_core.capture.step_timer")
+        return self.cores * self.now / 1e9 + self.extra
 
 
 @pytest.mark.parametrize("window_ns", [0, 10**15])
@@ -769,14 +775,12 @@ def test_step_timer_reads_idle_time_once_a_window(monkeypatch, window_ns):
     cheaper)."""
     import perfkit_core
 
-    module = _step_timer_module()
-    clock = _IdleClock(0.75)
-    monkeypatch.setattr(module, "machine_idle_s", clock)
-    monkeypatch.setattr(module, "IDLE_WINDOW_NS", window_ns)
+    clock = _IdleClock(monkeypatch, 0.75)
+    monkeypatch.setattr(clock.module, "IDLE_WINDOW_NS", window_ns)
     timer = perfkit_core.step_timer(None, warmup=2)
     for _ in range(40):
         with timer.step():
-            sum(range(2000))
+            clock.advance(1)
     timer.close()
     assert clock.readings == (1 + 38 + 1 if window_ns == 0 else 2)  # warm-up steps: none
     assert timer.record()["idle_cores"] == pytest.approx(0.75, rel=0.02)
@@ -787,16 +791,14 @@ def test_step_timer_idle_windows_leave_out_what_ran_after_the_steps(monkeypatch)
     work), is not counted; the windows closed before it are."""
     import perfkit_core
 
-    module = _step_timer_module()
-    clock = _IdleClock(0.5)
-    monkeypatch.setattr(module, "machine_idle_s", clock)
-    monkeypatch.setattr(module, "IDLE_WINDOW_NS", 5_000_000)
+    clock = _IdleClock(monkeypatch, 0.5)
+    monkeypatch.setattr(clock.module, "IDLE_WINDOW_NS", 5_000_000)
     timer = perfkit_core.step_timer(None, warmup=0)
     for _ in range(10):
         with timer.step():
-            time.sleep(0.003)
+            clock.advance(3)
     # other work, far longer than a tenth of the open window (under 5 ms of steps)
-    time.sleep(0.05)
+    clock.advance(50)
     clock.extra = 100.0  # which a counted window would show
     timer.close()
     record = timer.record()
@@ -809,10 +811,8 @@ def test_step_timer_idle_stretch_ends_where_the_profiler_records(monkeypatch):
     then on is not counted, and the next unrecorded stretch opens a window of its own."""
     import perfkit_core
 
-    module = _step_timer_module()
-    clock = _IdleClock(1.0)
-    monkeypatch.setattr(module, "machine_idle_s", clock)
-    monkeypatch.setattr(module, "IDLE_WINDOW_NS", 10**15)
+    clock = _IdleClock(monkeypatch, 1.0)
+    monkeypatch.setattr(clock.module, "IDLE_WINDOW_NS", 10**15)
     timer = perfkit_core.step_timer(None, warmup=0)
     states = iter([False] * 5 + [True] * 5 + [False] * 5)
     monkeypatch.setattr(timer, "recording", lambda: next(states))
@@ -820,7 +820,7 @@ def test_step_timer_idle_stretch_ends_where_the_profiler_records(monkeypatch):
         with timer.step():
             if index == 5:
                 clock.extra = 100.0  # idle time while the profiler records: not counted
-            time.sleep(0.002)
+            clock.advance(2)
     timer.close()
     assert clock.readings == 4  # opened, ended by the recorded step; opened again, closed
     assert timer.record()["idle_cores"] == pytest.approx(1.0, rel=0.05)
