@@ -4,9 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def batches_then_profile(
+    loader: Iterable[Any], prof: Any, unprofiled: int, num_samples: int
+) -> Iterator[Any]:
+    """Each batch of ``loader``, with ``prof`` (a ``paddle.profiler.Profiler``) started after the
+    first ``unprofiled`` of them and stepped (``prof.step(num_samples=...)``) after each later
+    one: a started Profiler slows even the steps its scheduler keeps closed, so the steps meant
+    to run without the profiler run before ``prof.start()``. The profiler numbers its steps
+    from its start."""
+    for index, batch in enumerate(loader):
+        if index == unprofiled:
+            prof.start()
+        yield batch
+        if index >= unprofiled:
+            prof.step(num_samples=num_samples)
 
 
 def train_mlp(
@@ -81,9 +97,7 @@ def train_mlp(
         profile_memory=profile_memory,
     )
     timer = perfkit_core.step_timer(prof) if timed_steps else None
-    for index, (x, y) in enumerate(loader):
-        if index == before:
-            prof.start()
+    for x, y in batches_then_profile(loader, prof, before, batch_size):
         with timer.step() if timer else contextlib.nullcontext():
             with profiler.RecordEvent("forward_and_loss"):
                 loss = paddle.nn.functional.cross_entropy(model(x), y)
@@ -91,8 +105,6 @@ def train_mlp(
                 loss.backward()
             optimizer.step()
             optimizer.clear_grad()
-        if index >= before:
-            prof.step(num_samples=batch_size)
     # Paddle prints its own "Perf Summary" when the profiler stops; perfkit's report replaces it.
     with contextlib.redirect_stdout(io.StringIO()):
         prof.stop()

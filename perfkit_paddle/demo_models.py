@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfkit_paddle.demo import batches_then_profile
+
 #: The models both frameworks implement, with the sizes both use.
 MODELS: dict[str, dict[str, int]] = {
     "cnn": {"batch": 16, "channels": 3, "size": 32, "classes": 10},
@@ -176,9 +178,7 @@ def train(
     )
     timer = perfkit_core.step_timer(prof)
     before = 2 + steps  # the timer's warm-up and the unprofiled steps
-    for index, (x, y) in enumerate(loader):
-        if index == before:
-            prof.start()
+    for x, y in batches_then_profile(loader, prof, before, batch):
         with timer.step():
             with perfkit_core.annotate("forward"):
                 out = layer(x)
@@ -189,8 +189,6 @@ def train(
             with perfkit_core.annotate("optimizer"):
                 optimizer.step()
                 optimizer.clear_grad()
-        if index >= before:
-            prof.step(num_samples=batch)
     # Paddle prints its own "Perf Summary" when the profiler stops; perfkit's report replaces it.
     with contextlib.redirect_stdout(io.StringIO()):
         prof.stop()
