@@ -1182,6 +1182,10 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
         assert float(np.mean(waits)) >= float(np.mean(data))
     assert ev["basis"] == "unprofiled"  # the step without the profiler, faster or not
     assert ev["basis_step_ns"] == pytest.approx(float(np.median(record["unprofiled_ns"])))
+    # the share the title states is that loading's, of the step without the profiler
+    share = 100.0 * ev["data_unprofiled_per_step_ns"] / ev["basis_step_ns"]
+    assert ev["data_pct"] == pytest.approx(share)
+    assert f" takes {share:.1f}% of each step" in findings["input-pipeline"].title
     # workers get the cores idle while the steps ran and the loading thread's share of one
     idle = record["idle_cores"]
     thread_cores = (
@@ -1299,6 +1303,44 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
         )
     else:
         assert findings["input-pipeline"].title.startswith("Waiting for data takes")
+
+
+def test_the_waits_timed_without_the_profiler_decide_whether_loading_is_advised(tmp_path):
+    """Where the step timer timed the training thread's waits for its batches, the rule fires
+    on their share of the step without the profiler, the share its title states, whatever the
+    profiled waits were (a busy machine stretches the waits without the profiler while a
+    loading thread fills its queue ahead of the profiled steps). A real Paddle run, its timed
+    waits set to a quarter of the step, then to a hundredth, and its loading thread's CPU
+    time a tenth of those."""
+    pytest.importorskip("paddle")
+    import copy
+
+    from paddle_profiles import slow_loader_run
+
+    import perfkit_core
+    import perfkit_core.advice.engine as engine
+    from perfkit_core.advice.rules.loading import INPUT_PIPELINE_MIN_PCT
+    from perfkit_core.events.run import Run
+
+    folder, _ = slow_loader_run(tmp_path, 0)
+    run = perfkit_core.load(folder)
+
+    def advised(share: float) -> dict:
+        meta = copy.deepcopy(run.meta)
+        timer = meta["step_timer"]
+        steps = len(timer["unprofiled_ns"])
+        step = 2_000_000
+        timer["unprofiled_ns"] = [step] * steps
+        waits = int(step * share / 100)
+        timer["phases"]["data"]["unprofiled_ns"] = [waits] * steps
+        timer["phases"]["loading"]["unprofiled_ns"] = [waits // 10] * steps
+        return {f.id: f for f in engine.advise(Run(run.events, meta))}
+
+    finding = advised(25.0)["input-pipeline"]
+    assert finding.evidence["data_from"] == "timed"
+    assert finding.evidence["data_pct"] == pytest.approx(25.0)
+    assert finding.title == "Waiting for data takes 25.0% of each step"
+    assert INPUT_PIPELINE_MIN_PCT > 1.0 and "input-pipeline" not in advised(1.0)
 
 
 def test_a_step_that_waited_for_something_else_is_not_the_loading_threads(tmp_path):
