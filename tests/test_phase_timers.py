@@ -88,6 +88,37 @@ def test_a_phase_first_seen_late_lines_up_with_the_steps():
     assert len(record[key]) == 3
 
 
+def test_a_closed_timer_and_its_profiler_go_with_their_last_reference():
+    """A timer that timed steps, once closed, holds no reference cycle: it, and the profiler
+    it was given, are freed with their last reference, not at the garbage collector's next
+    run (Paddle creates no second Profiler while one lives). The steps' times, and a step
+    raising out of its block, are kept as before."""
+    import gc
+    import weakref
+
+    class Profiler:
+        """A profiler object no adapter knows."""
+
+    profiler = Profiler()
+    timer = perfkit_core.step_timer(profiler, warmup=0)
+    for _ in range(3):
+        with timer.step():
+            pass
+    with pytest.raises(ZeroDivisionError), timer.step():
+        1 / 0  # noqa: B018
+    assert len(timer.unknown_ns) == 4
+    timer.close()
+    gone = weakref.ref(timer), weakref.ref(profiler)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        del timer, profiler
+        assert [ref() for ref in gone] == [None, None]
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _check_batches_timed(batches, restored) -> None:
     """Run steps that each take a batch from ``batches`` under a step timer: each batch's
     ``data`` time lies inside the test's clock around ``next()``, which lies inside the step;

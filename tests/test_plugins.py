@@ -793,6 +793,82 @@ def test_profiler_recording_hook_tells_profiled_steps():
     assert other.unknown_ns and not other.profiled_ns and not other.unprofiled_ns
 
 
+def test_step_timer_asks_the_adapters_registered_when_it_starts_timing():
+    """The step timer calls the adapters' ``perfkit_profiler_recording`` directly each step:
+    those registered when it starts timing (its first step, the first after ``close``) are
+    asked, a plugin that raises makes the step neither profiled nor unprofiled without
+    reaching the loop, and a plugin that wraps the hook sees every step (the timer then asks
+    through the plugin manager)."""
+    import perfkit_core
+
+    pm = plugins.get_plugin_manager()
+    marker = object()  # a profiler no installed adapter knows
+
+    class Says:
+        def __init__(self, answer: object) -> None:
+            self.answer = answer
+
+        @hookimpl
+        def perfkit_profiler_recording(self, profiler):
+            if profiler is not marker:
+                return None
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    timer = perfkit_core.step_timer(marker, warmup=0)
+    with timer.step():
+        pass
+    assert len(timer.unknown_ns) == 1  # no adapter knows it
+    recording = Says(True)
+    pm.register(recording, name="says-recording")
+    try:
+        with timer.step():
+            pass
+        assert len(timer.unknown_ns) == 2 and not timer.profiled_ns  # not yet asked
+        timer.close()
+        with timer.step():
+            pass
+        assert len(timer.profiled_ns) == 1  # asked from the first step after close
+    finally:
+        pm.unregister(recording)
+    broken = Says(RuntimeError("no state"))
+    pm.register(broken, name="says-error")
+    try:
+        failing = perfkit_core.step_timer(marker, warmup=0)
+        for _ in range(2):
+            with failing.step():
+                pass
+        assert len(failing.unknown_ns) == 2 and not failing.profiled_ns
+        assert failing.recording() is None
+    finally:
+        pm.unregister(broken)
+        failing.close()
+
+    seen: list[object] = []
+
+    class Wraps:
+        @hookimpl(hookwrapper=True)
+        def perfkit_profiler_recording(self, profiler):
+            seen.append(profiler)
+            yield
+
+    wrapper, says = Wraps(), Says(False)
+    pm.register(says, name="says-not-recording")
+    pm.register(wrapper, name="wraps-recording")
+    try:
+        wrapped = perfkit_core.step_timer(marker, warmup=0)
+        for _ in range(3):
+            with wrapped.step():
+                pass
+        assert seen == [marker] * 3 and len(wrapped.unprofiled_ns) == 3
+    finally:
+        pm.unregister(wrapper)
+        pm.unregister(says)
+        wrapped.close()
+    timer.close()
+
+
 def test_paddle_profiler_recording_hook_tells_started_closed_steps_apart():
     """A Paddle Profiler's steps: before ``start()`` and after ``stop()`` unprofiled, recorded
     ones profiled, and the closed and ready steps between neither (a started Profiler records

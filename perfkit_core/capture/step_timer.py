@@ -35,12 +35,14 @@ costs of the machine that trained, which may not be the one that reads the run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +96,28 @@ BETWEEN_STEPS_PHASES = frozenset({"data"})
 IDLE_WINDOW_NS = 50_000_000
 
 
+class _StepBlock:
+    """What ``StepTimer.step`` returns: one object per timer, reused for every step, whose
+    ``with`` runs the timer's start and end of a step. It holds the timer weakly: a cycle
+    would keep the timer, and the profiler it was given, alive until the garbage collector
+    runs, and Paddle creates no second Profiler while one lives."""
+
+    __slots__ = ("_timer",)
+
+    def __init__(self, timer: StepTimer) -> None:
+        self._timer = weakref.ref(timer)
+
+    def __enter__(self) -> None:
+        timer = self._timer()
+        if timer is not None:
+            timer._begin()
+
+    def __exit__(self, *exc: object) -> None:
+        timer = self._timer()
+        if timer is not None:
+            timer._end()
+
+
 class StepTimer:
     """Times steps: ``with timer.step(): ...`` around each training step.
 
@@ -119,6 +143,16 @@ class StepTimer:
         self.unknown_ns: list[int] = []
         self.phase_ns: dict[str, dict[str, list[int]]] = {}
         self._removers: list[Callable[[], None]] | None = None
+        # the adapters' answers to "is the profiler recording?", called directly each step
+        # (``_askers``); None: ask through the plugin manager
+        self._askers: list[Callable[[], Any]] | None = None
+        self._block = _StepBlock(self)
+        # the step running now: whether the profiler recorded it, whether it is a kept step
+        # the profiler did not record, the phases taken before it, its CPU clock at the start
+        self._state: bool | None = None
+        self._kept_unrecorded = False
+        self._before: dict[str, int] = {}
+        self._cpu_start = 0
         self._open: dict[str, int] | None = None  # phase times of the step running now
         # phases of BETWEEN_STEPS_PHASES reported since the last step ended, for the next one
         self._pending: dict[str, int] = {}
@@ -134,31 +168,70 @@ class StepTimer:
         self._idle_last_end = 0
 
     def recording(self) -> bool | None:
-        """Whether the profiler is recording now: True, False, or None when no adapter can tell."""
-        from perfkit_core.plugins import get_plugin_manager
+        """Whether the profiler is recording now: True, False, or None when no adapter can tell
+        (or an adapter's answer raised: the step is then neither profiled nor unprofiled)."""
+        askers = self._askers
+        if askers is None:
+            from perfkit_core.plugins import get_plugin_manager
 
-        answers = get_plugin_manager().hook.perfkit_profiler_recording(profiler=self.profiler)
+            hook = get_plugin_manager().hook.perfkit_profiler_recording
+            try:
+                answers = hook(profiler=self.profiler)
+            except Exception:  # an adapter's error must not stop training
+                return None
+        else:
+            try:
+                answers = [ask() for ask in askers]
+            except Exception:
+                return None
         known = [a for a in answers if a is not None]
         return any(known) if known else None
+
+    def _find_askers(self) -> None:
+        """Take the adapters' ``perfkit_profiler_recording`` functions out of the plugin
+        manager, bound to the profiler, so each step calls them directly: through the plugin
+        manager, the question cost the first step after each training step 14 to 18 us (its
+        code runs with the caches the step left cold), a third of the timer's cost on a 1 ms
+        step. The adapters registered when the timer starts timing (its first step, and the
+        first after each ``close``) are the ones asked; the plugin manager is asked each step
+        where an adapter wraps the hook (a wrapper needs the plugin manager's call)."""
+        from perfkit_core.plugins import get_plugin_manager
+
+        self._askers = None
+        try:
+            impls = get_plugin_manager().hook.perfkit_profiler_recording.get_hookimpls()
+        except Exception:
+            return
+        if any(impl.hookwrapper or getattr(impl, "wrapper", False) for impl in impls):
+            return
+        self._askers = [
+            functools.partial(impl.function, profiler=self.profiler)
+            if impl.argnames
+            else impl.function
+            for impl in impls
+        ]
 
     def _on_phase(self, phase: str, ns: int) -> None:
         # the adapters' timers call this inside training (a loader thread too, while step()
         # closes the step: the dict is read once); it never raises into their caller
         opened = self._open
+        try:
+            ns = int(ns)
+        except (TypeError, ValueError, OverflowError):
+            return
         if opened is not None:
-            with contextlib.suppress(TypeError, ValueError):
-                ns = int(ns)
-                thread, start = self._started
-                if thread == threading.get_ident():  # it ends now, inside the step
-                    ns = min(ns, max(time.perf_counter_ns() - start, 0))
-                opened[phase] = opened.get(phase, 0) + ns
-        elif phase in BETWEEN_STEPS_PHASES and self._started[0] in (0, threading.get_ident()):
+            thread, start = self._started
+            if thread == threading.get_ident():  # it ends now, inside the step
+                ns = min(ns, max(time.perf_counter_ns() - start, 0))
+            opened[phase] = opened.get(phase, 0) + ns
+        elif (
+            ns > 0
+            and phase in BETWEEN_STEPS_PHASES
+            and self._started[0] in (0, threading.get_ident())
+        ):
             # between two steps, on the thread that runs them: the last batch taken is the next
             # step's (the batches of an evaluation loop run between two steps are not)
-            with contextlib.suppress(TypeError, ValueError):
-                ns = int(ns)
-                if ns > 0:
-                    self._pending[phase] = ns
+            self._pending[phase] = ns
 
     def _start_phase_timers(self) -> None:
         from perfkit_core.plugins import get_plugin_manager
@@ -168,6 +241,7 @@ class StepTimer:
         except Exception:  # a timer that fails to install must not stop training
             found = []
         self._removers = [r for r in found if callable(r)]
+        self._find_askers()
 
     def _idle_reading(self) -> tuple[float, int] | None:
         """(the machine's idle CPU time, s; ``time.perf_counter_ns``) now, or None where the
@@ -205,53 +279,62 @@ class StepTimer:
                 remove()
         self._removers = None
 
-    @contextlib.contextmanager
-    def step(self) -> Iterator[None]:
+    def step(self) -> contextlib.AbstractContextManager[None]:
         """Time one step (the ``with`` block, and the last batch the same thread took from a
         loader since the last step: ``BETWEEN_STEPS_PHASES``); the first ``warmup`` steps are
-        not kept."""
+        not kept. Steps of one timer do not nest."""
+        return self._block
+
+    def _begin(self) -> None:
+        """The start of a step (``with timer.step()``)."""
         if self._removers is None:
             self._start_phase_timers()
-        state = self.recording()
-        before, self._pending = self._pending, {}
+        state = self._state = self.recording()
+        self._before, self._pending = self._pending, {}
         self._open = {}
         # the machine's idle time, over stretches of steps kept and not recorded by the profiler
-        kept_unrecorded = state is not True and self.seen >= self.warmup
+        kept_unrecorded = self._kept_unrecorded = state is not True and self.seen >= self.warmup
         if kept_unrecorded and self._idle_mark is None:
             self._idle_mark = self._idle_reading()
         elif not kept_unrecorded and self._idle_mark is not None:
             self._close_idle_window(self._idle_reading(), reopen=False)  # the stretch ended
         start = time.perf_counter_ns()
         self._started = (threading.get_ident(), start)
-        cpu_start = time.thread_time_ns()  # inside the wall-clock span: it never outlasts it
-        try:
-            yield
-        finally:
-            cpu = time.thread_time_ns() - cpu_start
-            elapsed = time.perf_counter_ns() - start
-            if self._open is not None:
-                self._open[TRAINING_CPU] = cpu
-            phases, self._open = self._open or {}, None
-            for phase, ns in before.items():
-                phases[phase] = phases.get(phase, 0) + ns
-            self.seen += 1
-            if self.seen > self.warmup:
-                if kept_unrecorded and self._idle_mark is not None:
-                    self._idle_last_end = start + elapsed
-                    if self._idle_last_end - self._idle_mark[1] >= IDLE_WINDOW_NS:
-                        self._close_idle_window(self._idle_reading(), reopen=True)
-                elapsed += sum(before.values())
-                key = {True: "profiled_ns", False: "unprofiled_ns", None: "unknown_ns"}[state]
-                kept: list[int] = getattr(self, key)
-                for phase in phases.keys() - self.phase_ns.keys():
-                    # a phase first seen now ran in none of the steps kept before
-                    self.phase_ns[phase] = {
-                        k: [0] * len(getattr(self, k))
-                        for k in ("profiled_ns", "unprofiled_ns", "unknown_ns")
-                    }
-                kept.append(elapsed)
-                for phase, lists in self.phase_ns.items():
-                    lists[key].append(phases.get(phase, 0))
+        self._cpu_start = time.thread_time_ns()  # inside the wall-clock span: never outlasts it
+
+    def _end(self) -> None:
+        """The end of a step: keep its times (after the warm-up)."""
+        cpu = time.thread_time_ns() - self._cpu_start
+        end = time.perf_counter_ns()
+        start = self._started[1]
+        phases, self._open = self._open, None
+        if phases is None:  # a step inside this one ended it: its own times are lost
+            phases = {}
+        else:
+            phases[TRAINING_CPU] = cpu
+        before = self._before
+        for phase, ns in before.items():
+            phases[phase] = phases.get(phase, 0) + ns
+        self.seen += 1
+        if self.seen <= self.warmup:
+            return
+        if self._kept_unrecorded and self._idle_mark is not None:
+            self._idle_last_end = end
+            if end - self._idle_mark[1] >= IDLE_WINDOW_NS:
+                self._close_idle_window(self._idle_reading(), reopen=True)
+        state = self._state
+        key = "profiled_ns" if state else "unknown_ns" if state is None else "unprofiled_ns"
+        phase_ns = self.phase_ns
+        for phase in phases:
+            if phase not in phase_ns:
+                # a phase first seen now ran in none of the steps kept before
+                phase_ns[phase] = {
+                    k: [0] * len(getattr(self, k))
+                    for k in ("profiled_ns", "unprofiled_ns", "unknown_ns")
+                }
+        getattr(self, key).append(end - start + sum(before.values()))
+        for phase, lists in phase_ns.items():
+            lists[key].append(phases.get(phase, 0))
 
     def seconds(self) -> list[float]:
         """Every kept step's wall time, in seconds, in the order they ran per kind (profiled,

@@ -284,8 +284,12 @@ def perfkit_op_cost(call: OpCall, framework: str) -> OpCost | None:
 def perfkit_profiler_recording(profiler: Any) -> bool | None:
     """Say whether a framework profiler is recording now, for ``perfkit_core.step_timer``.
 
-    Called at the start of every step the timer times. Must be cheap, and must not import its
-    framework: a plugin whose framework the program has not imported returns ``None``.
+    Called at the start of every step the timer times, directly (not through the plugin
+    manager) where no plugin wraps this hook: the plugins registered when the timer starts
+    timing (its first step, and the first after each ``close``) are the ones asked. Must be
+    cheap, and must not import its framework: a plugin whose framework the program has not
+    imported returns ``None``. A plugin that raises makes the step neither profiled nor
+    unprofiled; the error does not reach the training loop.
 
     :param profiler: the profiler object the user gave ``step_timer`` (``torch.profiler.profile``,
         ``paddle.profiler.Profiler``), or ``None`` when none was given.
