@@ -257,10 +257,12 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "the hand-overs to cost the training thread as much CPU time as the loading thread "
             "ran, and the saving rests on the training thread's CPU time and waits."
         )
+    # the share's step: the profiled one (the headline's) unless the step timer timed it
+    of = " without the profiler" if data_from != "waits" else ""
     title = (
-        f"Loading data in the training process takes {share:.1f}% of each step"
+        f"Loading data in the training process takes {share:.1f}% of each step{of}"
         if threaded
-        else f"Waiting for data takes {share:.1f}% of each step"
+        else f"Waiting for data takes {share:.1f}% of each step{of}"
     )
     return Finding(
         id="input-pipeline",
