@@ -10,6 +10,8 @@ import json
 import sys
 import types
 import warnings
+from collections.abc import Iterator
+from typing import Any
 
 import pluggy
 import pytest
@@ -816,34 +818,36 @@ def test_step_timer_asks_the_adapters_registered_when_it_starts_timing():
                 raise self.answer
             return self.answer
 
-    timer = perfkit_core.step_timer(marker, warmup=0)
-    with timer.step():
-        pass
+    @contextlib.contextmanager
+    def registered(*added: object) -> Iterator[None]:
+        for i, plugin in enumerate(added):
+            pm.register(plugin, name=f"recording-test-{i}")
+        try:
+            yield
+        finally:
+            for plugin in added:
+                pm.unregister(plugin)
+
+    def steps(timer: Any, count: int) -> Any:
+        for _ in range(count):
+            with timer.step():
+                pass
+        return timer
+
+    timer = steps(perfkit_core.step_timer(marker, warmup=0), 1)
     assert len(timer.unknown_ns) == 1  # no adapter knows it
-    recording = Says(True)
-    pm.register(recording, name="says-recording")
-    try:
-        with timer.step():
-            pass
+    with registered(Says(True)):
+        steps(timer, 1)
         assert len(timer.unknown_ns) == 2 and not timer.profiled_ns  # not yet asked
         timer.close()
-        with timer.step():
-            pass
+        steps(timer, 1)
         assert len(timer.profiled_ns) == 1  # asked from the first step after close
-    finally:
-        pm.unregister(recording)
-    broken = Says(RuntimeError("no state"))
-    pm.register(broken, name="says-error")
-    try:
-        failing = perfkit_core.step_timer(marker, warmup=0)
-        for _ in range(2):
-            with failing.step():
-                pass
-        assert len(failing.unknown_ns) == 2 and not failing.profiled_ns
+    timer.close()
+    with registered(Says(RuntimeError("no state"))):
+        failing = steps(perfkit_core.step_timer(marker, warmup=0), 2)
         assert failing.recording() is None
-    finally:
-        pm.unregister(broken)
         failing.close()
+    assert len(failing.unknown_ns) == 2 and not failing.profiled_ns
 
     seen: list[object] = []
 
@@ -853,20 +857,10 @@ def test_step_timer_asks_the_adapters_registered_when_it_starts_timing():
             seen.append(profiler)
             yield
 
-    wrapper, says = Wraps(), Says(False)
-    pm.register(says, name="says-not-recording")
-    pm.register(wrapper, name="wraps-recording")
-    try:
-        wrapped = perfkit_core.step_timer(marker, warmup=0)
-        for _ in range(3):
-            with wrapped.step():
-                pass
-        assert seen == [marker] * 3 and len(wrapped.unprofiled_ns) == 3
-    finally:
-        pm.unregister(wrapper)
-        pm.unregister(says)
+    with registered(Says(False), Wraps()):
+        wrapped = steps(perfkit_core.step_timer(marker, warmup=0), 3)
         wrapped.close()
-    timer.close()
+    assert seen == [marker] * 3 and len(wrapped.unprofiled_ns) == 3
 
 
 def test_paddle_profiler_recording_hook_tells_started_closed_steps_apart():
