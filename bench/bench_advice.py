@@ -740,7 +740,7 @@ def time_variants(
             if name == WINDOW:
                 records.append(timed_round(loop, steps))
                 if slowdowns_of:
-                    from perfkit_core.capture.step_timer import corun_slowdowns
+                    from perfkit_core.capture.machine_costs import corun_slowdowns
 
                     records[-1]["slowdowns"] = corun_slowdowns(slowdowns_of)
                 continue

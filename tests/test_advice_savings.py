@@ -844,7 +844,7 @@ def test_step_timer_times_the_hand_over_only_for_steps_that_loaded_data(tmp_path
     the run's framework; a run without it is advised at the model's cost."""
     import perfkit_core
     from perfkit_core.advice.loader import MODEL_COST, loader_batch_cost, run_loader_batch_cost
-    from perfkit_core.capture.step_timer import loader_batch_ns
+    from perfkit_core.capture.machine_costs import loader_batch_ns
 
     def folder(name: str, framework: str) -> Path:
         path = tmp_path / name

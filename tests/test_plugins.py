@@ -478,7 +478,7 @@ def test_loader_batch_ns_hook_is_the_runs_adapters():
     """The adapter of the run's framework times its DataLoader's hand-over on this machine; a
     plugin's answer that is not a positive number, or one that raises, is not used (a real run:
     tests/test_advice_savings.py)."""
-    from perfkit_core.capture.step_timer import loader_batch_ns
+    from perfkit_core.capture.machine_costs import loader_batch_ns
 
     pm = plugins.get_plugin_manager()
     if "torch" in sys.modules:
@@ -506,7 +506,7 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
     machine; torch's answers nothing (its training process pays the hand-over itself); a
     plugin's answer that is not a number of 0 or more, or one that raises, is not used (a real
     run: tests/test_advice_savings.py)."""
-    from perfkit_core.capture.step_timer import loader_costs_here, loader_receive_ns
+    from perfkit_core.capture.machine_costs import loader_costs_here, loader_receive_ns
 
     pm = plugins.get_plugin_manager()
     if "paddle" in sys.modules:
@@ -540,7 +540,7 @@ def test_thread_op_ns_hook_is_the_runs_adapters():
     such thread); a plugin's answer that is not a number of 0 or more, or one that raises, is
     not used, and the record asks for it only where a thread loaded (a real run:
     tests/test_advice_savings.py)."""
-    from perfkit_core.capture.step_timer import loader_costs_here, thread_op_ns
+    from perfkit_core.capture.machine_costs import loader_costs_here, thread_op_ns
 
     pm = plugins.get_plugin_manager()
     if "paddle" in sys.modules:
@@ -575,7 +575,7 @@ def test_corun_slowdowns_hook_is_the_runs_adapters():
     used (a real run: tests/test_advice_savings.py)."""
     import multiprocessing
 
-    from perfkit_core.capture.step_timer import corun_slowdowns, loader_costs_here
+    from perfkit_core.capture.machine_costs import corun_slowdowns, loader_costs_here
 
     pm = plugins.get_plugin_manager()
     for framework in ("torch", "paddle"):
@@ -613,7 +613,7 @@ def test_eager_pass_ns_hook_is_the_runs_adapters():
     """torch's adapter times an eager forward and backward of a tiny model on this machine;
     Paddle's answers nothing (no compile model); a plugin's answer that is not a positive
     number, or one that raises, is not used (a real run: tests/test_advice_compile.py)."""
-    from perfkit_core.capture.step_timer import eager_pass_ns
+    from perfkit_core.capture.machine_costs import eager_pass_ns
 
     pm = plugins.get_plugin_manager()
     if "torch" in sys.modules:

@@ -47,7 +47,7 @@ import numpy as np
 
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
 from perfkit_core.advice.text import duration_text
-from perfkit_core.capture.step_timer import EAGER_PASS_KEY, META_KEY, finite_number
+from perfkit_core.capture.machine_costs import EAGER_PASS_KEY, META_KEY, finite_number
 from perfkit_core.events import links
 from perfkit_core.views.costs import run_costs
 from perfkit_core.views.family_rules import family_of

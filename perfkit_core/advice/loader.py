@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.capture.step_timer import (
+from perfkit_core.capture.machine_costs import (
     LOADER_BATCH_KEY,
     LOADER_RECEIVE_KEY,
     LOADING_SLOWDOWN_KEY,

@@ -151,10 +151,13 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     slowdowns, slowdown_from = run_slowdowns(ctx.run)
     slow_rest, slow_load = slowdowns
     saving = loader_saving(load, rest, workers, batch_ns, contention, receive_ns, slowdowns)
+    # beside the step timer's figures, the profiled ones say which step they are of
+    profiled = data_from != "waits"
     details = [
-        f"While profiled, the training thread waited for data "
-        f"{per_step_text(loading, ctx.step_ns, of='the profiled step')}, in {waited} of "
-        f"{ctx.steps} steps."
+        ("While profiled, the" if profiled else "The")
+        + " training thread waited for data "
+        + per_step_text(loading, ctx.step_ns, of="the profiled step" if profiled else "the step")
+        + f", in {waited} of {ctx.steps} steps."
     ]
     if data_from == "timed":
         details.append(
@@ -258,7 +261,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "ran, and the saving rests on the training thread's CPU time and waits."
         )
     # the share's step: the profiled one (the headline's) unless the step timer timed it
-    of = " without the profiler" if data_from != "waits" else ""
+    of = " without the profiler" if profiled else ""
     title = (
         f"Loading data in the training process takes {share:.1f}% of each step{of}"
         if threaded
