@@ -148,19 +148,16 @@ class StepTimer:
         """Whether the profiler is recording now: True, False, or None when no adapter can tell
         (or an adapter's answer raised: the step is then neither profiled nor unprofiled)."""
         askers = self._askers
-        if askers is None:
-            from perfkit_core.plugins import get_plugin_manager
+        try:
+            if askers is None:
+                from perfkit_core.plugins import get_plugin_manager
 
-            hook = get_plugin_manager().hook.perfkit_profiler_recording
-            try:
+                hook = get_plugin_manager().hook.perfkit_profiler_recording
                 answers = hook(profiler=self.profiler)
-            except Exception:  # an adapter's error must not stop training
-                return None
-        else:
-            try:
+            else:
                 answers = [ask() for ask in askers]
-            except Exception:
-                return None
+        except Exception:  # an adapter's error must not stop training
+            return None
         known = [a for a in answers if a is not None]
         return any(known) if known else None
 
