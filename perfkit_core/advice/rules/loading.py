@@ -113,7 +113,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     # the share of the step the saving is taken from: timed without the profiler where the step
     # timer timed it (a busy machine can stretch the unprofiled waits while the profiled ones
     # stay short), else the profiled waits of the profiled step
-    share = 100.0 * (data / basis.step_ns if data_from != "waits" else loading / ctx.step_ns)
+    unprofiled_share = data_from != "waits"
+    share = 100.0 * (data / basis.step_ns if unprofiled_share else loading / ctx.step_ns)
     if share < INPUT_PIPELINE_MIN_PCT:
         return None
     steps = ctx.run.summary("steps")
@@ -152,11 +153,12 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     slow_rest, slow_load = slowdowns
     saving = loader_saving(load, rest, workers, batch_ns, contention, receive_ns, slowdowns)
     # beside the step timer's figures, the profiled ones say which step they are of
-    profiled = data_from != "waits"
     details = [
-        ("While profiled, the" if profiled else "The")
+        ("While profiled, the" if unprofiled_share else "The")
         + " training thread waited for data "
-        + per_step_text(loading, ctx.step_ns, of="the profiled step" if profiled else "the step")
+        + per_step_text(
+            loading, ctx.step_ns, of="the profiled step" if unprofiled_share else "the step"
+        )
         + f", in {waited} of {ctx.steps} steps."
     ]
     if data_from == "timed":
@@ -261,7 +263,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "ran, and the saving rests on the training thread's CPU time and waits."
         )
     # the share's step: the profiled one (the headline's) unless the step timer timed it
-    of = " without the profiler" if profiled else ""
+    of = " without the profiler" if unprofiled_share else ""
     title = (
         f"Loading data in the training process takes {share:.1f}% of each step{of}"
         if threaded
