@@ -68,6 +68,7 @@ import argparse
 import contextlib
 import io
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -1219,6 +1220,7 @@ def main() -> int:
         default="cpu",
         help="cpu: the CPU scenarios; cuda: the GPU scenarios of advice_gpu.py (needs a CUDA GPU)",
     )
+    parser.add_argument("--keep", type=Path, help="copy every profiled run into this folder")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more, not {args.repeat}")
@@ -1247,6 +1249,8 @@ def main() -> int:
                     continue
                 checks += run_scenario(scenario, args, Path(tmp) / f"session{session}")
             sessions.append(checks)
+        if args.keep is not None:
+            shutil.copytree(tmp, args.keep, dirs_exist_ok=True)
     print(f"\nload average after: {load_average()}")
     verdicts = [c.passed for c in sessions[0]] if len(sessions) == 1 else summary(sessions)
     failed = verdicts.count(False)
