@@ -292,7 +292,9 @@ def _collect(
         cur = cur[~below[cur]]
         below[cur] = True
         cur = parent[cur]
-    eligible = costed & ~(weak & below)
+    eligible = (
+        costed & ~(weak & below) & ~_autocast_wrappers(parent, costed, own_flops, table, code)
+    )
     counted = eligible & ~links.has_ancestor(parent, eligible)
     rows = np.flatnonzero(counted)
     on_device = bool((ev["stream"].to_numpy() >= 0).any())
@@ -320,6 +322,29 @@ def _collect(
     )
     out.unmodelled_ns = _unmodelled(run, counted, costed, on_device)
     return out
+
+
+def _autocast_wrappers(
+    parent: np.ndarray,
+    costed: np.ndarray,
+    own_flops: np.ndarray,
+    table: list[OpCost],
+    code: np.ndarray,
+) -> np.ndarray:
+    """The costed ops whose math a costed child does in another precision with the same FLOPs:
+    under autocast, ``aten::linear`` of float32 inputs casts them and calls ``aten::linear`` of
+    bf16 ones. The child is counted (its kernels are the product), not the wrapper, whose time
+    would hold the casts and whose precision would read float32."""
+    children = np.flatnonzero(costed & (parent >= 0))
+    children = children[costed[parent[children]]]
+    up = parent[children]
+    precision = np.array([c.precision for c in table], dtype=object)
+    flops = own_flops[children]
+    same = np.isfinite(flops) & (flops > 0) & np.isclose(flops, own_flops[up], rtol=1e-9)
+    other = precision[code[children]] != precision[code[up]]
+    wrapper = np.zeros(len(parent), dtype=bool)
+    wrapper[up[same & other]] = True
+    return wrapper
 
 
 def _device_owner(run: Run) -> tuple[np.ndarray, np.ndarray]:

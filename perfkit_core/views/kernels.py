@@ -22,10 +22,12 @@ if TYPE_CHECKING:
 # kernel
 
 #: Kernel names of NVIDIA tensor-core kernels (cuBLAS ``*_s1688gemm_*``, ``*_hmma*``,
-#: ``*tensorop*``, ``sm80_xmma*``, CUTLASS ``*_16816*``, Hopper ``wgmma``) and AMD matrix-core
-#: kernels (``MFMA``, Tensile's ``_MI16x16x4``) ...
+#: ``*tensorop*``, ``sm80_xmma*``, CUTLASS ``*_16816*``, Hopper ``wgmma``, and the ``nvjet_*``
+#: GEMMs recent cuBLAS runs on Hopper: ``nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT``, a bf16
+#: product that reached 805 TFLOP/s on an H200, 12x its fp32 peak) and AMD matrix-core kernels
+#: (``MFMA``, Tensile's ``_MI16x16x4``) ...
 TENSOR_CORE_RE = re.compile(
-    r"tensorop|hmma|xmma|wgmma|gmma|imma|[sh]1688|[sh]884|i8816|16816|_tc_|tensor_?core|mfma|_MI\d+x\d+x\d+",
+    r"tensorop|hmma|xmma|wgmma|gmma|imma|nvjet|[sh]1688|[sh]884|i8816|16816|_tc_|tensor_?core|mfma|_MI\d+x\d+x\d+",
     re.IGNORECASE,
 )
 #: ... except these, which run on CUDA cores: cuBLAS's FP32 GEMMs with TF32 off on compute
