@@ -48,6 +48,21 @@ class Trace:
     def each_step(self):
         return [i * self.step_us for i in range(self.steps)]
 
+    def sync(self, ts, dur):
+        """The host waits for the device (``cudaDeviceSynchronize``) from ``ts`` for ``dur``."""
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaDeviceSynchronize",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": dur,
+                "args": {},
+            }
+        )
+
     def op(self, name, ts, dur, cat="cpu_op"):
         self.events.append(
             {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
@@ -193,12 +208,17 @@ def test_launch_bound(tmp_path, kernel_us, expected):
     for s in t.each_step():
         for k in range(40 if kernel_us == 2 else 4):
             t.launch(s + 10 + k * 20, 15, "tiny_kernel", s + 20 + k * 20, kernel_us)
-    found = fired(t.write(tmp_path / "t.json"), "launch-bound")
+    run = t.write(tmp_path / "t.json")
+    found = fired(run, "launch-bound")
     assert bool(found) == expected
     if found:
         f = found[0]
         assert f.evidence["median_kernel_ns"] == 2000
-        check_saving_bound(f, f.evidence["launch_per_step_ns"])
+        # The step less the GPU's busy time (40 kernels of 2 us): no step timer, so the
+        # profiled step, and no other finding claims the idle time.
+        step = float(run.summary("steps")["dur_ns"].mean())
+        assert f.evidence["gpu_busy_per_step_ns"] == 40 * 2000
+        assert f.saving_ns == pytest.approx(step - 40 * 2000)
 
 
 @pytest.mark.parametrize("kernel_us,expected", [(100, True), (900, False)])
@@ -250,9 +270,13 @@ def test_amp(tmp_path, kernel, expected):
     t = Trace()
     for s in t.each_step():
         t.launch(s + 10, 5, kernel, s + 20, 700)
+        t.sync(s + 16, 705)  # the host waits for the product, as a loop that reads its loss
     found = fired(t.write(tmp_path / "t.json"), "amp")
     assert bool(found) == expected
     if found:
+        # No device peaks or shapes: the product's time at AMP_SPEEDUP, all of it off a step
+        # the GPU paces (the host's own time is its 6 us launch and the rest of the step).
+        assert found[0].evidence["speedup_from"] == "constant"
         assert found[0].saving_ns == pytest.approx(700 * 1000 / 2)  # per step
         assert "torch.autocast" in found[0].remedy
     run = perfkit_core.load(tmp_path / "t.json")

@@ -85,6 +85,19 @@ class Basis:
         )
 
 
+def device_basis_text(basis: Basis) -> str:
+    """One sentence naming the basis of a saving made of device time (kernels, copies), which
+    the profiler does not slow: it is used as recorded, against the step without the profiler
+    where the step timer timed it."""
+    if basis.name == "unprofiled":
+        return (
+            f"Against the step without the profiler ({basis.step_ns / 1e6:.2f} ms, from the step "
+            "timer); the device's time is used as recorded, since the profiler slows the host, "
+            "not the device."
+        )
+    return basis.text()
+
+
 def step_basis(ctx: Context) -> Basis:
     """The basis of ``ctx``'s run (cached on the run): ``unprofiled`` when the step timer saved
     step times with and without the profiler (with the profiler's cost per event when it made

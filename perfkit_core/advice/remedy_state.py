@@ -9,6 +9,8 @@ remedy changes, as each run recorded it.
   ``for-loop``, ``foreach`` or ``fused`` (``rules.cpu.optimizer_class``).
 - ``compile`` (``torch.compile``): ``compiled`` when the run recorded ops of compiled code
   (``compiled.COMPILED_PREFIXES``), else ``eager``.
+- ``launch-bound`` (CUDA graphs): ``CUDA graphs`` when the run replayed graphs
+  (``cudaGraphLaunch``), else ``eager``; None for a run without device work.
 
 ``perfkit compare`` reads the state in both runs: a remedy whose setting changed was acted on,
 one whose setting did not was not, whatever its time did (another change can shrink it: a
@@ -77,14 +79,25 @@ def compile_state(run: Run) -> str | None:
     return "compiled" if compiled else "eager"
 
 
+def graph_state(run: Run) -> str | None:
+    """``CUDA graphs`` when the run launched graphs (``cudaGraphLaunch``), else ``eager``; None
+    for a run without device work."""
+    if not (run.events["stream"].to_numpy() >= 0).any():
+        return None
+    launched = any("GraphLaunch" in n for n in _names_of_kind(run, "runtime"))
+    return CUDA_GRAPHS if launched else "eager"
+
+
+CUDA_GRAPHS = "CUDA graphs"
 #: States that are a remedy already: a finding of a run in one of them asks for more of it.
-REMEDIED = frozenset({WORKER_PROCESSES, "fused", "compiled"})
+REMEDIED = frozenset({WORKER_PROCESSES, "fused", "compiled", CUDA_GRAPHS})
 
 #: The state each remedy changes, by the finding's remedy key (else its id).
 STATES: dict[str, Callable[[Run], str | None]] = {
     "input-pipeline": loader_mode,
     "optimizer": optimizer_implementation,
     "compile": compile_state,
+    "launch-bound": graph_state,
 }
 
 

@@ -7,8 +7,16 @@ import re
 
 import numpy as np
 
+from perfkit_core.advice.amp import AMP_SPEEDUP, amp_saving
+from perfkit_core.advice.basis import device_basis_text, step_basis
 from perfkit_core.advice.engine import Context, Finding
-from perfkit_core.advice.text import duration_text, per_step_text, share_text
+from perfkit_core.advice.text import (
+    duration_text,
+    per_step_text,
+    share_text,
+    unprofiled_per_step_text,
+)
+from perfkit_core.advice.waits import gpu_busy, waiting_rows
 from perfkit_core.events import links
 from perfkit_core.events.intervals import (
     clip_to,
@@ -28,9 +36,6 @@ LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS = 20_000
 LOW_GPU_UTIL_PCT = 50.0
 #: amp: fp32 matmul/conv kernels take at least this share of kernel time, none on tensor cores.
 AMP_MIN_KERNEL_PCT = 20.0
-#: amp: assumed speed-up of matmul/conv on tensor cores in reduced precision (conservative;
-#: NVIDIA quotes 2-8x for fp16/bf16 tensor cores over fp32 CUDA cores).
-AMP_SPEEDUP = 2.0
 #: amp: GPUs below this CUDA compute capability (Pascal and older) have no tensor cores, so the
 #: rule does not fire on them; from 7.0 (Volta, Turing) they run fp16, from 8.0 (Ampere and
 #: newer) also bf16 and TF32, and the remedy says which.
@@ -46,24 +51,11 @@ _MATMUL_CONV_RE = re.compile(r"gemm|conv|cutlass|wgrad|dgrad|matmul|implicit", r
 _NORM_RE = re.compile(r"\bbn_|batch_?norm|layer_?norm|_norm", re.IGNORECASE)
 
 
-def _gpu_busy(ctx: Context) -> tuple[int, int]:
-    """(merged device busy ns within the steps, over all steps; kernel count)."""
-    ev = ctx.run.events
-    sel = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
-    start = ev["start_ns"].to_numpy()
-    end = start + ev["dur_ns"].to_numpy()
-    window, _ = step_window(ctx.run)
-    busy = clip_to(start[sel], end[sel], window)
-    return int((busy[1] - busy[0]).sum()), int((ev["kind"] == "kernel").sum())
-
-
 def _unclaimed_idle(ctx: Context) -> tuple[float, float]:
     """(the device's idle time in the steps, the part of it no other rule claims), in ns over
     all steps. Other rules claim the idle time while the training thread waits for data
     (input-pipeline) and while the host is blocked in syncs and device-to-host copies
     (placement)."""
-    from perfkit_core.advice.rules.host import _waiting_rows
-
     ev = ctx.run.events
     kind = ev["kind"].to_numpy()
     device = (ev["stream"].to_numpy() >= 0) & np.isin(kind, list(DEVICE_KINDS))
@@ -74,7 +66,7 @@ def _unclaimed_idle(ctx: Context) -> tuple[float, float]:
     idle = subtract_intervals(window, busy)
     claimed = np.zeros(len(ev), dtype=bool)
     claimed[(kind == "dataloader") & (ev["stream"].to_numpy() < 0)] = True
-    claimed[_waiting_rows(ctx.run)] = True
+    claimed[waiting_rows(ctx.run)] = True
     rest = subtract_intervals(idle, merge_intervals(start[claimed], end[claimed]))
     return float(length(idle)), float(length(rest))
 
@@ -88,14 +80,14 @@ def rule_low_gpu_utilization(ctx: Context) -> Finding | None:
     """
     if not ctx.has_device or not ctx.total_ns:
         return None
-    busy, _ = _gpu_busy(ctx)
+    busy, _ = gpu_busy(ctx)
     share = 100.0 * busy / ctx.total_ns
     if share >= LOW_GPU_UTIL_PCT:
         return None
     idle, unclaimed = _unclaimed_idle(ctx)
     launch = rule_launch_bound(ctx)
     if launch is not None:
-        unclaimed = max(unclaimed - launch.saving_ns * max(ctx.steps, 1), 0.0)
+        unclaimed = max(unclaimed - float(launch.evidence["idle_claimed_ns"]), 0.0)
     busy_step = ctx.per_step(busy)
     return Finding(
         id="low-gpu-utilization",
@@ -127,7 +119,11 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
     """Many short kernels: median kernel under LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS, GPU busy under
     LOW_GPU_UTIL_PCT, and host time in kernel launches above the kernels' device time.
 
-    Saving: launch time beyond device time, at most the GPU's idle time.
+    Saving: the step less the GPU's busy time and the idle time other findings claim (waits for
+    data, syncs): the remedy (CUDA graphs, or ``torch.compile(mode="reduce-overhead")``) replays
+    the step's launches at once, so the host no longer paces the GPU and the step can shrink to
+    the GPU's own time. Stated against the step without the profiler where the step timer
+    timed it (the profiler slows the host, not the kernels).
     """
     if not ctx.has_device or not ctx.total_ns:
         return None
@@ -136,8 +132,13 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
     if kernels.empty:
         return None
     median = float(kernels["dur_ns"].median())
-    busy, count = _gpu_busy(ctx)
-    launches = (ev["kind"] == "runtime").to_numpy() & str_contains(ev["name"], "Launch", case=False)
+    busy, count = gpu_busy(ctx)
+    # Kernels a graph replays are not launched one by one: cudaGraphLaunch is the remedy.
+    launches = (
+        (ev["kind"] == "runtime").to_numpy()
+        & str_contains(ev["name"], "Launch", case=False)
+        & ~str_contains(ev["name"], "GraphLaunch", case=False)
+    )
     launch_ns = float(ev["dur_ns"].to_numpy()[launches].sum())
     kernel_ns = float(kernels["dur_ns"].sum())
     if (
@@ -146,25 +147,43 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
         or launch_ns <= kernel_ns
     ):
         return None
-    saving = min(launch_ns - kernel_ns, ctx.total_ns - busy)
+    idle, unclaimed = _unclaimed_idle(ctx)
+    basis = step_basis(ctx)
+    busy_step = ctx.per_step(busy)
+    claimed_elsewhere = ctx.per_step(idle - unclaimed)
+    saving = max(basis.step_ns - busy_step - claimed_elsewhere, 0.0)
     per_step = count / max(ctx.steps, 1)
     return Finding(
         id="launch-bound",
         title=f"{per_step:.0f} short kernels per step (median {median / 1000:.1f} us): the host cannot launch them fast enough",
         severity="",
-        saving_ns=ctx.per_step(saving),
+        saving_ns=saving,
         details=[
             f"{per_step:.0f} kernels per step, median {duration_text(median)}; launching them "
             f"held the host {duration_text(ctx.per_step(launch_ns))} per step, more than the "
-            f"{duration_text(ctx.per_step(kernel_ns))} per step they ran on the GPU."
+            f"{duration_text(ctx.per_step(kernel_ns))} per step they ran on the GPU.",
+            f"The GPU was busy {duration_text(busy_step)} of the "
+            f"{duration_text(basis.step_ns)} step"
+            + (" without the profiler" if basis.name == "unprofiled" else "")
+            + ": the rest of it, the GPU waited for the host.",
         ],
-        estimate="Host launch time beyond the kernels' device time, at most the GPU's idle time.",
+        estimate=(
+            "The step less the GPU's busy time"
+            + (" and the waits other findings claim" if claimed_elsewhere > 0 else "")
+            + ": replayed as a graph, the launches no longer pace the GPU. "
+            + device_basis_text(basis)
+        ),
         evidence={
             "kernels_per_step": per_step,
             "median_kernel_ns": median,
             "launch_per_step_ns": ctx.per_step(launch_ns),
             "kernel_per_step_ns": ctx.per_step(kernel_ns),
-            "gpu_busy_per_step_ns": ctx.per_step(busy),
+            "gpu_busy_per_step_ns": busy_step,
+            "claimed_elsewhere_per_step_ns": claimed_elsewhere,
+            # The profiled idle this finding claims, which low-gpu-utilization leaves to it.
+            "idle_claimed_ns": float(unclaimed),
+            "basis": basis.name,
+            "basis_step_ns": basis.step_ns,
         },
         acts_on="device",
     )
@@ -174,7 +193,9 @@ def rule_amp(ctx: Context) -> Finding | None:
     """Matmul/convolution kernels take at least AMP_MIN_KERNEL_PCT of kernel time and none of
     the run's kernels ran on tensor cores.
 
-    Saving: that kernel time times (1 - 1/AMP_SPEEDUP).
+    Saving: ``perfkit_core.advice.amp``: the matrix ops' device time at the reduced-precision
+    tensor-core peak, less the casts autocast adds, as far as the host's own time lets the
+    step shrink.
     """
     if not ctx.has_device:
         return None
@@ -192,18 +213,62 @@ def rule_amp(ctx: Context) -> Finding | None:
         return None
     device = ", ".join(sorted({str(d.get("name")) for d in ctx.devices})) or "the GPU"
     cc_text = f" (compute capability {capability:.1f})" if capability is not None else ""
+    target = "bf16 tensor" if capability is None or capability >= 8.0 else "fp16 tensor"
+    est = amp_saving(ctx, ctx.per_step(heavy_ns), target)
     top = heavy.head(3)
+    share = f"{100.0 * heavy_ns / total:.0f}% of GPU time"
+    paced = est.saving_ns <= 0 or est.host_bound_ns >= est.gpu_bound_ns
+    if est.saving_ns <= 0:
+        title = (
+            f"Matmul/convolution kernels take {share} in fp32, but the host paces the step: "
+            "mixed precision would not shorten it"
+        )
+    else:
+        title = f"Matmul/convolution kernels take {share} and none run on tensor cores"
+    low = target.split()[0]
+    speed = (
+        f"In {low} on tensor cores they would take about {duration_text(est.matmul_after_ns)} "
+        f"per step ({est.speedup:.1f}x faster: "
+        + (
+            "the same share of the tensor-core peak as they reached of the fp32 one, no faster "
+            "than moving half their bytes"
+            if est.how == "peaks"
+            else f"the {AMP_SPEEDUP:g}x assumed where the device's peaks or the ops' shapes "
+            "are unknown"
+        )
+        + ")."
+    )
+    casts = (
+        f"Autocast adds about {est.casts:.0f} casts per step, forward and backward: "
+        f"{duration_text(est.cast_gpu_ns)} per step on the GPU ({est.cast_bytes / 1e6:.0f} MB "
+        f"at {100 * est.bandwidth_share:.0f}% of its bandwidth, as this run's memory-bound ops "
+        f"ran) and {duration_text(est.cast_host_ns)} on the host."
+        if est.how == "peaks"
+        else "The casts autocast adds are not counted: the ops' shapes are unknown."
+    )
+    host = (
+        f"The host's own time is {duration_text(est.host_ns)} of the "
+        f"{duration_text(est.step_ns)} step (the rest it waited for the GPU): "
+        + (
+            f"with the casts, the step cannot get shorter than {duration_text(est.host_bound_ns)}."
+            if paced
+            else "the GPU, not the host, sets the step."
+        )
+    )
     return Finding(
         id="amp",
-        title=f"Matmul/convolution kernels take {100.0 * heavy_ns / total:.0f}% of GPU time and none run on tensor cores",
+        title=title,
         severity="",
-        saving_ns=ctx.per_step(heavy_ns) * (1.0 - 1.0 / AMP_SPEEDUP),
+        saving_ns=est.saving_ns,
         acts_on="device",
         details=[
             f"Matmul and convolution kernels ran {duration_text(ctx.per_step(heavy_ns))} of "
             f"{duration_text(ctx.per_step(total))} of kernel time per step "
             f"({share_text(heavy_ns, total)}) in fp32 on {device}{cc_text}; no kernel used "
-            "tensor cores."
+            "tensor cores.",
+            speed,
+            casts,
+            host,
         ]
         + [
             f"{short_name(r.name)}: {ctx.per_step(r.calls):g} calls and "
@@ -211,12 +276,29 @@ def rule_amp(ctx: Context) -> Finding | None:
             for r in top.itertuples()
         ],
         cites={"kernel": [str(n) for n in top["name"]]},
-        estimate=f"Those kernels' time, {AMP_SPEEDUP:g}x faster on tensor cores in reduced precision (conservative: NVIDIA quotes 2-8x).",
+        estimate=(
+            "The step less the one mixed precision leaves: the matrix ops' device time at the "
+            f"{low} tensor-core peak plus the casts it adds, but no shorter than the host's own "
+            "time plus the casts' dispatch. " + device_basis_text(step_basis(ctx))
+        ),
         evidence={
             "compute_capability": capability,
             "matmul_conv_per_step_ns": ctx.per_step(heavy_ns),
             "kernel_per_step_ns": ctx.per_step(total),
             "top_kernels": heavy.head(5)[["name", "calls", "gpu_total_ns"]].to_dict("records"),
+            "matrix_ops_per_step_ns": est.matmul_ns,
+            "matrix_ops_after_per_step_ns": est.matmul_after_ns,
+            "speedup": est.speedup,
+            "speedup_from": est.how,
+            "target_precision": target,
+            "casts_per_step": est.casts,
+            "cast_gpu_per_step_ns": est.cast_gpu_ns,
+            "cast_host_per_step_ns": est.cast_host_ns,
+            "host_per_step_ns": est.host_ns,
+            "gpu_bound_step_ns": est.gpu_bound_ns,
+            "host_bound_step_ns": est.host_bound_ns,
+            "basis": step_basis(ctx).name,
+            "basis_step_ns": est.step_ns,
         },
     )
 
@@ -288,9 +370,15 @@ def rule_pageable_memcpy(ctx: Context) -> Finding | None:
         return None
     per_step = len(copies) / max(ctx.steps, 1)
     copied = float(np.nansum(ev["bytes"].to_numpy()[copies]))
+    basis = step_basis(ctx)
     return Finding(
         id="pageable-memcpy",
-        title=f"{per_step:g} host-to-device copies per step from pageable memory hold the host {per_step_text(ctx.per_step(blocked), ctx.step_ns)}",
+        title=f"{per_step:g} host-to-device copies per step from pageable memory hold the host "
+        + (
+            unprofiled_per_step_text(ctx.per_step(blocked), basis.step_ns)
+            if basis.name == "unprofiled"
+            else per_step_text(ctx.per_step(blocked), ctx.step_ns)
+        ),
         severity="",
         saving_ns=ctx.per_step(blocked),
         details=[
@@ -299,11 +387,16 @@ def rule_pageable_memcpy(ctx: Context) -> Finding | None:
             f"{duration_text(ctx.per_step(float(dur[copies].sum())))} per step on the GPU and "
             f"held the host {duration_text(ctx.per_step(blocked))} per step in their launches."
         ],
-        estimate="Upper bound: the host time blocked in the copy launches, if pinned, asynchronous copies overlap compute.",
+        estimate=(
+            "The host time blocked in the copy launches, which pinned, asynchronous copies "
+            "return from at once. " + device_basis_text(basis)
+        ),
         evidence={
             "copies_per_step": per_step,
             "bytes_per_step": ctx.per_step(copied),
             "copy_per_step_ns": ctx.per_step(float(dur[copies].sum())),
             "blocked_per_step_ns": ctx.per_step(blocked),
+            "basis": basis.name,
+            "basis_step_ns": basis.step_ns,
         },
     )

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import duration_text, per_step_text
+from perfkit_core.advice.waits import sync_rows, waiting_rows
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals
 from perfkit_core.events.links import kind_is
@@ -19,8 +19,6 @@ from perfkit_core.views.families import normalize
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from perfkit_core.events.run import Run
 
 
 # ------------------------------------------------------------------ thresholds (documented)
@@ -39,11 +37,6 @@ PLACEMENT_MAX_DEVICE_PCT = 50.0
 #: Nested ops repeat their children's time: a culprit whose calls mostly (over this share) run
 #: inside another culprit is left to the outer one.
 _NESTED_MAJORITY = 0.5
-
-_SYNC_RE = re.compile(
-    r"Synchronize|^cudaMemcpy$|^cudaMemcpy2D$|^hipMemcpy$",
-    re.IGNORECASE,
-)
 
 # ------------------------------------------------------------------ helpers shared by rules
 
@@ -79,9 +72,19 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
     waiting on the device (syncs, copies) are left to the placement rule.
 
     Saving: the op's host time beyond its device time (``cpu_total - gpu_total``).
+
+    Where the launch-bound finding fires, ops whose device work per call is as short as a
+    launch-bound kernel are its: their host time is the launches it claims, and its remedy
+    (CUDA graphs) removes it.
     """
     if not ctx.has_device or not ctx.total_ns:
         return None
+    from perfkit_core.advice.rules.device import (
+        LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS,
+        rule_launch_bound,
+    )
+
+    launch_bound = rule_launch_bound(ctx) is not None
     ops = _ops_table(ctx)
     waiting = _sync_time_by_op(ctx)
     findings = []
@@ -90,6 +93,8 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
         cpu = float(row["cpu_total_ns"])
         gpu = 0.0 if math.isnan(row["gpu_total_ns"]) else float(row["gpu_total_ns"])
         if 100.0 * cpu / ctx.total_ns < CPU_BOUND_MIN_STEP_PCT or cpu <= 0:
+            continue
+        if launch_bound and gpu < LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS * int(row["calls"]):
             continue
         host_only = max(cpu - gpu, 0.0)
         if 100.0 * host_only / cpu < CPU_BOUND_MIN_HOST_PCT:
@@ -153,27 +158,12 @@ def _mostly_nested(events: pd.DataFrame, names: list[str]) -> set[str]:
     return inner
 
 
-def _sync_rows(events: pd.DataFrame) -> np.ndarray:
-    runtime = (events["kind"] == "runtime").to_numpy()
-    return np.flatnonzero(runtime & str_contains(events["name"], _SYNC_RE))
-
-
-def _waiting_rows(run: Run) -> np.ndarray:
-    """Runtime calls in which the host waits for the device: syncs, and launches of
-    device-to-host copies (they return once the copy is done)."""
-    events = run.events
-    launcher = links.run_launchers(run)
-    dtoh = (events["kind"] == "memcpy").to_numpy() & str_contains(events["name"], "DtoH")
-    copy_launches = launcher[np.flatnonzero(dtoh)]
-    return np.union1d(_sync_rows(events), copy_launches[copy_launches >= 0])
-
-
 def _sync_time_by_op(ctx: Context) -> dict[str, float]:
     """Host time each operator name spends waiting for the device (summed over its calls)."""
     cached = ctx.run._cache.get("advice_sync_by_op")
     if cached is None:
         ev = ctx.run.events
-        rows = _waiting_rows(ctx.run)
+        rows = waiting_rows(ctx.run)
         names = str_values(ev["name"])
         dur = ev["dur_ns"].to_numpy()
         cached = {}
@@ -208,7 +198,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     dur = ev["dur_ns"].to_numpy().astype(np.float64)
     launcher = links.run_launchers(ctx.run)
     dtoh = np.flatnonzero((kind == "memcpy") & str_contains(ev["name"], "DtoH"))
-    syncs = _sync_rows(ev)
+    syncs = sync_rows(ev)
     start = ev["start_ns"].to_numpy()
     bubble = _device_bubbles(ev, start, start + ev["dur_ns"].to_numpy())
     culprit_rows: dict[int, dict[str, float]] = {}
