@@ -8,14 +8,14 @@ A few ops whose FLOPs and bytes are known by hand run on a CUDA GPU, each once p
 - ``add``: ``x + y`` of ``ADD`` float32 elements (memory-bound: two reads, one write);
 - ``conv bf16``: a 3x3 convolution, ``CONV`` (N, C, H, W) bf16 input, ``CONV[1]`` filters.
 
-Each op is timed alone with CUDA events (the median of ``--reps`` calls after warm-ups) and its
-FLOP rate or bandwidth computed by hand. Then the same steps are profiled (CPU and CUDA) with
-perfkit's torch handler, and perfkit's roofline view of the run (by op and input shapes) is printed beside the hand
-figures: its FLOPs and bytes per call, its device time per call, the precision it read off the
-kernels, the achieved rate, the datasheet peak it measured against, its share of the roofline
-and what it says bounds the op. A CHECK line per op says whether perfkit's FLOPs equal the hand
-count, its time per call is within 10% of the events' and its precision is the one the op ran
-in. Exit status 1 when a CHECK fails.
+Each op is timed alone with CUDA events (the median of ``--reps`` timings of 10 calls back to
+back, after warm-ups) and its FLOP rate or bandwidth computed by hand. Then the same steps are
+profiled (CPU and CUDA) with perfkit's torch handler, and perfkit's roofline view of the run
+(by op and input shapes) is printed beside the hand figures: its FLOPs and bytes per call, its
+device time per call, the precision it read off the kernels, the achieved rate, the datasheet
+peak it measured against, its share of the roofline and what it says bounds the op. A CHECK
+line per op says whether perfkit's FLOPs equal the hand count, its time per call is within 10%
+of the events' and its precision is the one the op ran in. Exit status 1 when a CHECK fails.
 
     python bench/bench_roofline_gpu.py            # needs a CUDA GPU
 """
@@ -40,6 +40,8 @@ CONV = (64, 256, 56, 56)
 #: The names the roofline view may give a matrix product and a convolution (the op it counts).
 MATMUL = ("aten::mm", "aten::matmul")
 CONVOLUTION = ("aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution")
+#: Calls timed back to back between two CUDA events.
+CALLS_PER_EVENT = 10
 #: A CHECK passes when perfkit's device time per call is within this share of the events'.
 TIME_TOLERANCE = 0.10
 
@@ -109,7 +111,11 @@ def call(op: Op) -> Any:
 
 
 def event_ms(op: Op, reps: int) -> float:
-    """The median time of one call of ``op`` on the GPU, by CUDA events, after 3 warm-ups."""
+    """The time of one call of ``op`` on the GPU, by CUDA events: the median over ``reps`` of
+    CALLS_PER_EVENT calls back to back between two events, after 3 warm-ups. Back to back, the
+    GPU runs the calls without waiting for the host between them, as in a step; one call alone
+    between two events also times the host's work before its kernel starts (cuDNN's, 10% of a
+    convolution's time on an H200)."""
     import torch
 
     for _ in range(3):
@@ -118,10 +124,11 @@ def event_ms(op: Op, reps: int) -> float:
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        call(op)
+        for _ in range(CALLS_PER_EVENT):
+            call(op)
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / CALLS_PER_EVENT)
     return statistics.median(times)
 
 
