@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 
 import numpy as np
 
@@ -124,7 +125,22 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
     the step's launches at once, so the host no longer paces the GPU and the step can shrink to
     the GPU's own time. Stated against the step without the profiler where the step timer
     timed it (the profiler slows the host, not the kernels).
+
+    Computed once per ``advise``: the low-gpu-utilization and cpu-bound-op rules leave it the
+    idle time and the host time it claims.
     """
+    # The context is held weakly: a later advise() gets a new one and computes afresh, and
+    # the run does not keep its context alive.
+    cached = ctx.run._cache.get("advice_launch_bound")
+    if cached is None or cached[0]() is not ctx:
+        cached = (weakref.ref(ctx), _launch_bound(ctx))
+        ctx.run._cache["advice_launch_bound"] = cached
+    found: Finding | None = cached[1]
+    return found
+
+
+def _launch_bound(ctx: Context) -> Finding | None:
+    """The launch-bound finding of ``ctx`` (``rule_launch_bound``), computed afresh."""
     if not ctx.has_device or not ctx.total_ns:
         return None
     ev = ctx.run.events
