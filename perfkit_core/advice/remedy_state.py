@@ -11,6 +11,8 @@ remedy changes, as each run recorded it.
   (``compiled.COMPILED_PREFIXES``), else ``eager``.
 - ``launch-bound`` (CUDA graphs): ``CUDA graphs`` when the run replayed graphs
   (``cudaGraphLaunch``), else ``eager``; None for a run without device work.
+- ``amp`` (mixed precision): ``tensor cores`` when a kernel of the run ran on them (the
+  kernel view's ``tensor_cores``), else ``fp32``; None for a run without kernels.
 
 ``perfkit compare`` reads the state in both runs: a remedy whose setting changed was acted on,
 one whose setting did not was not, whatever its time did (another change can shrink it: a
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
 
 SINGLE_PROCESS = "single-process"
 WORKER_PROCESSES = "worker processes"
+CUDA_GRAPHS = "CUDA graphs"
+TENSOR_CORES = "tensor cores"
 
 
 def _names_of_kind(run: Run, kind: str) -> set[str]:
@@ -88,9 +92,22 @@ def graph_state(run: Run) -> str | None:
     return CUDA_GRAPHS if launched else "eager"
 
 
-CUDA_GRAPHS = "CUDA graphs"
+def precision_state(run: Run) -> str | None:
+    """``tensor cores`` when a kernel of the run ran on tensor (or matrix) cores, else
+    ``fp32``; None for a run without kernels."""
+    import pandas as pd
+
+    from perfkit_core.views.kernels import tensor_core_kernels
+
+    names = _names_of_kind(run, "kernel")
+    if not names:
+        return None
+    on_tensor_cores = bool(tensor_core_kernels(pd.Series(sorted(names))).any())
+    return TENSOR_CORES if on_tensor_cores else "fp32"
+
+
 #: States that are a remedy already: a finding of a run in one of them asks for more of it.
-REMEDIED = frozenset({WORKER_PROCESSES, "fused", "compiled", CUDA_GRAPHS})
+REMEDIED = frozenset({WORKER_PROCESSES, "fused", "compiled", CUDA_GRAPHS, TENSOR_CORES})
 
 #: The state each remedy changes, by the finding's remedy key (else its id).
 STATES: dict[str, Callable[[Run], str | None]] = {
@@ -98,6 +115,7 @@ STATES: dict[str, Callable[[Run], str | None]] = {
     "optimizer": optimizer_implementation,
     "compile": compile_state,
     "launch-bound": graph_state,
+    "amp": precision_state,
 }
 
 
