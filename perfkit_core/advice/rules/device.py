@@ -293,9 +293,9 @@ def rule_amp(ctx: Context) -> Finding | None:
         ],
         cites={"kernel": [str(n) for n in top["name"]]},
         estimate=(
-            "The step less the one mixed precision leaves: the matrix ops' device time at the "
-            f"{low} tensor-core peak plus the casts it adds, but no shorter than the host's own "
-            "time plus the casts' dispatch. " + device_basis_text(step_basis(ctx))
+            f"What mixed precision takes off the step: the matrix ops' device time at the {low} "
+            "tensor-core peak, plus the casts it adds, until the host's own time and the casts' "
+            "dispatch set the step. " + device_basis_text(step_basis(ctx))
         ),
         evidence={
             "compute_capability": capability,
