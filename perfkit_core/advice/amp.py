@@ -34,6 +34,7 @@ import numpy as np
 
 from perfkit_core.advice.basis import step_basis
 from perfkit_core.advice.waits import gpu_busy, waiting_rows
+from perfkit_core.events.schema import str_contains
 from perfkit_core.events.trees import has_ancestor
 from perfkit_core.views.opcost import MODEL_KINDS
 
@@ -173,7 +174,7 @@ def _backward_rows(ev: pd.DataFrame) -> np.ndarray:
     gradient (``cudnn_convolution_backward_input``; traces that recorded no autograd nodes)."""
     parent = ev["parent"].to_numpy()
     under = has_ancestor(parent, (ev["kind"] == "backward").to_numpy())
-    named = ev["name"].astype(str).str.contains("backward", case=False).to_numpy()
+    named = str_contains(ev["name"], "backward", case=False)
     return under | named
 
 
