@@ -42,12 +42,20 @@ def waiting_rows(run: Run) -> np.ndarray:
     return np.union1d(sync_rows(events), copy_launches[copy_launches >= 0])
 
 
-def gpu_busy(ctx: Context) -> tuple[int, int]:
-    """(merged device busy ns within the steps, over all steps; kernel count)."""
+def busy_intervals(
+    ctx: Context,
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """(the device's work merged and clipped to the steps, the steps' window), each as (starts,
+    ends) arrays in ns: kernels, copies and sets on every stream."""
     ev = ctx.run.events
     sel = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
     window, _ = step_window(ctx.run)
-    busy = clip_to(start[sel], end[sel], window)
-    return int((busy[1] - busy[0]).sum()), int((ev["kind"] == "kernel").sum())
+    return clip_to(start[sel], end[sel], window), window
+
+
+def gpu_busy(ctx: Context) -> tuple[int, int]:
+    """(merged device busy ns within the steps, over all steps; kernel count)."""
+    busy, _ = busy_intervals(ctx)
+    return int((busy[1] - busy[0]).sum()), int((ctx.run.events["kind"] == "kernel").sum())

@@ -17,18 +17,15 @@ from perfkit_core.advice.text import (
     share_text,
     unprofiled_per_step_text,
 )
-from perfkit_core.advice.waits import gpu_busy, waiting_rows
+from perfkit_core.advice.waits import busy_intervals, gpu_busy, waiting_rows
 from perfkit_core.events import links
 from perfkit_core.events.intervals import (
-    clip_to,
     length,
     merge_intervals,
-    step_window,
     subtract_intervals,
 )
 from perfkit_core.events.names import short_name
 from perfkit_core.events.schema import str_contains
-from perfkit_core.views.common import DEVICE_KINDS
 
 #: launch-bound: median kernel shorter than this, GPU busy under LOW_GPU_UTIL_PCT, and host
 #: launch time above the kernels' device time.
@@ -59,11 +56,9 @@ def _unclaimed_idle(ctx: Context) -> tuple[float, float]:
     (placement)."""
     ev = ctx.run.events
     kind = ev["kind"].to_numpy()
-    device = (ev["stream"].to_numpy() >= 0) & np.isin(kind, list(DEVICE_KINDS))
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
-    window, _ = step_window(ctx.run)
-    busy = clip_to(start[device], end[device], window)
+    busy, window = busy_intervals(ctx)
     idle = subtract_intervals(window, busy)
     claimed = np.zeros(len(ev), dtype=bool)
     claimed[(kind == "dataloader") & (ev["stream"].to_numpy() < 0)] = True
