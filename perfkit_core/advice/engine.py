@@ -20,9 +20,10 @@ one remedy (``Finding.remedy_key``) are merged into one finding with one saving.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfkit_core.advice.combine import (
     merge_shared_remedies,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
     from perfkit_core.events.run import Run
 
+_T = TypeVar("_T")
 #: Advice needs at least this many recorded steps: one step (often the partial cycle a profiler
 #: flushes when the loop ends) holds too little to tell a steady cost from a one-time one.
 MIN_STEPS = 2
@@ -117,6 +119,19 @@ class Context:
             except ValueError:
                 continue
         return min(found) if found else None
+
+    def once(self, key: str, compute: Callable[[Context], _T]) -> _T:
+        """``compute(self)``, computed once per ``advise`` and held on the run under ``key``,
+        for results several rules read (the claims of one rule that others leave alone). The
+        context is held weakly: a later ``advise`` gets a new context and computes afresh (its
+        findings are new objects, whatever an earlier advise did to its own), and the run does
+        not keep its context alive."""
+        cached = self.run._cache.get(key)
+        if cached is None or cached[0]() is not self:
+            cached = (weakref.ref(self), compute(self))
+            self.run._cache[key] = cached
+        found: _T = cached[1]
+        return found
 
 
 @dataclass
