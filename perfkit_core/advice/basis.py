@@ -98,6 +98,19 @@ def device_basis_text(basis: Basis) -> str:
     return basis.text()
 
 
+def scaled_basis_text(basis: Basis) -> str:
+    """One sentence naming the basis of a saving made of host time the profiler slows with the
+    rest of the step (``Basis.scaled``): the recorded time scaled by the step without the
+    profiler over the profiled one where the step timer timed both."""
+    if basis.name == "unprofiled" and basis.profiled_step_ns > 0:
+        return (
+            f"Against the step without the profiler ({basis.step_ns / 1e6:.2f} ms, from the step "
+            f"timer); the recorded time is scaled by it over the profiled step "
+            f"({basis.profiled_step_ns / 1e6:.2f} ms), as the profiler slowed the whole step."
+        )
+    return basis.text()
+
+
 def step_basis(ctx: Context) -> Basis:
     """The basis of ``ctx``'s run (cached on the run): ``unprofiled`` when the step timer saved
     step times with and without the profiler (with the profiler's cost per event when it made

@@ -83,6 +83,13 @@ WITHIN_ERROR_NOTE = (
 )
 
 
+#: The headline's note when no finding promises any saving (each says why in its estimate).
+NO_SAVING_NOTE = (
+    "no finding promises a shorter step (each one's estimate says why): act on the advice "
+    "below for what it names, not for time."
+)
+
+
 def change_first(findings: list[Any] | None) -> tuple[Any | None, int]:
     """The finding the headline puts first, and its number among ``findings`` (from 1): the
     one with the largest saving that promises a saving (more than 0) beyond its estimate's
@@ -158,13 +165,15 @@ def headline(
 
 
 def _with_top(headline: Headline, findings: list[Any] | None) -> Headline:
-    """``headline`` with its finding (``change_first``), or, when every finding is within its
-    estimate's error, ``WITHIN_ERROR_NOTE``."""
+    """``headline`` with its finding (``change_first``), or, when no finding promises a
+    saving its estimate stands behind, why: ``WITHIN_ERROR_NOTE`` when some promise one within
+    their estimate's error, ``NO_SAVING_NOTE`` when none promises any."""
     top, number = change_first(findings)
     if top is not None:
         headline.finding, headline.finding_number = top, number
     elif findings:
-        headline.note = WITHIN_ERROR_NOTE
+        promising = any(f.saving_ns > 0 for f in findings)
+        headline.note = WITHIN_ERROR_NOTE if promising else NO_SAVING_NOTE
     return headline
 
 

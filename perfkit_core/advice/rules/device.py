@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-import weakref
+import textwrap
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from perfkit_core.events.schema import str_contains
 LAUNCH_BOUND_MAX_MEDIAN_KERNEL_NS = 20_000
 #: low-gpu-utilization: GPU busy under this share of step time.
 LOW_GPU_UTIL_PCT = 50.0
+#: ... and the idle time no other finding claims is at least this share of the step.
+LOW_GPU_UTIL_MIN_SAVING_PCT = 1.0
 #: amp: fp32 matmul/conv kernels take at least this share of kernel time, none on tensor cores.
 AMP_MIN_KERNEL_PCT = 20.0
 #: amp: GPUs below this CUDA compute capability (Pascal and older) have no tensor cores, so the
@@ -68,44 +70,60 @@ def _unclaimed_idle(ctx: Context) -> tuple[float, float]:
 
 
 def rule_low_gpu_utilization(ctx: Context) -> Finding | None:
-    """GPU busy (kernels, copies, sets, merged) under LOW_GPU_UTIL_PCT of the step.
+    """GPU busy (kernels, copies, sets, merged) under LOW_GPU_UTIL_PCT of the step, with at
+    least LOW_GPU_UTIL_MIN_SAVING_PCT of the step idle that no other finding claims.
 
     Saving: the GPU's idle time in the steps that no other finding claims (waiting for data,
     syncs and copies, slow kernel launches), an upper bound: a step cannot be shorter than its
-    busy time.
+    busy time. Stated against the step without the profiler where the step timer timed it:
+    the profiler slows the host, so its idle time in the profiled steps is longer than in the
+    user's; the device's busy time and the waits other findings claim are used as recorded.
     """
     if not ctx.has_device or not ctx.total_ns:
         return None
+    basis = step_basis(ctx)
     busy, _ = gpu_busy(ctx)
-    share = 100.0 * busy / ctx.total_ns
+    busy_step = ctx.per_step(busy)
+    share = 100.0 * busy_step / basis.step_ns if basis.step_ns > 0 else 100.0
     if share >= LOW_GPU_UTIL_PCT:
         return None
     idle, unclaimed = _unclaimed_idle(ctx)
+    if basis.name == "unprofiled":
+        idle_step = max(basis.step_ns - busy_step, 0.0)
+    else:
+        idle_step = ctx.per_step(idle)
+    claimed_step = min(ctx.per_step(idle - unclaimed), idle_step)
+    unclaimed_step = idle_step - claimed_step
     launch = rule_launch_bound(ctx)
-    if launch is not None:
-        unclaimed = max(unclaimed - float(launch.evidence["idle_claimed_ns"]), 0.0)
-    busy_step = ctx.per_step(busy)
+    if launch is not None:  # it claims the rest: the host's launches paced the device
+        unclaimed_step = max(unclaimed_step - launch.saving_ns, 0.0)
+    if 100.0 * unclaimed_step < LOW_GPU_UTIL_MIN_SAVING_PCT * basis.step_ns:
+        return None  # the other findings explain the idle time: their remedies are the advice
+    of = "the step without the profiler" if basis.name == "unprofiled" else "the step"
     return Finding(
         id="low-gpu-utilization",
-        title=f"The GPU is busy only {share:.1f}% of the step",
+        title=f"The GPU is busy only {share:.1f}% of {of}",
         severity="",
-        saving_ns=ctx.per_step(unclaimed),
+        saving_ns=unclaimed_step,
         details=[
-            f"The GPU ran kernels, copies or sets {per_step_text(busy_step, ctx.step_ns)}; it "
-            f"waited {duration_text(ctx.per_step(idle))} per step.",
-            f"{duration_text(ctx.per_step(unclaimed))} per step of that wait is not explained "
+            f"The GPU ran kernels, copies or sets {duration_text(busy_step)} per step "
+            f"({share_text(busy_step, basis.step_ns)} of {of}); it waited "
+            f"{duration_text(idle_step)} per step.",
+            f"{duration_text(unclaimed_step)} per step of that wait is not explained "
             "by waiting for data, syncs, copies or slow kernel launches (the other findings "
             "claim those).",
         ],
         estimate=(
             "Upper bound: the GPU's idle time in the steps that no other finding claims (a step "
-            "cannot be shorter than its busy time)."
+            "cannot be shorter than its busy time). " + device_basis_text(basis)
         ),
         evidence={
             "gpu_busy_per_step_ns": busy_step,
             "gpu_busy_pct": share,
-            "gpu_idle_per_step_ns": ctx.per_step(idle),
-            "unclaimed_idle_per_step_ns": ctx.per_step(unclaimed),
+            "gpu_idle_per_step_ns": idle_step,
+            "unclaimed_idle_per_step_ns": unclaimed_step,
+            "basis": basis.name,
+            "basis_step_ns": basis.step_ns,
         },
         acts_on="device",
     )
@@ -124,14 +142,7 @@ def rule_launch_bound(ctx: Context) -> Finding | None:
     Computed once per ``advise``: the low-gpu-utilization and cpu-bound-op rules leave it the
     idle time and the host time it claims.
     """
-    # The context is held weakly: a later advise() gets a new one and computes afresh, and
-    # the run does not keep its context alive.
-    cached = ctx.run._cache.get("advice_launch_bound")
-    if cached is None or cached[0]() is not ctx:
-        cached = (weakref.ref(ctx), _launch_bound(ctx))
-        ctx.run._cache["advice_launch_bound"] = cached
-    found: Finding | None = cached[1]
-    return found
+    return ctx.once("advice_launch_bound", _launch_bound)
 
 
 def _launch_bound(ctx: Context) -> Finding | None:
@@ -266,11 +277,27 @@ def rule_amp(ctx: Context) -> Finding | None:
             else "the GPU, not the host, sets the step."
         )
     )
+    # Where the host paces the step, the framework's AMP recipe would not pay: the remedy
+    # says what would, and when to come back to mixed precision.
+    remedy = (
+        textwrap.fill(
+            "Not yet: the host's own work sets this step, so mixed precision would not "
+            "shorten it. Shorten the host's part first: CUDA graphs or a compiler (torch.compile, "
+            "paddle.jit.to_static) for many small ops, a larger batch per step, and the host "
+            "findings of this report, if any. "
+            "Once the GPU paces the step, profile again: this finding will then state what "
+            "mixed precision saves and how to turn it on.",
+            width=92,
+        )
+        if est.saving_ns <= 0
+        else ""
+    )
     return Finding(
         id="amp",
         title=title,
         severity="",
         saving_ns=est.saving_ns,
+        remedy=remedy,
         acts_on="device",
         details=[
             f"Matmul and convolution kernels ran {duration_text(ctx.per_step(heavy_ns))} of "

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfkit_core.advice.basis import scaled_basis_text, step_basis
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import duration_text, per_step_text
 from perfkit_core.advice.waits import sync_rows, waiting_rows
@@ -71,7 +72,8 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
     which takes at least CPU_BOUND_MIN_STEP_PCT of step time. Ops whose host time is mostly
     waiting on the device (syncs, copies) are left to the placement rule.
 
-    Saving: the op's host time beyond its device time (``cpu_total - gpu_total``).
+    Saving: the op's host time beyond its device time (``cpu_total - gpu_total``), scaled to
+    the step without the profiler where the step timer timed it (``Basis.scaled``).
 
     Where the launch-bound finding fires, ops whose device work per call is as short as a
     launch-bound kernel are its: their host time is the launches it claims, and its remedy
@@ -85,6 +87,7 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
     )
 
     launch_bound = rule_launch_bound(ctx) is not None
+    basis = step_basis(ctx)
     ops = _ops_table(ctx)
     waiting = _sync_time_by_op(ctx)
     findings = []
@@ -109,14 +112,17 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
                 id=f"cpu-bound-op:{name}",
                 title=f"{name} spends {100.0 * host_only / cpu:.0f}% of its time on the host ({100.0 * ctx.per_step(cpu) / ctx.step_ns:.1f}% of the step)",
                 severity="",
-                saving_ns=ctx.per_step(host_only),
+                saving_ns=basis.scaled(ctx.per_step(host_only)),
                 details=[
                     f"{name}: {ctx.per_step(int(row['calls'])):g} calls per step, "
                     f"{per_step_text(ctx.per_step(cpu), ctx.step_ns)} on the host, of which the "
                     f"device work it launched matches only {duration_text(ctx.per_step(gpu))} per "
                     "step."
                 ],
-                estimate="The op's host time beyond the device time it launched.",
+                estimate=(
+                    "The op's host time beyond the device time it launched. "
+                    + scaled_basis_text(basis)
+                ),
                 cites={"operator": [name]},
                 evidence={
                     "op": name,
@@ -124,6 +130,8 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
                     "cpu_total_ns": cpu,
                     "gpu_total_ns": gpu,
                     "cpu_self_ns": float(row["cpu_self_ns"]),
+                    "basis": basis.name,
+                    "basis_step_ns": basis.step_ns,
                 },
             )
         )
@@ -188,7 +196,8 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     Saving: the device's idle time around those syncs and copies: from the device's last work
     before each one returns to its next work after (the pipeline drained and refilled), at most
     the time the host was blocked in it. Device work the host waited for still has to run, so
-    it is not counted.
+    it is not counted. Scaled to the step without the profiler where the step timer timed it
+    (``Basis.scaled``): the host's pace sets the idle time, and the profiler slows it.
     """
     if not ctx.has_device or not ctx.total_ns:
         return None
@@ -277,6 +286,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
         for name, a in ranked[:5]
     ]
     top = ops[0]["op"]
+    basis = step_basis(ctx)
     copies = sum(a["dtoh"] for a in culprits.values()) / steps
     sync_count = sum(a["syncs"] for a in culprits.values()) / steps
     details = [
@@ -293,14 +303,15 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
             if len(ops) > 1
             else f"{top} forces device-to-host copies or syncs every step",
             severity="",
-            saving_ns=saving / steps,
+            saving_ns=basis.scaled(saving / steps),
             details=details,
             cites={"operator": [o["op"] for o in ops]},
             acts_on="device",
             estimate=(
                 "The device's idle time around the syncs and copies (from its last work before "
                 "each returns to its next work after), at most the time the host was blocked; "
-                "device work the host waited for still has to run and is not counted."
+                "device work the host waited for still has to run and is not counted. "
+                + scaled_basis_text(basis)
             ),
             evidence={
                 "ops": ops,
@@ -308,6 +319,8 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
                 "syncs_per_step": sync_count,
                 "blocked_per_step_ns": blocked / steps,
                 "device_idle_per_step_ns": saving / steps,
+                "basis": basis.name,
+                "basis_step_ns": basis.step_ns,
             },
         )
     ]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfkit_core.advice.basis import device_basis_text, step_basis
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import duration_text
 from perfkit_core.views.opcost import MODEL_KINDS
@@ -59,10 +60,6 @@ def _table(ctx: Context) -> tuple[pd.DataFrame, Peaks] | None:
     return found
 
 
-def _mean_step(ctx: Context) -> float:
-    return float(ctx.step_ns)
-
-
 class _Claims:
     """The op calls (event-table rows) the rules of this module claimed so far in one
     ``advise``, in rule order: each call is claimed once."""
@@ -75,13 +72,12 @@ class _Claims:
 
 
 def _findings(ctx: Context) -> dict[str, Finding | None]:
-    """Every finding of this module for ``ctx``, computed once per context in rule order (each
-    op call claimed by the first rule that finds it)."""
-    cache = ctx.run._cache.setdefault("advice_roofline_findings", {})
-    found = cache.get(id(ctx))
-    if found is None:
+    """Every finding of this module for ``ctx``, computed once per ``advise`` in rule order
+    (each op call claimed by the first rule that finds it)."""
+
+    def compute(ctx: Context) -> dict[str, Finding | None]:
         claims = _Claims()
-        found = {
+        return {
             rule: function(ctx, claims)
             for rule, function in (
                 ("tensor-cores-unused", _tensor_cores_unused),
@@ -90,9 +86,13 @@ def _findings(ctx: Context) -> dict[str, Finding | None]:
                 ("unfused-elementwise", _unfused_elementwise),
             )
         }
-        cache.clear()  # one context at a time: a later advise() computes afresh
-        cache[id(ctx)] = found
-    return found
+
+    return ctx.once("advice_roofline_findings", compute)
+
+
+def _pct_text(pct: float) -> str:
+    """A share of the roofline bound in whole percent; ``under 1%`` where it rounds to 0."""
+    return "under 1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
 
 
 def _finding(
@@ -107,10 +107,13 @@ def _finding(
     evidence: dict[str, Any],
 ) -> Finding | None:
     """A finding of ``rule`` about the op calls ``picked`` (over all steps), saving
-    ``saving_total`` over all steps, or None when that is under MIN_SAVING_STEP_PCT a step."""
+    ``saving_total`` over all steps, or None when that is under MIN_SAVING_STEP_PCT a step.
+    The saving is device time, which the profiler does not slow: it is stated against the
+    step without the profiler where the step timer timed it (``device_basis_text``)."""
     steps = max(ctx.steps, 1)
     saving = saving_total / steps
-    step = _mean_step(ctx)
+    basis = step_basis(ctx)
+    step = basis.step_ns
     if not step or 100.0 * saving / step < MIN_SAVING_STEP_PCT:
         return None
     claims.rows.update(int(r) for r in picked["row"])
@@ -123,7 +126,7 @@ def _finding(
     )
     lines = [detail] + [
         f"{name}: {r.calls / steps:.0f} calls and {duration_text(r.time_ns / steps)} per step, "
-        f"{100.0 * r.bound_ns / r.time_ns:.0f}% of its roofline bound."
+        f"{_pct_text(100.0 * r.bound_ns / r.time_ns)} of its roofline bound."
         for name, r in by_op.head(3).iterrows()
     ]
     return Finding(
@@ -133,7 +136,7 @@ def _finding(
         saving_ns=saving,
         acts_on="device",
         details=lines,
-        estimate=estimate,
+        estimate=f"{estimate} {device_basis_text(basis)}",
         cites={"roofline": [str(n) for n in by_op.index[:5]]},
         evidence={
             **evidence,
@@ -146,6 +149,8 @@ def _finding(
                 for n, r in by_op.head(5).iterrows()
             ],
             "time_per_step_ns": float(picked["time_ns"].sum()) / steps,
+            "basis": basis.name,
+            "basis_step_ns": basis.step_ns,
         },
     )
 
