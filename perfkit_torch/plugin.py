@@ -242,9 +242,15 @@ def perfkit_layer_spans_fix(framework: str) -> str | None:
 def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | None:
     """The optimizer finding's saving from a replay of its recorded parameter shapes; the
     input-pipeline finding's with the cost of handing a batch to a loader worker measured; the
-    compile findings' (python-overhead, small-ops) with a compiled graph's costs measured."""
+    compile findings' (python-overhead, small-ops) with a compiled graph's costs measured; the
+    amp finding's with its recorded GEMM shapes timed in fp32 and the proposed precision on
+    the GPU the run recorded, where this machine has it."""
     if framework != "torch":
         return None
+    if finding.rule == "amp":
+        from perfkit_torch.replay_amp import measure_amp
+
+        return measure_amp(finding)
     if finding.rule in ("python-overhead", "small-ops"):
         from perfkit_torch.replay_compile import measure_compile
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perfkit_core.advice.amp import replayed_amp_saving
 from perfkit_core.advice.compiled import (
     COMPILED_CALL_NS,
     FUSED_FLOP_NS,
@@ -78,6 +79,7 @@ __all__ = [
     "replay_figures",
     "replay_optimizer",
     "replay_slowdown_evidence",
+    "replayed_amp_saving",
     "run_loader_batch_cost",
     "run_loader_receive_cost",
     "run_thread_op_cost",

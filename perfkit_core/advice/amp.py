@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,6 +64,8 @@ FP32_OPS = (
     r"layer_norm|group_norm|softmax|cross_entropy|nll_loss|mse_loss|l1_loss|binary_cross_entropy"
 )
 _FLOAT32 = re.compile(r'"(?:float|float32|Float)"')
+#: The GEMM shapes an amp finding keeps for a replay, longest first.
+REPLAY_MAX_SHAPES = 16
 
 
 @dataclass
@@ -91,6 +93,16 @@ class AmpSaving:
     saving_ns: float
     bandwidth_share: float
     target: str
+    #: The GEMMs among the costed matrix ops, for a replay: ``[m, n, k, calls per step,
+    #: recorded ns per step]`` per shape, longest first (at most ``REPLAY_MAX_SHAPES``).
+    gemms: list[list[float]] = field(default_factory=list)
+    #: The costed matrix ops' recorded time per step: of every shape in ``gemms``, and of the
+    #: rest (convolutions, shapes left out) with the model's time for them in ``target``.
+    gemm_ns: float = 0.0
+    other_ns: float = 0.0
+    other_after_ns: float = 0.0
+    #: The device's busy time per step (kernels, copies, sets, merged).
+    busy_ns: float = 0.0
 
 
 def amp_saving(ctx: Context, heavy_ns: float, target: str) -> AmpSaving:
@@ -104,6 +116,8 @@ def amp_saving(ctx: Context, heavy_ns: float, target: str) -> AmpSaving:
     found = _table(ctx)
     speedup, how, share = AMP_SPEEDUP, "constant", math.nan
     cast_elements, forward_inputs, fp32_ops, costed = 0.0, 0.0, 0.0, 0.0
+    gemms: list[list[float]] = []
+    gemm_total, other_total, other_after = 0.0, 0.0, 0.0
     if found is not None:
         table, peaks = found
         picked = table[np.isin(table["kind"], MODEL_KINDS) & (table["precision"] == "fp32")]
@@ -120,6 +134,10 @@ def amp_saving(ctx: Context, heavy_ns: float, target: str) -> AmpSaving:
             forward = ~backward[rows]
             m, n, k = (picked[c].to_numpy(dtype=float) for c in ("gemm_m", "gemm_n", "gemm_k"))
             known = (m > 0) & (n > 0) & (k > 0)
+            gemms, replayed = _gemm_shapes(picked, known, ctx.steps)
+            gemm_total = float(time[replayed].sum())
+            other_total = float(time[~replayed].sum())
+            other_after = float(new[~replayed].sum())
             # A GEMM casts its inputs (M x K and K x N) and its weight's gradient back (K x N);
             # a convolution its inputs, two thirds of the bytes it moves in fp32.
             inputs = np.where(known, m * k + 2 * k * n, picked["bytes"].to_numpy() / 4 * 2 / 3)
@@ -166,7 +184,70 @@ def amp_saving(ctx: Context, heavy_ns: float, target: str) -> AmpSaving:
         saving_ns=max(step - max(gpu_bound, host_bound), 0.0),
         bandwidth_share=share,
         target=target,
+        gemms=gemms,
+        gemm_ns=gemm_total / steps,
+        other_ns=other_total / steps,
+        other_after_ns=other_after / steps,
+        busy_ns=ctx.per_step(busy),
     )
+
+
+def _gemm_shapes(
+    picked: pd.DataFrame, known: np.ndarray, steps: int
+) -> tuple[list[list[float]], np.ndarray]:
+    """(``[m, n, k, calls per step, recorded ns per step]`` of the GEMM shapes among
+    ``picked`` (the costed fp32 matrix ops) with known dimensions, longest first, at most
+    REPLAY_MAX_SHAPES; which rows of ``picked`` they hold)."""
+    gemm = known & (picked["kind"].to_numpy() == "gemm")
+    if not gemm.any():
+        return [], gemm
+    rows = picked[gemm]
+    grouped = (
+        rows.groupby(["gemm_m", "gemm_n", "gemm_k"])
+        .agg(calls=("time_ns", "size"), time_ns=("time_ns", "sum"))
+        .sort_values("time_ns", ascending=False)
+        .head(REPLAY_MAX_SHAPES)
+    )
+    kept = set(grouped.index)
+    steps = max(steps, 1)
+    shapes = [
+        [float(m), float(n), float(k), float(r.calls) / steps, float(r.time_ns) / steps]
+        for (m, n, k), r in grouped.iterrows()
+    ]
+    dims = zip(
+        picked["gemm_m"].to_numpy(),
+        picked["gemm_n"].to_numpy(),
+        picked["gemm_k"].to_numpy(),
+        strict=True,
+    )
+    in_kept = np.array([tuple(d) in kept for d in dims], dtype=bool)
+    return shapes, gemm & in_kept
+
+
+def replayed_amp_saving(evidence: dict[str, Any], gemm_speedup: float) -> dict[str, float]:
+    """The amp estimate of an ``amp`` finding's ``evidence`` again, with the GEMMs a replay
+    timed ``gemm_speedup`` times faster in the proposed precision (the replay gives the ratio,
+    the run the time): the other costed matrix ops keep the model's time, the casts and the
+    host's floor stay. ``{"speedup", "matrix_ops_after_per_step_ns", "gpu_bound_step_ns",
+    "saving_ns"}``, ns per step."""
+    gemm = float(evidence["gemm_costed_per_step_ns"])
+    other = float(evidence["other_costed_per_step_ns"])
+    after_costed = gemm / gemm_speedup + float(evidence["other_after_per_step_ns"])
+    speedup = (gemm + other) / after_costed if after_costed > 0 else math.inf
+    matmul = float(evidence["matrix_ops_per_step_ns"])
+    after = matmul / speedup
+    step = float(evidence["basis_step_ns"])
+    gpu_bound = step - min(
+        matmul - after - float(evidence["cast_gpu_per_step_ns"]),
+        float(evidence["gpu_busy_per_step_ns"]),
+    )
+    saving = max(step - max(gpu_bound, float(evidence["host_bound_step_ns"])), 0.0)
+    return {
+        "speedup": speedup,
+        "matrix_ops_after_per_step_ns": after,
+        "gpu_bound_step_ns": gpu_bound,
+        "saving_ns": saving,
+    }
 
 
 def _backward_rows(ev: pd.DataFrame) -> np.ndarray:

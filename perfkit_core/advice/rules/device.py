@@ -335,6 +335,13 @@ def rule_amp(ctx: Context) -> Finding | None:
             "host_per_step_ns": est.host_ns,
             "gpu_bound_step_ns": est.gpu_bound_ns,
             "host_bound_step_ns": est.host_bound_ns,
+            "gpu_busy_per_step_ns": est.busy_ns,
+            # for a replay of the products (``perfkit_core.advice.amp.replayed_amp_saving``)
+            "gemm_shapes": est.gemms,
+            "gemm_costed_per_step_ns": est.gemm_ns,
+            "other_costed_per_step_ns": est.other_ns,
+            "other_after_per_step_ns": est.other_after_ns,
+            "devices": sorted({str(d.get("name")) for d in ctx.devices if d.get("name")}),
             "basis": step_basis(ctx).name,
             "basis_step_ns": est.step_ns,
         },

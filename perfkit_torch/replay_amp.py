@@ -1,0 +1,134 @@
+"""The ``amp`` finding's replay (``perfkit advise --measure``): the GEMMs of the shapes the run
+recorded, in fp32 as they ran and in the precision the remedy proposes, timed on this machine's
+GPU. The replay gives each shape's speed-up; the run gives each shape's time; the casts
+autocast adds and the host's floor stay as the model has them
+(``perfkit_core.advice.amp.replayed_amp_saving``)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+#: Timed rounds per shape and precision (the median is kept), and calls per round.
+AMP_REPLAY_ROUNDS = 5
+AMP_REPLAY_CALLS = 10
+#: Shapes whose fp32 operands and product would take more device memory than this are not
+#: replayed; the others' speed-up stands for them.
+AMP_REPLAY_MAX_BYTES = 4 * 2**30
+
+
+def _timed(call: Callable[[], Any], sync: Callable[[], None], calls: int) -> float:
+    """ns per call of ``calls`` calls of ``call``, the device synchronised before and after."""
+    sync()
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        call()
+    sync()
+    return (time.perf_counter_ns() - start) / calls
+
+
+def gemm_speedups(
+    shapes: list[list[float]],
+    device: str,
+    low: str,
+    *,
+    rounds: int = AMP_REPLAY_ROUNDS,
+    calls: int = AMP_REPLAY_CALLS,
+) -> list[tuple[list[float], float, float]]:
+    """``(shape, fp32 ns per call, ns per call in low)`` for each ``[m, n, k, ...]`` of
+    ``shapes`` that fits AMP_REPLAY_MAX_BYTES: an (m x k) by (k x n) product on ``device``, in
+    float32 without TF32 (as a run whose products the profiler read as fp32 ran them) and in
+    ``low`` (``bfloat16`` or ``float16``) on operands already cast, the two timed in turn,
+    ``rounds`` rounds of ``calls`` calls each (medians)."""
+    import torch
+
+    dtype = getattr(torch, low)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    out = []
+    try:
+        for shape in shapes:
+            m, n, k = (int(v) for v in shape[:3])
+            if 4 * (m * k + k * n + m * n) > AMP_REPLAY_MAX_BYTES:
+                continue
+            a = torch.randn(m, k, device=device)
+            b = torch.randn(k, n, device=device)
+            a_low, b_low = a.to(dtype), b.to(dtype)
+            variants = {
+                "fp32": lambda a=a, b=b: torch.matmul(a, b),
+                "low": lambda a=a_low, b=b_low: torch.matmul(a, b),
+            }
+            for call in variants.values():
+                _timed(call, sync, 2)  # warm-up: the library picks its kernels
+            timed: dict[str, list[float]] = {name: [] for name in variants}
+            for _ in range(rounds):
+                for name, call in variants.items():
+                    timed[name].append(_timed(call, sync, calls))
+            out.append((shape, statistics.median(timed["fp32"]), statistics.median(timed["low"])))
+            del a, b, a_low, b_low
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved[0]
+        torch.set_float32_matmul_precision(saved[1])
+    return out
+
+
+def measure_amp(finding: Any, device: str | None = None) -> dict[str, Any] | None:
+    """The amp finding's saving with its GEMMs' speed-up replayed (``gemm_speedups``) on
+    ``device``: by default this machine's CUDA GPU, only when it is the GPU the run recorded
+    (another GPU's speed-up would not be the run's). None without a GPU, recorded GEMM shapes
+    or a shape that fits."""
+    import torch
+
+    from perfkit_core.advice import replayed_amp_saving
+
+    evidence = finding.evidence
+    shapes = evidence.get("gemm_shapes") or []
+    if not shapes or not evidence.get("gemm_costed_per_step_ns"):
+        return None
+    if device is None:
+        if not torch.cuda.is_available():
+            return None
+        name = torch.cuda.get_device_name()
+        if evidence.get("devices") and name not in evidence["devices"]:
+            return None
+        device = "cuda"
+    else:
+        name = device
+    low = "bfloat16" if str(evidence.get("target_precision", "")).startswith("bf16") else "float16"
+    try:
+        timed = gemm_speedups(shapes, device, low)
+    except (RuntimeError, ValueError):  # out of memory, a dtype the device lacks
+        return None
+    if not timed:
+        return None
+    # the replay gives each shape's speed-up, the run its recorded time
+    recorded = sum(float(shape[4]) for shape, _, _ in timed)
+    after = sum(float(shape[4]) * low_ns / fp32_ns for shape, fp32_ns, low_ns in timed)
+    if recorded <= 0 or after <= 0:
+        return None
+    speedup = recorded / after
+    parts = replayed_amp_saving(evidence, speedup)
+    short = "bf16" if low == "bfloat16" else "fp16"
+    return {
+        "saving_ns": parts["saving_ns"],
+        "estimate": (
+            f"Replayed on {name}: the {len(timed)} recorded GEMM shapes ran at {speedup:.2f}x "
+            f"their fp32 speed in {short} (weighted by their recorded time), so the matrix ops "
+            f"would take {parts['matrix_ops_after_per_step_ns'] / 1e6:.3f} ms per step; the "
+            f"rest as modelled. {finding.estimate}"
+        ),
+        "evidence": {
+            "measured": "replay",
+            "speedup": parts["speedup"],
+            "speedup_from": "replay",
+            "matrix_ops_after_per_step_ns": parts["matrix_ops_after_per_step_ns"],
+            "gpu_bound_step_ns": parts["gpu_bound_step_ns"],
+            "replay_gemm_speedup": speedup,
+            "replay_device": name,
+            "replay_gemms": [[*shape[:3], fp32_ns, low_ns] for shape, fp32_ns, low_ns in timed],
+        },
+    }
