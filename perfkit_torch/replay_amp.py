@@ -1,8 +1,8 @@
-"""The ``amp`` finding's replay (``perfkit advise --measure``): the GEMMs of the shapes the run
-recorded, in fp32 as they ran and in the precision the remedy proposes, timed on this machine's
-GPU. The replay gives each shape's speed-up; the run gives each shape's time; the casts
-autocast adds and the host's floor stay as the model has them
-(``perfkit_core.advice.amp.replayed_amp_saving``)."""
+"""The ``amp`` finding's replay (``perfkit advise --measure``) on this machine's GPU: the GEMMs
+of the shapes the run recorded, in fp32 as they ran and in the precision the remedy proposes
+(the replay gives each shape's speed-up, the run each shape's time), and the host time
+autocast adds per cast. The casts' device time and the host's own time stay as the model has
+them (``perfkit_core.advice.amp.replayed_amp_saving``)."""
 
 from __future__ import annotations
 
@@ -76,6 +76,61 @@ def gemm_speedups(
     return out
 
 
+#: The cast replay's model: this many Linear(CAST_REPLAY_WIDTH, CAST_REPLAY_WIDTH) layers on a
+#: batch of CAST_REPLAY_BATCH rows, small enough that the host paces its steps; steps per
+#: round, rounds (the median is kept).
+CAST_REPLAY_LAYERS = 8
+CAST_REPLAY_WIDTH = 16
+CAST_REPLAY_BATCH = 4
+CAST_REPLAY_STEPS = 20
+
+
+def cast_host_ns(
+    device: str,
+    low: str,
+    *,
+    rounds: int = AMP_REPLAY_ROUNDS,
+    steps: int = CAST_REPLAY_STEPS,
+) -> float:
+    """The host time autocast adds per cast on ``device``, forward and backward, counted as
+    the amp model counts them (``perfkit_core.advice.amp``: two per floating input of a
+    forward matrix op recorded in fp32): a small MLP, whose steps its host paces, trained in
+    fp32 and under autocast to ``low`` in turn (``rounds`` rounds of ``steps`` steps, the
+    device synchronised at the end of each), its step's difference over its counted casts; 0
+    when autocast made it no slower."""
+    import torch
+
+    dtype = getattr(torch, low)
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    sync = torch.cuda.synchronize if device_type == "cuda" else (lambda: None)
+    layers = [
+        torch.nn.Linear(CAST_REPLAY_WIDTH, CAST_REPLAY_WIDTH) for _ in range(CAST_REPLAY_LAYERS)
+    ]
+    model = torch.nn.Sequential(*layers).to(device)
+    x = torch.randn(CAST_REPLAY_BATCH, CAST_REPLAY_WIDTH, device=device)
+
+    def fp32() -> None:
+        model(x).sum().backward()
+
+    def autocast() -> None:
+        with torch.autocast(device_type, dtype=dtype):
+            y = model(x)
+        y.float().sum().backward()
+
+    variants = {"fp32": fp32, "autocast": autocast}
+    for step in variants.values():
+        _timed(step, sync, 3)
+    timed: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, step in variants.items():
+            timed[name].append(_timed(step, sync, steps))
+    # each layer's input, weight and bias are floating inputs of a matrix op, and the model
+    # counts a cast forward and one backward for each
+    counted = 2 * 3 * CAST_REPLAY_LAYERS
+    added = statistics.median(timed["autocast"]) - statistics.median(timed["fp32"])
+    return max(added, 0.0) / counted
+
+
 def measure_amp(finding: Any, device: str | None = None) -> dict[str, Any] | None:
     """The amp finding's saving with its GEMMs' speed-up replayed (``gemm_speedups``) on
     ``device``: by default this machine's CUDA GPU, only when it is the GPU the run recorded
@@ -101,6 +156,7 @@ def measure_amp(finding: Any, device: str | None = None) -> dict[str, Any] | Non
     low = "bfloat16" if str(evidence.get("target_precision", "")).startswith("bf16") else "float16"
     try:
         timed = gemm_speedups(shapes, device, low)
+        cast_ns = cast_host_ns(device, low)
     except (RuntimeError, ValueError):  # out of memory, a dtype the device lacks
         return None
     if not timed:
@@ -111,15 +167,18 @@ def measure_amp(finding: Any, device: str | None = None) -> dict[str, Any] | Non
     if recorded <= 0 or after <= 0:
         return None
     speedup = recorded / after
-    parts = replayed_amp_saving(evidence, speedup)
+    parts = replayed_amp_saving(evidence, speedup, cast_ns)
     short = "bf16" if low == "bfloat16" else "fp16"
     return {
         "saving_ns": parts["saving_ns"],
         "estimate": (
             f"Replayed on {name}: the {len(timed)} recorded GEMM shapes ran at {speedup:.2f}x "
             f"their fp32 speed in {short} (weighted by their recorded time), so the matrix ops "
-            f"would take {parts['matrix_ops_after_per_step_ns'] / 1e6:.3f} ms per step; the "
-            f"rest as modelled. {finding.estimate}"
+            f"would take {parts['matrix_ops_after_per_step_ns'] / 1e6:.3f} ms per step. Each "
+            f"cast autocast adds cost the host {cast_ns / 1e3:.1f} us there (a small MLP's step "
+            f"in fp32 and under autocast), {parts['cast_host_per_step_ns'] / 1e6:.3f} ms per "
+            f"step for this run's {float(evidence.get('casts_per_step', 0)):.0f} casts. The "
+            f"rest as modelled: {finding.estimate}"
         ),
         "evidence": {
             "measured": "replay",
@@ -127,6 +186,9 @@ def measure_amp(finding: Any, device: str | None = None) -> dict[str, Any] | Non
             "speedup_from": "replay",
             "matrix_ops_after_per_step_ns": parts["matrix_ops_after_per_step_ns"],
             "gpu_bound_step_ns": parts["gpu_bound_step_ns"],
+            "cast_host_per_step_ns": parts["cast_host_per_step_ns"],
+            "host_bound_step_ns": parts["host_bound_step_ns"],
+            "replay_cast_host_ns": cast_ns,
             "replay_gemm_speedup": speedup,
             "replay_device": name,
             "replay_gemms": [[*shape[:3], fp32_ns, low_ns] for shape, fp32_ns, low_ns in timed],

@@ -14,6 +14,7 @@ pytest.importorskip("torch")
 
 import perfkit_core
 from perfkit_core.advice import replayed_amp_saving
+from perfkit_core.advice.amp import AMP_CAST_HOST_NS
 
 H200 = Path(__file__).parent / "data" / "torch_gpu_h200"
 
@@ -41,6 +42,12 @@ def test_the_model_speedup_gives_the_models_saving_and_none_gives_nothing(amp_fi
     gemm_after = costed / ev["speedup"] - ev["other_after_per_step_ns"]
     model = replayed_amp_saving(ev, ev["gemm_costed_per_step_ns"] / gemm_after)
     assert model["saving_ns"] == pytest.approx(amp_finding.saving_ns, rel=1e-9)
+    # the model's cast cost given as a replay's gives the model's figures
+    same = replayed_amp_saving(ev, ev["gemm_costed_per_step_ns"] / gemm_after, AMP_CAST_HOST_NS)
+    assert same["host_bound_step_ns"] == pytest.approx(ev["host_bound_step_ns"], rel=1e-9)
+    # free casts lower the host's floor by their host time
+    free = replayed_amp_saving(ev, ev["gemm_costed_per_step_ns"] / gemm_after, 0.0)
+    assert free["host_bound_step_ns"] == pytest.approx(ev["host_per_step_ns"], rel=1e-9)
     # products no faster: the casts cost the device more than nothing, so nothing is saved
     assert replayed_amp_saving(ev, 1.0)["saving_ns"] == 0.0
     # twice as fast as the model says: the host's floor holds the step, as the model's did
@@ -68,9 +75,55 @@ def test_a_replay_times_real_products_and_states_the_saving_they_give(amp_findin
     # the speed-up: each shape's replayed ratio, weighted by its recorded time
     after = 2.0e7 * timed[0][4] / timed[0][3] + 1.0e6 * timed[1][4] / timed[1][3]
     assert ev["replay_gemm_speedup"] == pytest.approx(2.1e7 / after, rel=1e-9)
-    expected = replayed_amp_saving(finding.evidence, ev["replay_gemm_speedup"])
+    cast_ns = ev["replay_cast_host_ns"]
+    expected = replayed_amp_saving(finding.evidence, ev["replay_gemm_speedup"], cast_ns)
     assert result["saving_ns"] == pytest.approx(expected["saving_ns"], rel=1e-9)
+    assert ev["cast_host_per_step_ns"] == pytest.approx(
+        finding.evidence["casts_per_step"] * cast_ns, rel=1e-9
+    )
+    assert ev["host_bound_step_ns"] == pytest.approx(
+        finding.evidence["host_per_step_ns"] + ev["cast_host_per_step_ns"], rel=1e-9
+    )
     assert result["estimate"].startswith("Replayed on cpu: the 2 recorded GEMM shapes")
+
+
+def test_the_cast_replay_measures_what_autocast_adds_to_a_host_paced_step():
+    """A small MLP whose host paces its step, trained in fp32 and under CPU autocast: the
+    difference per counted cast is positive, and recomputed here from the same two loops."""
+    import statistics
+    import time
+
+    import torch
+
+    from perfkit_torch import replay_amp
+
+    measured = replay_amp.cast_host_ns("cpu", "bfloat16")
+    assert measured > 0
+    # the same two loops, timed here: the difference over the casts the model counts
+    torch.manual_seed(0)
+    width, layers = replay_amp.CAST_REPLAY_WIDTH, replay_amp.CAST_REPLAY_LAYERS
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    x = torch.randn(replay_amp.CAST_REPLAY_BATCH, width)
+
+    def fp32():
+        model(x).sum().backward()
+
+    def autocast():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = model(x)
+        y.float().sum().backward()
+
+    rounds = {"fp32": [], "autocast": []}
+    for _ in range(7):
+        for name, step in (("fp32", fp32), ("autocast", autocast)):
+            start = time.perf_counter_ns()
+            for _ in range(20):
+                step()
+            rounds[name].append((time.perf_counter_ns() - start) / 20)
+    again = (statistics.median(rounds["autocast"]) - statistics.median(rounds["fp32"])) / (
+        6 * layers
+    )
+    assert 0.33 < measured / again < 3.0  # one machine, two timings: the same order
 
 
 def test_without_the_runs_gpu_the_model_stands(amp_finding):

@@ -224,12 +224,16 @@ def _gemm_shapes(
     return shapes, gemm & in_kept
 
 
-def replayed_amp_saving(evidence: dict[str, Any], gemm_speedup: float) -> dict[str, float]:
+def replayed_amp_saving(
+    evidence: dict[str, Any], gemm_speedup: float, cast_host_ns: float | None = None
+) -> dict[str, float]:
     """The amp estimate of an ``amp`` finding's ``evidence`` again, with the GEMMs a replay
     timed ``gemm_speedup`` times faster in the proposed precision (the replay gives the ratio,
-    the run the time): the other costed matrix ops keep the model's time, the casts and the
-    host's floor stay. ``{"speedup", "matrix_ops_after_per_step_ns", "gpu_bound_step_ns",
-    "saving_ns"}``, ns per step."""
+    the run the time): the other costed matrix ops keep the model's time, and the casts' device
+    time stays. With ``cast_host_ns`` (a cast's host time a replay measured, per cast counted
+    as the model counts them), the casts' host time is that many ns each instead of
+    AMP_CAST_HOST_NS. ``{"speedup", "matrix_ops_after_per_step_ns", "gpu_bound_step_ns",
+    "cast_host_per_step_ns", "host_bound_step_ns", "saving_ns"}``, ns per step."""
     gemm = float(evidence["gemm_costed_per_step_ns"])
     other = float(evidence["other_costed_per_step_ns"])
     after_costed = gemm / gemm_speedup + float(evidence["other_after_per_step_ns"])
@@ -241,11 +245,17 @@ def replayed_amp_saving(evidence: dict[str, Any], gemm_speedup: float) -> dict[s
         matmul - after - float(evidence["cast_gpu_per_step_ns"]),
         float(evidence["gpu_busy_per_step_ns"]),
     )
-    saving = max(step - max(gpu_bound, float(evidence["host_bound_step_ns"])), 0.0)
+    cast_host = float(evidence["cast_host_per_step_ns"])
+    if cast_host_ns is not None:
+        cast_host = float(evidence["casts_per_step"]) * cast_host_ns
+    host_bound = float(evidence["host_per_step_ns"]) + cast_host
+    saving = max(step - max(gpu_bound, host_bound), 0.0)
     return {
         "speedup": speedup,
         "matrix_ops_after_per_step_ns": after,
         "gpu_bound_step_ns": gpu_bound,
+        "cast_host_per_step_ns": cast_host,
+        "host_bound_step_ns": host_bound,
         "saving_ns": saving,
     }
 
