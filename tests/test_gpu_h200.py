@@ -289,6 +289,28 @@ def test_a_finding_that_promises_nothing_gives_no_recipe_and_no_change_first():
     assert promising.saving_ns > 0 and "autocast" in promising.remedy
 
 
+def test_a_remedy_not_expected_to_pay_is_labelled_so_in_text_and_html(tmp_path):
+    """A finding that saves time but promises none here shows its remedy under a heading that
+    says so, in the text and HTML reports; one that promises a saving, or warns of a risk
+    rather than time (memory-pressure), under "What to change"."""
+    from perfkit_core.advice.engine import Finding
+    from perfkit_core.cli import main
+    from perfkit_core.report.headline import REMEDY_LABEL, UNPAID_REMEDY_LABEL, remedy_label
+
+    for name, label in (("amp_fp32", UNPAID_REMEDY_LABEL), ("amp4096_fp32", REMEDY_LABEL)):
+        pages = {}
+        for fmt in ("text", "html"):
+            out = tmp_path / f"{name}.{fmt}"
+            assert main(["report", str(H200 / name), "--format", fmt, "-o", str(out)]) == 0
+            pages[fmt] = out.read_text()
+        other = REMEDY_LABEL if label == UNPAID_REMEDY_LABEL else UNPAID_REMEDY_LABEL
+        assert f"   {label}\n" in pages["text"] and other not in pages["text"]
+        unpaid_html = '<div class="how unpaid">' in pages["html"]
+        assert unpaid_html == (label == UNPAID_REMEDY_LABEL)
+    risk = Finding("memory-pressure", "GPU 0 peaks at 97%", "medium", 0.0, saves_time=False)
+    assert remedy_label(risk) == REMEDY_LABEL
+
+
 def test_each_advise_gets_findings_of_its_own():
     """Rules whose findings others read (launch-bound, the roofline rules) compute them once
     per ``advise``; a later ``advise`` of the same run gets new findings, untouched by what was

@@ -48,6 +48,9 @@ FINDING_FIELDS: dict[str, str] = {
     "within_error": "`true` when the estimate says its saving is within its model's error (a "
     "compile estimate whose compiled step costs about what the eager one does): the remedy may "
     "save nothing, and the headline's \"Change first\" passes over the finding",
+    "saves_time": "`false` for a finding about a risk rather than time (`memory-pressure`, "
+    "saving 0 by design); a finding that saves time but promises 0 shows its remedy as not "
+    "expected to pay here",
 }
 
 #: What each field of the Context a rule receives holds.

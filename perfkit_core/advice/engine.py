@@ -82,6 +82,9 @@ class Finding:
     #: remedy may save nothing (a compile estimate whose compiled step costs about the eager
     #: one): the headline's "Change first" passes over such a finding.
     within_error: bool = False
+    #: False for a finding about a risk rather than time (``memory-pressure``), whose saving is
+    #: 0 by design; a finding that saves time and promises 0 says its remedy would not pay here.
+    saves_time: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as plain JSON-ready data."""

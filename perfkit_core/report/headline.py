@@ -76,6 +76,21 @@ def severity_label(finding: Any) -> str:
     return f"{finding.severity}{doubt}"
 
 
+#: The heading of a finding's remedy in the reports ...
+REMEDY_LABEL = "What to change:"
+#: ... and of the remedy of a finding that saves time but promises none here (its estimate
+#: says why: loader workers that would cost more than they hide, a compile that would not pay).
+UNPAID_REMEDY_LABEL = "The usual remedy, not expected to pay here (the estimate says why):"
+
+
+def remedy_label(finding: Any) -> str:
+    """The heading of ``finding``'s remedy in the reports: ``UNPAID_REMEDY_LABEL`` for a
+    finding that saves time (``Finding.saves_time``) but promises none, else
+    ``REMEDY_LABEL``."""
+    unpaid = getattr(finding, "saves_time", True) and not finding.saving_ns > 0
+    return UNPAID_REMEDY_LABEL if unpaid else REMEDY_LABEL
+
+
 #: The headline's note when no finding promises a saving beyond its estimate's error.
 WITHIN_ERROR_NOTE = (
     "no finding promises a saving beyond its estimate's error; the advice below may not pay: "

@@ -27,7 +27,7 @@ from perfkit_core.report.format import (
     per_step_value,
     saving_text,
 )
-from perfkit_core.report.headline import severity_label
+from perfkit_core.report.headline import REMEDY_LABEL, remedy_label, severity_label
 
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
@@ -379,6 +379,8 @@ def _finding(f: Any, time_unit: str, table_ids: set[str]) -> dict[str, Any]:
         "details": f.details,
         "cites": cites,
         "remedy": f.remedy,
+        # the heading of a remedy not expected to pay here (a plain one has none)
+        "remedy_note": "" if remedy_label(f) == REMEDY_LABEL else remedy_label(f),
     }
 
 

@@ -18,7 +18,7 @@ from perfkit_core.report.format import (
     per_step_value,
     saving_text,
 )
-from perfkit_core.report.headline import severity_label
+from perfkit_core.report.headline import remedy_label, severity_label
 
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
@@ -225,7 +225,7 @@ def render_findings(findings: list[Any], *, time_unit: str = "ms", note: str | N
             lines.append(f"   How: {f.estimate}")
         lines += [f"   - {sentence}" for sentence in f.details]
         if f.remedy:
-            lines.append("   What to change:")
+            lines.append(f"   {remedy_label(f)}")
             lines += [f"     {line}" for line in str(f.remedy).splitlines()]
         blocks.append("\n".join(lines))
     return _lines(" Advice ".center(TABLE_WIDTH_MIN, "-") + "\n" + "\n\n".join(blocks)) + "\n"

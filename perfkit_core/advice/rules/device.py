@@ -381,6 +381,7 @@ def rule_memory_pressure(ctx: Context) -> Finding | None:
         title=f"GPU {index} peaks at {100.0 * peak / total:.0f}% of its memory",
         severity="medium",
         saving_ns=0.0,
+        saves_time=False,
         details=[
             f"GPU {index} peaked at {peak / 2**30:.1f} GiB of its {total / 2**30:.1f} GiB "
             f"({share_text(peak, total)}): close to out-of-memory, and the allocator may be "
