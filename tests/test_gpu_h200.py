@@ -326,3 +326,28 @@ def test_each_advise_gets_findings_of_its_own():
             f.evidence["touched"] = True
         del first
         assert not [f.id for f in advise(run) if "touched" in f.evidence]
+
+
+def test_all_advice_says_how_many_findings_promise_a_saving():
+    """`placement_syncs`: three findings, of which amp promises nothing (the host paces the
+    step). "All advice" counts all three, since the combined saving is theirs together, and
+    says that two of them promise a saving, as their own figures do."""
+    from perfkit_core.advice import advise
+    from perfkit_core.report.headline import headline
+    from perfkit_core.report.text import render_headline
+
+    run = load("placement_syncs")
+    findings = advise(run)
+    promising = [f.id for f in findings if f.saving_ns > 0]
+    assert len(findings) == 3 and len(promising) == 2, [(f.id, f.saving_ns) for f in findings]
+    top = headline(run, findings, None, None)
+    assert (top.combined.findings, top.combined.promising) == (3, 2)
+    line = next(x for x in render_headline(top, "ms").splitlines() if x.startswith("All advice"))
+    assert "applying all 3 findings (2 of them promise a saving) would save about" in line
+    # the placement sentence gives the recorded figure, and says so beside the scaled saving
+    placement = next(f for f in findings if f.id == "placement")
+    assert placement.details[0].endswith("around them in the profiled steps.")
+    # where every finding promises a saving, the count stands alone
+    eager = load("launch_eager")
+    combined = headline(eager, advise(eager), None, None).combined
+    assert combined.findings_text() == "all 2 findings"

@@ -47,6 +47,18 @@ class CombinedSaving:
     #: How ``step_ns`` is named: ``the step`` (profiled), or the step without the profiler when
     #: every finding's saving was stated on it.
     of: str = "the step"
+    #: How many of the findings promise a saving (more than 0); the others' remedies are not
+    #: expected to pay on their own.
+    promising: int = 0
+
+    def findings_text(self) -> str:
+        """``all 3 findings``, and how many of them promise a saving when not all do: ``all 3
+        findings (1 of them promises a saving)``."""
+        text = f"all {self.findings} findings"
+        if self.promising < self.findings:
+            verb = "promises" if self.promising == 1 else "promise"
+            text += f" ({self.promising} of them {verb} a saving)"
+        return text
 
 
 @dataclass
@@ -175,7 +187,8 @@ def headline(
         bases = {saving_step(f) for f in findings}
         basis_ns, of = bases.pop() if len(bases) == 1 else (step_ns, "the step")
         saving, how = combined_saving(findings, basis_ns or step_ns)
-        combined = CombinedSaving(saving, len(findings), how, basis_ns or step_ns, of)
+        promising = sum(1 for f in findings if f.saving_ns > 0)
+        combined = CombinedSaving(saving, len(findings), how, basis_ns or step_ns, of, promising)
     return _with_top(Headline(items, phases, None, note, combined), findings)
 
 

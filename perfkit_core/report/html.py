@@ -350,6 +350,7 @@ def _headline(headline: Headline, time_unit: str) -> dict[str, Any]:
         if headline.combined is None
         else {
             "findings": headline.combined.findings,
+            "findings_text": headline.combined.findings_text(),
             "saving": per_step_value(
                 headline.combined.saving_ns,
                 headline.combined.step_ns,

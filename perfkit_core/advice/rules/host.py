@@ -117,7 +117,7 @@ def rule_cpu_bound_op(ctx: Context) -> list[Finding] | None:
                     f"{name}: {ctx.per_step(int(row['calls'])):g} calls per step, "
                     f"{per_step_text(ctx.per_step(cpu), ctx.step_ns)} on the host, of which the "
                     f"device work it launched matches only {duration_text(ctx.per_step(gpu))} per "
-                    "step."
+                    "step" + (" (the profiled steps)." if basis.name == "unprofiled" else ".")
                 ],
                 estimate=(
                     "The op's host time beyond the device time it launched. "
@@ -289,11 +289,14 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     basis = step_basis(ctx)
     copies = sum(a["dtoh"] for a in culprits.values()) / steps
     sync_count = sum(a["syncs"] for a in culprits.values()) / steps
+    # the figures as recorded: where the saving is scaled to the step without the profiler,
+    # the sentences say they are the profiled steps'
+    recorded = " in the profiled steps" if basis.name == "unprofiled" else ""
     details = [
         f"{o['op']}: {o['device_to_host_copies_per_step']:g} device-to-host copies and "
         f"{o['syncs_per_step']:g} syncs per step hold the host "
         f"{duration_text(o['blocked_per_step_ns'])} per step; the device sits idle "
-        f"{duration_text(o['device_idle_per_step_ns'])} per step around them."
+        f"{duration_text(o['device_idle_per_step_ns'])} per step around them{recorded}."
         for o in ops
     ]
     return [
