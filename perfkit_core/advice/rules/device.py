@@ -55,7 +55,16 @@ def _unclaimed_idle(ctx: Context) -> tuple[float, float]:
     """(the device's idle time in the steps, the part of it no other rule claims), in ns over
     all steps. Other rules claim the idle time while the training thread waits for data
     (input-pipeline) and while the host is blocked in syncs and device-to-host copies
-    (placement)."""
+    (placement). Computed once per run: launch-bound and low-gpu-utilization both read it."""
+    cached = ctx.run._cache.get("advice_unclaimed_idle")
+    if cached is None:
+        cached = ctx.run._cache["advice_unclaimed_idle"] = _compute_unclaimed_idle(ctx)
+    found: tuple[float, float] = cached
+    return found
+
+
+def _compute_unclaimed_idle(ctx: Context) -> tuple[float, float]:
+    """``_unclaimed_idle``, computed afresh."""
     ev = ctx.run.events
     kind = ev["kind"].to_numpy()
     start = ev["start_ns"].to_numpy()
@@ -202,7 +211,8 @@ def _launch_bound(ctx: Context) -> Finding | None:
             "kernel_per_step_ns": ctx.per_step(kernel_ns),
             "gpu_busy_per_step_ns": busy_step,
             "claimed_elsewhere_per_step_ns": claimed_elsewhere,
-            # The profiled idle this finding claims, which low-gpu-utilization leaves to it.
+            # The profiled idle no other finding claims, over all steps (low-gpu-utilization
+            # leaves this finding its saving, which is stated on the basis step instead).
             "idle_claimed_ns": float(unclaimed),
             "basis": basis.name,
             "basis_step_ns": basis.step_ns,
@@ -237,6 +247,7 @@ def rule_amp(ctx: Context) -> Finding | None:
     cc_text = f" (compute capability {capability:.1f})" if capability is not None else ""
     target = "bf16 tensor" if capability is None or capability >= 8.0 else "fp16 tensor"
     est = amp_saving(ctx, ctx.per_step(heavy_ns), target)
+    basis = step_basis(ctx)
     top = heavy.head(3)
     share = f"{100.0 * heavy_ns / total:.0f}% of GPU time"
     paced = est.saving_ns <= 0 or est.host_bound_ns >= est.gpu_bound_ns
@@ -317,7 +328,7 @@ def rule_amp(ctx: Context) -> Finding | None:
         estimate=(
             f"What mixed precision takes off the step: the matrix ops' device time at the {low} "
             "tensor-core peak, plus the casts it adds, until the host's own time and the casts' "
-            "dispatch set the step. " + device_basis_text(step_basis(ctx))
+            "dispatch set the step. " + device_basis_text(basis)
         ),
         evidence={
             "compute_capability": capability,
@@ -342,7 +353,7 @@ def rule_amp(ctx: Context) -> Finding | None:
             "other_costed_per_step_ns": est.other_ns,
             "other_after_per_step_ns": est.other_after_ns,
             "devices": sorted({str(d.get("name")) for d in ctx.devices if d.get("name")}),
-            "basis": step_basis(ctx).name,
+            "basis": basis.name,
             "basis_step_ns": est.step_ns,
         },
     )
