@@ -6,9 +6,8 @@ them (``perfkit_core.advice.amp.replayed_amp_saving``)."""
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 #: Timed rounds per shape and precision (the median is kept), and calls per round.
@@ -19,14 +18,11 @@ AMP_REPLAY_CALLS = 10
 AMP_REPLAY_MAX_BYTES = 4 * 2**30
 
 
-def _timed(call: Callable[[], Any], sync: Callable[[], None], calls: int) -> float:
-    """ns per call of ``calls`` calls of ``call``, the device synchronised before and after."""
-    sync()
-    start = time.perf_counter_ns()
-    for _ in range(calls):
-        call()
-    sync()
-    return (time.perf_counter_ns() - start) / calls
+def _sync(device: str) -> Any:
+    """The device's synchronize (CUDA), or None on the CPU, for ``steps_in_turn``."""
+    import torch
+
+    return torch.cuda.synchronize if device.startswith("cuda") else None
 
 
 def gemm_speedups(
@@ -44,8 +40,9 @@ def gemm_speedups(
     ``rounds`` rounds of ``calls`` calls each (medians)."""
     import torch
 
+    from perfkit_core.advice import steps_in_turn
+
     dtype = getattr(torch, low)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     saved = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
@@ -58,17 +55,15 @@ def gemm_speedups(
             a = torch.randn(m, k, device=device)
             b = torch.randn(k, n, device=device)
             a_low, b_low = a.to(dtype), b.to(dtype)
-            variants = {
-                "fp32": lambda a=a, b=b: torch.matmul(a, b),
-                "low": lambda a=a_low, b=b_low: torch.matmul(a, b),
+            variants: dict[str, Callable[[], Any]] = {
+                "fp32": partial(torch.matmul, a, b),
+                "low": partial(torch.matmul, a_low, b_low),
             }
-            for call in variants.values():
-                _timed(call, sync, 2)  # warm-up: the library picks its kernels
-            timed: dict[str, list[float]] = {name: [] for name in variants}
-            for _ in range(rounds):
-                for name, call in variants.items():
-                    timed[name].append(_timed(call, sync, calls))
-            out.append((shape, statistics.median(timed["fp32"]), statistics.median(timed["low"])))
+            # two warm-up calls each: the library picks its kernels
+            timed = steps_in_turn(
+                variants, calls=calls, rounds=rounds, warmup=2, sync=_sync(device)
+            )
+            out.append((shape, timed["fp32"], timed["low"]))
             del a, b, a_low, b_low
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved[0]
@@ -100,9 +95,10 @@ def cast_host_ns(
     when autocast made it no slower."""
     import torch
 
+    from perfkit_core.advice import steps_in_turn
+
     dtype = getattr(torch, low)
     device_type = "cuda" if device.startswith("cuda") else "cpu"
-    sync = torch.cuda.synchronize if device_type == "cuda" else (lambda: None)
     layers = [
         torch.nn.Linear(CAST_REPLAY_WIDTH, CAST_REPLAY_WIDTH) for _ in range(CAST_REPLAY_LAYERS)
     ]
@@ -117,17 +113,17 @@ def cast_host_ns(
             y = model(x)
         y.float().sum().backward()
 
-    variants = {"fp32": fp32, "autocast": autocast}
-    for step in variants.values():
-        _timed(step, sync, 3)
-    timed: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, step in variants.items():
-            timed[name].append(_timed(step, sync, steps))
+    timed = steps_in_turn(
+        {"fp32": fp32, "autocast": autocast},
+        calls=steps,
+        rounds=rounds,
+        warmup=3,
+        sync=_sync(device),
+    )
     # each layer's input, weight and bias are floating inputs of a matrix op, and the model
     # counts a cast forward and one backward for each
     counted = 2 * 3 * CAST_REPLAY_LAYERS
-    added = statistics.median(timed["autocast"]) - statistics.median(timed["fp32"])
+    added = timed["autocast"] - timed["fp32"]
     return max(added, 0.0) / counted
 
 

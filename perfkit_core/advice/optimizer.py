@@ -202,19 +202,31 @@ def replay_optimizer(
     return replayed_optimizer_saving(finding, loop_ns, remedy_ns, option, replayed, op_ns)
 
 
-def steps_in_turn(steps: dict[str, Callable[[], Any]]) -> dict[str, float]:
-    """ns per call of each of ``steps`` (an optimizer's ``step`` as the run ran it and with the
-    remedy), after ``REPLAY_WARMUP`` calls each: the median of ``REPLAY_ROUNDS`` rounds in which
-    each runs ``REPLAY_STEPS`` calls in turn, so that a slow spell of the machine lands on
-    both."""
+def steps_in_turn(
+    steps: dict[str, Callable[[], Any]],
+    *,
+    calls: int = REPLAY_STEPS,
+    rounds: int = REPLAY_ROUNDS,
+    warmup: int = REPLAY_WARMUP,
+    sync: Callable[[], Any] | None = None,
+) -> dict[str, float]:
+    """ns per call of each of ``steps`` (a replay's step as the run ran it and with the remedy),
+    after ``warmup`` calls each: the median of ``rounds`` rounds in which each runs ``calls``
+    calls in turn, so that a slow spell of the machine lands on both. ``sync`` (a device's
+    synchronize) is called before and after each timed run of calls, so that work a step
+    queued on a device is timed with it."""
     for step in steps.values():
-        for _ in range(REPLAY_WARMUP):
+        for _ in range(warmup):
             step()
-    rounds: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(REPLAY_ROUNDS):
+    timed: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
         for name, step in steps.items():
+            if sync is not None:
+                sync()
             start = time.perf_counter_ns()
-            for _ in range(REPLAY_STEPS):
+            for _ in range(calls):
                 step()
-            rounds[name].append((time.perf_counter_ns() - start) / REPLAY_STEPS)
-    return {name: statistics.median(values) for name, values in rounds.items()}
+            if sync is not None:
+                sync()
+            timed[name].append((time.perf_counter_ns() - start) / calls)
+    return {name: statistics.median(values) for name, values in timed.items()}
