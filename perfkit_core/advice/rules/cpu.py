@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.advice.basis import (
+    Basis,
     loading_thread_times,
     recorded_events_per_step,
     step_basis,
@@ -425,6 +426,21 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
     return uncovered, in_optimizer
 
 
+def _outside_optimizer_text(recorded: float, unprofiled: float, events: float, b: Basis) -> str:
+    """python-overhead's clause on the Python outside the optimizer step: as recorded and, where
+    the step timer gave the profiler's cost per event, less that of its ``events`` per step."""
+    rest = f"the rest, {duration_text(recorded)} per step as recorded, is in the model and the loop"
+    if b.name != "unprofiled":
+        return rest + " (the profiler's own cost still in it: no step timer ran)."
+    cost = (
+        f"the profiler's own cost there ({b.event_cost_ns / 1e3:.1f} us for each of the "
+        f"{events:.0f} events it recorded per step)"
+    )
+    if unprofiled <= 0:
+        return rest + f", and is no more than {cost}: without the profiler little of it is left."
+    return rest + f": {duration_text(unprofiled)} per step once {cost} is taken out."
+
+
 def rule_python_overhead(ctx: Context) -> Finding | None:
     """In a CPU-only run, no host thread runs recorded work (ops, data loading, copies,
     collectives) for at least PYTHON_OVERHEAD_MIN_STEP_PCT of the step: the interpreter runs
@@ -447,9 +463,8 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
     if share < PYTHON_OVERHEAD_MIN_STEP_PCT:
         return None
     basis = step_basis(ctx)
-    ev = ctx.run.events
-    spans = links.kind_is(ev, "optimizer")
-    optimizer_rows = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
+    spans = links.kind_is(ctx.run.events, "optimizer")
+    optimizer_rows = spans | links.has_ancestor(ctx.run.events["parent"].to_numpy(), spans)
     events = recorded_events_per_step(ctx, ~optimizer_rows)
     # The profiler records at each event's edges, between the ops: its cost lands in this gap.
     python = basis.corrected(uncovered - in_optimizer, events)
@@ -467,12 +482,10 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
             "loading or a copy: the interpreter was running the model's Python (module calls, "
             "hooks, bookkeeping) between ops.",
             f"{duration_text(in_optimizer)} per step of it is inside the optimizer step, which "
-            "the optimizer's own remedy addresses; the rest, "
-            f"{duration_text(python)} per step without the profiler's cost, is in the model "
-            "and the loop.",
+            "the optimizer's own remedy addresses; "
+            + _outside_optimizer_text(uncovered - in_optimizer, python, events, basis),
         ],
-        # the compile estimate names its own basis (its kept ops are scaled, not corrected
-        # per event)
+        # the compile estimate names its own basis (its kept ops scaled, not corrected)
         estimate=compiled.text() if compiled else basis.text(),
         within_error=compiled is not None and compiled.within_error,
         evidence={
