@@ -281,32 +281,77 @@ def test_a_finding_that_promises_nothing_gives_no_recipe_and_no_change_first():
     assert [f.id for f in findings] == ["amp"] and findings[0].saving_ns == 0
     top = headline(run, findings, None, None)
     assert top.finding is None and top.note == NO_SAVING_NOTE != WITHIN_ERROR_NOTE
+    from perfkit_core.advice.rules.device import AMP_HOST_PACED_HEADING
+    from perfkit_core.report.headline import remedy_label
+
     remedy = findings[0].remedy
-    assert remedy.startswith("Not yet: the host's own work sets this step")
+    # what to shorten first, under the rule's own heading, not "the usual remedy"
+    assert remedy_label(findings[0]) == AMP_HOST_PACED_HEADING
+    assert AMP_HOST_PACED_HEADING.startswith("Not yet: the host's own work sets this step")
+    assert remedy.startswith("CUDA graphs or a compiler")
     assert "autocast" not in remedy and "GradScaler" not in remedy
     # where it promises a saving, the recipe is the framework's
     promising = next(f for f in advise(load("amp4096_fp32")) if f.id == "amp")
     assert promising.saving_ns > 0 and "autocast" in promising.remedy
 
 
+class _Unpaid:
+    """An advisor whose one finding saves time but promises none here, without a heading of
+    its own."""
+
+    @perfkit_core.hookimpl
+    def perfkit_register_advisors(self, register):
+        from perfkit_core.advice.engine import Finding
+
+        def unpaid(ctx):
+            return [
+                Finding(
+                    "unpaid",
+                    "Work a remedy would not shorten here",
+                    "low",
+                    0.0,
+                    remedy="do the usual thing",
+                )
+            ]
+
+        register("unpaid", unpaid, "a finding whose usual remedy would not pay")
+
+
 def test_a_remedy_not_expected_to_pay_is_labelled_so_in_text_and_html(tmp_path):
     """A finding that saves time but promises none here shows its remedy under a heading that
-    says so, in the text and HTML reports; one that promises a saving, or warns of a risk
-    rather than time (memory-pressure), under "What to change"."""
+    says so, in the text and HTML reports, greyed in the HTML; the rule's own heading where it
+    words one (amp on a step the host paces: what to shorten first); one that promises a
+    saving, or warns of a risk rather than time (memory-pressure), under "What to change"."""
+    from perfkit_core import plugins
     from perfkit_core.advice.engine import Finding
+    from perfkit_core.advice.rules.device import AMP_HOST_PACED_HEADING
     from perfkit_core.cli import main
     from perfkit_core.report.headline import REMEDY_LABEL, UNPAID_REMEDY_LABEL, remedy_label
 
-    for name, label in (("amp_fp32", UNPAID_REMEDY_LABEL), ("amp4096_fp32", REMEDY_LABEL)):
-        pages = {}
+    def pages(name):
+        found = {}
         for fmt in ("text", "html"):
             out = tmp_path / f"{name}.{fmt}"
             assert main(["report", str(H200 / name), "--format", fmt, "-o", str(out)]) == 0
-            pages[fmt] = out.read_text()
-        other = REMEDY_LABEL if label == UNPAID_REMEDY_LABEL else UNPAID_REMEDY_LABEL
-        assert f"   {label}\n" in pages["text"] and other not in pages["text"]
-        unpaid_html = '<div class="how unpaid">' in pages["html"]
-        assert unpaid_html == (label == UNPAID_REMEDY_LABEL)
+            found[fmt] = out.read_text()
+        return found
+
+    labels = (REMEDY_LABEL, UNPAID_REMEDY_LABEL, AMP_HOST_PACED_HEADING)
+    for name, label in (("amp_fp32", AMP_HOST_PACED_HEADING), ("amp4096_fp32", REMEDY_LABEL)):
+        page = pages(name)
+        assert f"   {label}\n" in page["text"]
+        assert not any(other in page["text"] for other in labels if other != label)
+        assert ('<div class="how unpaid">' in page["html"]) == (label != REMEDY_LABEL)
+    pm = plugins.get_plugin_manager()
+    plugin = _Unpaid()
+    pm.register(plugin, name="unpaid")
+    try:
+        page = pages("launch_graphs")  # no finding of its own
+    finally:
+        pm.unregister(plugin)
+    assert f"   {UNPAID_REMEDY_LABEL}\n     do the usual thing" in page["text"]
+    assert REMEDY_LABEL not in page["text"]
+    assert f'<div class="how unpaid">{UNPAID_REMEDY_LABEL}</div>' in page["html"]
     risk = Finding("memory-pressure", "GPU 0 peaks at 97%", "medium", 0.0, saves_time=False)
     assert remedy_label(risk) == REMEDY_LABEL
 

@@ -51,6 +51,8 @@ FINDING_FIELDS: dict[str, str] = {
     "saves_time": "`false` for a finding about a risk rather than time (`memory-pressure`, "
     "saving 0 by design); a finding that saves time but promises 0 shows its remedy as not "
     "expected to pay here",
+    "remedy_heading": "the heading the reports give `remedy` where the rule words one itself "
+    "(`amp` on a step the host paces says what to shorten first); empty for the reports' own",
 }
 
 #: What each field of the Context a rule receives holds.

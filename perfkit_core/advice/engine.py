@@ -85,6 +85,11 @@ class Finding:
     #: False for a finding about a risk rather than time (``memory-pressure``), whose saving is
     #: 0 by design; a finding that saves time and promises 0 says its remedy would not pay here.
     saves_time: bool = True
+    #: The heading of ``remedy`` in the reports where the rule words it itself (amp on a step
+    #: the host paces: what to shorten before mixed precision can pay); empty for the reports'
+    #: own: "What to change:", or for a finding that saves time but promises none, a heading
+    #: saying the usual remedy is not expected to pay here.
+    remedy_heading: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as plain JSON-ready data."""

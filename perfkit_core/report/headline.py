@@ -96,9 +96,12 @@ UNPAID_REMEDY_LABEL = "The usual remedy, not expected to pay here (the estimate 
 
 
 def remedy_label(finding: Any) -> str:
-    """The heading of ``finding``'s remedy in the reports: ``UNPAID_REMEDY_LABEL`` for a
+    """The heading of ``finding``'s remedy in the reports: the rule's own
+    (``Finding.remedy_heading``) where it words one, else ``UNPAID_REMEDY_LABEL`` for a
     finding that saves time (``Finding.saves_time``) but promises none, else
     ``REMEDY_LABEL``."""
+    if getattr(finding, "remedy_heading", ""):
+        return str(finding.remedy_heading)
     unpaid = getattr(finding, "saves_time", True) and not finding.saving_ns > 0
     return UNPAID_REMEDY_LABEL if unpaid else REMEDY_LABEL
 

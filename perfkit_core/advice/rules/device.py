@@ -40,6 +40,11 @@ AMP_MIN_KERNEL_PCT = 20.0
 #: rule does not fire on them; from 7.0 (Volta, Turing) they run fp16, from 8.0 (Ampere and
 #: newer) also bf16 and TF32, and the remedy says which.
 AMP_MIN_COMPUTE_CAPABILITY = 7.0
+#: amp on a step the host paces: the heading of its remedy, which is what to shorten first.
+AMP_HOST_PACED_HEADING = (
+    "Not yet: the host's own work sets this step, so mixed precision would not shorten it. "
+    "Shorten the host's part first:"
+)
 #: memory-pressure: peak reserved memory above this share of the device's memory.
 MEMORY_PRESSURE_PCT = 90.0
 #: pageable-memcpy: host-to-device copies from pageable memory, at least this share of step time
@@ -289,18 +294,17 @@ def rule_amp(ctx: Context) -> Finding | None:
         )
     )
     # Where the host paces the step, the framework's AMP recipe would not pay: the remedy
-    # says what would, and when to come back to mixed precision.
+    # says what would, under a heading of its own, and when to come back to mixed precision.
+    unpaid = est.saving_ns <= 0
     remedy = (
         textwrap.fill(
-            "Not yet: the host's own work sets this step, so mixed precision would not "
-            "shorten it. Shorten the host's part first: CUDA graphs or a compiler (torch.compile, "
-            "paddle.jit.to_static) for many small ops, a larger batch per step, and the host "
-            "findings of this report, if any. "
+            "CUDA graphs or a compiler (torch.compile, paddle.jit.to_static) for many small "
+            "ops, a larger batch per step, and the host findings of this report, if any. "
             "Once the GPU paces the step, profile again: this finding will then state what "
             "mixed precision saves and how to turn it on.",
             width=92,
         )
-        if est.saving_ns <= 0
+        if unpaid
         else ""
     )
     return Finding(
@@ -309,6 +313,7 @@ def rule_amp(ctx: Context) -> Finding | None:
         severity="",
         saving_ns=est.saving_ns,
         remedy=remedy,
+        remedy_heading=AMP_HOST_PACED_HEADING if unpaid else "",
         acts_on="device",
         details=[
             f"Matmul and convolution kernels ran {duration_text(ctx.per_step(heavy_ns))} of "
