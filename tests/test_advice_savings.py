@@ -1378,6 +1378,43 @@ def test_a_step_that_waited_for_something_else_is_not_the_loading_threads(tmp_pa
         assert "leaving out 1 step(s) over 5 times the median" in finding.estimate
 
 
+def test_the_loader_estimate_opens_with_the_step_the_workers_would_give(tmp_path):
+    """The input-pipeline estimate ran to a paragraph before a reader learnt what it found: it
+    now opens with the step the workers would give against the step now, and which side bounds
+    it. Both recomputed from the finding's figures (the remedied step as ``loader_saving``
+    takes it, the step now as the loading, the rest and the contention added up), on a real
+    Paddle run with a loading thread."""
+    pytest.importorskip("paddle")
+    from paddle_profiles import slow_loader_run
+
+    import perfkit_core
+    from perfkit_core.advice.text import duration_text
+
+    folder, _ = slow_loader_run(tmp_path, 0)
+    run = perfkit_core.load(folder)
+    finding = next(f for f in run.advise() if f.id == "input-pipeline")
+    ev = finding.evidence
+    if ev["free_cores"] <= 0:
+        pytest.skip("no core was free for a worker here")
+    training, loading = _timed_slowdowns(run, ev)
+    kept = ev["rest_per_step_ns"] * training + ev["loader_receive_ns"]
+    spread = (ev["loading_per_step_ns"] * loading + ev["loader_batch_ns"]) / ev["free_cores"]
+    after = max(kept, spread)
+    now = ev["loading_per_step_ns"] + ev["rest_per_step_ns"] + ev["contention_per_step_ns"]
+    assert finding.saving_ns == pytest.approx(max(now - after, 0.0))
+    split = ev["training_cpu_per_step_ns"] is not None
+    assert finding.estimate.startswith(
+        f"With {ev['free_cores']:.0f} loader worker{'' if ev['free_cores'] == 1 else 's'} the "
+        f"step would take about "
+        f"{duration_text(after)}, against {duration_text(now)} now (the "
+        f"{'mean ' if split else ''}step without the profiler)"
+    )
+    bound = "the rest of the step" if spread <= kept else "loading"
+    pays = "" if after < now else ", so workers are not expected to pay here"
+    now_of = "the mean step" if split else "the step"
+    assert f"now ({now_of} without the profiler){pays}: {bound} bounds it. " in finding.estimate
+
+
 def test_a_loading_thread_cheaper_than_its_hand_overs_counts_as_hand_overs(tmp_path):
     """A loading thread whose CPU time per step is below what the hand-overs would cost the
     training thread (its cost per op; as the demo's, which slices tensors) cannot be told

@@ -201,7 +201,27 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         )
     else:
         spread = (load * slow_load + batch_ns) / workers
-        bound = "the rest of the step" if spread <= rest * slow_rest + receive_ns else "loading"
+        kept = rest * slow_rest + receive_ns
+        bound = "the rest of the step" if spread <= kept else "loading"
+        now = load + rest + contention
+        now_of = (
+            "the mean step without the profiler"
+            if split
+            else "the step without the profiler"
+            if basis.name == "unprofiled"
+            else "the profiled step"
+        )
+        # the outcome first; how each term was found follows
+        lead = (
+            f"With {workers:.0f} loader worker{'' if round(workers) == 1 else 's'} the step "
+            "would take about "
+            f"{duration_text(max(spread, kept))}, against {duration_text(now)} now ({now_of})"
+            + (
+                f", so workers are not expected to pay here: {bound} bounds it. "
+                if max(spread, kept) >= now
+                else f": {bound} bounds it. "
+            )
+        )
         rest_x, load_x = slowdown_factors(slowdowns, slowdown_from)  # those it applied
         at_most = ", at most the loading thread's CPU time" if capped else ""
         left = (
@@ -242,13 +262,13 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"{duration_text(receive_ns)} to the training step "
             f"({LOADER_RECEIVE_SOURCES[receive_from]})."
         )
-        how = parts + (
-            f"With loader workers on {workers:.1f} free core(s) ({cores}), the step becomes the "
+        how = lead + parts + (
+            f"The workers take the {workers:.1f} free core(s) ({cores}); the step becomes the "
             f"longer of the rest of the step plus receiving the batch from a worker "
             f"({duration_text(rest)}{rest_x} + {duration_text(receive_ns)}) and the loading "
             f"plus sending the batch, spread over the workers (({duration_text(load)}{load_x} "
-            f"+ {duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}); "
-            f"here {bound} bounds it. {receiving} "
+            f"+ {duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}). "
+            f"{receiving} "
             f"{slowdown_text(slowdowns, slowdown_from, ctx.framework)} Each worker needs a "
             "core of its own."
         )
