@@ -1394,8 +1394,10 @@ def test_the_loader_estimate_opens_with_the_step_the_workers_would_give(tmp_path
     run = perfkit_core.load(folder)
     finding = next(f for f in run.advise() if f.id == "input-pipeline")
     ev = finding.evidence
-    if ev["free_cores"] <= 0:
-        pytest.skip("no core was free for a worker here")
+    if ev["free_cores"] <= 0:  # a busy machine: the estimate opens with that instead
+        assert finding.estimate.startswith("No core is free for loader workers")
+        assert finding.saving_ns == 0
+        return
     training, loading = _timed_slowdowns(run, ev)
     kept = ev["rest_per_step_ns"] * training + ev["loader_receive_ns"]
     spread = (ev["loading_per_step_ns"] * loading + ev["loader_batch_ns"]) / ev["free_cores"]
