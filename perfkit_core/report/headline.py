@@ -38,7 +38,8 @@ class PhaseShare:
 @dataclass
 class CombinedSaving:
     """What applying every finding would save per step (ns), how many findings, and how the
-    savings were combined (``advice.engine.combined_saving``)."""
+    savings were combined (``advice.engine.combined_saving``); only where at least two findings
+    promise a saving."""
 
     saving_ns: float
     findings: int
@@ -185,12 +186,14 @@ def headline(
             if per_step > 0:
                 phases.append(PhaseShare(name, per_step, share))
     combined = None
-    if findings and len(findings) > 1 and step_ns:
+    promising = sum(1 for f in findings or [] if f.saving_ns > 0)
+    # with one finding that promises a saving, applying all is applying that one: "Change first"
+    # says it, and a second line with the same figure would only add words
+    if findings and promising > 1 and step_ns:
         # the step the findings' savings were stated on, when they share one
         bases = {saving_step(f) for f in findings}
         basis_ns, of = bases.pop() if len(bases) == 1 else (step_ns, "the step")
         saving, how = combined_saving(findings, basis_ns or step_ns)
-        promising = sum(1 for f in findings if f.saving_ns > 0)
         combined = CombinedSaving(saving, len(findings), how, basis_ns or step_ns, of, promising)
     return _with_top(Headline(items, phases, None, note, combined), findings)
 
