@@ -322,10 +322,10 @@ def test_compare_sees_the_model_compiled(chain_run, tmp_path):
 
 
 def test_a_compile_that_does_not_pay_says_so():
-    """When the compiled forward and backward cost more than the eager ones, the estimate ends
+    """When the compiled forward and backward cost more than the eager ones, the estimate opens
     by saying compiling is not expected to pay, with the time it would lose and its share of
     the eager time; when they cost less by under the model's error, that it may not pay; when
-    it pays more than that, it says nothing more."""
+    it pays more than that, it opens with the compiled against the eager time."""
     from perfkit_core.advice import MODEL_COSTS, compile_verdict
     from perfkit_core.advice.compiled import CompileEstimate
 
@@ -335,7 +335,7 @@ def test_a_compile_that_does_not_pay_says_so():
     assert lost == pytest.approx(0.10e6 + 10 * MODEL_COSTS.kernel_ns + MODEL_COSTS.call_ns - 0.20e6)
     assert lost > 0
     text = slower.text()
-    assert text.endswith(compile_verdict(slower.eager_ns, slower.compiled_ns))
+    assert text.startswith(compile_verdict(slower.eager_ns, slower.compiled_ns).strip() + " ")
     from perfkit_core.advice.text import duration_text
 
     assert f"would be {duration_text(lost)} per step slower ({100 * lost / 0.20e6:.0f}% of" in text
@@ -348,6 +348,12 @@ def test_a_compile_that_does_not_pay_says_so():
     assert f"within the model's error ({100 * COMPILE_ERROR:.0f}% of the compiled step)" in even
     assert "may not pay" in compile_verdict(1.09e6, 1e6)
     assert compile_verdict(1.11e6, 1e6) == ""
+    pays = CompileEstimate(0.0, 2.0e6, 0.10e6, 10, "timed", arithmetic="device")
+    assert pays.compiled_ns < pays.eager_ns and not pays.verdict_text()
+    assert pays.text().startswith(
+        f"Compiled, the forward and backward would take about {pays.compiled_ns / 1e6:.2f} ms "
+        "per step against 2.00 ms eager. Compiling saves"
+    )
     paying = CompileEstimate(1.0e6, 2.0e6, 0.10e6, 10, "timed", arithmetic="device")
     assert paying.compiled_ns < paying.eager_ns
     assert compile_verdict(paying.eager_ns, paying.compiled_ns) == ""

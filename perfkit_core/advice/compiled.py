@@ -312,7 +312,9 @@ class CompileEstimate:
         )
 
     def text(self) -> str:
-        """How the saving was estimated, with its terms, in one paragraph."""
+        """How the saving was estimated, in one paragraph: the outcome (``verdict_text`` where
+        compiling is not expected to pay clearly, else the compiled against the eager forward
+        and backward), then its terms."""
         if self.source == "unmodelled":
             return (
                 "No saving is promised: perfkit models what torch.compile saves, not this "
@@ -325,15 +327,21 @@ class CompileEstimate:
             if self.source == "timed"
             else "the layers' and backward nodes' recorded time, less the profiler's cost"
         )
+        # the outcome first (whether compiling pays), then the terms it came from
+        lead = self.verdict_text().strip() or (
+            f"Compiled, the forward and backward would take about {self.compiled_ns / 1e6:.2f} "
+            f"ms per step against {self.eager_ns / 1e6:.2f} ms eager."
+        )
         return (
-            f"Compiling saves the eager forward and backward ({self.eager_ns / 1e6:.2f} ms per "
+            f"{lead} Compiling saves the eager forward and backward "
+            f"({self.eager_ns / 1e6:.2f} ms per "
             f"step: {eager}) less what the compiled model still runs "
             f"({self.compiled_ns / 1e6:.2f} ms): the matmuls, convolutions, loss and gradient "
             f"accumulation as they ran ({self.kept_ns / 1e6:.2f} ms: {self.kept_basis}), "
             f"{self.fused_kernels:.0f} "
             f"fused kernels for the runs of other ops ({self.costs.kernel_ns / 1e3:.1f} us "
             f"each), {self.arithmetic_text()}, and the compiled graph's call overhead "
-            f"({self.costs.call_ns / 1e6:.2f} ms)." + self.scale_text() + self.verdict_text()
+            f"({self.costs.call_ns / 1e6:.2f} ms)." + self.scale_text()
         )
 
     def scale_text(self) -> str:
