@@ -433,8 +433,8 @@ def _outside_optimizer_text(recorded: float, unprofiled: float, events: float, b
     if b.name != "unprofiled":
         return rest + " (the profiler's own cost still in it: no step timer ran)."
     cost = (
-        f"the profiler's own cost there ({b.event_cost_ns / 1e3:.1f} us for each of the "
-        f"{events:.0f} events it recorded per step)"
+        f"the profiler's own cost there (the {events:.0f} events it recorded per step at "
+        f"{b.event_cost_ns / 1e3:.1f} us each: {duration_text(events * b.event_cost_ns)})"
     )
     if unprofiled <= 0:
         return rest + f", and is no more than {cost}: without the profiler little of it is left."
