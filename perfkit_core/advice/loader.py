@@ -268,10 +268,25 @@ def loader_saving(
     workers slow the training process instead)."""
     if workers <= 0:
         return 0.0  # no core free: a worker only takes CPU from the training process
+    after = max(remedied_sides(data_ns, rest_ns, workers, batch_ns, receive_ns, slowdowns))
+    return max(data_ns + rest_ns + contention_ns - after, 0.0)
+
+
+def remedied_sides(
+    data_ns: float,
+    rest_ns: float,
+    workers: float,
+    batch_ns: float = LOADER_BATCH_NS,
+    receive_ns: float | None = None,
+    slowdowns: tuple[float, float] = (1.0, 1.0),
+) -> tuple[float, float]:
+    """(the rest of the step plus receiving a batch, the loading plus sending it spread over
+    the ``workers``), ns per step, each side slowed as beside the other: the step with loader
+    workers is the longer of the two (``loader_saving``, whose arguments these are; ``workers``
+    more than 0)."""
     receive = batch_ns if receive_ns is None else receive_ns
     training, loading = slowdowns
-    after = max(rest_ns * training + receive, (data_ns * loading + batch_ns) / workers)
-    return max(data_ns + rest_ns + contention_ns - after, 0.0)
+    return rest_ns * training + receive, (data_ns * loading + batch_ns) / workers
 
 
 #: What each op of the training thread costs its CPU time when a loading thread of the same

@@ -20,6 +20,7 @@ from perfkit_core.advice.loader import (
     handover_ns,
     loader_cores,
     loader_saving,
+    remedied_sides,
     run_loader_batch_cost,
     run_loader_receive_cost,
     run_slowdowns,
@@ -200,8 +201,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "training process, so no saving is expected until cores are freed."
         )
     else:
-        spread = (load * slow_load + batch_ns) / workers
-        kept = rest * slow_rest + receive_ns
+        kept, spread = remedied_sides(load, rest, workers, batch_ns, receive_ns, slowdowns)
         bound = "the rest of the step" if spread <= kept else "loading"
         now = load + rest + contention
         now_of = (
@@ -262,7 +262,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"{duration_text(receive_ns)} to the training step "
             f"({LOADER_RECEIVE_SOURCES[receive_from]})."
         )
-        how = lead + parts + (
+        sides = (
             f"The workers take the {workers:.1f} free core(s) ({cores}); the step becomes the "
             f"longer of the rest of the step plus receiving the batch from a worker "
             f"({duration_text(rest)}{rest_x} + {duration_text(receive_ns)}) and the loading "
@@ -272,6 +272,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"{slowdown_text(slowdowns, slowdown_from, ctx.framework)} Each worker needs a "
             "core of its own."
         )
+        how = lead + parts + sides
     if capped:
         how += (
             f" At {duration_text(op_ns)} an op, handing the GIL over would cost the training "
