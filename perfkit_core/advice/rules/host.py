@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfkit_core.advice import timeline
 from perfkit_core.advice.basis import scaled_basis_text, step_basis
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import duration_text, per_step_text
@@ -193,11 +194,15 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     on device values, printing a tensor), holding the host at least PLACEMENT_MIN_STEP_PCT of
     step time. One finding per run, naming the ops with their copies and syncs per step.
 
-    Saving: the device's idle time around those syncs and copies: from the device's last work
-    before each one returns to its next work after (the pipeline drained and refilled), at most
-    the time the host was blocked in it. Device work the host waited for still has to run, so
-    it is not counted. Scaled to the step without the profiler where the step timer timed it
-    (``Basis.scaled``): the host's pace sets the idle time, and the profiler slows it.
+    Saving: the recorded steps replayed (``advice.timeline.Replay``) with and without those
+    ops' host spans: their calls are not made, their host work is not done and the host stops
+    waiting where they waited, while device work queued before them still runs. The host runs
+    at the pace of the step timer's steps without the profiler (the replay's host scaled until
+    the replayed steps last as long as those), or as recorded without a step timer. Where the
+    replay does not give back the recorded steps within ``timeline.FAITHFUL``, the device's
+    idle time around the syncs and copies instead (from its last work before each one returns
+    to its next work after, at most the time the host was blocked in it), scaled to the step
+    without the profiler (``Basis.scaled``).
     """
     if not ctx.has_device or not ctx.total_ns:
         return None
@@ -287,6 +292,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     ]
     top = ops[0]["op"]
     basis = step_basis(ctx)
+    replayed = timeline.saving_without(ctx, [r for r in culprit_rows if names[r] in culprits])
     copies = sum(a["dtoh"] for a in culprits.values()) / steps
     sync_count = sum(a["syncs"] for a in culprits.values()) / steps
     # the figures as recorded: where the saving is scaled to the step without the profiler,
@@ -306,8 +312,8 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
             if len(ops) > 1
             else f"{top} forces device-to-host copies or syncs every step",
             severity="",
-            saving_ns=basis.scaled(saving / steps),
-            details=details,
+            saving_ns=basis.scaled(saving / steps) if replayed is None else replayed["saving_ns"],
+            details=details if replayed is None else [*details, replayed["text"]],
             cites={"operator": [o["op"] for o in ops]},
             acts_on="device",
             estimate=(
@@ -315,8 +321,12 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
                 "each returns to its next work after), at most the time the host was blocked; "
                 "device work the host waited for still has to run and is not counted. "
                 + scaled_basis_text(basis)
+                if replayed is None
+                else replayed["estimate"]
             ),
             evidence={
+                "estimated_by": "device idle" if replayed is None else "replay",
+                "replay": None if replayed is None else replayed["evidence"],
                 "ops": ops,
                 "device_to_host_copies_per_step": copies,
                 "syncs_per_step": sync_count,
