@@ -12,6 +12,7 @@ import pytest
 import perfkit_core
 from conftest import shared_trace
 from perfkit_core.advice import advise
+from perfkit_core.advice.text import duration_text
 from perfkit_core.advice.timeline import FAITHFUL, Replay
 from perfkit_core.events.intervals import merge_intervals, step_window
 
@@ -167,7 +168,7 @@ def test_placement_saving_is_the_replay_without_the_ops(path):
     scale = ev["replay"]["host_scale"]
     ops = culprit_ops(run, finding)
     assert len(ops) == 3 * len(run.meta["steps"])  # three .item() calls a step
-    now, window = reference_total(run, scale)
+    now, _ = reference_total(run, scale)
     remedied, _ = reference_total(run, scale, ops)
     steps = len(run.meta["steps"])
     unprofiled = float(np.median(run.meta["step_timer"]["unprofiled_ns"]))
@@ -180,6 +181,9 @@ def test_placement_saving_is_the_replay_without_the_ops(path):
     assert remedied / steps >= float((busy[1] - busy[0]).sum()) / steps
     # the host's own work in the three calls is part of the saving: more than the old estimate
     assert finding.saving_ns > ev["device_idle_per_step_ns"] * unprofiled / ev["step_time_ns"]
+    step = ev["basis_step_ns"]  # the step it is stated against, as the headline gives it
+    after, before = duration_text(step - finding.saving_ns), duration_text(step)
+    assert f"would take {after} against {before}" in finding.details[-1]
     assert f"{finding.saving_ns / 1e3:.0f} us per step less" in finding.details[-1]
 
 
