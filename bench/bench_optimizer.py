@@ -1,6 +1,6 @@
 """How much faster a fused or multi-tensor optimizer step is than the per-parameter loop.
 
-The optimizer rule (perfkit_core/advice/rules/cpu.py) estimates its saving with
+The optimizer rule (perfkit_core/advice/rules/optimizer.py) estimates its saving with
 OPTIMIZER_FUSED_SPEEDUP. This script measures the speed-ups that constant must not exceed, on
 the demo's model (a 4-block MLP: Linear(64, 64) + LayerNorm + ReLU per block, then
 Linear(64, 10); Adam, lr 1e-3), on the CPU, in one run:
@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfkit_core.advice.rules.cpu import OPTIMIZER_FUSED_SPEEDUP
+from perfkit_core.advice.rules.optimizer import OPTIMIZER_FUSED_SPEEDUP
 
 WIDTH = 64
 

@@ -161,7 +161,7 @@ def test_basis_is_the_unprofiled_step_when_the_profiled_steps_were_no_slower(ada
 
 def test_optimizer_saving_is_on_the_unprofiled_optimizer_time(adam_loop):
     import perfkit_core
-    from perfkit_core.advice.rules.cpu import OPTIMIZER_SPEEDUPS
+    from perfkit_core.advice.rules.optimizer import OPTIMIZER_SPEEDUPS
 
     folder, shapes = adam_loop
     run = perfkit_core.load(folder)
@@ -183,7 +183,7 @@ def test_optimizer_saving_is_on_the_unprofiled_optimizer_time(adam_loop):
 
 def test_optimizer_rule_states_its_saving_on_the_timed_optimizer(adam_loop):
     import perfkit_core
-    from perfkit_core.advice.rules.cpu import optimizer_speedup
+    from perfkit_core.advice.rules.optimizer import optimizer_speedup
 
     folder, _ = adam_loop
     run = perfkit_core.load(folder)
@@ -615,7 +615,7 @@ def _record_paddle(directory: Path, *, multi_tensor: bool) -> Path:
 
 def test_paddle_optimizer_loop_is_advised_and_multi_tensor_is_not(tmp_path):
     import perfkit_core
-    from perfkit_core.advice.rules.cpu import OPTIMIZER_SPEEDUPS
+    from perfkit_core.advice.rules.optimizer import OPTIMIZER_SPEEDUPS
 
     loop = perfkit_core.load(_record_paddle(tmp_path / "loop", multi_tensor=False))
     finding = next(f for f in loop.advise() if f.id == "optimizer")
@@ -1575,12 +1575,12 @@ def test_paddle_optimizer_beside_a_loading_thread_counts_the_hand_overs_it_remov
     (the optimizer's own work) plus the hand-overs of the GIL the remedy's fewer ops remove:
     both threads' ``handover_ns(...) * removed / ops`` at the replayed cost per op."""
     import perfkit_core
-    from perfkit_core.advice.rules import cpu
-    from perfkit_core.advice.rules.cpu import OPTIMIZER_SPEEDUPS
+    from perfkit_core.advice.rules import optimizer
+    from perfkit_core.advice.rules.optimizer import OPTIMIZER_SPEEDUPS
 
     # the optimizer's share of this loading-bound step moves around the rule's threshold from
     # machine to machine; what is checked here is the saving once it fires
-    monkeypatch.setattr(cpu, "OPTIMIZER_MIN_STEP_PCT", 1.0)
+    monkeypatch.setattr(optimizer, "OPTIMIZER_MIN_STEP_PCT", 1.0)
     folder, record = paddle_adam_loading
     run = perfkit_core.load(folder)
     modelled = {f.id: f for f in run.advise()}
@@ -1678,13 +1678,13 @@ def test_a_multi_tensor_optimizer_runs_one_op_a_step(tmp_path):
     outermost op per step in its optimizer spans where the loop ran one per parameter."""
     import perfkit_core
     from perfkit_core.advice.optimizer import REMEDY_OPS_PER_STEP
-    from perfkit_core.advice.rules.cpu import _outermost_ops
+    from perfkit_core.advice.rules.cpu import outermost_ops
 
     per_step = {}
     for multi in (False, True):
         run = perfkit_core.load(_record_paddle(tmp_path / str(multi), multi_tensor=multi))
         ctx = make_context(run)
-        _, in_optimizer, _ = _outermost_ops(ctx)
+        _, in_optimizer, _ = outermost_ops(ctx)
         per_step[multi] = int(in_optimizer.sum()) / ctx.steps
     assert per_step[False] == 26  # 13 Linear and LayerNorm layers, two parameters each
     assert per_step[True] == REMEDY_OPS_PER_STEP

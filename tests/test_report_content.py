@@ -137,7 +137,7 @@ def demo_runs(tmp_path_factory):
 def test_cpu_runs_get_cpu_findings_and_no_gpu_remedies(demo_runs):
     """The torch demo's optimizer took 41% of the step with no finding; the Paddle demo got
     'No rule found anything'; CPU runs were told to pin memory."""
-    from perfkit_core.advice.rules.cpu import OPTIMIZER_MIN_STEP_PCT
+    from perfkit_core.advice.rules.optimizer import OPTIMIZER_MIN_STEP_PCT
 
     for run in demo_runs:
         findings = run.advise()

@@ -6,7 +6,7 @@ remedy changes, as each run recorded it.
   ``_DataLoaderIterSingleProcess``) or ``worker processes`` (``_MultiProcessingDataLoaderIter``,
   ``_DataLoaderIterMultiProcess``).
 - ``optimizer`` (a fused or multi-tensor optimizer): the optimizer's implementation,
-  ``for-loop``, ``foreach`` or ``fused`` (``rules.cpu.optimizer_class``).
+  ``for-loop``, ``foreach`` or ``fused`` (``rules.optimizer.optimizer_class``).
 - ``compile`` (``torch.compile``): ``compiled`` when the run recorded ops of compiled code
   (``compiled.COMPILED_PREFIXES``), else ``eager``.
 - ``launch-bound`` (CUDA graphs): ``CUDA graphs`` when the run replayed graphs
@@ -31,7 +31,8 @@ import numpy as np
 
 from perfkit_core.advice.compiled import COMPILED_PREFIXES
 from perfkit_core.advice.engine import make_context
-from perfkit_core.advice.rules.cpu import _outermost_ops, optimizer_class
+from perfkit_core.advice.rules.cpu import outermost_ops
+from perfkit_core.advice.rules.optimizer import optimizer_class
 from perfkit_core.events import links
 from perfkit_core.views.common import category_values
 
@@ -69,7 +70,7 @@ def optimizer_implementation(run: Run) -> str | None:
     recorded no optimizer step."""
     if not _names_of_kind(run, "optimizer"):
         return None
-    _, in_optimizer, _ = _outermost_ops(make_context(run))
+    _, in_optimizer, _ = outermost_ops(make_context(run))
     return optimizer_class(run, in_optimizer)[1]
 
 

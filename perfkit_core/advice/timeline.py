@@ -12,7 +12,7 @@ the device was idle.
 
 Host time is scaled (the profiler slows the host, not the kernels): with the scale that makes
 the replayed steps last as long as the step timer's steps without the profiler (``calibrate``),
-taking out the host spans of some ops (``remove``) gives the step as a remedy that removes
+taking out the host spans of some ops (``removed``) gives the step as a remedy that removes
 those calls would leave it, without the profiler. Run at scale 1 with nothing removed, the
 replay gives back the recorded steps: ``Replay.fidelity`` is how close, and a rule trusts the
 replay only where it is close (``FAITHFUL``).
@@ -156,7 +156,10 @@ def saving_without(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
     finding's details, its ``estimate`` and ``evidence``. None where the run cannot be
     replayed or the replay does not give back the recorded steps within FAITHFUL."""
     replay = Replay.of(ctx.run)
-    if replay is None or not rows or abs(replay.fidelity) > FAITHFUL:
+    if replay is None or not rows:
+        return None
+    fidelity = replay.fidelity
+    if abs(fidelity) > FAITHFUL:
         return None
     ev = ctx.run.events
     begin = (ev["start_ns"].to_numpy()[rows] - replay.origin).astype(np.float64)
@@ -195,11 +198,11 @@ def saving_without(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
         "free, each wait until the device has finished the work queued before it. Without the "
         "calls the host neither makes them nor waits there; device work queued before them "
         f"still runs. The replay gives back the recorded steps within "
-        f"{100 * abs(replay.fidelity):.1f}%. " + pace
+        f"{100 * abs(fidelity):.1f}%. " + pace
     )
     evidence = {
         "host_scale": float(scale),
-        "fidelity": float(replay.fidelity),
+        "fidelity": float(fidelity),
         "replayed_step_ns": float(now),
         "replayed_remedied_step_ns": float(remedied),
     }

@@ -1,17 +1,26 @@
 """The built-in advice rules, registered as a plugin (listed in
 ``perfkit_core.plugins.BUILTIN_PLUGINS``): ``loading`` (data loading), ``host`` (host-bound
-ops, placement),
-``device`` (idle GPU, launch-bound, AMP, memory pressure, pageable copies),
-``communication``, ``cpu`` (optimizer step, tiny ops), which fit CPU-only runs too,
-``roofline`` (ops far below the roofline bound, with a known cause), and the cross-rank
-``ranks`` (stragglers, load imbalance, exposed communication per rank)."""
+ops, placement), ``device`` (idle GPU, launch-bound, AMP, memory pressure, pageable copies),
+``communication``, ``optimizer`` (the optimizer step) and ``cpu`` (tiny ops, Python time),
+which fit CPU-only runs too, ``roofline`` (ops far below the roofline bound, with a known
+cause), and the cross-rank ``ranks`` (stragglers, load imbalance, exposed communication per
+rank)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from perfkit_core.advice.engine import Advisor
-from perfkit_core.advice.rules import communication, cpu, device, host, loading, ranks, roofline
+from perfkit_core.advice.rules import (
+    communication,
+    cpu,
+    device,
+    host,
+    loading,
+    optimizer,
+    ranks,
+    roofline,
+)
 from perfkit_core.plugins import hookimpl
 
 #: (rule id, function, description) of every built-in rule.
@@ -65,7 +74,7 @@ BUILTIN_RULES: tuple[tuple[str, Advisor, str], ...] = (
         roofline.rule_unfused_elementwise,
         "runs of memory-bound ops over one tensor that a compiler would fuse",
     ),
-    ("optimizer", cpu.rule_optimizer, "the optimizer step takes a large share of each step"),
+    ("optimizer", optimizer.rule_optimizer, "the optimizer step takes a large share of each step"),
     ("small-ops", cpu.rule_small_ops, "many tiny ops: framework overhead rather than math"),
     (
         "python-overhead",
