@@ -209,8 +209,9 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
     if share < PYTHON_OVERHEAD_MIN_STEP_PCT:
         return None
     basis = step_basis(ctx)
-    spans = links.kind_is(ctx.run.events, "optimizer")
-    optimizer_rows = spans | links.has_ancestor(ctx.run.events["parent"].to_numpy(), spans)
+    ev = ctx.run.events
+    spans = links.kind_is(ev, "optimizer")
+    optimizer_rows = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
     events = recorded_events_per_step(ctx, ~optimizer_rows)
     # The profiler records at each event's edges, between the ops: its cost lands in this gap.
     python = basis.corrected(uncovered - in_optimizer, events)
