@@ -198,7 +198,7 @@ def saving_without(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
         "free, each wait until the device has finished the work queued before it. Without the "
         "calls the host neither makes them nor waits there; device work queued before them "
         f"still runs. The replay gives back the recorded steps within "
-        f"{100 * abs(fidelity):.1f}%. " + pace
+        f"{max(100 * abs(fidelity), 0.1):.1f}%. " + pace
     )
     evidence = {
         "host_scale": float(scale),
