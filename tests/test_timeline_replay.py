@@ -4,6 +4,7 @@ runs (tests/data) and the real traces in ../shared/traces."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -212,3 +213,38 @@ def test_placement_on_a_busy_device_saves_the_idle_the_lost_lead_costs():
     idle_per_step = (window - float(busy.sum())) / steps
     assert 0 < finding.saving_ns <= idle_per_step
     assert finding.saving_ns <= ev["blocked_per_step_ns"]
+
+
+def test_covered_time_against_a_brute_force_count():
+    """``_covered``: the time merged spans cover inside each span, against a count of the
+    nanoseconds covered, on random spans."""
+    from perfkit_core.advice.timeline import _covered
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        starts = np.sort(rng.integers(0, 1000, 6)).astype(float)
+        r_start, r_end = merge_intervals(starts, starts + rng.integers(1, 80, 6))
+        a = rng.integers(0, 1000, 20).astype(float)
+        b = a + rng.integers(0, 300, 20)
+        mask = np.zeros(1400, dtype=bool)
+        for s, e in zip(r_start, r_end, strict=True):
+            mask[int(s) : int(e)] = True
+        expected = [mask[int(x) : int(y)].sum() for x, y in zip(a, b, strict=True)]
+        assert _covered(r_start, r_end, a, b).tolist() == pytest.approx(expected)
+
+
+def test_the_replay_grows_with_the_host_pace_and_calibrates_within_its_range():
+    """The replayed steps never get shorter as the host slows, so the scale ``calibrate``
+    finds is the one whose replay lasts the target; a target below what the device alone
+    takes gives the slowest pace searched, one above the fastest."""
+    from perfkit_core.advice.timeline import SCALE_RANGE
+
+    run = perfkit_core.load(DATA / "torch_gpu_h100" / "placement_1")
+    replay = Replay.of(run)
+    scales = np.linspace(*SCALE_RANGE, 25)
+    totals = [replay.total(s) for s in scales]
+    assert all(b >= a - 1e-6 for a, b in itertools.pairwise(totals))
+    target = 0.7 * (replay.hi - replay.lo)
+    assert replay.total(replay.calibrate(target)) == pytest.approx(target, rel=1e-6)
+    assert replay.calibrate(1.0) == SCALE_RANGE[0]
+    assert replay.calibrate(1e15) == SCALE_RANGE[1]
