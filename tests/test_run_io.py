@@ -393,3 +393,21 @@ def test_two_concurrent_writers_and_a_reader_never_mix_runs(tmp_path):
         results.append([int(x) for x in out.split()])
     assert all(saved > 0 for saved, _ in results), results
     assert reads["A"] + reads["B"] > 10, reads
+
+
+def test_a_cached_figure_is_computed_once_per_run_none_included():
+    """``Run.cached``: the figures views and rules share are computed once per run, a None
+    result too (a run the placement replay cannot replay is not rebuilt for each finding),
+    and each run has its own."""
+    run, other = small_run(), small_run()
+    calls = []
+
+    def compute(value):
+        calls.append(value)
+        return value
+
+    assert run.cached("k", lambda: compute(None)) is None
+    assert run.cached("k", lambda: compute(1)) is None
+    assert run.cached(("k", 2), lambda: compute(2)) == 2
+    assert other.cached("k", lambda: compute(3)) == 3
+    assert calls == [None, 2, 3]

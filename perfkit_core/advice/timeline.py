@@ -72,12 +72,7 @@ class Replay:
     def of(cls, run: Run) -> Replay | None:
         """The replay of ``run``'s steps (cached on the run), or None without steps, device
         work or host calls that launched it."""
-        cached = run._cache.get("advice_timeline_replay")
-        if cached is None:
-            cached = (_build(run),)
-            run._cache["advice_timeline_replay"] = cached
-        replay: Replay | None = cached[0]
-        return replay
+        return run.cached("advice_timeline_replay", lambda: _build(run))
 
     def total(
         self, scale: float = 1.0, removed: tuple[np.ndarray, np.ndarray] | None = None

@@ -169,10 +169,7 @@ def step_spans(run: Run, rank: int | None = None) -> dict[str, np.ndarray]:
     end. A rank whose steps launched no device work keeps its host spans. So the stretched
     steps do not overlap and a step's device time is never clipped at its host end.
     """
-    cache = run._cache.get("step_spans")
-    if cache is None:
-        cache = _step_spans(run)
-        run._cache["step_spans"] = cache
+    cache = run.cached("step_spans", lambda: _step_spans(run))
     if rank is None:
         return dict(cache)
     keep = cache["rank"] == rank

@@ -173,11 +173,7 @@ LINK_CACHE_KEYS = frozenset(
 
 def run_launchers(run: Run) -> np.ndarray:
     """``launcher_rows(run.events)``, computed once per run (views, advice and exports share it)."""
-    cached = run._cache.get("launchers")
-    if cached is None:
-        cached = launcher_rows(run.events)
-        run._cache["launchers"] = cached
-    return cached
+    return run.cached("launchers", lambda: launcher_rows(run.events))
 
 
 def assign_steps(events: pd.DataFrame, step_numbers: np.ndarray) -> np.ndarray:
@@ -396,8 +392,4 @@ def repeated_only_children(events: pd.DataFrame) -> np.ndarray:
 
 def run_repeated_only_children(run: Run) -> np.ndarray:
     """``repeated_only_children(run.events)``, computed once per run."""
-    cached = run._cache.get("repeated_only_children")
-    if cached is None:
-        cached = repeated_only_children(run.events)
-        run._cache["repeated_only_children"] = cached
-    return cached
+    return run.cached("repeated_only_children", lambda: repeated_only_children(run.events))

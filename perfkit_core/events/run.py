@@ -13,8 +13,9 @@ import importlib
 import json
 import os
 import time
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfkit_core.errors import TraceError
 from perfkit_core.events import schema
@@ -46,6 +47,9 @@ def _analysis(name: str) -> Any:
     return getattr(importlib.import_module(module), function)
 
 
+_T = TypeVar("_T")
+
+
 class Run:
     """A profiled run: ``events`` (the event table, see ``docs/reference/schema.md``) and ``meta``.
 
@@ -68,6 +72,15 @@ class Run:
             f"ranks={self.meta.get('ranks', [self.meta.get('rank', 0)])}, "
             f"steps={len(self.meta.get('steps', []))})"
         )
+
+    def cached(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``, computed once per run and kept under ``key``: the figures several
+        views and rules read (links between rows, the step spans, the advice's shared
+        figures). A ``None`` result is kept too."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        found: _T = self._cache[key]
+        return found
 
     @property
     def framework(self) -> str:

@@ -75,13 +75,7 @@ class Allocations:
 def allocations(run: Run, rank: int | None = None) -> Allocations:
     """Return the memory events of ``run`` (of ``rank``, or all ranks) in time order, paired
     (see the module's docstring). Cached on the run."""
-    key = ("allocations", rank)
-    cached = run._cache.get(key)
-    if cached is None:
-        cached = _allocations(run, rank)
-        run._cache[key] = cached
-    result: Allocations = cached
-    return result
+    return run.cached(("allocations", rank), lambda: _allocations(run, rank))
 
 
 def _allocations(run: Run, rank: int | None) -> Allocations:

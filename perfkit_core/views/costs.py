@@ -140,11 +140,7 @@ def _pairs(run: Run) -> np.ndarray:
 
 def run_costs(run: Run) -> RunCosts:
     """The ``RunCosts`` of ``run``, computed once and cached on the run."""
-    cached = run._cache.get("run_costs")
-    if cached is None:
-        cached = _run_costs(run)
-        run._cache["run_costs"] = cached
-    return cached
+    return run.cached("run_costs", lambda: _run_costs(run))
 
 
 def _codes(column: Any) -> tuple[np.ndarray, list[str]]:

@@ -61,11 +61,7 @@ def _unclaimed_idle(ctx: Context) -> tuple[float, float]:
     all steps. Other rules claim the idle time while the training thread waits for data
     (input-pipeline) and while the host is blocked in syncs and device-to-host copies
     (placement). Computed once per run: launch-bound and low-gpu-utilization both read it."""
-    cached = ctx.run._cache.get("advice_unclaimed_idle")
-    if cached is None:
-        cached = ctx.run._cache["advice_unclaimed_idle"] = _compute_unclaimed_idle(ctx)
-    found: tuple[float, float] = cached
-    return found
+    return ctx.run.cached("advice_unclaimed_idle", lambda: _compute_unclaimed_idle(ctx))
 
 
 def _compute_unclaimed_idle(ctx: Context) -> tuple[float, float]:

@@ -44,11 +44,7 @@ _NESTED_MAJORITY = 0.5
 
 
 def _ops_table(ctx: Context) -> pd.DataFrame:
-    cached = ctx.run._cache.get("advice_ops")
-    if cached is None:
-        cached = ctx.run.summary("operator").set_index("name")
-        ctx.run._cache["advice_ops"] = cached
-    return cached
+    return ctx.run.cached("advice_ops", lambda: ctx.run.summary("operator").set_index("name"))
 
 
 def _outermost_operator(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
