@@ -110,7 +110,7 @@ def test_the_replay_gives_back_the_recorded_steps(path):
     run = perfkit_core.load(path)
     replay = Replay.of(run)
     total, window = reference_total(run)
-    assert replay.hi - replay.lo == pytest.approx(window, rel=1e-9)
+    assert replay.hi == pytest.approx(window, rel=1e-9)
     assert replay.total(1.0) == pytest.approx(total, rel=1e-6)
     assert abs(total / window - 1) < 0.015
     assert replay.fidelity == pytest.approx(total / window - 1, abs=1e-6)
@@ -125,7 +125,7 @@ def test_the_replay_of_real_traces_and_where_it_is_not_trusted(key, faithful):
     5.5% short, so placement keeps the device-idle estimate there."""
     run = perfkit_core.load(shared_trace(key))
     replay = Replay.of(run)
-    window = replay.hi - replay.lo
+    window = replay.hi
     assert bool(abs(replay.total(1.0) / window - 1) <= FAITHFUL) == faithful
     placement = [f for f in advise(run) if f.rule == "placement"]
     for finding in placement:
@@ -215,24 +215,6 @@ def test_placement_on_a_busy_device_saves_the_idle_the_lost_lead_costs():
     assert finding.saving_ns <= ev["blocked_per_step_ns"]
 
 
-def test_covered_time_against_a_brute_force_count():
-    """``_covered``: the time merged spans cover inside each span, against a count of the
-    nanoseconds covered, on random spans."""
-    from perfkit_core.advice.timeline import _covered
-
-    rng = np.random.default_rng(0)
-    for _ in range(50):
-        starts = np.sort(rng.integers(0, 1000, 6)).astype(float)
-        r_start, r_end = merge_intervals(starts, starts + rng.integers(1, 80, 6))
-        a = rng.integers(0, 1000, 20).astype(float)
-        b = a + rng.integers(0, 300, 20)
-        mask = np.zeros(1400, dtype=bool)
-        for s, e in zip(r_start, r_end, strict=True):
-            mask[int(s) : int(e)] = True
-        expected = [mask[int(x) : int(y)].sum() for x, y in zip(a, b, strict=True)]
-        assert _covered(r_start, r_end, a, b).tolist() == pytest.approx(expected)
-
-
 def test_the_replay_grows_with_the_host_pace_and_calibrates_within_its_range():
     """The replayed steps never get shorter as the host slows, so the scale ``calibrate``
     finds is the one whose replay lasts the target; a target below what the device alone
@@ -244,7 +226,7 @@ def test_the_replay_grows_with_the_host_pace_and_calibrates_within_its_range():
     scales = np.linspace(*SCALE_RANGE, 25)
     totals = [replay.total(s) for s in scales]
     assert all(b >= a - 1e-6 for a, b in itertools.pairwise(totals))
-    target = 0.7 * (replay.hi - replay.lo)
+    target = 0.7 * (replay.hi)
     assert replay.total(replay.calibrate(target)) == pytest.approx(target, rel=1e-6)
     assert replay.calibrate(1.0) == SCALE_RANGE[0]
     assert replay.calibrate(1e15) == SCALE_RANGE[1]

@@ -28,7 +28,7 @@ import numpy as np
 from perfkit_core.advice.basis import step_basis
 from perfkit_core.advice.text import duration_text
 from perfkit_core.events import links
-from perfkit_core.events.intervals import merge_intervals, step_window
+from perfkit_core.events.intervals import merge_intervals, overlap_per_window, step_window
 from perfkit_core.events.links import kind_is
 from perfkit_core.events.run import Run
 from perfkit_core.views.common import DEVICE_KINDS
@@ -51,7 +51,7 @@ class Replay:
 
     #: The first step's start (epoch ns); every time below is from it.
     origin: int
-    lo: float
+    #: The end of the last step (ns from ``origin``): the recorded steps' time together.
     hi: float
     #: Per host runtime call, in order: start, recorded duration, cost when replayed (its
     #: duration, or for a wait the part of it the device was idle), whether it waited.
@@ -59,8 +59,10 @@ class Replay:
     dur: np.ndarray
     cost: np.ndarray
     waits: np.ndarray
-    #: The latest end of the calls before each (the host's recorded position before the gap).
+    #: The latest end of the calls before each (the host's recorded position before the gap),
+    #: and after the last.
     before: np.ndarray
+    last_end: float
     #: Device work: the call (index into the calls) that launched it, its stream, its duration.
     dev_call: np.ndarray
     dev_stream: np.ndarray
@@ -82,18 +84,18 @@ class Replay:
         calls that start in them are not made, and the host work in them is not done."""
         keep = np.ones(len(self.start), dtype=bool)
         gap = np.maximum(self.start - self.before, 0.0)
-        last_end = max(float(self.before[-1]), float(self.start[-1] + self.dur[-1]))
-        tail = max(self.hi - last_end, 0.0)
+        tail = max(self.hi - self.last_end, 0.0)
         if removed is not None and len(removed[0]):
             r_start, r_end = removed
             at = np.searchsorted(r_start, self.start, side="right") - 1
             keep = ~((at >= 0) & (self.start < r_end[np.maximum(at, 0)]))
-            gap = np.maximum(gap - _covered(r_start, r_end, self.before, self.start), 0.0)
-            covered = _covered(r_start, r_end, np.array([last_end]), np.array([self.hi]))
+            # times are whole ns from the origin: the overlaps are exact in int64
+            gap = np.maximum(gap - overlap_per_window(removed, self.before, self.start), 0.0)
+            covered = overlap_per_window(removed, np.array([self.last_end]), np.array([self.hi]))
             tail = max(tail - float(covered[0]), 0.0)
         cost = np.where(keep, self.cost, 0.0)
         # the host's position at each call's start, before any wait held it
-        host = self.lo + scale * (np.cumsum(gap) + np.concatenate(([0.0], np.cumsum(cost)[:-1])))
+        host = scale * (np.cumsum(gap) + np.concatenate(([0.0], np.cumsum(cost)[:-1])))
         dev_keep = keep[self.dev_call]
         d_call = self.dev_call[dev_keep]  # in call order
         d_stream = self.dev_stream[dev_keep]
@@ -111,21 +113,20 @@ class Replay:
                 ready = host[calls[mine]] + delay + self.latency
                 done = np.cumsum(d_dur[first:last][mine])
                 queued = np.concatenate(([0.0], done[:-1]))
-                start = max(free.get(s, -np.inf), float(np.max(ready - queued)))
-                free[s] = start + float(done[-1])
+                first_start = max(free.get(s, -np.inf), float(np.max(ready - queued)))
+                free[s] = first_start + float(done[-1])
             if i < len(waits):
                 w = waits[i]
                 returned = host[w] + delay + scale * cost[w]
                 delay += max(max(free.values(), default=-np.inf) - returned, 0.0)
             first = last
         end_host = host[-1] + scale * cost[-1] + delay + scale * tail
-        return max(end_host, max(free.values(), default=-np.inf)) - self.lo
+        return max(end_host, max(free.values(), default=-np.inf))
 
     @property
     def fidelity(self) -> float:
         """The replay at scale 1 against the recorded steps: its time over theirs, less 1."""
-        recorded = self.hi - self.lo
-        return self.total(1.0) / recorded - 1.0 if recorded > 0 else float("inf")
+        return self.total(1.0) / self.hi - 1.0 if self.hi > 0 else float("inf")
 
     def calibrate(self, target_ns: float) -> float:
         """The host scale at which the replayed steps take ``target_ns`` (all steps together),
@@ -204,21 +205,6 @@ def saving_without(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
     return {"saving_ns": saving, "text": text, "estimate": estimate, "evidence": evidence}
 
 
-def _covered(r_start: np.ndarray, r_end: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """For each span [a, b), the time in it that the merged spans (r_start, r_end) cover."""
-    widths = np.concatenate(([0.0], np.cumsum(r_end - r_start)))
-
-    def upto(x: np.ndarray) -> np.ndarray:
-        # time covered before x: the spans before the last one starting by x, and the part of
-        # that one before x
-        last = np.searchsorted(r_start, x, side="right") - 1
-        at = np.maximum(last, 0)
-        part = np.clip(np.minimum(x, r_end[at]) - r_start[at], 0.0, None)
-        return np.where(last >= 0, widths[at] + part, 0.0)
-
-    return np.maximum(upto(np.maximum(b, a)) - upto(a), 0.0)
-
-
 def _launch_latency(
     begin: np.ndarray, dur: np.ndarray, stream: np.ndarray, launch: np.ndarray
 ) -> float:
@@ -241,11 +227,11 @@ def _build(run: Run) -> Replay | None:
         return None
     # times from the first step's start: epoch nanoseconds lose 256 ns as float64
     origin = int(w_start.min())
-    lo, hi = 0.0, float(int(w_end.max()) - origin)
+    hi = float(int(w_end.max()) - origin)
     start = (ev["start_ns"].to_numpy() - origin).astype(np.float64)
     dur = ev["dur_ns"].to_numpy().astype(np.float64)
     stream = ev["stream"].to_numpy()
-    calls = np.flatnonzero(kind_is(ev, "runtime") & (stream < 0) & (start >= lo) & (start < hi))
+    calls = np.flatnonzero(kind_is(ev, "runtime") & (stream < 0) & (start >= 0) & (start < hi))
     device = np.flatnonzero((stream >= 0) & kind_is(ev, *DEVICE_KINDS))
     if not len(calls) or not len(device):
         return None
@@ -263,22 +249,23 @@ def _build(run: Run) -> Replay | None:
     latency = _launch_latency(
         start[launched], dur[launched], stream[launched], start[calls[dev_call]]
     )
-    busy_start, busy_end = merge_intervals(start[device], start[device] + dur[device])
+    busy = merge_intervals(start[device], start[device] + dur[device])
     waits = np.isin(calls, waiting_rows(run))
     c_start, c_dur = start[calls], dur[calls]
-    busy = _covered(busy_start, busy_end, c_start, c_start + c_dur)
-    cost = np.where(waits, np.maximum(c_dur - busy, 0.0), c_dur)
+    cost = np.where(
+        waits, np.maximum(c_dur - overlap_per_window(busy, c_start, c_start + c_dur), 0.0), c_dur
+    )
     ends = c_start + c_dur
-    before = np.maximum.accumulate(np.concatenate(([lo], ends[:-1])))
+    before = np.maximum.accumulate(np.concatenate(([0.0], ends[:-1])))
     return Replay(
         origin=origin,
-        lo=lo,
         hi=hi,
         start=c_start,
         dur=c_dur,
         cost=cost,
         waits=waits,
         before=before,
+        last_end=max(float(before[-1]), float(ends[-1])),
         dev_call=dev_call,
         dev_stream=stream[launched].astype(np.int64),
         dev_dur=dur[launched],

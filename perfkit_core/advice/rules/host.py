@@ -301,6 +301,17 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
         f"{duration_text(o['device_idle_per_step_ns'])} per step around them{recorded}."
         for o in ops
     ]
+    if replayed is None:  # not replayed, or the replay is not faithful: the idle time instead
+        saving_ns = basis.scaled(saving / steps)
+        estimate = (
+            "The device's idle time around the syncs and copies (from its last work before "
+            "each returns to its next work after), at most the time the host was blocked; "
+            "device work the host waited for still has to run and is not counted. "
+            + scaled_basis_text(basis)
+        )
+    else:
+        saving_ns, estimate = replayed["saving_ns"], replayed["estimate"]
+        details.append(replayed["text"])
     return [
         Finding(
             id="placement",
@@ -308,18 +319,11 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
             if len(ops) > 1
             else f"{top} forces device-to-host copies or syncs every step",
             severity="",
-            saving_ns=basis.scaled(saving / steps) if replayed is None else replayed["saving_ns"],
-            details=details if replayed is None else [*details, replayed["text"]],
+            saving_ns=saving_ns,
+            details=details,
             cites={"operator": [o["op"] for o in ops]},
             acts_on="device",
-            estimate=(
-                "The device's idle time around the syncs and copies (from its last work before "
-                "each returns to its next work after), at most the time the host was blocked; "
-                "device work the host waited for still has to run and is not counted. "
-                + scaled_basis_text(basis)
-                if replayed is None
-                else replayed["estimate"]
-            ),
+            estimate=estimate,
             evidence={
                 "estimated_by": "device idle" if replayed is None else "replay",
                 "replay": None if replayed is None else replayed["evidence"],
