@@ -156,7 +156,12 @@ def amp_scenario(device: str) -> Scenario:
 
     remedy = 'torch.autocast(device_type="cuda", dtype=torch.bfloat16) around forward and loss'
     return bench.Scenario(
-        "torch-gpu-amp", "torch", "amp", build, {"amp": remedy, "tensor-cores-unused": remedy}
+        "torch-gpu-amp",
+        "torch",
+        "amp",
+        build,
+        {"amp": remedy, "tensor-cores-unused": remedy},
+        device=device,
     )
 
 
@@ -189,12 +194,31 @@ def pageable_scenario(device: str) -> Scenario:
             "pageable-memcpy": 'pageable .to("cuda") -> host batches pinned once (.pin_memory()) '
             'and .to("cuda", non_blocking=True)'
         },
+        device=device,
     )
 
 
-def placement_scenario(device: str) -> Scenario:
+#: The phases of the placement scenario's step, in order (``placement_scenario``'s ``marks``).
+PLACEMENT_PHASES = (
+    "forward",
+    "read loss",
+    "backward",
+    "clip",
+    "read norm",
+    "counter",
+    "optimizer",
+    "zero grad",
+    "synchronize",
+)
+
+
+def placement_scenario(device: str, marks: list[list[int]] | None = None) -> Scenario:
     """A step that reads three device values on the host (rule ``placement``); remedy: a host
-    step counter, statistics summed on the device and read every LOG_EVERY steps."""
+    step counter, statistics summed on the device and read every LOG_EVERY steps. With
+    ``marks``, each step appends the host clock (``time.perf_counter_ns``) at its start and at
+    the end of each of its PLACEMENT_PHASES (``placement_phases.py``)."""
+    import time
+
     bench = bench_advice_module()
 
     def build(applied: frozenset[str]) -> Loop:
@@ -217,9 +241,17 @@ def placement_scenario(device: str) -> Scenario:
                 raise FloatingPointError(f"the loss diverged: {mean:g}")
             history.append((mean, clipped))
 
+        def tick() -> None:
+            if marks is not None:
+                marks[-1].append(time.perf_counter_ns())
+
         def step() -> None:
+            if marks is not None:
+                marks.append([])
+            tick()
             x, y = next(batches)
             loss = torch.nn.functional.cross_entropy(model(x), y)
+            tick()
             if on_host:
                 loss_sum.add_(loss.detach())
             else:
@@ -227,23 +259,32 @@ def placement_scenario(device: str) -> Scenario:
                 if value > LOSS_LIMIT:
                     raise FloatingPointError(f"the loss diverged: {value:g}")
                 recent.append(value)
+            tick()
             loss.backward()
+            tick()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+            tick()
             if on_host:
                 clipped_sum.add_(norm > MAX_NORM)
+                tick()
                 state["steps"] += 1
                 if state["steps"] % LOG_EVERY == 0:  # the only reads of the device
                     log(loss_sum.item() / LOG_EVERY, int(clipped_sum.item()))
                     loss_sum.zero_()
             else:
                 state["clipped"] += int(norm.item() > MAX_NORM)  # waits for the backward pass
+                tick()
                 counter.add_(1)
                 if counter.item() % LOG_EVERY == 0:
                     log(sum(recent) / len(recent), state["clipped"])
                     recent.clear()
+            tick()
             optimizer.step()
+            tick()
             optimizer.zero_grad()
+            tick()
             torch.cuda.synchronize(device)
+            tick()
 
         return bench.Loop(step)
 
@@ -256,6 +297,7 @@ def placement_scenario(device: str) -> Scenario:
             "placement": "3 .item() per step (loss, gradient norm, GPU step counter) -> a Python "
             f"step counter; loss and clip count summed on the GPU, read every {LOG_EVERY} steps"
         },
+        device=device,
     )
 
 
@@ -286,6 +328,7 @@ def launch_scenario(device: str) -> Scenario:
             "launch-bound": "eager -> CUDA graphs: torch.cuda.make_graphed_callables(model, "
             "(sample,)), forward and backward each one graph replay"
         },
+        device=device,
     )
 
 

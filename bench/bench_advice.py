@@ -1230,8 +1230,6 @@ def main() -> int:
         from advice_gpu import gpu_scenarios
 
         chosen = gpu_scenarios("cuda")
-        for scenario in chosen:
-            scenario.device = "cuda"
     else:
         chosen = scenarios(args.blocks, args.compile)
     with tempfile.TemporaryDirectory() as tmp:
