@@ -250,7 +250,7 @@ def test_device_time_savings_are_used_as_recorded_and_host_paced_ones_scaled():
     run = load("placement_syncs")
     finding = next(f for f in advise(run) if f.rule == "placement")
     assert finding.evidence["replay"]["replayed_step_ns"] == pytest.approx(unprofiled_step_ns(run), rel=1e-3)
-    assert 0.5 < finding.evidence["replay"]["host_scale"] < 1
+    assert 0 < finding.evidence["replay"]["event_cost_ns"] < 20e3
     assert "the step timer's steps without the profiler" in finding.estimate
 
 

@@ -27,15 +27,21 @@ PLACEMENT = [
 ]
 #: Runtime calls that wait for the device, besides syncs and device-to-host copy launches.
 WAITS = ("cudaMemcpy", "cudaMemcpy2D", "hipMemcpy")
+#: The kinds of the host events each of which costs the profiler's cost per event.
+RECORDED = ["operator", "python", "user", "dataloader", "optimizer", "runtime", "memcpy"]
 
 
-def reference_total(run, scale: float = 1.0, removed_ops: list[int] = ()) -> tuple[float, float]:
+def reference_total(
+    run, event_cost: float = 0.0, removed_ops: list[int] = ()
+) -> tuple[float, float]:
     """The replay written out call by call: (the replayed steps' time, the recorded window),
     in ns. Host calls in recorded order, each after the host work recorded since the previous
-    call ended (less any of it inside a removed op) times ``scale``; each kernel starts once
-    its launch plus the launch latency has passed and its stream is free; a call that waits
-    (a sync, or the launch of a device-to-host copy) holds the host until every stream is
-    free, and costs the host the part of it the device was idle."""
+    call ended (less any of it inside a removed op) and the previous call's own time, less
+    ``event_cost`` for each host event recorded from the previous call's start to this one's;
+    each kernel starts once its launch plus the launch latency has passed and its stream is
+    free; a call that waits (a sync, or the launch of a device-to-host copy) holds the host
+    until every stream is free, and costs the host the part of it the device was idle, which
+    no event cost shortens."""
     ev = run.events
     kind = ev["kind"].astype(str).to_numpy()
     name = ev["name"].astype(str).to_numpy()
@@ -62,6 +68,12 @@ def reference_total(run, scale: float = 1.0, removed_ops: list[int] = ()) -> tup
         if kind[d] == "memcpy" and "DtoH" in name[d]
     }
     spans = [(start[r], start[r] + dur[r]) for r in removed_ops]
+    # the host events the profiler recorded (as advice.basis counts them), less removed ones
+    recorded = sorted(
+        start[r]
+        for r in np.flatnonzero((stream < 0) & np.isin(kind, RECORDED))
+        if lo <= start[r] < hi and not any(s <= start[r] < e for s, e in spans)
+    )
 
     def removed_time(a: float, b: float) -> float:
         return sum(max(0.0, min(b, e) - max(a, s)) for s, e in spans)
@@ -70,6 +82,9 @@ def reference_total(run, scale: float = 1.0, removed_ops: list[int] = ()) -> tup
         first = int(np.searchsorted(busy[1], a, side="right"))
         last = int(np.searchsorted(busy[0], b, side="left"))
         return sum(max(0.0, min(b, busy[1][i]) - max(a, busy[0][i])) for i in range(first, last))
+
+    def events_between(a: float, b: float) -> int:
+        return sum(1 for t in recorded if a <= t < b)
 
     # launch latency: the median over work launched while its stream was idle
     launch_of = {int(corr[c]): c for c in calls}
@@ -83,22 +98,25 @@ def reference_total(run, scale: float = 1.0, removed_ops: list[int] = ()) -> tup
         last_end[stream[d]] = max(last_end.get(stream[d], -np.inf), start[d] + dur[d])
     latency = float(np.median(waited)) if waited else 0.0
     host, recorded_at, free = lo, lo, {}
+    previous_start, own = -np.inf, 0.0  # the previous call's start and own (not held) time
     for c in calls:
         gap = max(start[c] - recorded_at, 0.0)
         if recorded_at < start[c]:
             gap = max(gap - removed_time(recorded_at, start[c]), 0.0)
-        host += scale * gap
+        host += max(gap + own - event_cost * events_between(previous_start, start[c]), 0.0)
         recorded_at = max(recorded_at, start[c] + dur[c])
+        previous_start, own = start[c], 0.0
         if any(s <= start[c] < e for s, e in spans):
             continue
         for d in sorted(by_corr.get(int(corr[c]), []), key=lambda d: start[d]):
             free[stream[d]] = max(host + latency, free.get(stream[d], -np.inf)) + dur[d]
         if "Synchronize" in name[c] or name[c] in WAITS or c in dtoh:
-            own = max(dur[c] - busy_time(start[c], start[c] + dur[c]), 0.0)
-            host = max(host + scale * own, max(free.values(), default=-np.inf))
+            held = max(dur[c] - busy_time(start[c], start[c] + dur[c]), 0.0)
+            host = max(host + held, max(free.values(), default=-np.inf))
         else:
-            host += scale * dur[c]
-    host += scale * max(hi - recorded_at - removed_time(recorded_at, hi), 0.0)
+            own = dur[c]
+    tail = max(hi - recorded_at - removed_time(recorded_at, hi), 0.0)
+    host += max(tail + own - event_cost * events_between(previous_start, np.inf), 0.0)
     return max(host, max(free.values(), default=-np.inf)) - lo, hi - lo
 
 
@@ -111,7 +129,7 @@ def test_the_replay_gives_back_the_recorded_steps(path):
     replay = Replay.of(run)
     total, window = reference_total(run)
     assert replay.hi == pytest.approx(window, rel=1e-9)
-    assert replay.total(1.0) == pytest.approx(total, rel=1e-6)
+    assert replay.total() == pytest.approx(total, rel=1e-6)
     assert abs(total / window - 1) < 0.015
     assert replay.fidelity == pytest.approx(total / window - 1, abs=1e-6)
 
@@ -126,7 +144,7 @@ def test_the_replay_of_real_traces_and_where_it_is_not_trusted(key, faithful):
     run = perfkit_core.load(shared_trace(key))
     replay = Replay.of(run)
     window = replay.hi
-    assert bool(abs(replay.total(1.0) / window - 1) <= FAITHFUL) == faithful
+    assert bool(abs(replay.total() / window - 1) <= FAITHFUL) == faithful
     placement = [f for f in advise(run) if f.rule == "placement"]
     for finding in placement:
         assert finding.evidence["estimated_by"] == ("replay" if faithful else "device idle")
@@ -159,21 +177,22 @@ def culprit_ops(run, finding) -> list[int]:
 @pytest.mark.parametrize("path", PLACEMENT, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_placement_saving_is_the_replay_without_the_ops(path):
     """`.item()` three times a step on an H200 and an H100, the host pacing the step: the
-    saving is the replayed step less the replayed step without those calls, the host scaled
+    saving is the replayed step less the replayed step without those calls, the profiler's
+    cost per recorded host event taken out of the host's work
     until the replay lasts as long as the step timer's step without the profiler. Recomputed
     call by call; the remedied step is no shorter than the device's own busy time."""
     run = perfkit_core.load(path)
     finding = next(f for f in advise(run) if f.rule == "placement")
     ev = finding.evidence
     assert ev["estimated_by"] == "replay" and ev["basis"] == "unprofiled"
-    scale = ev["replay"]["host_scale"]
+    cost = ev["replay"]["event_cost_ns"]
     ops = culprit_ops(run, finding)
     assert len(ops) == 3 * len(run.meta["steps"])  # three .item() calls a step
-    now, _ = reference_total(run, scale)
-    remedied, _ = reference_total(run, scale, ops)
+    now, _ = reference_total(run, cost)
+    remedied, _ = reference_total(run, cost, ops)
     steps = len(run.meta["steps"])
     unprofiled = float(np.median(run.meta["step_timer"]["unprofiled_ns"]))
-    assert now / steps == pytest.approx(unprofiled, rel=1e-3)  # the scale matches the step
+    assert now / steps == pytest.approx(unprofiled, rel=1e-3)  # the cost matches the step
     assert finding.saving_ns == pytest.approx((now - remedied) / steps, rel=1e-4)
     start = run.events["start_ns"].to_numpy()
     end = start + run.events["dur_ns"].to_numpy()
@@ -196,9 +215,9 @@ def test_placement_on_a_busy_device_saves_the_idle_the_lost_lead_costs():
     run = perfkit_core.load(shared_trace("a100_rank3"))
     finding = next(f for f in advise(run) if f.rule == "placement")
     ev = finding.evidence
-    assert ev["basis"] == "profiled" and ev["replay"]["host_scale"] == 1.0
+    assert ev["basis"] == "profiled" and ev["replay"]["event_cost_ns"] == 0.0
     now, window = reference_total(run)
-    remedied, _ = reference_total(run, 1.0, culprit_ops(run, finding))
+    remedied, _ = reference_total(run, 0.0, culprit_ops(run, finding))
     steps = len(run.meta["steps"])
     assert finding.saving_ns == pytest.approx((now - remedied) / steps, rel=1e-4)
     events = run.events
@@ -215,18 +234,49 @@ def test_placement_on_a_busy_device_saves_the_idle_the_lost_lead_costs():
     assert finding.saving_ns <= ev["blocked_per_step_ns"]
 
 
-def test_the_replay_grows_with_the_host_pace_and_calibrates_within_its_range():
-    """The replayed steps never get shorter as the host slows, so the scale ``calibrate``
-    finds is the one whose replay lasts the target; a target below what the device alone
-    takes gives the slowest pace searched, one above the fastest."""
-    from perfkit_core.advice.timeline import SCALE_RANGE
-
+def test_the_replay_shrinks_with_the_event_cost_and_calibrates_within_its_range():
+    """The replayed steps never get longer as more of the profiler's cost per event is taken
+    out, so the cost ``calibrate`` finds is the one whose replay lasts the target; a target the
+    replay as recorded already meets takes nothing out, and one shorter than the device and
+    the waits alone take has no cost (None)."""
     run = perfkit_core.load(DATA / "torch_gpu_h100" / "placement_1")
     replay = Replay.of(run)
-    scales = np.linspace(*SCALE_RANGE, 25)
-    totals = [replay.total(s) for s in scales]
-    assert all(b >= a - 1e-6 for a, b in itertools.pairwise(totals))
-    target = 0.7 * (replay.hi)
-    assert replay.total(replay.calibrate(target)) == pytest.approx(target, rel=1e-6)
-    assert replay.calibrate(1.0) == SCALE_RANGE[0]
-    assert replay.calibrate(1e15) == SCALE_RANGE[1]
+    costs = np.linspace(0.0, 50e3, 26)
+    totals = [replay.total(c) for c in costs]
+    assert all(b <= a + 1e-6 for a, b in itertools.pairwise(totals))
+    assert totals[-1] < 0.5 * totals[0]
+    target = 0.7 * replay.hi
+    cost = replay.calibrate(target)
+    assert cost is not None and 0 < cost < 50e3
+    assert replay.total(cost) == pytest.approx(target, rel=1e-6)
+    assert replay.calibrate(1.01 * replay.total()) == 0.0
+    busy = float(replay.dev_dur.sum())
+    assert replay.calibrate(0.9 * busy) is None
+
+
+@pytest.mark.parametrize("path", PLACEMENT, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_profilers_cost_per_event_is_one_figure(path):
+    """On a GPU run the replay gives back, the basis's cost per recorded event is the replay's
+    (the cost at which the replayed steps last as long as the step timer's step without the
+    profiler), not the step's extra time over its events, part of which the unprofiled host
+    spends waiting longer; placement and the basis's sentence state the same figure."""
+    from perfkit_core.advice.basis import recorded_events_per_step, step_basis
+    from perfkit_core.advice.engine import make_context
+
+    run = perfkit_core.load(path)
+    ctx = make_context(run)
+    basis = step_basis(ctx)
+    replay = Replay.of(run)
+    steps = len(run.meta["steps"])
+    assert basis.event_cost_from == "replay"
+    assert replay.total(basis.event_cost_ns) / steps == pytest.approx(basis.step_ns, rel=1e-6)
+    record = run.meta["step_timer"]
+    naive = (np.median(record["profiled_ns"]) - np.median(record["unprofiled_ns"])) / (
+        recorded_events_per_step(ctx)
+    )
+    assert naive > 0 and basis.event_cost_ns > 0 and basis.event_cost_ns != naive
+    finding = next(f for f in advise(run) if f.rule == "placement")
+    assert finding.evidence["replay"]["event_cost_ns"] == basis.event_cost_ns
+    said = f"profiler's {basis.event_cost_ns / 1e3:.1f} us per recorded event"
+    assert said in basis.text()
+    assert said in finding.estimate and said in finding.details[-1]

@@ -24,15 +24,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.advice.timeline import COUNTED_KINDS, replayed_event_cost
 from perfkit_core.capture.step_timer import TRAINING_CPU
 from perfkit_core.comparison.overhead import finite_ns, step_timer_phase
 from perfkit_core.events.links import kind_is
 
 if TYPE_CHECKING:
     from perfkit_core.advice.engine import Context
-
-#: Kinds the per-event cost is counted over: host work the profiler records per call.
-_COUNTED_KINDS = ("operator", "python", "user", "dataloader", "optimizer", "runtime", "memcpy")
 
 
 @dataclass
@@ -48,6 +46,9 @@ class Basis:
     events_per_step: float = 0.0
     #: The median profiled step the cost per event came from (ns; 0 when unknown).
     profiled_step_ns: float = 0.0
+    #: How ``event_cost_ns`` was found: ``steps`` (the profiled step's extra time over the
+    #: recorded events) or ``replay`` (``advice.timeline.replayed_event_cost``).
+    event_cost_from: str = "steps"
 
     def corrected(self, recorded_ns: float, events_per_step: float) -> float:
         """``recorded_ns`` (a time per step) less the profiler's cost of ``events_per_step``
@@ -75,9 +76,15 @@ class Basis:
                     "the profiled steps were no slower, so nothing is taken out of the recorded "
                     "time."
                 )
+            found = (
+                ", the cost at which the recorded steps, replayed with the device's work as "
+                "recorded, last as long as the step without the profiler,"
+                if self.event_cost_from == "replay"
+                else ""
+            )
             return against + (
-                f"the profiler's {self.event_cost_ns / 1e3:.1f} us per recorded event is taken "
-                "out of the recorded time."
+                f"the profiler's {self.event_cost_ns / 1e3:.1f} us per recorded event{found} is "
+                "taken out of the recorded time."
             )
         return (
             "Against the profiled step: no step timer recorded the step without the profiler, "
@@ -115,7 +122,11 @@ def step_basis(ctx: Context) -> Basis:
     """The basis of ``ctx``'s run (cached on the run): ``unprofiled`` when the step timer saved
     step times with and without the profiler (with the profiler's cost per event when it made
     the steps slower; 0 when the profiled steps were no slower, as a loader thread that
-    loaded ahead while the profiler started makes them); else ``profiled``."""
+    loaded ahead while the profiler started makes them); else ``profiled``. On a run with
+    device work whose steps the replay gives back (``advice.timeline``), the cost per event is
+    the one at which the replayed steps last as long as the step without the profiler: there
+    the host's slowdown partly shows as shorter waits for the device, not only as a longer
+    step, so the step's extra time over its events does not measure it."""
     cached = ctx.run._cache.get("advice_basis")
     if cached is not None:
         return cached
@@ -134,6 +145,10 @@ def step_basis(ctx: Context) -> Basis:
             events,
             float(np.median(profiled)),
         )
+        if ctx.has_device:
+            cost = replayed_event_cost(ctx.run, basis.step_ns * max(ctx.steps, 1))
+            if cost is not None:
+                basis.event_cost_ns, basis.event_cost_from = cost, "replay"
     ctx.run._cache["advice_basis"] = basis
     return basis
 
@@ -142,7 +157,7 @@ def recorded_events_per_step(ctx: Context, mask: np.ndarray | None = None) -> fl
     """Host events the profiler recorded per step (of the rows in ``mask`` when given)."""
     ev = ctx.run.events
     counted = (
-        (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0) & kind_is(ev, *_COUNTED_KINDS)
+        (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0) & kind_is(ev, *COUNTED_KINDS)
     )
     if mask is not None:
         counted &= mask

@@ -10,23 +10,22 @@ the device has finished all the work queued before it (on every stream: the trac
 which stream a sync waited for); its own cost is the part of its recorded time during which
 the device was idle.
 
-Host time is scaled (the profiler slows the host, not the kernels): with the scale that makes
-the replayed steps last as long as the step timer's steps without the profiler (``calibrate``),
-taking out the host spans of some ops (``removed``) gives the step as a remedy that removes
-those calls would leave it, without the profiler. Run at scale 1 with nothing removed, the
-replay gives back the recorded steps: ``Replay.fidelity`` is how close, and a rule trusts the
-replay only where it is close (``FAITHFUL``).
+The profiler slows the host, not the kernels, by a cost per event it records
+(``advice.basis``): each stretch of host work before a call loses that cost for each host event
+recorded in it, and the time a wait held the host is kept as recorded. With the cost per event
+at which the replayed steps last as long as the step timer's steps without the profiler
+(``calibrate``), taking out the host spans of some ops (``removed``) gives the step as a remedy
+that removes those calls would leave it, without the profiler. With no cost taken out and
+nothing removed, the replay gives back the recorded steps: ``Replay.fidelity`` is how close,
+and a rule trusts the replay only where it is close (``FAITHFUL``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.advice.basis import step_basis
-from perfkit_core.advice.text import duration_text
 from perfkit_core.events import links
 from perfkit_core.events.intervals import merge_intervals, overlap_per_window, step_window
 from perfkit_core.events.links import kind_is
@@ -35,13 +34,11 @@ from perfkit_core.views.common import DEVICE_KINDS
 
 from .waits import waiting_rows
 
-if TYPE_CHECKING:
-    from perfkit_core.advice.engine import Context
-
-#: The replay at scale 1 must give the recorded steps' time within this share to be trusted.
+#: The replay as recorded must give the recorded steps' time within this share to be trusted.
 FAITHFUL = 0.05
-#: The host scales ``calibrate`` searches between.
-SCALE_RANGE = (0.02, 2.0)
+#: Kinds of the host events the profiler records one by one, each at a cost to the host (the
+#: events ``advice.basis`` counts its cost per event over).
+COUNTED_KINDS = ("operator", "python", "user", "dataloader", "optimizer", "runtime", "memcpy")
 
 
 @dataclass
@@ -63,6 +60,9 @@ class Replay:
     #: and after the last.
     before: np.ndarray
     last_end: float
+    #: The starts of the host events the profiler recorded in the steps (``COUNTED_KINDS``),
+    #: sorted: each costs the host the profiler's cost per event.
+    events: np.ndarray
     #: Device work: the call (index into the calls) that launched it, its stream, its duration.
     dev_call: np.ndarray
     dev_stream: np.ndarray
@@ -77,14 +77,16 @@ class Replay:
         return run.cached("advice_timeline_replay", lambda: _build(run))
 
     def total(
-        self, scale: float = 1.0, removed: tuple[np.ndarray, np.ndarray] | None = None
+        self, event_cost: float = 0.0, removed: tuple[np.ndarray, np.ndarray] | None = None
     ) -> float:
-        """The replayed steps' time (ns, all steps together) with host time scaled by ``scale``
-        and the host spans ``removed`` (merged (starts, ends), recorded times) taken out: the
-        calls that start in them are not made, and the host work in them is not done."""
+        """The replayed steps' time (ns, all steps together) with ``event_cost`` (ns) taken out
+        of the host's work for each host event recorded in it, and the host spans ``removed``
+        (merged (starts, ends), recorded times) taken out: the calls and events that start in
+        them are not made, and the host work in them is not done."""
         keep = np.ones(len(self.start), dtype=bool)
         gap = np.maximum(self.start - self.before, 0.0)
         tail = max(self.hi - self.last_end, 0.0)
+        events = self.events
         if removed is not None and len(removed[0]):
             r_start, r_end = removed
             at = np.searchsorted(r_start, self.start, side="right") - 1
@@ -93,9 +95,20 @@ class Replay:
             gap = np.maximum(gap - overlap_per_window(removed, self.before, self.start), 0.0)
             covered = overlap_per_window(removed, np.array([self.last_end]), np.array([self.hi]))
             tail = max(tail - float(covered[0]), 0.0)
+            at = np.searchsorted(r_start, events, side="right") - 1
+            events = events[~((at >= 0) & (events < r_end[np.maximum(at, 0)]))]
         cost = np.where(keep, self.cost, 0.0)
+        # The host's work before each call and after the last: the gap before it and the
+        # previous call's own time (not a wait's: the time the device held it is not the
+        # profiler's), less the profiler's cost of the events recorded from the previous
+        # call's start to this one's.
+        counts = np.diff(np.searchsorted(events, self.start), prepend=0, append=len(events))
+        own = np.concatenate(([0.0], np.where(self.waits, 0.0, cost)))
+        held = np.concatenate(([0.0], np.where(self.waits, cost, 0.0)))
+        work = np.maximum(np.append(gap, tail) + own - event_cost * counts, 0.0) + held
         # the host's position at each call's start, before any wait held it
-        host = scale * (np.cumsum(gap) + np.concatenate(([0.0], np.cumsum(cost)[:-1])))
+        at_call = np.cumsum(work)
+        host = at_call[:-1]
         dev_keep = keep[self.dev_call]
         d_call = self.dev_call[dev_keep]  # in call order
         d_stream = self.dev_stream[dev_keep]
@@ -117,92 +130,47 @@ class Replay:
                 free[s] = first_start + float(done[-1])
             if i < len(waits):
                 w = waits[i]
-                returned = host[w] + delay + scale * cost[w]
+                returned = host[w] + delay + cost[w]
                 delay += max(max(free.values(), default=-np.inf) - returned, 0.0)
             first = last
-        end_host = host[-1] + scale * cost[-1] + delay + scale * tail
+        end_host = float(at_call[-1]) + delay
         return max(end_host, max(free.values(), default=-np.inf))
 
     @property
     def fidelity(self) -> float:
-        """The replay at scale 1 against the recorded steps: its time over theirs, less 1."""
-        return self.total(1.0) / self.hi - 1.0 if self.hi > 0 else float("inf")
+        """The replay as recorded against the recorded steps: its time over theirs, less 1."""
+        return self.total() / self.hi - 1.0 if self.hi > 0 else float("inf")
 
-    def calibrate(self, target_ns: float) -> float:
-        """The host scale at which the replayed steps take ``target_ns`` (all steps together),
-        within ``SCALE_RANGE``: the replay's time grows with the scale."""
-        low, high = SCALE_RANGE
-        if self.total(low) >= target_ns:
+    def calibrate(self, target_ns: float) -> float | None:
+        """The profiler's cost per recorded host event (ns) at which the replayed steps take
+        ``target_ns`` (all steps together): 0 when they take no longer as recorded; None when
+        no cost gets them there (with no host work left where events were recorded, the device
+        and the waits still take longer). The replay's time shrinks as the cost grows."""
+        low = 0.0
+        high = float(max(np.max(self.start - self.before, initial=0.0), self.hi - self.last_end))
+        high += float(np.max(self.cost, initial=0.0)) + 1.0
+        if self.total(low) <= target_ns:
             return low
-        if self.total(high) <= target_ns:
-            return high
-        for _ in range(30):
+        if self.total(high) >= target_ns:
+            return None
+        for _ in range(40):
             mid = 0.5 * (low + high)
             if self.total(mid) > target_ns:
-                high = mid
-            else:
                 low = mid
+            else:
+                high = mid
         return 0.5 * (low + high)
 
 
-def saving_without(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
-    """What the step would lose without the host spans of ``rows`` (ops of ``ctx``'s run), by
-    the replay: ``saving_ns`` per step, against the step without the profiler where the step
-    timer timed it (the host scaled to match it), else the profiled step; a ``text`` for the
-    finding's details, its ``estimate`` and ``evidence``. None where the run cannot be
-    replayed or the replay does not give back the recorded steps within FAITHFUL."""
-    replay = Replay.of(ctx.run)
-    if replay is None or not rows:
+def replayed_event_cost(run: Run, target_ns: float) -> float | None:
+    """The profiler's cost per recorded host event (ns) at which ``run``'s replayed steps last
+    ``target_ns`` (all steps together: the step timer's steps without the profiler), or None
+    where the run cannot be replayed, its replay does not give back the recorded steps within
+    FAITHFUL, or no cost gets there (``Replay.calibrate``)."""
+    replay = Replay.of(run)
+    if replay is None or abs(replay.fidelity) > FAITHFUL:
         return None
-    fidelity = replay.fidelity
-    if abs(fidelity) > FAITHFUL:
-        return None
-    ev = ctx.run.events
-    begin = (ev["start_ns"].to_numpy()[rows] - replay.origin).astype(np.float64)
-    removed = merge_intervals(begin, begin + ev["dur_ns"].to_numpy()[rows])
-    steps = max(ctx.steps, 1)
-    basis = step_basis(ctx)
-    unprofiled = basis.name == "unprofiled"
-    scale = replay.calibrate(basis.step_ns * steps) if unprofiled else 1.0
-    now = replay.total(scale) / steps
-    remedied = replay.total(scale, removed) / steps
-    saving = max(now - remedied, 0.0)
-    # shown against the step the saving is stated against (the replay gives it back within
-    # its fidelity, or within the calibration's tolerance)
-    step = basis.step_ns
-    against = (
-        f"the step without the profiler, the host run at {scale:.2f}x its recorded pace to match it"
-        if unprofiled
-        else "the profiled step, the host at its recorded pace"
-    )
-    text = (
-        f"Replayed without these calls, the steps would take {duration_text(step - saving)} "
-        f"against {duration_text(step)} ({against}): {duration_text(saving)} per step less, as the "
-        "calls' own host time goes and the host, no longer waiting, queues the device's next "
-        "work while it still runs."
-    )
-    pace = (
-        f"The host runs at {scale:.2f}x its recorded pace, at which the replayed steps last as "
-        f"long as the step timer's steps without the profiler ({basis.step_ns / 1e6:.2f} ms)."
-        if unprofiled
-        else "The host runs at its recorded pace: without the step timer's figures the saving "
-        "is against the profiled step."
-    )
-    estimate = (
-        "The recorded steps replayed with and without these calls: each host call after the "
-        "host work recorded before it, each kernel once its launch is made and its stream is "
-        "free, each wait until the device has finished the work queued before it. Without the "
-        "calls the host neither makes them nor waits there; device work queued before them "
-        f"still runs. The replay gives back the recorded steps within "
-        f"{max(100 * abs(fidelity), 0.1):.1f}%. " + pace
-    )
-    evidence = {
-        "host_scale": float(scale),
-        "fidelity": float(fidelity),
-        "replayed_step_ns": float(now),
-        "replayed_remedied_step_ns": float(remedied),
-    }
-    return {"saving_ns": saving, "text": text, "estimate": estimate, "evidence": evidence}
+    return replay.calibrate(target_ns)
 
 
 def _launch_latency(
@@ -257,6 +225,7 @@ def _build(run: Run) -> Replay | None:
     )
     ends = c_start + c_dur
     before = np.maximum.accumulate(np.concatenate(([0.0], ends[:-1])))
+    recorded = (stream < 0) & kind_is(ev, *COUNTED_KINDS) & (start >= 0) & (start < hi)
     return Replay(
         origin=origin,
         hi=hi,
@@ -266,6 +235,7 @@ def _build(run: Run) -> Replay | None:
         waits=waits,
         before=before,
         last_end=max(float(before[-1]), float(ends[-1])),
+        events=np.sort(start[recorded]),
         dev_call=dev_call,
         dev_stream=stream[launched].astype(np.int64),
         dev_dur=dur[launched],

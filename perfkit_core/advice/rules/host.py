@@ -192,13 +192,13 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
 
     Saving: the recorded steps replayed (``advice.timeline.Replay``) with and without those
     ops' host spans: their calls are not made, their host work is not done and the host stops
-    waiting where they waited, while device work queued before them still runs. The host runs
-    at the pace of the step timer's steps without the profiler (the replay's host scaled until
-    the replayed steps last as long as those), or as recorded without a step timer. Where the
-    replay does not give back the recorded steps within ``timeline.FAITHFUL``, the device's
-    idle time around the syncs and copies instead (from its last work before each one returns
-    to its next work after, at most the time the host was blocked in it), scaled to the step
-    without the profiler (``Basis.scaled``).
+    waiting where they waited, while device work queued before them still runs. The host's
+    work loses the profiler's cost per recorded host event, the cost at which the replayed
+    steps last as long as the step timer's steps without the profiler, or runs as recorded
+    without a step timer. Where the replay does not give back the recorded steps within
+    ``timeline.FAITHFUL``, the device's idle time around the syncs and copies instead (from its
+    last work before each one returns to its next work after, at most the time the host was
+    blocked in it), scaled to the step without the profiler (``Basis.scaled``).
     """
     if not ctx.has_device or not ctx.total_ns:
         return None
@@ -288,7 +288,7 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
     ]
     top = ops[0]["op"]
     basis = step_basis(ctx)
-    replayed = timeline.saving_without(ctx, [r for r in culprit_rows if names[r] in culprits])
+    replayed = _replayed_saving(ctx, [r for r in culprit_rows if names[r] in culprits])
     copies = sum(a["dtoh"] for a in culprits.values()) / steps
     sync_count = sum(a["syncs"] for a in culprits.values()) / steps
     # the figures as recorded: where the saving is scaled to the step without the profiler,
@@ -337,6 +337,72 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
             },
         )
     ]
+
+
+def _replayed_saving(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
+    """What the step would lose without the host spans of ``rows`` (ops of ``ctx``'s run), by
+    the replay: ``saving_ns`` per step, against the step without the profiler where the step
+    timer timed it (the basis's cost per recorded event, which the replay matched to it, taken
+    out of the host's work), else the profiled step; a ``text`` for the finding's details, its
+    ``estimate`` and ``evidence``. None where the run cannot be replayed, the replay does not
+    give back the recorded steps within ``timeline.FAITHFUL``, or no cost per event makes it last as long as
+    the step without the profiler."""
+    replay = timeline.Replay.of(ctx.run)
+    if replay is None or not rows:
+        return None
+    fidelity = replay.fidelity
+    if abs(fidelity) > timeline.FAITHFUL:
+        return None
+    ev = ctx.run.events
+    begin = (ev["start_ns"].to_numpy()[rows] - replay.origin).astype(np.float64)
+    removed = merge_intervals(begin, begin + ev["dur_ns"].to_numpy()[rows])
+    steps = max(ctx.steps, 1)
+    basis = step_basis(ctx)
+    unprofiled = basis.name == "unprofiled"
+    if unprofiled and basis.event_cost_from != "replay":
+        return None  # the replay does not reach the step without the profiler
+    cost = basis.event_cost_ns if unprofiled else 0.0
+    now = replay.total(cost) / steps
+    remedied = replay.total(cost, removed) / steps
+    saving = max(now - remedied, 0.0)
+    # shown against the step the saving is stated against (the replay gives it back within
+    # its fidelity, or within the calibration's tolerance)
+    step = basis.step_ns
+    against = (
+        f"the step without the profiler, the profiler's {cost / 1e3:.1f} us per recorded event "
+        "taken out of the host's work to match it"
+        if unprofiled
+        else "the profiled step, the host at its recorded pace"
+    )
+    text = (
+        f"Replayed without these calls, the steps would take {duration_text(step - saving)} "
+        f"against {duration_text(step)} ({against}): {duration_text(saving)} per step less, as the "
+        "calls' own host time goes and the host, no longer waiting, queues the device's next "
+        "work while it still runs."
+    )
+    pace = (
+        f"The profiler's {cost / 1e3:.1f} us per recorded event is taken out of the host's work "
+        "(the time waits held it is kept): the cost at which the replayed steps last as long as "
+        f"the step timer's steps without the profiler ({basis.step_ns / 1e6:.2f} ms)."
+        if unprofiled
+        else "The host runs at its recorded pace: without the step timer's figures the saving "
+        "is against the profiled step."
+    )
+    estimate = (
+        "The recorded steps replayed with and without these calls: each host call after the "
+        "host work recorded before it, each kernel once its launch is made and its stream is "
+        "free, each wait until the device has finished the work queued before it. Without the "
+        "calls the host neither makes them nor waits there; device work queued before them "
+        f"still runs. The replay gives back the recorded steps within "
+        f"{max(100 * abs(fidelity), 0.1):.1f}%. " + pace
+    )
+    evidence = {
+        "event_cost_ns": float(cost),
+        "fidelity": float(fidelity),
+        "replayed_step_ns": float(now),
+        "replayed_remedied_step_ns": float(remedied),
+    }
+    return {"saving_ns": saving, "text": text, "estimate": estimate, "evidence": evidence}
 
 
 def _device_bubbles(events: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarray:
