@@ -345,8 +345,8 @@ def _replayed_saving(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
     timer timed it (the basis's cost per recorded event, which the replay matched to it, taken
     out of the host's work), else the profiled step; a ``text`` for the finding's details, its
     ``estimate`` and ``evidence``. None where the run cannot be replayed, the replay does not
-    give back the recorded steps within ``timeline.FAITHFUL``, or no cost per event makes it last as long as
-    the step without the profiler."""
+    give back the recorded steps within ``timeline.FAITHFUL``, or no cost per event makes it
+    last as long as the step without the profiler."""
     replay = timeline.Replay.of(ctx.run)
     if replay is None or not rows:
         return None
