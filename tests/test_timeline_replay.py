@@ -277,6 +277,36 @@ def test_the_profilers_cost_per_event_is_one_figure(path):
     assert naive > 0 and basis.event_cost_ns > 0 and basis.event_cost_ns != naive
     finding = next(f for f in advise(run) if f.rule == "placement")
     assert finding.evidence["replay"]["event_cost_ns"] == basis.event_cost_ns
-    said = f"profiler's {basis.event_cost_ns / 1e3:.1f} us per recorded event"
-    assert said in basis.text()
+    said = f"{basis.event_cost_ns / 1e3:.1f} us per recorded event"
+    assert f"the profiler's {said}" in basis.text()
     assert said in finding.estimate and said in finding.details[-1]
+    assert "and the basis's cost per event" in finding.estimate
+
+
+def test_a_step_the_device_paces_keeps_the_steps_cost_per_event():
+    """fp32 matmuls at batch 4096 on an H200: 31.4 ms of kernels in a 32.0 ms step. The
+    replay lasts that step only with 16 us taken out per event, and barely moves with it:
+    less than HOST_PACED of the events' cost shows in the step, so the basis keeps the
+    steps' own figure (their extra time over their events)."""
+    from perfkit_core.advice.basis import recorded_events_per_step, step_basis
+    from perfkit_core.advice.engine import make_context
+    from perfkit_core.advice.timeline import HOST_PACED, replayed_event_cost
+
+    run = perfkit_core.load(DATA / "torch_gpu_h200" / "amp4096_fp32")
+    ctx = make_context(run)
+    basis = step_basis(ctx)
+    replay = Replay.of(run)
+    steps = len(run.meta["steps"])
+    cost = replay.calibrate(basis.step_ns * steps)
+    assert cost is not None and cost > 10e3
+    shown = (replay.total(0.9 * cost) - replay.total(1.1 * cost)) / (
+        0.2 * cost * len(replay.events)
+    )
+    assert shown < HOST_PACED
+    assert replayed_event_cost(run, basis.step_ns * steps) is None
+    record = run.meta["step_timer"]
+    naive = (np.median(record["profiled_ns"]) - np.median(record["unprofiled_ns"])) / (
+        recorded_events_per_step(ctx)
+    )
+    assert basis.event_cost_from == "steps"
+    assert basis.event_cost_ns == pytest.approx(max(naive, 0.0))

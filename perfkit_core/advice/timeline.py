@@ -36,6 +36,9 @@ from .waits import waiting_rows
 
 #: The replay as recorded must give the recorded steps' time within this share to be trusted.
 FAITHFUL = 0.05
+#: The share of the recorded events' cost that must show in the replayed steps for the replay
+#: to measure the profiler's cost per event (``replayed_event_cost``).
+HOST_PACED = 0.5
 #: Kinds of the host events the profiler records one by one, each at a cost to the host (the
 #: events ``advice.basis`` counts its cost per event over).
 COUNTED_KINDS = ("operator", "python", "user", "dataloader", "optimizer", "runtime", "memcpy")
@@ -163,14 +166,23 @@ class Replay:
 
 
 def replayed_event_cost(run: Run, target_ns: float) -> float | None:
-    """The profiler's cost per recorded host event (ns) at which ``run``'s replayed steps last
-    ``target_ns`` (all steps together: the step timer's steps without the profiler), or None
-    where the run cannot be replayed, its replay does not give back the recorded steps within
-    FAITHFUL, or no cost gets there (``Replay.calibrate``)."""
+    """The profiler's cost per recorded host event (ns) as ``run``'s replay measures it: the
+    cost at which the replayed steps last ``target_ns`` (all steps together: the step timer's
+    steps without the profiler), where the host paces the replayed steps enough to tell it.
+    None where the run cannot be replayed, its replay does not give back the recorded steps
+    within FAITHFUL, no cost gets there (``Replay.calibrate``), or less than HOST_PACED of
+    the events' cost shows in the replayed steps at that cost (the device paces the rest, and
+    a step the device paces hardly moves with the host's cost, so the figure would be noise:
+    an H200 step of 32 ms with 31.4 ms of kernels read 16 us an event, the step's own extra
+    time 0.5 us)."""
     replay = Replay.of(run)
     if replay is None or abs(replay.fidelity) > FAITHFUL:
         return None
-    return replay.calibrate(target_ns)
+    cost = replay.calibrate(target_ns)
+    if cost is None or cost <= 0:
+        return cost
+    shown = replay.total(0.9 * cost) - replay.total(1.1 * cost)
+    return cost if shown >= HOST_PACED * 0.2 * cost * len(replay.events) else None
 
 
 def _launch_latency(

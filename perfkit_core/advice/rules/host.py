@@ -342,8 +342,8 @@ def rule_placement(ctx: Context) -> list[Finding] | None:
 def _replayed_saving(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
     """What the step would lose without the host spans of ``rows`` (ops of ``ctx``'s run), by
     the replay: ``saving_ns`` per step, against the step without the profiler where the step
-    timer timed it (the basis's cost per recorded event, which the replay matched to it, taken
-    out of the host's work), else the profiled step; a ``text`` for the finding's details, its
+    timer timed it (the cost per recorded event at which the replay matches it taken out of the
+    host's work), else the profiled step; a ``text`` for the finding's details, its
     ``estimate`` and ``evidence``. None where the run cannot be replayed, the replay does not
     give back the recorded steps within ``timeline.FAITHFUL``, or no cost per event makes it
     last as long as the step without the profiler."""
@@ -359,9 +359,9 @@ def _replayed_saving(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
     steps = max(ctx.steps, 1)
     basis = step_basis(ctx)
     unprofiled = basis.name == "unprofiled"
-    if unprofiled and basis.event_cost_from != "replay":
-        return None  # the replay does not reach the step without the profiler
-    cost = basis.event_cost_ns if unprofiled else 0.0
+    cost = replay.calibrate(basis.step_ns * steps) if unprofiled else 0.0
+    if cost is None:
+        return None  # the device and the waits alone take longer than the step
     now = replay.total(cost) / steps
     remedied = replay.total(cost, removed) / steps
     saving = max(now - remedied, 0.0)
@@ -369,8 +369,8 @@ def _replayed_saving(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
     # its fidelity, or within the calibration's tolerance)
     step = basis.step_ns
     against = (
-        f"the step without the profiler, the profiler's {cost / 1e3:.1f} us per recorded event "
-        "taken out of the host's work to match it"
+        f"the step without the profiler, {cost / 1e3:.1f} us per recorded event taken out of the "
+        "host's work to match it"
         if unprofiled
         else "the profiled step, the host at its recorded pace"
     )
@@ -381,9 +381,16 @@ def _replayed_saving(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
         "work while it still runs."
     )
     pace = (
-        f"The profiler's {cost / 1e3:.1f} us per recorded event is taken out of the host's work "
-        "(the time waits held it is kept): the cost at which the replayed steps last as long as "
-        f"the step timer's steps without the profiler ({basis.step_ns / 1e6:.2f} ms)."
+        f"{cost / 1e3:.1f} us per recorded event is taken out of the host's work (the time "
+        "waits held it is kept): the cost at which the replayed steps last as long as the step "
+        f"timer's steps without the profiler ({basis.step_ns / 1e6:.2f} ms)"
+        + (
+            ", and the basis's cost per event"
+            if basis.event_cost_from == "replay"
+            else "; the device paces too much of the steps for it to be the profiler's cost per "
+            "event, which the other findings take from the steps' extra time"
+        )
+        + "."
         if unprofiled
         else "The host runs at its recorded pace: without the step timer's figures the saving "
         "is against the profiled step."
