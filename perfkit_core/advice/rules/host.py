@@ -381,7 +381,7 @@ def _replayed_saving(ctx: Context, rows: list[int]) -> dict[str, Any] | None:
         "work while it still runs."
     )
     pace = (
-        f"{cost / 1e3:.1f} us per recorded event is taken out of the host's work (the time "
+        f"It takes {cost / 1e3:.1f} us per recorded event out of the host's work (the time "
         "waits held it is kept): the cost at which the replayed steps last as long as the step "
         f"timer's steps without the profiler ({basis.step_ns / 1e6:.2f} ms)"
         + (
