@@ -22,7 +22,7 @@ and a rule trusts the replay only where it is close (``FAITHFUL``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -72,6 +72,8 @@ class Replay:
     dev_dur: np.ndarray
     #: Launch latency: from a launch call's start to its kernel's start on an idle device.
     latency: float
+    #: ``calibrate``'s answers by target: the basis and placement ask for the same step.
+    calibrated: dict[float, float | None] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, run: Run) -> Replay | None:
@@ -149,6 +151,11 @@ class Replay:
         ``target_ns`` (all steps together): 0 when they take no longer as recorded; None when
         no cost gets them there (with no host work left where events were recorded, the device
         and the waits still take longer). The replay's time shrinks as the cost grows."""
+        if target_ns not in self.calibrated:
+            self.calibrated[target_ns] = self._calibrate(target_ns)
+        return self.calibrated[target_ns]
+
+    def _calibrate(self, target_ns: float) -> float | None:
         low = 0.0
         high = float(max(np.max(self.start - self.before, initial=0.0), self.hi - self.last_end))
         high += float(np.max(self.cost, initial=0.0)) + 1.0
