@@ -681,6 +681,7 @@ def profile(
         for _ in range(timer_steps):
             with timer.step():
                 loop.step()
+        timer.close()  # right after the steps: their last stretch counts toward the idle cores
     loop.close()
     if not handler.runs:
         raise RuntimeError(f"{scenario.name}: the handler saved no run ({handler.failures})")
@@ -1011,15 +1012,19 @@ def timed_round(loop: Loop, steps: int) -> dict[str, Any]:
 
 def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One step timer record of ``timed_round``'s rounds: their steps and each phase's times
-    one after the other (0 in a round a phase did not run in), and the idle cores weighted by
-    each round's time; the median of the rounds' slowdowns beside a worker, where timed."""
+    one after the other (0 in a round a phase did not run in), and the idle cores, the
+    process's cores and the idle cores' resolution weighted by each round's time; the median of the rounds' slowdowns beside a worker, where timed."""
     steps: list[int] = []
     slowdowns: dict[str, list[float]] = {}
     for record in records:
         for key, value in record.get("slowdowns", {}).items():
             slowdowns.setdefault(key, []).append(value)
     phases: dict[str, list[int]] = {}
-    idle = wall = 0.0
+    # the cores per round, weighted by each round's time (a round's tick error over its time,
+    # weighted so, adds up to the merged rounds' error over theirs)
+    cores = ("idle_cores", "process_cores", "idle_resolution_cores")
+    weighted = dict.fromkeys(cores, 0.0)
+    walls = dict.fromkeys(cores, 0.0)
     # not profiled: unprofiled where an adapter says no profiler records, else unknown
     keys = ("unprofiled_ns", "unknown_ns")
     for record in records:
@@ -1030,13 +1035,15 @@ def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
             entry = record["phases"].get(phase)
             kept += [ns for key in keys for ns in entry[key]] if entry else [0] * len(times)
         steps += times
-        if record["idle_cores"] is not None:
-            idle += record["idle_cores"] * sum(times)
-            wall += sum(times)
+        for key in cores:
+            if record.get(key) is not None:
+                weighted[key] += record[key] * sum(times)
+                walls[key] += sum(times)
     return {
         "steps": steps,
         "phases": phases,
-        "idle_cores": idle / wall if wall else None,
+        **{key: weighted[key] / walls[key] if walls[key] else None for key in cores},
+        "usable_cores": records[-1].get("usable_cores") if records else None,
         "slowdowns": {key: statistics.median(values) for key, values in slowdowns.items()},
     }
 
@@ -1054,7 +1061,8 @@ def window_findings(run: Any, window: dict[str, Any]) -> dict[str, Any]:
     meta = copy.deepcopy(run.meta)
     timer = meta.get("step_timer") or {}
     timer["unprofiled_ns"] = window["steps"]
-    timer["idle_cores"] = window["idle_cores"]
+    for key in ("idle_cores", "process_cores", "usable_cores", "idle_resolution_cores"):
+        timer[key] = window[key]
     timer.update(window.get("slowdowns", {}))  # timed right after each round
     phases = timer.setdefault("phases", {})
     for phase in phases.keys() | window["phases"].keys():  # a phase the rounds lack: untimed

@@ -693,7 +693,7 @@ def test_acted_on_compares_the_time_without_the_profiler_when_both_runs_have_it(
 
 
 def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
-    from perfkit_core.advice.loader import loader_cores
+    from perfkit_core.advice.loader_cores import loader_cores
 
     run = _timer_run  # loader_cores reads only the run's meta
 
@@ -721,6 +721,42 @@ def test_loader_cores_come_from_the_step_timers_record_of_the_machine():
     assert loader_cores(run({"cpu_count": 2, "idle_cores": 0.2}), thread_cores=0.2)[0] == 0.0
 
 
+def test_loader_cores_take_the_process_cpu_where_the_idle_ticks_are_too_coarse():
+    """The cores the training process left (its CPU clock, exact) decide, capped by the
+    machine's idle cores where ``/proc/stat``'s ticks resolve them; where they do not, the
+    estimate says other work could not be told."""
+    from perfkit_core.advice.loader_cores import IDLE_RESOLUTION_CORES, loader_cores
+
+    def record(idle: float, resolution: float) -> dict:
+        return {
+            "cpu_count": 2,
+            "load_average": 1.9,
+            "usable_cores": 2,
+            "process_cores": 1.25,
+            "idle_cores": idle,
+            "idle_resolution_cores": resolution,
+        }
+
+    fine, coarse = IDLE_RESOLUTION_CORES / 2, IDLE_RESOLUTION_CORES * 3
+    # 30 steps of 1.5 ms on 2 cores: a tick more or less reads 0.0 or 2.7 idle cores, and the
+    # process's 0.75 free and a loading thread's 0.33 make one worker's core either way
+    for idle in (0.0, 0.7, 2.7):
+        free, how = loader_cores(_timer_run(record(idle, coarse)), thread_cores=0.33)
+        assert free == 1.0
+        assert "2 cores less the 1.2 the training process kept busy" in how
+        assert f"could be {coarse:.1f} cores off" in how and "other work" in how
+    # fine enough: other work that took what the process left lowers it ...
+    free, how = loader_cores(_timer_run(record(0.1, fine)), thread_cores=0.33)
+    assert free == 0.0 and "0.1 cores idle" in how and "(other work took 0.7 of the 0.8 the" in how
+    # ... and more idle than the process left is the process's figure
+    free, how = loader_cores(_timer_run(record(1.9, fine)))
+    assert free == 1.0 and "1.2 the training process kept busy" in how and "as many idle" in how
+    # the process's figure without a resolution: the ticks' error is unknown
+    unknown = {**record(0.0, fine), "idle_resolution_cores": None}
+    free, how = loader_cores(_timer_run(unknown))
+    assert free == 1.0 and "far off" in how
+
+
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="the machine's idle time is Linux's")
 def test_step_timer_idle_cores_leave_out_what_the_steps_used():
     """The cores idle while the steps ran, against what this process's own CPU time over the
@@ -736,24 +772,35 @@ def test_step_timer_idle_cores_leave_out_what_the_steps_used():
             while time.thread_time() < end:  # one core busy for 0.1 s of CPU
                 pass
     used = (time.process_time() - cpu_start) / (time.perf_counter() - wall_start)
-    idle = timer.record()["idle_cores"]
+    record = timer.record()
+    idle = record["idle_cores"]
     timer.close()
     cores = os.cpu_count() or 1
     assert idle is not None and 0.0 <= idle <= cores - used + 0.15
+    # the process's own CPU clock over the same steps: exact, one core busy
+    assert record["process_cores"] == pytest.approx(used, abs=0.05)
+    assert record["usable_cores"] <= cores
+    # one stretch of about 0.5 s: a tick a core at its ends, over its time
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert record["idle_resolution_cores"] == pytest.approx(cores / ticks / 0.5, rel=0.2)
 
 
 class _IdleClock:
     """The step timer's clock and its ``machine_idle_s``, stood in for: the wall clock moves
     only when the test ``advance``s it, and the machine has ``cores`` idle cores all along,
-    plus ``extra`` seconds of idle time added by the test; ``readings`` counts the idle
-    readings."""
+    plus ``extra`` seconds of idle time added by the test, while the process keeps ``busy``
+    cores busy; ``readings`` counts the idle readings."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, cores: float) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, cores: float, busy: float = 1.0) -> None:
         import importlib
 
         module = importlib.import_module("perfkit_core.capture.step_timer")
         self.cores, self.now, self.readings, self.extra = cores, 0, 0, 0.0
-        clock = SimpleNamespace(perf_counter_ns=lambda: self.now, thread_time_ns=time.thread_time_ns)
+        clock = SimpleNamespace(
+            perf_counter_ns=lambda: self.now,
+            thread_time_ns=time.thread_time_ns,
+            process_time_ns=lambda: int(busy * self.now),
+        )
         monkeypatch.setattr(module, "time", clock)
         monkeypatch.setattr(module, "machine_idle_s", self)
         self.module = module
@@ -775,7 +822,7 @@ def test_step_timer_reads_idle_time_once_a_window(monkeypatch, window_ns):
     cheaper)."""
     import perfkit_core
 
-    clock = _IdleClock(monkeypatch, 0.75)
+    clock = _IdleClock(monkeypatch, 0.75, busy=1.25)
     monkeypatch.setattr(clock.module, "IDLE_WINDOW_NS", window_ns)
     timer = perfkit_core.step_timer(None, warmup=2)
     for _ in range(40):
@@ -783,7 +830,13 @@ def test_step_timer_reads_idle_time_once_a_window(monkeypatch, window_ns):
             clock.advance(1)
     timer.close()
     assert clock.readings == (1 + 38 + 1 if window_ns == 0 else 2)  # warm-up steps: none
-    assert timer.record()["idle_cores"] == pytest.approx(0.75, rel=0.02)
+    record = timer.record()
+    assert record["idle_cores"] == pytest.approx(0.75, rel=0.02)
+    assert record["process_cores"] == pytest.approx(1.25, rel=0.02)
+    # adjacent windows make one stretch, whose two ends alone are a tick off: 38 ms of steps
+    ticks = os.sysconf("SC_CLK_TCK")
+    resolution = (os.cpu_count() or 1) / ticks / 0.038
+    assert record["idle_resolution_cores"] == pytest.approx(resolution, rel=0.05)
 
 
 def test_step_timer_idle_windows_leave_out_what_ran_after_the_steps(monkeypatch):
@@ -823,7 +876,12 @@ def test_step_timer_idle_stretch_ends_where_the_profiler_records(monkeypatch):
             clock.advance(2)
     timer.close()
     assert clock.readings == 4  # opened, ended by the recorded step; opened again, closed
-    assert timer.record()["idle_cores"] == pytest.approx(1.0, rel=0.05)
+    record = timer.record()
+    assert record["idle_cores"] == pytest.approx(1.0, rel=0.05)
+    # two stretches of 10 ms: each one's ends are a tick a core off
+    ticks = os.sysconf("SC_CLK_TCK")
+    resolution = 2 * (os.cpu_count() or 1) / ticks / 0.020
+    assert record["idle_resolution_cores"] == pytest.approx(resolution, rel=0.05)
     assert len(timer.unprofiled_ns) == 10 and len(timer.profiled_ns) == 5
 
 
@@ -1188,15 +1246,22 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     assert findings["input-pipeline"].title.endswith(
         f" takes {share:.1f}% of each step without the profiler"
     )
-    # workers get the cores idle while the steps ran and the loading thread's share of one
-    idle = record["idle_cores"]
+    # workers get the cores the training process left while the steps ran (fewer where the
+    # machine's idle time, fine enough to tell, shows other work) and the loading thread's
+    # share of one
+    from perfkit_core.advice.loader_cores import IDLE_RESOLUTION_CORES
+
+    idle, process = record["idle_cores"], record["process_cores"]
     thread_cores = (
         float(np.mean(data)) / float(np.median(record["unprofiled_ns"]))
         if ev["data_from"] == "thread"
         else 0.0
     )
-    if idle is not None:
-        assert ev["free_cores"] == float(int(max(idle, 0.0) + thread_cores + 0.5))
+    assert process is not None and 0.0 < process <= record["usable_cores"] + 0.1
+    left = record["usable_cores"] - process
+    if record["idle_resolution_cores"] <= IDLE_RESOLUTION_CORES:
+        left = min(left, idle)
+    assert ev["free_cores"] == float(int(max(left, 0.0) + thread_cores + 0.5))
     step = ev["basis_step_ns"]
     if ev["data_from"] == "thread":
         # beside the loading thread: each thread alone takes its CPU time less the GIL

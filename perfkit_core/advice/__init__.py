@@ -36,7 +36,6 @@ from perfkit_core.advice.loader import (
     loader_figures,
     loader_saving,
     measured_loader_estimate,
-    remedy_workers,
     replay_figures,
     replay_slowdown_evidence,
     run_loader_batch_cost,
@@ -44,6 +43,7 @@ from perfkit_core.advice.loader import (
     run_thread_op_cost,
     thread_split,
 )
+from perfkit_core.advice.loader_cores import remedy_workers
 from perfkit_core.advice.optimizer import replay_optimizer, shapes_text, steps_in_turn
 
 __all__ = [

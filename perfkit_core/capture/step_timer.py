@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.capture.helper import usable_cores
 from perfkit_core.capture.machine_costs import (
     EAGER_PASS_KEY,
     META_KEY,
@@ -71,6 +72,13 @@ BETWEEN_STEPS_PHASES = frozenset({"data"})
 #: loop, and the clock ticks ``/proc/stat`` counts in (10 ms) average out as well, since each
 #: window starts where the last ended.
 IDLE_WINDOW_NS = 50_000_000
+#: ``/proc/stat`` counts the machine's idle time in clock ticks (10 ms a core at the usual
+#: ``CLK_TCK`` of 100): where a stretch of steps starts and ends, up to one tick a core is
+#: counted or missed. Over 30 steps of 1.5 ms (a 2-core machine, ``bench/bench_advice.py``'s
+#: ``paddle-demo``) that is 0.7 cores either way, and the timer's readings of the cores idle
+#: beside the same loop went from 0.0 to 2.7. The record says how far off the reading can be
+#: (``idle_resolution_cores``), and it keeps the training process's own CPU time over the same
+#: windows, which the process's CPU clock counts exactly (``process_cores``).
 
 
 class _StepBlock:
@@ -139,9 +147,14 @@ class StepTimer:
         # record, and their wall time: the cores the training left idle (``idle_cores``)
         self._idle_s = 0.0
         self._idle_wall_ns = 0
+        # over the same windows: the training process's CPU time (all its threads), and how
+        # many stretches of adjacent windows they make (each stretch's ends are a tick off)
+        self._process_ns = 0
+        self._idle_stretches = 0
+        self._idle_joined = False
         # the open window's first reading (idle s, perf_counter ns), and the end of the last
         # step kept (perf_counter ns): a step ended in the window when it is after the reading
-        self._idle_mark: tuple[float, int] | None = None
+        self._idle_mark: tuple[float, int, int] | None = None
         self._idle_last_end = 0
 
     def recording(self) -> bool | None:
@@ -217,22 +230,30 @@ class StepTimer:
         self._removers = [r for r in found if callable(r)]
         self._find_askers()
 
-    def _idle_reading(self) -> tuple[float, int] | None:
-        """(the machine's idle CPU time, s; ``time.perf_counter_ns``) now, or None where the
-        system does not say."""
+    def _idle_reading(self) -> tuple[float, int, int] | None:
+        """(the machine's idle CPU time, s; ``time.perf_counter_ns``; this process's CPU time,
+        ns) now, or None where the system does not say."""
         idle = machine_idle_s()
-        return None if idle is None else (idle, time.perf_counter_ns())
+        if idle is None:
+            return None
+        return idle, time.perf_counter_ns(), time.process_time_ns()
 
     def _close_idle_window(
-        self, reading: tuple[float, int] | None, *, reopen: bool, count: bool = True
+        self, reading: tuple[float, int, int] | None, *, reopen: bool, count: bool = True
     ) -> None:
-        """Count (when ``count``) the idle time and the wall time from the open window's first
-        reading to ``reading``, where a step ended between them, and open the next window at
-        ``reading`` when ``reopen`` (else none is open)."""
+        """Count (when ``count``) the idle time, the process's CPU time and the wall time from
+        the open window's first reading to ``reading``, where a step ended between them, and
+        open the next window at ``reading`` when ``reopen`` (else none is open)."""
         mark = self._idle_mark
-        if count and mark is not None and reading is not None and self._idle_last_end > mark[1]:
+        counted = (
+            count and mark is not None and reading is not None and self._idle_last_end > mark[1]
+        )
+        if counted and mark is not None and reading is not None:
             self._idle_s += max(reading[0] - mark[0], 0.0)
             self._idle_wall_ns += max(reading[1] - mark[1], 0)
+            self._process_ns += max(reading[2] - mark[2], 0)
+            self._idle_stretches += 0 if self._idle_joined else 1
+        self._idle_joined = counted and reopen
         self._idle_mark = reading if reopen else None
 
     def close(self) -> None:
@@ -323,12 +344,18 @@ class StepTimer:
         the profiler did not record ran: its idle CPU time over the windows between the
         timer's readings of it, ``IDLE_WINDOW_NS`` or more of such steps each, / their wall
         time; the steps since the last reading count once ``close`` ends them; None where no
-        window closed or the system does not say, as outside Linux), and ``phases``:
-        ``phase_ns``."""
+        window closed or the system does not say, as outside Linux), ``process_cores`` (this
+        process's CPU time over the same windows, all its threads, / their wall time: the cores
+        the training process kept busy), ``usable_cores`` (the cores this process may run on),
+        ``idle_resolution_cores`` (how far off ``idle_cores`` can be from counting in clock
+        ticks: a tick a core at each end of each stretch of adjacent windows, over their wall
+        time), and ``phases``: ``phase_ns``."""
         try:
             load: float | None = os.getloadavg()[0]
         except OSError:
             load = None
+        wall_s = self._idle_wall_ns / 1e9
+        ticks = clock_ticks_per_s()
         return {
             "profiled_ns": list(self.profiled_ns),
             "unprofiled_ns": list(self.unprofiled_ns),
@@ -336,8 +363,13 @@ class StepTimer:
             "warmup": self.warmup,
             "cpu_count": os.cpu_count(),
             "load_average": load,
-            "idle_cores": (
-                self._idle_s / (self._idle_wall_ns / 1e9) if self._idle_wall_ns > 0 else None
+            "idle_cores": self._idle_s / wall_s if wall_s > 0 else None,
+            "process_cores": self._process_ns / 1e9 / wall_s if wall_s > 0 else None,
+            "usable_cores": usable_cores(),
+            "idle_resolution_cores": (
+                self._idle_stretches * (os.cpu_count() or 1) / ticks / wall_s
+                if wall_s > 0 and ticks
+                else None
             ),
             "phases": {
                 phase: {k: list(v) for k, v in lists.items()}
@@ -421,6 +453,15 @@ class StepTimer:
                 tmp.write_text(json.dumps(meta, indent=1, default=str))
             written.append(Path(folder))
         return written
+
+
+def clock_ticks_per_s() -> int | None:
+    """The clock ticks a second ``/proc/stat`` counts in (``SC_CLK_TCK``), or None."""
+    try:
+        ticks = int(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, AttributeError):
+        return None
+    return ticks if ticks > 0 else None
 
 
 def machine_idle_s() -> float | None:

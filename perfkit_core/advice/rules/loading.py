@@ -18,7 +18,6 @@ from perfkit_core.advice.loader import (
     THREAD_OP_SOURCES,
     handover_exceeds_loading,
     handover_ns,
-    loader_cores,
     loader_saving,
     remedied_sides,
     run_loader_batch_cost,
@@ -29,6 +28,7 @@ from perfkit_core.advice.loader import (
     slowdown_text,
     thread_split,
 )
+from perfkit_core.advice.loader_cores import loader_cores
 from perfkit_core.advice.rules.cpu import training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
 from perfkit_core.capture.step_timer import TRAINING_CPU

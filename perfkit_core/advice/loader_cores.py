@@ -1,0 +1,109 @@
+"""The cores loader workers can use: what the machine that trained left of its cores while the
+steps ran without the profiler (``loader_cores``), and the worker count a remedy prescribes from
+it (``remedy_workers``)."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+from perfkit_core.capture.machine_costs import finite_number
+
+if TYPE_CHECKING:
+    from perfkit_core.events.run import Run
+
+#: ``loader_cores`` takes the machine's idle cores the step timer counted only where they may be
+#: off by at most this many cores (its ``idle_resolution_cores``: ``/proc/stat`` counts in clock
+#: ticks); beyond, it takes the cores the training process left, which its CPU clock counts
+#: exactly, and cannot see other work.
+IDLE_RESOLUTION_CORES = 0.25
+
+
+def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
+    """(the cores loader workers can use, how that was found), rounded to whole cores (a core
+    at least half idle counts as free: the remedy prescribes whole workers), at least 0:
+
+    - the cores the training process left while the run's steps ran without the profiler (the
+      step timer's ``usable_cores`` less its ``process_cores``), or, where fewer, the cores the
+      machine left idle then (``idle_cores``: other work took the rest), where that reading
+      is fine enough to tell (``idle_resolution_cores`` at most ``IDLE_RESOLUTION_CORES``);
+    - for a run whose step timer did not time the process: the machine's idle cores;
+    - else the cores less the 1-minute load average when the run was saved (the step timer's
+      ``cpu_count`` and ``load_average``, the training process included). That average lags:
+      a run saved a few seconds after training started, on a machine idle before, shows the
+      machine idle;
+    - else this machine's cores less one for the training process, at least 1.
+
+    ``thread_cores``: the cores a loading thread of the training process keeps busy beside
+    training (Paddle's single-process DataLoader: its CPU time per step over the step), which
+    workers take over; added to the first three."""
+    record = run.meta.get("step_timer") or {}
+    cores, load = record.get("cpu_count"), record.get("load_average")
+    idle = finite_number(record.get("idle_cores"))
+    process = finite_number(record.get("process_cores"))
+    usable = finite_number(record.get("usable_cores"))
+    resolution = finite_number(record.get("idle_resolution_cores"))
+    thread = max(float(thread_cores), 0.0) if math.isfinite(thread_cores) else 0.0
+    by_thread = (
+        f", plus the {thread:.1f} core the loading thread keeps busy, which workers take over"
+        if thread > 0
+        else ""
+    )
+
+    def whole(free: float) -> float:  # with the thread's share, to the nearest whole core
+        return float(math.floor(max(free, 0.0) + thread + 0.5))
+
+    if process is not None and usable is not None:
+        left = usable - process
+        ran = "while its steps ran without the profiler"
+        if idle is not None and resolution is not None and resolution <= IDLE_RESOLUTION_CORES:
+            if idle < left:
+                return whole(idle), (
+                    f"{idle:.1f} cores idle on the run's machine {ran} (other work took "
+                    f"{left - idle:.1f} of the {left:.1f} the training process left)"
+                    f"{by_thread}, rounded to whole cores"
+                )
+            return whole(left), (
+                f"{usable:g} cores less the {process:.1f} the training process kept busy {ran}"
+                f"{by_thread}, rounded to whole cores; the machine had as many idle"
+            )
+        return whole(left), (
+            f"{usable:g} cores less the {process:.1f} the training process kept busy {ran}"
+            f"{by_thread}, rounded to whole cores; over so few steps the machine's idle time, "
+            "counted in clock ticks, could be "
+            + (f"{resolution:.1f} cores off" if resolution is not None else "far off")
+            + ", too coarse to tell what other work took"
+        )
+    if idle is not None:
+        return whole(idle), (
+            f"{idle:.1f} cores idle on the run's machine while its steps ran without the "
+            f"profiler{by_thread}, rounded to whole cores"
+        )
+    if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
+        return whole(float(cores) - float(load)), (
+            f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
+            f"process included{by_thread}, rounded to whole cores"
+        )
+    cores = os.cpu_count() or 1
+    return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
+
+
+def remedy_workers(evidence: dict[str, Any]) -> tuple[int, str] | None:
+    """(``num_workers`` for an input-pipeline finding's remedy, a sentence saying why): the
+    workers its saving was estimated for (its ``free_cores``, a whole number), or one worker
+    and the advice to free a core first when none was free; None when the finding does not
+    count free cores."""
+    free = finite_number(evidence.get("free_cores"))
+    if free is None:
+        return None
+    workers = max(int(free), 0)
+    if workers == 0:
+        return 1, (
+            "No core was free while the steps ran: free one first, or a worker takes its CPU "
+            "from the training process."
+        )
+    return workers, (
+        f"({workers} worker(s): the free core(s) the saving was estimated for; each worker "
+        "needs a core of its own.)"
+    )
