@@ -779,11 +779,12 @@ def test_step_timer_idle_cores_leave_out_what_the_steps_used():
     cores = os.cpu_count() or 1
     assert idle is not None and 0.0 <= idle <= cores - used + 0.15
     # the process's own CPU clock over the same steps: exact, one core busy
-    assert record["process_cores"] == pytest.approx(used, abs=0.05)
+    assert record["process_cores"] == pytest.approx(used, abs=0.1)
     assert record["usable_cores"] <= cores
-    # one stretch, the steps' time: a tick a core at its ends, over its time
+    # one stretch, the steps' own time: a tick a core at its ends, over its time
     ticks = os.sysconf("SC_CLK_TCK")
-    assert record["idle_resolution_cores"] == pytest.approx(cores / ticks / wall, rel=0.1)
+    steps_s = sum(record["unprofiled_ns"] + record["unknown_ns"]) / 1e9
+    assert record["idle_resolution_cores"] == pytest.approx(cores / ticks / steps_s, rel=0.1)
 
 
 class _IdleClock:
