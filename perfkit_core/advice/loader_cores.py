@@ -25,9 +25,10 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     at least half idle counts as free: the remedy prescribes whole workers), at least 0:
 
     - the cores the training process left while the run's steps ran without the profiler (the
-      step timer's ``usable_cores`` less its ``process_cores``), or, where fewer, the cores the
-      machine left idle then (``idle_cores``: other work took the rest), where that reading
-      is fine enough to tell (``idle_resolution_cores`` at most ``IDLE_RESOLUTION_CORES``);
+      step timer's ``usable_cores`` less its ``process_cores``), or the cores the machine left
+      idle then (``idle_cores``) where fewer by more than that reading may be off
+      (``idle_resolution_cores``, itself at most ``IDLE_RESOLUTION_CORES``): other work took
+      the rest;
     - for a run whose step timer did not time the process: the machine's idle cores;
     - else the cores less the 1-minute load average when the run was saved (the step timer's
       ``cpu_count`` and ``load_average``, the training process included). That average lags:
@@ -58,7 +59,9 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
         left = usable - process
         ran = "while its steps ran without the profiler"
         if idle is not None and resolution is not None and resolution <= IDLE_RESOLUTION_CORES:
-            if idle < left:
+            # fewer idle than the process left, beyond what the ticks can put them off by:
+            # other work took the rest
+            if idle < left - resolution:
                 return whole(idle), (
                     f"{idle:.1f} cores idle on the run's machine {ran} (other work took "
                     f"{left - idle:.1f} of the {left:.1f} the training process left)"
@@ -66,7 +69,8 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
                 )
             return whole(left), (
                 f"{usable:g} cores less the {process:.1f} the training process kept busy {ran}"
-                f"{by_thread}, rounded to whole cores; the machine had as many idle"
+                f"{by_thread}, rounded to whole cores; the machine's idle time shows no other "
+                "work taking them"
             )
         return whole(left), (
             f"{usable:g} cores less the {process:.1f} the training process kept busy {ran}"
