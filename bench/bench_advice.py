@@ -1013,7 +1013,8 @@ def timed_round(loop: Loop, steps: int) -> dict[str, Any]:
 def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One step timer record of ``timed_round``'s rounds: their steps and each phase's times
     one after the other (0 in a round a phase did not run in), and the idle cores, the
-    process's cores and the idle cores' resolution weighted by each round's time; the median of the rounds' slowdowns beside a worker, where timed."""
+    process's cores and the idle cores' resolution weighted by each round's time; the median
+    of the rounds' slowdowns beside a worker, where timed."""
     steps: list[int] = []
     slowdowns: dict[str, list[float]] = {}
     for record in records:

@@ -152,8 +152,9 @@ class StepTimer:
         self._process_ns = 0
         self._idle_stretches = 0
         self._idle_joined = False
-        # the open window's first reading (idle s, perf_counter ns), and the end of the last
-        # step kept (perf_counter ns): a step ended in the window when it is after the reading
+        # the open window's first reading (idle s, perf_counter ns, the process's CPU time ns),
+        # and the end of the last step kept (perf_counter ns): a step ended in the window when
+        # it is after the reading
         self._idle_mark: tuple[float, int, int] | None = None
         self._idle_last_end = 0
 
@@ -471,10 +472,11 @@ def machine_idle_s() -> float | None:
     try:
         with open("/proc/stat", "rb") as stat:
             fields = stat.readline().split()
-        if fields[:1] != [b"cpu"]:
+        ticks = clock_ticks_per_s()
+        if fields[:1] != [b"cpu"] or ticks is None:
             return None
-        return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
+        return (int(fields[4]) + int(fields[5])) / ticks
+    except (OSError, ValueError, IndexError):
         return None
 
 
