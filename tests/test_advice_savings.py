@@ -743,16 +743,16 @@ def test_loader_cores_take_the_process_cpu_where_the_idle_ticks_are_too_coarse()
     for idle in (0.0, 0.7, 2.7):
         free, how = loader_cores(_timer_run(record(idle, coarse)), thread_cores=0.33)
         assert free == 1.0
-        assert "2 cores less the 1.2 the training process kept busy" in how
-        assert f"could be {coarse:.1f} cores off" in how and "other work" in how
+        assert "2 cores less the 1.25 the training process kept busy" in how
+        assert f"could be {coarse:.2f} cores off" in how and "other work" in how
     # fine enough: other work that took what the process left lowers it ...
     free, how = loader_cores(_timer_run(record(0.1, fine)), thread_cores=0.33)
-    assert free == 0.0 and "0.1 cores idle" in how and "(other work took 0.7 of the 0.8 the" in how
+    assert free == 0.0 and "0.10 cores idle" in how and "(other work took 0.65 of the 0.75 the" in how
     # ... and more idle than the process left, or fewer by no more than the ticks' error, is
     # the process's figure
     for idle in (1.9, 0.75 - fine / 2):
         free, how = loader_cores(_timer_run(record(idle, fine)))
-        assert free == 1.0 and "1.2 the training process kept busy" in how
+        assert free == 1.0 and "1.25 the training process kept busy" in how
         assert "shows no other work taking them" in how
     # the process's figure without a resolution: the ticks' error is unknown
     unknown = {**record(0.0, fine), "idle_resolution_cores": None}

@@ -63,20 +63,20 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
             # other work took the rest
             if idle < left - resolution:
                 return whole(idle), (
-                    f"{idle:.1f} cores idle on the run's machine {ran} (other work took "
-                    f"{left - idle:.1f} of the {left:.1f} the training process left)"
+                    f"{idle:.2f} cores idle on the run's machine {ran} (other work took "
+                    f"{left - idle:.2f} of the {left:.2f} the training process left)"
                     f"{by_thread}, rounded to whole cores"
                 )
             return whole(left), (
-                f"{usable:g} cores less the {process:.1f} the training process kept busy {ran}"
+                f"{usable:g} cores less the {process:.2f} the training process kept busy {ran}"
                 f"{by_thread}, rounded to whole cores; the machine's idle time shows no other "
                 "work taking them"
             )
         return whole(left), (
-            f"{usable:g} cores less the {process:.1f} the training process kept busy {ran}"
+            f"{usable:g} cores less the {process:.2f} the training process kept busy {ran}"
             f"{by_thread}, rounded to whole cores; over so few steps the machine's idle time, "
             "counted in clock ticks, could be "
-            + (f"{resolution:.1f} cores off" if resolution is not None else "far off")
+            + (f"{resolution:.2f} cores off" if resolution is not None else "far off")
             + ", too coarse to tell what other work took"
         )
     if idle is not None:
