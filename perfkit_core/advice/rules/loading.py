@@ -68,7 +68,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     loading adds to the step although the training thread hardly waits.
 
     Saving: ``loader_saving``: with loading moved to background workers on the cores training
-    leaves free (``loader_cores``: the cores idle while the steps ran, plus the share of a core
+    leaves free (``loader_cores``: the cores the training process left while the steps ran,
+    fewer where the machine's idle time shows other work took some, plus the share of a core
     a loading thread kept busy, which the workers take over), the step becomes the longer of
     the rest of the step plus receiving a batch and the loading plus sending the batch, spread
     over the workers (handing a batch over costs the worker ``run_loader_batch_cost``: what the
