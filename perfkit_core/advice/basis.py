@@ -125,9 +125,9 @@ def step_basis(ctx: Context) -> Basis:
     loaded ahead while the profiler started makes them); else ``profiled``. On a run with
     device work whose steps the replay gives back and whose host paces them enough to tell
     (``advice.timeline.replayed_event_cost``), the cost per event is the one at which the
-    replayed steps last as long as the step without the profiler: there
-    the host's slowdown partly shows as shorter waits for the device, not only as a longer
-    step, so the step's extra time over its events does not measure it."""
+    replayed steps last as long as the step without the profiler: there the host's slowdown
+    partly shows as shorter waits for the device, not only as a longer step, so the step's
+    extra time over its events does not measure it."""
     cached = ctx.run._cache.get("advice_basis")
     if cached is not None:
         return cached

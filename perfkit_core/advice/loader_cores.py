@@ -58,26 +58,29 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     if process is not None and usable is not None:
         left = usable - process
         ran = "while its steps ran without the profiler"
-        if idle is not None and resolution is not None and resolution <= IDLE_RESOLUTION_CORES:
-            # fewer idle than the process left, beyond what the ticks can put them off by:
-            # other work took the rest
-            if idle < left - resolution:
-                return whole(idle), (
-                    f"{idle:.2f} cores idle on the run's machine {ran} (other work took "
-                    f"{left - idle:.2f} of the {left:.2f} the training process left)"
-                    f"{by_thread}, rounded to whole cores"
-                )
-            return whole(left), (
-                f"{usable:g} cores less the {process:.2f} the training process kept busy {ran}"
-                f"{by_thread}, rounded to whole cores; the machine's idle time shows no other "
-                "work taking them"
+        # the idle cores' error where fine enough to take them, else None
+        error = (
+            resolution if resolution is not None and resolution <= IDLE_RESOLUTION_CORES else None
+        )
+        # fewer idle than the process left, beyond what the ticks can put them off by: other
+        # work took the rest
+        if idle is not None and error is not None and idle < left - error:
+            return whole(idle), (
+                f"{idle:.2f} cores idle on the run's machine {ran} (other work took "
+                f"{left - idle:.2f} of the {left:.2f} the training process left)"
+                f"{by_thread}, rounded to whole cores"
+            )
+        if idle is not None and error is not None:
+            other = "the machine's idle time shows no other work taking them"
+        else:
+            off = f"{resolution:.2f} cores off" if resolution is not None else "far off"
+            other = (
+                "over so few steps the machine's idle time, counted in clock ticks, could be "
+                f"{off}, too coarse to tell what other work took"
             )
         return whole(left), (
             f"{usable:g} cores less the {process:.2f} the training process kept busy {ran}"
-            f"{by_thread}, rounded to whole cores; over so few steps the machine's idle time, "
-            "counted in clock ticks, could be "
-            + (f"{resolution:.2f} cores off" if resolution is not None else "far off")
-            + ", too coarse to tell what other work took"
+            f"{by_thread}, rounded to whole cores; {other}"
         )
     if idle is not None:
         return whole(idle), (

@@ -246,15 +246,14 @@ class StepTimer:
         the open window's first reading to ``reading``, where a step ended between them, and
         open the next window at ``reading`` when ``reopen`` (else none is open)."""
         mark = self._idle_mark
-        counted = (
-            count and mark is not None and reading is not None and self._idle_last_end > mark[1]
-        )
-        if counted and mark is not None and reading is not None:
+        if count and mark is not None and reading is not None and self._idle_last_end > mark[1]:
             self._idle_s += max(reading[0] - mark[0], 0.0)
             self._idle_wall_ns += max(reading[1] - mark[1], 0)
             self._process_ns += max(reading[2] - mark[2], 0)
             self._idle_stretches += 0 if self._idle_joined else 1
-        self._idle_joined = counted and reopen
+            self._idle_joined = reopen  # the next window, if any, goes on this stretch
+        else:
+            self._idle_joined = False
         self._idle_mark = reading if reopen else None
 
     def close(self) -> None:
