@@ -800,6 +800,7 @@ class _IdleClock:
         import importlib
 
         module = importlib.import_module("perfkit_core.capture.step_timer")
+        clocks = importlib.import_module("perfkit_core.capture.cpu_clocks")
         self.cores, self.now, self.readings, self.extra = cores, 0, 0, 0.0
         clock = SimpleNamespace(
             perf_counter_ns=lambda: self.now,
@@ -807,7 +808,9 @@ class _IdleClock:
             process_time_ns=lambda: int(busy * self.now),
         )
         monkeypatch.setattr(module, "time", clock)
-        monkeypatch.setattr(module, "machine_idle_s", self)
+        monkeypatch.setattr(clocks, "time", clock)
+        monkeypatch.setattr(clocks, "machine_idle_s", self)
+        monkeypatch.setattr(clocks, "children_cpu_ns", dict)
         self.module = module
 
     def advance(self, ms: float) -> None:

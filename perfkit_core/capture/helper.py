@@ -36,6 +36,8 @@ from collections import deque
 from pathlib import Path
 from typing import IO, Any
 
+from perfkit_core.capture.cpu_clocks import machine_idle_s, process_cpu_ns
+
 #: A deferrable job starts once at least this many cores were idle over a sample.
 MIN_IDLE_CORES = 0.75
 #: How long one sample of idle cores lasts, in seconds.
@@ -87,13 +89,12 @@ def usable_cores() -> float:
 
 class IdleCores:
     """How many cores were idle over a stretch of time: the machine's idle time (``/proc/stat``)
-    and what the process ``pid`` left of ``usable_cores()`` (``/proc/<pid>/stat``), whichever
+    and what the process ``pid`` left of ``usable_cores()`` (its CPU clock), whichever
     is fewer. ``measurable`` is False where ``/proc`` cannot be read."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.cores = usable_cores()
-        self._ticks = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
         self._start = self._read()
         self.measurable = self._start is not None
 
@@ -101,18 +102,11 @@ class IdleCores:
         """(monotonic seconds, machine idle core-seconds, pid's CPU seconds or None when the
         process is gone); None when the machine's idle time cannot be read."""
         now = time.monotonic()
-        try:
-            with open("/proc/stat", "rb") as fh:
-                fields = fh.readline().split()
-            idle = (int(fields[4]) + int(fields[5])) / self._ticks  # idle + iowait
-        except (OSError, IndexError, ValueError):
+        idle = machine_idle_s()
+        if idle is None:
             return None
-        used: float | None = None
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            with open(f"/proc/{self.pid}/stat", "rb") as fh:
-                stat = fh.read().rsplit(b")", 1)[1].split()
-            used = (int(stat[11]) + int(stat[12])) / self._ticks  # utime + stime, all threads
-        return now, idle, used
+        used = process_cpu_ns(self.pid)
+        return now, idle, None if used is None else used / 1e9
 
     def restart(self) -> None:
         """Start a new stretch now."""

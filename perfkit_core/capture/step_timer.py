@@ -18,9 +18,8 @@ ran, and the code between two steps (the loop's own, ``zero_grad``, this timer's
 a loader between two steps (``for x, y in loader: with timer.step(): ...``: the ``data`` phase
 of ``BETWEEN_STEPS_PHASES``) belongs to the step after it, in its phase and in its wall time,
 as the profiler's step counts it: the step that waited for its batch took that long. Batches
-taken before it (an evaluation loop between two steps) belong to no step. The timer
-itself keeps
-the CPU time of the thread that ran each step (the ``training_cpu`` phase,
+taken before it (an evaluation loop between two steps) belong to no step. The timer itself
+keeps the CPU time of the thread that ran each step (the ``training_cpu`` phase,
 ``time.thread_time_ns``): beside a loading thread of the same process, the step's wall time is
 shared between the two threads in about the ratio of their CPU times.
 
@@ -45,6 +44,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.capture.cpu_clocks import Reading, clock_ticks_per_s, read_clocks
 from perfkit_core.capture.helper import usable_cores
 from perfkit_core.capture.machine_costs import (
     EAGER_PASS_KEY,
@@ -155,7 +155,11 @@ class StepTimer:
         # the open window's first reading (idle s, perf_counter ns, the process's CPU time ns),
         # and the end of the last step kept (perf_counter ns): a step ended in the window when
         # it is after the reading
-        self._idle_mark: tuple[float, int, int] | None = None
+        self._idle_mark: Reading | None = None
+        # over the same windows: the child processes' CPU time (None: they could not be
+        # listed), and those that ran (loader workers)
+        self._children_ns: int | None = 0
+        self._children_ran: set[int] = set()
         self._idle_last_end = 0
 
     def recording(self) -> bool | None:
@@ -231,30 +235,36 @@ class StepTimer:
         self._removers = [r for r in found if callable(r)]
         self._find_askers()
 
-    def _idle_reading(self) -> tuple[float, int, int] | None:
-        """(the machine's idle CPU time, s; ``time.perf_counter_ns``; this process's CPU time,
-        ns) now, or None where the system does not say."""
-        idle = machine_idle_s()
-        if idle is None:
-            return None
-        return idle, time.perf_counter_ns(), time.process_time_ns()
-
     def _close_idle_window(
-        self, reading: tuple[float, int, int] | None, *, reopen: bool, count: bool = True
+        self, reading: Reading | None, *, reopen: bool, count: bool = True
     ) -> None:
-        """Count (when ``count``) the idle time, the process's CPU time and the wall time from
-        the open window's first reading to ``reading``, where a step ended between them, and
-        open the next window at ``reading`` when ``reopen`` (else none is open)."""
+        """Count (when ``count``) the idle time, the process's and its children's CPU time and
+        the wall time from the open window's first reading to ``reading``, where a step ended
+        between them, and open the next window at ``reading`` when ``reopen`` (else none is
+        open)."""
         mark = self._idle_mark
         if count and mark is not None and reading is not None and self._idle_last_end > mark[1]:
             self._idle_s += max(reading[0] - mark[0], 0.0)
             self._idle_wall_ns += max(reading[1] - mark[1], 0)
             self._process_ns += max(reading[2] - mark[2], 0)
+            self._count_children(mark[3], reading[3])
             self._idle_stretches += 0 if self._idle_joined else 1
             self._idle_joined = reopen  # the next window, if any, goes on this stretch
         else:
             self._idle_joined = False
         self._idle_mark = reading if reopen else None
+
+    def _count_children(self, then: dict[int, int] | None, now: dict[int, int] | None) -> None:
+        """Add the CPU time each child process listed at both readings ran between them; the
+        children's figures are unknown from the first window either reading could not list."""
+        if then is None or now is None or self._children_ns is None:
+            self._children_ns = None
+            return
+        for pid in then.keys() & now.keys():
+            ran = now[pid] - then[pid]
+            if ran > 0:
+                self._children_ns += ran
+                self._children_ran.add(pid)
 
     def close(self) -> None:
         """Remove the adapters' phase timers (``save`` does it too); timing steps again
@@ -264,7 +274,7 @@ class StepTimer:
         since that reading), as ``timer.close()`` after the loop does, and not when the
         program did other work first."""
         if self._idle_mark is not None:
-            reading = self._idle_reading()
+            reading = read_clocks()
             window = self._idle_last_end - self._idle_mark[1]
             # the time since the last step holds other work when longer than that
             right_after = reading is not None and (reading[1] - self._idle_last_end) * 10 <= window
@@ -290,9 +300,9 @@ class StepTimer:
         # the machine's idle time, over stretches of steps kept and not recorded by the profiler
         kept_unrecorded = self._kept_unrecorded = state is not True and self.seen >= self.warmup
         if kept_unrecorded and self._idle_mark is None:
-            self._idle_mark = self._idle_reading()
+            self._idle_mark = read_clocks()
         elif not kept_unrecorded and self._idle_mark is not None:
-            self._close_idle_window(self._idle_reading(), reopen=False)  # the stretch ended
+            self._close_idle_window(read_clocks(), reopen=False)  # the stretch ended
         start = time.perf_counter_ns()
         self._started = (threading.get_ident(), start)
         self._cpu_start = time.thread_time_ns()  # inside the wall-clock span: never outlasts it
@@ -316,7 +326,7 @@ class StepTimer:
         if self._kept_unrecorded and self._idle_mark is not None:
             self._idle_last_end = end
             if end - self._idle_mark[1] >= IDLE_WINDOW_NS:
-                self._close_idle_window(self._idle_reading(), reopen=True)
+                self._close_idle_window(read_clocks(), reopen=True)
         state = self._state
         key = "profiled_ns" if state else "unknown_ns" if state is None else "unprofiled_ns"
         phase_ns = self.phase_ns
@@ -346,7 +356,12 @@ class StepTimer:
         time; the steps since the last reading count once ``close`` ends them; None where no
         window closed or the system does not say, as outside Linux), ``process_cores`` (this
         process's CPU time over the same windows, all its threads, / their wall time: the cores
-        the training process kept busy), ``usable_cores`` (the cores this process may run on),
+        the training process kept busy), ``children_cores`` (its child processes' CPU time over
+        the same windows, / their wall time: the cores its loader workers kept busy, which
+        ``process_cores`` leaves out; child processes at the idle scheduling class, which give
+        way to any other, are not counted; None where they cannot be listed) and
+        ``children_ran`` (how many of them ran then), ``usable_cores`` (the cores this process
+        may run on),
         ``idle_resolution_cores`` (how far off ``idle_cores`` can be from counting in clock
         ticks: a tick a core at each end of each stretch of adjacent windows, over their wall
         time), and ``phases``: ``phase_ns``."""
@@ -366,6 +381,12 @@ class StepTimer:
             "idle_cores": self._idle_s / wall_s if wall_s > 0 else None,
             "process_cores": self._process_ns / 1e9 / wall_s if wall_s > 0 else None,
             "usable_cores": usable_cores(),
+            "children_cores": (
+                self._children_ns / 1e9 / wall_s
+                if wall_s > 0 and self._children_ns is not None
+                else None
+            ),
+            "children_ran": len(self._children_ran) if self._children_ns is not None else None,
             "idle_resolution_cores": (
                 self._idle_stretches * (os.cpu_count() or 1) / ticks / wall_s
                 if wall_s > 0 and ticks
@@ -453,30 +474,6 @@ class StepTimer:
                 tmp.write_text(json.dumps(meta, indent=1, default=str))
             written.append(Path(folder))
         return written
-
-
-def clock_ticks_per_s() -> int | None:
-    """The clock ticks a second ``/proc/stat`` counts in (``SC_CLK_TCK``), or None."""
-    try:
-        ticks = int(os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, AttributeError):
-        return None
-    return ticks if ticks > 0 else None
-
-
-def machine_idle_s() -> float | None:
-    """The machine's idle CPU time so far, all cores together, in seconds (the ``idle`` and
-    ``iowait`` columns of ``/proc/stat``, in clock ticks); None where there is no such file or
-    it cannot be read."""
-    try:
-        with open("/proc/stat", "rb") as stat:
-            fields = stat.readline().split()
-        ticks = clock_ticks_per_s()
-        if fields[:1] != [b"cpu"] or ticks is None:
-            return None
-        return (int(fields[4]) + int(fields[5])) / ticks
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def step_timer(profiler: Any = None, *, warmup: int = 2) -> StepTimer:
