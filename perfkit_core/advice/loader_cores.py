@@ -25,7 +25,8 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     at least half idle counts as free: the remedy prescribes whole workers), at least 0:
 
     - the cores the training process left while the run's steps ran without the profiler (the
-      step timer's ``usable_cores`` less its ``process_cores``), or the cores the machine left
+      step timer's ``usable_cores`` less its ``process_cores`` and its child processes'
+      ``children_cores``: loader workers the run already had), or the cores the machine left
       idle then (``idle_cores``) where fewer by more than that reading may be off
       (``idle_resolution_cores``, itself at most ``IDLE_RESOLUTION_CORES``): other work took
       the rest;
@@ -55,9 +56,18 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     def whole(free: float) -> float:  # with the thread's share, to the nearest whole core
         return float(math.floor(max(free, 0.0) + thread + 0.5))
 
+    children = finite_number(record.get("children_cores"))
     if process is not None and usable is not None:
-        left = usable - process
+        children = children if children is not None and children > 0 else 0.0
+        left = usable - process - children
         ran = "while its steps ran without the profiler"
+        busy = f"the {process:.2f} the training process kept busy" + (
+            f" and the {children:.2f} its {processes_text(record.get('children_ran'))} (such as loader "
+            "workers) kept busy"
+            if children
+            else ""
+        )
+        by = "the training process and its children" if children else "the training process"
         # the idle cores' error where fine enough to take them, else None
         error = (
             resolution if resolution is not None and resolution <= IDLE_RESOLUTION_CORES else None
@@ -67,7 +77,7 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
         if idle is not None and error is not None and idle < left - error:
             return whole(idle), (
                 f"{idle:.2f} cores idle on the run's machine {ran} (other work took "
-                f"{left - idle:.2f} of the {left:.2f} the training process left)"
+                f"{left - idle:.2f} of the {left:.2f} {by} left)"
                 f"{by_thread}, rounded to whole cores"
             )
         if idle is not None and error is not None:
@@ -79,8 +89,7 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
                 f"{off}, too coarse to tell what other work took"
             )
         return whole(left), (
-            f"{usable:g} cores less the {process:.2f} the training process kept busy {ran}"
-            f"{by_thread}, rounded to whole cores; {other}"
+            f"{usable:g} cores less {busy} {ran}{by_thread}, rounded to whole cores; {other}"
         )
     if idle is not None:
         return whole(idle), (
@@ -96,14 +105,35 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
 
 
+def processes_text(count: object) -> str:
+    """``count`` child processes in words: "1 child process", "3 child processes", or "child
+    processes" where the count is not a whole number of 1 or more."""
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 1:
+        return f"{count} child process{'' if count == 1 else 'es'}"
+    return "child processes"
+
+
 def remedy_workers(evidence: dict[str, Any]) -> tuple[int, str] | None:
     """(``num_workers`` for an input-pipeline finding's remedy, a sentence saying why): the
-    workers its saving was estimated for (its ``free_cores``, a whole number), or one worker
-    and the advice to free a core first when none was free; None when the finding does not
-    count free cores."""
+    workers its saving was estimated for (its ``free_cores``, a whole number, more than the
+    ``loader_workers`` the run had, if any), or, when none was free, one worker (or as many as
+    the run had) and the advice to free a core first; None when the finding does not count
+    free cores."""
     free = finite_number(evidence.get("free_cores"))
     if free is None:
         return None
+    had = evidence.get("loader_workers")
+    if isinstance(had, int) and not isinstance(had, bool) and had >= 1:
+        more = max(int(free), 0)
+        if more == 0:
+            return had, (
+                f"(No core was free for more than the {had} worker(s) the run had: free one "
+                "first, or make the Dataset's batches cheaper.)"
+            )
+        return had + more, (
+            f"({had + more} workers: the {had} the run had, and {more} for the free core(s) "
+            "the saving was estimated for; each worker needs a core of its own.)"
+        )
     workers = max(int(free), 0)
     if workers == 0:
         return 1, (

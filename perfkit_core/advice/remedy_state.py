@@ -27,14 +27,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from perfkit_core.advice.compiled import COMPILED_PREFIXES
 from perfkit_core.advice.engine import make_context
 from perfkit_core.advice.rules.cpu import outermost_ops
 from perfkit_core.advice.rules.optimizer import optimizer_class
-from perfkit_core.events import links
-from perfkit_core.views.common import category_values
+from perfkit_core.views.common import names_of_kind
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,17 +44,10 @@ CUDA_GRAPHS = "CUDA graphs"
 TENSOR_CORES = "tensor cores"
 
 
-def _names_of_kind(run: Run, kind: str) -> set[str]:
-    """The names of ``run``'s events of ``kind`` (the kind compared by category code, only
-    those rows' names made into strings)."""
-    rows = np.flatnonzero(links.kind_is(run.events, kind))
-    return set(category_values(run.events["name"], rows).tolist())
-
-
 def loader_mode(run: Run) -> str | None:
     """``worker processes`` when any data-loading span is a multi-process iterator's,
     ``single-process`` when one is a single-process iterator's, else None."""
-    names = _names_of_kind(run, "dataloader")
+    names = names_of_kind(run, "dataloader")
     if any("MultiProcess" in n for n in names):
         return WORKER_PROCESSES
     if any("SingleProcess" in n for n in names):
@@ -68,7 +58,7 @@ def loader_mode(run: Run) -> str | None:
 def optimizer_implementation(run: Run) -> str | None:
     """The optimizer's implementation (``for-loop``, ``foreach``, ``fused``); None when the run
     recorded no optimizer step."""
-    if not _names_of_kind(run, "optimizer"):
+    if not names_of_kind(run, "optimizer"):
         return None
     _, in_optimizer, _ = outermost_ops(make_context(run))
     return optimizer_class(run, in_optimizer)[1]
@@ -89,7 +79,7 @@ def graph_state(run: Run) -> str | None:
     for a run without device work."""
     if not (run.events["stream"].to_numpy() >= 0).any():
         return None
-    launched = any("GraphLaunch" in n for n in _names_of_kind(run, "runtime"))
+    launched = any("GraphLaunch" in n for n in names_of_kind(run, "runtime"))
     return CUDA_GRAPHS if launched else "eager"
 
 
@@ -100,7 +90,7 @@ def precision_state(run: Run) -> str | None:
 
     from perfkit_core.views.kernels import tensor_core_kernels
 
-    names = _names_of_kind(run, "kernel")
+    names = names_of_kind(run, "kernel")
     if not names:
         return None
     on_tensor_cores = bool(tensor_core_kernels(pd.Series(sorted(names))).any())

@@ -12,8 +12,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from perfkit_core.events import links
+
 if TYPE_CHECKING:
     import pandas as pd
+
+    from perfkit_core.events.run import Run
 
 #: Kinds of device events that keep a device busy.
 DEVICE_KINDS = ("kernel", "communication", "memcpy", "memset")
@@ -56,6 +60,13 @@ def category_values(column: pd.Series, rows: np.ndarray) -> np.ndarray:
         categories = np.asarray(column.cat.categories.astype(str), dtype=object)
         return np.append(categories, "")[column.cat.codes.to_numpy()[rows]]
     return np.asarray(column.to_numpy()[rows].astype(str), dtype=object)
+
+
+def names_of_kind(run: Run, kind: str) -> set[str]:
+    """The names of ``run``'s events of ``kind`` (the kind compared by category code, only
+    those rows' names made into strings)."""
+    rows = np.flatnonzero(links.kind_is(run.events, kind))
+    return set(category_values(run.events["name"], rows).tolist())
 
 
 def no_step_note(has_steps: bool) -> str | None:

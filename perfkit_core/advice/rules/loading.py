@@ -29,6 +29,7 @@ from perfkit_core.advice.loader import (
     thread_split,
 )
 from perfkit_core.advice.loader_cores import loader_cores
+from perfkit_core.advice.loader_workers import more_workers_estimate, run_loader_workers
 from perfkit_core.advice.rules.cpu import training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
 from perfkit_core.capture.step_timer import TRAINING_CPU
@@ -196,7 +197,21 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         f"{duration_text(r.dur_ns)}."
         for r in worst.itertuples()
     ]
-    if workers <= 0:
+    had = None if threaded else run_loader_workers(ctx.run)
+    if had is not None:  # the run's loader had workers: what more of them would save
+        rest, load = max(basis.step_ns - data, 0.0), 0.0
+        # the waits for batches hold receiving them
+        receive_ns = min(receive_ns, data)
+        saving, how, more_evidence = more_workers_estimate(
+            basis.step_ns,
+            rest,
+            *had,
+            workers,
+            cores,
+            receive_ns,
+            LOADER_RECEIVE_SOURCES[receive_from] + ", at most the waits, which hold it",
+        )
+    elif workers <= 0:
         how = (
             f"No core is free for loader workers ({cores}): a worker would take CPU from the "
             "training process, so no saving is expected until cores are freed."
@@ -335,5 +350,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             # beside a loading thread: each training op's cost the split took, and where it
             # was found (THREAD_OP_SOURCES)
             **({"thread_op_ns": op_ns, "thread_op_from": op_from} if split else {}),
+            # a loader that had workers: how many, and what they took (``loader_workers``)
+            **(more_evidence if had is not None else {}),
         },
     )

@@ -1,0 +1,192 @@
+"""A run whose loader already had worker processes: the step timer times them as the training
+process's children, the free cores leave their cores out, and the input-pipeline finding
+states what more workers would save from their CPU time per step."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from perfkit_core.advice.loader_cores import loader_cores, remedy_workers
+from perfkit_core.advice.loader_workers import more_workers_saving
+from perfkit_core.capture.cpu_clocks import children_cpu_ns, process_cpu_ns
+
+LINUX_CHILDREN = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
+needs_children = pytest.mark.skipif(
+    not LINUX_CHILDREN, reason="the kernel lists no child processes here"
+)
+
+SPIN = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
+
+
+def _ticks_cpu_s(pid: int) -> float:
+    """``pid``'s CPU time (s) as ``/proc/<pid>/stat`` counts it, in clock ticks: the other way
+    of reading what its CPU clock says."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _idle_class() -> None:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+@needs_children
+def test_children_cpu_is_read_from_their_own_clocks_and_idle_class_ones_left_out():
+    busy = subprocess.Popen([sys.executable, "-c", SPIN])
+    idle = subprocess.Popen([sys.executable, "-c", SPIN], preexec_fn=_idle_class)
+    try:
+        time.sleep(0.3)
+        first, ticks_first = children_cpu_ns(), _ticks_cpu_s(busy.pid)
+        time.sleep(0.5)
+        second, ticks_second = children_cpu_ns(), _ticks_cpu_s(busy.pid)
+        assert first is not None and second is not None
+        # the idle-class child gives way to any other process: it takes no core from one
+        assert idle.pid not in first and idle.pid not in second
+        ran = (second[busy.pid] - first[busy.pid]) / 1e9
+        # the clock ticks count the same CPU time, a tick or two off at each end
+        tick = 1 / os.sysconf("SC_CLK_TCK")
+        assert ran == pytest.approx(ticks_second - ticks_first, abs=4 * tick)
+        assert 0 < ran <= 0.5 + 4 * tick  # no more than the wall time between the readings
+    finally:
+        for child in (busy, idle):
+            child.kill()
+            child.wait()
+    # an ended child has no clock, and is left out
+    assert process_cpu_ns(busy.pid) is None
+    assert busy.pid not in (children_cpu_ns() or {})
+    # this process's own clock is its CPU time
+    assert process_cpu_ns(os.getpid()) == pytest.approx(time.process_time_ns(), rel=0.05)
+
+
+@needs_children
+def test_the_step_timer_times_the_child_processes_beside_its_steps():
+    """Over steps without the profiler, the timer counts the CPU time of the child processes
+    that ran (a loader's workers) apart from the training process's own: one spinning child
+    keeps a core busy, as its clock ticks count."""
+    import perfkit_core
+
+    child = subprocess.Popen([sys.executable, "-c", SPIN])
+    try:
+        time.sleep(0.3)
+        timer = perfkit_core.step_timer(None, warmup=0)
+        ticks_start, wall_start = _ticks_cpu_s(child.pid), time.perf_counter()
+        for _ in range(20):
+            with timer.step():
+                time.sleep(0.02)
+        timer.close()
+        wall = time.perf_counter() - wall_start
+        ticks_cores = (_ticks_cpu_s(child.pid) - ticks_start) / wall
+    finally:
+        child.kill()
+        child.wait()
+    record = timer.record()
+    assert record["children_ran"] == 1
+    # the windows span the steps, a little less than the wall time around them
+    assert record["children_cores"] == pytest.approx(ticks_cores, abs=0.1)
+    assert record["process_cores"] < 0.5  # the steps slept: the child's core is not theirs
+
+
+@pytest.mark.parametrize(
+    ("step", "rest", "workers_cpu", "had", "more", "expected"),
+    [
+        # two workers spread the 6 ms a step of CPU to 3 ms: the rest (2 + receiving 0) is shorter
+        (6.5, 2.0, 6.0, 1, 1, 6.0 - 3.0),
+        # a step longer than the workers' pace keeps what their pace does not explain
+        (9.0, 2.0, 6.0, 1, 1, 6.0 - 3.0),
+        # the rest of the step bounds it with more workers
+        (6.0, 5.0, 6.0, 1, 2, 6.0 - 5.0),
+        # the workers kept up: nothing to save
+        (3.0, 2.5, 2.0, 1, 1, 0.0),
+        # no core free, or no workers counted
+        (6.0, 2.0, 6.0, 1, 0, 0.0),
+        (6.0, 2.0, 6.0, 0, 1, 0.0),
+    ],
+)
+def test_more_workers_save_what_their_pace_bounded(step, rest, workers_cpu, had, more, expected):
+    saving = more_workers_saving(step, rest, workers_cpu, had, more, receive_ns=0.0)
+    assert saving == pytest.approx(expected)
+
+
+def test_the_free_cores_leave_out_the_cores_the_runs_workers_kept_busy():
+    record = {
+        "cpu_count": 4,
+        "usable_cores": 4.0,
+        "process_cores": 1.0,
+        "children_cores": 1.4,
+        "children_ran": 2,
+        "idle_cores": 1.55,
+        "idle_resolution_cores": 0.05,
+    }
+    free, how = loader_cores(SimpleNamespace(meta={"step_timer": record}))
+    assert free == 2.0  # 4 - 1.0 - 1.4 = 1.6 cores, to the nearest whole core
+    assert "4 cores less the 1.00 the training process kept busy and the 1.40 its 2 child" in how
+    assert "(such as loader workers) kept busy" in how
+    assert "shows no other work taking them" in how
+    # fewer idle than that, beyond the ticks' error: other work took the rest
+    free, how = loader_cores(SimpleNamespace(meta={"step_timer": {**record, "idle_cores": 1.2}}))
+    assert free == 1.0 and "other work took 0.40 of the 1.60 the training process and its children" in how
+
+
+def test_the_remedy_adds_workers_to_those_the_run_had():
+    more = remedy_workers({"free_cores": 2.0, "loader_workers": 3})
+    assert more is not None and more[0] == 5 and "the 3 the run had, and 2 for the free" in more[1]
+    none = remedy_workers({"free_cores": 0.0, "loader_workers": 3})
+    assert none is not None and none[0] == 3 and "more than the 3 worker(s) the run had" in none[1]
+    # a count that is no whole number of 1 or more is not the run's workers
+    for had in (0, True, 1.5, None):
+        assert remedy_workers({"free_cores": 2.0, "loader_workers": had}) == (
+            2,
+            "(2 worker(s): the free core(s) the saving was estimated for; each worker needs a "
+            "core of its own.)",
+        )
+
+
+@needs_children
+def test_a_paddle_loader_with_a_worker_is_advised_from_the_workers_cpu(tmp_path):
+    """A real Paddle loop fed by one DataLoader worker: the step timer times the worker as a
+    child process, and the input-pipeline finding (where it fires) states the free cores
+    without the worker's core and the saving of more workers from the worker's CPU per step,
+    recomputed here from the record."""
+    pytest.importorskip("paddle")
+    from paddle_profiles import slow_loader_run
+
+    import perfkit_core
+    from perfkit_core.advice.loader_cores import IDLE_RESOLUTION_CORES
+
+    folder, record = slow_loader_run(tmp_path, 1)
+    assert record["children_ran"] >= 1 and record["children_cores"] > 0
+    run = perfkit_core.load(folder)
+    found = [f for f in run.advise() if f.rule == "input-pipeline"]
+    if not found:
+        pytest.skip("the worker kept up: no input-pipeline finding to check")
+    ev = found[0].evidence
+    assert ev["loader_workers"] == record["children_ran"]
+    assert ev["loader_workers_cores"] == record["children_cores"]
+    left = record["usable_cores"] - record["process_cores"] - record["children_cores"]
+    idle, resolution = record["idle_cores"], record["idle_resolution_cores"]
+    if resolution <= IDLE_RESOLUTION_CORES and idle < left - resolution:
+        left = idle
+    assert ev["free_cores"] == float(int(max(left, 0.0) + 0.5))
+    step = ev["basis_step_ns"]
+    waits = ev["data_unprofiled_per_step_ns"]
+    assert ev["loader_workers_cpu_per_step_ns"] == pytest.approx(record["children_cores"] * step)
+    assert ev["loader_receive_ns"] <= waits  # the waits hold receiving a batch
+    expected = more_workers_saving(
+        step,
+        step - waits,
+        record["children_cores"] * step,
+        record["children_ran"],
+        ev["free_cores"],
+        ev["loader_receive_ns"],
+    )
+    assert found[0].saving_ns == pytest.approx(expected)
+    assert "The run's loader already loaded in worker processes" in found[0].estimate
+    workers = record["children_ran"] + int(ev["free_cores"])
+    assert f"num_workers={workers}," in found[0].remedy
