@@ -1013,7 +1013,8 @@ def timed_round(loop: Loop, steps: int) -> dict[str, Any]:
 def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One step timer record of ``timed_round``'s rounds: their steps and each phase's times
     one after the other (0 in a round a phase did not run in), and the idle cores, the
-    process's cores and the idle cores' resolution weighted by each round's time; the median
+    process's and its children's cores and the idle cores' resolution weighted by each round's
+    time, the most children that ran in a round; the median
     of the rounds' slowdowns beside a worker, where timed."""
     steps: list[int] = []
     slowdowns: dict[str, list[float]] = {}
@@ -1023,7 +1024,7 @@ def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     phases: dict[str, list[int]] = {}
     # the cores per round, weighted by each round's time (a round's tick error over its time,
     # weighted so, adds up to the merged rounds' error over theirs)
-    cores = ("idle_cores", "process_cores", "idle_resolution_cores")
+    cores = ("idle_cores", "process_cores", "children_cores", "idle_resolution_cores")
     weighted = dict.fromkeys(cores, 0.0)
     walls = dict.fromkeys(cores, 0.0)
     # not profiled: unprofiled where an adapter says no profiler records, else unknown
@@ -1045,6 +1046,7 @@ def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
         "phases": phases,
         **{key: weighted[key] / walls[key] if walls[key] else None for key in cores},
         "usable_cores": records[-1].get("usable_cores") if records else None,
+        "children_ran": max((r.get("children_ran") or 0 for r in records), default=None),
         "slowdowns": {key: statistics.median(values) for key, values in slowdowns.items()},
     }
 
@@ -1062,7 +1064,14 @@ def window_findings(run: Any, window: dict[str, Any]) -> dict[str, Any]:
     meta = copy.deepcopy(run.meta)
     timer = meta.get("step_timer") or {}
     timer["unprofiled_ns"] = window["steps"]
-    for key in ("idle_cores", "process_cores", "usable_cores", "idle_resolution_cores"):
+    for key in (
+        "idle_cores",
+        "process_cores",
+        "children_cores",
+        "children_ran",
+        "usable_cores",
+        "idle_resolution_cores",
+    ):
         timer[key] = window[key]
     timer.update(window.get("slowdowns", {}))  # timed right after each round
     phases = timer.setdefault("phases", {})

@@ -810,7 +810,7 @@ class _IdleClock:
         monkeypatch.setattr(module, "time", clock)
         monkeypatch.setattr(clocks, "time", clock)
         monkeypatch.setattr(clocks, "machine_idle_s", self)
-        monkeypatch.setattr(clocks, "children_cpu_ns", dict)
+        monkeypatch.setattr(clocks, "child_pids", list)
         self.module = module
 
     def advance(self, ms: float) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from perfkit_core.advice.loader_cores import loader_cores, remedy_workers
 from perfkit_core.advice.loader_workers import more_workers_saving
-from perfkit_core.capture.cpu_clocks import children_cpu_ns, process_cpu_ns
+from perfkit_core.capture.cpu_clocks import child_pids, children_cpu_ns, process_cpu_ns
 
 LINUX_CHILDREN = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
 needs_children = pytest.mark.skipif(
@@ -43,12 +43,14 @@ def test_children_cpu_is_read_from_their_own_clocks_and_idle_class_ones_left_out
     idle = subprocess.Popen([sys.executable, "-c", SPIN], preexec_fn=_idle_class)
     try:
         time.sleep(0.3)
-        first, ticks_first = children_cpu_ns(), _ticks_cpu_s(busy.pid)
-        time.sleep(0.5)
-        second, ticks_second = children_cpu_ns(), _ticks_cpu_s(busy.pid)
-        assert first is not None and second is not None
+        listed = child_pids()
+        assert listed is not None and busy.pid in listed
         # the idle-class child gives way to any other process: it takes no core from one
-        assert idle.pid not in first and idle.pid not in second
+        assert idle.pid not in listed
+        first, ticks_first = children_cpu_ns(listed), _ticks_cpu_s(busy.pid)
+        time.sleep(0.5)
+        second, ticks_second = children_cpu_ns(listed), _ticks_cpu_s(busy.pid)
+        assert first is not None and second is not None
         ran = (second[busy.pid] - first[busy.pid]) / 1e9
         # the clock ticks count the same CPU time, a tick or two off at each end
         tick = 1 / os.sysconf("SC_CLK_TCK")
@@ -58,9 +60,11 @@ def test_children_cpu_is_read_from_their_own_clocks_and_idle_class_ones_left_out
         for child in (busy, idle):
             child.kill()
             child.wait()
-    # an ended child has no clock, and is left out
+    # an ended child has no clock: its time is left out, and it is no longer listed
     assert process_cpu_ns(busy.pid) is None
-    assert busy.pid not in (children_cpu_ns() or {})
+    assert busy.pid not in (children_cpu_ns(listed) or {})
+    assert busy.pid not in (child_pids() or [])
+    assert children_cpu_ns(None) is None
     # this process's own clock is its CPU time
     assert process_cpu_ns(os.getpid()) == pytest.approx(time.process_time_ns(), rel=0.05)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 
 #: A reading of the CPU clocks (``read_clocks``): the machine's idle time (s), the wall clock
@@ -54,39 +55,86 @@ def process_cpu_ns(pid: int) -> int | None:
         return None
 
 
-def children_cpu_ns() -> dict[int, int] | None:
-    """{pid: CPU time so far, ns} of this process's child processes (those any of its threads
-    started: loader workers), leaving out those at the idle scheduling class (perfkit's
-    conversion helper), which give way to any other process and so take no core from one; None
-    where the system cannot list them (no ``/proc/<pid>/task/<tid>/children``). A child that
-    ended since it was listed is left out."""
-    task = f"/proc/{os.getpid()}/task"
-    if not os.path.exists(f"{task}/{os.getpid()}/children"):
-        return None  # no /proc, or a kernel that does not list children
+def child_pids() -> list[int] | None:
+    """The child processes that this process's main thread and the calling thread started (a
+    loader's workers start with its iterator, in the thread that iterates: the training
+    thread), leaving out those at the idle scheduling class (perfkit's conversion helper),
+    which give way to any other process and so take no core from one; None where the system
+    cannot list them (no ``/proc/<pid>/task/<tid>/children``). Listing them reads a file per
+    thread, and each read lets another thread of this process take the GIL: list them seldom,
+    and read their clocks (``children_cpu_ns``) as often as needed."""
+    pid = os.getpid()
     pids: set[int] = set()
-    try:
-        threads = os.listdir(task)
-    except OSError:
-        return None
-    for tid in threads:
-        # a thread that ended since it was listed has no file
-        with contextlib.suppress(OSError, ValueError), open(f"{task}/{tid}/children", "rb") as f:
-            pids.update(int(pid) for pid in f.read().split())
+    for tid in dict.fromkeys((pid, threading.get_native_id())):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as listed:
+                pids.update(int(child) for child in listed.read().split())
+        except (OSError, ValueError):
+            if tid == pid:
+                return None  # no /proc, or a kernel that does not list children
     idle = getattr(os, "SCHED_IDLE", None)
-    found = {}
-    for pid in pids:
+    found = []
+    for child in sorted(pids):
         with contextlib.suppress(OSError):  # it ended, or the system says nothing of it
-            if idle is not None and os.sched_getscheduler(pid) == idle:
-                continue
-            ns = process_cpu_ns(pid)
-            if ns is not None:
-                found[pid] = ns
+            if idle is None or os.sched_getscheduler(child) != idle:
+                found.append(child)
     return found
 
 
-def read_clocks() -> Reading | None:
-    """A ``Reading`` now, or None where the system does not say how idle the machine is."""
+def children_cpu_ns(pids: list[int] | None) -> dict[int, int] | None:
+    """{pid: CPU time so far, ns} of the processes ``pids`` (``child_pids``) that are still
+    running, each from its own CPU clock (no file is read); None for None."""
+    if pids is None:
+        return None
+    found = {}
+    for pid in pids:
+        ns = process_cpu_ns(pid)
+        if ns is not None:
+            found[pid] = ns
+    return found
+
+
+#: ``ChildrenCpu`` lists the child processes again once its list is this old (ns): listing
+#: them reads two files, and each read lets another thread take the GIL (a Paddle loading
+#: thread then keeps it until its next release); reading their clocks reads no file. A
+#: loader's workers start with its iterator: within a second they are timed.
+CHILDREN_LIST_NS = 1_000_000_000
+
+
+class ChildrenCpu:
+    """The CPU time this process's child processes ran between pairs of readings, all told
+    (``ns``; None once a reading could not list them) and which of them ran (``ran``)."""
+
+    def __init__(self) -> None:
+        self.ns: int | None = 0
+        self.ran: set[int] = set()
+        self._pids: list[int] | None = None
+        self._listed: int | None = None  # when the list was made (``time.perf_counter_ns``)
+
+    def read(self, now_ns: int) -> dict[int, int] | None:
+        """The children's CPU times now (``children_cpu_ns``), at ``now_ns``
+        (``time.perf_counter_ns``), listed again where the list is ``CHILDREN_LIST_NS`` old."""
+        if self._listed is None or now_ns - self._listed >= CHILDREN_LIST_NS:
+            self._pids, self._listed = child_pids(), now_ns
+        return children_cpu_ns(self._pids)
+
+    def count(self, then: dict[int, int] | None, now: dict[int, int] | None) -> None:
+        """Add the CPU time each child read at both ``then`` and ``now`` ran between them."""
+        if then is None or now is None or self.ns is None:
+            self.ns = None
+            return
+        for pid in then.keys() & now.keys():
+            ran = now[pid] - then[pid]
+            if ran > 0:
+                self.ns += ran
+                self.ran.add(pid)
+
+
+def read_clocks(children: ChildrenCpu) -> Reading | None:
+    """A ``Reading`` now, with ``children``'s CPU times, or None where the system does not say
+    how idle the machine is."""
     idle = machine_idle_s()
     if idle is None:
         return None
-    return idle, time.perf_counter_ns(), time.process_time_ns(), children_cpu_ns()
+    now = time.perf_counter_ns()
+    return idle, now, time.process_time_ns(), children.read(now)

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.capture.cpu_clocks import Reading, clock_ticks_per_s, read_clocks
+from perfkit_core.capture.cpu_clocks import ChildrenCpu, Reading, clock_ticks_per_s, read_clocks
 from perfkit_core.capture.helper import usable_cores
 from perfkit_core.capture.machine_costs import (
     EAGER_PASS_KEY,
@@ -156,10 +156,8 @@ class StepTimer:
         # and the end of the last step kept (perf_counter ns): a step ended in the window when
         # it is after the reading
         self._idle_mark: Reading | None = None
-        # over the same windows: the child processes' CPU time (None: they could not be
-        # listed), and those that ran (loader workers)
-        self._children_ns: int | None = 0
-        self._children_ran: set[int] = set()
+        # over the same windows: the child processes' CPU time (loader workers)
+        self._children = ChildrenCpu()
         self._idle_last_end = 0
 
     def recording(self) -> bool | None:
@@ -247,24 +245,12 @@ class StepTimer:
             self._idle_s += max(reading[0] - mark[0], 0.0)
             self._idle_wall_ns += max(reading[1] - mark[1], 0)
             self._process_ns += max(reading[2] - mark[2], 0)
-            self._count_children(mark[3], reading[3])
+            self._children.count(mark[3], reading[3])
             self._idle_stretches += 0 if self._idle_joined else 1
             self._idle_joined = reopen  # the next window, if any, goes on this stretch
         else:
             self._idle_joined = False
         self._idle_mark = reading if reopen else None
-
-    def _count_children(self, then: dict[int, int] | None, now: dict[int, int] | None) -> None:
-        """Add the CPU time each child process listed at both readings ran between them; the
-        children's figures are unknown from the first window either reading could not list."""
-        if then is None or now is None or self._children_ns is None:
-            self._children_ns = None
-            return
-        for pid in then.keys() & now.keys():
-            ran = now[pid] - then[pid]
-            if ran > 0:
-                self._children_ns += ran
-                self._children_ran.add(pid)
 
     def close(self) -> None:
         """Remove the adapters' phase timers (``save`` does it too); timing steps again
@@ -274,7 +260,7 @@ class StepTimer:
         since that reading), as ``timer.close()`` after the loop does, and not when the
         program did other work first."""
         if self._idle_mark is not None:
-            reading = read_clocks()
+            reading = read_clocks(self._children)
             window = self._idle_last_end - self._idle_mark[1]
             # the time since the last step holds other work when longer than that
             right_after = reading is not None and (reading[1] - self._idle_last_end) * 10 <= window
@@ -300,9 +286,9 @@ class StepTimer:
         # the machine's idle time, over stretches of steps kept and not recorded by the profiler
         kept_unrecorded = self._kept_unrecorded = state is not True and self.seen >= self.warmup
         if kept_unrecorded and self._idle_mark is None:
-            self._idle_mark = read_clocks()
+            self._idle_mark = read_clocks(self._children)
         elif not kept_unrecorded and self._idle_mark is not None:
-            self._close_idle_window(read_clocks(), reopen=False)  # the stretch ended
+            self._close_idle_window(read_clocks(self._children), reopen=False)  # the stretch ended
         start = time.perf_counter_ns()
         self._started = (threading.get_ident(), start)
         self._cpu_start = time.thread_time_ns()  # inside the wall-clock span: never outlasts it
@@ -326,7 +312,7 @@ class StepTimer:
         if self._kept_unrecorded and self._idle_mark is not None:
             self._idle_last_end = end
             if end - self._idle_mark[1] >= IDLE_WINDOW_NS:
-                self._close_idle_window(read_clocks(), reopen=True)
+                self._close_idle_window(read_clocks(self._children), reopen=True)
         state = self._state
         key = "profiled_ns" if state else "unknown_ns" if state is None else "unprofiled_ns"
         phase_ns = self.phase_ns
@@ -356,20 +342,19 @@ class StepTimer:
         time; the steps since the last reading count once ``close`` ends them; None where no
         window closed or the system does not say, as outside Linux), ``process_cores`` (this
         process's CPU time over the same windows, all its threads, / their wall time: the cores
-        the training process kept busy), ``children_cores`` (its child processes' CPU time over
-        the same windows, / their wall time: the cores its loader workers kept busy, which
-        ``process_cores`` leaves out; child processes at the idle scheduling class, which give
-        way to any other, are not counted; None where they cannot be listed) and
+        the training process kept busy), ``children_cores`` (the CPU time over the same
+        windows, / their wall time, of the child processes that the main thread and the thread
+        running the steps started, ``cpu_clocks.child_pids``: the cores its loader workers kept
+        busy, which ``process_cores`` leaves out; None where they cannot be listed) and
         ``children_ran`` (how many of them ran then), ``usable_cores`` (the cores this process
-        may run on),
-        ``idle_resolution_cores`` (how far off ``idle_cores`` can be from counting in clock
+        may run on), ``idle_resolution_cores`` (how far off ``idle_cores`` can be from counting in clock
         ticks: a tick a core at each end of each stretch of adjacent windows, over their wall
         time), and ``phases``: ``phase_ns``."""
         try:
             load: float | None = os.getloadavg()[0]
         except OSError:
             load = None
-        wall_s = self._idle_wall_ns / 1e9
+        wall_s, children = self._idle_wall_ns / 1e9, self._children.ns
         ticks = clock_ticks_per_s()
         return {
             "profiled_ns": list(self.profiled_ns),
@@ -382,11 +367,9 @@ class StepTimer:
             "process_cores": self._process_ns / 1e9 / wall_s if wall_s > 0 else None,
             "usable_cores": usable_cores(),
             "children_cores": (
-                self._children_ns / 1e9 / wall_s
-                if wall_s > 0 and self._children_ns is not None
-                else None
+                children / 1e9 / wall_s if wall_s > 0 and children is not None else None
             ),
-            "children_ran": len(self._children_ran) if self._children_ns is not None else None,
+            "children_ran": len(self._children.ran) if children is not None else None,
             "idle_resolution_cores": (
                 self._idle_stretches * (os.cpu_count() or 1) / ticks / wall_s
                 if wall_s > 0 and ticks
