@@ -215,13 +215,17 @@ def torch_optimizer_scenario(name: str, make: Callable[..., Any], blocks: int) -
     )
 
 
-def torch_slow_loop(model: Any, optimizer: Any, applied: frozenset[str]) -> Loop:
+def torch_slow_loop(
+    model: Any, optimizer: Any, applied: frozenset[str], workers: int | None = None
+) -> Loop:
     """The training loop of ``model`` fed by the slow Dataset: loaded in the training process,
     or, with the input-pipeline remedy applied, by workers on the cores training leaves free,
-    started under the sharing strategy the remedy sets (``iter_sharing``)."""
+    started under the sharing strategy the remedy sets (``iter_sharing``); ``workers``: that
+    many workers whatever is applied."""
     import torch
 
-    workers = free_cores(1) if "input-pipeline" in applied else 0
+    if workers is None:
+        workers = free_cores(1) if "input-pipeline" in applied else 0
     options: dict[str, Any] = (
         {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 2}
         if workers
@@ -255,6 +259,29 @@ def torch_loader_scenario() -> Scenario:
             "input-pipeline": f"num_workers=0 -> {free_cores(1)} (the cores training leaves "
             "free), file_system sharing"
         },
+    )
+
+
+def torch_workers_scenario() -> Scenario:
+    """The slow Dataset (about 11 ms a batch) feeding a small MLP (about 1 ms a step) through
+    one DataLoader worker: the loader already has a worker, loading bounds the step, and the
+    remedy adds one for the core the worker and training leave."""
+
+    def build(applied: frozenset[str]) -> Loop:
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = torch_mlp(2)
+        optimizer = torch.optim.Adam(model.parameters(), fused=True)
+        return torch_slow_loop(model, optimizer, applied, 2 if "input-pipeline" in applied else 1)
+
+    return Scenario(
+        "torch-workers",
+        "torch",
+        "input-pipeline",
+        build,
+        {"input-pipeline": "num_workers=1 -> 2, file_system sharing"},
     )
 
 
@@ -438,13 +465,16 @@ def paddle_slow_dataset() -> Any:
     return SlowDataset()
 
 
-def paddle_slow_loop(model: Any, optimizer: Any, applied: frozenset[str]) -> Loop:
+def paddle_slow_loop(
+    model: Any, optimizer: Any, applied: frozenset[str], workers: int | None = None
+) -> Loop:
     """The training loop of ``model`` fed by the slow Dataset through ``paddle.io.DataLoader``:
     in the training process, or, with the input-pipeline remedy applied, by workers on the
-    cores training leaves free."""
+    cores training leaves free; ``workers``: that many workers whatever is applied."""
     import paddle
 
-    workers = free_cores(1) if "input-pipeline" in applied else 0
+    if workers is None:
+        workers = free_cores(1) if "input-pipeline" in applied else 0
     loader = paddle.io.DataLoader(
         paddle_slow_dataset(),
         batch_size=BATCH,
@@ -475,6 +505,31 @@ def paddle_loader_scenario() -> Scenario:
         "input-pipeline",
         build,
         {"input-pipeline": f"num_workers=0 -> {free_cores(1)}"},
+    )
+
+
+def paddle_workers_scenario() -> Scenario:
+    """``torch_workers_scenario`` in Paddle: the slow Dataset feeding a small MLP through one
+    DataLoader worker; the remedy adds one."""
+
+    def build(applied: frozenset[str]) -> Loop:
+        import paddle
+
+        paddle.set_device("cpu")
+        paddle.seed(0)
+        model = paddle_mlp(2)
+        optimizer = paddle.optimizer.Adam(
+            learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=True
+        )
+        workers = 2 if "input-pipeline" in applied else 1
+        return paddle_slow_loop(model, optimizer, applied, workers)
+
+    return Scenario(
+        "paddle-workers",
+        "paddle",
+        "input-pipeline",
+        build,
+        {"input-pipeline": "num_workers=1 -> 2"},
     )
 
 
@@ -588,6 +643,7 @@ def scenarios(blocks: int, with_compile: bool) -> list[Scenario]:
         torch_optimizer_scenario("adamw", adamw, blocks),
         torch_optimizer_scenario("sgd", sgd, blocks),
         torch_loader_scenario(),
+        torch_workers_scenario(),
         torch_mixed_scenario(blocks),
     ]
     if with_compile:
@@ -596,6 +652,7 @@ def scenarios(blocks: int, with_compile: bool) -> list[Scenario]:
         paddle_optimizer_scenario("adam", "Adam", blocks),
         paddle_optimizer_scenario("momentum", "Momentum", blocks),
         paddle_loader_scenario(),
+        paddle_workers_scenario(),
         paddle_mixed_scenario(blocks),
         paddle_demo_scenario(),
     ]

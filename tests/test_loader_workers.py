@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from perfkit_core.advice.loader_cores import loader_cores, remedy_workers
-from perfkit_core.advice.loader_workers import more_workers_saving
+from perfkit_core.advice.loader_workers import WorkerFigures
 from perfkit_core.capture.cpu_clocks import child_pids, children_cpu_ns, process_cpu_ns
 
 LINUX_CHILDREN = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
@@ -98,24 +98,35 @@ def test_the_step_timer_times_the_child_processes_beside_its_steps():
 
 
 @pytest.mark.parametrize(
-    ("step", "rest", "workers_cpu", "had", "more", "expected"),
+    ("step", "rest", "workers_cpu", "process_cpu", "had", "more", "cores", "expected"),
     [
-        # two workers spread the 6 ms a step of CPU to 3 ms: the rest (2 + receiving 0) is shorter
-        (6.5, 2.0, 6.0, 1, 1, 6.0 - 3.0),
+        # two workers on two cores spread the 6 ms a step of CPU to 3 ms: the rest (2 +
+        # receiving 0) is shorter, and 6 + 1 ms of CPU on 3 cores take 2.3 ms
+        (6.5, 2.0, 6.0, 1.0, 1, 1, 2.0, 6.0 - 3.0),
+        # ... on the 1.5 cores the workers kept busy or found free: 6 / 1.5 = 4 ms
+        (6.5, 2.0, 6.0, 1.0, 1, 1, 1.5, 6.0 - 4.0),
+        # ... where the training process's CPU is 4 ms a step: 6 + 4 ms on the 3 cores the
+        # two processes may use take 3.3 ms, longer than the workers' 3 ms
+        (6.5, 2.0, 6.0, 4.0, 1, 1, 2.0, 6.0 - 10.0 / 3.0),
         # a step longer than the workers' pace keeps what their pace does not explain
-        (9.0, 2.0, 6.0, 1, 1, 6.0 - 3.0),
+        (9.0, 2.0, 6.0, 1.0, 1, 1, 2.0, 6.0 - 3.0),
         # the rest of the step bounds it with more workers
-        (6.0, 5.0, 6.0, 1, 2, 6.0 - 5.0),
+        (6.0, 5.0, 6.0, 1.0, 1, 2, 3.0, 6.0 - 5.0),
         # the workers kept up: nothing to save
-        (3.0, 2.5, 2.0, 1, 1, 0.0),
+        (3.0, 2.5, 2.0, 1.0, 1, 1, 2.0, 0.0),
+        # workers that had fewer cores than workers: more of them on no more cores save nothing
+        (6.0, 2.0, 6.0, 1.0, 2, 1, 1.6, 0.0),
         # no core free, or no workers counted
-        (6.0, 2.0, 6.0, 1, 0, 0.0),
-        (6.0, 2.0, 6.0, 0, 1, 0.0),
+        (6.0, 2.0, 6.0, 1.0, 1, 0, 1.0, 0.0),
+        (6.0, 2.0, 6.0, 1.0, 0, 1, 1.0, 0.0),
     ],
 )
-def test_more_workers_save_what_their_pace_bounded(step, rest, workers_cpu, had, more, expected):
-    saving = more_workers_saving(step, rest, workers_cpu, had, more, receive_ns=0.0)
-    assert saving == pytest.approx(expected)
+def test_more_workers_save_what_their_pace_bounded(
+    step, rest, workers_cpu, process_cpu, had, more, cores, expected
+):
+    # the training process and the workers may use a core besides the workers' cores
+    figures = WorkerFigures(step, rest, 0.0, workers_cpu, process_cpu, had, cores, cores + 1.0)
+    assert figures.saving(more) == pytest.approx(expected)
 
 
 def test_the_free_cores_leave_out_the_cores_the_runs_workers_kept_busy():
@@ -135,7 +146,10 @@ def test_the_free_cores_leave_out_the_cores_the_runs_workers_kept_busy():
     assert "shows no other work taking them" in how
     # fewer idle than that, beyond the ticks' error: other work took the rest
     free, how = loader_cores(SimpleNamespace(meta={"step_timer": {**record, "idle_cores": 1.2}}))
-    assert free == 1.0 and "other work took 0.40 of the 1.60 the training process and its children" in how
+    assert (
+        free == 1.0
+        and "other work took 0.40 of the 1.60 the training process and its children" in how
+    )
 
 
 def test_the_remedy_adds_workers_to_those_the_run_had():
@@ -182,15 +196,52 @@ def test_a_paddle_loader_with_a_worker_is_advised_from_the_workers_cpu(tmp_path)
     waits = ev["data_unprofiled_per_step_ns"]
     assert ev["loader_workers_cpu_per_step_ns"] == pytest.approx(record["children_cores"] * step)
     assert ev["loader_receive_ns"] <= waits  # the waits hold receiving a batch
-    expected = more_workers_saving(
+    # the workers may use the cores they kept busy and those left, unrounded, and with the
+    # training process, the cores it kept busy as well
+    limit = record["children_cores"] + max(left, 0.0)
+    assert ev["loader_workers_core_limit"] == pytest.approx(limit)
+    assert ev["loader_machine_cores"] == pytest.approx(record["process_cores"] + limit)
+    assert ev["loader_process_cpu_per_step_ns"] == pytest.approx(record["process_cores"] * step)
+    expected = WorkerFigures(
         step,
         step - waits,
-        record["children_cores"] * step,
-        record["children_ran"],
-        ev["free_cores"],
         ev["loader_receive_ns"],
-    )
+        record["children_cores"] * step,
+        record["process_cores"] * step,
+        record["children_ran"],
+        limit,
+        record["process_cores"] + limit,
+    ).saving(ev["free_cores"])
     assert found[0].saving_ns == pytest.approx(expected)
     assert "The run's loader already loaded in worker processes" in found[0].estimate
     workers = record["children_ran"] + int(ev["free_cores"])
     assert f"num_workers={workers}," in found[0].remedy
+
+
+@needs_children
+def test_more_workers_are_followed_by_their_count(tmp_path):
+    """A run whose loader had one worker, followed by one with two: the setting the remedy
+    changes is the count of workers the step timer timed, so ``perfkit compare`` reads the
+    finding as acted on whatever share of the waits went (they fall by less than half where
+    the added worker shares a core)."""
+    pytest.importorskip("paddle")
+    from paddle_profiles import slow_loader_run
+
+    import perfkit_core
+    from perfkit_core.advice.followup import follow_up
+    from perfkit_core.advice.remedy_state import loader_mode
+
+    one, one_record = slow_loader_run(tmp_path / "one", 1, name="one")
+    two, two_record = slow_loader_run(tmp_path / "two", 2, name="two")
+    before, after = perfkit_core.load(one), perfkit_core.load(two)
+    assert loader_mode(before) == f"{one_record['children_ran']} worker process" + (
+        "es" if one_record["children_ran"] != 1 else ""
+    )
+    assert two_record["children_ran"] == 2
+    assert loader_mode(after) == "2 worker processes"
+    rows, _ = follow_up(before, after)
+    row = next((r for r in rows if r.rule == "input-pipeline"), None)
+    if row is None:
+        pytest.skip("one worker kept up: no input-pipeline finding to follow")
+    assert row.state_before == loader_mode(before) and row.state_after == "2 worker processes"
+    assert row.acted_on

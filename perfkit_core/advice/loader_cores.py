@@ -22,7 +22,15 @@ IDLE_RESOLUTION_CORES = 0.25
 
 def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
     """(the cores loader workers can use, how that was found), rounded to whole cores (a core
-    at least half idle counts as free: the remedy prescribes whole workers), at least 0:
+    at least half idle counts as free: the remedy prescribes whole workers), at least 0: the
+    last two of ``free_cores``."""
+    _, whole, how = free_cores(run, thread_cores)
+    return whole, how
+
+
+def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
+    """(the cores loader workers can use, at least 0; the same rounded to whole cores; how that
+    was found):
 
     - the cores the training process left while the run's steps ran without the profiler (the
       step timer's ``usable_cores`` less its ``process_cores`` and its child processes'
@@ -53,8 +61,10 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
         else ""
     )
 
-    def whole(free: float) -> float:  # with the thread's share, to the nearest whole core
-        return float(math.floor(max(free, 0.0) + thread + 0.5))
+    def whole(free: float, how: str) -> tuple[float, float, str]:
+        # with the thread's share, as it is and to the nearest whole core
+        exact = max(free, 0.0) + thread
+        return exact, float(math.floor(exact + 0.5)), how
 
     children = finite_number(record.get("children_cores"))
     if process is not None and usable is not None:
@@ -75,10 +85,11 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
         # fewer idle than the process left, beyond what the ticks can put them off by: other
         # work took the rest
         if idle is not None and error is not None and idle < left - error:
-            return whole(idle), (
+            return whole(
+                idle,
                 f"{idle:.2f} cores idle on the run's machine {ran} (other work took "
                 f"{left - idle:.2f} of the {left:.2f} {by} left)"
-                f"{by_thread}, rounded to whole cores"
+                f"{by_thread}, rounded to whole cores",
             )
         if idle is not None and error is not None:
             other = "the machine's idle time shows no other work taking them"
@@ -88,21 +99,24 @@ def loader_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, str]:
                 "over so few steps the machine's idle time, counted in clock ticks, could be "
                 f"{off}, too coarse to tell what other work took"
             )
-        return whole(left), (
-            f"{usable:g} cores less {busy} {ran}{by_thread}, rounded to whole cores; {other}"
+        return whole(
+            left, f"{usable:g} cores less {busy} {ran}{by_thread}, rounded to whole cores; {other}"
         )
     if idle is not None:
-        return whole(idle), (
+        return whole(
+            idle,
             f"{idle:.1f} cores idle on the run's machine while its steps ran without the "
-            f"profiler{by_thread}, rounded to whole cores"
+            f"profiler{by_thread}, rounded to whole cores",
         )
     if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
-        return whole(float(cores) - float(load)), (
+        return whole(
+            float(cores) - float(load),
             f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
-            f"process included{by_thread}, rounded to whole cores"
+            f"process included{by_thread}, rounded to whole cores",
         )
     cores = os.cpu_count() or 1
-    return float(max(cores - 1, 1)), f"{cores} cores on this machine, one left to training"
+    left = float(max(cores - 1, 1))
+    return left, left, f"{cores} cores on this machine, one left to training"
 
 
 def processes_text(count: object) -> str:

@@ -12,6 +12,7 @@ batch and the workers' CPU per step over the workers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.advice.loader_cores import processes_text
@@ -23,49 +24,62 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 
-def run_loader_workers(run: Run) -> tuple[int, float] | None:
+def run_loader_workers(run: Run) -> tuple[int, float, float] | None:
     """(how many worker processes the run's loader had, the cores they kept busy while the
-    steps ran without the profiler), where its data-loading spans are a multi-process
-    iterator's and the step timer timed its child processes (``children_ran`` of 1 or more,
-    ``children_cores`` over 0); else None."""
+    steps ran without the profiler, the cores the training process kept busy then), where its
+    data-loading spans are a multi-process iterator's and the step timer timed its child
+    processes (``children_ran`` of 1 or more, ``children_cores`` over 0) and the process
+    (``process_cores``); else None."""
     if not any("MultiProcess" in name for name in names_of_kind(run, "dataloader")):
         return None
     record = run.meta.get("step_timer") or {}
     ran, cores = record.get("children_ran"), finite_number(record.get("children_cores"))
+    process = finite_number(record.get("process_cores"))
     if not isinstance(ran, int) or isinstance(ran, bool) or ran < 1:
         return None
-    if cores is None or cores <= 0:
+    if cores is None or cores <= 0 or process is None or process < 0:
         return None
-    return ran, cores
+    return ran, cores, process
 
 
-def more_workers_sides(
-    rest_ns: float, workers_cpu_ns: float, workers: float, receive_ns: float
-) -> tuple[float, float]:
-    """(the rest of the step plus receiving a batch, the workers' CPU time per step spread over
-    ``workers``), ns: the step with that many workers is the longer of the two."""
-    return rest_ns + receive_ns, workers_cpu_ns / max(workers, 1.0)
+@dataclass(frozen=True)
+class WorkerFigures:
+    """What a step with loader workers is made of (ns per step, and cores): the step without
+    the profiler; the training thread's own work, all but its waits for batches (``rest_ns``);
+    what receiving a batch adds to it; the CPU time the workers and the training process
+    (all its threads) spent; the workers the run had, the cores they may use in all (those
+    they kept busy and those left free, unrounded) and the cores the training process and its
+    workers may use together (those they kept busy and those left free)."""
 
+    step_ns: float
+    rest_ns: float
+    receive_ns: float
+    workers_cpu_ns: float
+    process_cpu_ns: float
+    had: int
+    worker_cores: float
+    all_cores: float
 
-def more_workers_saving(
-    step_ns: float,
-    rest_ns: float,
-    workers_cpu_ns: float,
-    had: float,
-    more: float,
-    receive_ns: float,
-) -> float:
-    """The step time (ns) that ``more`` workers save a step of ``step_ns`` whose ``had``
-    workers spent ``workers_cpu_ns`` of CPU per step, and whose training thread's own work,
-    all but its waits for batches, took ``rest_ns``: the longer of ``more_workers_sides`` with
-    ``had`` workers (no more than the step) less the longer with ``had + more``. Waits the
-    workers' pace does not explain (a step longer than both sides) stay: more workers do not
-    make batches sooner where the workers kept up."""
-    if more < 1 or had < 1:
-        return 0.0
-    now = min(max(more_workers_sides(rest_ns, workers_cpu_ns, had, receive_ns)), step_ns)
-    after = max(more_workers_sides(rest_ns, workers_cpu_ns, had + more, receive_ns))
-    return max(now - after, 0.0)
+    def sides(self, workers: float) -> tuple[float, float, float]:
+        """(the rest of the step plus receiving a batch; the workers' CPU per step spread over
+        ``workers``, a core each but no more than ``worker_cores`` in all; the CPU the training
+        process and the workers spend per step over ``all_cores``), ns: the step with that
+        many workers is the longest of the three."""
+        return (
+            self.rest_ns + self.receive_ns,
+            self.workers_cpu_ns / max(min(workers, self.worker_cores), 1e-9),
+            (self.process_cpu_ns + self.workers_cpu_ns) / max(self.all_cores, 1e-9),
+        )
+
+    def saving(self, more: float) -> float:
+        """The step time (ns) that ``more`` workers save: the longest of ``sides`` with the
+        workers the run had (no more than the step) less the longest with ``more`` besides.
+        Waits the workers' pace does not explain (a step longer than every side) stay: more
+        workers do not make batches sooner where the workers kept up."""
+        if more < 1 or self.had < 1:
+            return 0.0
+        now = min(max(self.sides(self.had)), self.step_ns)
+        return max(now - max(self.sides(self.had + more)), 0.0)
 
 
 def more_workers_estimate(
@@ -73,30 +87,44 @@ def more_workers_estimate(
     rest_ns: float,
     had: int,
     busy_cores: float,
-    more: float,
-    cores_text: str,
+    process_cores: float,
+    free: tuple[float, float, str],
     receive_ns: float,
     receive_from: str,
 ) -> tuple[float, str, dict[str, Any]]:
     """(the saving, ns per step; the estimate's text; the finding's evidence) of a run whose
-    loader had ``had`` workers keeping ``busy_cores`` busy, a step of ``step_ns`` and ``rest_ns``
-    of it besides the waits for batches, with ``more`` cores free (``cores_text``: how they
-    were found) and receiving a batch costing the training step ``receive_ns`` (``receive_from``
-    says where that figure came from)."""
-    workers_cpu = busy_cores * step_ns
-    saving = more_workers_saving(step_ns, rest_ns, workers_cpu, had, more, receive_ns)
-    kept, spread_had = more_workers_sides(rest_ns, workers_cpu, had, receive_ns)
+    loader had ``had`` workers keeping ``busy_cores`` busy beside a training process keeping
+    ``process_cores`` busy, a step of ``step_ns`` and ``rest_ns`` of it besides the waits for
+    batches, with ``free`` cores (``loader_cores.free_cores``: as found, rounded to whole ones,
+    how) and receiving a batch costing the training step ``receive_ns`` (``receive_from`` says
+    where that figure came from)."""
+    left, more, cores_text = free
+    figures = WorkerFigures(
+        step_ns,
+        rest_ns,
+        receive_ns,
+        busy_cores * step_ns,
+        process_cores * step_ns,
+        had,
+        busy_cores + left,
+        process_cores + busy_cores + left,
+    )
+    saving = figures.saving(more)
+    kept, spread_had, machine = figures.sides(had)
     ran = (
         f"The run's loader already loaded in worker processes: {processes_text(had)} of the "
         f"training process kept {busy_cores:.2f} cores busy while the steps ran without the "
-        f"profiler, {duration_text(workers_cpu)} of CPU per step to make and send each batch. "
+        f"profiler, {duration_text(figures.workers_cpu_ns)} of CPU per step to make and send "
+        f"each batch, and the training process {process_cores:.2f} cores, "
+        f"{duration_text(figures.process_cpu_ns)} per step. "
     )
     now = (
         f"With {had} worker{'' if had == 1 else 's'} a batch is made every "
-        f"{duration_text(spread_had)}, and the rest "
-        f"of the step plus receiving a batch takes {duration_text(rest_ns)} + "
-        f"{duration_text(receive_ns)} ({receive_from}), against a step of "
-        f"{duration_text(step_ns)} now. "
+        f"{duration_text(spread_had)}; the rest of the step plus receiving a batch takes "
+        f"{duration_text(rest_ns)} + {duration_text(receive_ns)} ({receive_from}); the two "
+        f"processes' CPU per step over the {figures.all_cores:.2f} cores they kept busy or "
+        f"found free takes {duration_text(machine)}; the step takes {duration_text(step_ns)} "
+        "now. "
     )
     if more < 1:
         text = (
@@ -106,26 +134,36 @@ def more_workers_estimate(
         )
     else:
         total = had + more
-        _, spread = more_workers_sides(rest_ns, workers_cpu, total, receive_ns)
-        after = max(kept, spread)
-        bound = "the rest of the step" if spread <= kept else "loading"
+        _, spread, _ = figures.sides(total)
+        after = max(kept, spread, machine)
+        bound = (
+            "the rest of the step"
+            if after == kept
+            else "the workers' pace"
+            if after == spread
+            else "the machine's cores"
+        )
         text = (
             f"{ran}{now}With {total:.0f} workers, {more:.0f} more for the free core(s) "
-            f"({cores_text}), the step would take about {duration_text(after)}, the longer of "
-            f"those {duration_text(kept)} and the workers' CPU per step spread over them "
-            f"({duration_text(workers_cpu)} / {total:.0f} = {duration_text(spread)}): {bound} "
-            "bounds it"
+            f"({cores_text}), the workers' CPU per step is spread over "
+            f"{min(total, figures.worker_cores):.2f} cores (a core each, no more than the "
+            f"{figures.worker_cores:.2f} they kept busy or found free): a batch every "
+            f"{duration_text(spread)}. The step would take about {duration_text(after)}, the "
+            f"longest of the three: {bound} bounds it"
             + (", so more workers are not expected to pay here." if saving <= 0 else ".")
         )
-    if step_ns > max(kept, spread_had) * 1.01:
+    if step_ns > max(kept, spread_had, machine) * 1.01:
         text += (
-            f" The {duration_text(step_ns - max(kept, spread_had))} by which the step exceeds "
-            "the longer of those two now is waiting the workers' pace does not explain, and "
-            "stays."
+            f" The {duration_text(step_ns - max(kept, spread_had, machine))} by which the step "
+            "exceeds the longest of those three now is waiting the workers' pace does not "
+            "explain, and stays."
         )
     evidence = {
         "loader_workers": had,
         "loader_workers_cores": busy_cores,
-        "loader_workers_cpu_per_step_ns": workers_cpu,
+        "loader_workers_core_limit": figures.worker_cores,
+        "loader_workers_cpu_per_step_ns": figures.workers_cpu_ns,
+        "loader_process_cpu_per_step_ns": figures.process_cpu_ns,
+        "loader_machine_cores": figures.all_cores,
     }
     return saving, text, evidence

@@ -4,7 +4,8 @@ remedy changes, as each run recorded it.
 - ``input-pipeline`` (loader workers): the DataLoader's iterator, from the data-loading spans'
   names: ``single-process`` (torch's ``_SingleProcessDataLoaderIter``, Paddle's
   ``_DataLoaderIterSingleProcess``) or ``worker processes`` (``_MultiProcessingDataLoaderIter``,
-  ``_DataLoaderIterMultiProcess``).
+  ``_DataLoaderIterMultiProcess``), counted (``2 worker processes``) where the step timer timed
+  them as child processes, so that a run asked for more workers shows whether it got them.
 - ``optimizer`` (a fused or multi-tensor optimizer): the optimizer's implementation,
   ``for-loop``, ``foreach`` or ``fused`` (``rules.optimizer.optimizer_class``).
 - ``compile`` (``torch.compile``): ``compiled`` when the run recorded ops of compiled code
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfkit_core.advice.compiled import COMPILED_PREFIXES
 from perfkit_core.advice.engine import make_context
+from perfkit_core.advice.loader_workers import run_loader_workers
 from perfkit_core.advice.rules.cpu import outermost_ops
 from perfkit_core.advice.rules.optimizer import optimizer_class
 from perfkit_core.views.common import names_of_kind
@@ -45,11 +47,16 @@ TENSOR_CORES = "tensor cores"
 
 
 def loader_mode(run: Run) -> str | None:
-    """``worker processes`` when any data-loading span is a multi-process iterator's,
+    """``worker processes`` when any data-loading span is a multi-process iterator's (``N
+    worker processes`` where the step timer timed them, ``run_loader_workers``: a finding of
+    such a run asks for more, and their count shows whether it got them),
     ``single-process`` when one is a single-process iterator's, else None."""
     names = names_of_kind(run, "dataloader")
     if any("MultiProcess" in n for n in names):
-        return WORKER_PROCESSES
+        had = run_loader_workers(run)
+        if had is None:
+            return WORKER_PROCESSES
+        return f"{had[0]} worker process{'' if had[0] == 1 else 'es'}"
     if any("SingleProcess" in n for n in names):
         return SINGLE_PROCESS
     return None

@@ -28,7 +28,7 @@ from perfkit_core.advice.loader import (
     slowdown_text,
     thread_split,
 )
-from perfkit_core.advice.loader_cores import loader_cores
+from perfkit_core.advice.loader_cores import free_cores, loader_cores
 from perfkit_core.advice.loader_workers import more_workers_estimate, run_loader_workers
 from perfkit_core.advice.rules.cpu import training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
@@ -206,8 +206,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             basis.step_ns,
             rest,
             *had,
-            workers,
-            cores,
+            free_cores(ctx.run),
             receive_ns,
             LOADER_RECEIVE_SOURCES[receive_from] + ", at most the waits, which hold it",
         )
