@@ -15,6 +15,9 @@ Small CPU training loops, each built so that one advice rule fires:
 - ``paddle-adam``, ``paddle-momentum``: the deep narrow MLP in Paddle with
   ``use_multi_tensor=False``; remedy: ``use_multi_tensor=True``.
 - ``paddle-loader``: the slow Dataset through ``paddle.io.DataLoader``; remedy: ``num_workers``.
+- ``torch-workers``, ``paddle-workers``: the slow Dataset feeding a 2-block MLP through one
+  DataLoader worker already, so that loading bounds the step; remedy: a second worker (the
+  core the worker and training leave; the finding may count none free and promise nothing).
 - ``torch-mixed``, ``paddle-mixed``: the slow Dataset feeding the deep narrow MLP with the
   per-parameter Adam; remedies: ``num_workers`` and the optimizer's, each alone (the order of
   the findings) and both at once (the combined saving the headline promises).

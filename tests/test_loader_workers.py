@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from perfkit_core.advice.loader_cores import loader_cores, remedy_workers
-from perfkit_core.advice.loader_workers import WorkerFigures
+from perfkit_core.advice.loader_workers import MIN_FREE_CORE, WorkerFigures, more_workers
 from perfkit_core.capture.cpu_clocks import child_pids, children_cpu_ns, process_cpu_ns
 
 LINUX_CHILDREN = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
@@ -129,6 +129,12 @@ def test_more_workers_save_what_their_pace_bounded(
     assert figures.saving(more) == pytest.approx(expected)
 
 
+def test_a_worker_more_for_each_whole_or_partial_core_left():
+    assert more_workers(MIN_FREE_CORE - 0.01) == 0
+    assert more_workers(MIN_FREE_CORE) == 1
+    assert [more_workers(c) for c in (0.49, 1.0, 1.01, 2.5)] == [1, 1, 2, 3]
+
+
 def test_the_free_cores_leave_out_the_cores_the_runs_workers_kept_busy():
     record = {
         "cpu_count": 4,
@@ -191,7 +197,9 @@ def test_a_paddle_loader_with_a_worker_is_advised_from_the_workers_cpu(tmp_path)
     idle, resolution = record["idle_cores"], record["idle_resolution_cores"]
     if resolution <= IDLE_RESOLUTION_CORES and idle < left - resolution:
         left = idle
-    assert ev["free_cores"] == float(int(max(left, 0.0) + 0.5))
+    # a worker more for each whole or partial core left (at least MIN_FREE_CORE of one)
+    assert ev["loader_free_cores"] == pytest.approx(max(left, 0.0))
+    assert ev["free_cores"] == float(more_workers(max(left, 0.0)))
     step = ev["basis_step_ns"]
     waits = ev["data_unprofiled_per_step_ns"]
     assert ev["loader_workers_cpu_per_step_ns"] == pytest.approx(record["children_cores"] * step)

@@ -13,6 +13,10 @@ from perfkit_core.capture.machine_costs import finite_number
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
+#: The clause of ``free_cores``'s text that says its count was rounded (a caller that takes the
+#: cores as found leaves it out).
+ROUNDED = ", rounded to whole cores"
+
 #: ``loader_cores`` takes the machine's idle cores the step timer counted only where they may be
 #: off by at most this many cores (its ``idle_resolution_cores``: ``/proc/stat`` counts in clock
 #: ticks); beyond, it takes the cores the training process left, which its CPU clock counts
@@ -89,7 +93,7 @@ def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
                 idle,
                 f"{idle:.2f} cores idle on the run's machine {ran} (other work took "
                 f"{left - idle:.2f} of the {left:.2f} {by} left)"
-                f"{by_thread}, rounded to whole cores",
+                f"{by_thread}{ROUNDED}",
             )
         if idle is not None and error is not None:
             other = "the machine's idle time shows no other work taking them"
@@ -100,19 +104,19 @@ def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
                 f"{off}, too coarse to tell what other work took"
             )
         return whole(
-            left, f"{usable:g} cores less {busy} {ran}{by_thread}, rounded to whole cores; {other}"
+            left, f"{usable:g} cores less {busy} {ran}{by_thread}{ROUNDED}; {other}"
         )
     if idle is not None:
         return whole(
             idle,
             f"{idle:.1f} cores idle on the run's machine while its steps ran without the "
-            f"profiler{by_thread}, rounded to whole cores",
+            f"profiler{by_thread}{ROUNDED}",
         )
     if isinstance(cores, int) and cores > 0 and isinstance(load, (int, float)) and load >= 0:
         return whole(
             float(cores) - float(load),
             f"{cores} cores less a load average of {load:.1f} on the run's machine, the training "
-            f"process included{by_thread}, rounded to whole cores",
+            f"process included{by_thread}{ROUNDED}",
         )
     cores = os.cpu_count() or 1
     left = float(max(cores - 1, 1))

@@ -1,7 +1,8 @@
 """The CPU clocks the step timer and the conversion helper read: the machine's idle time
-(``machine_idle_s``: ``/proc/stat``, in clock ticks of ``clock_ticks_per_s``) and the CPU time
-of this process's child processes (``children_cpu_ns``: each one's own CPU clock, exact to the
-nanosecond). Each answers None where the system does not say (outside Linux)."""
+(``machine_idle_s``: ``/proc/stat``, in clock ticks of ``clock_ticks_per_s``) and a process's
+CPU time from its own CPU clock, exact to the nanosecond (``process_cpu_ns``: the helper reads
+the training process's; ``children_cpu_ns``: the step timer reads the training process's
+children, ``child_pids``). Each answers None where the system does not say (outside Linux)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from perfkit_core.advice.loader import (
     slowdown_text,
     thread_split,
 )
-from perfkit_core.advice.loader_cores import free_cores, loader_cores
+from perfkit_core.advice.loader_cores import free_cores
 from perfkit_core.advice.loader_workers import more_workers_estimate, run_loader_workers
 from perfkit_core.advice.rules.cpu import training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
@@ -149,7 +149,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         load, contention = data, 0.0
         rest = max(basis.step_ns - load, 0.0)
     # a loading thread's CPU moves to the workers with the loading: its core is theirs too
-    workers, cores = loader_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
+    free = free_cores(ctx.run, data / basis.step_ns if threaded else 0.0)
+    _, workers, cores = free
     batch_ns, batch_from = run_loader_batch_cost(ctx.run)
     receive_ns, receive_from = run_loader_receive_cost(ctx.run, batch_ns)
     slowdowns, slowdown_from = run_slowdowns(ctx.run)
@@ -206,7 +207,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             basis.step_ns,
             rest,
             *had,
-            free_cores(ctx.run),
+            free,
             receive_ns,
             LOADER_RECEIVE_SOURCES[receive_from] + ", at most the waits, which hold it",
         )
