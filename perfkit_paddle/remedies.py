@@ -38,10 +38,11 @@ _LOADER = (
 def loader_remedy(evidence: dict[str, Any]) -> str:
     """The loader remedy with as many workers as the finding's saving was estimated for, and
     why (``remedy_workers``); 4 when the finding does not count free cores."""
-    from perfkit_core.advice import remedy_workers
+    from perfkit_core.advice import remedy_lead, remedy_workers
 
     workers, why = remedy_workers(evidence) or (4, "")
-    return _LOADER.format(workers=workers, cores=f"\n{why}" if why else "")
+    text = _LOADER.format(workers=workers, cores=f"\n{why}" if why else "")
+    return remedy_lead(text, evidence)
 
 
 REMEDIES: dict[str, str] = {

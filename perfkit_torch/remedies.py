@@ -51,10 +51,10 @@ def loader_remedy(evidence: dict[str, Any], text: str) -> str:
     """The loader remedy ``text`` with as many workers as the finding's saving was estimated
     for, and why (``remedy_workers``); 4, leaving the training process a core or two, when the
     finding does not count free cores."""
-    from perfkit_core.advice import remedy_workers
+    from perfkit_core.advice import remedy_lead, remedy_workers
 
     workers, cores = remedy_workers(evidence) or (4, _SPARE_CORES)
-    return _loader_text(text, workers, cores)
+    return remedy_lead(_loader_text(text, workers, cores), evidence)
 
 
 def _loader_text(text: str, workers: int, cores: str) -> str:

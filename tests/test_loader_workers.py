@@ -253,3 +253,24 @@ def test_more_workers_are_followed_by_their_count(tmp_path):
         pytest.skip("one worker kept up: no input-pipeline finding to follow")
     assert row.state_before == loader_mode(before) and row.state_after == "2 worker processes"
     assert row.acted_on
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_the_remedy_of_a_run_with_workers_says_to_add_them(framework):
+    """The loader remedy of a run whose loader had workers opens with adding workers, not with
+    loading in worker processes, and prescribes the run's count and the added ones."""
+    if framework == "torch":
+        from perfkit_torch.remedies import remedy
+    else:
+        from perfkit_paddle.remedies import remedy
+
+    def text(**evidence) -> str:
+        return remedy(SimpleNamespace(rule="input-pipeline", evidence=evidence))
+
+    more = text(free_cores=2.0, loader_workers=3, has_device=False)
+    assert more.startswith("Give the loader more worker processes (it has 3), so a batch")
+    assert "num_workers=5," in more and "the 3 the run had, and 2 for the free" in more
+    none = text(free_cores=0.0, loader_workers=3, has_device=False)
+    assert "num_workers=3," in none and "No core was free for more than the 3" in none
+    fresh = text(free_cores=1.0, has_device=False)
+    assert fresh.startswith("Load batches in worker processes")

@@ -43,7 +43,7 @@ from perfkit_core.advice.loader import (
     run_thread_op_cost,
     thread_split,
 )
-from perfkit_core.advice.loader_cores import remedy_workers
+from perfkit_core.advice.loader_cores import remedy_lead, remedy_workers
 from perfkit_core.advice.optimizer import replay_optimizer, shapes_text, steps_in_turn
 
 __all__ = [
@@ -75,6 +75,7 @@ __all__ = [
     "loader_saving",
     "measured_loader_estimate",
     "registered_advisors",
+    "remedy_lead",
     "remedy_workers",
     "replay_figures",
     "replay_optimizer",

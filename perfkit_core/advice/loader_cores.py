@@ -131,6 +131,29 @@ def processes_text(count: object) -> str:
     return "child processes"
 
 
+def loader_workers_had(evidence: dict[str, Any]) -> int | None:
+    """The workers an input-pipeline finding's run had (``loader_workers``: a whole number of
+    1 or more), else None."""
+    had = evidence.get("loader_workers")
+    if isinstance(had, int) and not isinstance(had, bool) and had >= 1:
+        return had
+    return None
+
+
+def remedy_lead(text: str, evidence: dict[str, Any]) -> str:
+    """An adapter's loader remedy ``text``, whose first line says to load in worker processes,
+    with that line saying to add workers instead where the run had some
+    (``loader_workers_had``)."""
+    had = loader_workers_had(evidence)
+    if had is None:
+        return text
+    _, _, rest = text.partition("\n")
+    return (
+        f"Give the loader more worker processes (it has {had}), so a batch is ready when the "
+        f"step asks for it:\n{rest}"
+    )
+
+
 def remedy_workers(evidence: dict[str, Any]) -> tuple[int, str] | None:
     """(``num_workers`` for an input-pipeline finding's remedy, a sentence saying why): the
     workers its saving was estimated for (its ``free_cores``, a whole number, more than the
@@ -140,8 +163,8 @@ def remedy_workers(evidence: dict[str, Any]) -> tuple[int, str] | None:
     free = finite_number(evidence.get("free_cores"))
     if free is None:
         return None
-    had = evidence.get("loader_workers")
-    if isinstance(had, int) and not isinstance(had, bool) and had >= 1:
+    had = loader_workers_had(evidence)
+    if had is not None:
         more = max(int(free), 0)
         if more == 0:
             return had, (
