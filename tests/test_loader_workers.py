@@ -72,28 +72,31 @@ def test_children_cpu_is_read_from_their_own_clocks_and_idle_class_ones_left_out
 @needs_children
 def test_the_step_timer_times_the_child_processes_beside_its_steps():
     """Over steps without the profiler, the timer counts the CPU time of the child processes
-    that ran (a loader's workers) apart from the training process's own: one spinning child
-    keeps a core busy, as its clock ticks count."""
+    that ran (a loader's workers) apart from the training process's own: what a spinning
+    child's CPU clock moved over the steps, over their wall time (the clock itself is checked
+    against the clock ticks above; this checks the timer's windows add up to it)."""
     import perfkit_core
 
     child = subprocess.Popen([sys.executable, "-c", SPIN])
     try:
         time.sleep(0.3)
-        timer = perfkit_core.step_timer(None, warmup=0)
-        ticks_start, wall_start = _ticks_cpu_s(child.pid), time.perf_counter()
-        for _ in range(20):
+        timer = perfkit_core.step_timer(None, warmup=2)  # the phase timers install meanwhile
+        for step in range(52):
+            if step == 2:  # right before the first kept step, whose start reads the clocks
+                cpu_start, wall_start = process_cpu_ns(child.pid), time.perf_counter_ns()
             with timer.step():
                 time.sleep(0.02)
         timer.close()
-        wall = time.perf_counter() - wall_start
-        ticks_cores = (_ticks_cpu_s(child.pid) - ticks_start) / wall
+        cpu_end, wall_end = process_cpu_ns(child.pid), time.perf_counter_ns()
     finally:
         child.kill()
         child.wait()
+    assert cpu_start is not None and cpu_end is not None
     record = timer.record()
     assert record["children_ran"] == 1
     # the windows span the steps, a little less than the wall time around them
-    assert record["children_cores"] == pytest.approx(ticks_cores, abs=0.1)
+    spun = (cpu_end - cpu_start) / (wall_end - wall_start)
+    assert record["children_cores"] == pytest.approx(spun, abs=0.05)
     assert record["process_cores"] < 0.5  # the steps slept: the child's core is not theirs
 
 

@@ -76,8 +76,8 @@ def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
         left = usable - process - children
         ran = "while its steps ran without the profiler"
         busy = f"the {process:.2f} the training process kept busy" + (
-            f" and the {children:.2f} its {processes_text(record.get('children_ran'))} (such as loader "
-            "workers) kept busy"
+            f" and the {children:.2f} its {processes_text(record.get('children_ran'))} "
+            "(such as loader workers) kept busy"
             if children
             else ""
         )
@@ -103,9 +103,7 @@ def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
                 "over so few steps the machine's idle time, counted in clock ticks, could be "
                 f"{off}, too coarse to tell what other work took"
             )
-        return whole(
-            left, f"{usable:g} cores less {busy} {ran}{by_thread}{ROUNDED}; {other}"
-        )
+        return whole(left, f"{usable:g} cores less {busy} {ran}{by_thread}{ROUNDED}; {other}")
     if idle is not None:
         return whole(
             idle,

@@ -160,19 +160,19 @@ def more_workers_estimate(
         _, spread, _ = figures.sides(total)
         after = max(kept, spread, machine)
         bound = (
-            "the rest of the step"
+            "the rest of the step bounds"
             if after == kept
-            else "the workers' pace"
+            else "the workers' pace bounds"
             if after == spread
-            else "the machine's cores"
+            else "the machine's cores bound"
         )
         text = (
             f"{ran}{now}With {total:.0f} workers, {more:.0f} more for the "
-            f"{left:.2f} core(s) left free ({cores_text}), the workers' CPU per step is spread over "
-            f"{min(total, figures.worker_cores):.2f} cores (a core each, no more than the "
+            f"{left:.2f} core(s) left free ({cores_text}), the workers' CPU per step is spread "
+            f"over {min(total, figures.worker_cores):.2f} cores (a core each, no more than the "
             f"{figures.worker_cores:.2f} they kept busy or found free): a batch every "
             f"{duration_text(spread)}. The step would take about {duration_text(after)}, the "
-            f"longest of the three: {bound} bounds it"
+            f"longest of the three: {bound} it"
             + (", so more workers are not expected to pay here." if saving <= 0 else ".")
         )
     if step_ns > max(kept, spread_had, machine) * 1.01:

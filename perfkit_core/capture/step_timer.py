@@ -347,9 +347,9 @@ class StepTimer:
         running the steps started, ``cpu_clocks.child_pids``: the cores its loader workers kept
         busy, which ``process_cores`` leaves out; None where they cannot be listed) and
         ``children_ran`` (how many of them ran then), ``usable_cores`` (the cores this process
-        may run on), ``idle_resolution_cores`` (how far off ``idle_cores`` can be from counting in clock
-        ticks: a tick a core at each end of each stretch of adjacent windows, over their wall
-        time), and ``phases``: ``phase_ns``."""
+        may run on), ``idle_resolution_cores`` (how far off ``idle_cores`` can be from
+        counting in clock ticks: a tick a core at each end of each stretch of adjacent windows,
+        over their wall time), and ``phases``: ``phase_ns``."""
         try:
             load: float | None = os.getloadavg()[0]
         except OSError:
