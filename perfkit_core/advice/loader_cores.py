@@ -121,21 +121,27 @@ def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
     return left, left, f"{cores} cores on this machine, one left to training"
 
 
+def process_count(value: object) -> int | None:
+    """``value`` where it is a count of processes: a whole number (not a bool) of 1 or more;
+    else None (a record or evidence read back may hold anything)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
+
+
 def processes_text(count: object) -> str:
     """``count`` child processes in words: "1 child process", "3 child processes", or "child
-    processes" where the count is not a whole number of 1 or more."""
-    if isinstance(count, int) and not isinstance(count, bool) and count >= 1:
-        return f"{count} child process{'' if count == 1 else 'es'}"
-    return "child processes"
+    processes" where the count is not a ``process_count``."""
+    found = process_count(count)
+    if found is None:
+        return "child processes"
+    return f"{found} child process{'' if found == 1 else 'es'}"
 
 
 def loader_workers_had(evidence: dict[str, Any]) -> int | None:
-    """The workers an input-pipeline finding's run had (``loader_workers``: a whole number of
-    1 or more), else None."""
-    had = evidence.get("loader_workers")
-    if isinstance(had, int) and not isinstance(had, bool) and had >= 1:
-        return had
-    return None
+    """The workers an input-pipeline finding's run had (``loader_workers``, a
+    ``process_count``), else None."""
+    return process_count(evidence.get("loader_workers"))
 
 
 def remedy_lead(text: str, evidence: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.advice.loader_cores import ROUNDED, processes_text
+from perfkit_core.advice.loader_cores import ROUNDED, process_count, processes_text
 from perfkit_core.advice.text import duration_text
 from perfkit_core.capture.machine_costs import finite_number
 from perfkit_core.views.common import names_of_kind
@@ -52,11 +52,10 @@ def run_loader_workers(run: Run) -> tuple[int, float, float] | None:
     if not any("MultiProcess" in name for name in names_of_kind(run, "dataloader")):
         return None
     record = run.meta.get("step_timer") or {}
-    ran, cores = record.get("children_ran"), finite_number(record.get("children_cores"))
+    ran = process_count(record.get("children_ran"))
+    cores = finite_number(record.get("children_cores"))
     process = finite_number(record.get("process_cores"))
-    if not isinstance(ran, int) or isinstance(ran, bool) or ran < 1:
-        return None
-    if cores is None or cores <= 0 or process is None or process < 0:
+    if ran is None or cores is None or cores <= 0 or process is None or process < 0:
         return None
     return ran, cores, process
 

@@ -62,8 +62,8 @@ def child_pids() -> list[int] | None:
     thread), leaving out those at the idle scheduling class (perfkit's conversion helper),
     which give way to any other process and so take no core from one; None where the system
     cannot list them (no ``/proc/<pid>/task/<tid>/children``). Listing them reads a file per
-    thread, and each read lets another thread of this process take the GIL: list them seldom,
-    and read their clocks (``children_cpu_ns``) as often as needed."""
+    thread asked, and each read lets another thread of this process take the GIL: list them
+    seldom (``ChildrenCpu``), and read their clocks (``children_cpu_ns``) as often as needed."""
     pid = os.getpid()
     pids: set[int] = set()
     for tid in dict.fromkeys((pid, threading.get_native_id())):
