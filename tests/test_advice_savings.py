@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
+import statistics
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -516,13 +518,38 @@ def test_followup_says_promised_and_delivered(before_after):
     assert figures["delivered_ns"] == pytest.approx(medians[0] - medians[1])
     acted = [r for r in rows if r.acted_on]
     assert sum(r.delivered_ns for r in acted) == pytest.approx(figures["delivered_ns"])
+    # its interval, recomputed with another bootstrap: the standard library's resampling
+    steps = [
+        json.loads((p / "meta.json").read_text())["step_timer"]["unprofiled_ns"]
+        for p in before_after
+    ]
+    rng = random.Random(1)
+    diffs = sorted(
+        statistics.median(rng.choices(steps[0], k=len(steps[0])))
+        - statistics.median(rng.choices(steps[1], k=len(steps[1])))
+        for _ in range(4000)
+    )
+    low, high = diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]
+    width = high - low
+    assert optimizer.delivered_low_ns == pytest.approx(low, abs=0.15 * width)
+    assert optimizer.delivered_high_ns == pytest.approx(high, abs=0.15 * width)
+    assert optimizer.delivered_low_ns <= optimizer.delivered_ns <= optimizer.delivered_high_ns
+    where = (
+        "less than promised"
+        if promised > optimizer.delivered_high_ns
+        else "more than promised"
+        if promised < optimizer.delivered_low_ns
+        else "the promise is within it"
+    )
     assert optimizer.sentence() == (
         f"promised {promised / 1e6:.2f} ms/step, delivered {optimizer.delivered_ns / 1e6:.2f} "
-        "ms/step (for-loop to fused)"
+        f"ms/step, 95% CI {optimizer.delivered_low_ns / 1e6:.2f} to "
+        f"{optimizer.delivered_high_ns / 1e6:.2f}: {where} (for-loop to fused)"
     )
     for row in rows:
         if not row.acted_on:
             assert row.delivered_ns is None and "not acted on" in row.sentence()
+            assert row.delivered_low_ns is None and row.delivered_high_ns is None
 
 
 def test_followup_reads_the_optimizer_implementation_in_both_runs(before_after):
@@ -574,11 +601,22 @@ def test_compare_prints_promised_against_delivered(before_after, tmp_path, fmt):
         table = json.loads(text)["tables"]["advice"]
         rows = {r["name"]: r for r in table["rows"]}
         assert rows["optimizer"]["status"] == "acted on"
-        assert set(rows["optimizer"]) >= {"promised_ns", "delivered_ns", "remaining_ns", "status"}
+        keys = {"promised_ns", "delivered_ns", "delivered_low_ns", "delivered_high_ns"}
+        assert set(rows["optimizer"]) >= keys | {"remaining_ns", "status"}
         assert "optimizer: promised " in table["note"]
+        # the same figures as the follow-up of the two runs (one figure, one value)
+        import perfkit_core
+        from perfkit_core.advice.followup import follow_up
+
+        found, _ = follow_up(*(perfkit_core.load(p) for p in before_after))
+        row = next(r for r in found if r.id == "optimizer")
+        for key in keys:
+            assert rows["optimizer"][key] == pytest.approx(getattr(row, key))
+        assert row.sentence() in table["note"]
     else:
         assert "Advice of loop acted on in fused" in text
         assert "optimizer: promised " in text and " ms/step, delivered " in text
+        assert "95% CI" in text and "step-to-step spread" in text
 
 
 def _record_paddle(directory: Path, *, multi_tensor: bool) -> Path:
@@ -656,6 +694,63 @@ def test_acted_on_is_decided_by_the_measured_time_not_the_saving(before_after):
     total = figures["delivered_ns"]
     assert by_id["a"].delivered_ns == pytest.approx(total * 4 / 4.5)
     assert by_id["c"].delivered_ns == pytest.approx(total * 0.5 / 4.5)
+    # ... and the interval of the step's difference, split the same way
+    for fid, share in (("a", 4 / 4.5), ("c", 0.5 / 4.5)):
+        assert by_id[fid].delivered_low_ns == pytest.approx(figures["delivered_low_ns"] * share)
+        assert by_id[fid].delivered_high_ns == pytest.approx(figures["delivered_high_ns"] * share)
+
+
+def test_delivered_interval_matches_the_median_s_normal_approximation():
+    """Steps drawn from two normal distributions (sd 1 ms, 1.5 ms apart): the bootstrap interval
+    of the difference of medians holds the true difference and is as wide as the large-sample
+    standard error of a median (sqrt(pi / 2) sd / sqrt(n)) says, within 15% (the bootstrap
+    of a median converges slowly: 4000 steps a run)."""
+    from perfkit_core.comparison.statistics import difference_of_medians
+
+    rng = np.random.default_rng(7)
+    n, sd = 4000, 1e6
+    before, after = rng.normal(10e6, sd, n), rng.normal(8.5e6, sd, n)
+    point, low, high = difference_of_medians(before, after)
+    assert point == pytest.approx(np.median(before) - np.median(after))
+    assert low < 1.5e6 < high and low < point < high
+    se = math.sqrt(math.pi / 2) * sd * math.sqrt(2 / n)
+    assert high - low == pytest.approx(2 * 1.959964 * se, rel=0.15)
+    # one step in a run: a difference, no spread to resample; none: nothing
+    point, low, high = difference_of_medians(before, after[:1])
+    assert point == pytest.approx(np.median(before) - after[0])
+    assert math.isnan(low) and math.isnan(high)
+    assert all(math.isnan(v) for v in difference_of_medians(before, np.array([np.nan])))
+
+
+@pytest.mark.parametrize(
+    ("promised_ms", "where"),
+    [
+        (0.3, "more than promised"),
+        (1.0, "the promise is within it"),
+        (2.0, "less than promised"),
+    ],
+)
+def test_followup_sentence_places_the_promise_against_the_interval(promised_ms, where):
+    from perfkit_core.advice.followup import FollowUp
+
+    row = FollowUp(
+        id="optimizer",
+        rule="optimizer",
+        title="t",
+        promised_ns=promised_ms * 1e6,
+        remaining_ns=0.0,
+        acted_on=True,
+        delivered_ns=1.0e6,
+        state_before="for-loop",
+        state_after="foreach",
+        delivered_low_ns=0.5e6,
+        delivered_high_ns=1.5e6,
+    )
+    assert row.sentence() == (
+        f"promised {promised_ms:.2f} ms/step, delivered 1.00 ms/step, 95% CI 0.50 to 1.50: "
+        f"{where} (for-loop to foreach)"
+    )
+    assert row.to_dict()["delivered_low_ns"] == 0.5e6
 
 
 def test_acted_on_compares_the_time_without_the_profiler_when_both_runs_have_it(before_after):

@@ -18,6 +18,12 @@ medians of the step timer's steps without the profiler when both runs have them
 (``perfkit_core.step_timer``), else the mean profiled steps. When several findings were acted
 on, the delivered time is split between them in proportion to each one's promised saving times
 the share of its measured time that went; one finding acted on gets it all.
+
+Where both runs have step-timer steps, the delivered time comes with its 95% bootstrap interval
+(``comparison.statistics.difference_of_medians``, each run's steps resampled), split the same
+way, and the sentence says whether the promise lies within it, above it (less was delivered
+than promised) or below it (more was). The interval holds the runs' step-to-step spread, not a
+machine that ran slower while one run was recorded than while the other was.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.advice.remedy_state import remedy_states
+from perfkit_core.comparison.statistics import CONFIDENCE, difference_of_medians
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -53,6 +60,10 @@ class FollowUp:
     #: where the run recorded none.
     state_before: str | None = None
     state_after: str | None = None
+    #: The ends of ``delivered_ns``'s 95% interval (ns per step), where both runs have
+    #: step-timer steps to resample; else None.
+    delivered_low_ns: float | None = None
+    delivered_high_ns: float | None = None
 
     @property
     def states_known(self) -> bool:
@@ -60,7 +71,9 @@ class FollowUp:
         return self.state_before is not None and self.state_after is not None
 
     def sentence(self) -> str:
-        """ "promised X ms/step, delivered Y ms/step", or why nothing was delivered."""
+        """ "promised X ms/step, delivered Y ms/step" (with its interval where known, and the
+        settings the remedy changes where both runs recorded them), or why nothing was
+        delivered."""
         promised = f"promised {self.promised_ns / 1e6:.2f} ms/step"
         if not self.acted_on or self.delivered_ns is None:
             left = f"still {self.remaining_ns / 1e6:.2f} ms/step"
@@ -69,7 +82,22 @@ class FollowUp:
             setting = f"still {self.state_before}; " if self.states_known else ""
             return f"{promised}; not acted on ({setting}{left})"
         change = f" ({self.state_before} to {self.state_after})" if self.states_known else ""
-        return f"{promised}, delivered {self.delivered_ns / 1e6:.2f} ms/step{change}"
+        delivered = f"delivered {self.delivered_ns / 1e6:.2f} ms/step{self._interval()}"
+        return f"{promised}, {delivered}{change}"
+
+    def _interval(self) -> str:
+        """ ", 95% CI A to B: <where the promise lies>", or "" without an interval."""
+        low, high = self.delivered_low_ns, self.delivered_high_ns
+        if low is None or high is None:
+            return ""
+        where = (
+            "less than promised"
+            if self.promised_ns > high
+            else "more than promised"
+            if self.promised_ns < low
+            else "the promise is within it"
+        )
+        return f", {100 * CONFIDENCE:.0f}% CI {low / 1e6:.2f} to {high / 1e6:.2f}: {where}"
 
     def to_dict(self) -> dict[str, Any]:
         """The follow-up as plain JSON-ready data (stable keys)."""
@@ -81,13 +109,22 @@ def step_time(run: Run) -> tuple[float, str]:
     (``unprofiled``), else the mean profiled step (``profiled``)."""
     from perfkit_core.advice.engine import make_context
 
-    record = run.meta.get("step_timer") or {}
-    unprofiled = [
-        float(v) for v in record.get("unprofiled_ns") or [] if isinstance(v, (int, float))
-    ]
-    if unprofiled:
+    unprofiled = unprofiled_steps(run)
+    if len(unprofiled):
         return float(np.median(unprofiled)), "unprofiled"
     return make_context(run).step_ns, "profiled"
+
+
+def unprofiled_steps(run: Run) -> np.ndarray:
+    """The step timer's steps without the profiler (ns), finite ones; empty without a timer."""
+    record = run.meta.get("step_timer") or {}
+    values = [
+        float(v)
+        for v in record.get("unprofiled_ns") or []
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
+    steps = np.asarray(values, dtype=np.float64)
+    return steps[np.isfinite(steps)]
 
 
 def measured_key(finding: Any, later: Any) -> str | None:
@@ -140,6 +177,11 @@ def follow_up(
         before_ns, after_ns = make_context(before).step_ns, make_context(after).step_ns
         basis_b = "profiled"
     delivered_total = before_ns - after_ns
+    low = high = None
+    if basis_b == "unprofiled":
+        _, lo, hi = difference_of_medians(unprofiled_steps(before), unprofiled_steps(after))
+        if np.isfinite(lo) and np.isfinite(hi):
+            low, high = lo, hi
     after_by_id = {f.id: f for f in found_after}
     rows, weights = [], []
     for finding in found_before:
@@ -175,11 +217,15 @@ def follow_up(
     for row, weight in acted:
         share = weight / total_weight if total_weight else 1.0 / len(acted)
         row.delivered_ns = delivered_total * share
+        if low is not None and high is not None:
+            row.delivered_low_ns, row.delivered_high_ns = low * share, high * share
     rows.sort(key=lambda r: (-r.promised_ns, r.id))
     figures = {
         "before_ns": before_ns,
         "after_ns": after_ns,
         "delivered_ns": delivered_total,
+        "delivered_low_ns": low,
+        "delivered_high_ns": high,
         "basis": basis_b,
     }
     return rows, figures

@@ -131,3 +131,32 @@ def resolvable_pct(baseline: np.ndarray, candidate: np.ndarray) -> float:
         return math.nan
     spread = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
     return 100.0 * (_Z_TEST + _Z_POWER) * spread / float(a.mean())
+
+
+def difference_of_medians(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[float, float, float]:
+    """(the median of ``baseline`` less the median of ``candidate``, the low and high ends of
+    its percentile bootstrap interval): each run's steps are resampled with replacement,
+    independently, ``resamples`` times. The interval holds the two runs' step-to-step spread
+    only, not a machine that ran slower while one of them was recorded. NaN ends when a run has
+    fewer than two finite samples; NaN throughout when one has none."""
+    a = np.asarray(baseline, dtype=np.float64)
+    b = np.asarray(candidate, dtype=np.float64)
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if len(a) == 0 or len(b) == 0:
+        return math.nan, math.nan, math.nan
+    point = float(np.median(a) - np.median(b))
+    if len(a) < 2 or len(b) < 2:
+        return point, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    boot_a = np.median(a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
+    boot_b = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = np.percentile(boot_a - boot_b, [tail, 100.0 - tail])
+    return point, float(low), float(high)

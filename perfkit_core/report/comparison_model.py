@@ -218,7 +218,9 @@ def advice_table(comparison: Comparison) -> Table | None:
         {
             "name": [r.id for r in rows],
             "promised_ns": [r.promised_ns for r in rows],
-            "delivered_ns": [np.nan if r.delivered_ns is None else r.delivered_ns for r in rows],
+            "delivered_ns": [_or_nan(r.delivered_ns) for r in rows],
+            "delivered_low_ns": [_or_nan(r.delivered_low_ns) for r in rows],
+            "delivered_high_ns": [_or_nan(r.delivered_high_ns) for r in rows],
             "remaining_ns": [r.remaining_ns for r in rows],
             "status": ["acted on" if r.acted_on else "not acted on" for r in rows],
         }
@@ -228,10 +230,18 @@ def advice_table(comparison: Comparison) -> Table | None:
         "name": "Finding",
         "promised_ns": f"Promised by {before} (per step)",
         "delivered_ns": "Delivered (per step)",
+        "delivered_low_ns": "Delivered, 95% CI from",
+        "delivered_high_ns": "Delivered, 95% CI to",
         "remaining_ns": f"Left in {after} (per step)",
         "status": "Status",
     }
     word = "without the profiler (step timer)" if figures["basis"] == "unprofiled" else "profiled"
+    interval = (
+        " The 95% CI resamples each run's steps: it holds their step-to-step spread, not a "
+        "machine that ran slower while one run was recorded."
+        if figures["delivered_low_ns"] is not None
+        else ""
+    )
     said = "; ".join(f"{r.id}: {r.sentence()}" for r in rows if r.acted_on or r.states_known)
     return table_from_frame(
         "advice",
@@ -241,6 +251,21 @@ def advice_table(comparison: Comparison) -> Table | None:
             f"{said or 'No finding was acted on'}. Delivered: the step time of {before} less "
             f"that of {after}, {word}, shared among the findings acted on in proportion to each "
             "one's promised saving times the share of its measured time that went."
+            f"{interval}"
         ),
-        units={k: "time" for k in ("promised_ns", "delivered_ns", "remaining_ns")},
+        units={
+            k: "time"
+            for k in (
+                "promised_ns",
+                "delivered_ns",
+                "delivered_low_ns",
+                "delivered_high_ns",
+                "remaining_ns",
+            )
+        },
     )
+
+
+def _or_nan(value: float | None) -> float:
+    """``value``, or NaN for None (a table's empty cell)."""
+    return np.nan if value is None else value
