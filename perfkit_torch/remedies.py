@@ -57,7 +57,7 @@ def loader_remedy(evidence: dict[str, Any], text: str) -> str:
     return remedy_lead(_loader_text(text, workers, cores), evidence)
 
 
-def _loader_text(text: str, workers: int, cores: str) -> str:
+def _loader_text(text: str, workers: int | str, cores: str) -> str:
     """A loader remedy ``text`` filled in: the workers, what it says of cores, and the sharing
     strategy with why."""
     sharing = _SHARING.format(strategy=REMEDY_SHARING_STRATEGY)

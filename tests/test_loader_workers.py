@@ -277,3 +277,132 @@ def test_the_remedy_of_a_run_with_workers_says_to_add_them(framework):
     assert "num_workers=3," in none and "No core was free for more than the 3" in none
     fresh = text(free_cores=1.0, has_device=False)
     assert fresh.startswith("Load batches in worker processes")
+
+
+class _SlowSamples:
+    """A map-style Dataset whose samples cost CPU (a numpy transform repeated), enough that one
+    loader worker cannot keep up with a tiny model's steps."""
+
+    def __len__(self) -> int:
+        return 100_000
+
+    def __getitem__(self, index: int):
+        import numpy as np
+
+        x = np.full(256, float(index % 7), dtype=np.float32)
+        for _ in range(60):
+            x = np.tanh(x * 1.0001 + 0.1)
+        return x[:16].copy(), index % 4
+
+
+def _torch_worker_run_without_timer(directory: Path) -> Path:
+    """A tiny torch model fed by ``_SlowSamples`` through one DataLoader worker, profiled by
+    perfkit's handler with no step timer: the run says its loader had workers (the
+    multi-process iterator's spans) but not how many, or what a batch cost them."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from perfkit_torch.handler import on_trace_ready
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(_SlowSamples(), batch_size=8, num_workers=1)
+    batches = iter(loader)
+    handler = on_trace_ready(directory, worker_name="workers", background=False)
+    try:
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=1, warmup=1, active=6, repeat=1),
+            on_trace_ready=handler,
+        ) as prof:
+            for _ in range(8):
+                x, y = next(batches)
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                prof.step()
+    finally:
+        batches._shutdown_workers()
+    assert handler.runs, handler.failures
+    return Path(handler.runs[0])
+
+
+def test_a_loader_with_untimed_workers_is_promised_at_most_its_waits(tmp_path):
+    """A real torch loop fed by one worker, recorded without a step timer: the finding does not
+    model loading moved out of the training process (it already was), but promises at most the
+    waits for batches less receiving one, recomputed here from the raw events; the remedy adds
+    to the user's workers, whose count the run does not hold, and ``--measure`` keeps the
+    bound (there is no hand-over to replay)."""
+    import numpy as np
+
+    import perfkit_core
+    from perfkit_core.advice.loader import loader_figures
+    from perfkit_core.advice.loader_cores import UNTIMED_KEY
+    from perfkit_core.events.schema import str_values
+
+    run = perfkit_core.load(_torch_worker_run_without_timer(tmp_path))
+    found = [f for f in run.advise() if f.rule == "input-pipeline"]
+    if not found:
+        pytest.skip("the worker kept up: no input-pipeline finding to check")
+    finding = found[0]
+    ev = finding.evidence
+    assert ev[UNTIMED_KEY] is True and "loader_workers" not in ev
+    # the waits: the multi-process iterator's spans in the profiled steps, per step
+    events = run.events
+    kinds = str_values(events["kind"])
+    names = str_values(events["name"])
+    spans = (kinds == "dataloader") & (events["step"].to_numpy() >= 0)
+    assert all("MultiProcess" in str(n) for n in names[spans])
+    steps = len(np.unique(events["step"].to_numpy()[kinds == "step"]))
+    waits = float(events["dur_ns"].to_numpy()[spans].sum()) / steps
+    assert ev["data_unprofiled_per_step_ns"] == pytest.approx(waits, rel=0.02)
+    receive = min(ev["loader_receive_ns"], ev["data_unprofiled_per_step_ns"])
+    assert finding.saving_ns == pytest.approx(ev["data_unprofiled_per_step_ns"] - receive)
+    assert finding.estimate.startswith("At most ")
+    assert "does not say how many" in finding.estimate
+    assert ev["free_cores"] == 1.0 and "loader_free_cores" not in ev  # no timer: one more
+    assert finding.remedy.startswith(
+        "Give the loader more worker processes (the run does not say how many it has)"
+    )
+    assert "num_workers=num_workers + 1," in finding.remedy
+    assert "1 more, where a core is free for it" in finding.remedy
+    assert loader_figures(ev) is None  # no in-process model to replay or combine
+    measured = next(f for f in run.advise(measure=True) if f.rule == "input-pipeline")
+    assert measured.saving_ns == pytest.approx(finding.saving_ns)
+
+
+def test_untimed_workers_get_a_worker_per_core_a_timer_found_free():
+    """Where a step timer timed the machine but not the workers (started by another thread),
+    the workers to add follow its free cores, and under ``MIN_FREE_CORE`` there is no
+    saving; with no timer, one worker more and the bound."""
+    from perfkit_core.advice.loader_cores import UNTIMED_KEY
+    from perfkit_core.advice.loader_workers import untimed_workers_estimate
+
+    saving, text, ev = untimed_workers_estimate(4e6, 1e6, "timed", (1.6, 2.0, "2 cores less 0.4"))
+    assert saving == pytest.approx(3e6) and ev["free_cores"] == 2.0
+    assert ev["loader_free_cores"] == 1.6 and ev[UNTIMED_KEY] is True
+    assert "1.60 core(s) were free (2 cores less 0.4)" in text
+    saving, text, ev = untimed_workers_estimate(4e6, 1e6, "timed", (0.1, 0.0, "2 cores less 1.9"))
+    assert saving == 0.0 and ev["free_cores"] == 0.0 and "No core is free" in text
+    # receiving a batch is at most the waits, which hold it
+    saving, _, ev = untimed_workers_estimate(1e6, 3e6, "timed", None)
+    assert saving == 0.0 and ev["free_cores"] == 1.0 and "loader_free_cores" not in ev
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_the_remedy_of_untimed_workers_adds_to_the_users_count(framework):
+    if framework == "torch":
+        from perfkit_torch.remedies import remedy
+    else:
+        from perfkit_paddle.remedies import remedy
+
+    def text(**evidence) -> str:
+        evidence["loader_workers_untimed"] = True
+        return remedy(SimpleNamespace(rule="input-pipeline", evidence=evidence))
+
+    found = text(free_cores=2.0, loader_free_cores=1.7, has_device=False)
+    assert found.startswith("Give the loader more worker processes (the run does not say")
+    assert "num_workers=num_workers + 2," in found and "2 more for the free core(s)" in found
+    none = text(free_cores=0.0, loader_free_cores=0.1, has_device=False)
+    assert "num_workers=num_workers," in none and "No core was free for more" in none

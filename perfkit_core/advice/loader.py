@@ -321,8 +321,9 @@ def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | Non
     """(the loading workers would take over, the rest of the step, the free cores) that an
     input-pipeline finding's saving was stated on (ns per step, ns per step, cores), from its
     evidence; None when any is missing or not a number, or for a loader that had workers
-    (``loader_workers``), whose saving ``advice.loader_workers`` states from other figures."""
-    if "loader_workers" in evidence:
+    (``loader_workers``, or ``loader_workers_untimed``: workers no step timer timed), whose
+    saving ``advice.loader_workers`` states from other figures."""
+    if "loader_workers" in evidence or "loader_workers_untimed" in evidence:
         return None
     figures = [evidence.get(k) for k in ("loading_per_step_ns", "rest_per_step_ns", "free_cores")]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in figures):

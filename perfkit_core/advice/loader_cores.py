@@ -144,29 +144,55 @@ def loader_workers_had(evidence: dict[str, Any]) -> int | None:
     return process_count(evidence.get("loader_workers"))
 
 
+#: Key of an input-pipeline finding's evidence: True where the run's loader had worker
+#: processes that no step timer timed (``advice.loader_workers.untimed_workers_estimate``).
+UNTIMED_KEY = "loader_workers_untimed"
+
+
 def remedy_lead(text: str, evidence: dict[str, Any]) -> str:
     """An adapter's loader remedy ``text``, whose first line says to load in worker processes,
     with that line saying to add workers instead where the run had some
-    (``loader_workers_had``)."""
+    (``loader_workers_had``, or workers no step timer counted: ``UNTIMED_KEY``)."""
     had = loader_workers_had(evidence)
-    if had is None:
+    untimed = evidence.get(UNTIMED_KEY) is True
+    if had is None and not untimed:
         return text
     _, _, rest = text.partition("\n")
+    has = f"it has {had}" if had is not None else "the run does not say how many it has"
     return (
-        f"Give the loader more worker processes (it has {had}), so a batch is ready when the "
+        f"Give the loader more worker processes ({has}), so a batch is ready when the "
         f"step asks for it:\n{rest}"
     )
 
 
-def remedy_workers(evidence: dict[str, Any]) -> tuple[int, str] | None:
+def remedy_workers(evidence: dict[str, Any]) -> tuple[int | str, str] | None:
     """(``num_workers`` for an input-pipeline finding's remedy, a sentence saying why): the
     workers its saving was estimated for (its ``free_cores``, a whole number, more than the
     ``loader_workers`` the run had, if any), or, when none was free, one worker (or as many as
     the run had) and the advice to free a core first; None when the finding does not count
-    free cores."""
+    free cores. Where the run had workers no step timer counted (``UNTIMED_KEY``), the
+    expression ``num_workers + N``: the user's count, and ``free_cores`` more."""
     free = finite_number(evidence.get("free_cores"))
     if free is None:
         return None
+    if evidence.get(UNTIMED_KEY) is True:
+        more = max(int(free), 0)
+        if more == 0:
+            return "num_workers", (
+                "(num_workers: the workers your loader has now. No core was free for more: "
+                "free one first, or make the Dataset's batches cheaper.)"
+            )
+        found = "loader_free_cores" in evidence  # a step timer found the free cores
+        return f"num_workers + {more}", (
+            "(num_workers: the workers your loader has now, which the run does not record; "
+            + (
+                f"{more} more for the free core(s)"
+                if found
+                else f"{more} more, where a core is free for it"
+            )
+            + ", each needing a core of its own. Time the loop with perfkit_core.step_timer "
+            "to see what they save.)"
+        )
     had = loader_workers_had(evidence)
     if had is not None:
         more = max(int(free), 0)

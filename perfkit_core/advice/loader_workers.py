@@ -9,6 +9,11 @@ is what making and sending a batch costs them. More workers, one per core left f
 that cost further, and the step becomes the longest of the rest of the step plus receiving a
 batch, the workers' CPU per step over the cores they may use, and both processes' CPU per
 step over the cores they may use together (``WorkerFigures``).
+
+A run whose loader had workers that no step timer timed (a trace loaded from a file, a run
+recorded without ``perfkit_core.step_timer``, workers started by another thread) says neither
+how many there were nor what a batch cost them: ``untimed_workers_estimate`` states what more
+of them can take off at most, the waits for batches less receiving one.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfkit_core.advice.loader_cores import ROUNDED, process_count, processes_text
+from perfkit_core.advice.loader_cores import ROUNDED, UNTIMED_KEY, process_count, processes_text
 from perfkit_core.advice.text import duration_text
 from perfkit_core.capture.machine_costs import finite_number
 from perfkit_core.views.common import names_of_kind
@@ -43,13 +48,20 @@ def more_workers(left: float) -> int:
     return math.ceil(left - 1e-9) if left >= MIN_FREE_CORE else 0
 
 
+def multi_process_loader(run: Run) -> bool:
+    """Whether the run's data-loading spans are a multi-process iterator's (torch's
+    ``_MultiProcessingDataLoaderIter``, Paddle's ``_DataLoaderIterMultiProcess``): its loader
+    had worker processes."""
+    return any("MultiProcess" in name for name in names_of_kind(run, "dataloader"))
+
+
 def run_loader_workers(run: Run) -> tuple[int, float, float] | None:
     """(how many worker processes the run's loader had, the cores they kept busy while the
     steps ran without the profiler, the cores the training process kept busy then), where its
     data-loading spans are a multi-process iterator's and the step timer timed its child
     processes (``children_ran`` of 1 or more, ``children_cores`` over 0) and the process
     (``process_cores``); else None."""
-    if not any("MultiProcess" in name for name in names_of_kind(run, "dataloader")):
+    if not multi_process_loader(run):
         return None
     record = run.meta.get("step_timer") or {}
     ran = process_count(record.get("children_ran"))
@@ -191,3 +203,54 @@ def more_workers_estimate(
         "loader_machine_cores": figures.all_cores,
     }
     return saving, text, evidence
+
+
+def untimed_workers_estimate(
+    waits_ns: float,
+    receive_ns: float,
+    receive_from: str,
+    free: tuple[float, float, str] | None,
+) -> tuple[float, str, dict[str, Any]]:
+    """(the saving, ns per step; the estimate's text; the finding's evidence) of a run whose
+    loader had worker processes that no step timer timed, its training thread waiting
+    ``waits_ns`` per step for batches: at most those waits less receiving a batch
+    (``receive_ns``, at most the waits; ``receive_from`` says where that figure came from),
+    which stays with the step however many workers make the batches. How much of that more
+    workers take off depends on how many the loader had and what a batch costs them, which
+    the run does not say. ``free``: the cores the step timer found free
+    (``loader_cores.free_cores``), or None where no step timer timed the machine; with under
+    ``MIN_FREE_CORE`` of a core free, no saving. The evidence's ``free_cores`` is the workers
+    to add, which the remedy prescribes: one per core left, else one."""
+    receive = min(max(receive_ns, 0.0), max(waits_ns, 0.0))
+    ceiling = max(waits_ns - receive, 0.0)
+    unknown = (
+        "The run's loader already loaded in worker processes, but the run does not say how "
+        "many, or what a batch cost them: the step timer times them as the training "
+        "process's child processes where it runs beside the loop (perfkit_core.step_timer). "
+    )
+    if free is not None and more_workers(free[0]) < 1:
+        text = (
+            f"{unknown}No core is free for more workers ({free[2].replace(ROUNDED, '')}; under "
+            f"{MIN_FREE_CORE:g} of a core): another worker would take CPU from the training "
+            "process or the workers it has, so no saving is expected until cores are freed or "
+            "the Dataset makes its batches with less CPU."
+        )
+        return 0.0, text, {"free_cores": 0.0, "loader_free_cores": free[0], UNTIMED_KEY: True}
+    more = 1 if free is None else more_workers(free[0])
+    cores = (
+        "how many cores are free is not known either (no step timer timed the machine)"
+        if free is None
+        else f"{free[0]:.2f} core(s) were free ({free[2].replace(ROUNDED, '')})"
+    )
+    text = (
+        f"At most {duration_text(ceiling)}. {unknown}More workers take off no more than the "
+        f"waits for batches ({duration_text(waits_ns)}) less receiving one "
+        f"({duration_text(receive)}, {receive_from}), which stays with the step; how much of "
+        f"that they take depends on how many the loader has and on the free cores, and "
+        f"{cores}. Time the loop with perfkit_core.step_timer for an estimate of what more "
+        "workers save."
+    )
+    evidence: dict[str, Any] = {"free_cores": float(more), UNTIMED_KEY: True}
+    if free is not None:
+        evidence["loader_free_cores"] = free[0]
+    return ceiling, text, evidence

@@ -29,7 +29,12 @@ from perfkit_core.advice.loader import (
     thread_split,
 )
 from perfkit_core.advice.loader_cores import free_cores
-from perfkit_core.advice.loader_workers import more_workers_estimate, run_loader_workers
+from perfkit_core.advice.loader_workers import (
+    more_workers_estimate,
+    multi_process_loader,
+    run_loader_workers,
+    untimed_workers_estimate,
+)
 from perfkit_core.advice.rules.cpu import training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
 from perfkit_core.capture.step_timer import TRAINING_CPU
@@ -199,7 +204,18 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         for r in worst.itertuples()
     ]
     had = None if threaded else run_loader_workers(ctx.run)
-    if had is not None:  # the run's loader had workers: what more of them would save
+    untimed = had is None and not threaded and multi_process_loader(ctx.run)
+    more_evidence: dict[str, object] = {}
+    if untimed:  # workers no step timer timed: how many, and their cost, are not known
+        rest, load = max(basis.step_ns - data, 0.0), 0.0
+        timer = ctx.run.meta.get("step_timer") or {}
+        saving, how, more_evidence = untimed_workers_estimate(
+            data,
+            receive_ns,
+            LOADER_RECEIVE_SOURCES[receive_from],
+            free if timer.get("cpu_count") is not None else None,
+        )
+    elif had is not None:  # the run's loader had workers: what more of them would save
         rest, load = max(basis.step_ns - data, 0.0), 0.0
         # the waits for batches hold receiving them
         receive_ns = min(receive_ns, data)
@@ -350,7 +366,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             # beside a loading thread: each training op's cost the split took, and where it
             # was found (THREAD_OP_SOURCES)
             **({"thread_op_ns": op_ns, "thread_op_from": op_from} if split else {}),
-            # a loader that had workers: how many, and what they took (``loader_workers``)
-            **(more_evidence if had is not None else {}),
+            # a loader that had workers: how many, and what they took (``loader_workers``), or
+            # that no step timer timed them (``loader_workers_untimed``)
+            **more_evidence,
         },
     )
