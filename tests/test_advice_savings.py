@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis  # noqa: E402
 from perfkit_core.advice.engine import make_context  # noqa: E402
 from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_saving  # noqa: E402
+from perfkit_core.capture.cpu_clocks import PACE_LOOPS  # noqa: E402
 
 
 def _record(
@@ -722,6 +723,69 @@ def test_delivered_interval_matches_the_median_s_normal_approximation():
     assert all(math.isnan(v) for v in difference_of_medians(before, np.array([np.nan])))
 
 
+def _with_pace(folder: Path, directory: Path, pace_ns: list[float]) -> Path:
+    """A copy of the run ``folder`` in ``directory`` whose step timer read the machine's pace
+    as ``pace_ns``."""
+    import shutil
+
+    copy = Path(shutil.copytree(folder, directory / folder.name))
+    meta = json.loads((copy / "meta.json").read_text())
+    meta["step_timer"]["pace_ns"] = pace_ns
+    meta["step_timer"]["pace_loops"] = PACE_LOOPS
+    (copy / "meta.json").write_text(json.dumps(meta))
+    return copy
+
+
+def test_followup_states_the_delivered_time_at_one_machine_pace(before_after, tmp_path):
+    """The real pair, its step timers' pace readings set so that the machine ran 1.5 times as
+    slow for AFTER: the follow-up says so, and the delivered time at one pace is BEFORE's step
+    less AFTER's over 1.5, recomputed from the step timers' steps; a pace that moved less than
+    ``PACE_DRIFT``, or readings too few, leave the figures as they were."""
+    import perfkit_core
+    from perfkit_core.advice.followup import PACE_DRIFT, follow_up
+
+    rng = np.random.default_rng(3)
+    pace = list(50_000 + rng.normal(0, 1_000, 40))
+    before = perfkit_core.load(_with_pace(before_after[0], tmp_path / "b", pace))
+    slow = perfkit_core.load(_with_pace(before_after[1], tmp_path / "s", [1.5 * p for p in pace]))
+    rows, figures = follow_up(before, slow)
+    steps = [
+        np.median(json.loads((p / "meta.json").read_text())["step_timer"]["unprofiled_ns"])
+        for p in before_after
+    ]
+    assert figures["pace_ratio"] == pytest.approx(1.5)
+    assert figures["pace_low"] <= 1.5 <= figures["pace_high"]
+    assert figures["delivered_at_pace_ns"] == pytest.approx(steps[0] - steps[1] / 1.5)
+    assert figures["delivered_ns"] == pytest.approx(steps[0] - steps[1])  # as timed, kept
+    row = next(r for r in rows if r.id == "optimizer")
+    assert row.pace_ratio == pytest.approx(1.5)
+    assert row.delivered_at_pace_ns == pytest.approx(figures["delivered_at_pace_ns"])
+    assert (
+        f"; the machine ran 50% slower while the second run's steps were timed: "
+        f"{row.delivered_at_pace_ns / 1e6:.2f} ms/step at one pace (for-loop to fused)"
+    ) in row.sentence()
+    # the note of perfkit compare's advice table says it with the runs' labels
+    from perfkit_core.comparison import compare
+    from perfkit_core.report.comparison_model import advice_table
+
+    table = advice_table(compare(before, slow, labels=["loop", "fused"]))
+    assert "The machine ran 50% slower while fused's steps were timed than while loop's" in (
+        table.note
+    )
+    assert f"the changes delivered {figures['delivered_at_pace_ns'] / 1e6:.2f} ms/step" in (
+        table.note
+    )
+    # within PACE_DRIFT, or with fewer readings than needed: nothing said
+    near = perfkit_core.load(
+        _with_pace(before_after[1], tmp_path / "n", [(1 + PACE_DRIFT / 2) * p for p in pace])
+    )
+    few = perfkit_core.load(_with_pace(before_after[1], tmp_path / "f", pace[:3]))
+    for after in (near, few):
+        rows, figures = follow_up(before, after)
+        assert figures["pace_ratio"] is None and figures["delivered_at_pace_ns"] is None
+        assert all(r.pace_ratio is None and "machine ran" not in r.sentence() for r in rows)
+
+
 @pytest.mark.parametrize(
     ("promised_ms", "where"),
     [
@@ -934,6 +998,9 @@ def test_step_timer_reads_idle_time_once_a_window(monkeypatch, window_ns):
     timer.close()
     assert clock.readings == (1 + 38 + 1 if window_ns == 0 else 2)  # warm-up steps: none
     record = timer.record()
+    # the machine's pace: one reading after each window the steps went on from
+    assert len(record["pace_ns"]) == (38 if window_ns == 0 else 0)
+    assert record["pace_loops"] == PACE_LOOPS and all(ns > 0 for ns in record["pace_ns"])
     assert record["idle_cores"] == pytest.approx(0.75, rel=0.02)
     assert record["process_cores"] == pytest.approx(1.25, rel=0.02)
     # adjacent windows make one stretch, whose two ends alone are a tick off: 38 ms of steps
@@ -986,6 +1053,31 @@ def test_step_timer_idle_stretch_ends_where_the_profiler_records(monkeypatch):
     resolution = 2 * (os.cpu_count() or 1) / ticks / 0.020
     assert record["idle_resolution_cores"] == pytest.approx(resolution, rel=0.05)
     assert len(timer.unprofiled_ns) == 10 and len(timer.profiled_ns) == 5
+
+
+def test_step_timer_takes_the_machines_pace_beside_real_steps():
+    """Real steps of about 6 ms for 0.4 s: a reading of the machine's pace after each 50 ms
+    window, each the CPU time of the same loop timed here directly (within the machine's
+    spread, a factor of 3 on the medians)."""
+    import perfkit_core
+    from perfkit_core.capture.cpu_clocks import pace_probe_ns
+    from perfkit_core.capture.step_timer import IDLE_WINDOW_NS
+
+    timer = perfkit_core.step_timer(None, warmup=0)
+    start = time.perf_counter_ns()
+    while time.perf_counter_ns() - start < 400_000_000:
+        with timer.step():
+            end = time.perf_counter_ns() + 6_000_000
+            while time.perf_counter_ns() < end:
+                pass
+    timer.close()
+    record = timer.record()
+    wall = sum(record["unprofiled_ns"]) + sum(record["unknown_ns"])  # no profiler recording
+    # a window closes at the first step's end 50 ms or more after it opened
+    windows = wall // (IDLE_WINDOW_NS + 7_000_000)
+    assert windows - 1 <= len(record["pace_ns"]) <= wall // IDLE_WINDOW_NS
+    here = statistics.median(pace_probe_ns() for _ in range(21))
+    assert here / 3 <= statistics.median(record["pace_ns"]) <= 3 * here
 
 
 def test_step_timer_records_the_machine(adam_loop):

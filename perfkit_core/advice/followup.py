@@ -23,7 +23,12 @@ Where both runs have step-timer steps, the delivered time comes with its 95% boo
 (``comparison.statistics.difference_of_medians``, each run's steps resampled), split the same
 way, and the sentence says whether the promise lies within it, above it (less was delivered
 than promised) or below it (more was). The interval holds the runs' step-to-step spread, not a
-machine that ran slower while one run was recorded than while the other was.
+machine that ran slower while one run was recorded than while the other was. For that, the step
+timer times the machine's pace beside the steps (``pace_ns``: a fixed pure-Python loop's CPU
+time, ``capture.cpu_clocks.pace_probe_ns``): where both runs have it and it moved by more than
+``PACE_DRIFT`` beyond its noise (``machine_drift``), the follow-up says so, and for runs without
+device work, whose step the CPU's pace sets, it states the delivered time at one pace: the step
+time of BEFORE less AFTER's divided by how many times as slow the machine ran for AFTER.
 """
 
 from __future__ import annotations
@@ -34,13 +39,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.advice.remedy_state import remedy_states
-from perfkit_core.comparison.statistics import CONFIDENCE, difference_of_medians
+from perfkit_core.capture.cpu_clocks import PACE_LOOPS
+from perfkit_core.comparison.statistics import CONFIDENCE, difference_of_medians, ratio_of_medians
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
 #: A finding still present in AFTER with at most this share of its measured time was acted on.
 ACTED_ON_SHARE = 0.5
+#: The machine's pace counts as moved between the runs when AFTER's is at least this share
+#: slower or faster than BEFORE's and the ratio's 95% interval leaves out 1 ...
+PACE_DRIFT = 0.05
+#: ... each run with at least this many readings of it (one per 50 ms of unprofiled steps).
+PACE_MIN_SAMPLES = 5
 
 
 @dataclass
@@ -64,6 +75,10 @@ class FollowUp:
     #: step-timer steps to resample; else None.
     delivered_low_ns: float | None = None
     delivered_high_ns: float | None = None
+    #: AFTER's machine pace over BEFORE's where it moved (``machine_drift``), else None; and
+    #: the delivered time at one pace (ns per step) where the CPU's pace sets the step.
+    pace_ratio: float | None = None
+    delivered_at_pace_ns: float | None = None
 
     @property
     def states_known(self) -> bool:
@@ -82,7 +97,9 @@ class FollowUp:
             setting = f"still {self.state_before}; " if self.states_known else ""
             return f"{promised}; not acted on ({setting}{left})"
         change = f" ({self.state_before} to {self.state_after})" if self.states_known else ""
-        delivered = f"delivered {self.delivered_ns / 1e6:.2f} ms/step{self._interval()}"
+        delivered = (
+            f"delivered {self.delivered_ns / 1e6:.2f} ms/step{self._interval()}{self._pace()}"
+        )
         return f"{promised}, {delivered}{change}"
 
     def _interval(self) -> str:
@@ -98,6 +115,20 @@ class FollowUp:
             else "the promise is within it"
         )
         return f", {100 * CONFIDENCE:.0f}% CI {low / 1e6:.2f} to {high / 1e6:.2f}: {where}"
+
+    def _pace(self) -> str:
+        """ "; the machine ran N% slower while the second run's steps were timed[: X ms/step at
+        one pace]", or "" where its pace did not move."""
+        ratio = self.pace_ratio
+        if ratio is None:
+            return ""
+        moved = (
+            f"; the machine ran {100 * abs(ratio - 1):.0f}% "
+            f"{'slower' if ratio > 1 else 'faster'} while the second run's steps were timed"
+        )
+        if self.delivered_at_pace_ns is None:
+            return moved
+        return f"{moved}: {self.delivered_at_pace_ns / 1e6:.2f} ms/step at one pace"
 
     def to_dict(self) -> dict[str, Any]:
         """The follow-up as plain JSON-ready data (stable keys)."""
@@ -125,6 +156,41 @@ def unprofiled_steps(run: Run) -> np.ndarray:
     ]
     steps = np.asarray(values, dtype=np.float64)
     return steps[np.isfinite(steps)]
+
+
+def pace_samples(run: Run) -> np.ndarray:
+    """The machine's pace the run's step timer took beside its unprofiled steps (ns, positive
+    finite readings of ``PACE_LOOPS`` rounds); empty without them."""
+    record = run.meta.get("step_timer") or {}
+    if record.get("pace_loops") != PACE_LOOPS:
+        return np.zeros(0)
+    values = [
+        float(v)
+        for v in record.get("pace_ns") or []
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
+    pace = np.asarray(values, dtype=np.float64)
+    return pace[np.isfinite(pace) & (pace > 0)]
+
+
+def machine_drift(before: Run, after: Run) -> tuple[float, float, float, float, float] | None:
+    """(AFTER's median pace over BEFORE's, the low and high ends of its 95% interval, BEFORE's
+    and AFTER's median pace in ns) where both runs' step timers took at least
+    ``PACE_MIN_SAMPLES`` readings of the machine's pace and it moved by at least
+    ``PACE_DRIFT`` beyond their noise (the interval leaves out 1); else None. Above 1: the
+    machine ran slower for AFTER."""
+    first, second = pace_samples(before), pace_samples(after)
+    if len(first) < PACE_MIN_SAMPLES or len(second) < PACE_MIN_SAMPLES:
+        return None
+    ratio, low, high = ratio_of_medians(first, second)
+    if not (low > 1.0 or high < 1.0) or abs(ratio - 1.0) < PACE_DRIFT:
+        return None
+    return ratio, low, high, float(np.median(first)), float(np.median(second))
+
+
+def device_paced(run: Run) -> bool:
+    """Whether the run recorded device work, whose time the machine's CPU pace does not set."""
+    return bool((run.events["stream"].to_numpy() >= 0).any())
 
 
 def measured_key(finding: Any, later: Any) -> str | None:
@@ -182,6 +248,10 @@ def follow_up(
         _, lo, hi = difference_of_medians(unprofiled_steps(before), unprofiled_steps(after))
         if np.isfinite(lo) and np.isfinite(hi):
             low, high = lo, hi
+    drift = machine_drift(before, after) if basis_b == "unprofiled" else None
+    at_pace = None
+    if drift is not None and not (device_paced(before) or device_paced(after)):
+        at_pace = before_ns - after_ns / drift[0]
     after_by_id = {f.id: f for f in found_after}
     rows, weights = [], []
     for finding in found_before:
@@ -219,6 +289,9 @@ def follow_up(
         row.delivered_ns = delivered_total * share
         if low is not None and high is not None:
             row.delivered_low_ns, row.delivered_high_ns = low * share, high * share
+        if drift is not None:
+            row.pace_ratio = drift[0]
+            row.delivered_at_pace_ns = None if at_pace is None else at_pace * share
     rows.sort(key=lambda r: (-r.promised_ns, r.id))
     figures = {
         "before_ns": before_ns,
@@ -226,6 +299,13 @@ def follow_up(
         "delivered_ns": delivered_total,
         "delivered_low_ns": low,
         "delivered_high_ns": high,
+        # the machine's pace, where it moved: AFTER's over BEFORE's, its interval, the medians
+        "pace_ratio": None if drift is None else drift[0],
+        "pace_low": None if drift is None else drift[1],
+        "pace_high": None if drift is None else drift[2],
+        "pace_before_ns": None if drift is None else drift[3],
+        "pace_after_ns": None if drift is None else drift[4],
+        "delivered_at_pace_ns": at_pace,
         "basis": basis_b,
     }
     return rows, figures

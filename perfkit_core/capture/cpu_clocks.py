@@ -11,6 +11,24 @@ import os
 import threading
 import time
 
+#: The machine's pace (``pace_probe_ns``): rounds of a fixed pure-Python loop, about 50 us on a
+#: 2-core x86 VM. There, the loop's time followed a CPU-bound training step's as the machine
+#: slowed and recovered: over 1 s blocks of ``bench/bench_advice.py``'s ``paddle-adam`` their
+#: correlation was 0.91 to 0.96 while the step went from 2.47 to 4.49 ms, and the loop's CPU
+#: time moved as its wall time did (the cores ran slower; the scheduler did not take them).
+PACE_LOOPS = 1_000
+
+
+def pace_probe_ns() -> int:
+    """The calling thread's CPU time (ns) for ``PACE_LOOPS`` rounds of a fixed pure-Python loop:
+    a reference whose time moves only with how fast the machine runs Python."""
+    start = time.thread_time_ns()
+    total = 0
+    for i in range(PACE_LOOPS):
+        total += i * i
+    return time.thread_time_ns() - start
+
+
 #: A reading of the CPU clocks (``read_clocks``): the machine's idle time (s), the wall clock
 #: (``time.perf_counter_ns``), this process's CPU time (ns, all its threads), its child
 #: processes' (``children_cpu_ns``).

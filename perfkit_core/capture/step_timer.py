@@ -44,7 +44,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.capture.cpu_clocks import ChildrenCpu, Reading, clock_ticks_per_s, read_clocks
+from perfkit_core.capture.cpu_clocks import (
+    PACE_LOOPS,
+    ChildrenCpu,
+    Reading,
+    clock_ticks_per_s,
+    pace_probe_ns,
+    read_clocks,
+)
 from perfkit_core.capture.helper import usable_cores
 from perfkit_core.capture.machine_costs import (
     EAGER_PASS_KEY,
@@ -159,6 +166,8 @@ class StepTimer:
         # over the same windows: the child processes' CPU time (loader workers)
         self._children = ChildrenCpu()
         self._idle_last_end = 0
+        # the machine's pace, timed after each such window (``pace_probe_ns``)
+        self._pace_ns: list[int] = []
 
     def recording(self) -> bool | None:
         """Whether the profiler is recording now: True, False, or None when no adapter can tell
@@ -313,6 +322,7 @@ class StepTimer:
             self._idle_last_end = end
             if end - self._idle_mark[1] >= IDLE_WINDOW_NS:
                 self._close_idle_window(read_clocks(self._children), reopen=True)
+                self._pace_ns.append(pace_probe_ns())  # between steps: in neither's time
         state = self._state
         key = "profiled_ns" if state else "unknown_ns" if state is None else "unprofiled_ns"
         phase_ns = self.phase_ns
@@ -349,7 +359,8 @@ class StepTimer:
         ``children_ran`` (how many of them ran then), ``usable_cores`` (the cores this process
         may run on), ``idle_resolution_cores`` (how far off ``idle_cores`` can be from
         counting in clock ticks: a tick a core at each end of each stretch of adjacent windows,
-        over their wall time), and ``phases``: ``phase_ns``."""
+        over their wall time), ``pace_ns`` (the machine's pace after each of those windows:
+        ``cpu_clocks.pace_probe_ns``, of ``pace_loops`` rounds) and ``phases``: ``phase_ns``."""
         try:
             load: float | None = os.getloadavg()[0]
         except OSError:
@@ -375,6 +386,8 @@ class StepTimer:
                 if wall_s > 0 and ticks
                 else None
             ),
+            "pace_ns": list(self._pace_ns),
+            "pace_loops": PACE_LOOPS,
             "phases": {
                 phase: {k: list(v) for k, v in lists.items()}
                 for phase, lists in self.phase_ns.items()

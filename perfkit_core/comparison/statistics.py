@@ -160,3 +160,27 @@ def difference_of_medians(
     tail = 100.0 * (1.0 - confidence) / 2.0
     low, high = np.percentile(boot_a - boot_b, [tail, 100.0 - tail])
     return point, float(low), float(high)
+
+
+def ratio_of_medians(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[float, float, float]:
+    """(the median of ``candidate`` over the median of ``baseline``, the low and high ends of
+    its percentile bootstrap interval), each run's samples resampled independently; NaN
+    throughout where either has fewer than two positive finite samples."""
+    a = np.asarray(baseline, dtype=np.float64)
+    b = np.asarray(candidate, dtype=np.float64)
+    a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
+    if len(a) < 2 or len(b) < 2:
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    boot_a = np.median(a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
+    boot_b = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = np.percentile(boot_b / boot_a, [tail, 100.0 - tail])
+    return float(np.median(b) / np.median(a)), float(low), float(high)

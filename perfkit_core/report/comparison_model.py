@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -221,6 +221,7 @@ def advice_table(comparison: Comparison) -> Table | None:
             "delivered_ns": [_or_nan(r.delivered_ns) for r in rows],
             "delivered_low_ns": [_or_nan(r.delivered_low_ns) for r in rows],
             "delivered_high_ns": [_or_nan(r.delivered_high_ns) for r in rows],
+            "delivered_at_pace_ns": [_or_nan(r.delivered_at_pace_ns) for r in rows],
             "remaining_ns": [r.remaining_ns for r in rows],
             "status": ["acted on" if r.acted_on else "not acted on" for r in rows],
         }
@@ -232,6 +233,7 @@ def advice_table(comparison: Comparison) -> Table | None:
         "delivered_ns": "Delivered (per step)",
         "delivered_low_ns": "Delivered, 95% CI from",
         "delivered_high_ns": "Delivered, 95% CI to",
+        "delivered_at_pace_ns": "Delivered at one machine pace (per step)",
         "remaining_ns": f"Left in {after} (per step)",
         "status": "Status",
     }
@@ -241,7 +243,7 @@ def advice_table(comparison: Comparison) -> Table | None:
         "machine that ran slower while one run was recorded."
         if figures["delivered_low_ns"] is not None
         else ""
-    )
+    ) + pace_note(figures, before, after)
     said = "; ".join(f"{r.id}: {r.sentence()}" for r in rows if r.acted_on or r.states_known)
     return table_from_frame(
         "advice",
@@ -260,6 +262,7 @@ def advice_table(comparison: Comparison) -> Table | None:
                 "delivered_ns",
                 "delivered_low_ns",
                 "delivered_high_ns",
+                "delivered_at_pace_ns",
                 "remaining_ns",
             )
         },
@@ -269,3 +272,29 @@ def advice_table(comparison: Comparison) -> Table | None:
 def _or_nan(value: float | None) -> float:
     """``value``, or NaN for None (a table's empty cell)."""
     return np.nan if value is None else value
+
+
+def pace_note(figures: dict[str, Any], before: str, after: str) -> str:
+    """What the advice table's note says of the machine's pace where it moved between the runs
+    (``advice.followup.machine_drift``), else ""."""
+    ratio = figures.get("pace_ratio")
+    if ratio is None:
+        return ""
+    text = (
+        f" The machine ran {100 * abs(ratio - 1):.0f}% {'slower' if ratio > 1 else 'faster'} "
+        f"while {after}'s steps were timed than while {before}'s: the step timer's reference "
+        f"loop took {figures['pace_after_ns'] / 1e3:.1f} us against "
+        f"{figures['pace_before_ns'] / 1e3:.1f} us (medians; the ratio's 95% CI "
+        f"{figures['pace_low']:.2f} to {figures['pace_high']:.2f})"
+    )
+    at_pace = figures.get("delivered_at_pace_ns")
+    if at_pace is None:
+        return text + (
+            ". The runs recorded device work, whose time the CPU's pace does not set: "
+            "no figure at one pace."
+        )
+    return text + (
+        f". At {before}'s pace, {after}'s step would take "
+        f"{figures['after_ns'] / ratio / 1e6:.2f} ms, and the changes delivered "
+        f"{at_pace / 1e6:.2f} ms/step."
+    )
