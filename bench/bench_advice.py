@@ -70,6 +70,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import math
 import os
 import shutil
 import statistics
@@ -1039,7 +1040,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
         results += combined_lines(scenario.name, modes, achieved, times["saving:all"], before)
     for finding in findings:
         if finding.id in achieved:
-            print(f"  {follow_up_line(scenario, finding, args, out)}")
+            print(f"  {follow_up_line(scenario, finding, args, out, before)}")
     fired = {f.rule for f in findings} | {m for f in findings for m in f.evidence.get("merged", ())}
     if scenario.rule not in fired:
         print(f"  FAIL: the {scenario.rule} rule did not fire")
@@ -1244,21 +1245,29 @@ def combined_lines(
     return checks
 
 
-def follow_up_line(scenario: Scenario, finding: Any, args: argparse.Namespace, out: Path) -> str:
+#: The follow-up's sessions time at least this long of steps without the profiler (s): the
+#: step timer reads the machine's pace once per 50 ms of them, and ``perfkit compare`` needs
+#: five readings a run to say whether the machine's pace moved between the two.
+FOLLOW_UP_TIMER_S = 0.5
+
+
+def follow_up_line(
+    scenario: Scenario, finding: Any, args: argparse.Namespace, out: Path, step_ns: float
+) -> str:
     """What ``perfkit compare BEFORE AFTER`` says of ``finding`` (advice on the scenario's
     first profile) when BEFORE and AFTER are the scenario profiled again, one session
     after the other, without and with that finding's remedy, as a user records them around a
     change: promised against delivered (ms per step). The first profile, taken ahead of the
     timed rounds a minute earlier, would carry the machine's drift since then into the delivered
-    step time."""
+    step time. Each session times ``--timer-steps`` steps without the profiler, or as many as
+    ``FOLLOW_UP_TIMER_S`` takes at ``step_ns`` a step if more."""
     from perfkit_core.advice.followup import follow_up
 
     sessions = []
+    timer_steps = max(args.timer_steps, math.ceil(FOLLOW_UP_TIMER_S * 1e9 / max(step_ns, 1.0)))
     for name, remedies in (("before", frozenset()), (finding.id, frozenset([finding.rule]))):
         directory = out / f"{scenario.name}-{finding.id}-{name}"
-        sessions.append(
-            profile(scenario, directory, args.profile_steps, args.timer_steps, remedies)
-        )
+        sessions.append(profile(scenario, directory, args.profile_steps, timer_steps, remedies))
     with quiet():
         rows, figures = follow_up(*sessions)
     row = next((r for r in rows if r.id == finding.id), None)

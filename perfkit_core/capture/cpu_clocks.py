@@ -11,11 +11,12 @@ import os
 import threading
 import time
 
-#: The machine's pace (``pace_probe_ns``): rounds of a fixed pure-Python loop, about 50 us on a
+#: The machine's pace (``pace_probe_ns``): rounds of a fixed pure-Python loop, about 40 us on a
 #: 2-core x86 VM. There, the loop's time followed a CPU-bound training step's as the machine
 #: slowed and recovered: over 1 s blocks of ``bench/bench_advice.py``'s ``paddle-adam`` their
-#: correlation was 0.91 to 0.96 while the step went from 2.47 to 4.49 ms, and the loop's CPU
-#: time moved as its wall time did (the cores ran slower; the scheduler did not take them).
+#: correlation was 0.91 to 0.96 in a noisy hour (the step 2.47 to 4.49 ms, a loop three times as
+#: long 115 to 168 us: it moves less than the step) and 0.79 in a quieter one, and the loop's
+#: CPU time moved as its wall time did (the cores ran slower; the scheduler did not take them).
 PACE_LOOPS = 1_000
 
 
