@@ -40,6 +40,7 @@ import numpy as np
 
 from perfkit_core.advice.remedy_state import remedy_states
 from perfkit_core.capture.cpu_clocks import PACE_LOOPS
+from perfkit_core.comparison.overhead import finite_ns
 from perfkit_core.comparison.statistics import CONFIDENCE, difference_of_medians, ratio_of_medians
 
 if TYPE_CHECKING:
@@ -148,14 +149,7 @@ def step_time(run: Run) -> tuple[float, str]:
 
 def unprofiled_steps(run: Run) -> np.ndarray:
     """The step timer's steps without the profiler (ns), finite ones; empty without a timer."""
-    record = run.meta.get("step_timer") or {}
-    values = [
-        float(v)
-        for v in record.get("unprofiled_ns") or []
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
-    ]
-    steps = np.asarray(values, dtype=np.float64)
-    return steps[np.isfinite(steps)]
+    return finite_ns((run.meta.get("step_timer") or {}).get("unprofiled_ns"))
 
 
 def pace_samples(run: Run) -> np.ndarray:
@@ -164,13 +158,8 @@ def pace_samples(run: Run) -> np.ndarray:
     record = run.meta.get("step_timer") or {}
     if record.get("pace_loops") != PACE_LOOPS:
         return np.zeros(0)
-    values = [
-        float(v)
-        for v in record.get("pace_ns") or []
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
-    ]
-    pace = np.asarray(values, dtype=np.float64)
-    return pace[np.isfinite(pace) & (pace > 0)]
+    pace = finite_ns(record.get("pace_ns"))
+    return pace[pace > 0]
 
 
 def machine_drift(before: Run, after: Run) -> tuple[float, float, float, float, float] | None:

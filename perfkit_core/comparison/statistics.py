@@ -133,6 +133,24 @@ def resolvable_pct(baseline: np.ndarray, candidate: np.ndarray) -> float:
     return 100.0 * (_Z_TEST + _Z_POWER) * spread / float(a.mean())
 
 
+def _median_bounds(
+    a: np.ndarray,
+    b: np.ndarray,
+    combine: Any,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of ``combine(median of a, median of b)``: each
+    sample resampled with replacement, independently, ``resamples`` times."""
+    rng = np.random.default_rng(seed)
+    boot_a = np.median(a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
+    boot_b = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = np.percentile(combine(boot_a, boot_b), [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
 def difference_of_medians(
     baseline: np.ndarray,
     candidate: np.ndarray,
@@ -154,12 +172,8 @@ def difference_of_medians(
     point = float(np.median(a) - np.median(b))
     if len(a) < 2 or len(b) < 2:
         return point, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    boot_a = np.median(a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
-    boot_b = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    low, high = np.percentile(boot_a - boot_b, [tail, 100.0 - tail])
-    return point, float(low), float(high)
+    low, high = _median_bounds(a, b, np.subtract, confidence, resamples, seed)
+    return point, low, high
 
 
 def ratio_of_medians(
@@ -178,9 +192,5 @@ def ratio_of_medians(
     a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
     if len(a) < 2 or len(b) < 2:
         return math.nan, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    boot_a = np.median(a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
-    boot_b = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    low, high = np.percentile(boot_b / boot_a, [tail, 100.0 - tail])
-    return float(np.median(b) / np.median(a)), float(low), float(high)
+    low, high = _median_bounds(a, b, lambda x, y: y / x, confidence, resamples, seed)
+    return float(np.median(b) / np.median(a)), low, high
