@@ -208,6 +208,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     more_evidence: dict[str, object] = {}
     if untimed:  # workers no step timer timed: how many, and their cost, are not known
         rest, load = max(basis.step_ns - data, 0.0), 0.0
+        receive_ns = min(receive_ns, data)  # the waits for batches hold receiving them
         timer = ctx.run.meta.get("step_timer") or {}
         saving, how, more_evidence = untimed_workers_estimate(
             data,
