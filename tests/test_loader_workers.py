@@ -258,18 +258,25 @@ def test_more_workers_are_followed_by_their_count(tmp_path):
     assert row.acted_on
 
 
-@pytest.mark.parametrize("framework", ["torch", "paddle"])
-def test_the_remedy_of_a_run_with_workers_says_to_add_them(framework):
-    """The loader remedy of a run whose loader had workers opens with adding workers, not with
-    loading in worker processes, and prescribes the run's count and the added ones."""
+def _loader_remedy(framework: str, **fixed):
+    """The input-pipeline remedy text of ``framework``'s adapter, as a function of the
+    finding's evidence (``fixed`` added to each)."""
     if framework == "torch":
         from perfkit_torch.remedies import remedy
     else:
         from perfkit_paddle.remedies import remedy
 
     def text(**evidence) -> str:
-        return remedy(SimpleNamespace(rule="input-pipeline", evidence=evidence))
+        return remedy(SimpleNamespace(rule="input-pipeline", evidence={**evidence, **fixed}))
 
+    return text
+
+
+@pytest.mark.parametrize("framework", ["torch", "paddle"])
+def test_the_remedy_of_a_run_with_workers_says_to_add_them(framework):
+    """The loader remedy of a run whose loader had workers opens with adding workers, not with
+    loading in worker processes, and prescribes the run's count and the added ones."""
+    text = _loader_remedy(framework)
     more = text(free_cores=2.0, loader_workers=3, has_device=False)
     assert more.startswith("Give the loader more worker processes (it has 3), so a batch")
     assert "num_workers=5," in more and "the 3 the run had, and 2 for the free" in more
@@ -395,15 +402,7 @@ def test_untimed_workers_get_a_worker_per_core_a_timer_found_free():
 
 @pytest.mark.parametrize("framework", ["torch", "paddle"])
 def test_the_remedy_of_untimed_workers_adds_to_the_users_count(framework):
-    if framework == "torch":
-        from perfkit_torch.remedies import remedy
-    else:
-        from perfkit_paddle.remedies import remedy
-
-    def text(**evidence) -> str:
-        evidence["loader_workers_untimed"] = True
-        return remedy(SimpleNamespace(rule="input-pipeline", evidence=evidence))
-
+    text = _loader_remedy(framework, loader_workers_untimed=True)
     found = text(free_cores=2.0, loader_free_cores=1.7, has_device=False)
     assert found.startswith("Give the loader more worker processes (the run does not say")
     assert "num_workers=num_workers + 2," in found and "2 more for the free core(s)" in found

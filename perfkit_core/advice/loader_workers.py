@@ -55,14 +55,12 @@ def multi_process_loader(run: Run) -> bool:
     return any("MultiProcess" in name for name in names_of_kind(run, "dataloader"))
 
 
-def run_loader_workers(run: Run) -> tuple[int, float, float] | None:
+def timed_workers(run: Run) -> tuple[int, float, float] | None:
     """(how many worker processes the run's loader had, the cores they kept busy while the
-    steps ran without the profiler, the cores the training process kept busy then), where its
-    data-loading spans are a multi-process iterator's and the step timer timed its child
+    steps ran without the profiler, the cores the training process kept busy then), for a run
+    whose loader had workers (``multi_process_loader``), where the step timer timed its child
     processes (``children_ran`` of 1 or more, ``children_cores`` over 0) and the process
     (``process_cores``); else None."""
-    if not multi_process_loader(run):
-        return None
     record = run.meta.get("step_timer") or {}
     ran = process_count(record.get("children_ran"))
     cores = finite_number(record.get("children_cores"))

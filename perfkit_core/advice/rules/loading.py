@@ -32,7 +32,7 @@ from perfkit_core.advice.loader_cores import free_cores
 from perfkit_core.advice.loader_workers import (
     more_workers_estimate,
     multi_process_loader,
-    run_loader_workers,
+    timed_workers,
     untimed_workers_estimate,
 )
 from perfkit_core.advice.rules.cpu import training_ops_per_step
@@ -203,8 +203,9 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         f"{duration_text(r.dur_ns)}."
         for r in worst.itertuples()
     ]
-    had = None if threaded else run_loader_workers(ctx.run)
-    untimed = had is None and not threaded and multi_process_loader(ctx.run)
+    multi_process = not threaded and multi_process_loader(ctx.run)
+    had = timed_workers(ctx.run) if multi_process else None
+    untimed = multi_process and had is None
     more_evidence: dict[str, object] = {}
     if untimed:  # workers no step timer timed: how many, and their cost, are not known
         rest, load = max(basis.step_ns - data, 0.0), 0.0
