@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -721,6 +722,75 @@ def test_delivered_interval_matches_the_median_s_normal_approximation():
     assert point == pytest.approx(np.median(before) - after[0])
     assert math.isnan(low) and math.isnan(high)
     assert all(math.isnan(v) for v in difference_of_medians(before, np.array([np.nan])))
+
+
+def test_followup_of_profiled_steps_gives_their_interval(before_after, tmp_path):
+    """The real pair without its step timers: the delivered time is the mean profiled steps'
+    difference, and its interval lies where the bootstrap's exact distribution, enumerated
+    here from the step rows' durations (the CPU-only steps are their host spans), puts it;
+    the sentence places the promise against it and the table's note
+    says which steps were resampled."""
+    import shutil
+
+    import perfkit_core
+    from perfkit_core.advice.followup import follow_up
+    from perfkit_core.report.comparison_model import advice_table
+
+    runs = []
+    for i, folder in enumerate(before_after):
+        copy = Path(shutil.copytree(folder, tmp_path / str(i) / folder.name))
+        meta = json.loads((copy / "meta.json").read_text())
+        del meta["step_timer"]
+        (copy / "meta.json").write_text(json.dumps(meta))
+        runs.append(perfkit_core.load(copy))
+    rows, figures = follow_up(*runs)
+    assert figures["basis"] == "profiled"
+    steps = []
+    for run in runs:
+        ev = run.events
+        steps.append(ev.loc[ev["kind"] == "step", "dur_ns"].to_numpy(dtype=float).tolist())
+    assert figures["delivered_ns"] == pytest.approx(
+        statistics.fmean(steps[0]) - statistics.fmean(steps[1])
+    )
+    # the bootstrap's exact distribution: every resample of each run's few steps, enumerated
+    assert max(map(len, steps)) <= 5, "the schedule records a few profiled steps"
+    means = [
+        np.array([statistics.fmean(pick) for pick in itertools.product(s, repeat=len(s))])
+        for s in steps
+    ]
+    diffs = np.subtract.outer(means[0], means[1]).ravel()
+    # 2000 resamples put the 2.5% and 97.5% ends between the exact 1% and 4% quantiles
+    q = np.quantile(diffs, [0.01, 0.04, 0.96, 0.99])
+    assert q[0] <= figures["delivered_low_ns"] <= q[1]
+    assert q[2] <= figures["delivered_high_ns"] <= q[3]
+    optimizer = next(r for r in rows if r.id == "optimizer")
+    assert optimizer.acted_on
+    share = optimizer.delivered_ns / figures["delivered_ns"]
+    assert optimizer.delivered_low_ns == pytest.approx(figures["delivered_low_ns"] * share)
+    assert ", 95% CI " in optimizer.sentence()
+    from perfkit_core.comparison import compare
+
+    note = advice_table(compare(*runs, labels=["loop", "fused"])).note
+    assert "resamples each run's profiled steps (their means)" in note
+    assert "profiled, shared among the findings" in note
+
+
+def test_difference_of_means_matches_the_normal_approximation():
+    """Steps drawn from two normal distributions (sd 1 ms, 1.5 ms apart, 400 a run): the
+    bootstrap interval of the difference of means is as wide as its standard error
+    (sd sqrt(2 / n)) says, within 10%, and holds the true difference."""
+    from perfkit_core.comparison.statistics import difference_of_means
+
+    rng = np.random.default_rng(11)
+    n, sd = 400, 1e6
+    before, after = rng.normal(10e6, sd, n), rng.normal(8.5e6, sd, n)
+    point, low, high = difference_of_means(before, after)
+    assert point == pytest.approx(before.mean() - after.mean())
+    assert low < 1.5e6 < high and low < point < high
+    assert high - low == pytest.approx(2 * 1.959964 * sd * math.sqrt(2 / n), rel=0.10)
+    point, low, high = difference_of_means(before, after[:1])
+    assert point == pytest.approx(before.mean() - after[0])
+    assert math.isnan(low) and math.isnan(high)
 
 
 def _with_pace(folder: Path, directory: Path, pace_ns: list[float]) -> Path:

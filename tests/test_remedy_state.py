@@ -56,6 +56,49 @@ def test_the_loader_workers_of_the_real_resnet_runs_are_read_and_followed():
     assert "not acted on (still single-process; its time fell below" in row.sentence()
 
 
+def test_the_real_resnet_pair_s_delivered_time_has_its_profiled_interval():
+    """No step timer in the V100 traces: the delivered time is the difference of the mean
+    profiled steps, recomputed from the raw events as the TensorBoard plugin times a step
+    (``tb_steps``), and its 95% interval lies where 20000 resamples of those steps with the
+    standard library put the 2.5% and 97.5% points (between the 1% and 4% points, and the 96%
+    and 99%: the follow-up takes 2000). The sentence places the promise against it."""
+    import random
+    import statistics
+
+    from tests.peer_definitions import tb_steps
+
+    paths = shared_trace("resnet_nw0"), shared_trace("resnet_nw4")
+    steps = [[float(e - s) for s, e in tb_steps(read_events(p))] for p in paths]
+    before, after = (perfkit_core.load(p) for p in paths)
+    rows, figures = follow_up(before, after)
+    assert figures["basis"] == "profiled"
+    assert figures["delivered_ns"] == pytest.approx(
+        statistics.fmean(steps[0]) - statistics.fmean(steps[1]), rel=1e-6
+    )
+    rng = random.Random(3)
+    diffs = sorted(
+        statistics.fmean(rng.choices(steps[0], k=len(steps[0])))
+        - statistics.fmean(rng.choices(steps[1], k=len(steps[1])))
+        for _ in range(20000)
+    )
+    at = [diffs[int(q * len(diffs))] for q in (0.01, 0.04, 0.96, 0.99)]
+    assert at[0] <= figures["delivered_low_ns"] <= at[1]
+    assert at[2] <= figures["delivered_high_ns"] <= at[3]
+    row = next(r for r in rows if r.id == "input-pipeline")
+    assert (row.delivered_low_ns, row.delivered_high_ns) == (
+        figures["delivered_low_ns"],
+        figures["delivered_high_ns"],
+    )
+    where = (
+        "less than promised"
+        if row.promised_ns > row.delivered_high_ns
+        else "more than promised"
+        if row.promised_ns < row.delivered_low_ns
+        else "the promise is within it"
+    )
+    assert f": {where} (single-process to worker processes)" in row.sentence()
+
+
 def _paddle_run(tmp_path, workers: int):
     """A Paddle loop fed by ``paddle.io.DataLoader(num_workers=workers)``, profiled on the CPU
     and exported as Paddle's own JSON trace."""

@@ -19,10 +19,11 @@ medians of the step timer's steps without the profiler when both runs have them
 on, the delivered time is split between them in proportion to each one's promised saving times
 the share of its measured time that went; one finding acted on gets it all.
 
-Where both runs have step-timer steps, the delivered time comes with its 95% bootstrap interval
-(``comparison.statistics.difference_of_medians``, each run's steps resampled), split the same
-way, and the sentence says whether the promise lies within it, above it (less was delivered
-than promised) or below it (more was). The interval holds the runs' step-to-step spread, not a
+The delivered time comes with its 95% bootstrap interval, each run's steps resampled
+(``delivered_interval``): the medians of the step timer's steps where both runs have them
+(``comparison.statistics.difference_of_medians``), else the means of the profiled steps
+(``difference_of_means``). It is split the same way, and the sentence says whether the
+promise lies within it, above it (less was delivered than promised) or below it (more was). The interval holds the runs' step-to-step spread, not a
 machine that ran slower while one run was recorded than while the other was. For that, the step
 timer times the machine's pace beside the steps (``pace_ns``: a fixed pure-Python loop's CPU
 time, ``capture.cpu_clocks.pace_probe_ns``): where both runs have it and it moved by more than
@@ -41,7 +42,12 @@ import numpy as np
 from perfkit_core.advice.remedy_state import remedy_states
 from perfkit_core.capture.cpu_clocks import PACE_LOOPS
 from perfkit_core.comparison.overhead import finite_ns
-from perfkit_core.comparison.statistics import CONFIDENCE, difference_of_medians, ratio_of_medians
+from perfkit_core.comparison.statistics import (
+    CONFIDENCE,
+    difference_of_means,
+    difference_of_medians,
+    ratio_of_medians,
+)
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -72,8 +78,8 @@ class FollowUp:
     #: where the run recorded none.
     state_before: str | None = None
     state_after: str | None = None
-    #: The ends of ``delivered_ns``'s 95% interval (ns per step), where both runs have
-    #: step-timer steps to resample; else None.
+    #: The ends of ``delivered_ns``'s 95% interval (ns per step), where both runs have two
+    #: steps or more to resample (the step timer's, else the profiled ones); else None.
     delivered_low_ns: float | None = None
     delivered_high_ns: float | None = None
     #: AFTER's machine pace over BEFORE's where it moved (``machine_drift``), else None; and
@@ -177,6 +183,26 @@ def machine_drift(before: Run, after: Run) -> tuple[float, float, float, float, 
     return ratio, low, high, float(np.median(first)), float(np.median(second))
 
 
+def delivered_interval(
+    before: Run, after: Run, basis: str, delivered_ns: float
+) -> tuple[float | None, float | None]:
+    """The 95% interval of the delivered time ``delivered_ns`` (ns per step), from the steps it
+    was taken from (``basis``): the step timer's steps (``difference_of_medians``), else the
+    profiled steps (``difference_of_means`` of their durations, ``views.step_time``), set on
+    ``delivered_ns``, the step figures' difference (the mean step of the advice, whose steps
+    of several ranks overlap where the durations' do not). (None, None) where a run has fewer
+    than two such steps."""
+    from perfkit_core.views.step_time import step_durations
+
+    if basis == "unprofiled":
+        point, low, high = difference_of_medians(unprofiled_steps(before), unprofiled_steps(after))
+    else:
+        point, low, high = difference_of_means(step_durations(before), step_durations(after))
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return None, None
+    return delivered_ns + (low - point), delivered_ns + (high - point)
+
+
 def device_paced(run: Run) -> bool:
     """Whether the run recorded device work, whose time the machine's CPU pace does not set."""
     return bool((run.events["stream"].to_numpy() >= 0).any())
@@ -232,11 +258,7 @@ def follow_up(
         before_ns, after_ns = make_context(before).step_ns, make_context(after).step_ns
         basis_b = "profiled"
     delivered_total = before_ns - after_ns
-    low = high = None
-    if basis_b == "unprofiled":
-        _, lo, hi = difference_of_medians(unprofiled_steps(before), unprofiled_steps(after))
-        if np.isfinite(lo) and np.isfinite(hi):
-            low, high = lo, hi
+    low, high = delivered_interval(before, after, basis_b, delivered_total)
     drift = machine_drift(before, after) if basis_b == "unprofiled" else None
     at_pace = None
     if drift is not None and not (device_paced(before) or device_paced(after)):

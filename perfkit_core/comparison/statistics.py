@@ -101,12 +101,7 @@ def ratio_of_means(
         nan = math.nan
         return RatioEstimate(nan, nan, nan, nan, nan, len(a), len(b), nan, confidence)
     mean_a, mean_b = float(a.mean()), float(b.mean())
-    rng = np.random.default_rng(seed)
-    boot_a = a[rng.integers(0, len(a), size=(resamples, len(a)))].mean(axis=1)
-    boot_b = b[rng.integers(0, len(b), size=(resamples, len(b)))].mean(axis=1)
-    ratios = boot_b / boot_a
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    low, high = _bootstrap_bounds(a, b, np.mean, lambda x, y: y / x, confidence, resamples, seed)
     return RatioEstimate(
         ratio=mean_b / mean_a,
         low=float(low),
@@ -133,19 +128,21 @@ def resolvable_pct(baseline: np.ndarray, candidate: np.ndarray) -> float:
     return 100.0 * (_Z_TEST + _Z_POWER) * spread / float(a.mean())
 
 
-def _median_bounds(
+def _bootstrap_bounds(
     a: np.ndarray,
     b: np.ndarray,
+    statistic: Any,
     combine: Any,
     confidence: float,
     resamples: int,
     seed: int,
 ) -> tuple[float, float]:
-    """The percentile bootstrap interval of ``combine(median of a, median of b)``: each
+    """The percentile bootstrap interval of ``combine(statistic of a, statistic of b)``
+    (``statistic`` reduces along ``axis=1``, as ``np.mean`` and ``np.median`` do): each
     sample resampled with replacement, independently, ``resamples`` times."""
     rng = np.random.default_rng(seed)
-    boot_a = np.median(a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
-    boot_b = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
+    boot_a = statistic(a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
+    boot_b = statistic(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
     tail = 100.0 * (1.0 - confidence) / 2.0
     low, high = np.percentile(combine(boot_a, boot_b), [tail, 100.0 - tail])
     return float(low), float(high)
@@ -164,15 +161,39 @@ def difference_of_medians(
     independently, ``resamples`` times. The interval holds the two runs' step-to-step spread
     only, not a machine that ran slower while one of them was recorded. NaN ends when a run has
     fewer than two finite samples; NaN throughout when one has none."""
+    return _difference(np.median, baseline, candidate, confidence, resamples, seed)
+
+
+def difference_of_means(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[float, float, float]:
+    """``difference_of_medians`` of the means: the mean of ``baseline`` less the mean of
+    ``candidate``, with the same interval and the same NaN cases."""
+    return _difference(np.mean, baseline, candidate, confidence, resamples, seed)
+
+
+def _difference(
+    statistic: Any,
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> tuple[float, float, float]:
     a = np.asarray(baseline, dtype=np.float64)
     b = np.asarray(candidate, dtype=np.float64)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if len(a) == 0 or len(b) == 0:
         return math.nan, math.nan, math.nan
-    point = float(np.median(a) - np.median(b))
+    point = float(statistic(a) - statistic(b))
     if len(a) < 2 or len(b) < 2:
         return point, math.nan, math.nan
-    low, high = _median_bounds(a, b, np.subtract, confidence, resamples, seed)
+    low, high = _bootstrap_bounds(a, b, statistic, np.subtract, confidence, resamples, seed)
     return point, low, high
 
 
@@ -192,5 +213,5 @@ def ratio_of_medians(
     a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]
     if len(a) < 2 or len(b) < 2:
         return math.nan, math.nan, math.nan
-    low, high = _median_bounds(a, b, lambda x, y: y / x, confidence, resamples, seed)
+    low, high = _bootstrap_bounds(a, b, np.median, lambda x, y: y / x, confidence, resamples, seed)
     return float(np.median(b) / np.median(a)), low, high

@@ -237,10 +237,12 @@ def advice_table(comparison: Comparison) -> Table | None:
         "remaining_ns": f"Left in {after} (per step)",
         "status": "Status",
     }
-    word = "without the profiler (step timer)" if figures["basis"] == "unprofiled" else "profiled"
+    unprofiled = figures["basis"] == "unprofiled"
+    word = "without the profiler (step timer)" if unprofiled else "profiled"
+    steps = "step-timer steps (their medians)" if unprofiled else "profiled steps (their means)"
     interval = (
-        " The 95% CI resamples each run's steps: it holds their step-to-step spread, not a "
-        "machine that ran slower while one run was recorded."
+        f" The 95% CI resamples each run's {steps}: it holds their step-to-step spread, not "
+        "a machine that ran slower while one run was recorded."
         if figures["delivered_low_ns"] is not None
         else ""
     ) + pace_note(figures, before, after)
