@@ -47,7 +47,8 @@ def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
       ``cpu_count`` and ``load_average``, the training process included). That average lags:
       a run saved a few seconds after training started, on a machine idle before, shows the
       machine idle;
-    - else this machine's cores less one for the training process, at least 1.
+    - else this machine's cores less one for the training process, at least 1, said to stand
+      in for the run's machine, which the run does not describe.
 
     ``thread_cores``: the cores a loading thread of the training process keeps busy beside
     training (Paddle's single-process DataLoader: its CPU time per step over the step), which
@@ -118,7 +119,10 @@ def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
         )
     cores = os.cpu_count() or 1
     left = float(max(cores - 1, 1))
-    return left, left, f"{cores} cores on this machine, one left to training"
+    return left, left, (
+        f"{cores} cores on this machine, one left to training: the run does not record its "
+        "own machine's cores, so count the free cores where it trains if that is elsewhere"
+    )
 
 
 def process_count(value: object) -> int | None:
