@@ -22,14 +22,15 @@ the share of its measured time that went; one finding acted on gets it all.
 The delivered time comes with its 95% bootstrap interval, each run's steps resampled
 (``delivered_interval``): the medians of the step timer's steps where both runs have them
 (``comparison.statistics.difference_of_medians``), else the means of the profiled steps
-(``difference_of_means``). It is split the same way, and the sentence says whether the
-promise lies within it, above it (less was delivered than promised) or below it (more was). The interval holds the runs' step-to-step spread, not a
-machine that ran slower while one run was recorded than while the other was. For that, the step
-timer times the machine's pace beside the steps (``pace_ns``: a fixed pure-Python loop's CPU
-time, ``capture.cpu_clocks.pace_probe_ns``): where both runs have it and it moved by more than
-``PACE_DRIFT`` beyond its noise (``machine_drift``), the follow-up says so, and for runs without
-device work, whose step the CPU's pace sets, it states the delivered time at one pace: the step
-time of BEFORE less AFTER's divided by how many times as slow the machine ran for AFTER.
+(``difference_of_means``). It is split the same way, and the sentence says whether the promise
+lies within it, above it (less was delivered than promised) or below it (more was). The
+interval holds the runs' step-to-step spread, not a machine that ran slower while one run was
+recorded than while the other was. For that, the step timer times the machine's pace beside the
+steps (``pace_ns``: a fixed pure-Python loop's CPU time, ``capture.cpu_clocks.pace_probe_ns``):
+where both runs have it and it moved by more than ``PACE_DRIFT`` beyond its noise
+(``machine_drift``), the follow-up says so, and for runs without device work, whose step the
+CPU's pace sets, it states the delivered time at one pace: the step time of BEFORE less AFTER's
+divided by how many times as slow the machine ran for AFTER.
 """
 
 from __future__ import annotations
