@@ -250,6 +250,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     thread's CPU time. None when the finding lacks those figures or no worker can start here."""
     from perfkit_core.advice import (
         LOADING_OP_SHARE,
+        RECEIVE_REPLAY,
         handover_exceeds_loading,
         loader_batch_cost,
         loader_saving,
@@ -328,6 +329,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             "measured": "replay",
             "replay_batch_ns": batch_ns,
             "loader_receive_ns": receive_ns,
+            "loader_receive_from": RECEIVE_REPLAY,
             "replay_free_cores": workers,
             **replay_slowdown_evidence(slowdowns),
             **(

@@ -27,6 +27,7 @@ from perfkit_core.advice.engine import (
 from perfkit_core.advice.loader import (
     LOADER_BATCH_NS,
     LOADING_OP_SHARE,
+    RECEIVE_REPLAY,
     THREAD_OP_NS,
     THREAD_OP_SOURCES,
     delivery_ns,
@@ -54,6 +55,7 @@ __all__ = [
     "LOADER_BATCH_NS",
     "LOADING_OP_SHARE",
     "MODEL_COSTS",
+    "RECEIVE_REPLAY",
     "THREAD_OP_NS",
     "THREAD_OP_SOURCES",
     "TRANSCENDENTAL_NS",

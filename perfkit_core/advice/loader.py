@@ -88,12 +88,19 @@ def run_loader_batch_cost(run: Run) -> tuple[float, str]:
 #: finding's ``loader_receive_from``), and how a finding's estimate says so.
 RECEIVE_TIMED = TRAINING_MACHINE
 RECEIVE_AS_SENDING = "hand-over"
+#: ... and where ``perfkit advise --measure`` timed it on this machine in its place (Paddle's
+#: replay, ``perfkit_paddle.replay``).
+RECEIVE_REPLAY = "replay"
 LOADER_RECEIVE_SOURCES = {
     RECEIVE_TIMED: (
         f"{TIMED_AT_SAVE}: a step of small ops fed by one worker against the same step on a "
         "batch in hand"
     ),
     RECEIVE_AS_SENDING: "each side pays the hand-over",
+    RECEIVE_REPLAY: (
+        "timed on this machine by perfkit advise --measure: a step of small ops fed by one "
+        "worker against the same step on a batch in hand"
+    ),
 }
 
 
