@@ -101,8 +101,8 @@ def slow_loader_run(directory: Path, workers: int, *, name: str = "loader") -> t
     """A small Paddle CPU loop fed by a Dataset whose samples cost CPU, loaded by
     ``paddle.io.DataLoader(num_workers=workers)`` (0: its loading thread in this process),
     profiled with perfkit's handler over 4 steps and timed by the step timer over those and 8
-    steps without the profiler. Returns (the saved run folder, the step timer's record); the
-    timer's wrappers are removed whatever happens."""
+    steps or more without the profiler (0.2 s of them). Returns (the saved run folder, the step
+    timer's record); the timer's wrappers are removed whatever happens."""
     import paddle
 
     from perfkit_paddle.handler import on_trace_ready
@@ -191,12 +191,15 @@ def _slow_samples() -> Any:
 
 def _profile_and_time(step: Any, handler: Any) -> Any:
     """Run ``step`` under paddle.profiler with ``handler`` (two steps unrecorded, four
-    recorded) and 8 steps more, all timed by a step timer (its first two steps a warm-up: a
-    loader thread starts filling its queue) saved into the handler's runs; return the timer,
-    its wrappers removed whatever happens."""
+    recorded) and 8 steps more or as many as take 0.2 s, all timed by a step timer (its first
+    two steps a warm-up: a loader thread starts filling its queue) saved into the handler's
+    runs; return the timer, its wrappers removed whatever happens."""
+    import time
+
     import paddle.profiler as profiler
 
     import perfkit_core
+    from perfkit_core.capture.step_timer import IDLE_WINDOW_NS
 
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
@@ -209,9 +212,15 @@ def _profile_and_time(step: Any, handler: Any) -> Any:
                 step()
             prof.step()
         prof.stop()
-        for _ in range(8):
+        # 8 steps at least, and enough of them to close a few of the step timer's windows on
+        # the machine's idle time and child processes while they run (IDLE_WINDOW_NS each):
+        # eight fast steps make one window of a few ms, which counts only where nothing
+        # delayed the timer's last reading by a tenth of it
+        start, timed = time.perf_counter_ns(), 0
+        while timed < 8 or time.perf_counter_ns() - start < 4 * IDLE_WINDOW_NS:
             with timer.step():
                 step()
+            timed += 1
         timer.save(handler.runs)
     finally:
         timer.close()  # the fetchers and optimizers unwrapped whatever happened
@@ -222,8 +231,8 @@ def adam_run(directory: Path, *, describe: bool = True) -> tuple[Path, Any]:
     """A small Paddle CPU MLP (Linear, BatchNorm1D, whose running statistics are parameters
     training does not update, and ReLU, four blocks 32 wide) trained by Paddle's per-parameter
     Adam on batches in hand, profiled with perfkit's handler over 4 steps (given the model when
-    ``describe``) and timed by the step timer over those and 8 steps without the profiler.
-    Returns (the saved run folder, the model)."""
+    ``describe``) and timed by the step timer over those and 8 steps or more without the
+    profiler (0.2 s of them). Returns (the saved run folder, the model)."""
     import paddle
 
     from perfkit_paddle.handler import on_trace_ready

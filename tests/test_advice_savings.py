@@ -1485,11 +1485,11 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     # the fetchers are back as they were once the timer saved
     assert paddle.io.dataloader.fetcher._MapDatasetFetcher.fetch is fetch
     data = record["phases"]["loading"]["unprofiled_ns"]
-    assert len(data) == len(record["unprofiled_ns"]) == 8
+    assert len(data) == len(record["unprofiled_ns"]) >= 8
     assert sum(data) > 0  # the loading thread's time, in the steps it ran in
     # and the training thread's wall time getting each batch, inside the step that took it
     waits = record["phases"]["data"]["unprofiled_ns"]
-    assert len(waits) == 8
+    assert len(waits) == len(record["unprofiled_ns"])
     assert all(0 < w <= s for w, s in zip(waits, record["unprofiled_ns"], strict=True))
 
     run = perfkit_core.load(folder)
