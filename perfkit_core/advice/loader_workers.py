@@ -28,6 +28,8 @@ from perfkit_core.capture.machine_costs import finite_number
 from perfkit_core.views.common import names_of_kind
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from perfkit_core.events.run import Run
 
 
@@ -52,7 +54,12 @@ def multi_process_loader(run: Run) -> bool:
     """Whether the run's data-loading spans are a multi-process iterator's (torch's
     ``_MultiProcessingDataLoaderIter``, Paddle's ``_DataLoaderIterMultiProcess``): its loader
     had worker processes."""
-    return any("MultiProcess" in name for name in names_of_kind(run, "dataloader"))
+    return multi_process_names(names_of_kind(run, "dataloader"))
+
+
+def multi_process_names(names: Iterable[str]) -> bool:
+    """``multi_process_loader`` of the data-loading spans' ``names``, already read."""
+    return any("MultiProcess" in name for name in names)
 
 
 def timed_workers(run: Run) -> tuple[int, float, float] | None:

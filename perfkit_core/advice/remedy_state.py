@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfkit_core.advice.compiled import COMPILED_PREFIXES
 from perfkit_core.advice.engine import make_context
-from perfkit_core.advice.loader_workers import multi_process_loader, timed_workers
+from perfkit_core.advice.loader_workers import multi_process_names, timed_workers
 from perfkit_core.advice.rules.cpu import outermost_ops
 from perfkit_core.advice.rules.optimizer import optimizer_class
 from perfkit_core.views.common import names_of_kind
@@ -51,12 +51,13 @@ def loader_mode(run: Run) -> str | None:
     worker processes`` where the step timer timed them, ``loader_workers.timed_workers``: a
     finding of such a run asks for more, and their count shows whether it got them),
     ``single-process`` when one is a single-process iterator's, else None."""
-    if multi_process_loader(run):
+    names = names_of_kind(run, "dataloader")
+    if multi_process_names(names):
         had = timed_workers(run)
         if had is None:
             return WORKER_PROCESSES
         return f"{had[0]} worker process{'' if had[0] == 1 else 'es'}"
-    if any("SingleProcess" in n for n in names_of_kind(run, "dataloader")):
+    if any("SingleProcess" in n for n in names):
         return SINGLE_PROCESS
     return None
 

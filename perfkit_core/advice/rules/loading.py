@@ -207,9 +207,10 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     had = timed_workers(ctx.run) if multi_process else None
     untimed = multi_process and had is None
     more_evidence: dict[str, object] = {}
-    if untimed:  # workers no step timer timed: how many, and their cost, are not known
+    if multi_process:  # workers load already: the waits are what is left to take away
         rest, load = max(basis.step_ns - data, 0.0), 0.0
         receive_ns = min(receive_ns, data)  # the waits for batches hold receiving them
+    if untimed:  # workers no step timer timed: how many, and their cost, are not known
         timer = ctx.run.meta.get("step_timer") or {}
         saving, how, more_evidence = untimed_workers_estimate(
             data,
@@ -218,9 +219,6 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             free if timer.get("cpu_count") is not None else None,
         )
     elif had is not None:  # the run's loader had workers: what more of them would save
-        rest, load = max(basis.step_ns - data, 0.0), 0.0
-        # the waits for batches hold receiving them
-        receive_ns = min(receive_ns, data)
         saving, how, more_evidence = more_workers_estimate(
             basis.step_ns,
             rest,
