@@ -1583,7 +1583,17 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
             assert (
                 f"{duration_text(loading)} of loading, {duration_text(rest)} of training"
             ) in estimate
-            assert f"The mean step without the profiler ({duration_text(mean_step)})" in estimate
+            # 0.2 s of steps can hold one that waited for the machine: said, and left out
+            outliers = len(steps_ns) - len(typical)
+            left_out = (
+                f", leaving out {outliers} step(s) over 5 times the median, which waited for "
+                "something else"
+                if outliers
+                else ""
+            )
+            assert (
+                f"The mean step without the profiler ({duration_text(mean_step)}{left_out})"
+            ) in estimate
         # hand-overs the model puts at the loading thread's whole CPU time or more: the
         # split says it counts none of that CPU as loading
         capped = len(ops) / steps * op_ns >= loading_cpu
