@@ -30,6 +30,7 @@ from perfkit_core.advice.combine import (
     severity,
 )
 from perfkit_core.events.intervals import step_window
+from perfkit_core.events.steady import steady_run
 from perfkit_core.plugins import get_plugin_manager, registrations
 from perfkit_core.views.registry import shared_views
 
@@ -212,13 +213,14 @@ def make_context(run: Run) -> Context:
     )
 
 
-def advice_note(run: Any) -> str | None:
+def advice_note(run: Any, *, steady: bool = True) -> str | None:
     """Why ``run`` (a run, or a job analysed rank by rank) gets no advice at all (too few
-    steps), or None when it can be advised on. A job counts its median rank's steps."""
+    steps, its warm-up left out with ``steady``), or None when it can be advised on. A job
+    counts its median rank's steps."""
     import statistics
 
     if getattr(run, "events", None) is not None:
-        steps = make_context(run).steps
+        steps = make_context(steady_run(run) if steady else run).steps
     else:
         counts = [n for _ns, n in getattr(run, "steps", {}).values()]
         steps = int(statistics.median(counts)) if counts else 0
@@ -241,6 +243,7 @@ def advise(
     rules: list[str] | None = None,
     pm: pluggy.PluginManager | None = None,
     measure: bool = False,
+    steady: bool = True,
 ) -> list[Finding]:
     """Return the findings of every registered rule on ``run`` (or only ``rules``) in
     ``advice_order``: the largest saving its estimate stands behind first. Each finding gets
@@ -249,11 +252,15 @@ def advise(
     and the measured saving replaces the modelled one (``evidence["measured"]`` says so). A
     run of fewer
     than ``MIN_STEPS`` steps gets none (``advice_note`` says why). A run of several ranks is
-    advised rank by rank and across ranks (see the module docstring). Raises
+    advised rank by rank and across ranks (see the module docstring). With ``steady`` (the
+    default) every step figure is taken over the steady steps (``events.steady``: leading
+    warm-up left out). Raises
     ``UnknownRuleError`` for a rule id no plugin registers."""
     from perfkit_core.events.ranks import is_multi_rank, rank_run, run_ranks
 
     pm = pm or get_plugin_manager()
+    if steady:  # every step figure is taken over the steady steps: leading warm-up left out
+        run = steady_run(run)
     if not is_multi_rank(run):
         return advise_rank(run, rules=rules, pm=pm, measure=measure)
     check_rules(rules, pm)

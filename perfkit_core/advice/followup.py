@@ -42,7 +42,7 @@ import numpy as np
 
 from perfkit_core.advice.remedy_state import remedy_states
 from perfkit_core.capture.cpu_clocks import PACE_LOOPS
-from perfkit_core.comparison.overhead import finite_ns
+from perfkit_core.comparison.overhead import finite_ns, step_timer_times
 from perfkit_core.comparison.statistics import (
     CONFIDENCE,
     difference_of_means,
@@ -155,8 +155,9 @@ def step_time(run: Run) -> tuple[float, str]:
 
 
 def unprofiled_steps(run: Run) -> np.ndarray:
-    """The step timer's steps without the profiler (ns), finite ones; empty without a timer."""
-    return finite_ns((run.meta.get("step_timer") or {}).get("unprofiled_ns"))
+    """The step timer's steps without the profiler (ns), finite ones, their leading warm-up
+    left out (``events.steady``); empty without a timer."""
+    return step_timer_times(run)[1]
 
 
 def pace_samples(run: Run) -> np.ndarray:

@@ -16,6 +16,7 @@ import click
 from perfkit_core.advice.engine import UnknownRuleError
 from perfkit_core.cli.export import export_command
 from perfkit_core.cli.options import (
+    ALL_STEPS_OPTION,
     JOB_OPTIONS,
     LAYER_OPTIONS,
     MEASURE_OPTION,
@@ -127,6 +128,7 @@ cli.add_command(export_command)
     default=None,
     help="Also save the run there (a job: a Parquet dataset partitioned by rank).",
 )
+@ALL_STEPS_OPTION
 @click.pass_context
 def report(
     ctx: click.Context,
@@ -156,6 +158,7 @@ def report(
     peak_tflops: float | None,
     peak_bandwidth: float | None,
     save_to: Path | None,
+    all_steps: bool,
 ) -> int:
     """Print the summaries of the run, trace or job at PATH.
 
@@ -218,6 +221,7 @@ def report(
         options=options,
         advice=with_advice,
         batch_size=batch_size,
+        steady=not all_steps,
     )
     _emit(render(report_model, fmt), output)
     return 2 if getattr(source, "missing_ranks", None) else 0  # a job's ranks left out
@@ -253,6 +257,7 @@ def _emit(text: str, output: Path | None) -> None:
 @MEASURE_OPTION
 @JOB_OPTIONS[0]
 @JOB_OPTIONS[1]
+@ALL_STEPS_OPTION
 def advise(
     path: Path,
     fmt: str,
@@ -261,6 +266,7 @@ def advise(
     measure: bool,
     scheduler: str | None,
     workers: int | None,
+    all_steps: bool,
 ) -> int:
     """Print what to change, most valuable first, with the evidence and estimated saving."""
     from perfkit_core.advice.engine import advice_note
@@ -281,8 +287,8 @@ def advise(
         findings = job.advise(rules=chosen)
     else:
         run = load_run(path, None)
-        findings = run.advise(rules=chosen, measure=measure)
-        note = advice_note(run)
+        findings = run.advise(rules=chosen, measure=measure, steady=not all_steps)
+        note = advice_note(run, steady=not all_steps)
     text = (
         dumps([f.to_dict() for f in findings])
         if fmt == "json"
@@ -342,6 +348,7 @@ def advise(
     type=_PATH,
     help="Write to this file instead of standard output.",
 )
+@ALL_STEPS_OPTION
 def compare_command(
     paths: tuple[Path, ...],
     labels: str | None,
@@ -355,6 +362,7 @@ def compare_command(
     metric: str,
     output: Path | None,
     op_map: Path | None,
+    all_steps: bool,
 ) -> int:
     """Compare runs or traces side by side: which is faster, by how much, and why (the first
     run is the baseline); optionally gate on a regression."""
@@ -384,6 +392,7 @@ def compare_command(
             batch_sizes=sizes,
             per=per,
             op_map=op_map,
+            steady=not all_steps,
         )
         gate = comparison.gate(fail_pct, metric) if fail_pct is not None else None
         model = build_comparison_report(

@@ -20,6 +20,15 @@ REPORT_FORMAT_OPTION = click.option(
     default="text",
     show_default=True,
 )
+#: Whether every recorded step counts (``report``, ``compare``, ``advise``): by default the
+#: leading warm-up steps are left out of every step average (``perfkit_core.events.steady``).
+ALL_STEPS_OPTION = click.option(
+    "--all-steps",
+    is_flag=True,
+    default=False,
+    help="Count every recorded step: do not leave leading warm-up steps (over 5x the median of "
+    "the steps after them) out of the averages.",
+)
 JOB_OPTIONS = (
     click.option(
         "--scheduler",

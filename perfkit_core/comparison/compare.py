@@ -10,6 +10,11 @@ frameworks); ``efficiency`` and ``layer_efficiency`` (achieved TFLOP/s, share of
 of the roofline bound per canonical op or layer, and each run's MFU). Times are per step, or
 per sample when batch sizes are given. ``gate(pct)`` is the
 regression check CI uses. The first run is the baseline; differences are last minus first.
+
+Every figure is taken over each run's steady steps (``events.steady``): leading warm-up steps
+far above the rest (a compile, a first step that fills caches) are left out of the ratio, its
+interval, the attribution tables and the gate, and the verdict names them with the ratio they
+would have given; a slow step later in a run stays in and is named.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from perfkit_core.comparison.gate import GateResult, gate
 from perfkit_core.comparison.overhead import host_events_per_step
 from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
 from perfkit_core.comparison.verdict import Verdict, build_verdict
+from perfkit_core.events.steady import SteadySteps, steady_run, steady_steps
 from perfkit_core.views.attribution import step_slices
 from perfkit_core.views.canonical import OpMap
 from perfkit_core.views.step_time import phase_times, step_durations
@@ -57,13 +63,16 @@ RESERVED_COLUMNS = frozenset(
 
 @dataclass
 class Comparison:
-    """Runs lined up for comparison; see ``summary`` and ``gate``."""
+    """Runs lined up for comparison; see ``summary`` and ``gate``. ``runs`` are the runs'
+    steady steps (``events.steady.steady_run``), which every figure is taken over;
+    ``whole_runs`` the runs as recorded, warm-up included (``runs`` when none was left out)."""
 
     runs: list[Run]
     labels: list[str]
     batch_sizes: list[int | None] = field(default_factory=list)
     per: str = "step"
     op_map: OpMap | None = None
+    whole_runs: list[Run] = field(default_factory=list)
     _verdict: Verdict | None = field(default=None, repr=False)
     #: Tables already built, by (view, top): a verdict and a report ask for the same ones.
     cache: dict[Any, Any] = field(default_factory=dict, repr=False)
@@ -84,6 +93,21 @@ class Comparison:
     def step_samples(self, i: int) -> np.ndarray:
         """Run ``i``'s step durations in ns, per sample when the comparison is."""
         return _step_durations(self.runs[i]) / self.sample_scale(i)
+
+    def warmup(self, i: int) -> SteadySteps:
+        """What the steady-step rule left out of run ``i`` and which slow steps it kept
+        (nothing left out of a comparison made with ``steady=False``)."""
+        judged = steady_steps(self.runs[i])
+        whole = self.whole_runs[i] if i < len(self.whole_runs) else self.runs[i]
+        if judged.warmup and whole is self.runs[i]:
+            return SteadySteps([], judged.slow, judged.steps, judged.mean_all_ns, judged.mean_all_ns)
+        return judged
+
+    def whole_step_samples(self, i: int) -> np.ndarray:
+        """Run ``i``'s step durations in ns, warm-up included, per sample when the comparison
+        is."""
+        whole = self.whole_runs[i] if i < len(self.whole_runs) else self.runs[i]
+        return _step_durations(whole) / self.sample_scale(i)
 
     def slices(self, i: int) -> pd.DataFrame:
         """Run ``i``'s step time cut into labelled slices (``views.attribution.step_slices``)."""
@@ -329,13 +353,16 @@ def compare(
     batch_sizes: list[int | None] | None = None,
     per: str = "step",
     op_map: OpMap | str | os.PathLike[str] | None = None,
+    steady: bool = True,
 ) -> Comparison:
     """Return a ``Comparison`` of ``runs`` (``Run`` objects or paths ``perfkit_core.load`` reads).
 
     The first run is the baseline. ``labels`` name the runs (default: the file or folder names;
     unique, see ``check_labels``); ``batch_sizes`` enables ``per="sample"`` normalization (times
     per sample instead of per step); ``op_map`` adds or overrides canonical-op mappings (an
-    ``OpMap``, or a TOML/YAML file read by ``comparison.opmap.load_op_map``).
+    ``OpMap``, or a TOML/YAML file read by ``comparison.opmap.load_op_map``). With ``steady``
+    (the default) each run's leading warm-up steps are left out (``events.steady``); without
+    it every recorded step counts.
     """
     from perfkit_core.comparison.opmap import load_op_map
     from perfkit_core.events.loading import load
@@ -353,7 +380,8 @@ def compare(
     if len(labels) != len(loaded):
         raise ValueError(f"give one label per run: {len(labels)} labels for {len(loaded)} runs")
     labels = check_labels(list(labels))
-    comparison = Comparison(loaded, labels, list(batch_sizes or []), per, op_map)
+    kept = [steady_run(r) for r in loaded] if steady else loaded
+    comparison = Comparison(kept, labels, list(batch_sizes or []), per, op_map, whole_runs=loaded)
     if per == "sample":
         for i in range(len(loaded)):
             comparison.sample_scale(i)

@@ -5,10 +5,12 @@ times ``perfkit_core.step_timer`` took with and without the profiler recording."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from perfkit_core.events.steady import leading_warmup
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -23,13 +25,20 @@ _NOT_COUNTED = ("memory", "profiler")
 @dataclass
 class RunOverhead:
     """One run's profiler load: ``events_per_step`` (host events recorded per step),
-    ``profiled_ns`` / ``unprofiled_ns`` (the step timer's step times, empty without one) and
+    ``profiled_ns`` / ``unprofiled_ns`` (the step timer's step times, their leading warm-up
+    left out by the steady-step rule, ``events.steady``; empty without a timer) and
     ``overhead_pct`` (mean profiled over mean unprofiled step time, minus one; NaN without
-    both)."""
+    both). ``whole_unprofiled_ns``: the unprofiled steps, warm-up included, and
+    ``warmup_unprofiled`` how many the rule left out."""
 
     events_per_step: float
     profiled_ns: np.ndarray
     unprofiled_ns: np.ndarray
+    whole_unprofiled_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def warmup_unprofiled(self) -> int:
+        return max(len(self.whole_unprofiled_ns) - len(self.unprofiled_ns), 0)
 
     @property
     def overhead_pct(self) -> float:
@@ -63,7 +72,15 @@ def host_events_per_step(run: Run) -> float:
 
 def step_timer_times(run: Run) -> tuple[np.ndarray, np.ndarray]:
     """(profiled, unprofiled) step times in ns that ``perfkit_core.step_timer`` saved into the
-    run's metadata; empty arrays when it saved none."""
+    run's metadata, each without its leading warm-up (``events.steady.leading_warmup``: the
+    steps every average leaves out); empty arrays when it saved none."""
+    profiled, unprofiled = whole_step_timer_times(run)
+    return profiled[leading_warmup(profiled) :], unprofiled[leading_warmup(unprofiled) :]
+
+
+def whole_step_timer_times(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """(profiled, unprofiled) step times in ns that ``perfkit_core.step_timer`` saved, every
+    one of them (warm-up included); empty arrays when it saved none."""
     record = run.meta.get("step_timer") or {}
     return finite_ns(record.get("profiled_ns")), finite_ns(record.get("unprofiled_ns"))
 
@@ -105,7 +122,8 @@ def step_timer_phase(run: Run, phase: str, *, mean: bool = False) -> float | Non
 def run_overhead(run: Run) -> RunOverhead:
     """The profiler load of ``run``."""
     profiled, unprofiled = step_timer_times(run)
-    return RunOverhead(host_events_per_step(run), profiled, unprofiled)
+    _, whole = whole_step_timer_times(run)
+    return RunOverhead(host_events_per_step(run), profiled, unprofiled, whole)
 
 
 def density_warning(labels: list[str], overheads: list[RunOverhead]) -> str | None:

@@ -18,6 +18,8 @@ from perfkit_core.comparison.overhead import (
     step_timer_phase,
 )
 from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
+from perfkit_core.comparison.steady_text import left_out_clause, steady_lines
+from perfkit_core.events.steady import SteadySteps
 from perfkit_core.views.attribution import UNATTRIBUTED
 
 if TYPE_CHECKING:
@@ -94,6 +96,14 @@ class Verdict:
     #: spent loading batches beside the training thread, timed without the profiler (the step
     #: timer's ``loading`` phase, its mean); None where none was timed.
     loading_thread_ns: list[float | None] = field(default_factory=list)
+    #: Per run (in ``labels`` order), what the steady-step rule left out of its profiled steps
+    #: and the slow steps it kept (``events.steady``).
+    steady: list[SteadySteps] = field(default_factory=list)
+    #: Per run, how many leading step-timer steps without the profiler the rule left out.
+    unprofiled_warmup: list[int] = field(default_factory=list)
+    #: The headline's ratio with the warm-up steps left in, where the rule left any out of the
+    #: steps it is taken over; else None.
+    with_warmup: RatioEstimate | None = None
 
     @property
     def headline(self) -> RatioEstimate:
@@ -139,7 +149,7 @@ class Verdict:
         if math.isnan(est.ratio):
             return f"{self.candidate} and {self.baseline} cannot be compared: no step times"
         source = " without the profiler" if self.unprofiled is not None else ""
-        steps = f"{est.candidate_n} vs {est.baseline_n} steps"
+        steps = f"{est.candidate_n} vs {est.baseline_n} steps" + self._left_out_clause()
         ci = f"{100 * est.confidence:.0f}% CI"
         factor, low, high = est.factor
         if est.direction == "same":
@@ -177,6 +187,22 @@ class Verdict:
             f"{head}; of the {delta:+.3f} {time_unit} profiled difference per {self.per}, {sides}"
         )
 
+    def _left_out_clause(self) -> str:
+        """``; mindspore's first 2 left out as warm-up``, or ""."""
+        return left_out_clause(self.labels, self.steady, self.unprofiled_warmup, self.unprofiled)
+
+    def steady_lines(self, time_unit: str = "ms") -> list[str]:
+        """The steps the averages leave out (warm-up) and the slow steps they keep, each run's
+        named, with the ratio the warm-up would have given (``comparison.steady_text``)."""
+        return steady_lines(
+            self.labels,
+            self.steady,
+            self.unprofiled_warmup,
+            self.with_warmup,
+            _SCALE[time_unit],
+            time_unit,
+        )
+
     def profiler_effects(self) -> str:
         """How much the profiler lengthened each run's step, from the step timer's profiled
         and unprofiled steps ("torch +82%, paddle +13%"); "" without them."""
@@ -190,7 +216,7 @@ class Verdict:
         """The sentence, then one line per further fact: the other views' rows in both
         directions, the GPU time by op family, the baseline and sign convention, the noise
         floor, the profiler's effect, warnings."""
-        out = [self.sentence(time_unit)]
+        out = [self.sentence(time_unit), *self.steady_lines(time_unit)]
         hidden = self.hidden_loading(time_unit)
         if hidden:
             out.append(hidden)
@@ -305,6 +331,11 @@ class Verdict:
             "warnings": list(self.warnings),
             "layers_missing": self.layers_missing,
             "loading_thread_ns": dict(zip(self.labels, self._loading(), strict=True)),
+            "steady_steps": {
+                label: s.to_dict() for label, s in zip(self.labels, self.steady, strict=False)
+            },
+            "unprofiled_warmup": dict(zip(self.labels, self.unprofiled_warmup, strict=False)),
+            "with_warmup": None if self.with_warmup is None else self.with_warmup.to_dict(),
         }
 
 
@@ -375,11 +406,23 @@ def build_verdict(comparison: Comparison) -> Verdict:
     first, last = 0, len(comparison.runs) - 1
     profiled = comparison.profiled_estimate()
     overheads = [run_overhead(run) for run in comparison.runs]
+    steady = [comparison.warmup(i) for i in range(len(comparison.runs))]
+    unprofiled_warmup = [o.warmup_unprofiled for o in overheads]
     unprofiled = None
+    with_warmup = None
     if len(overheads[first].unprofiled_ns) and len(overheads[last].unprofiled_ns):
         unprofiled = ratio_of_means(
             overheads[first].unprofiled_ns / comparison.sample_scale(first),
             overheads[last].unprofiled_ns / comparison.sample_scale(last),
+        )
+        if unprofiled_warmup[first] or unprofiled_warmup[last]:
+            with_warmup = ratio_of_means(
+                overheads[first].whole_unprofiled_ns / comparison.sample_scale(first),
+                overheads[last].whole_unprofiled_ns / comparison.sample_scale(last),
+            )
+    elif steady[first].warmup or steady[last].warmup:
+        with_warmup = ratio_of_means(
+            comparison.whole_step_samples(first), comparison.whole_step_samples(last)
         )
     layers_missing = missing_layers_line(comparison)
     sides = {
@@ -433,4 +476,7 @@ def build_verdict(comparison: Comparison) -> Verdict:
         gpu_faster=gpu_faster,
         layers_missing=layers_missing,
         loading_thread_ns=[step_timer_phase(run, "loading", mean=True) for run in comparison.runs],
+        steady=steady,
+        unprofiled_warmup=unprofiled_warmup,
+        with_warmup=with_warmup,
     )

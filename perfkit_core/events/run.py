@@ -97,7 +97,9 @@ class Run:
         result: pd.DataFrame = _analysis("summary")(self, view, **options)
         return result
 
-    def advise(self, *, rules: list[str] | None = None, measure: bool = False) -> list[Any]:
+    def advise(
+        self, *, rules: list[str] | None = None, measure: bool = False, steady: bool = True
+    ) -> list[Any]:
         """Return the advice findings for this run, the largest saving its estimate stands
         behind first (``perfkit_core.advice.engine.advice_order``).
 
@@ -105,9 +107,10 @@ class Run:
         ``evidence``, ``saving_ns`` (ns per step) and ``remedy`` (in this run's framework).
         ``rules`` limits the rules run (ids as in ``perfkit advise --rules``); ``measure``
         replays what the adapter can of each finding on this machine (``perfkit advise
-        --measure``).
+        --measure``). With ``steady`` (the default) every step figure is taken over the steady
+        steps, the leading warm-up left out (``perfkit_core.events.steady``).
         """
-        return list(_analysis("advise")(self, rules=rules, measure=measure))
+        return list(_analysis("advise")(self, rules=rules, measure=measure, steady=steady))
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write the run to ``directory`` as ``events.parquet`` and ``meta.json``; return it.

@@ -177,6 +177,7 @@ def summarise_rank(task: RankTask) -> RankResult:
     """Load, summarise and (when asked) save one rank; return what the client needs."""
     from perfkit_core.advice.engine import advise_rank, step_figures
     from perfkit_core.events.dataset import rank_entry, write_rank
+    from perfkit_core.events.steady import steady_run
     from perfkit_core.views.collectives import collective_calls
     from perfkit_core.views.ranks import rank_figures
     from perfkit_core.views.registry import get_view, rank_view
@@ -187,6 +188,8 @@ def summarise_rank(task: RankTask) -> RankResult:
     # table) goes back before the views make theirs.
     release_memory()
     entry = write_rank(run, task.save_to, task.save_id) if task.save_to else rank_entry(run)
+    # every step figure of the rank is taken over its steady steps (leading warm-up left out)
+    run = steady_run(run)
     frames = {}
     for name, options in task.views:
         frames[view_key(name, options)] = rank_view(run, get_view(name), dict(options))

@@ -201,6 +201,7 @@ def _header(run: Run | Job) -> list[HeaderItem]:
             f"{ranks_text(list(meta.get('ranks', [])))} (world size {meta.get('world_size', 1)})",
         ),
         HeaderItem("Steps", len(meta.get("steps", [])), "count"),
+        *_steady_items(run),
         HeaderItem(
             "Events", len(events) if events is not None else int(meta.get("events") or 0), "count"
         ),
@@ -220,6 +221,47 @@ def _header(run: Run | Job) -> list[HeaderItem]:
     if skipped:
         items.append(
             HeaderItem("Skipped", "; ".join(f"{n:,} {reason}" for reason, n in skipped.items()))
+        )
+    return items
+
+
+#: The header items of the steady-step rule (``events.steady``).
+WARMUP_ITEM = "Warm-up left out"
+SLOW_STEPS_ITEM = "Slow steps kept"
+
+
+def _steady_items(run: Run | Job) -> list[HeaderItem]:
+    """The header's lines on the steps every average leaves out (leading warm-up, with the
+    mean step they would have given) and the slow later steps it keeps; none for a run whose
+    steps have neither."""
+    from perfkit_core.events.steady import (
+        META_KEY,
+        RULE_TEXT,
+        slow_text,
+        steady_steps,
+        warmup_text,
+    )
+
+    if getattr(run, "events", None) is None:
+        return []
+    judged = steady_steps(run)  # type: ignore[arg-type]
+    items = []
+    if judged.warmup and run.meta.get(META_KEY):
+        items.append(
+            HeaderItem(
+                WARMUP_ITEM,
+                f"{warmup_text(judged)}: every average is of the other {judged.kept} steps; "
+                f"with them the mean step would be {judged.mean_all_ns / 1e6:.3f} ms, not "
+                f"{judged.mean_kept_ns / 1e6:.3f} ms ({RULE_TEXT})",
+            )
+        )
+    if judged.slow:
+        items.append(
+            HeaderItem(
+                SLOW_STEPS_ITEM,
+                f"{slow_text(judged)}: a slow step after the first is the run's real cost "
+                "(a checkpoint, a stalled collective, a pause), so it stays in every average",
+            )
         )
     return items
 
@@ -287,15 +329,25 @@ def build_report(
     advice: bool = True,
     charts: bool = True,
     batch_size: int | None = None,
+    steady: bool = True,
 ) -> Report:
     """Return the report model of ``run`` (a run, or a job analysed rank by rank): header,
     advice findings (when ``advice``), one table
     per view in ``views``, and the charts ``VIEW_CHARTS`` draws over some of them (when
     ``charts``), with the headline (step time, throughput with ``batch_size`` samples per step,
     where the step goes, the top finding) first (``options[view]`` passed to it; at most ``top`` rows; views with no rows
-    left out; ``top`` cuts only the views of ranked entries, ``RANKED_VIEWS``). GPU columns are left out of runs that recorded no device events, with a note."""
+    left out; ``top`` cuts only the views of ranked entries, ``RANKED_VIEWS``). GPU columns are left out of runs that recorded no device events, with a note.
+
+    With ``steady`` (the default) the report is of the run's steady steps
+    (``events.steady.steady_run``): leading warm-up steps far above the rest are left out of
+    every table, the headline and the advice, and the header names them and gives the mean
+    step with them; without it every recorded step counts."""
+    from perfkit_core.events.steady import steady_run
     from perfkit_core.views.registry import shared_views
 
+    if getattr(run, "events", None) is not None and steady:
+        # Every step average is taken over the steady steps: leading warm-up left out.
+        run = steady_run(run)  # type: ignore[arg-type]
     # The advice, the tables and the headline read the same views: each is computed once.
     with shared_views(run):
         return _build_report(
@@ -326,8 +378,13 @@ def _build_report(
         if advice:
             from perfkit_core.advice.engine import advice_note
 
-            findings = run.advise()
-            note = advice_note(run)
+            if getattr(run, "events", None) is not None:
+                # a steady run's warm-up is gone already; without ``steady`` none is left out
+                findings = run.advise(steady=False)  # type: ignore[call-arg]
+                note = advice_note(run, steady=False)
+            else:
+                findings = run.advise()
+                note = advice_note(run)
             bar.update(1)
         for view in views:
             frame = run.summary(view, **options.get(view, {}))
