@@ -9,8 +9,14 @@ graph mode, so the operators carry their cells' scopes and line up with torch's 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
+
+#: Steps the demo trains before the profiler starts: graph mode compiles the training cell in
+#: the first, and the next few still ran 5 to 30 times as long as the later ones on a 2-core
+#: CPU machine.
+WARMUP_STEPS = 10
 
 
 def mlp(*, blocks: int = 4, width: int = 64, mode: str = "graph") -> tuple[Any, Any]:
@@ -57,33 +63,54 @@ def train_mlp(
     background: bool = True,
     mark_steps: bool = True,
     mode: str = "graph",
+    timed_steps: int = 0,
+    warmup: int = WARMUP_STEPS,
 ) -> tuple[list[Path], Any]:
-    """Train the MLP for ``steps`` profiled steps on the CPU (after one wait and one warm-up
-    step) under ``mindspore.profiler.profile`` with perfkit's handler, saving one perfkit run
-    (and MindSpore's own profile folder) under ``directory``. ``mark_steps`` marks each step with
-    ``perfkit_mindspore.step`` (else ``prof.step()``, and perfkit finds the steps from the
-    operators). Returns (run folders, handler)."""
+    """Train the MLP for ``warmup`` steps without the profiler (graph mode compiles the
+    training cell in the first), then ``steps`` profiled steps on the CPU (after one wait and
+    one warm-up step of the profiler's schedule) under ``mindspore.profiler.profile`` with
+    perfkit's handler, saving one perfkit run (and MindSpore's own profile folder) under
+    ``directory``. ``mark_steps`` marks each step with ``perfkit_mindspore.step`` (else
+    ``prof.step()``, and perfkit finds the steps from the operators). Returns (run folders,
+    handler).
+
+    With ``timed_steps``, that many more steps run before the profiled ones, without the
+    profiler, and ``perfkit_core.step_timer`` times every step and saves their times into the
+    run, as ``perfkit_torch.demo.train_mlp`` does: a comparison with torch then states its ratio
+    without either profiler's cost."""
     import mindspore
     from mindspore.profiler import ProfilerActivity
 
+    import perfkit_core
     import perfkit_mindspore
 
     train_net, _ = mlp(blocks=blocks, width=width, mode=mode)
-    data = batches(steps + 2, width=width, batch_size=batch_size)
+    data = batches(steps + 2 + timed_steps, width=width, batch_size=batch_size)
+    for x, y in data[:warmup]:
+        train_net(x, y)
     handler = perfkit_mindspore.on_trace_ready(
         directory, worker_name="mindspore_mlp", background=background
     )
     with mindspore.profiler.profile(
         activities=[ProfilerActivity.CPU],
-        schedule=mindspore.profiler.schedule(wait=1, warmup=1, active=steps, repeat=1),
+        schedule=mindspore.profiler.schedule(
+            wait=1 + timed_steps, warmup=1, active=steps, repeat=1
+        ),
         on_trace_ready=handler,
         record_shapes=True,
     ) as prof:
+        timer = perfkit_core.step_timer(prof) if timed_steps else None
         for x, y in data:
-            with perfkit_mindspore.annotate("train_step"):
+            with (
+                timer.step() if timer else contextlib.nullcontext(),
+                perfkit_mindspore.annotate("train_step"),
+            ):
                 train_net(x, y)
             if mark_steps:
                 perfkit_mindspore.step(prof)
             else:
                 prof.step()
+    if timer:
+        handler.wait()
+        timer.save(handler.runs)
     return handler.runs, handler

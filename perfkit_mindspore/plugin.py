@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.plugins import TraceLoader, hookimpl, installed_version
+from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED, TraceLoader, hookimpl, installed_version
 
 FRAMEWORK = "mindspore"
 #: Distributions that ship the ``mindspore`` module (its CPU, GPU and Ascend builds).
@@ -61,7 +61,9 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
         return None
     from perfkit_mindspore.demo import train_mlp
 
-    runs, _ = train_mlp(Path(directory) / FRAMEWORK, steps=steps)
+    runs, _ = train_mlp(
+        Path(directory) / FRAMEWORK, steps=steps, timed_steps=DEMO_TIMED_PER_PROFILED * steps
+    )
     return runs
 
 
@@ -79,14 +81,21 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
 @hookimpl
 def perfkit_profiler_recording(profiler: Any) -> bool | None:
     """Whether a perfkit capture of MindSpore is recording (for ``step_timer``), when mindspore
-    is imported and ``profiler`` is MindSpore's or None."""
+    is imported and ``profiler`` is MindSpore's or None: a ``ProfilerCallback``'s window, else
+    the schedule of the ``mindspore.profiler.profile`` given (its current action: waiting is
+    not recording; warming up and recording are)."""
     if "mindspore" not in sys.modules:
         return None
     if profiler is not None and not type(profiler).__module__.startswith("mindspore"):
         return None
     from perfkit_mindspore.record import recording
 
-    return recording()
+    answer = recording()
+    if answer is None and profiler is not None:
+        action = getattr(getattr(profiler, "current_action", None), "name", None)
+        if isinstance(action, str):
+            return action != "NONE"
+    return answer
 
 
 @hookimpl

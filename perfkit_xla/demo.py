@@ -90,10 +90,16 @@ def mlp_training(
 
 
 def run_steps(
-    step: Callable[[], Any], steps: int, *, first: int = 0, annotate: bool = True
+    step: Callable[[], Any],
+    steps: int,
+    *,
+    first: int = 0,
+    annotate: bool = True,
+    timer: Any = None,
 ) -> float:
     """Run ``steps`` training steps, each inside ``jax.profiler.StepTraceAnnotation("train",
-    step_num=N)`` (N from ``first``), waiting for each to finish; return the last loss."""
+    step_num=N)`` (N from ``first``), waiting for each to finish (and timed by ``timer``, a
+    ``perfkit_core.step_timer``, when given); return the last loss."""
     import jax
 
     loss: Any = None
@@ -101,7 +107,7 @@ def run_steps(
         span: AbstractContextManager[Any] = (
             jax.profiler.StepTraceAnnotation("train", step_num=i) if annotate else _null()
         )
-        with span:
+        with timer.step() if timer is not None else _null(), span:
             loss = step()
             loss.block_until_ready()
     return float(loss)
@@ -113,14 +119,26 @@ def _null() -> AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
-def train_mlp(directory: Path, *, steps: int = 20, warmup: int = 2) -> tuple[list[Path], Any]:
+def train_mlp(
+    directory: Path, *, steps: int = 20, warmup: int = 2, timed_steps: int = 0
+) -> tuple[list[Path], Any]:
     """Train the MLP for ``warmup`` unprofiled steps (the first compiles), then ``steps`` steps
     under ``perfkit_xla.profile``, saving one perfkit run under ``directory``. Returns (run
-    folders, the profile session)."""
+    folders, the profile session).
+
+    With ``timed_steps``, that many more steps run after the warm-up, without the profiler,
+    and ``perfkit_core.step_timer`` times them and the profiled ones and saves their times into
+    the run, as ``perfkit_torch.demo.train_mlp`` does: a comparison with torch then states its
+    ratio without either profiler's cost."""
+    import perfkit_core
     from perfkit_xla.capture import profile
 
     step, _ = mlp_training()
     run_steps(step, warmup, annotate=False)
+    timer = perfkit_core.step_timer(warmup=0) if timed_steps else None
+    run_steps(step, timed_steps, annotate=False, timer=timer)
     with profile(directory, worker_name="jax_mlp") as session:
-        run_steps(step, steps, first=warmup)
+        run_steps(step, steps, first=warmup, timer=timer)
+    if timer is not None:
+        timer.save(session.runs)
     return session.runs, session

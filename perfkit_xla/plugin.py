@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.plugins import TraceLoader, hookimpl, installed_version
+from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED, TraceLoader, hookimpl, installed_version
 
 #: Frameworks whose runs this plugin answers for (``run.framework``).
 FRAMEWORKS = ("jax", "tensorflow", "xla")
@@ -78,8 +78,23 @@ def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
         return None
     from perfkit_xla.demo import train_mlp
 
-    runs, _ = train_mlp(Path(directory) / "jax", steps=steps)
+    runs, _ = train_mlp(
+        Path(directory) / "jax", steps=steps, timed_steps=DEMO_TIMED_PER_PROFILED * steps
+    )
     return runs
+
+
+@hookimpl
+def perfkit_profiler_recording(profiler: Any) -> bool | None:
+    """Whether a ``perfkit_xla.profile`` window is recording (for ``step_timer``), when JAX or
+    TensorFlow is imported and ``profiler`` is None or a ``perfkit_xla`` profile session."""
+    if "jax" not in sys.modules and "tensorflow" not in sys.modules:
+        return None
+    if profiler is not None and not type(profiler).__module__.startswith("perfkit_xla"):
+        return None
+    from perfkit_xla.capture import recording_framework
+
+    return recording_framework() is not None
 
 
 @hookimpl

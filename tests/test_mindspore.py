@@ -842,3 +842,35 @@ def test_a_table_with_a_stray_carriage_return_fails_with_one_line(tmp_path):
     table.write_bytes(b"op_type,total_time\nMat\rMul,1.5\n")
     with pytest.raises(TraceError, match=r"cpu_op_type_info_0\.csv: line 2 has 1 fields"):
         read_csv(table, ("op_type",))
+
+
+@needs_mindspore
+def test_the_demo_compares_mindspore_with_torch_over_steady_steps(tmp_path):
+    """The demo profiles MindSpore after its graph compile and times its steps without the
+    profiler, as torch's: the verdict against torch agrees with the two runs' medians."""
+    pytest.importorskip("torch")
+    from perfkit_core.comparison import compare
+    from perfkit_core.comparison.overhead import step_timer_times
+    from perfkit_mindspore import plugin as ms_plugin
+    from perfkit_torch import plugin as torch_plugin
+
+    (ms_dir,) = ms_plugin.perfkit_demo(directory=tmp_path, steps=10)
+    (torch_dir,) = torch_plugin.perfkit_demo(directory=tmp_path, steps=10)
+    ms_run, torch_run = perfkit_core.load(ms_dir), perfkit_core.load(torch_dir)
+    timed = ms_run.meta["step_timer"]
+    assert len(timed["unprofiled_ns"]) >= 90 and len(timed["profiled_ns"]) >= 9
+    assert not timed.get("unknown_ns")  # the schedule told the timer which steps it recorded
+    # no compile step among the profiled ones
+    assert ms_run.meta["steps"][0] > 100
+    verdict = compare(torch_run, ms_run, labels=["torch", "mindspore"]).verdict()
+    assert verdict.unprofiled is not None  # both runs' steps timed without the profiler
+    medians = float(np.median(step_timer_times(ms_run)[1])) / float(
+        np.median(step_timer_times(torch_run)[1])
+    )
+    est = verdict.headline
+    if medians < 1 / 1.5:
+        assert est.direction == "faster", (medians, verdict.sentence())
+    elif medians > 1.5:
+        assert est.direction == "slower", (medians, verdict.sentence())
+    else:
+        assert est.direction != ("slower" if medians < 1 else "faster"), verdict.sentence()

@@ -810,7 +810,12 @@ def test_demo_hook_profiles_jax(tmp_path):
 
     (run_dir,) = plugin.perfkit_demo(directory=tmp_path, steps=3)
     assert run_dir.parent == tmp_path / "jax"
-    assert perfkit_core.load(run_dir).meta["steps"] == [2, 3, 4]
+    run = perfkit_core.load(run_dir)
+    assert run.meta["steps"] == [2, 3, 4]
+    # after the compile, the steps were timed without the profiler too, as torch's are
+    timed = run.meta["step_timer"]
+    assert len(timed["unprofiled_ns"]) == 30 and len(timed["profiled_ns"]) == 3
+    assert not timed.get("unknown_ns")
 
 
 @needs_tf
