@@ -91,9 +91,9 @@ REMEDIES: dict[str, str] = {
     "input-pipeline": _loader_text(_LOADER_GPU, 4, _SPARE_CORES),
     "placement": (
         "Stop reading device values on the host every step: keep scalars such as losses as\n"
-        "tensors and call .item() / .cpu() / .tolist() only when logging (every N steps);\n"
-        "avoid Python control flow on device tensors (use torch.where); keep tensors that only\n"
-        "feed host logic on the CPU (create them with device='cpu')."
+        "tensors and call .item() / .cpu() / .tolist() only when logging (every N steps).\n"
+        "(Also avoid Python control flow on device tensors (use torch.where), and keep tensors\n"
+        "that only feed host logic on the CPU (create them with device='cpu').)"
     ),
     "cpu-bound-op": (
         "Find the host-side work in the op (record_function around its callers shows where it\n"
@@ -111,8 +111,9 @@ REMEDIES: dict[str, str] = {
     ),
     "communication": (
         "Overlap gradient communication with backward: DistributedDataParallel(model,\n"
-        "bucket_cap_mb=25, gradient_as_bucket_view=True); avoid extra collectives in the step;\n"
-        "consider torch.distributed.algorithms.ddp_comm_hooks (fp16 compression)."
+        "bucket_cap_mb=25, gradient_as_bucket_view=True).\n"
+        "(Also avoid extra collectives in the step, and consider\n"
+        "torch.distributed.algorithms.ddp_comm_hooks (fp16 compression).)"
     ),
     "amp": _AMP_UNKNOWN,
     "memory-pressure": (
@@ -141,7 +142,8 @@ REMEDIES: dict[str, str] = {
     "gemm-alignment": (
         "Pad the sizes these GEMMs multiply to multiples of 8 (fp16/bf16; 4 for TF32): hidden\n"
         "and feature sizes, channels, vocabulary (e.g. 50257 -> 50304), and under autocast the\n"
-        "batch times sequence length; torch.nn.functional.pad the odd tensor once if needed."
+        "batch times sequence length.\n"
+        "(torch.nn.functional.pad the odd tensor once if needed.)"
     ),
     "small-gemms": (
         "Batch the small matrix products: one torch.bmm (or torch.matmul on stacked\n"
@@ -182,8 +184,9 @@ REMEDIES: dict[str, str] = {
     ),
     "exposed-communication": (
         "Overlap gradient communication with backward: DistributedDataParallel(model,\n"
-        "bucket_cap_mb=25, gradient_as_bucket_view=True); avoid extra collectives in the step;\n"
-        "consider torch.distributed.algorithms.ddp_comm_hooks (fp16 compression)."
+        "bucket_cap_mb=25, gradient_as_bucket_view=True).\n"
+        "(Also avoid extra collectives in the step, and consider\n"
+        "torch.distributed.algorithms.ddp_comm_hooks (fp16 compression).)"
     ),
 }
 

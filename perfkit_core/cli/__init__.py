@@ -17,6 +17,7 @@ from perfkit_core.advice.engine import UnknownRuleError
 from perfkit_core.cli.export import export_command
 from perfkit_core.cli.options import (
     ALL_STEPS_OPTION,
+    EXPLAIN_OPTION,
     JOB_OPTIONS,
     LAYER_OPTIONS,
     MEASURE_OPTION,
@@ -129,6 +130,7 @@ cli.add_command(export_command)
     help="Also save the run there (a job: a Parquet dataset partitioned by rank).",
 )
 @ALL_STEPS_OPTION
+@EXPLAIN_OPTION
 @click.pass_context
 def report(
     ctx: click.Context,
@@ -159,6 +161,7 @@ def report(
     peak_bandwidth: float | None,
     save_to: Path | None,
     all_steps: bool,
+    explain: bool,
 ) -> int:
     """Print the summaries of the run, trace or job at PATH.
 
@@ -223,7 +226,7 @@ def report(
         batch_size=batch_size,
         steady=not all_steps,
     )
-    _emit(render(report_model, fmt), output)
+    _emit(render(report_model, fmt, explain=explain), output)
     return 2 if getattr(source, "missing_ranks", None) else 0  # a job's ranks left out
 
 
@@ -258,6 +261,7 @@ def _emit(text: str, output: Path | None) -> None:
 @JOB_OPTIONS[0]
 @JOB_OPTIONS[1]
 @ALL_STEPS_OPTION
+@EXPLAIN_OPTION
 def advise(
     path: Path,
     fmt: str,
@@ -267,11 +271,14 @@ def advise(
     scheduler: str | None,
     workers: int | None,
     all_steps: bool,
+    explain: bool,
 ) -> int:
-    """Print what to change, most valuable first, with the evidence and estimated saving."""
+    """Print what to change, most valuable first: each finding in a few lines (its saving and
+    how sure it is, the evidence that carries it, the remedy); --explain prints it whole."""
     from perfkit_core.advice.engine import advice_note
     from perfkit_core.jobs import analyse_job, is_job
     from perfkit_core.jobs.job import load_run
+    from perfkit_core.report.finding_summary import finding_json
     from perfkit_core.report.json import dumps
     from perfkit_core.report.text import render_findings
 
@@ -290,9 +297,9 @@ def advise(
         findings = run.advise(rules=chosen, measure=measure, steady=not all_steps)
         note = advice_note(run, steady=not all_steps)
     text = (
-        dumps([f.to_dict() for f in findings])
+        dumps([finding_json(f) for f in findings])
         if fmt == "json"
-        else render_findings(findings, note=note)
+        else render_findings(findings, note=note, explain=explain)
     )
     _emit(text, output)
     return 2 if job is not None and job.missing_ranks else 0

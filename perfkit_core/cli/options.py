@@ -29,6 +29,15 @@ ALL_STEPS_OPTION = click.option(
     help="Count every recorded step: do not leave leading warm-up steps (over 5x the median of "
     "the steps after them) out of the averages.",
 )
+#: Each finding whole (``advise``, ``report``): how its saving was estimated, every evidence
+#: sentence and the remedy's notes, not only its short form.
+EXPLAIN_OPTION = click.option(
+    "--explain",
+    is_flag=True,
+    default=False,
+    help="Print each finding whole: how its saving was estimated, all its evidence and the "
+    "remedy's notes (by default each finding is a few lines).",
+)
 JOB_OPTIONS = (
     click.option(
         "--scheduler",

@@ -15,8 +15,10 @@ from perfkit_core.report.model import Report, build_report
 FORMATS = ("text", "json", "html")
 
 
-def render(model: Report | ComparisonReport, fmt: str = "text") -> str:
-    """Return a report or comparison model as ``fmt``: ``text``, ``json`` or ``html``."""
+def render(model: Report | ComparisonReport, fmt: str = "text", *, explain: bool = False) -> str:
+    """Return a report or comparison model as ``fmt``: ``text``, ``json`` or ``html``. A
+    run's advice is short in text (each finding's short form), whole with ``explain``; the
+    HTML folds the rest of each finding under it, and the JSON holds both."""
     from perfkit_core.report import html, json, text
 
     if fmt not in FORMATS:
@@ -29,7 +31,9 @@ def render(model: Report | ComparisonReport, fmt: str = "text") -> str:
         )
     if fmt == "json":
         return json.dumps(json.report_json(model))
-    return html.render_report_html(model) if fmt == "html" else text.render_report(model)
+    if fmt == "html":
+        return html.render_report_html(model)
+    return text.render_report(model, explain=explain)
 
 
 __all__ = [

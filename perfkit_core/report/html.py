@@ -19,6 +19,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.events.names import short_name, short_names
+from perfkit_core.report.finding_summary import summarize
 from perfkit_core.report.format import (
     TIME_UNITS,
     cell_text,
@@ -370,16 +371,22 @@ def _finding(f: Any, time_unit: str, table_ids: set[str]) -> dict[str, Any]:
         if view in table_ids
         for name in names
     ]
+    short = summarize(f, time_unit)
     return {
         "id": f.id,
         "severity": f.severity,
         "label": severity_label(f),
         "title": f.title,
         "saving": saving_text(f, time_unit),
+        "saving_line": short.saving_line(f.id),
         "estimate": f.estimate,
-        "details": f.details,
+        # the short form shows these; the rest is folded under them
+        "evidence": short.evidence,
+        "more_evidence": short.more_evidence,
+        "caveats": short.caveats,
+        "rest": short.rest_text(),
         "cites": cites,
-        "remedy": f.remedy,
+        "remedy": short.remedy,
         # the heading of a remedy not expected to pay here (a plain one has none)
         "remedy_note": "" if remedy_label(f) == REMEDY_LABEL else remedy_label(f),
     }

@@ -7,6 +7,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.report.finding_summary import finding_json
+
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
     from perfkit_core.report.model import Report, Table
@@ -76,7 +78,7 @@ def report_json(report: Report) -> dict[str, Any]:
             else report.headline.combined.__dict__,
             "note": report.headline.note,
         },
-        "advice": [f.to_dict() for f in report.findings or []],
+        "advice": [finding_json(f, report.time_unit) for f in report.findings or []],
         "advice_note": report.advice_note,
         "tables": {t.id: table_json(t) for t in report.tables},
         "charts": [chart.__dict__ for chart in report.charts],

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import printable
 from perfkit_core.events.names import short_names
+from perfkit_core.report.finding_summary import summarize
 from perfkit_core.report.format import (
     TIME_UNITS,
     cell_text,
@@ -209,24 +210,35 @@ def render_headline(headline: Headline, time_unit: str) -> str:
     return " Headline ".center(TABLE_WIDTH_MIN, "=") + "\n" + "\n".join(lines)
 
 
-def render_findings(findings: list[Any], *, time_unit: str = "ms", note: str | None = None) -> str:
-    """Return advice findings as text: one block per finding, most valuable first: what is
-    wrong, the estimated saving and how it was estimated, the evidence as sentences, what to
-    change."""
+def render_findings(
+    findings: list[Any], *, time_unit: str = "ms", note: str | None = None, explain: bool = False
+) -> str:
+    """Return advice findings as text: one block per finding, most valuable first. By default
+    each block is the finding's short form (``report.finding_summary``): what is wrong, the
+    saving and how sure perfkit is of it, the evidence that carries the figure, what to change.
+    With ``explain``, the whole of it: how the saving was estimated, every evidence sentence
+    and the remedy's notes."""
     if not findings:
         return (note or "No advice: no rule found anything worth changing in this run.") + "\n"
     blocks = []
     for i, f in enumerate(findings, 1):
-        lines = [
-            f"{i}. [{severity_label(f)}] {f.title}",
-            f"   Estimated saving: {saving_text(f, time_unit)} ({f.id}).",
-        ]
-        if f.estimate:
-            lines.append(f"   How: {f.estimate}")
-        lines += [f"   - {sentence}" for sentence in f.details]
-        if f.remedy:
+        lines = [f"{i}. [{severity_label(f)}] {f.title}"]
+        if explain:
+            lines.append(f"   Estimated saving: {saving_text(f, time_unit)} ({f.id}).")
+            if f.estimate:
+                lines.append(f"   How: {f.estimate}")
+            lines += [f"   - {sentence}" for sentence in f.details]
+            remedy = str(f.remedy or "")
+        else:
+            short = summarize(f, time_unit)
+            lines.append(f"   {short.saving_line(f.id)}")
+            lines += [f"   - {sentence}" for sentence in short.evidence]
+            remedy = short.remedy
+        if remedy:
             lines.append(f"   {remedy_label(f)}")
-            lines += [f"     {line}" for line in str(f.remedy).splitlines()]
+            lines += [f"     {line}" for line in remedy.splitlines()]
+        if not explain and short.rest_text():
+            lines.append(f"   (--explain: {short.rest_text()})")
         blocks.append("\n".join(lines))
     return _lines(" Advice ".center(TABLE_WIDTH_MIN, "-") + "\n" + "\n\n".join(blocks)) + "\n"
 
@@ -238,9 +250,10 @@ def _lines(text: str) -> str:
     return "\n".join(printable(line) for line in text.split("\n"))
 
 
-def render_report(report: Report) -> str:
-    """Return the text form of a run's report: headline, header, advice, then every table (the
-    tables behind the HTML charts included)."""
+def render_report(report: Report, *, explain: bool = False) -> str:
+    """Return the text form of a run's report: headline, header, advice (each finding's short
+    form, or with ``explain`` the whole of it), then every table (the tables behind the HTML
+    charts included)."""
     parts = []
     if report.headline is not None:
         parts.append(render_headline(report.headline, report.time_unit))
@@ -248,7 +261,10 @@ def render_report(report: Report) -> str:
     if report.findings is not None:
         parts.append(
             render_findings(
-                report.findings, time_unit=report.time_unit, note=report.advice_note
+                report.findings,
+                time_unit=report.time_unit,
+                note=report.advice_note,
+                explain=explain,
             ).rstrip()
         )
     parts += [format_table(t, time_unit=report.time_unit) for t in report.tables]
