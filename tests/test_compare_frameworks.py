@@ -17,6 +17,7 @@ import pytest
 import perfkit_core
 from perfkit_core.cli import main
 from perfkit_core.comparison import compare
+from perfkit_core.comparison.verdict import LEAD_WORDS
 from perfkit_core.report import build_comparison_report, render
 
 MODELS = ("cnn", "transformer", "lstm")
@@ -177,16 +178,20 @@ def test_verdict_names_the_biggest_causes(pair):
     body = family.drop(index=["step", "unattributed"])
     sentence = verdict.sentence()
     assert "paddle" in sentence and "torch" in sentence
+    assert len(sentence.split()) <= LEAD_WORDS, sentence
+    # the causes in both directions follow the sentence, by op family
+    family_line = verdict.family_line()
     step_delta = family.loc["step", "delta_ns"]
     if comparison.profiled_estimate().significant:
         # The rows going the way the step went, largest first, and the largest the other way.
         same_way = body[np.sign(body["delta_ns"]) == np.sign(step_delta)]
         top = same_way["delta_ns"].abs().idxmax()
         assert verdict.causes["family"][0].name == top and top in sentence
+        assert top in family_line
         other_way = body[np.sign(body["delta_ns"]) == -np.sign(step_delta)]
         other = other_way["delta_ns"].abs().idxmax()
         if abs(other_way.loc[other, "delta_ns"]) >= 0.02 * abs(step_delta):
-            assert other in sentence and "offsetting part of it" in sentence
+            assert other in family_line and "offsetting part of it" in family_line
     else:
         assert "within the noise" in sentence
         assert all(c.resolvable for c in verdict.causes["family"])

@@ -201,14 +201,19 @@ def test_a_profiled_difference_pointing_the_other_way_is_said_first(tmp_path):
     assert verdict.profiler_effects() == f"a {effects[0]:+d}%, b {effects[1]:+d}%"
     sentence = verdict.sentence()
     assert sentence.startswith("b is 2.00x slower per step than a without the profiler")
-    assert (
-        f"; the profiled steps say the opposite (1.50x faster; profiled against unprofiled "
-        f"step time: a {effects[0]:+d}%, b {effects[1]:+d}%), so the rows after this are the "
-        "profiled difference's"
-    ) in sentence
+    # the profiled steps' other direction is a line of its own, before the rows it explains
+    lines = verdict.lines()
+    said = (
+        f"the profiled steps say the opposite (1.50x faster; profiled against unprofiled "
+        f"step time: a {effects[0]:+d}%, b {effects[1]:+d}%), so the rows by op family, layer, "
+        "op and phase are the profiled difference's"
+    )
+    assert lines[1] == said and said not in sentence
     # reversed, still opposite
-    assert "say the opposite" in compare(*runs[::-1], labels=["b", "a"]).verdict().sentence()
-    # the same direction both ways: no such clause
+    reversed_lines = compare(*runs[::-1], labels=["b", "a"]).verdict().lines()
+    assert any("say the opposite" in line for line in reversed_lines)
+    # the same direction both ways: no such line
     runs[1].meta["step_timer"]["unprofiled_ns"] = [50_000] * 6
     agree = compare(*runs, labels=["a", "b"]).verdict()
-    assert agree.headline.direction == "faster" and "say the opposite" not in agree.sentence()
+    assert agree.headline.direction == "faster"
+    assert not any("say the opposite" in line for line in agree.lines())

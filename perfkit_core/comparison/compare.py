@@ -100,7 +100,9 @@ class Comparison:
         judged = steady_steps(self.runs[i])
         whole = self.whole_runs[i] if i < len(self.whole_runs) else self.runs[i]
         if judged.warmup and whole is self.runs[i]:
-            return SteadySteps([], judged.slow, judged.steps, judged.mean_all_ns, judged.mean_all_ns)
+            return SteadySteps(
+                [], judged.slow, judged.steps, judged.mean_all_ns, judged.mean_all_ns
+            )
         return judged
 
     def whole_step_samples(self, i: int) -> np.ndarray:

@@ -8,9 +8,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from perfkit_core.comparison.attribution import TOTAL, attribution_table, missing_layers_line
+from perfkit_core.comparison.loading_line import hidden_loading_line
 from perfkit_core.comparison.overhead import (
     RunOverhead,
     density_warning,
@@ -29,6 +28,8 @@ if TYPE_CHECKING:
 CAUSE_VIEWS = ("family", "layers", "ops", "phases")
 #: How many causes a verdict names per view.
 TOP_CAUSES = 3
+#: The verdict's first sentence has at most this many words.
+LEAD_WORDS = 40
 #: A row explaining less than this share of the difference is not named as a cause.
 MIN_CAUSE_PCT = 2.0
 _SCALE = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
@@ -143,49 +144,75 @@ class Verdict:
         return "; ".join(parts)
 
     def sentence(self, time_unit: str = "ms") -> str:
-        """The one-sentence answer: which is faster, by how much, and the rows behind it in
-        both directions (by op family)."""
+        """The answer in one sentence (at most ``LEAD_WORDS`` words): which run is faster, by
+        how much (with its interval, and the warm-up steps left out), and the biggest cause:
+        the op family that explains most of the difference, or, within the noise, the one
+        that differs most beyond its own noise. The rest is in ``lines``."""
         est = self.headline
         if math.isnan(est.ratio):
             return f"{self.candidate} and {self.baseline} cannot be compared: no step times"
         source = " without the profiler" if self.unprofiled is not None else ""
-        steps = f"{est.candidate_n} vs {est.baseline_n} steps" + self._left_out_clause()
         ci = f"{100 * est.confidence:.0f}% CI"
         factor, low, high = est.factor
         if est.direction == "same":
             head = (
                 f"{self.candidate} and {self.baseline} take the same time per {self.per}"
                 f"{source} within the noise (ratio {factor:.2f}, {ci} {low:.2f}-"
-                f"{high:.2f}, {steps})"
+                f"{high:.2f}{self._left_out_clause()})"
             )
         else:
             head = (
                 f"{self.candidate} is {factor:.2f}x {est.direction} per {self.per} than "
-                f"{self.baseline}{source} ({ci} {low:.2f}-{high:.2f}, {steps})"
+                f"{self.baseline}{source} ({ci} {low:.2f}-{high:.2f}{self._left_out_clause()})"
             )
+        causes = self.causes.get("family", [])
+        if not causes:
+            return head + (
+                "; no op family differs beyond its own noise"
+                if not self.profiled.significant
+                else ""
+            )
+        word = "the biggest cause" if self.profiled.significant else "the op family differing most"
+        return f"{head}; {word}: {causes[0].text(time_unit)} per {self.per}"
+
+    def family_line(self, time_unit: str = "ms") -> str:
+        """The op families behind the difference, in both directions: the largest rows that
+        went the way the step went, with their share of the profiled difference, then the
+        largest that went the other way; within the noise, the rows that differ beyond their
+        own noise, with their intervals. "" when none is named."""
         sides = self._sides(self.slower.get("family", []), self.faster.get("family", []), time_unit)
-        delta = self.profiled.delta / _SCALE[time_unit]
-        if not self.profiled.significant:
-            if est is not self.profiled and est.direction != "same":
-                # The rows come from the profiled steps: say why they carry no shares.
-                head += "; the profiled steps differ only within the noise"
-            if not sides:
-                return f"{head}; no op family differs beyond its own noise"
-            return f"{head}; op families that differ beyond their own noise: {sides}"
-        prof = self.profiled
-        if est is not prof and prof.direction not in ("same", est.direction):
-            # The rows come from the profiled steps, which point the other way: say so first.
-            factor, _, _ = prof.factor
-            head += (
-                f"; the profiled steps say the opposite ({factor:.2f}x {prof.direction}; "
-                f"profiled against unprofiled step time: {self.profiler_effects()}), so the "
-                "rows after this are the profiled difference's"
-            )
         if not sides:
-            return head
+            return ""
+        if not self.profiled.significant:
+            return f"by op family, beyond their own noise: {sides}"
+        delta = self.profiled.delta / _SCALE[time_unit]
         return (
-            f"{head}; of the {delta:+.3f} {time_unit} profiled difference per {self.per}, {sides}"
+            f"by op family: of the {delta:+.3f} {time_unit} profiled difference per "
+            f"{self.per}, {sides}"
         )
+
+    def profiled_line(self) -> str:
+        """Why the rows carry no shares, or point the other way, where the headline is the
+        step timer's unprofiled ratio and the profiled steps (which the rows come from)
+        differ only within the noise, or say the opposite; else ""."""
+        est, prof = self.headline, self.profiled
+        if est is prof or math.isnan(est.ratio):
+            return ""
+        if not prof.significant:
+            if est.direction == "same":
+                return ""
+            return (
+                "the profiled steps differ only within the noise: the rows by op family, "
+                "layer, op and phase come from them, so they carry intervals, not shares"
+            )
+        if prof.direction not in ("same", est.direction):
+            factor, _, _ = prof.factor
+            return (
+                f"the profiled steps say the opposite ({factor:.2f}x {prof.direction}; "
+                f"profiled against unprofiled step time: {self.profiler_effects()}), so the "
+                "rows by op family, layer, op and phase are the profiled difference's"
+            )
+        return ""
 
     def _left_out_clause(self) -> str:
         """``; mindspore's first 2 left out as warm-up``, or ""."""
@@ -217,6 +244,9 @@ class Verdict:
         directions, the GPU time by op family, the baseline and sign convention, the noise
         floor, the profiler's effect, warnings."""
         out = [self.sentence(time_unit), *self.steady_lines(time_unit)]
+        for line in (self.profiled_line(), self.family_line(time_unit)):
+            if line:
+                out.append(line)
         hidden = self.hidden_loading(time_unit)
         if hidden:
             out.append(hidden)
@@ -243,8 +273,9 @@ class Verdict:
         est = self.headline
         if not math.isnan(est.resolvable_pct):
             out.append(
-                f"these runs resolve changes of {est.resolvable_pct:.1f}% or more "
-                f"({100 * est.confidence:.0f}% confidence, 80% power)"
+                f"these runs ({est.candidate_n} vs {est.baseline_n} steps) resolve changes of "
+                f"{est.resolvable_pct:.1f}% or more ({100 * est.confidence:.0f}% confidence, "
+                "80% power)"
             )
         if self.unprofiled is not None:
             prof = self.profiled
@@ -268,41 +299,10 @@ class Verdict:
 
     def hidden_loading(self, time_unit: str = "ms") -> str:
         """A line for runs whose batches a thread of the training process loaded, which no
-        row shows: Paddle's single-process DataLoader loads in a thread its profiler does not
-        record, so that loading's cost is spread over the rows (it takes the CPU and the GIL
-        from the training thread), and a run that moves it to worker processes shows a data
-        row that grew while its step shrank. Empty when no run timed such loading."""
-        runs = list(zip(self.labels, self._loading(), self.overheads, strict=True))
-        timed = [(label, ns, o) for label, ns, o in runs if ns is not None]
-        if not timed:
-            return ""
-        scale = _SCALE[time_unit]
-        parts = []
-        for label, ns, o in timed:
-            median = float(np.median(o.unprofiled_ns)) if len(o.unprofiled_ns) else 0.0
-            share = (
-                f" ({100.0 * ns / median:.1f}% of its median step without the profiler)"
-                if median > 0
-                else ""
-            )
-            parts.append(
-                f"{label} loaded its batches in a thread of the training process that its "
-                f"profiler does not record: {ns / scale:.3f} {time_unit} per step of that "
-                f"thread's CPU time without the profiler{share}"
-            )
-        others = [label for label, ns, o in runs if ns is None and len(o.unprofiled_ns)]
-        line = (
-            "loading no row shows: "
-            + "; ".join(parts)
-            + ". That thread takes the CPU and the GIL from training, so its cost is spread over "
-            "the other rows, not shown as data"
+        row shows (``comparison.loading_line``); empty when no run timed such loading."""
+        return hidden_loading_line(
+            self.labels, self._loading(), self.overheads, _SCALE[time_unit], time_unit
         )
-        if others:
-            line += (
-                f"; {', '.join(others)} loaded no batches in such a thread, so its data row "
-                "holds all its loading (in the training thread, or its waits for workers)"
-            )
-        return line
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for JSON."""
