@@ -30,16 +30,12 @@ the CPU scenarios. Nothing here touches CUDA before a scenario's ``build()`` is 
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    # bench_advice's Loop and Scenario dataclasses. The type checker does not read bench_advice
-    # (bench/ is not type-checked; see bench_advice_module).
-    Loop = Any
-    Scenario = Any
+import scenario_types as bench
+from scenario_types import Loop, Scenario
 
 #: Classes of every loop's cross-entropy loss (the head of bench_advice's MLP has 10 outputs).
 CLASSES = 10
@@ -69,13 +65,6 @@ MAX_NORM = 1.0
 #: launch-bound: links of the elementwise chain, and the batch (rows of its (batch, 32) input).
 LAUNCH_LINKS = 200
 LAUNCH_BATCH = 64
-
-
-def bench_advice_module() -> Any:
-    """The ``bench_advice`` module, imported when called: bench_advice imports this module
-    inside a function, so neither imports the other at load. Imported by name, so that a type
-    check of this file does not check bench_advice too."""
-    return importlib.import_module("bench_advice")
 
 
 def gpu_profile_activities() -> list[Any]:
@@ -142,12 +131,11 @@ def device_train_loop(
         optimizer.zero_grad()
         torch.cuda.synchronize(device)
 
-    return bench_advice_module().Loop(step)
+    return bench.Loop(step)
 
 
 def amp_scenario(device: str) -> Scenario:
     """fp32 matmul-heavy MLP (rules ``amp`` and ``tensor-cores-unused``); remedy: bf16 autocast."""
-    bench = bench_advice_module()
 
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -173,7 +161,6 @@ def amp_scenario(device: str) -> Scenario:
 def pageable_scenario(device: str) -> Scenario:
     """Large host batches copied from pageable memory (rule ``pageable-memcpy``); remedy:
     pinned once, copied with non_blocking=True."""
-    bench = bench_advice_module()
 
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -224,7 +211,6 @@ def placement_scenario(device: str, marks: list[list[int]] | None = None) -> Sce
     the end of each of its PLACEMENT_PHASES (``placement_phases.py``)."""
     import time
 
-    bench = bench_advice_module()
 
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -309,7 +295,6 @@ def placement_scenario(device: str, marks: list[list[int]] | None = None) -> Sce
 def launch_scenario(device: str) -> Scenario:
     """Hundreds of tiny kernels per step (rule ``launch-bound``); remedy: CUDA graphs through
     ``torch.cuda.make_graphed_callables``."""
-    bench = bench_advice_module()
 
     def build(applied: frozenset[str]) -> Loop:
         import torch

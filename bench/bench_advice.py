@@ -79,11 +79,13 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scenario_types import WIDTH, ElementwiseChain, Loop, Scenario, torch_mlp
 
 from perfkit_core.advice.loader import (
     LOADER_BATCH_NS,
@@ -98,7 +100,6 @@ TOLERANCE = 0.20
 SMALL_PCT = 5.0
 POINTS = 1.0
 
-WIDTH = 32
 BATCH = 16
 #: The demo scenario's MLP width, batch, and rows (enough batches for every timed step).
 DEMO_WIDTH = 64
@@ -115,33 +116,6 @@ LOADER_WIDTH = 512
 
 
 # ------------------------------------------------------------------ loops
-
-
-@dataclass
-class Loop:
-    """One training loop ready to run: ``step()`` runs one training step (next batch,
-    forward, backward, optimizer), ``close()`` frees its workers."""
-
-    step: Callable[[], None]
-    close: Callable[[], None] = lambda: None
-    #: The model it trains, for a Paddle handler's ``model=`` (the parameter shapes that
-    #: ``--measure`` replays the optimizer over; Paddle records none of its own).
-    model: Any = None
-
-
-@dataclass
-class Scenario:
-    """A loop built so that ``rule`` fires; ``build(applied)`` returns the loop with the
-    remedies of the rules in ``applied`` (rule ids) applied; ``remedies`` says, per rule id
-    the scenario can remedy, what the remedied loop changes."""
-
-    name: str
-    framework: str
-    rule: str
-    build: Callable[[frozenset[str]], Loop]
-    remedies: dict[str, str] = field(default_factory=dict)
-    #: Where the loop trains: ``cpu``, or ``cuda`` for the GPU scenarios (``advice_gpu``).
-    device: str = "cpu"
 
 
 def free_cores(threads: int) -> int:
@@ -172,15 +146,6 @@ class TorchSlowDataset:
 
         x, y = slow_sample(index)
         return torch.from_numpy(x), y
-
-
-def torch_mlp(blocks: int, width: int = WIDTH) -> Any:
-    import torch
-
-    layers: list[Any] = []
-    for _ in range(blocks):
-        layers += [torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
 
 
 def torch_random_batches(width: int = WIDTH) -> Iterator[tuple[Any, Any]]:
@@ -319,28 +284,6 @@ def torch_mixed_scenario(blocks: int) -> Scenario:
 def _shutdown(iterator: Any) -> None:
     with contextlib.suppress(Exception):
         iterator._shutdown_workers()
-
-
-class ElementwiseChain:
-    """A module whose forward is a chain of ``links`` tiny elementwise ops between two
-    Linear layers: many ops, little math, what a compiled graph fuses."""
-
-    def __new__(cls, links: int) -> Any:
-        import torch
-
-        class Chain(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.first = torch.nn.Linear(WIDTH, WIDTH)
-                self.last = torch.nn.Linear(WIDTH, 10)
-
-            def forward(self, x: Any) -> Any:
-                x = self.first(x)
-                for i in range(links):
-                    x = torch.tanh(x * 1.01 + 0.01 * i)
-                return self.last(x)
-
-        return Chain()
 
 
 def torch_small_ops_scenario() -> Scenario:

@@ -64,15 +64,19 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(path: Path, module: str) -> list[tuple[str, list[str], int]]:
-    """(imported module, names imported from it, line) for every runtime import in ``path``."""
+def imports_of(
+    path: Path, module: str, *, typing: bool = False
+) -> list[tuple[str, list[str], int]]:
+    """(imported module, names imported from it, line) for every runtime import in ``path``;
+    with ``typing``, those under ``if TYPE_CHECKING:`` too (the types a module names in its
+    annotations)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found: list[tuple[str, list[str], int]] = []
     is_package = path.name == "__init__.py"
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if isinstance(child, ast.If) and _is_type_checking(child) and not typing:
                 for other in child.orelse:
                     visit(other)
                 continue
@@ -107,6 +111,109 @@ def edges() -> dict[str, set[str]]:
             if len(subs) < len(names) or not names:
                 graph[module].add(target)
     return graph
+
+
+#: The benchmarks import each other by bare module name (bench/ is on their path).
+BENCH = REPO / "bench"
+#: The hook spec module imports the types its hooks name under ``TYPE_CHECKING`` (pytest's
+#: pattern), so that it can never join a cycle: those imports are not dependencies.
+HOOKSPECS = "perfkit_core.plugins.hookspecs"
+
+
+def typed_edges() -> dict[str, set[str]]:
+    """Module -> the project modules it depends on, bench/ included: runtime imports,
+    function-local ones and those under ``TYPE_CHECKING`` (a type named in an annotation is a
+    dependency), but not a package ``__init__``'s re-exports: a name imported from a package
+    is a dependency on the module that defines it."""
+    files = module_files()
+    files.update({f"bench.{p.stem}": p for p in sorted(BENCH.glob("*.py"))})
+    bench_names = {p.stem for p in BENCH.glob("*.py")}
+    raw = {
+        m: imports_of(p, m, typing=m != HOOKSPECS and p.name != "__init__.py")
+        for m, p in files.items()
+    }
+    exported: dict[str, dict[str, str]] = {}
+    for m, p in files.items():
+        if p.name == "__init__.py":
+            exported[m] = {
+                name: f"{target}.{name}" if f"{target}.{name}" in files else target
+                for target, names, _ in raw[m]
+                for name in names
+                if target in files or f"{target}.{name}" in files
+            }
+
+    def resolve(target: str, name: str | None) -> str | None:
+        if name and f"{target}.{name}" in files and files[f"{target}.{name}"].name != "__init__.py":
+            return f"{target}.{name}"
+        for _ in range(5):  # through the packages that re-export it
+            if name is None or name not in exported.get(target, {}):
+                break
+            target = exported[target][name]
+        return target if target in files and files[target].name != "__init__.py" else None
+
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for module, path in files.items():
+        if path.name == "__init__.py":
+            continue
+        for target, names, _ in raw[module]:
+            if module.startswith("bench.") and target.split(".")[0] in bench_names:
+                target = f"bench.{target}"
+            if not target.startswith((*PACKAGES, "bench.")):
+                continue
+            for name in names or [None]:
+                found = resolve(target, name)
+                if found and found != module:
+                    graph[module].add(found)
+    return graph
+
+
+def cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_no_cycles_counting_the_types_modules_name() -> None:
+    """No cycle in the project's imports, bench/ included, when a type a module names in its
+    annotations counts as a dependency: the data types live apart from the code that
+    orchestrates them (``comparison.types``, ``advice.finding``, ``bench/scenario_types``)."""
+    graph = typed_edges()
+    assert graph["perfkit_core.comparison.gate"] >= {"perfkit_core.comparison.types"}
+    assert "bench.scenario_types" in graph["bench.advice_gpu"]
+    assert cycles_of(graph) == []
+
+
+def test_the_cycle_check_can_fail() -> None:
+    assert cycles_of({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def layer_of(module: str) -> tuple[str, int] | None:

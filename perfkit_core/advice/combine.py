@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from perfkit_core.advice.text import duration_text
 
 if TYPE_CHECKING:
-    from perfkit_core.advice.engine import Finding
+    from perfkit_core.advice.finding import Finding
 
 #: A finding saving at least this share of the step is rated high ...
 SEVERITY_HIGH_PCT = 10.0

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfkit_core.advice.combine import (
     merge_shared_remedies,
     severity,
 )
+from perfkit_core.advice.finding import Finding
 from perfkit_core.events.intervals import step_window
 from perfkit_core.events.steady import steady_run
 from perfkit_core.plugins import get_plugin_manager, registrations
@@ -50,51 +51,6 @@ class UnknownRuleError(KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
         return str(self.args[0]) if self.args else "unknown rule"
-
-
-@dataclass
-class Finding:
-    """One piece of advice: what is wrong, the numbers behind it, the estimated saving (ns per
-    step), and what to change (``remedy``, in the run's framework)."""
-
-    id: str
-    title: str
-    severity: str
-    #: Estimated saving in ns per step (of the mean step, ``Context.step_ns``).
-    saving_ns: float
-    #: The numbers behind the finding, raw (ns, counts, names), for JSON and other tools.
-    evidence: dict[str, Any] = field(default_factory=dict)
-    remedy: str = ""
-    rule: str = ""
-    #: The evidence for people: sentences with units ("step 7: data loading 73.4 ms of 176.9 ms").
-    details: list[str] = field(default_factory=list)
-    #: How ``saving_ns`` was estimated, in one sentence.
-    estimate: str = ""
-    #: The rows of views the finding is about: view name -> row names (``{"operator":
-    #: ["aten::item"], "phases": ["step 7"]}``); reports link to them.
-    cites: dict[str, list[str]] = field(default_factory=dict)
-    #: Findings with the same non-empty key prescribe one remedy (``compile`` for
-    #: ``torch.compile`` / ``paddle.jit.to_static``) and are merged into one finding.
-    remedy_key: str = ""
-    #: What the saving shortens: ``host`` (host time in the step) or ``device`` (device time);
-    #: ``combined_saving`` adds savings of one kind and combines the two kinds.
-    acts_on: str = "host"
-    #: True when the estimate itself says the saving is within its model's error, so the
-    #: remedy may save nothing (a compile estimate whose compiled step costs about the eager
-    #: one): the headline's "Change first" passes over such a finding.
-    within_error: bool = False
-    #: False for a finding about a risk rather than time (``memory-pressure``), whose saving is
-    #: 0 by design; a finding that saves time and promises 0 says its remedy would not pay here.
-    saves_time: bool = True
-    #: The heading of ``remedy`` in the reports where the rule words it itself (amp on a step
-    #: the host paces: what to shorten before mixed precision can pay); empty for the reports'
-    #: own: "What to change:", or for a finding that saves time but promises none, a heading
-    #: saying the usual remedy is not expected to pay here.
-    remedy_heading: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The finding as plain JSON-ready data."""
-        return asdict(self)
 
 
 @dataclass

@@ -28,10 +28,9 @@ from perfkit_core.views.attribution import PHASES, UNATTRIBUTED
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.comparison.compare import Comparison
+    from perfkit_core.comparison.types import Comparison
 
 #: Comparison views built from the slices, and the column of the slices each groups by.
-ATTRIBUTION_VIEWS = ("phases", "family", "layers", "user", "ops")
 #: An op whose time changes by less than this share of its baseline time is ``same``.
 SAME_PCT = 5.0
 #: What a comparison says when the run's adapter has no advice of its own.

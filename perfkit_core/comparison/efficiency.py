@@ -23,7 +23,7 @@ from perfkit_core.views.structure import structure
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.comparison.compare import Comparison
+    from perfkit_core.comparison.types import Comparison
 
 #: The first row: each run's steps, their model FLOPs over their time against the peak (MFU).
 MFU_ROW = "step (model FLOPs utilisation)"

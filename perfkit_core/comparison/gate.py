@@ -5,41 +5,16 @@ device busy share per step; the one-line reason names the main causes."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.comparison.types import GateResult
+
 if TYPE_CHECKING:
-    from perfkit_core.comparison.compare import Comparison
+    from perfkit_core.comparison.types import Comparison
 
 METRICS = ("step_time", "dataloader", "gpu_busy")
-
-
-@dataclass
-class GateResult:
-    """Outcome of the regression gate: ``regressed`` and a one-line ``message``.
-
-    ``baseline`` and ``candidate`` are the metric's values (ns per step or sample for times, %
-    for ``gpu_busy``); ``delta_pct`` the change; ``noise_pct`` the change the runs cannot tell
-    from noise (for ``step_time``: how far the interval's edge is from the ratio); ``causes``
-    the rows that explain a step-time change (``view: name +x ms``)."""
-
-    regressed: bool
-    metric: str
-    baseline: float
-    candidate: float
-    delta_pct: float
-    noise_pct: float
-    threshold_pct: float
-    message: str
-    causes: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            k: (None if isinstance(v, float) and math.isnan(v) else v)
-            for k, v in self.__dict__.items()
-        }
 
 
 def _causes(comparison: Comparison, time_unit: str = "ms") -> list[str]:

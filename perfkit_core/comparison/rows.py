@@ -23,7 +23,7 @@ from perfkit_core.views.step_time import launched_kernels
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perfkit_core.comparison.compare import Comparison
+    from perfkit_core.comparison.types import Comparison
 
 #: z of the two-sided 95% interval of a row's difference.
 Z_95 = 1.959963984540054

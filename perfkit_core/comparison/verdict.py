@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from perfkit_core.comparison.attribution import TOTAL, attribution_table, missing_layers_line
 from perfkit_core.comparison.loading_line import hidden_loading_line
 from perfkit_core.comparison.overhead import (
     RunOverhead,
-    density_warning,
-    run_overhead,
-    step_timer_phase,
 )
-from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
+from perfkit_core.comparison.statistics import RatioEstimate
 from perfkit_core.comparison.steady_text import left_out_clause, steady_lines
 from perfkit_core.events.steady import SteadySteps
-from perfkit_core.views.attribution import UNATTRIBUTED
-
-if TYPE_CHECKING:
-    from perfkit_core.comparison.compare import Comparison
 
 #: Views whose top rows the verdict names, the first being the one its sentence uses.
 CAUSE_VIEWS = ("family", "layers", "ops", "phases")
@@ -344,139 +336,3 @@ def _plain(cause: Cause) -> dict[str, Any]:
         k: (None if isinstance(v, float) and math.isnan(v) else v)
         for k, v in cause.__dict__.items()
     }
-
-
-def both_sides(
-    comparison: Comparison, view: str, time: str = "host", limit: int = TOP_CAUSES
-) -> tuple[list[Cause], list[Cause]]:
-    """The rows of ``view`` that take longer and less time in the last run, largest first, at
-    most ``limit`` each. When the steps differ beyond their noise: rows of at least
-    ``MIN_CAUSE_PCT`` of the step-time difference's size; otherwise only rows that differ
-    beyond their own noise. The total and unattributed rows are never named."""
-    from perfkit_core.comparison.rows import row_intervals
-
-    table = attribution_table(comparison, view, time=time)
-    total = float(table.loc[table["name"] == TOTAL, "delta_ns"].iloc[0]) if len(table) else 0.0
-    intervals = row_intervals(comparison, view, time).set_index("name")
-    labels = dict(zip(table["name"], table["name"], strict=True))
-    if view == "layers":
-        from perfkit_core.comparison.attribution import layer_labels
-
-        labels = layer_labels(comparison)
-    significant = comparison.profiled_estimate().significant
-    found: list[Cause] = []
-    for key, row in intervals.iterrows():
-        name = labels.get(str(key), str(key))
-        if name in (TOTAL, UNATTRIBUTED) or str(key) in (TOTAL, UNATTRIBUTED):
-            continue
-        delta = float(row["delta_ns"])
-        if significant:
-            if not total or abs(delta) < MIN_CAUSE_PCT / 100.0 * abs(total):
-                continue
-        elif not row["resolvable"]:
-            continue
-        share = 100.0 * delta / total if significant and total else math.nan
-        found.append(
-            Cause(
-                view,
-                name,
-                delta,
-                share,
-                float(row["low_ns"]),
-                float(row["high_ns"]),
-                bool(row["resolvable"]),
-            )
-        )
-    slower = [c for c in found if c.delta_ns > 0][:limit]
-    faster = [c for c in found if c.delta_ns < 0][:limit]
-    return slower, faster
-
-
-def top_causes(comparison: Comparison, view: str, limit: int = TOP_CAUSES) -> list[Cause]:
-    """The rows of ``view`` that go the way the step does, largest first (``both_sides``);
-    within the noise, the resolvable rows of both sides."""
-    slower, faster = both_sides(comparison, view, limit=limit)
-    if not comparison.profiled_estimate().significant:
-        return sorted(slower + faster, key=lambda c: -abs(c.delta_ns))[:limit]
-    return slower if comparison.profiled_estimate().delta > 0 else faster
-
-
-def build_verdict(comparison: Comparison) -> Verdict:
-    """The verdict of ``comparison``: its last run against its first."""
-    first, last = 0, len(comparison.runs) - 1
-    profiled = comparison.profiled_estimate()
-    overheads = [run_overhead(run) for run in comparison.runs]
-    steady = [comparison.warmup(i) for i in range(len(comparison.runs))]
-    unprofiled_warmup = [o.warmup_unprofiled for o in overheads]
-    unprofiled = None
-    with_warmup = None
-    if len(overheads[first].unprofiled_ns) and len(overheads[last].unprofiled_ns):
-        unprofiled = ratio_of_means(
-            overheads[first].unprofiled_ns / comparison.sample_scale(first),
-            overheads[last].unprofiled_ns / comparison.sample_scale(last),
-        )
-        if unprofiled_warmup[first] or unprofiled_warmup[last]:
-            with_warmup = ratio_of_means(
-                overheads[first].whole_unprofiled_ns / comparison.sample_scale(first),
-                overheads[last].whole_unprofiled_ns / comparison.sample_scale(last),
-            )
-    elif steady[first].warmup or steady[last].warmup:
-        with_warmup = ratio_of_means(
-            comparison.whole_step_samples(first), comparison.whole_step_samples(last)
-        )
-    layers_missing = missing_layers_line(comparison)
-    sides = {
-        view: ([], []) if view == "layers" and layers_missing else both_sides(comparison, view)
-        for view in CAUSE_VIEWS
-    }
-    going = profiled.delta > 0
-    causes = {
-        view: (
-            (slower if going else faster)
-            if profiled.significant
-            else sorted(slower + faster, key=lambda c: -abs(c.delta_ns))[:TOP_CAUSES]
-        )
-        for view, (slower, faster) in sides.items()
-    }
-    gpu_slower: list[Cause] = []
-    gpu_faster: list[Cause] = []
-    if comparison.has_device():
-        gpu_slower, gpu_faster = both_sides(comparison, "family", "device")
-    family = attribution_table(comparison, "family").set_index("name")
-    unattributed = (
-        float(family.loc[UNATTRIBUTED, "share_pct"]) if UNATTRIBUTED in family.index else 0.0
-    )
-    unattributed_ns = (
-        float(family.loc[UNATTRIBUTED, "delta_ns"]) if UNATTRIBUTED in family.index else 0.0
-    )
-    warnings = []
-    dense = density_warning(comparison.labels, overheads)
-    if dense and unprofiled is None:
-        warnings.append(
-            dense + "; time steps without the profiler with perfkit_core.step_timer() for an "
-            "unbiased ratio"
-        )
-    elif dense:
-        warnings.append(dense + "; the headline uses the unprofiled step-timer times")
-    return Verdict(
-        baseline=comparison.labels[first],
-        candidate=comparison.labels[last],
-        per=comparison.per,
-        profiled=profiled,
-        unprofiled=unprofiled,
-        causes=causes,
-        unattributed_pct=unattributed if not math.isnan(unattributed) else 0.0,
-        overheads=overheads,
-        labels=list(comparison.labels),
-        warnings=warnings,
-        slower={view: pair[0] for view, pair in sides.items()},
-        faster={view: pair[1] for view, pair in sides.items()},
-        unattributed_ns=unattributed_ns,
-        gpu_slower=gpu_slower,
-        gpu_faster=gpu_faster,
-        layers_missing=layers_missing,
-        loading_thread_ns=[step_timer_phase(run, "loading", mean=True) for run in comparison.runs],
-        steady=steady,
-        unprofiled_warmup=unprofiled_warmup,
-        with_warmup=with_warmup,
-    )
