@@ -143,7 +143,7 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
         "cpu_exec_ns": "host operators, user spans, phase spans and Python calls not under "
         "the parts above",
         "other_ns": "the rest of the step",
-        "step_ns": "the step, stretched over the device work it launched (`steps`' `span_ns`); "
+        "step_ns": "the step, stretched over the device work it launched (`steps`' `dur_ns`); "
         "the parts add up to it",
     },
     "launches": {

@@ -7,7 +7,9 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.events.schema import SCHEMA_VERSION
 from perfkit_core.report.finding_summary import finding_json
+from perfkit_core.views.contract import VIEWS_SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from perfkit_core.report.comparison_model import ComparisonReport
@@ -59,9 +61,18 @@ def table_json(table: Table) -> dict[str, Any]:
     }
 
 
+def schema_versions() -> dict[str, str]:
+    """The versions of what a JSON report holds: ``events``, the event table's schema
+    (``events.schema.SCHEMA_VERSION``), and ``views``, the views' columns
+    (``views.contract.VIEWS_SCHEMA_VERSION``)."""
+    return {"events": SCHEMA_VERSION, "views": VIEWS_SCHEMA_VERSION}
+
+
 def report_json(report: Report) -> dict[str, Any]:
-    """A run's report: header, advice findings (raw evidence), tables by id, charts, metadata."""
+    """A run's report: the schema versions it is written in (``schema_versions``), header,
+    advice findings (raw evidence), tables by id, charts, metadata."""
     return {
+        "schema_version": schema_versions(),
         "title": report.title,
         "time_unit": report.time_unit,
         "header": [{"label": h.label, "value": h.value, "unit": h.unit} for h in report.header],
@@ -90,6 +101,7 @@ def comparison_json(report: ComparisonReport) -> dict[str, Any]:
     """A comparison: the verdict (numbers and its sentences), the runs, tables by id, charts,
     and the gate when one was asked for."""
     payload: dict[str, Any] = {
+        "schema_version": schema_versions(),
         "title": report.title,
         "time_unit": report.time_unit,
         "per": report.per,

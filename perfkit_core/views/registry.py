@@ -11,6 +11,7 @@ from perfkit_core.errors import UnknownViewError
 from perfkit_core.plugins import get_plugin_manager, registrations
 from perfkit_core.views.across import make_combiner, per_rank_options
 from perfkit_core.views.common import SHARED_KEY, private_copy
+from perfkit_core.views.contract import with_old_names
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,23 +82,29 @@ def summary(run: Run, view: str, **options: Any) -> pd.DataFrame:
     For a run of several ranks, ``rank=R`` computes the view on rank R's table alone; without
     it, the view is computed on each rank's table and the tables are combined by the view's
     ``across`` rule, which the table's note states (``perfkit_core.views.across``). Inside
-    ``shared_views(run)`` a view asked again with the same options is not computed again.
+    ``shared_views(run)`` a view asked again with the same options is not computed again. A
+    column renamed in this release still reads under its old name, with a warning
+    (``perfkit_core.views.contract``).
     """
     import pandas as pd
 
     spec = get_view(view)
     shared = getattr(run, "_cache", {}).get(SHARED_VIEWS_KEY)
+
+    def source(other: str) -> pd.DataFrame:
+        return summary(run, other, **({"rank": options["rank"]} if "rank" in options else {}))
+
     if shared is None:
-        return _summary(run, spec, options)
+        return with_old_names(_summary(run, spec, options), view, source)
     try:
         key = (view, spec.function, _options_key(spec.function, options))
         hash(key)
     except TypeError:  # an option that cannot be a key (a list): computed each time
-        return _summary(run, spec, options)
+        return with_old_names(_summary(run, spec, options), view, source)
     frame = shared.get(key)
     if frame is None:
         frame = shared[key] = _summary(run, spec, options)
-    return private_copy(frame) if isinstance(frame, pd.DataFrame) else frame
+    return with_old_names(private_copy(frame) if isinstance(frame, pd.DataFrame) else frame, view)
 
 
 def _options_key(function: Callable[..., Any], options: dict[str, Any]) -> tuple[Any, ...]:
