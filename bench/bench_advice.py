@@ -1094,12 +1094,12 @@ def window_replay_line(
     ``window_findings`` finding's loading, rest of the step and free cores) against the
     achieved saving: the estimate's error with ``--measure`` apart from the machine's drift
     between the profile and the rounds, a diagnosis not counted as a check."""
-    from perfkit_core.plugins import get_plugin_manager
+    from perfkit_core.plugins import framework_hook
 
     if finding is None:
         return "    [wreplay] no such finding with the rounds' step times"
     with quiet():
-        measured = get_plugin_manager().hook.perfkit_measure_saving(
+        measured = framework_hook("perfkit_measure_saving", scenario.framework)(
             finding=finding, framework=scenario.framework
         )
     if not measured:

@@ -11,6 +11,10 @@ from typing import Any
 from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED, TraceLoader, hookimpl, installed_version
 
 FRAMEWORK = "mindspore"
+
+#: The frameworks this adapter answers for: the hooks that take ``framework`` reach its
+#: implementations only for these (``perfkit_core.plugins.framework_hook``).
+PERFKIT_FRAMEWORKS = (FRAMEWORK,)
 #: Distributions that ship the ``mindspore`` module (its CPU, GPU and Ascend builds).
 DISTRIBUTIONS = ("mindspore", "mindspore-gpu", "mindspore-ascend", "mindspore-dev")
 
@@ -101,8 +105,6 @@ def perfkit_profiler_recording(profiler: Any) -> bool | None:
 @hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The MindSpore code to change for a finding on a MindSpore run."""
-    if framework != FRAMEWORK:
-        return None
     from perfkit_mindspore.remedies import remedy
 
     return remedy(finding)
@@ -112,8 +114,6 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
 def perfkit_op_family(name: str, framework: str) -> str | None:
     """Families of MindSpore operator types (``ApplyMomentum`` -> optimizer, ``GetNext`` ->
     data, ``Conv2DBackpropFilter`` -> conv, ...)."""
-    if framework != FRAMEWORK:
-        return None
     from perfkit_mindspore.ops import family
 
     return family(name)
@@ -123,8 +123,6 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
 def perfkit_canonical_op(name: str, framework: str) -> str | None:
     """Canonical ops of MindSpore operator types (``MatMul`` -> ``matmul``, ``BiasAddGrad`` ->
     ``add``, ``Conv2DBackpropInput`` -> ``conv``, ...)."""
-    if framework != FRAMEWORK:
-        return None
     from perfkit_mindspore.ops import canonical_op
 
     return canonical_op(name)

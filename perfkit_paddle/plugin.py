@@ -11,6 +11,10 @@ from typing import Any
 
 from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED, TraceLoader, hookimpl
 
+#: The frameworks this adapter answers for: the hooks that take ``framework`` reach its
+#: implementations only for these (``perfkit_core.plugins.framework_hook``).
+PERFKIT_FRAMEWORKS = ("paddle",)
+
 _MARKERS = (b'"ExtraInfo"', b'(Python)"', b'(C++)"', b'"span_indx"', b'"span_index"')
 
 
@@ -194,7 +198,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 def perfkit_loader_batch_ns(framework: str) -> float | None:
     """What handing a batch from one DataLoader worker over costs on this machine now
     (``perfkit_paddle.replay.loader_batch_ns``), for a paddle run the step timer saves."""
-    if framework != "paddle" or "paddle" not in sys.modules:
+    if "paddle" not in sys.modules:
         return None
     from perfkit_paddle.replay import loader_batch_ns
 
@@ -206,7 +210,7 @@ def perfkit_loader_receive_ns(framework: str) -> float | None:
     """What receiving a batch from one DataLoader worker adds to a busy training step on this
     machine now (``perfkit_paddle.replay.loader_receive_ns``: Paddle's reader thread takes the
     GIL the step's ops hand over), for a paddle run the step timer saves."""
-    if framework != "paddle" or "paddle" not in sys.modules:
+    if "paddle" not in sys.modules:
         return None
     from perfkit_paddle.replay import loader_receive_ns
 
@@ -218,7 +222,7 @@ def perfkit_thread_op_ns(framework: str) -> float | None:
     """What each op of the training thread costs its CPU time beside a single-process
     DataLoader's loading thread on this machine now (``perfkit_paddle.replay.thread_op_ns``,
     about three seconds), for a paddle run the step timer saves."""
-    if framework != "paddle" or "paddle" not in sys.modules:
+    if "paddle" not in sys.modules:
         return None
     from perfkit_paddle.replay import thread_op_ns
 
@@ -230,7 +234,7 @@ def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
     """How much Paddle's ops and a loader worker's Python slow each other on two cores of this
     machine now (``perfkit_paddle.replay.corun_slowdowns``), for a paddle run the step timer
     saves."""
-    if framework != "paddle" or "paddle" not in sys.modules:
+    if "paddle" not in sys.modules:
         return None
     from perfkit_paddle.replay import corun_slowdowns
 
@@ -240,8 +244,6 @@ def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
 @hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a Paddle run gets layer spans: Paddle's profiler records every Layer call."""
-    if framework != "paddle":
-        return None
     return (
         "paddle.profiler records a span for every paddle.nn.Layer call it runs in dynamic-graph "
         "mode: build the model from paddle.nn.Layer subclasses and profile it in that mode"
@@ -251,8 +253,6 @@ def perfkit_layer_spans_fix(framework: str) -> str | None:
 @hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The paddle code to change for a finding on a paddle run."""
-    if framework != "paddle":
-        return None
     from perfkit_paddle.remedies import remedy
 
     return remedy(finding)
@@ -266,7 +266,7 @@ def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | Non
     with its step over the parameter shapes recorded with the model, as the loop and
     multi-tensor. None without paddle installed: a Paddle trace is read without it, but
     nothing can be replayed."""
-    if framework != "paddle" or finding.rule not in ("input-pipeline", "optimizer"):
+    if finding.rule not in ("input-pipeline", "optimizer"):
         return None
     try:
         import paddle  # noqa: F401
@@ -292,8 +292,6 @@ _PADDLE_FAMILIES = {
 @hookimpl
 def perfkit_op_family(name: str, framework: str) -> str | None:
     """Families of paddle op names (``matmul dygraph``, ``Global_MatmulGradNode``, ``adam_``)."""
-    if framework != "paddle":
-        return None
     from perfkit_core.views import family_of, normalize
 
     base = normalize(name)
@@ -346,8 +344,6 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
     """Canonical ops of paddle op names (``pool2d`` -> ``pool``, ``Global_RnnGradNode`` ->
     ``rnn``, ``__mul__ pybind_patch_func`` -> ``multiply``); None for names whose
     decoration-free form is already canonical."""
-    if framework != "paddle":
-        return None
     from perfkit_core.views import base_name
 
     if name in ("Optimization Step",):
@@ -360,8 +356,6 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
 @hookimpl
 def perfkit_op_cost(call: Any, framework: str) -> Any:
     """The FLOPs and bytes of a call of a Paddle op (``perfkit_paddle.opcosts``)."""
-    if framework != "paddle":
-        return None
     from perfkit_paddle.opcosts import op_cost
 
     return op_cost(call)

@@ -10,6 +10,10 @@ from typing import Any
 
 from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED, TraceLoader, hookimpl
 
+#: The frameworks this adapter answers for: the hooks that take ``framework`` reach its
+#: implementations only for these (``perfkit_core.plugins.framework_hook``).
+PERFKIT_FRAMEWORKS = ("torch",)
+
 _PADDLE_MARKERS = (b'"ExtraInfo"', b"ProfileStep", b"(Python)", b"(GPU)")
 #: What the XLA profiler's trace viewer JSON (``<host>.trace.json.gz`` beside a
 #: ``.xplane.pb``, written by JAX and TensorFlow) holds near its start and Kineto never writes.
@@ -197,7 +201,7 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
 def perfkit_loader_batch_ns(framework: str) -> float | None:
     """What handing a batch from one DataLoader worker over costs on this machine now
     (``perfkit_torch.replay.loader_batch_ns``), for a torch run the step timer saves."""
-    if framework != "torch" or "torch" not in sys.modules:
+    if "torch" not in sys.modules:
         return None
     from perfkit_torch.replay import loader_batch_ns
 
@@ -209,7 +213,7 @@ def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
     """How much torch's ops and a loader worker's Python slow each other on two cores of this
     machine now (``perfkit_torch.replay.corun_slowdowns``), for a torch run the step timer
     saves."""
-    if framework != "torch" or "torch" not in sys.modules:
+    if "torch" not in sys.modules:
         return None
     from perfkit_torch.replay import corun_slowdowns
 
@@ -220,7 +224,7 @@ def perfkit_corun_slowdowns(framework: str) -> tuple[float, float] | None:
 def perfkit_eager_pass_ns(framework: str) -> float | None:
     """An eager forward and backward of a tiny model on this machine now
     (``perfkit_torch.replay_compile.eager_pass_ns``), for a torch run the step timer saves."""
-    if framework != "torch" or "torch" not in sys.modules:
+    if "torch" not in sys.modules:
         return None
     from perfkit_torch.replay_compile import eager_pass_ns
 
@@ -230,8 +234,6 @@ def perfkit_eager_pass_ns(framework: str) -> float | None:
 @hookimpl
 def perfkit_layer_spans_fix(framework: str) -> str | None:
     """How a torch run gets layer spans: perfkit's handler records them unless told not to."""
-    if framework != "torch":
-        return None
     return (
         "profile with perfkit_torch.on_trace_ready(...), which records every nn.Module call "
         "unless given layers=False, or call perfkit_torch.record_modules() before profiling"
@@ -245,8 +247,6 @@ def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | Non
     compile findings' (python-overhead, small-ops) with a compiled graph's costs measured; the
     amp finding's with its recorded GEMM shapes timed in fp32 and the proposed precision on
     the GPU the run recorded, where this machine has it."""
-    if framework != "torch":
-        return None
     if finding.rule == "amp":
         from perfkit_torch.replay_amp import measure_amp
 
@@ -265,8 +265,6 @@ def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | Non
 @hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The torch code to change for a finding on a torch run."""
-    if framework != "torch":
-        return None
     from perfkit_torch.remedies import remedy
 
     return remedy(finding)
@@ -293,8 +291,6 @@ _TORCH_FAMILIES = {
 @hookimpl
 def perfkit_op_family(name: str, framework: str) -> str | None:
     """Families of torch op names: exact names first, then the neutral rules on the rest."""
-    if framework != "torch":
-        return None
     if name in _TORCH_FAMILIES:
         return _TORCH_FAMILIES[name]
     if name.startswith("autograd::engine::evaluate_function: "):
@@ -364,8 +360,6 @@ _TORCH_CANONICAL = {
 def perfkit_canonical_op(name: str, framework: str) -> str | None:
     """Canonical ops of torch op names (``aten::max_pool2d`` -> ``pool``, ``aten::lstm`` ->
     ``rnn``); None for names whose decoration-free form is already canonical."""
-    if framework != "torch":
-        return None
     from perfkit_core.views import base_name
 
     if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
@@ -380,8 +374,6 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
 @hookimpl
 def perfkit_op_cost(call: Any, framework: str) -> Any:
     """The FLOPs and bytes of a call of a torch op (``perfkit_torch.opcosts``)."""
-    if framework != "torch":
-        return None
     from perfkit_torch.opcosts import op_cost
 
     return op_cost(call)

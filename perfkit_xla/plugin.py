@@ -13,6 +13,10 @@ from perfkit_core.plugins import DEMO_TIMED_PER_PROFILED, TraceLoader, hookimpl,
 
 #: Frameworks whose runs this plugin answers for (``run.framework``).
 FRAMEWORKS = ("jax", "tensorflow", "xla")
+
+#: The frameworks this adapter answers for: the hooks that take ``framework`` reach its
+#: implementations only for these (``perfkit_core.plugins.framework_hook``).
+PERFKIT_FRAMEWORKS = FRAMEWORKS
 #: How the trace viewer's JSON (``<host>.trace.json.gz``) that the profilers write begins.
 TRACE_VIEWER_MARKER = b'"highres-ticks"'
 
@@ -133,8 +137,6 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
 @hookimpl
 def perfkit_remedy(finding: Any, framework: str) -> str | None:
     """The JAX or TensorFlow code to change for a finding on such a run."""
-    if framework not in ("jax", "tensorflow"):
-        return None
     from perfkit_xla.remedies import remedy
 
     return remedy(finding, framework)
@@ -144,8 +146,6 @@ def perfkit_remedy(finding: Any, framework: str) -> str | None:
 def perfkit_op_family(name: str, framework: str) -> str | None:
     """Families of XLA and TensorFlow ops the core's tables do not know (collectives,
     fusions of elementwise ops, ...)."""
-    if framework not in FRAMEWORKS:
-        return None
     from perfkit_xla.ops import family
 
     return family(name)
@@ -156,8 +156,6 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
     """Canonical ops of XLA ops (``dot.3`` -> ``matmul``, ``add_reduce_fusion`` -> ``sum``,
     ``ynn_fusion.2`` -> ``matmul``) and TensorFlow ops (``dense/MatMul:MatMul`` ->
     ``matmul``)."""
-    if framework not in FRAMEWORKS:
-        return None
     from perfkit_xla.ops import canonical_op
 
     return canonical_op(name)
@@ -166,8 +164,6 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
 @hookimpl
 def perfkit_op_cost(call: Any, framework: str) -> Any:
     """The FLOPs and bytes of a call of an XLA op (``perfkit_xla.opcosts``)."""
-    if framework not in FRAMEWORKS:
-        return None
     from perfkit_xla.opcosts import op_cost
 
     return op_cost(call)

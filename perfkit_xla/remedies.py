@@ -176,6 +176,6 @@ TF_REMEDIES: dict[str, str] = {
 
 def remedy(finding: Any, framework: str) -> str | None:
     """The JAX or TensorFlow remedy for ``finding`` (by its rule), or None when the rule has
-    none here."""
-    table = JAX_REMEDIES if framework == "jax" else TF_REMEDIES
+    none here, or the run is neither JAX's nor TensorFlow's."""
+    table = {"jax": JAX_REMEDIES, "tensorflow": TF_REMEDIES}.get(framework, {})
     return table.get(getattr(finding, "rule", ""))

@@ -11,6 +11,7 @@ import perfkit_core
 from conftest import shared_trace
 from perfkit_core.advice.loader import LOADER_BATCH_NS
 from perfkit_core.cli import main
+from perfkit_core.plugins import framework_hook
 
 GPU_RULES = {
     "placement",
@@ -403,7 +404,7 @@ def test_paddle_runs_get_paddle_remedies(paddle_profile):
         rule="placement",
         evidence={"ops": [{"op": "where"}]},
     )
-    text = pm.hook.perfkit_remedy(finding=finding, framework="paddle")
+    text = framework_hook("perfkit_remedy", "paddle", pm)(finding=finding, framework="paddle")
     assert "device_guard('cpu')" in text and "CPUPlace" in text and "where" in text
 
 

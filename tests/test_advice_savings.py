@@ -22,6 +22,7 @@ from perfkit_core.advice.basis import recorded_events_per_step, step_basis  # no
 from perfkit_core.advice.engine import make_context  # noqa: E402
 from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_saving  # noqa: E402
 from perfkit_core.capture.cpu_clocks import PACE_LOOPS  # noqa: E402
+from perfkit_core.plugins import framework_hook  # noqa: E402
 
 
 def _record(
@@ -226,16 +227,24 @@ def test_measure_replays_the_recorded_optimizer(adam_loop):
     # Without the timed optimizer, the replay's own difference is the saving.
     untimed = dict(measured.evidence, optimizer_unprofiled_from="corrected")
     measured.evidence = untimed
-    again = get_plugin_manager().hook.perfkit_measure_saving(finding=measured, framework="torch")
+    again = framework_hook("perfkit_measure_saving", "torch", get_plugin_manager())(
+        finding=measured, framework="torch"
+    )
     loop_ns, remedy_ns = again["evidence"]["replay_loop_ns"], again["evidence"]["replay_remedy_ns"]
     assert again["saving_ns"] == pytest.approx(max(loop_ns - remedy_ns, 0.0))
     assert ev["modelled_saving_ns"] == pytest.approx(modelled.saving_ns)
     assert f"{len(shapes)} recorded parameter shapes" in measured.estimate
     # Only the adapter of the run's framework replays, and only what it recorded.
     pm = get_plugin_manager()
-    assert pm.hook.perfkit_measure_saving(finding=measured, framework="mxnet") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "mxnet", pm)(finding=measured, framework="mxnet")
+        is None
+    )
     modelled.evidence["parameter_shapes"] = []
-    assert pm.hook.perfkit_measure_saving(finding=modelled, framework="torch") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "torch", pm)(finding=modelled, framework="torch")
+        is None
+    )
 
 
 def test_torch_optimizer_without_recorded_shapes_takes_the_modules_parameters(tmp_path):
@@ -294,7 +303,9 @@ def test_paddle_measure_replays_the_parameters_recorded_with_the_model(paddle_ad
     parents = events["parent"].to_numpy()
     first = events["step"].to_numpy() == events["step"][events["step"] >= 0].min()
     outermost = np.array([p < 0 or kinds[p] != "operator" for p in parents])
-    updates = first & outermost & (kinds == "operator") & np.char.startswith(names.astype(str), "adam_")
+    updates = (
+        first & outermost & (kinds == "operator") & np.char.startswith(names.astype(str), "adam_")
+    )
     assert int(updates.sum()) == len(trainable)
 
     measured = next(f for f in run.advise(measure=True) if f.id == "optimizer")
@@ -316,7 +327,10 @@ def test_paddle_measure_replays_the_parameters_recorded_with_the_model(paddle_ad
     # a class without a multi-tensor implementation is not replayed
     pm = get_plugin_manager()
     modelled.evidence["optimizer_class"] = "SGD"
-    assert pm.hook.perfkit_measure_saving(finding=modelled, framework="paddle") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "paddle", pm)(finding=modelled, framework="paddle")
+        is None
+    )
 
 
 def test_paddle_optimizer_without_the_model_keeps_its_model(tmp_path):
@@ -485,8 +499,13 @@ def test_receiving_a_batch_costs_what_the_training_machine_timed_or_the_hand_ove
     )
     assert run_loader_receive_cost(run({"loader_receive_ns": 0}), 0.5e6) == (0.0, RECEIVE_TIMED)
     # else, or when what was saved is not a number of 0 or more, the hand-over's own cost
-    for record in ({}, {"loader_receive_ns": math.nan}, {"loader_receive_ns": -1.0},
-                   {"loader_receive_ns": "1 ms"}, {"loader_receive_ns": True}):
+    for record in (
+        {},
+        {"loader_receive_ns": math.nan},
+        {"loader_receive_ns": -1.0},
+        {"loader_receive_ns": "1 ms"},
+        {"loader_receive_ns": True},
+    ):
         assert run_loader_receive_cost(run(record), 0.5e6) == (0.5e6, RECEIVE_AS_SENDING), record
 
 
@@ -979,7 +998,9 @@ def test_loader_cores_take_the_process_cpu_where_the_idle_ticks_are_too_coarse()
         assert f"could be {coarse:.2f} cores off" in how and "other work" in how
     # fine enough: other work that took what the process left lowers it ...
     free, how = loader_cores(_timer_run(record(0.1, fine)), thread_cores=0.33)
-    assert free == 0.0 and "0.10 cores idle" in how and "(other work took 0.65 of the 0.75 the" in how
+    assert (
+        free == 0.0 and "0.10 cores idle" in how and "(other work took 0.65 of the 0.75 the" in how
+    )
     # ... and more idle than the process left, or fewer by no more than the ticks' error, is
     # the process's figure
     for idle in (1.9, 0.75 - fine / 2):
@@ -1343,7 +1364,9 @@ def test_measure_times_handing_a_batch_over():
     finding = SimpleNamespace(rule="input-pipeline", evidence=dict(evidence))
     pm = get_plugin_manager()
     strategy = torch.multiprocessing.get_sharing_strategy()
-    result = pm.hook.perfkit_measure_saving(finding=finding, framework="torch")
+    result = framework_hook("perfkit_measure_saving", "torch", pm)(
+        finding=finding, framework="torch"
+    )
     # the worker handed batches over under the remedy's strategy; this process's is as it was
     assert torch.multiprocessing.get_sharing_strategy() == strategy
     assert "under the file_system sharing strategy, which the remedy sets" in result["estimate"]
@@ -1369,8 +1392,14 @@ def test_measure_times_handing_a_batch_over():
     # Nothing to replay without the recorded loading time; a Paddle run's replay is Paddle's
     # loader (below), and a run of a framework no adapter replays keeps its model.
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
-    assert pm.hook.perfkit_measure_saving(finding=empty, framework="torch") is None
-    assert pm.hook.perfkit_measure_saving(finding=finding, framework="jax") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "torch", pm)(finding=empty, framework="torch")
+        is None
+    )
+    assert (
+        framework_hook("perfkit_measure_saving", "jax", pm)(finding=finding, framework="jax")
+        is None
+    )
 
 
 def test_paddle_measure_times_its_loaders_costs():
@@ -1399,7 +1428,9 @@ def test_paddle_measure_times_its_loaders_costs():
     import multiprocessing
 
     children = set(multiprocessing.active_children())
-    result = pm.hook.perfkit_measure_saving(finding=finding, framework="paddle")
+    result = framework_hook("perfkit_measure_saving", "paddle", pm)(
+        finding=finding, framework="paddle"
+    )
     # the replay's worker is stopped: a persistent one would live until the program's exit
     assert set(multiprocessing.active_children()) <= children
     ev = result["evidence"]
@@ -1429,11 +1460,13 @@ def test_paddle_measure_times_its_loaders_costs():
     assert "within_error" not in result
     assert ("as much CPU time as the loading thread ran" in result["estimate"]) is capped
     assert f"every {batch_ns / 1e6:.3f} ms" in result["estimate"]
-    assert f"Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms" in (
-        result["estimate"]
+    assert (
+        f"Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms"
+        in (result["estimate"])
     )
-    assert f"({rest / 1e6:.3f}{_factors(*slowdowns)[0]} + {receive_ns / 1e6:.3f} ms)" in (
-        result["estimate"]
+    assert (
+        f"({rest / 1e6:.3f}{_factors(*slowdowns)[0]} + {receive_ns / 1e6:.3f} ms)"
+        in (result["estimate"])
     )
     replayed = "on this machine by perfkit advise --measure"
     assert _slowdown_said(*slowdowns, "paddle", replayed) in result["estimate"]
@@ -1443,7 +1476,7 @@ def test_paddle_measure_times_its_loaders_costs():
         rule="input-pipeline",
         evidence={"loading_per_step_ns": 3e6, "rest_per_step_ns": 4e6, "free_cores": 1.0},
     )
-    only = pm.hook.perfkit_measure_saving(finding=plain, framework="paddle")
+    only = framework_hook("perfkit_measure_saving", "paddle", pm)(finding=plain, framework="paddle")
     assert "replay_thread_op_ns" not in only["evidence"]
     assert "within_error" not in only and "handovers_capped" not in only["evidence"]  # no split
     assert only["saving_ns"] == pytest.approx(
@@ -1459,13 +1492,25 @@ def test_paddle_measure_times_its_loaders_costs():
     )
     # nothing to replay for other rules, for runs of other frameworks, or without the figures
     other = SimpleNamespace(rule="optimizer", evidence={})
-    assert pm.hook.perfkit_measure_saving(finding=other, framework="paddle") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "paddle", pm)(finding=other, framework="paddle")
+        is None
+    )
     # no core free: the model's "no saving" stands, and nothing is replayed
     busy = SimpleNamespace(rule="input-pipeline", evidence={**evidence, "free_cores": 0.0})
-    assert pm.hook.perfkit_measure_saving(finding=busy, framework="paddle") is None
-    assert pm.hook.perfkit_measure_saving(finding=busy, framework="torch") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "paddle", pm)(finding=busy, framework="paddle")
+        is None
+    )
+    assert (
+        framework_hook("perfkit_measure_saving", "torch", pm)(finding=busy, framework="torch")
+        is None
+    )
     empty = SimpleNamespace(rule="input-pipeline", evidence={})
-    assert pm.hook.perfkit_measure_saving(finding=empty, framework="paddle") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "paddle", pm)(finding=empty, framework="paddle")
+        is None
+    )
 
 
 def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
@@ -1945,7 +1990,9 @@ def test_paddle_optimizer_beside_a_loading_thread_counts_the_hand_overs_it_remov
         & (run.events["stream"].to_numpy() < 0)
         & (run.events["step"].to_numpy() >= 0)
     )
-    outermost = [i for i in np.flatnonzero(counted) if parents[i] < 0 or kinds[parents[i]] != "operator"]
+    outermost = [
+        i for i in np.flatnonzero(counted) if parents[i] < 0 or kinds[parents[i]] != "operator"
+    ]
     ops = len(outermost) / int((kinds == "step").sum())
     assert ev["training_ops_per_step"] == pytest.approx(ops)
     if "input-pipeline" in modelled:  # one figure, one meaning
@@ -1961,7 +2008,10 @@ def test_paddle_optimizer_beside_a_loading_thread_counts_the_hand_overs_it_remov
     m = measured["optimizer"].evidence
     op_ns = m["replay_thread_op_ns"]
     assert op_ns >= 0
-    if "replay_thread_op_ns" in measured.get("input-pipeline", SimpleNamespace(evidence={})).evidence:
+    if (
+        "replay_thread_op_ns"
+        in measured.get("input-pipeline", SimpleNamespace(evidence={})).evidence
+    ):
         # the two findings' replays of the cost per op are one
         assert measured["input-pipeline"].evidence["replay_thread_op_ns"] == op_ns
     from perfkit_core.advice.loader import LOADING_OP_SHARE

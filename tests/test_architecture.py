@@ -327,3 +327,34 @@ def test_report_tables_are_the_comparison_views_and_advice() -> None:
 
     assert (*VIEWS, "advice") == REPORT_VIEWS
     assert set(DEFAULT_COMPARISON_VIEWS) <= set(REPORT_VIEWS)
+
+
+def framework_tests_in_hookimpls() -> list[str]:
+    """``module.function`` of every adapter hook implementation whose body compares its
+    ``framework`` argument (``==``, ``!=``, ``in``, ``not in``)."""
+    found = []
+    for package in PACKAGES[1:]:
+        path = REPO / package / "plugin.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or "framework" not in {
+                a.arg for a in node.args.args
+            }:
+                continue
+            if not any("hookimpl" in ast.unparse(d) for d in node.decorator_list):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Compare) and any(
+                    isinstance(n, ast.Name) and n.id == "framework"
+                    for n in [inner.left, *inner.comparators]
+                ):
+                    found.append(f"{package}.plugin.{node.name}")
+    return found
+
+
+def test_no_hookimpl_tests_its_framework() -> None:
+    """Each adapter names its frameworks once (``PERFKIT_FRAMEWORKS``) and the core reaches its
+    hooks only for those (``perfkit_core.plugins.framework_hook``)."""
+    assert framework_tests_in_hookimpls() == []
+    for package in PACKAGES[1:]:
+        plugin = importlib.import_module(f"{package}.plugin")
+        assert plugin.PERFKIT_FRAMEWORKS, package

@@ -26,6 +26,7 @@ import pytest
 import perfkit_core
 from perfkit_core import TraceError
 from perfkit_core.cli import main
+from perfkit_core.plugins import framework_hook
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "mindspore"
@@ -256,7 +257,7 @@ def test_perfkit_info_names_the_adapter():
 def test_remedies_in_mindspores_terms():
     from perfkit_core.advice import Finding
 
-    hook = perfkit_core.get_plugin_manager().hook.perfkit_remedy
+    hook = framework_hook("perfkit_remedy", "mindspore")
 
     def remedy(rule: str) -> str:
         finding = Finding(id=rule, title="", severity="info", saving_ns=0.0, rule=rule)

@@ -17,7 +17,7 @@ import pluggy
 import pytest
 
 import perfkit_core
-from perfkit_core.plugins import hookimpl, hookspecs
+from perfkit_core.plugins import framework_hook, hookimpl, hookspecs
 from perfkit_core.plugins import manager as plugins
 
 HOOKS = [
@@ -432,11 +432,13 @@ def test_remedy_hook_gives_framework_code():
 
     pm = plugins.get_plugin_manager()
     finding = Finding(id="amp", title="t", severity="high", saving_ns=1.0, rule="amp")
-    torch_text = pm.hook.perfkit_remedy(finding=finding, framework="torch")
-    paddle_text = pm.hook.perfkit_remedy(finding=finding, framework="paddle")
+    torch_text = framework_hook("perfkit_remedy", "torch", pm)(finding=finding, framework="torch")
+    paddle_text = framework_hook("perfkit_remedy", "paddle", pm)(
+        finding=finding, framework="paddle"
+    )
     assert "torch.autocast" in torch_text
     assert "paddle.amp.auto_cast" in paddle_text
-    assert pm.hook.perfkit_remedy(finding=finding, framework="mxnet") is None
+    assert framework_hook("perfkit_remedy", "mxnet", pm)(finding=finding, framework="mxnet") is None
 
 
 def test_phase_timers_hook_is_the_adapters():
@@ -482,8 +484,13 @@ def test_loader_batch_ns_hook_is_the_runs_adapters():
 
     pm = plugins.get_plugin_manager()
     if "torch" in sys.modules:
-        assert pm.hook.perfkit_loader_batch_ns(framework="torch") > 0
-    assert pm.hook.perfkit_loader_batch_ns(framework="no such framework") is None
+        assert framework_hook("perfkit_loader_batch_ns", "torch", pm)(framework="torch") > 0
+    assert (
+        framework_hook("perfkit_loader_batch_ns", "no such framework", pm)(
+            framework="no such framework"
+        )
+        is None
+    )
 
     for answer, expected in (
         (250_000, 250_000.0),
@@ -510,9 +517,14 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
 
     pm = plugins.get_plugin_manager()
     if "paddle" in sys.modules:
-        assert pm.hook.perfkit_loader_receive_ns(framework="paddle") >= 0
-    assert pm.hook.perfkit_loader_receive_ns(framework="torch") is None
-    assert pm.hook.perfkit_loader_receive_ns(framework="no such framework") is None
+        assert framework_hook("perfkit_loader_receive_ns", "paddle", pm)(framework="paddle") >= 0
+    assert framework_hook("perfkit_loader_receive_ns", "torch", pm)(framework="torch") is None
+    assert (
+        framework_hook("perfkit_loader_receive_ns", "no such framework", pm)(
+            framework="no such framework"
+        )
+        is None
+    )
 
     for answer, expected in (
         (900_000, 900_000.0),
@@ -544,9 +556,14 @@ def test_thread_op_ns_hook_is_the_runs_adapters():
 
     pm = plugins.get_plugin_manager()
     if "paddle" in sys.modules:
-        assert pm.hook.perfkit_thread_op_ns(framework="paddle") >= 0
-    assert pm.hook.perfkit_thread_op_ns(framework="torch") is None
-    assert pm.hook.perfkit_thread_op_ns(framework="no such framework") is None
+        assert framework_hook("perfkit_thread_op_ns", "paddle", pm)(framework="paddle") >= 0
+    assert framework_hook("perfkit_thread_op_ns", "torch", pm)(framework="torch") is None
+    assert (
+        framework_hook("perfkit_thread_op_ns", "no such framework", pm)(
+            framework="no such framework"
+        )
+        is None
+    )
 
     for answer, expected in (
         (21_000, 21_000.0),
@@ -581,10 +598,17 @@ def test_corun_slowdowns_hook_is_the_runs_adapters():
     for framework in ("torch", "paddle"):
         if framework in sys.modules:
             children = set(multiprocessing.active_children())
-            training, loading = pm.hook.perfkit_corun_slowdowns(framework=framework)
+            training, loading = framework_hook("perfkit_corun_slowdowns", framework, pm)(
+                framework=framework
+            )
             assert training >= 1.0 and loading >= 1.0, framework
             assert set(multiprocessing.active_children()) <= children
-    assert pm.hook.perfkit_corun_slowdowns(framework="no such framework") is None
+    assert (
+        framework_hook("perfkit_corun_slowdowns", "no such framework", pm)(
+            framework="no such framework"
+        )
+        is None
+    )
 
     for answer, expected in (
         ((1.3, 1.75), {"training_slowdown": 1.3, "loading_slowdown": 1.75}),
@@ -617,9 +641,14 @@ def test_eager_pass_ns_hook_is_the_runs_adapters():
 
     pm = plugins.get_plugin_manager()
     if "torch" in sys.modules:
-        assert pm.hook.perfkit_eager_pass_ns(framework="torch") > 0
-    assert pm.hook.perfkit_eager_pass_ns(framework="paddle") is None
-    assert pm.hook.perfkit_eager_pass_ns(framework="no such framework") is None
+        assert framework_hook("perfkit_eager_pass_ns", "torch", pm)(framework="torch") > 0
+    assert framework_hook("perfkit_eager_pass_ns", "paddle", pm)(framework="paddle") is None
+    assert (
+        framework_hook("perfkit_eager_pass_ns", "no such framework", pm)(
+            framework="no such framework"
+        )
+        is None
+    )
 
     for answer, expected in (
         (150_000, 150_000.0),
@@ -649,22 +678,32 @@ def test_measure_saving_hook_is_the_adapters():
         id="optimizer", title="t", severity="", saving_ns=1.0, rule="optimizer", evidence=evidence
     )
     if importlib.util.find_spec("torch") is not None:
-        result = pm.hook.perfkit_measure_saving(finding=finding, framework="torch")
+        result = framework_hook("perfkit_measure_saving", "torch", pm)(
+            finding=finding, framework="torch"
+        )
         assert result["evidence"]["replay_option"] == "fused=True"
         assert result["saving_ns"] == max(
             result["evidence"]["replay_loop_ns"] - result["evidence"]["replay_remedy_ns"], 0.0
         )
-    assert pm.hook.perfkit_measure_saving(finding=finding, framework="mxnet") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "mxnet", pm)(finding=finding, framework="mxnet")
+        is None
+    )
     finding.rule = "amp"
-    assert pm.hook.perfkit_measure_saving(finding=finding, framework="torch") is None
+    assert (
+        framework_hook("perfkit_measure_saving", "torch", pm)(finding=finding, framework="torch")
+        is None
+    )
 
 
 def test_layer_spans_fix_hook_names_each_frameworks_way():
     pm = plugins.get_plugin_manager()
-    torch_text = pm.hook.perfkit_layer_spans_fix(framework="torch")
+    torch_text = framework_hook("perfkit_layer_spans_fix", "torch", pm)(framework="torch")
     assert "perfkit_torch.on_trace_ready" in torch_text and "layers=False" in torch_text
-    assert "paddle.nn.Layer" in pm.hook.perfkit_layer_spans_fix(framework="paddle")
-    assert pm.hook.perfkit_layer_spans_fix(framework="mxnet") is None
+    assert "paddle.nn.Layer" in framework_hook("perfkit_layer_spans_fix", "paddle", pm)(
+        framework="paddle"
+    )
+    assert framework_hook("perfkit_layer_spans_fix", "mxnet", pm)(framework="mxnet") is None
 
     class Mx:
         @hookimpl
@@ -674,22 +713,43 @@ def test_layer_spans_fix_hook_names_each_frameworks_way():
     plugin = Mx()
     pm.register(plugin)
     try:
-        assert pm.hook.perfkit_layer_spans_fix(framework="mxnet").startswith("wrap each block")
+        assert framework_hook("perfkit_layer_spans_fix", "mxnet", pm)(framework="mxnet").startswith(
+            "wrap each block"
+        )
     finally:
         pm.unregister(plugin)
 
 
 def test_op_family_hook_maps_names():
     pm = plugins.get_plugin_manager()
-    assert pm.hook.perfkit_op_family(name="aten::addmm", framework="torch") == "matmul"
-    assert pm.hook.perfkit_op_family(name="AddmmBackward0", framework="torch") == "matmul"
-    assert pm.hook.perfkit_op_family(name="matmul dygraph", framework="paddle") == "matmul"
-    assert pm.hook.perfkit_op_family(name="Global_MatmulGradNode", framework="paddle") == "matmul"
     assert (
-        pm.hook.perfkit_op_family(name="cross_entropy_with_softmax dygraph", framework="paddle")
+        framework_hook("perfkit_op_family", "torch", pm)(name="aten::addmm", framework="torch")
+        == "matmul"
+    )
+    assert (
+        framework_hook("perfkit_op_family", "torch", pm)(name="AddmmBackward0", framework="torch")
+        == "matmul"
+    )
+    assert (
+        framework_hook("perfkit_op_family", "paddle", pm)(name="matmul dygraph", framework="paddle")
+        == "matmul"
+    )
+    assert (
+        framework_hook("perfkit_op_family", "paddle", pm)(
+            name="Global_MatmulGradNode", framework="paddle"
+        )
+        == "matmul"
+    )
+    assert (
+        framework_hook("perfkit_op_family", "paddle", pm)(
+            name="cross_entropy_with_softmax dygraph", framework="paddle"
+        )
         == "loss"
     )
-    assert pm.hook.perfkit_op_family(name="aten::add", framework="mxnet") is None
+    assert (
+        framework_hook("perfkit_op_family", "mxnet", pm)(name="aten::add", framework="mxnet")
+        is None
+    )
 
 
 def test_trace_rank_hook_picks_the_file_of_a_rank(tmp_path, traces_dir):
@@ -740,11 +800,25 @@ def test_canonical_op_hook_lines_up_frameworks():
         ),
     ]
     for torch_name, _, paddle_name, _, canonical in same:
-        assert pm.hook.perfkit_canonical_op(name=torch_name, framework="torch") == canonical
-        assert pm.hook.perfkit_canonical_op(name=paddle_name, framework="paddle") == canonical
+        assert (
+            framework_hook("perfkit_canonical_op", "torch", pm)(name=torch_name, framework="torch")
+            == canonical
+        )
+        assert (
+            framework_hook("perfkit_canonical_op", "paddle", pm)(
+                name=paddle_name, framework="paddle"
+            )
+            == canonical
+        )
     # Names already canonical once undecorated are left to the core; other frameworks to others.
-    assert pm.hook.perfkit_canonical_op(name="aten::relu", framework="torch") is None
-    assert pm.hook.perfkit_canonical_op(name="aten::max_pool2d", framework="jax") is None
+    assert (
+        framework_hook("perfkit_canonical_op", "torch", pm)(name="aten::relu", framework="torch")
+        is None
+    )
+    assert (
+        framework_hook("perfkit_canonical_op", "jax", pm)(name="aten::max_pool2d", framework="jax")
+        is None
+    )
     assert Resolver("torch").op("aten::addmm") == Resolver("paddle").op("matmul dygraph", "linear")
     # A bias add inside a conv layer counts as the conv; outside, as an add.
     assert Resolver("paddle").op("add dygraph", "conv2d") == "conv"
@@ -944,3 +1018,38 @@ def test_op_cost_hook_gives_a_custom_ops_formula(tmp_path):
     view = perfkit_core.load(path).summary("roofline").set_index("name")
     assert "mylib::fused_gelu" not in view.index
     assert view.loc["aten::mm", "gflops"] * 1e9 == 2 * 8 * 4 * 64
+
+
+def test_a_framework_hook_reaches_its_adapters_and_the_plugins_that_name_none():
+    """An adapter's hook answers only for the frameworks it names; a plugin that names none
+    (a third-party adapter testing ``framework`` itself) is still asked."""
+    from perfkit_core.advice import Finding
+    from perfkit_core.plugins import framework_hook, get_plugin_manager
+
+    pm = get_plugin_manager()
+    finding = Finding(id="optimizer", title="", severity="low", saving_ns=0.0, rule="optimizer")
+    torch_text = framework_hook("perfkit_remedy", "torch", pm)(finding=finding, framework="torch")
+    assert "fused=True" in torch_text
+    # the torch adapter no longer tests the argument: only the dispatch keeps it out
+    assert (
+        framework_hook("perfkit_remedy", "jax", pm)(finding=finding, framework="jax") != torch_text
+    )
+
+    class ThirdParty:
+        @hookimpl
+        def perfkit_remedy(self, finding, framework):
+            return "mx.fuse()" if framework == "mxnet" else None
+
+    plugin = ThirdParty()
+    pm.register(plugin)
+    try:
+        assert (
+            framework_hook("perfkit_remedy", "mxnet", pm)(finding=finding, framework="mxnet")
+            == "mx.fuse()"
+        )
+        assert (
+            framework_hook("perfkit_remedy", "torch", pm)(finding=finding, framework="torch")
+            == torch_text
+        )
+    finally:
+        pm.unregister(plugin)

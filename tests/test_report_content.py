@@ -17,6 +17,7 @@ from perfkit_core.advice.loader import LOADER_BATCH_NS
 from perfkit_core.advice.text import duration_text
 from perfkit_core.cli import main
 from perfkit_core.events.intervals import merge_intervals
+from perfkit_core.plugins import framework_hook
 from perfkit_core.report import build_report, render
 from tests.peer_definitions import read_events, tb_steps
 
@@ -99,9 +100,13 @@ def test_ampere_and_newer_amp_advice_is_bf16_and_tf32(cc, wanted, unwanted):
     from perfkit_core.plugins import get_plugin_manager
 
     finding = Finding("amp", "t", "high", 1.0, evidence={"compute_capability": cc}, rule="amp")
-    text = get_plugin_manager().hook.perfkit_remedy(finding=finding, framework="torch")
+    text = framework_hook("perfkit_remedy", "torch", get_plugin_manager())(
+        finding=finding, framework="torch"
+    )
     assert wanted in text and unwanted not in text
-    paddle = get_plugin_manager().hook.perfkit_remedy(finding=finding, framework="paddle")
+    paddle = framework_hook("perfkit_remedy", "paddle", get_plugin_manager())(
+        finding=finding, framework="paddle"
+    )
     assert "bfloat16" in paddle
 
 

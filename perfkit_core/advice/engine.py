@@ -32,7 +32,7 @@ from perfkit_core.advice.combine import (
 from perfkit_core.advice.finding import Finding
 from perfkit_core.events.intervals import step_window
 from perfkit_core.events.steady import steady_run
-from perfkit_core.plugins import get_plugin_manager, registrations
+from perfkit_core.plugins import framework_hook, get_plugin_manager, registrations
 from perfkit_core.views.registry import shared_views
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ def advise_rank(
                 finding.evidence.setdefault("step_time_ns", ctx.step_ns)
                 finding.evidence.setdefault("steps", ctx.steps)
                 findings.append(finding)
-    hook = pm.hook.perfkit_remedy
+    hook = framework_hook("perfkit_remedy", ctx.framework, pm)
     for finding in findings:
         if not finding.remedy:
             finding.remedy = hook(finding=finding, framework=ctx.framework) or GENERIC_REMEDIES.get(
@@ -302,7 +302,8 @@ def measure_saving(finding: Finding, ctx: Context, pm: pluggy.PluginManager) -> 
     """Replace ``finding``'s modelled saving by the one the run's adapter measures by a replay
     (``perfkit_measure_saving``), when it can; the modelled one stays in
     ``evidence["modelled_saving_ns"]``."""
-    result = pm.hook.perfkit_measure_saving(finding=finding, framework=ctx.framework)
+    measure = framework_hook("perfkit_measure_saving", ctx.framework, pm)
+    result = measure(finding=finding, framework=ctx.framework)
     if not isinstance(result, dict) or "saving_ns" not in result:
         return
     saving = float(result["saving_ns"])
@@ -361,7 +362,7 @@ def advise_job(
             finding.evidence.setdefault("step_time_ns", step_ns)
             finding.evidence.setdefault("steps", ctx.steps)
             if not finding.remedy:
-                finding.remedy = pm.hook.perfkit_remedy(
+                finding.remedy = framework_hook("perfkit_remedy", ctx.framework, pm)(
                     finding=finding, framework=ctx.framework
                 ) or GENERIC_REMEDIES.get(finding.rule, "")
             cross.append(finding)

@@ -69,10 +69,10 @@ def corun_slowdowns(framework: str) -> dict[str, float]:
     (``perfkit_corun_slowdowns``), under their record keys (``training_slowdown``,
     ``loading_slowdown``); empty when no adapter could, or it gave anything but two finite
     numbers of at least 1."""
-    from perfkit_core.plugins import get_plugin_manager
+    from perfkit_core.plugins import framework_hook
 
     try:
-        found = get_plugin_manager().hook.perfkit_corun_slowdowns(framework=framework)
+        found = framework_hook("perfkit_corun_slowdowns", framework)(framework=framework)
     except Exception:  # timing a cost must never lose the step times
         return {}
     if not isinstance(found, (tuple, list)) or len(found) != 2:
@@ -116,10 +116,10 @@ def loader_costs_here(framework: str, thread: bool = False) -> dict[str, float]:
 def _timed_cost(hook: str, framework: str) -> float | None:
     """What the adapters' ``hook`` (a ``firstresult`` hook taking ``framework``) gave, as a
     finite number; None for no answer, an error or anything else."""
-    from perfkit_core.plugins import get_plugin_manager
+    from perfkit_core.plugins import framework_hook
 
     try:
-        found = getattr(get_plugin_manager().hook, hook)(framework=framework)
+        found = framework_hook(hook, framework)(framework=framework)
     except Exception:  # timing a cost must never lose the step times
         return None
     return finite_number(found)

@@ -22,7 +22,7 @@ import numpy as np
 
 from perfkit_core.comparison.keys import TOTAL, slice_keys
 from perfkit_core.comparison.rows import layers_by_phase, per_step_values, runs_without_layers
-from perfkit_core.plugins import get_plugin_manager
+from perfkit_core.plugins import framework_hook
 from perfkit_core.views.attribution import PHASES, UNATTRIBUTED
 
 if TYPE_CHECKING:
@@ -44,10 +44,13 @@ def missing_layers_line(comparison: Comparison) -> str:
     missing = runs_without_layers(comparison)
     if not missing:
         return ""
-    hook = get_plugin_manager().hook.perfkit_layer_spans_fix
     parts = []
     for i in missing:
-        fix = hook(framework=comparison.runs[i].framework) or NO_LAYERS_GENERIC
+        framework = comparison.runs[i].framework
+        fix = (
+            framework_hook("perfkit_layer_spans_fix", framework)(framework=framework)
+            or NO_LAYERS_GENERIC
+        )
         parts.append(f"{comparison.labels[i]} recorded no layer spans (to record them: {fix})")
     return "layers not compared, rows by phase: " + "; ".join(parts)
 

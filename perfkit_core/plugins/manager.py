@@ -120,6 +120,38 @@ _registries: weakref.WeakKeyDictionary[pluggy.PluginManager, dict[str, tuple[Any
 _registries_lock = threading.Lock()
 
 
+#: The attribute of an adapter's plugin (its module) naming the frameworks it answers for: the
+#: hooks that take ``framework`` reach it only for those (``framework_hook``).
+FRAMEWORKS_ATTR = "PERFKIT_FRAMEWORKS"
+
+
+def plugin_frameworks(plugin: object) -> tuple[str, ...] | None:
+    """The frameworks ``plugin`` answers for (its ``PERFKIT_FRAMEWORKS``), or None when it
+    names none: a plugin that answers for every framework, or tests ``framework`` itself."""
+    named = getattr(plugin, FRAMEWORKS_ATTR, None)
+    if named is None:
+        return None
+    return (named,) if isinstance(named, str) else tuple(str(f) for f in named)
+
+
+def framework_hook(name: str, framework: str, pm: pluggy.PluginManager | None = None) -> Any:
+    """The caller of hook ``name`` (one that takes ``framework``) that reaches only the
+    plugins answering for ``framework``: an adapter whose ``PERFKIT_FRAMEWORKS`` names it, and
+    every plugin that names no framework. So an adapter's hook implementations answer for
+    their own framework without testing the argument, while a third-party adapter written
+    against the hook's signature alone, testing ``framework`` itself, still works. Call it as
+    the hook: ``framework_hook("perfkit_remedy", "torch")(finding=f, framework="torch")``."""
+    pm = pm or get_plugin_manager()
+    others = [
+        plugin
+        for plugin in pm.get_plugins()
+        if (named := plugin_frameworks(plugin)) is not None and framework not in named
+    ]
+    if not others:
+        return getattr(pm.hook, name)
+    return pm.subset_hook_caller(name, remove_plugins=others)
+
+
 def registrations(pm: pluggy.PluginManager, hook_name: str) -> dict[str, tuple[Any, ...]]:
     """Return what the plugins of ``pm`` register through the collection hook ``hook_name``.
 

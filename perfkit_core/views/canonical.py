@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfkit_core.plugins import get_plugin_manager
+from perfkit_core.plugins import framework_hook
 from perfkit_core.views.family_rules import base_name, family_of, is_gradient, snake
 
 __all__ = [
@@ -250,9 +250,8 @@ class Resolver:
         self.op_map = op_map or OpMap()
         self._ops: dict[tuple[str, str | None], str] = {}
         self._families: dict[str, str] = {}
-        hooks = get_plugin_manager().hook
-        self._canonical_hook = hooks.perfkit_canonical_op
-        self._family_hook = hooks.perfkit_op_family
+        self._canonical_hook = framework_hook("perfkit_canonical_op", framework)
+        self._family_hook = framework_hook("perfkit_op_family", framework)
 
     def op(self, name: str, layer: str | None = None) -> str:
         """The canonical op of native op ``name`` run inside a layer of type ``layer``."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from perfkit_core.events import links
 from perfkit_core.events.schema import str_values
-from perfkit_core.plugins import get_plugin_manager
+from perfkit_core.plugins import framework_hook
 from perfkit_core.views.callcodes import Calls, call_ids, distinct_rows
 from perfkit_core.views.kernels import tensor_core_kernels
 from perfkit_core.views.opcost import OpCost
@@ -191,8 +191,8 @@ def _run_costs(run: Run) -> RunCosts:
     st = structure(run)
     parent = ev["parent"].to_numpy()
     ops = np.flatnonzero(st.host & (st.kind == "operator"))
-    hook = get_plugin_manager().hook.perfkit_op_cost
     framework = run.framework
+    hook = framework_hook("perfkit_op_cost", framework)
     columns = ("name", "input_shapes", "input_dtypes", "input_values", "stack")
     codes: list[np.ndarray] = []
     texts: list[list[str]] = []
