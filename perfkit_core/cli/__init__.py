@@ -169,8 +169,10 @@ def report(
     the scheduler given by --scheduler or DASK_SCHEDULER_ADDRESS, else on a local cluster of
     worker processes started and closed here.
     """
+    from perfkit_core.events.loading import load
+    from perfkit_core.events.ranks import require_rank
     from perfkit_core.jobs import DEFAULT_JOB_VIEWS, analyse_job, is_job
-    from perfkit_core.jobs.job import load_run
+    from perfkit_core.jobs.inputs import load_job_rank
     from perfkit_core.report.headline import HEADLINE_VIEWS
     from perfkit_core.report.model import build_report
     from perfkit_core.views import get_view
@@ -213,7 +215,13 @@ def report(
             notify=_notify,
         )
     else:
-        source = load_run(path, rank)
+        # one trace or saved run goes events -> views -> advice -> report; only one rank of
+        # a job's folder is read through the job's own inputs
+        source = (
+            load_job_rank(path, rank)
+            if rank is not None and is_job(path)
+            else require_rank(load(path), rank, path)
+        )
         if save_to is not None:
             source.save(save_to)
     report_model = build_report(
@@ -276,8 +284,8 @@ def advise(
     """Print what to change, most valuable first: each finding in a few lines (its saving and
     how sure it is, the evidence that carries it, the remedy); --explain prints it whole."""
     from perfkit_core.advice.engine import advice_note
+    from perfkit_core.events.loading import load
     from perfkit_core.jobs import analyse_job, is_job
-    from perfkit_core.jobs.job import load_run
     from perfkit_core.report.finding_summary import finding_json
     from perfkit_core.report.json import dumps
     from perfkit_core.report.text import render_findings
@@ -293,7 +301,7 @@ def advise(
         )
         findings = job.advise(rules=chosen)
     else:
-        run = load_run(path, None)
+        run = load(path)
         findings = run.advise(rules=chosen, measure=measure, steady=not all_steps)
         note = advice_note(run, steady=not all_steps)
     text = (

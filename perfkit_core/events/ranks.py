@@ -57,6 +57,19 @@ def take_rows(events: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(data, copy=False)
 
 
+def require_rank(run: Run, rank: int | None, path: object) -> Run:
+    """``run`` (read from ``path``) when ``rank`` is None or a rank it holds; else
+    ``OptionError`` naming the ranks it holds."""
+    from perfkit_core.errors import OptionError
+
+    ranks = [int(r) for r in run.meta.get("ranks", [])]
+    if rank is not None and rank not in ranks:
+        raise OptionError(
+            f"--rank {rank}: {path} holds rank(s) {', '.join(map(str, ranks)) or 'none'}"
+        )
+    return run
+
+
 def rank_run(run: Run, rank: int) -> Run:
     """Return the ``Run`` of one rank of ``run`` (``run`` itself when it holds only that rank).
 

@@ -106,15 +106,9 @@ def load_job_rank(path: str | os.PathLike[str], rank: int) -> Any:
 def load_run(path: str | os.PathLike[str], rank: int | None) -> Any:
     """The run at ``path`` read in this process; with ``rank``, only that rank (of a job: its
     file alone, ``load_job_rank``). Raises ``OptionError`` when the run holds no rank ``rank``."""
-    from perfkit_core.errors import OptionError
     from perfkit_core.events.loading import load
+    from perfkit_core.events.ranks import require_rank
 
     if rank is not None and is_job(path):
         return load_job_rank(path, rank)
-    run = load(path)
-    ranks = [int(r) for r in run.meta.get("ranks", [])]
-    if rank is not None and rank not in ranks:
-        raise OptionError(
-            f"--rank {rank}: {path} holds rank(s) {', '.join(map(str, ranks)) or 'none'}"
-        )
-    return run
+    return require_rank(load(path), rank, path)
