@@ -30,6 +30,7 @@ from perfkit_core.advice.combine import (
     severity,
 )
 from perfkit_core.advice.finding import Finding
+from perfkit_core.events.facts import has_device
 from perfkit_core.events.intervals import step_window
 from perfkit_core.events.steady import steady_run
 from perfkit_core.plugins import framework_hook, get_plugin_manager, registrations
@@ -162,7 +163,7 @@ def make_context(run: Run) -> Context:
         run=run,
         step_ns=total / max(steps, 1),
         steps=steps,
-        has_device=bool((ev["stream"].to_numpy() >= 0).any()),
+        has_device=has_device(run),
         framework=run.framework,
         devices=[d for d in devices if isinstance(d, dict)],
         total_ns=total,
@@ -341,7 +342,7 @@ def advise_job(
         ranks=ranks,
         step_ns=step_ns,
         steps=int(statistics.median([steps[r][1] for r in ranks])) if ranks else 1,
-        has_device=_has_device(job),
+        has_device=has_device(job),
         framework=str(job.meta.get("framework") or ""),
     )
     superseded: set[str] = set()
@@ -370,14 +371,6 @@ def advise_job(
     findings = merge_rank_findings(kept, step_ns) + cross
     findings.sort(key=advice_order)
     return findings
-
-
-def _has_device(job: Any) -> bool:
-    """Whether a run (from its events) or an analysed job (``has_device``) recorded device work."""
-    events = getattr(job, "events", None)
-    if events is not None:
-        return bool((events["stream"].to_numpy() >= 0).any())
-    return bool(getattr(job, "has_device", False))
 
 
 def merge_rank_findings(per_rank: dict[int, list[Finding]], step_ns: float) -> list[Finding]:

@@ -49,6 +49,7 @@ from perfkit_core.comparison.statistics import (
     difference_of_medians,
     ratio_of_medians,
 )
+from perfkit_core.events.facts import has_device
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -207,7 +208,7 @@ def delivered_interval(
 
 def device_paced(run: Run) -> bool:
     """Whether the run recorded device work, whose time the machine's CPU pace does not set."""
-    return bool((run.events["stream"].to_numpy() >= 0).any())
+    return has_device(run)
 
 
 def measured_key(finding: Any, later: Any) -> str | None:

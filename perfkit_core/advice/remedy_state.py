@@ -33,6 +33,7 @@ from perfkit_core.advice.engine import make_context
 from perfkit_core.advice.loader_workers import multi_process_names, timed_workers
 from perfkit_core.advice.rules.cpu import outermost_ops
 from perfkit_core.advice.rules.optimizer import optimizer_class
+from perfkit_core.events.facts import has_device
 from perfkit_core.views.common import names_of_kind
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def compile_state(run: Run) -> str | None:
 def graph_state(run: Run) -> str | None:
     """``CUDA graphs`` when the run launched graphs (``cudaGraphLaunch``), else ``eager``; None
     for a run without device work."""
-    if not (run.events["stream"].to_numpy() >= 0).any():
+    if not has_device(run):
         return None
     launched = any("GraphLaunch" in n for n in names_of_kind(run, "runtime"))
     return CUDA_GRAPHS if launched else "eager"

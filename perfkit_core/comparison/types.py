@@ -19,6 +19,7 @@ import numpy as np
 
 from perfkit_core.comparison.overhead import host_events_per_step
 from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
+from perfkit_core.events.facts import has_device, step_count
 from perfkit_core.events.steady import SteadySteps, steady_steps
 from perfkit_core.views.attribution import step_slices
 from perfkit_core.views.canonical import OpMap
@@ -172,7 +173,7 @@ class Comparison:
 
     def has_device(self) -> bool:
         """Whether any run recorded device work (the comparison then offers GPU-time tables)."""
-        return any(bool((r.events["stream"].to_numpy() >= 0).any()) for r in self.runs)
+        return any(has_device(r) for r in self.runs)
 
     def verdict(self) -> Verdict:
         """Which run is faster (last against first), by how much, and why."""
@@ -227,7 +228,7 @@ class Comparison:
                 row["mean_sample_ns"] = mean / scale
             row["host_events_per_step"] = host_events_per_step(run)
             row["gpu_busy_pct"] = math.nan
-            if (run.events["stream"].to_numpy() >= 0).any():
+            if has_device(run):
                 gpu = run.summary("device")
                 gpu = gpu[gpu["name"].str.startswith("GPU")]
                 if len(gpu):
@@ -301,7 +302,8 @@ class Comparison:
 
 
 def _step_count(run: Run) -> int:
-    return int((run.events["kind"] == "step").sum()) or 1
+    """The steps a whole-run figure is divided by: the run's steps, 1 for a run without."""
+    return max(step_count(run), 1)
 
 
 def _step_durations(run: Run) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from perfkit_core.errors import TraceError
 from perfkit_core.events import schema
 from perfkit_core.events.atomic import atomic_path, write_bytes
+from perfkit_core.events.facts import has_device
 from perfkit_core.events.run import EVENTS_DIR, table_run_id
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def rank_entry(run: Run) -> dict[str, Any]:
         framework=run.meta.get("framework"),
         framework_version=run.meta.get("framework_version"),
         rank_recorded=run.meta.get("rank_recorded", True),
-        has_device=bool((run.events["stream"].to_numpy() >= 0).any()),
+        has_device=has_device(run),
         extra=run.meta.get("extra") or {},
     )
     return entry

@@ -177,6 +177,7 @@ def summarise_rank(task: RankTask) -> RankResult:
     """Load, summarise and (when asked) save one rank; return what the client needs."""
     from perfkit_core.advice.engine import advise_rank, step_figures
     from perfkit_core.events.dataset import rank_entry, write_rank
+    from perfkit_core.events.facts import has_device
     from perfkit_core.events.steady import steady_run
     from perfkit_core.views.collectives import collective_calls
     from perfkit_core.views.ranks import rank_figures
@@ -209,7 +210,7 @@ def summarise_rank(task: RankTask) -> RankResult:
         frames=frames,
         findings=findings,
         step=step_figures(run),
-        has_device=bool((run.events["stream"].to_numpy() >= 0).any()),
+        has_device=has_device(run),
     )
     del run
     release_memory()

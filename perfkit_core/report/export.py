@@ -14,6 +14,7 @@ import numpy as np
 from perfkit_core.errors import OptionError
 from perfkit_core.events import links
 from perfkit_core.events.atomic import write_bytes
+from perfkit_core.events.facts import has_device
 from perfkit_core.events.schema import str_values
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def folded_stacks(run: Run, *, metric: str = "cpu") -> list[str]:
     if metric not in ("cpu", "gpu"):
         raise ValueError("metric must be 'cpu' or 'gpu'")
     ev = run.events
-    if metric == "gpu" and not (ev["stream"].to_numpy() >= 0).any():
+    if metric == "gpu" and not has_device(run):
         raise OptionError(
             "the run recorded no device events, so there is no device time to fold: "
             "use --metric cpu"

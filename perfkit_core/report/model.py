@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.events.facts import has_device as facts_has_device
 from perfkit_core.report.headline import (
     HeaderItem,
     Headline,
@@ -167,14 +168,6 @@ def _step_count(run: Run | Job) -> int:
     if steps.empty:
         return 0
     return round(len(steps) / max(steps["rank"].nunique(), 1))
-
-
-def _has_device(run: Run | Job) -> bool:
-    """Whether the run (from its events) or the analysed job recorded device events."""
-    events = getattr(run, "events", None)
-    if events is not None:
-        return bool((events["stream"].to_numpy() >= 0).any())
-    return bool(getattr(run, "has_device", False))
 
 
 def _header(run: Run | Job) -> list[HeaderItem]:
@@ -368,7 +361,7 @@ def _build_report(
     """``build_report``'s work, inside ``shared_views``."""
     from perfkit_core.progress import stage
 
-    has_device = _has_device(run)
+    has_device = facts_has_device(run)
     steps = _step_count(run)
     tables: list[Table] = []
     chart_list: list[Chart] = []

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.facts import has_device
 from perfkit_core.events.schema import str_values
 from perfkit_core.plugins import framework_hook
 from perfkit_core.views.callcodes import Calls, call_ids, distinct_rows
@@ -293,7 +294,7 @@ def _collect(
     )
     counted = eligible & ~links.has_ancestor(parent, eligible)
     rows = np.flatnonzero(counted)
-    on_device = bool((ev["stream"].to_numpy() >= 0).any())
+    on_device = has_device(run)
     time_ns, tc_ns, kernel = _times(run, counted, rows, on_device)
     # A fallback op (recorded FLOPs only) reads the "unknown" entry for the rest.
     picked = np.where(known[code[rows]], code[rows], len(table) - 1)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfkit_core.events.facts import has_device
 from perfkit_core.views.family_rules import (
     FAMILIES,
     UNDIRECTED,
@@ -140,7 +141,7 @@ def family_view(run: Run, *, top: int | None = None) -> pd.DataFrame:
         steps = 1
     times = family_times(run)
     gpu = family_gpu_times(run)
-    has_gpu = bool((run.events["stream"].to_numpy() >= 0).any())
+    has_gpu = has_device(run)
     names = sorted(set(times) | set(gpu))
     mean_step = float(np.mean(durations)) if len(durations) else math.nan
     gpu_total = sum(gpu.values())

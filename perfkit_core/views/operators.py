@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.facts import step_count
 from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import category_values
@@ -289,15 +290,6 @@ OPERATOR_LABELS = {
 }
 
 
-def _step_count(run: Run, rank: int | None) -> int:
-    """The number of step spans of the run (of ``rank`` when given; of every rank otherwise)."""
-    events = run.events
-    steps = links.kind_is(events, "step") & (events["stream"].to_numpy() < 0)
-    if rank is not None:
-        steps &= events["rank"].to_numpy() == rank
-    return int(steps.sum())
-
-
 def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.DataFrame:
     """Operators: calls and CPU/GPU time per operator name (see ``host_event_table``).
 
@@ -315,7 +307,7 @@ def operator_view(run: Run, *, op_detail: bool = False, **options: Any) -> pd.Da
 
     top = options.pop("top", None)
     table = host_event_table(run, ("operator",), **options)
-    steps = _step_count(run, options.get("rank"))
+    steps = step_count(run, options.get("rank"))
     calls_at = table.columns.get_loc("calls") + 1
     table.insert(calls_at, "calls_per_step", table["calls"] / steps if steps else np.nan)
     everything = (

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.events.facts import has_device
+
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
 
@@ -293,7 +295,7 @@ def run_peaks(
     run without device work, the peaks measured on this machine (``perfkit peaks``) when the
     run was recorded here (or does not say where). None when none is known (notes then say
     why, in the view)."""
-    on_device = bool((run.events["stream"].to_numpy() >= 0).any())
+    on_device = has_device(run)
     found: Peaks | None = None
     device = _main_device(run) if on_device else None
     if device is not None:
