@@ -90,6 +90,9 @@ def test_a_renamed_column_reads_under_its_old_name_with_a_warning(monkeypatch):
         assert type(wrapped[["name"]]) is pd.DataFrame  # what it makes is a plain frame
     with pytest.raises(KeyError):
         wrapped["never_existed"]
+    # compared with a plain frame either way round, it is the plain frame it holds
+    pd.testing.assert_frame_equal(frame, wrapped)
+    pd.testing.assert_frame_equal(wrapped, frame)
     assert with_old_names(frame, "other") is frame
 
 

