@@ -76,7 +76,7 @@ def __getattr__(name: str) -> Any:
 #: What a notebook shows as its report (``perfkit_core.report.notebook``): module, class.
 NOTEBOOK_TYPES = (
     ("perfkit_core.events.run", "Run"),
-    ("perfkit_core.comparison.compare", "Comparison"),
+    ("perfkit_core.comparison.types", "Comparison"),
 )
 
 
