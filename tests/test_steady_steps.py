@@ -75,6 +75,8 @@ def runs(traces: dict[str, Path]) -> dict[str, perfkit_core.Run]:
         ([50.0, 60.0, 70.0, 80.0, 1.0, 1.0, 1.0], 3),  # at most half the steps
         ([7.0], 0),
         ([], 0),
+        ([5.0, 0.0, 0.0, 0.0], 0),  # later steps of no time: nothing to be far above
+        ([9.0, 0.0, 1.0, 1.0, 0.0, 1.0], 1),
     ],
 )
 def test_the_rule_leaves_out_leading_steps_far_above_the_rest(durations, left_out):

@@ -49,8 +49,10 @@ def leading_warmup(durations: Any) -> int:
     smallest = np.inf  # the shortest step before the candidate's last
     for last in range(len(d) // 2):
         median = float(np.median(d[last + 1 :]))
-        if smallest <= ELEVATED_TIMES_MEDIAN * median:
-            break  # an ordinary step came first: what follows is not warm-up
+        if not median > 0 or smallest <= ELEVATED_TIMES_MEDIAN * median:
+            # an ordinary step came first, or the later steps took no time (a step far above
+            # nothing says nothing): what follows is not warm-up
+            break
         if d[last] > WARMUP_TIMES_MEDIAN * median:
             found = last + 1
         smallest = min(smallest, float(d[last]))
@@ -165,7 +167,7 @@ def _judge(run: Run) -> SteadySteps:
         lead = leading_warmup(d)
         rest = d[lead:]
         median = float(np.median(rest)) if len(rest) else 0.0
-        for j in range(lead):
+        for j in range(lead):  # a lead is only found over a positive median
             warmup.append(
                 StepTime(int(rank), int(spans["step"][mine[j]]), float(d[j]), float(d[j]) / median)
             )
