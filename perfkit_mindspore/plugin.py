@@ -85,21 +85,21 @@ def perfkit_annotation(name: str) -> AbstractContextManager[Any] | None:
 @hookimpl
 def perfkit_profiler_recording(profiler: Any) -> bool | None:
     """Whether a perfkit capture of MindSpore is recording (for ``step_timer``), when mindspore
-    is imported and ``profiler`` is MindSpore's or None: a ``ProfilerCallback``'s window, else
-    the schedule of the ``mindspore.profiler.profile`` given (its current action: waiting is
-    not recording; warming up and recording are)."""
+    is imported and ``profiler`` is MindSpore's or None: the schedule of the
+    ``mindspore.profiler.profile`` given (its current action: waiting is not recording; warming
+    up and recording are), else whether a ``ProfilerCallback`` has its window open."""
     if "mindspore" not in sys.modules:
         return None
     if profiler is not None and not type(profiler).__module__.startswith("mindspore"):
         return None
     from perfkit_mindspore.record import recording
 
-    answer = recording()
-    if answer is None and profiler is not None:
+    if profiler is not None:
+        # the profile the timer was given: its schedule says, whatever a callback did before
         action = getattr(getattr(profiler, "current_action", None), "name", None)
         if isinstance(action, str):
             return action != "NONE"
-    return answer
+    return recording()
 
 
 @hookimpl
