@@ -179,7 +179,9 @@ def cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in graph.get(v, ()):
+        for w in sorted(graph.get(v, ())):
+            if w not in graph:  # a module outside the project
+                continue
             if w not in index:
                 connect(w)
                 low[v] = min(low[v], low[w])
@@ -224,41 +226,7 @@ def layer_of(module: str) -> tuple[str, int] | None:
 
 
 def test_no_import_cycles() -> None:
-    graph = edges()
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-    counter = [0]
-
-    def strongconnect(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in graph:
-                continue
-            if w not in index:
-                strongconnect(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            strongconnect(v)
+    cycles = cycles_of(edges())
     assert not cycles, f"import cycles: {cycles}"
 
 
