@@ -21,6 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfkit_core.events import (
+    SiblingKeys,
+    layer_entry,
+    layer_key,
+    model_description,
+    parameter_entry,
+)
 from perfkit_core.views import layer_type
 from perfkit_mindspore.scopes import OPTIMIZER_ATTRS, WRAPPER_CELLS
 
@@ -30,14 +37,9 @@ TRAINING_ATTRS = OPTIMIZER_ATTRS | {"grad_reducer"}
 
 
 def _parameter(name: str, param: Any) -> dict[str, Any]:
-    """One weight: name in its cell, shape, dtype, element count, bytes."""
-    shape = [int(d) for d in param.shape]
-    count = 1
-    for d in shape:
-        count *= d
+    """One weight (``parameter_entry``): name in its cell, shape, dtype, count, bytes."""
     size = int(getattr(param, "itemsize", 0) or 4)
-    dtype = str(param.dtype).lower()
-    return {"name": name, "shape": shape, "dtype": dtype, "count": count, "bytes": count * size}
+    return parameter_entry(name, param.shape, str(param.dtype).lower(), size)
 
 
 def _own_parameters(cell: Any) -> list[tuple[str, Any]]:
@@ -81,25 +83,18 @@ def describe_model(cell: Any) -> dict[str, Any]:
             if id(param) not in counted:
                 counted.add(id(param))
                 params.append(_parameter(pname, param))
-        layers.append({"match": key, "name": path, "type": type(node).__name__, "params": params})
-        walk(node, key, path)
-
-    def walk(node: Any, key: str, path: str) -> None:
-        ordinals: dict[str, int] = {}
+        layers.append(layer_entry(key, path, type(node).__name__, params))
+        siblings = SiblingKeys()
         for name, child in _called_children(node):
-            kind = layer_type(type(child).__name__)
-            ordinals[kind] = ordinals.get(kind, 0) + 1
-            step = f"{kind}[{ordinals[kind]}]"
-            visit(child, f"{key}/{step}" if key else step, f"{path}.{name}" if path else name)
+            child_key = siblings.key(key, layer_type(type(child).__name__))
+            visit(child, child_key, f"{path}.{name}" if path else name)
 
     if type(cell).__name__ in WRAPPER_CELLS:
         # The training cell: the network and the loss inside it are the outermost layers, named
         # from the network (``hidden1``, not ``network._backbone.hidden1``).
-        ordinals: dict[str, int] = {}
+        outermost = SiblingKeys()
         for _, child in _called_children(cell):
-            kind = layer_type(type(child).__name__)
-            ordinals[kind] = ordinals.get(kind, 0) + 1
-            visit(child, f"{kind}[{ordinals[kind]}]", "")
+            visit(child, outermost.key("", layer_type(type(child).__name__)), "")
     else:
-        visit(cell, f"{layer_type(type(cell).__name__)}[1]", "")
-    return {"match": "key", "layers": layers}
+        visit(cell, layer_key("", layer_type(type(cell).__name__), 1), "")
+    return model_description(layers)

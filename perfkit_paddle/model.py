@@ -15,6 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfkit_core.events import (
+    SiblingKeys,
+    layer_entry,
+    layer_key,
+    model_description,
+    parameter_entry,
+)
 from perfkit_core.views import layer_type
 
 #: Layer containers Paddle never calls: their members are called by the layer that holds them.
@@ -27,22 +34,11 @@ def _dtype(tensor: Any) -> str:
 
 
 def _parameter(name: str, tensor: Any) -> dict[str, Any]:
-    """One weight: name, shape, dtype, element count, bytes, and whether training updates it
-    (a ``trainable`` parameter: BatchNorm's running statistics are parameters that are not)."""
-    shape = [int(d) for d in tensor.shape]
-    count = 1
-    for d in shape:
-        count *= d
+    """One weight (``parameter_entry``); trainable: a ``trainable`` parameter (BatchNorm's
+    running statistics are parameters that are not)."""
     size = int(tensor.element_size()) if hasattr(tensor, "element_size") else 4
     trainable = getattr(tensor, "trainable", not getattr(tensor, "stop_gradient", False))
-    return {
-        "name": name,
-        "shape": shape,
-        "dtype": _dtype(tensor),
-        "count": count,
-        "bytes": count * size,
-        "trainable": bool(trainable),
-    }
+    return parameter_entry(name, tensor.shape, _dtype(tensor), size, bool(trainable))
 
 
 def _called_children(layer: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -77,12 +73,11 @@ def describe_model(model: Any) -> dict[str, Any]:
                     if id(tensor) not in counted:
                         counted.add(id(tensor))
                         params.append(_parameter(f"{lname}.{pname}", tensor))
-        layers.append({"match": key, "name": path, "type": type(layer).__name__, "params": params})
-        ordinals: dict[str, int] = {}
+        layers.append(layer_entry(key, path, type(layer).__name__, params))
+        siblings = SiblingKeys()
         for name, child in _called_children(layer):
-            kind = layer_type(type(child).__name__)
-            ordinals[kind] = ordinals.get(kind, 0) + 1
-            visit(child, f"{key}/{kind}[{ordinals[kind]}]", f"{path}.{name}" if path else name)
+            child_key = siblings.key(key, layer_type(type(child).__name__))
+            visit(child, child_key, f"{path}.{name}" if path else name)
 
-    visit(model, f"{layer_type(type(model).__name__)}[1]", "")
-    return {"match": "key", "layers": layers}
+    visit(model, layer_key("", layer_type(type(model).__name__), 1), "")
+    return model_description(layers)

@@ -369,9 +369,7 @@ def optimizer_step_times(cls: str, shapes: list[list[int]]) -> tuple[float, floa
         for multi in (False, True):
             params = [paddle.create_parameter(shape=list(s), dtype="float32") for s in shapes]
             paddle.add_n([(p * p).sum() for p in params]).backward()  # a gradient for each
-            optimizers[multi] = make(
-                learning_rate=1e-3, parameters=params, use_multi_tensor=multi
-            )
+            optimizers[multi] = make(learning_rate=1e-3, parameters=params, use_multi_tensor=multi)
         timed = steps_in_turn({"loop": optimizers[False].step, "multi": optimizers[True].step})
     finally:
         paddle.set_device(device)

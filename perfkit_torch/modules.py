@@ -229,17 +229,12 @@ def _stopped() -> None:
 
 
 def _parameter(name: str, tensor: Any) -> dict[str, Any]:
-    """One weight as a run records it: name, shape, dtype, element count, bytes, and whether
-    training updates it (``requires_grad``)."""
-    count = int(tensor.numel())
-    return {
-        "name": name,
-        "shape": [int(d) for d in tensor.shape],
-        "dtype": str(tensor.dtype).replace("torch.", ""),
-        "count": count,
-        "bytes": count * int(tensor.element_size()),
-        "trainable": bool(tensor.requires_grad),
-    }
+    """One weight as a run records it (``parameter_entry``); trainable: ``requires_grad``."""
+    from perfkit_core.events import parameter_entry
+
+    dtype = str(tensor.dtype).replace("torch.", "")
+    size = int(tensor.element_size())
+    return parameter_entry(name, tensor.shape, dtype, size, bool(tensor.requires_grad))
 
 
 def describe_modules() -> dict[str, Any] | None:
@@ -250,6 +245,8 @@ def describe_modules() -> dict[str, Any] | None:
     parameters (its own, and those of sub-modules that were never called, such as a module
     list's members, counted once when shared). None when no module was seen; never raises."""
     try:
+        from perfkit_core.events import layer_entry
+
         with _lock:
             seen = {key: (ref(), _names.get(key)) for key, ref in list(_modules.items())}
         alive = {key: (m, name) for key, (m, name) in seen.items() if m is not None and name}
@@ -283,14 +280,7 @@ def describe_modules() -> dict[str, Any] | None:
                 for cname, child in current.named_children():
                     if id(child) not in alive:
                         stack.append((f"{prefix}{cname}.", child))
-            layers.append(
-                {
-                    "match": name,
-                    "name": paths.get(key, ""),
-                    "type": type(module).__name__,
-                    "params": params,
-                }
-            )
+            layers.append(layer_entry(name, paths.get(key, ""), type(module).__name__, params))
         return {"match": "span", "layers": layers}
     except Exception:  # a description is never worth a lost profile
         return None

@@ -227,7 +227,9 @@ def remedy(finding: Any) -> str | None:
     if rule == "optimizer":
         return optimizer_remedy(evidence.get("optimizer_class"), evidence.get("implementation"))
     if rule == "input-pipeline":
-        return loader_remedy(evidence, _LOADER_CPU if evidence.get("has_device") is False else _LOADER_GPU)
+        return loader_remedy(
+            evidence, _LOADER_CPU if evidence.get("has_device") is False else _LOADER_GPU
+        )
     if rule == "amp":
         cc = evidence.get("compute_capability")
         if cc is None:

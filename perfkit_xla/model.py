@@ -25,7 +25,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfkit_core.views import dtype_bytes, layer_type, numel
+from perfkit_core.events import (
+    SiblingKeys,
+    layer_entry,
+    layer_key,
+    model_description,
+    parameter_entry,
+)
+from perfkit_core.views import dtype_bytes, layer_type
 from perfkit_xla.ops import scope_base
 
 
@@ -37,13 +44,12 @@ def name_type(name: str) -> str:
 
 
 def _parameter(name: str, value: Any) -> dict[str, Any]:
-    """One weight (a Keras variable or an array): name in its layer, shape, dtype, count, bytes."""
-    shape = [int(d) for d in getattr(value, "shape", ())]
+    """One weight (a Keras variable or an array; ``parameter_entry``): name in its layer,
+    shape, dtype, count, bytes."""
     raw = getattr(value, "dtype", "float32")
     dtype = str(getattr(raw, "name", raw))
     size = dtype_bytes(dtype) or int(getattr(raw, "itemsize", 0) or 4)
-    count = numel(tuple(shape))
-    return {"name": name, "shape": shape, "dtype": dtype, "count": count, "bytes": count * size}
+    return parameter_entry(name, getattr(value, "shape", ()), dtype, size)
 
 
 def _sublayers(layer: Any) -> list[Any]:
@@ -71,34 +77,26 @@ def _describe_keras(model: Any) -> list[dict[str, Any]]:
     the model's scope and its layers' under it): each layer with every trainable weight it
     holds, its sub-layers' included; the model with the weights no layer holds."""
     model_name = str(getattr(model, "name", "model"))
-    root = f"{name_type(model_name)}[1]"
+    root = layer_key("", name_type(model_name), 1)
     layers: list[dict[str, Any]] = []
     counted: set[int] = set()
     entries: list[dict[str, Any]] = []
-    ordinals: dict[str, int] = {}
+    siblings = SiblingKeys()
     for sub in _sublayers(model):
         name = str(getattr(sub, "name", type(sub).__name__))
-        kind = name_type(name)
-        ordinals[kind] = ordinals.get(kind, 0) + 1
+        key = siblings.key(root, name_type(name))
         params = []
         for weight in getattr(sub, "trainable_weights", []):
             if id(weight) not in counted:
                 counted.add(id(weight))
                 params.append(_parameter(_weight_name(weight, name), weight))
-        entries.append(
-            {
-                "match": f"{root}/{kind}[{ordinals[kind]}]",
-                "name": name,
-                "type": type(sub).__name__,
-                "params": params,
-            }
-        )
+        entries.append(layer_entry(key, name, type(sub).__name__, params))
     own = [
         _parameter(_weight_name(w, model_name), w)
         for w in getattr(model, "trainable_weights", [])
         if id(w) not in counted
     ]
-    layers.append({"match": root, "name": "", "type": type(model).__name__, "params": own})
+    layers.append(layer_entry(root, "", type(model).__name__, own))
     return layers + entries
 
 
@@ -111,16 +109,15 @@ def _describe_tree(tree: Mapping[str, Any], root: str) -> list[dict[str, Any]]:
             for name, value in node.items()
             if not isinstance(value, Mapping) and hasattr(value, "shape")
         ]
-        layers.append({"match": key, "name": path, "type": type_name, "params": params})
-        ordinals: dict[str, int] = {}
+        layers.append(layer_entry(key, path, type_name, params))
+        siblings = SiblingKeys()
         for name, value in node.items():
             if isinstance(value, Mapping):
-                kind = name_type(str(name))
-                ordinals[kind] = ordinals.get(kind, 0) + 1
                 child_path = f"{path}.{name}" if path else str(name)
-                visit(value, f"{key}/{kind}[{ordinals[kind]}]", child_path, scope_base(name))
+                child_key = siblings.key(key, name_type(str(name)))
+                visit(value, child_key, child_path, scope_base(name))
 
-    visit(tree, f"{name_type(root)}[1]", "", root)
+    visit(tree, layer_key("", name_type(root), 1), "", root)
     return layers
 
 
@@ -131,10 +128,10 @@ def describe_model(model: Any, *, name: str = "model") -> dict[str, Any]:
     the model's name for a parameter tree (a Keras model has its own). A JSON-able dict,
     ``perfkit_paddle.describe_model``'s shape; TypeError for anything else."""
     if hasattr(model, "trainable_weights"):
-        return {"match": "key", "layers": _describe_keras(model)}
+        return model_description(_describe_keras(model))
     if isinstance(model, Mapping):
         tree = model.get("params", model) if isinstance(model.get("params"), Mapping) else model
-        return {"match": "key", "layers": _describe_tree(tree, name)}
+        return model_description(_describe_tree(tree, name))
     raise TypeError(
         f"perfkit_xla.describe_model takes a Keras model or a mapping of parameters, "
         f"not {type(model).__name__}"

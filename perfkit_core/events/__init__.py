@@ -10,6 +10,8 @@ Modules, in the order data flows through them:
 - ``run``: ``Run``, saved as ``events.parquet`` + ``meta.json``.
 - ``loading``: ``load(path)`` for saved runs, trace files and folders of per-rank traces.
 - ``devices``, ``atomic``: device descriptions from traces; atomic file writes.
+- ``model_entries``: the entries of ``meta["model"]`` (a parameter, a layer and its key), which
+  every adapter writes the same way; ``cache``: what a run computes once (``Run.cache``).
 - ``checks``, ``metadata``: range checks on what traces hold (nothing may wrap around int64)
   and the shape of ``Run.meta``, checked when a saved run is read.
 
@@ -38,6 +40,13 @@ from perfkit_core.events.checks import (
 from perfkit_core.events.devices import devices_from_properties
 from perfkit_core.events.inflate import InflateLimit, inflate_limit
 from perfkit_core.events.loading import combine_runs, load, read_head, read_trace_bytes
+from perfkit_core.events.model_entries import (
+    SiblingKeys,
+    layer_entry,
+    layer_key,
+    model_description,
+    parameter_entry,
+)
 from perfkit_core.events.run import Run, is_saved_run
 from perfkit_core.events.schema import (
     COLUMNS,
@@ -58,6 +67,7 @@ __all__ = [
     "TIME_LIMIT_NS",
     "InflateLimit",
     "Run",
+    "SiblingKeys",
     "TraceError",
     "address_column",
     "atomic_path",
@@ -73,9 +83,13 @@ __all__ = [
     "finish_events",
     "inflate_limit",
     "is_saved_run",
+    "layer_entry",
+    "layer_key",
     "load",
     "make_run",
+    "model_description",
     "note_skipped",
+    "parameter_entry",
     "read_head",
     "read_trace_bytes",
     "start_order",

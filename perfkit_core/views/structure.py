@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.model_entries import layer_key
 from perfkit_core.events.schema import CodedColumn, coded
 from perfkit_core.views.canonical import layer_type
 
@@ -101,7 +102,7 @@ def _flag(codes: np.ndarray, cats: np.ndarray, test: Callable[[str], bool]) -> n
 
 def structure(run: Run) -> Structure:
     """The run's ``Structure``, computed once and cached on the run."""
-    cached = run._cache.get("structure")
+    cached = run.cache.get("structure")
     if cached is not None:
         return cached
     ev = run.events
@@ -164,9 +165,8 @@ def structure(run: Run) -> Structure:
         step_thread=step_thread,
         kinds=kinds,
     )
-    run._cache["structure"] = found
+    run.cache.put("structure", found)
     return found
-
 
 
 def _layer_type(name: str) -> tuple[str, str]:
@@ -221,7 +221,7 @@ def _layer_keys(
             if call is not None:
                 ordinal_of_call[(slot, call)] = ordinal
         slots[r] = slot
-        keys[r] = f"{parent_key}/{kind}[{ordinal}]" if parent_key else f"{kind}[{ordinal}]"
+        keys[r] = layer_key(parent_key, kind, ordinal)
     labels: dict[int, str] = {}
     for r in rows:
         up = int(enclosing[r])
