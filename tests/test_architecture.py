@@ -326,3 +326,69 @@ def test_no_hookimpl_tests_its_framework() -> None:
     for package in PACKAGES[1:]:
         plugin = importlib.import_module(f"{package}.plugin")
         assert plugin.PERFKIT_FRAMEWORKS, package
+
+
+def _sources() -> dict[str, str]:
+    return {module: path.read_text() for module, path in module_files().items()}
+
+
+def private_cache_uses(sources: dict[str, str]) -> list[str]:
+    """``module:line`` of every ``._cache`` attribute or ``"_cache"`` name outside the cache's
+    own module (``perfkit_core.events.cache``)."""
+    found = []
+    for module, text in sources.items():
+        if module == "perfkit_core.events.cache":
+            continue
+        for node in ast.walk(ast.parse(text)):
+            hit = (isinstance(node, ast.Attribute) and node.attr == "_cache") or (
+                isinstance(node, ast.Constant) and node.value == "_cache"
+            )
+            if hit:
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_one_door_to_a_runs_cache() -> None:
+    """Every view, rule and export reaches what a run computed once through ``Run.cache`` (or
+    ``Run.cached``); the entries kept between views are named in the cache's module only."""
+    assert private_cache_uses(_sources()) == []
+    assert private_cache_uses({"m": "x = run._cache.get('k')\n"}) == ["m:1"]
+
+
+#: The keys of a parameter entry (``perfkit_core.events.parameter_entry``).
+PARAMETER_KEYS = {"name", "shape", "dtype", "count", "bytes"}
+
+
+def model_entry_copies(sources: dict[str, str]) -> list[str]:
+    """``module:line`` of every dict literal with a parameter entry's keys, and every f-string
+    that numbers a layer key (``{kind}[{ordinal}]``), outside ``events.model_entries``."""
+    found = []
+    for module, text in sources.items():
+        if module == "perfkit_core.events.model_entries":
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                if keys >= PARAMETER_KEYS:
+                    found.append(f"{module}:{node.lineno}")
+            elif isinstance(node, ast.JoinedStr):
+                parts = node.values
+                for a, b, c, d in zip(parts, parts[1:], parts[2:], parts[3:], strict=False):
+                    if (
+                        isinstance(a, ast.FormattedValue)
+                        and isinstance(b, ast.Constant)
+                        and b.value == "["
+                        and isinstance(c, ast.FormattedValue)
+                        and isinstance(d, ast.Constant)
+                        and str(d.value).startswith("]")
+                    ):
+                        found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_one_definition_of_the_model_entries() -> None:
+    """The four adapters and the layer tree describe parameters and number layer keys through
+    ``perfkit_core.events.model_entries`` alone."""
+    assert model_entry_copies(_sources()) == []
+    copy = 'e = {"name": n, "shape": s, "dtype": d, "count": c, "bytes": b}\nk = f"{p}/{t}[{i}]"\n'
+    assert model_entry_copies({"m": copy}) == ["m:1", "m:2"]

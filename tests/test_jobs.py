@@ -229,10 +229,9 @@ def test_dropping_the_views_caches_changes_no_summary():
     shared analysis): every per-rank table, figure and finding of a rank equals those computed
     with the cache kept."""
     from perfkit_core.advice.engine import advise_rank
-    from perfkit_core.events.links import LINK_CACHE_KEYS
+    from perfkit_core.events.cache import KEPT_BETWEEN_VIEWS
     from perfkit_core.jobs import DEFAULT_JOB_VIEWS
     from perfkit_core.jobs.tasks import (
-        SHARED_CACHE_KEYS,
         RankTask,
         drop_view_caches,
         load_rank,
@@ -252,10 +251,10 @@ def test_dropping_the_views_caches_changes_no_summary():
     assert got.findings == [f.to_dict() for f in advise_rank(run)]
     assert got.figures == rank_figures(run)
     pd.testing.assert_frame_equal(got.calls, collective_calls(run))
-    assert any(k == "structure" for k in run._cache)
+    assert any(k == "structure" for k in run.cache)
     drop_view_caches(run)
-    kept = {k[0] if isinstance(k, tuple) else k for k in run._cache}
-    assert kept and kept <= LINK_CACHE_KEYS | SHARED_CACHE_KEYS
+    kept = run.cache.names()
+    assert kept and kept <= KEPT_BETWEEN_VIEWS
     assert "structure" in kept  # the shared analysis stays for the next view
 
 

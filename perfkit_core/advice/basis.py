@@ -128,7 +128,7 @@ def step_basis(ctx: Context) -> Basis:
     replayed steps last as long as the step without the profiler: there the host's slowdown
     partly shows as shorter waits for the device, not only as a longer step, so the step's
     extra time over its events does not measure it."""
-    cached = ctx.run._cache.get("advice_basis")
+    cached = ctx.run.cache.get("advice_basis")
     if cached is not None:
         return cached
     basis = Basis("profiled", ctx.step_ns)
@@ -150,7 +150,7 @@ def step_basis(ctx: Context) -> Basis:
             cost = replayed_event_cost(ctx.run, basis.step_ns * max(ctx.steps, 1))
             if cost is not None:
                 basis.event_cost_ns, basis.event_cost_from = cost, "replay"
-    ctx.run._cache["advice_basis"] = basis
+    ctx.run.cache.put("advice_basis", basis)
     return basis
 
 

@@ -191,6 +191,7 @@ def run_compile_costs(run: Run) -> tuple[CompileCosts, float | None]:
     )
     return costs, scale
 
+
 #: Ops of code torch.compile already compiled (a region, its autograd function and backward,
 #: its guard check): kept as they are, so a compiled run is not promised its own compilation.
 COMPILED_PREFIXES = (
@@ -375,11 +376,7 @@ def compile_estimate(ctx: Context, units: np.ndarray) -> CompileEstimate | None:
     """The compile saving of ``ctx``'s run (cached on the run), from its op ``units`` (the
     outermost host ops in the steps, less the optimizer's and data loading's); None when the
     run recorded no forward or backward work."""
-    cache = ctx.run._cache
-    if "advice_compile" in cache:
-        return cache["advice_compile"]
-    found = _estimate(ctx, units)
-    cache["advice_compile"] = found
+    found: CompileEstimate | None = ctx.run.cached("advice_compile", lambda: _estimate(ctx, units))
     return found
 
 

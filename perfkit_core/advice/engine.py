@@ -92,10 +92,10 @@ class Context:
         context is held weakly: a later ``advise`` gets a new context and computes afresh (its
         findings are new objects, whatever an earlier advise did to its own), and the run does
         not keep its context alive."""
-        cached = self.run._cache.get(key)
+        cached = self.run.cache.get(key)
         if cached is None or cached[0]() is not self:
             cached = (weakref.ref(self), compute(self))
-            self.run._cache[key] = cached
+            self.run.cache.put(key, cached)
         found: _T = cached[1]
         return found
 

@@ -119,9 +119,13 @@ def free_cores(run: Run, thread_cores: float = 0.0) -> tuple[float, float, str]:
         )
     cores = os.cpu_count() or 1
     left = float(max(cores - 1, 1))
-    return left, left, (
-        f"{cores} cores on this machine, one left to training: the run does not record its "
-        "own machine's cores, so count the free cores where it trains if that is elsewhere"
+    return (
+        left,
+        left,
+        (
+            f"{cores} cores on this machine, one left to training: the run does not record its "
+            "own machine's cores, so count the free cores where it trains if that is elsewhere"
+        ),
     )
 
 

@@ -127,9 +127,9 @@ def remedy_state(run: Run, finding: Any) -> str | None:
     if reader is None:
         return None
     key = f"advice_remedy_state:{remedy}"
-    if key not in run._cache:
-        run._cache[key] = reader(run)
-    found: str | None = run._cache[key]
+    if key not in run.cache:
+        run.cache.put(key, reader(run))
+    found: str | None = run.cache.get(key)
     return found
 
 

@@ -36,14 +36,14 @@ def waiting_rows(run: Run) -> np.ndarray:
     """Runtime calls in which the host waits for the device: syncs, and launches of
     device-to-host copies (they return once the copy is done). Computed once per run: the
     device rules, placement and the amp estimate all read it."""
-    cached = run._cache.get("advice_waiting_rows")
+    cached = run.cache.get("advice_waiting_rows")
     if cached is None:
         events = run.events
         launcher = links.run_launchers(run)
         dtoh = (events["kind"] == "memcpy").to_numpy() & str_contains(events["name"], "DtoH")
         copy_launches = launcher[np.flatnonzero(dtoh)]
         cached = np.union1d(sync_rows(events), copy_launches[copy_launches >= 0])
-        run._cache["advice_waiting_rows"] = cached
+        run.cache.put("advice_waiting_rows", cached)
     rows: np.ndarray = cached
     return rows
 
@@ -54,7 +54,7 @@ def busy_intervals(
     """(the device's work merged and clipped to the steps, the steps' window), each as (starts,
     ends) arrays in ns: kernels, copies and sets on every stream. Computed once per run:
     launch-bound, low-gpu-utilization and the amp estimate all read it."""
-    cached = ctx.run._cache.get("advice_busy_intervals")
+    cached = ctx.run.cache.get("advice_busy_intervals")
     if cached is None:
         ev = ctx.run.events
         sel = (ev["stream"].to_numpy() >= 0) & ev["kind"].isin(list(DEVICE_KINDS)).to_numpy()
@@ -62,7 +62,7 @@ def busy_intervals(
         end = start + ev["dur_ns"].to_numpy()
         window, _ = step_window(ctx.run)
         cached = (clip_to(start[sel], end[sel], window), window)
-        ctx.run._cache["advice_busy_intervals"] = cached
+        ctx.run.cache.put("advice_busy_intervals", cached)
     found: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] = cached
     return found
 

@@ -162,15 +162,6 @@ def launcher_rows(events: pd.DataFrame) -> np.ndarray:
     return out
 
 
-#: ``Run._cache`` entries that hold links between rows (keys, or the first item of a tuple key):
-#: each a column or two, computed once per run and read by most views and the advice. A worker
-#: summarising a rank keeps these from view to view and drops what a view cached for itself
-#: (``perfkit_core.jobs.tasks.drop_view_caches``).
-LINK_CACHE_KEYS = frozenset(
-    {"launchers", "launch_parents", "device_time", "repeated_only_children", "step_spans"}
-)
-
-
 def run_launchers(run: Run) -> np.ndarray:
     """``launcher_rows(run.events)``, computed once per run (views, advice and exports share it)."""
     return run.cached("launchers", lambda: launcher_rows(run.events))
@@ -269,7 +260,7 @@ def launch_parents(run: Run) -> np.ndarray:
     (or outside any enclosing event) still reaches its operator. Runtime calls with nested
     events of their own keep their parent, so the tree has no cycle.
     """
-    cached = run._cache.get("launch_parents")
+    cached = run.cache.get("launch_parents")
     if cached is not None:
         return cached
     events = run.events
@@ -288,7 +279,7 @@ def launch_parents(run: Run) -> np.ndarray:
             during = (start[o] <= start[rows]) & (start[rows] <= end[o])
             out = parent.copy()
             out[rows[during]] = o[during]
-    run._cache["launch_parents"] = out
+    run.cache.put("launch_parents", out)
     return out
 
 
@@ -306,14 +297,14 @@ def device_time_by_launcher(
     Rows of a run without device events get NaN.
     """
     key = ("device_time", kinds)
-    cached = run._cache.get(key)
+    cached = run.cache.get(key)
     if cached is not None:
         return cached
     events = run.events
     n = len(events)
     if not (events["stream"].to_numpy() >= 0).any():
         nan = np.full(n, np.nan)
-        run._cache[key] = (nan, nan)
+        run.cache.put(key, (nan, nan))
         return nan, nan
     parent = launch_parents(run)
     launcher = run_launchers(run)
@@ -335,7 +326,7 @@ def device_time_by_launcher(
     is_runtime = kind_is(events, "runtime")
     self_dev = np.where(is_runtime, by_launcher, children_sum(parent, by_launcher)) + by_owner
     total = subtree_sums(parent, by_launcher + by_owner)
-    run._cache[key] = (self_dev, total)
+    run.cache.put(key, (self_dev, total))
     return self_dev, total
 
 

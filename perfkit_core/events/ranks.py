@@ -85,7 +85,7 @@ def rank_run(run: Run, rank: int) -> Run:
     if len(ranks) == 1:
         return run
     key = ("rank_run", rank)
-    cached = run._cache.get(key)
+    cached = run.cache.get(key)
     if cached is not None:
         return cached
     rows = np.flatnonzero(run.events["rank"].to_numpy() == rank)
@@ -97,7 +97,7 @@ def rank_run(run: Run, rank: int) -> Run:
         meta["accounting"] = accounting[str(rank)]
     meta["rank"] = rank
     one = make_run(take_rows(run.events, rows), meta)
-    run._cache[key] = one
+    run.cache.put(key, one)
     return one
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from perfkit_core.errors import TraceError
 from perfkit_core.events import schema
 from perfkit_core.events.atomic import atomic_paths, claim_folder
+from perfkit_core.events.cache import RunCache
 from perfkit_core.events.metadata import check_meta
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ class Run:
         #: The file or folder ``perfkit_core.load`` read the run from (reports are titled by
         #: its name); None for a run built in memory. Not saved with the run.
         self.origin: Path | None = None
-        self._cache: dict[Any, Any] = {}
+        #: What this run computes once and several readers share (``cached``).
+        self.cache = RunCache()
 
     def __repr__(self) -> str:
         return (
@@ -77,10 +79,7 @@ class Run:
         """``compute()``, computed once per run and kept under ``key``: the figures several
         views and rules read (links between rows, the step spans, the advice's shared
         figures). A ``None`` result is kept too."""
-        if key not in self._cache:
-            self._cache[key] = compute()
-        found: _T = self._cache[key]
-        return found
+        return self.cache.once(key, compute)
 
     @property
     def framework(self) -> str:

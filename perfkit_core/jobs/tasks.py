@@ -121,24 +121,10 @@ def release_memory() -> None:
         trim(0)
 
 
-#: The analysis every view and the advice of a rank read again (``views.common.shared``'s
-#: intermediates: the structure attribution builds, unit labels, the step slices and the
-#: kernels each step launched; about 7 MB on a rank of 75k events): built once per rank.
-SHARED_CACHE_KEYS = frozenset({"structure", "unit_labels", "step_slices", "launched_kernels"})
-
-
 def drop_view_caches(run: Run) -> None:
-    """Drop what a view or the advice cached on ``run`` for itself (self times, the advice's
-    tables, per-view intermediates no later view reads), keeping the links between rows
-    (``links.LINK_CACHE_KEYS``) and the shared analysis (``SHARED_CACHE_KEYS``) that the
-    other views and the advice read again: dropping those made each view build them anew
-    (the step slices five times a rank)."""
-    from perfkit_core.events.links import LINK_CACHE_KEYS
-
-    for key in list(run._cache):
-        name = key[0] if isinstance(key, tuple) else key
-        if name not in LINK_CACHE_KEYS and name not in SHARED_CACHE_KEYS:
-            del run._cache[key]
+    """Drop what a view or the advice cached on ``run`` for itself, keeping what the other
+    views and the advice read again (``perfkit_core.events.cache.KEPT_BETWEEN_VIEWS``)."""
+    run.cache.drop_per_view()
 
 
 def analyse_rank(task: RankTask) -> RankResult | RankRefused:

@@ -124,6 +124,7 @@ def perfkit_framework_info() -> dict[str, Any] | None:
 #: one (45%). Ten per profiled step: 200 beside the demo's 20 profiled, about 0.4 s of Paddle's.
 DEMO_TIMED_PER_PROFILED = 10
 
+
 @hookspec
 def perfkit_demo(directory: Path, steps: int) -> list[Path] | None:
     """Profile a small training loop with this plugin's framework, on the CPU.

@@ -265,7 +265,7 @@ def unit_labels(run: Run, *, op_map: OpMap | None = None) -> UnitLabels:
     takes the canonical op and layer of the forward unit it is paired with (``forward_op``
     links, else reverse order per op type within the step), else its own name's. Cached."""
     key = ("unit_labels", id(op_map))
-    cached = run._cache.get(key)
+    cached = run.cache.get(key)
     if cached is not None:
         return cached
     st = structure(run)
@@ -306,7 +306,7 @@ def unit_labels(run: Run, *, op_map: OpMap | None = None) -> UnitLabels:
     for r in units[grad[units] & (matched[units] >= 0)].tolist():
         unit_op[r] = unit_op[matched[r]]
     found = UnitLabels(grad, matched, unit_op, layer_row, resolver)
-    run._cache[key] = found
+    run.cache.put(key, found)
     return found
 
 
@@ -321,7 +321,7 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     import pandas as pd
 
     key = ("step_slices", id(op_map))
-    cached = run._cache.get(key)
+    cached = run.cache.get(key)
     if cached is not None:
         return cached
     st = structure(run)
@@ -474,5 +474,5 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     out = out[list(COLUMNS)]
     for column in ("phase", "direction", "family", "op", "native"):
         out[column] = pd.Categorical(np.asarray(out[column], dtype=object))
-    run._cache[key] = out
+    run.cache.put(key, out)
     return out

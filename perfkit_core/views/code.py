@@ -33,7 +33,9 @@ ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+")
 #: A name in angle brackets (``<module>``).
 ANGLED_RE = re.compile(r"<([^<>]*)>")
 #: ``<built-in method NAME of TYPE object at 0x...>`` / ``<built-in function NAME>``.
-BUILTIN_RE = re.compile(r"^<built-in (?:method|function) (?P<name>[^\s>]+)(?: of (?P<owner>.+?) object)?")
+BUILTIN_RE = re.compile(
+    r"^<built-in (?:method|function) (?P<name>[^\s>]+)(?: of (?P<owner>.+?) object)?"
+)
 LABELS = {
     "name": "Function",
     "function": "Function name",
@@ -91,7 +93,7 @@ def code_frames(run: Run) -> Frames:
     """The run's ``Frames`` (host events of kind ``python``), computed once and cached."""
     from perfkit_core.events import links
 
-    cached = run._cache.get("code_frames")
+    cached = run.cache.get("code_frames")
     if cached is not None:
         return cached
     ev = run.events
@@ -121,7 +123,7 @@ def code_frames(run: Run) -> Frames:
     function = remap[np.asarray(inverse, dtype=np.int64).reshape(-1)]
     step = ev["step"].to_numpy()[rows].astype(np.int64)
     found = Frames(rows, function, caller, own, dur, step, functions)
-    run._cache["code_frames"] = found
+    run.cache.put("code_frames", found)
     return found
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from perfkit_core.events import links
+from perfkit_core.events.cache import RunCache
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +31,7 @@ NOT_WORK_KINDS = ("step", "memory", "profiler")
 
 NO_STEPS_NOTE = "no steps were recorded: the whole profiled span counts as one step"
 
-#: ``Run._cache`` key of what views share while a report (or the advice) is being made
+#: ``Run.cache`` key of what views share while a report (or the advice) is being made
 #: (``perfkit_core.views.registry.shared_views``).
 SHARED_KEY = "shared_views"
 
@@ -41,7 +42,8 @@ def shared(run: Any, key: Any, compute: Callable[[], T]) -> T:
     """``compute()``, once per ``key`` while ``run``'s views are shared
     (``registry.shared_views``): an intermediate result several views read that is too big to
     keep on the run for good (a frame of every op call); computed each time outside."""
-    store = getattr(run, "_cache", {}).get(SHARED_KEY)
+    cache = getattr(run, "cache", None)
+    store = cache.get(SHARED_KEY) if isinstance(cache, RunCache) else None
     if store is None:
         return compute()
     if key not in store:

@@ -43,13 +43,13 @@ def host_self_time(run: Run) -> np.ndarray:
 
     Cached on the run.
     """
-    cached = run._cache.get("self_ns")
+    cached = run.cache.get("self_ns")
     if cached is None:
         events = run.events
         dur = events["dur_ns"].to_numpy()
         child = links.children_sum(events["parent"].to_numpy(), dur.astype(np.float64))
         cached = np.maximum(dur - child.astype(np.int64), 0)
-        run._cache["self_ns"] = cached
+        run.cache.put("self_ns", cached)
     return cached
 
 

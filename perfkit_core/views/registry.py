@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import UnknownViewError
+from perfkit_core.events.cache import RunCache
 from perfkit_core.plugins import get_plugin_manager, registrations
 from perfkit_core.views.across import make_combiner, per_rank_options
 from perfkit_core.views.common import SHARED_KEY, private_copy
@@ -54,7 +55,7 @@ def get_view(name: str, pm: pluggy.PluginManager | None = None) -> ViewSpec:
     return views[name]
 
 
-#: ``Run._cache`` key of the views computed while they are shared (``shared_views``).
+#: ``Run.cache`` key of the views computed while they are shared (``shared_views``).
 SHARED_VIEWS_KEY = SHARED_KEY
 
 
@@ -65,15 +66,15 @@ def shared_views(run: Any) -> Iterator[None]:
     ``mfu``...), share them; each ask gets its own copy of the frame. The frames are let go
     on leaving (a view can depend on more than the run: the peaks measured on this machine).
     Nests; a run without a cache (an analysed job) is left alone."""
-    cache = getattr(run, "_cache", None)
-    if cache is None or SHARED_VIEWS_KEY in cache:
+    cache = getattr(run, "cache", None)
+    if not isinstance(cache, RunCache) or SHARED_VIEWS_KEY in cache:
         yield
         return
-    cache[SHARED_VIEWS_KEY] = {}
+    cache.put(SHARED_VIEWS_KEY, {})
     try:
         yield
     finally:
-        cache.pop(SHARED_VIEWS_KEY, None)
+        cache.drop(SHARED_VIEWS_KEY)
 
 
 def summary(run: Run, view: str, **options: Any) -> pd.DataFrame:
@@ -89,7 +90,8 @@ def summary(run: Run, view: str, **options: Any) -> pd.DataFrame:
     import pandas as pd
 
     spec = get_view(view)
-    shared = getattr(run, "_cache", {}).get(SHARED_VIEWS_KEY)
+    cache = getattr(run, "cache", None)
+    shared = cache.get(SHARED_VIEWS_KEY) if isinstance(cache, RunCache) else None
 
     def source(other: str) -> pd.DataFrame:
         return summary(run, other, **({"rank": options["rank"]} if "rank" in options else {}))

@@ -68,7 +68,7 @@ def launched_kernels(run: Run) -> pd.DataFrame:
     kernel's duration). Cached on the run."""
     import pandas as pd
 
-    cached = run._cache.get("launched_kernels")
+    cached = run.cache.get("launched_kernels")
     if cached is not None:
         return cached
     from perfkit_core.views.structure import structure
@@ -88,7 +88,7 @@ def launched_kernels(run: Run) -> pd.DataFrame:
     columns = ["row", "unit", "rank", "step", "phase", "direction", "slice_owner", "ns"]
     if len(slices) == 0 or len(kernels) == 0:
         found = pd.DataFrame({c: [] for c in columns})
-        run._cache["launched_kernels"] = found
+        run.cache.put("launched_kernels", found)
         return found
     st = structure(run)
     # A launch call made on another thread hangs from the op that issued it (by External id).
@@ -128,7 +128,7 @@ def launched_kernels(run: Run) -> pd.DataFrame:
             "ns": ev["dur_ns"].to_numpy()[kernels[inside]].astype(np.float64),
         }
     )
-    run._cache["launched_kernels"] = found
+    run.cache.put("launched_kernels", found)
     return found
 
 

@@ -47,7 +47,7 @@ def outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Masks over the event table: outermost host operators in the steps, those of them inside
     an optimizer span, and those inside a data-loading span. One count of ops per step for
     every rule."""
-    cached = ctx.run._cache.get("advice_outermost_ops")
+    cached = ctx.run.cache.get("advice_outermost_ops")
     if cached is not None:
         return cached
     ev = ctx.run.events
@@ -58,7 +58,7 @@ def outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     in_optimizer = outer & links.has_ancestor(parent, kind == "optimizer")
     in_data = outer & links.has_ancestor(parent, kind == "dataloader")
     found = (outer, in_optimizer, in_data)
-    ctx.run._cache["advice_outermost_ops"] = found
+    ctx.run.cache.put("advice_outermost_ops", found)
     return found
 
 

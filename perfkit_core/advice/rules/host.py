@@ -165,7 +165,7 @@ def _mostly_nested(events: pd.DataFrame, names: list[str]) -> set[str]:
 
 def _sync_time_by_op(ctx: Context) -> dict[str, float]:
     """Host time each operator name spends waiting for the device (summed over its calls)."""
-    cached = ctx.run._cache.get("advice_sync_by_op")
+    cached = ctx.run.cache.get("advice_sync_by_op")
     if cached is None:
         ev = ctx.run.events
         rows = waiting_rows(ctx.run)
@@ -180,7 +180,7 @@ def _sync_time_by_op(ctx: Context) -> dict[str, float]:
                 if is_op[p]:
                     cached[names[p]] = cached.get(names[p], 0.0) + float(dur[r])
                 p = parent[p]
-        ctx.run._cache["advice_sync_by_op"] = cached
+        ctx.run.cache.put("advice_sync_by_op", cached)
     return cached
 
 

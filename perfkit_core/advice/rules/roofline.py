@@ -53,10 +53,10 @@ def _table(ctx: Context) -> tuple[pd.DataFrame, Peaks] | None:
     if not ctx.has_device:
         return None
     key = "advice_roofline"
-    if key not in ctx.run._cache:
+    if key not in ctx.run.cache:
         peaks = run_peaks(ctx.run)
-        ctx.run._cache[key] = (op_table(ctx.run, peaks), peaks) if peaks is not None else None
-    found: tuple[pd.DataFrame, Peaks] | None = ctx.run._cache[key]
+        ctx.run.cache.put(key, (op_table(ctx.run, peaks), peaks) if peaks is not None else None)
+    found: tuple[pd.DataFrame, Peaks] | None = ctx.run.cache.get(key)
     return found
 
 
