@@ -196,7 +196,7 @@ def main() -> int:
     import pandas as pd
     import torch
 
-    from perfkit_core.views.peaks import run_peaks
+    from perfkit_core.views.costmodel.peaks import run_peaks
     from perfkit_core.views.roofline import roofline_view
 
     if not torch.cuda.is_available():

@@ -41,7 +41,7 @@ def _tower(nn: Any, layer_base: Any, module_list: Any) -> Any:
     return Tower()
 
 
-#: Layer keys both frameworks must give the tower (``perfkit_core.views.structure``).
+#: Layer keys both frameworks must give the tower (``perfkit_core.views.anatomy.structure``).
 EXPECTED_KEYS = {
     "tower[1]",
     "tower[1]/sequential[1]",

@@ -17,7 +17,7 @@ from perfkit_core.advice import (  # noqa: E402
     compiled_step_ns,
 )
 from perfkit_core.advice.compiled import COMPILE_ERROR, KEPT_FAMILIES  # noqa: E402
-from perfkit_core.views.family_rules import family_of  # noqa: E402
+from perfkit_core.views.costmodel.family_rules import family_of  # noqa: E402
 from tests.test_advice_savings import _train_and_profile  # noqa: E402
 
 

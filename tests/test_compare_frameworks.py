@@ -422,7 +422,7 @@ def tower_runs(tmp_path_factory):
 def _assert_rows_line_up(comparison, annotated):
     """Every layer of either run is a row with a figure for both runs, and so is every span
     in ``annotated``: the runs record the same layer paths and annotated spans."""
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     keys = [set(structure(run).layer_key.values()) for run in comparison.runs]
     assert keys[0], "the torch run recorded no layer"
@@ -455,7 +455,7 @@ def test_the_demo_compares_the_same_layers_and_annotated_spans(demo_pair):
 
 
 def test_nested_repeated_and_listed_layers_have_one_path_in_both_frameworks(tower_runs):
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
     from tests.layer_models import EXPECTED_KEYS
 
     runs = {name: perfkit_core.load(tower_runs[name]) for name in ("torch", "paddle")}

@@ -212,7 +212,7 @@ def cpu_rank_events(*, steps: bool) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("steps", [False, True])
 def test_host_computation_counts_top_level_operators(tmp_path, steps):
     from perfkit_core import load
-    from perfkit_core.views.ranks import rank_figures
+    from perfkit_core.views.multirank.ranks import rank_figures
 
     run = load(write_trace(tmp_path / "cpu.json", cpu_rank_events(steps=steps)))
     dist = run.summary("distributed").set_index("name")
@@ -257,7 +257,7 @@ def gloo_gpu_rank_events() -> list[dict[str, Any]]:
 
 def test_gloo_collectives_count_on_a_gpu_rank(tmp_path):
     from perfkit_core import load
-    from perfkit_core.views.ranks import rank_figures
+    from perfkit_core.views.multirank.ranks import rank_figures
 
     run = load(write_trace(tmp_path / "gloo_gpu.json", gloo_gpu_rank_events()))
     dist = run.summary("distributed").set_index("name")

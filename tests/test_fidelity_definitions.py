@@ -715,7 +715,7 @@ def test_collectives_linked_to_kernels_by_external_id_are_measured_by_their_kern
     (``comm_ops``: 36 + 1133 us of it is waiting). ``nccl:broadcast`` and ``nccl:all_reduce``
     launched those kernels (the trace says so by External id): they are not host collectives,
     whose spans would be added to communication (1633 us)."""
-    from perfkit_core.views.distributed import host_collectives
+    from perfkit_core.views.multirank.distributed import host_collectives
 
     path = tmp_path / "worker0.json"
     path.write_text(json.dumps(TB_NCCL_WORKER0))

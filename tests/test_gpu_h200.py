@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import perfkit_core
-from perfkit_core.views.peaks import run_peaks
+from perfkit_core.views.costmodel.peaks import run_peaks
 from perfkit_core.views.roofline import roofline_view
 
 H200 = Path(__file__).parent / "data" / "torch_gpu_h200"

@@ -237,8 +237,8 @@ def test_dropping_the_views_caches_changes_no_summary():
         load_rank,
         summarise_rank,
     )
-    from perfkit_core.views.collectives import collective_calls
-    from perfkit_core.views.ranks import rank_figures
+    from perfkit_core.views.multirank.collectives import collective_calls
+    from perfkit_core.views.multirank.ranks import rank_figures
     from perfkit_core.views.registry import get_view, rank_view
 
     views = tuple((v, ()) for v in DEFAULT_JOB_VIEWS if get_view(v).across != "native")

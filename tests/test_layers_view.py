@@ -278,7 +278,7 @@ def test_memory_allocated_per_layer(torch_profile) -> None:
     # The tree holds the allocations of the forward and backward phases: at most the steps'.
     assert tree["allocated_own_bytes"].sum() <= allocs["bytes"].sum() / steps + 1e-6
     # Forward allocations made inside a layer span count in that layer or a layer inside it.
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     st = structure(run)
     rows = allocs.index.to_numpy()
@@ -335,7 +335,7 @@ def test_a_run_without_steps_shows_the_model_and_says_why_no_times(tmp_path: Pat
     made, so the tree is the recorded model's layers with their parameters and a note; with no
     model either, the report says so in one line instead of leaving the section out."""
     from perfkit_core.cli import main
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     run_dir = _train("torch", tmp_path / "run", "nosteps")
     run = perfkit_core.load(run_dir)

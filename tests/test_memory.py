@@ -374,7 +374,7 @@ def test_v100_report_memory_table_reads_per_step_with_units(v100, tmp_path):
 def test_a_jobs_memory_timeline_takes_the_highest_rank_per_slice(v100):
     """Ranks line up by slice number; each cell is the highest of the ranks' devices of a
     type, for either kind of column (allocator totals or the level above the start)."""
-    from perfkit_core.views.combined import MemoryTimelineCombiner
+    from perfkit_core.views.multirank.combined import MemoryTimelineCombiner
 
     run, _ = v100
     frame = run.summary("memory_timeline")

@@ -149,7 +149,7 @@ def test_steps_recorded_by_the_callback_and_the_step_marker():
 
 
 def test_layers_phases_and_gradients_from_scopes():
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     run = perfkit_core.load(DATA / "graph_cnn")
     st = structure(run)
@@ -585,7 +585,7 @@ def test_torch_and_mindspore_line_up_layer_by_layer(fixture, tmp_path):
     sys.path.insert(0, str(REPO / "tests"))
     from mindspore_twins import torch_cnn, torch_mlp
 
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     twin = torch_mlp if fixture == "graph_mlp" else torch_cnn
     torch_run = perfkit_core.load(twin(tmp_path))
@@ -705,7 +705,7 @@ def test_the_callback_saves_a_graph_mode_cnn(tmp_path):
     (folder,) = callback.handler.profiles
     assert_rows_equal(run.summary("operator"), mindspore_types(folder))
     assert "SequentialCell / Conv2d" in set(
-        __import__("perfkit_core.views.structure", fromlist=["structure"])
+        __import__("perfkit_core.views.anatomy.structure", fromlist=["structure"])
         .structure(run)
         .layer_label.values()
     )
@@ -744,7 +744,7 @@ def test_the_handler_never_raises_and_keeps_mindspores_folder(tmp_path, monkeypa
 
 @needs_mindspore
 def test_the_callback_records_the_mlps_parameters_as_tfprof_counts_them(tmp_path):
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
     from tests.mlp_models import EXPECTED_PARAMS, HIDDEN1_WEIGHT, TOTAL_PARAMS, train
 
     run_dir = train("mindspore", tmp_path)  # Model.train with ProfilerCallback: no extra call
@@ -780,7 +780,7 @@ def test_describe_model_names_cells_in_lists_and_the_handler_records_it(tmp_path
     from mindspore.profiler import ProfilerActivity
 
     import perfkit_mindspore
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     class Blocks(nn.Cell):
         def __init__(self) -> None:

@@ -185,7 +185,7 @@ def test_collective_waits_recomputed_from_the_kernels(job, singles):
         durs[r] = int(k["dur_ns"].iloc[0])
     last = max(starts.values())
     assert max(starts, key=starts.get) == SLOW_RANK
-    from perfkit_core.views.collectives import align_calls, collective_calls
+    from perfkit_core.views.multirank.collectives import align_calls, collective_calls
 
     aligned = align_calls(pd.concat([collective_calls(s) for s in singles.values()]))
     first = aligned.sort_values("start_ns").groupby("rank").head(1).set_index("rank")
@@ -272,7 +272,7 @@ def test_saved_job_is_a_parquet_dataset_partitioned_by_rank(job, tmp_path):
     assert back.meta["ranks"] == list(range(RANKS))
     pd.testing.assert_frame_equal(back.summary("ranks"), job.summary("ranks"))
     # One rank, only the columns the ranks view reads: the same figures.
-    from perfkit_core.views.ranks import FIGURE_EVENT_COLUMNS, rank_figures
+    from perfkit_core.views.multirank.ranks import FIGURE_EVENT_COLUMNS, rank_figures
 
     thin = read_rank(target, SLOW_RANK, columns=FIGURE_EVENT_COLUMNS)
     assert set(thin.meta["columns_read"]) <= set(FIGURE_EVENT_COLUMNS)

@@ -13,9 +13,9 @@ import pytest
 
 import perfkit_core
 from conftest import shared_trace
+from perfkit_core.views.costmodel.opcost import MODEL_KINDS
+from perfkit_core.views.costmodel.peaks import DEVICE_PEAKS, lookup_device
 from perfkit_core.views.costs import run_costs
-from perfkit_core.views.opcost import MODEL_KINDS
-from perfkit_core.views.peaks import DEVICE_PEAKS, lookup_device
 from perfkit_core.views.roofline import LATENCY_BOUND_NS, op_table
 
 MATRIX_KINDS = ("gemm", "conv", "attention")

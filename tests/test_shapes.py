@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from perfkit_core.events import links
-from perfkit_core.views import structure
+from perfkit_core.views.anatomy import structure
 
 DEPTH = 200_000
 

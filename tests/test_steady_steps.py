@@ -29,7 +29,7 @@ from perfkit_core.events.steady import (
     steady_steps,
 )
 from perfkit_core.report.model import SLOW_STEPS_ITEM, WARMUP_ITEM, build_report
-from perfkit_core.views.step_time import step_durations
+from perfkit_core.views.anatomy.step_time import step_durations
 from tests.retimed_traces import faster_copy, slow_step_copy, warmup_copy
 
 MIDDLE = 10  # the step (from 0) D stretches

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import perfkit_core
-from perfkit_core.views.structure import structure
+from perfkit_core.views.anatomy.structure import structure
 
 torch = pytest.importorskip("torch")
 

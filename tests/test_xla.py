@@ -536,7 +536,7 @@ def test_family_time_adds_up_to_the_step(run):
 
 
 def test_canonical_ops_and_families_of_xla_and_tf_ops():
-    from perfkit_core.views.canonical import Resolver
+    from perfkit_core.views.costmodel.canonical import Resolver
 
     resolver = Resolver("jax")
     assert resolver.op("dot.3") == "matmul"
@@ -686,7 +686,7 @@ def test_tensorflow_keras_profile(tf_run):
 
 
 def test_tensorflow_ops_line_up_by_keras_scope(tf_run):
-    from perfkit_core.views.canonical import Resolver
+    from perfkit_core.views.costmodel.canonical import Resolver
 
     tf = Resolver("tensorflow")
     assert tf.op("StatefulPartitionedCall/sequential_1/dense_1/BiasAdd:_MklNativeFusedMatMul") == (
@@ -887,7 +887,7 @@ def test_keras_mlp_parameters_as_tfprof_counts_them(tmp_path):
     assert weight["params_own_bytes"] == HIDDEN1_WEIGHT * 4
     # Recomputed from the saved record: the layers' own parameters are the model's, and each
     # described layer is a layer the run recorded (its key is one of the trace's layer keys).
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     meta = json.loads((run_dir / "meta.json").read_text())
     recorded = meta["model"]["layers"]

@@ -1,12 +1,12 @@
-"""The device peaks the roofline measures ops against (``perfkit_core.views.peaks``), each with
+"""The device peaks the roofline measures ops against (``perfkit_core.views.costmodel.peaks``), each with
 its source, and the op kinds of the performance model."""
 
 from __future__ import annotations
 
 from gen import generator
 from gen.markdown import DocsError, code, codes, table
-from perfkit_core.views.opcost import KINDS, MODEL_KINDS
-from perfkit_core.views.peaks import DEVICE_PEAKS, PRECISIONS, lookup_device
+from perfkit_core.views.costmodel.opcost import KINDS, MODEL_KINDS
+from perfkit_core.views.costmodel.peaks import DEVICE_PEAKS, PRECISIONS, lookup_device
 
 
 @generator("peaks.devices")

@@ -26,7 +26,8 @@ from gen.view_text import (
 )
 from perfkit_core import cli
 from perfkit_core.report.format import column_label, column_unit, header_label
-from perfkit_core.views import ViewSpec, attribution, phases, registered_views, step_time, steps
+from perfkit_core.views import ViewSpec, phases, registered_views, steps
+from perfkit_core.views.anatomy import attribution, step_time
 from perfkit_core.views.operators import host_event_table
 from perfkit_core.views.registry import view_options
 
@@ -285,7 +286,7 @@ def python_only_options() -> str:
 
 @generator("views.phase_rules")
 def phase_rules() -> str:
-    """The phases of a step, from ``perfkit_core.views.attribution``'s docstring, after checking
+    """The phases of a step, from ``perfkit_core.views.anatomy.attribution``'s docstring, after checking
     that they add up to the step on a synthetic run."""
     run = synthetic.default_run()
     times = step_time.phase_times(run)

@@ -6,7 +6,7 @@ three things, each estimated from the run's own figures:
 - **The matrix ops' device time.** Each fp32 GEMM or convolution off the tensor cores runs at
   the same share of the reduced-precision tensor-core peak as it reached of the fp32 peak, and
   never faster than moving half its bytes at the device's bandwidth (the datasheet peaks of
-  ``perfkit_core.views.peaks``). Without the device's peaks, or without recorded shapes, the
+  ``perfkit_core.views.costmodel.peaks``). Without the device's peaks, or without recorded shapes, the
   matrix kernels' time is divided by ``AMP_SPEEDUP``.
 - **The casts autocast adds on the device.** Each forward matrix op's fp32 inputs are cast to
   the reduced precision (4 bytes read and 2 written per element), and each weight's gradient
@@ -36,7 +36,7 @@ from perfkit_core.advice.basis import step_basis
 from perfkit_core.advice.waits import gpu_busy, waiting_rows
 from perfkit_core.events.schema import str_contains
 from perfkit_core.events.trees import has_ancestor
-from perfkit_core.views.opcost import MODEL_KINDS
+from perfkit_core.views.costmodel.opcost import MODEL_KINDS
 
 if TYPE_CHECKING:
     import pandas as pd

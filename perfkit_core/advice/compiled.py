@@ -49,9 +49,9 @@ from perfkit_core.advice.basis import recorded_events_per_step, step_basis, time
 from perfkit_core.advice.text import duration_text
 from perfkit_core.capture.machine_costs import EAGER_PASS_KEY, META_KEY, finite_number
 from perfkit_core.events import links
+from perfkit_core.views.anatomy.structure import structure
+from perfkit_core.views.costmodel.family_rules import family_of
 from perfkit_core.views.costs import run_costs
-from perfkit_core.views.family_rules import family_of
-from perfkit_core.views.structure import structure
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -195,7 +195,7 @@ def delivered_interval(
     ``delivered_ns``, the step figures' difference (the mean step of the advice, whose steps
     of several ranks overlap where the durations' do not). (None, None) where a run has fewer
     than two such steps."""
-    from perfkit_core.views.step_time import step_durations
+    from perfkit_core.views.anatomy.step_time import step_durations
 
     if basis == "unprofiled":
         point, low, high = difference_of_medians(unprofiled_steps(before), unprofiled_steps(after))

@@ -23,7 +23,7 @@ def peaks_command(measure: bool, devices: bool, seconds: float) -> None:
     measured with numpy the first time (or with --measure) and cached for the roofline of CPU
     runs recorded here; or, with --devices, the GPU peaks perfkit knows."""
     from perfkit_core.errors import printable
-    from perfkit_core.views.peaks import (
+    from perfkit_core.views.costmodel.peaks import (
         DEVICE_PEAKS,
         PRECISIONS,
         cache_path,

@@ -11,7 +11,7 @@
 - ``gate``: the regression gate CI runs (``GateResult``).
 - ``opmap``: reading a user's ``--op-map`` file.
 
-Per-run labelling (canonical ops, layers, phases) is a view: ``perfkit_core.views.attribution``.
+Per-run labelling (canonical ops, layers, phases) is a view: ``perfkit_core.views.anatomy.attribution``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Attribution that adds up: each run's step time split by phase, op family, canonical op,
-layer or user span (``perfkit_core.views.attribution.step_slices``), lined up across runs and
+layer or user span (``perfkit_core.views.anatomy.attribution.step_slices``), lined up across runs and
 ranked by how much of the step-time difference each row explains.
 
 Every table has a ``step`` row (the mean step time), the rows that split it, and, except the
@@ -23,7 +23,7 @@ import numpy as np
 from perfkit_core.comparison.keys import TOTAL, slice_keys
 from perfkit_core.comparison.rows import layers_by_phase, per_step_values, runs_without_layers
 from perfkit_core.plugins import framework_hook
-from perfkit_core.views.attribution import PHASES, UNATTRIBUTED
+from perfkit_core.views.anatomy.attribution import PHASES, UNATTRIBUTED
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,7 +18,7 @@ from perfkit_core.comparison.verdict import (
     Cause,
     Verdict,
 )
-from perfkit_core.views.attribution import UNATTRIBUTED
+from perfkit_core.views.anatomy.attribution import UNATTRIBUTED
 
 if TYPE_CHECKING:
     from perfkit_core.comparison.types import Comparison

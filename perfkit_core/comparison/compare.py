@@ -30,7 +30,7 @@ from perfkit_core.comparison.types import (
     Comparison,
 )
 from perfkit_core.events.steady import steady_run
-from perfkit_core.views.canonical import OpMap
+from perfkit_core.views.costmodel.canonical import OpMap
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.views.attribution import unit_labels
-from perfkit_core.views.peaks import run_peaks
+from perfkit_core.views.anatomy.attribution import unit_labels
+from perfkit_core.views.anatomy.structure import structure
+from perfkit_core.views.costmodel.peaks import run_peaks
 from perfkit_core.views.roofline import model_flops_per_step, op_table
-from perfkit_core.views.structure import structure
 
 if TYPE_CHECKING:
     import pandas as pd

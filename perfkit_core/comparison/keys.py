@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.views.attribution import UNATTRIBUTED
+from perfkit_core.views.anatomy.attribution import UNATTRIBUTED
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from perfkit_core.errors import TraceError
-from perfkit_core.views.canonical import OpMap
-from perfkit_core.views.family_rules import FAMILIES
+from perfkit_core.views.costmodel.canonical import OpMap
+from perfkit_core.views.costmodel.family_rules import FAMILIES
 
 _SECTIONS = ("ops", "layers", "families")
 

@@ -58,7 +58,7 @@ class RunOverhead:
 
 def host_events_per_step(run: Run) -> float:
     """Host events the profiler recorded inside steps, per step (NaN without steps)."""
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     st = structure(run)
     steps = int((st.host & (st.kind == "step")).sum())

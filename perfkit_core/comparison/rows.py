@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.comparison.keys import NO_LAYER, NOT_ANNOTATED, slice_keys
+from perfkit_core.views.anatomy.step_time import launched_kernels
+from perfkit_core.views.costmodel.family_rules import UNDIRECTED
 from perfkit_core.views.families import family_key, unit_families
-from perfkit_core.views.family_rules import UNDIRECTED
-from perfkit_core.views.step_time import launched_kernels
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,8 +92,8 @@ def device_keys(comparison: Comparison, i: int, view: str) -> np.ndarray:
     """The row of ``view`` each kernel run ``i``'s steps launched counts under: the family,
     canonical op, layer, user span or phase of its launching op (the outermost op around its
     launch call), in the direction of the step when that op started."""
-    from perfkit_core.views.attribution import unit_labels
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.attribution import unit_labels
+    from perfkit_core.views.anatomy.structure import structure
 
     run = comparison.runs[i]
     kernels = launched_kernels(run)

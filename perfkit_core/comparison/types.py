@@ -21,9 +21,9 @@ from perfkit_core.comparison.overhead import host_events_per_step
 from perfkit_core.comparison.statistics import RatioEstimate, ratio_of_means
 from perfkit_core.events.facts import has_device, step_count
 from perfkit_core.events.steady import SteadySteps, steady_steps
-from perfkit_core.views.attribution import step_slices
-from perfkit_core.views.canonical import OpMap
-from perfkit_core.views.step_time import phase_times, step_durations
+from perfkit_core.views.anatomy.attribution import step_slices
+from perfkit_core.views.anatomy.step_time import phase_times, step_durations
+from perfkit_core.views.costmodel.canonical import OpMap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -263,7 +263,7 @@ class Comparison:
         view's ``data`` phase), the GPU time its kernels took (the model view's GPU time of the
         step: kernels and communication kernels launched in it), device copies and sets, and
         communication kernels."""
-        from perfkit_core.views.structure import structure
+        from perfkit_core.views.anatomy.structure import structure
 
         order = ["step", "data", "gpu", "memcpy", "communication"]
         per_run = []

@@ -3,7 +3,7 @@ returns.
 
 The client plans one task per rank (a trace file, or a rank of a saved job), hands each worker
 one rank at a time, and folds each rank's small tables into one accumulator per view as they
-arrive (``perfkit_core.views.across``), so its memory does not grow with the number of ranks
+arrive (``perfkit_core.views.multirank.across``), so its memory does not grow with the number of ranks
 beyond a few numbers per rank and per collective call. A job of one rank runs in this process,
 without a cluster.
 """
@@ -70,7 +70,7 @@ class Job:
         cluster: ClusterInfo | None = None,
         results: list[dict[str, Any]] | None = None,
     ) -> None:
-        from perfkit_core.views.collectives import align_calls
+        from perfkit_core.views.multirank.collectives import align_calls
 
         self.meta = meta
         self.figures = figures
@@ -127,8 +127,8 @@ class Job:
         return frame
 
     def _summary(self, view: str, options: dict[str, Any]) -> pd.DataFrame:
-        from perfkit_core.views.collectives import collectives_frame
-        from perfkit_core.views.ranks import ranks_frame, waits_by_rank
+        from perfkit_core.views.multirank.collectives import collectives_frame
+        from perfkit_core.views.multirank.ranks import ranks_frame, waits_by_rank
 
         rank = options.pop("rank", None)
         if view == "ranks":
@@ -162,8 +162,8 @@ class Job:
 def _view_columns(views: Sequence[str], advice: bool) -> tuple[str, ...] | None:
     """Event columns a saved job's ranks must be read with: only the ones the ``ranks`` and
     ``collectives`` views read when those are all that is asked; else every column."""
-    from perfkit_core.views.collectives import CALL_EVENT_COLUMNS
-    from perfkit_core.views.ranks import FIGURE_EVENT_COLUMNS
+    from perfkit_core.views.multirank.collectives import CALL_EVENT_COLUMNS
+    from perfkit_core.views.multirank.ranks import FIGURE_EVENT_COLUMNS
 
     if advice or any(v not in ("ranks", "collectives") for v in views):
         return None
@@ -367,7 +367,7 @@ class _Fold:
         options: dict[str, dict[str, Any]],
         notify: Callable[[str], None] | None = None,
     ) -> None:
-        from perfkit_core.views.across import make_combiner
+        from perfkit_core.views.multirank.across import make_combiner
         from perfkit_core.views.registry import get_view
 
         self.combiners = {}
@@ -431,7 +431,7 @@ class _Fold:
         import pandas as pd
 
         from perfkit_core.events.dataset import job_meta
-        from perfkit_core.views.collectives import CALL_COLUMNS
+        from perfkit_core.views.multirank.collectives import CALL_COLUMNS
 
         refused = sorted(self.refused, key=lambda r: (r.rank, r.source))
         if not self.entries:

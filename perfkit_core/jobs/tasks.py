@@ -165,8 +165,8 @@ def summarise_rank(task: RankTask) -> RankResult:
     from perfkit_core.events.dataset import rank_entry, write_rank
     from perfkit_core.events.facts import has_device
     from perfkit_core.events.steady import steady_run
-    from perfkit_core.views.collectives import collective_calls
-    from perfkit_core.views.ranks import rank_figures
+    from perfkit_core.views.multirank.collectives import collective_calls
+    from perfkit_core.views.multirank.ranks import rank_figures
     from perfkit_core.views.registry import get_view, rank_view
 
     began = time.perf_counter()

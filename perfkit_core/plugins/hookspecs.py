@@ -17,7 +17,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
-    from perfkit_core.views.opcost import OpCall, OpCost
+    from perfkit_core.views.costmodel.opcost import OpCall, OpCost
 
 PROJECT_NAME = "perfkit"
 
@@ -96,7 +96,7 @@ def perfkit_register_views(register: ViewRegistrar) -> None:
         column is ``name`` and whose other columns are snake_case with the unit in the name
         (``cpu_total_ns``). A later registration of the same name replaces an earlier one, so a
         plugin can override a built-in view. An optional fourth argument says how the view
-        combines the ranks of a job (``perfkit_core.views.across``): a ``MeanRule``,
+        combines the ranks of a job (``perfkit_core.views.multirank.across``): a ``MeanRule``,
         ``"concat"`` (the default: one block of rows per rank, with a ``rank`` column),
         ``"native"`` (the function reads every rank itself), or a callable taking the view's
         options and returning a ``Combiner``. Each rank's table is computed by calling
@@ -214,7 +214,7 @@ def perfkit_measure_saving(finding: Any, framework: str) -> dict[str, Any] | Non
 def perfkit_op_family(name: str, framework: str) -> str | None:
     """Map an op name to its family, for ops no canonical-op table knows.
 
-    Called by ``perfkit_core.views.canonical.Resolver.family`` (the ``family`` view and
+    Called by ``perfkit_core.views.costmodel.canonical.Resolver.family`` (the ``family`` view and
     ``perfkit_core.compare``) once per distinct canonical op of each run whose family neither
     the user's op map nor ``CANONICAL_FAMILIES`` gives; the name is usually the op's canonical
     name (``perfkit_canonical_op``), or its native name without decorations.
@@ -234,7 +234,7 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
     """Map a native op name to its canonical op, the name the same work has in every framework,
     so that ``perfkit_core.compare`` lines a torch run and a paddle run up op by op.
 
-    Called by the comparison's attribution (``perfkit_core.views.canonical.Resolver``) once per
+    Called by the comparison's attribution (``perfkit_core.views.costmodel.canonical.Resolver``) once per
     distinct op name of each run, after the user's op map and the enclosing layer's type
     (``LAYER_OPS``) had no answer. Gradient ops are asked too (``AddmmBackward0``,
     ``Global_MatmulGradNode``); a gradient op that can be paired with its forward op takes the
@@ -245,7 +245,7 @@ def perfkit_canonical_op(name: str, framework: str) -> str | None:
         ``autograd::engine::evaluate_function:`` prefix.
     :param framework: the run's framework (``torch``, ``paddle``, ``jax``, ``tensorflow``, ...).
     :returns: a lower-case canonical op (``linear``, ``conv``, ``pool``, ``rnn``, ``reshape``,
-        ...; see ``perfkit_core.views.canonical.CANONICAL_FAMILIES``) for its forward and
+        ...; see ``perfkit_core.views.costmodel.canonical.CANONICAL_FAMILIES``) for its forward and
         backward alike, when this plugin adapts ``framework`` and knows the name, else ``None``
         (perfkit then uses the name without decorations).
 

@@ -13,8 +13,7 @@ import numpy as np
 from perfkit_core.report.format import saving_step
 
 if TYPE_CHECKING:
-    from perfkit_core.events.run import Run
-    from perfkit_core.jobs import Job
+    from perfkit_core.events.profile import Profile
 
 
 @dataclass
@@ -138,7 +137,7 @@ HEADLINE_PHASES = ("data", "forward", "backward", "optimizer", "other")
 
 
 def headline(
-    run: Run | Job, findings: list[Any] | None, batch_size: int | None, note: str | None
+    run: Profile, findings: list[Any] | None, batch_size: int | None, note: str | None
 ) -> Headline:
     """The headline: the mean step (the step every share on the page divides by) and the
     spread of the steps (median, quartiles), throughput (samples/s with a batch size, else
@@ -230,7 +229,7 @@ def _unprofiled_step(run: Any) -> float | None:
     return float(np.median(unprofiled))
 
 
-def _mfu_items(run: Run | Job) -> list[HeaderItem]:
+def _mfu_items(run: Profile) -> list[HeaderItem]:
     """The headline's model FLOPs per step and MFU: the ``mfu`` view's mean row, labelled as
     that view labels them; none when the run's model FLOPs or peaks are unknown."""
     try:

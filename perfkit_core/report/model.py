@@ -32,8 +32,7 @@ from perfkit_core.report.tables import (
 )
 
 if TYPE_CHECKING:
-    from perfkit_core.events.run import Run
-    from perfkit_core.jobs import Job
+    from perfkit_core.events.profile import Profile
 
 #: Views a report shows by default, in order; tables with no rows are left out.
 DEFAULT_VIEWS: tuple[str, ...] = (
@@ -159,7 +158,7 @@ class Report:
         return next(t for t in self.tables if t.id == table_id)
 
 
-def _step_count(run: Run | Job) -> int:
+def _step_count(run: Profile) -> int:
     """The number of steps of the run (of its mean rank, for several ranks); 0 without steps."""
     try:
         steps = run.summary("steps")
@@ -170,7 +169,7 @@ def _step_count(run: Run | Job) -> int:
     return round(len(steps) / max(steps["rank"].nunique(), 1))
 
 
-def _header(run: Run | Job) -> list[HeaderItem]:
+def _header(run: Profile) -> list[HeaderItem]:
     from perfkit_core.events.ranks import ranks_text
 
     meta = run.meta
@@ -223,7 +222,7 @@ WARMUP_ITEM = "Warm-up left out"
 SLOW_STEPS_ITEM = "Slow steps kept"
 
 
-def _steady_items(run: Run | Job) -> list[HeaderItem]:
+def _steady_items(run: Profile) -> list[HeaderItem]:
     """The header's lines on the steps every average leaves out (leading warm-up, with the
     mean step they would have given) and the slow later steps it keeps; none for a run whose
     steps have neither."""
@@ -259,7 +258,7 @@ def _steady_items(run: Run | Job) -> list[HeaderItem]:
     return items
 
 
-def run_label(run: Run | Job) -> str:
+def run_label(run: Profile) -> str:
     """The name a run goes by in titles: the file or folder it was loaded from (``origin``);
     else its trace's file name (the folder's, for a trace kept inside a saved run), the folder
     of a job's traces, or its framework."""
@@ -313,7 +312,7 @@ def _view_chart(table: Table) -> Chart | None:
 
 
 def build_report(
-    run: Run | Job,
+    run: Profile,
     views: Iterable[str] = DEFAULT_VIEWS,
     *,
     time_unit: str = "ms",
@@ -349,7 +348,7 @@ def build_report(
 
 
 def _build_report(
-    run: Run | Job,
+    run: Profile,
     views: list[str],
     time_unit: str,
     top: int | None,
@@ -370,10 +369,11 @@ def _build_report(
     with stage("summaries", total=len(views) + int(advice)) as bar:
         if advice:
             from perfkit_core.advice.engine import advice_note
+            from perfkit_core.events.run import Run as EventRun
 
-            if getattr(run, "events", None) is not None:
+            if isinstance(run, EventRun):
                 # a steady run's warm-up is gone already; without ``steady`` none is left out
-                findings = run.advise(steady=False)  # type: ignore[call-arg]
+                findings = run.advise(steady=False)
                 note = advice_note(run, steady=False)
             else:
                 findings = run.advise()

@@ -5,14 +5,22 @@ A view is a function ``view(run, **options) -> DataFrame`` registered through th
 views live in ``operators`` (operator, user), ``phases`` (model, phases), ``families``
 (family), ``overview`` (overview, device), ``kernels`` (kernel), ``memory`` (memcpy, memory;
 frees paired with their allocations by ``allocations``), ``timelines`` (memory_timeline,
-device_timeline, in slices that line up with the steps), ``distributed`` and ``steps`` (steps,
-benchmark), and are registered by ``builtin``. ``families`` also holds the op-family rules adapters build on.
+device_timeline, in slices that line up with the steps), ``steps`` (steps, benchmark),
+``roofline``, ``layers`` and ``code``, and are registered by ``builtin``. ``families`` also holds
+the op-family rules adapters build on.
+
+What the views build on is grouped by what it models: ``costmodel`` (the op cost model:
+canonical ops, shapes, FLOPs and bytes per op category, device peaks), ``anatomy`` (a step's
+layer tree and its time by phase, layer and op) and ``multirank`` (combining per-rank tables,
+collectives, the distributed and rank views). The names below are the public API, wherever
+they live.
 """
 
 from __future__ import annotations
 
-from perfkit_core.views.attribution import PHASES, step_slices
-from perfkit_core.views.canonical import (
+from perfkit_core.views.anatomy.attribution import PHASES, step_slices
+from perfkit_core.views.anatomy.structure import SCOPE_CATEGORY
+from perfkit_core.views.costmodel.canonical import (
     CANONICAL_FAMILIES,
     LAYER_OPS,
     OpMap,
@@ -21,14 +29,7 @@ from perfkit_core.views.canonical import (
     is_gradient,
     layer_type,
 )
-from perfkit_core.views.families import (
-    FAMILIES,
-    direction_of,
-    family_of,
-    family_times,
-    normalize,
-)
-from perfkit_core.views.opcost import (
+from perfkit_core.views.costmodel.opcost import (
     MODEL_KINDS,
     OpCall,
     OpCost,
@@ -49,9 +50,15 @@ from perfkit_core.views.opcost import (
     rnn_cost,
     softmax_cost,
 )
+from perfkit_core.views.costmodel.shapes import Inputs, Shape, dtype_bytes, numel, parse_inputs
+from perfkit_core.views.families import (
+    FAMILIES,
+    direction_of,
+    family_of,
+    family_times,
+    normalize,
+)
 from perfkit_core.views.registry import ViewSpec, get_view, registered_views, summary
-from perfkit_core.views.shapes import Inputs, Shape, dtype_bytes, numel, parse_inputs
-from perfkit_core.views.structure import SCOPE_CATEGORY
 
 __all__ = [
     "CANONICAL_FAMILIES",

@@ -9,8 +9,6 @@ from perfkit_core.plugins import hookimpl
 from perfkit_core.views import (
     breakdown,
     code,
-    collectives,
-    distributed,
     families,
     idle,
     kernels,
@@ -20,13 +18,13 @@ from perfkit_core.views import (
     operators,
     overview,
     phases,
-    ranks,
     roofline,
-    step_time,
     steps,
     timelines,
 )
-from perfkit_core.views.combined import ACROSS
+from perfkit_core.views.anatomy import step_time
+from perfkit_core.views.multirank import collectives, distributed, ranks
+from perfkit_core.views.multirank.combined import ACROSS
 
 if TYPE_CHECKING:
     import pandas as pd

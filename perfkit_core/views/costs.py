@@ -24,10 +24,10 @@ from perfkit_core.events import links
 from perfkit_core.events.facts import has_device
 from perfkit_core.events.schema import str_values
 from perfkit_core.plugins import framework_hook
-from perfkit_core.views.callcodes import Calls, call_ids, distinct_rows
+from perfkit_core.views.anatomy.structure import innermost, outermost, structure
+from perfkit_core.views.costmodel.callcodes import Calls, call_ids, distinct_rows
+from perfkit_core.views.costmodel.opcost import OpCost
 from perfkit_core.views.kernels import tensor_core_kernels
-from perfkit_core.views.opcost import OpCost
-from perfkit_core.views.structure import innermost, outermost, structure
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -86,7 +86,7 @@ def _pairs(run: Run) -> np.ndarray:
     links torch recorded; the autograd sequence numbers torch records on a forward op and on
     the gradient node it created (``sequence``); ``unit_labels``' pairing in reverse order per
     canonical op within a step."""
-    from perfkit_core.views.attribution import unit_labels
+    from perfkit_core.views.anatomy.attribution import unit_labels
 
     labels = unit_labels(run)
     st = structure(run)

@@ -2,7 +2,7 @@
 a paddle run of one model line up, and the ``family`` view (time per family of the run's
 outermost work).
 
-An op's family is that of its canonical op (``perfkit_core.views.canonical``: a conv's bias add
+An op's family is that of its canonical op (``perfkit_core.views.costmodel.canonical``: a conv's bias add
 counts as conv, a gradient op as its forward op's family); canonical ops no table knows are
 classified by the adapter (``perfkit_op_family``) and then by the framework-neutral rules below.
 A family is one of ``FAMILIES``; forward and backward work are told apart by ``direction``,
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfkit_core.events.facts import has_device
-from perfkit_core.views.family_rules import (
+from perfkit_core.views.costmodel.family_rules import (
     FAMILIES,
     UNDIRECTED,
     direction_of,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from perfkit_core.events.run import Run
-    from perfkit_core.views.canonical import OpMap
+    from perfkit_core.views.costmodel.canonical import OpMap
 
 __all__ = [
     "FAMILIES",
@@ -62,7 +62,7 @@ def family_times(run: Run) -> dict[str, float]:
     of ``views.attribution.step_slices`` grouped by family, so the families of a step add up to
     the step. Host time between ops is ``overhead``; the device finishing work after the host
     step ended is ``device tail``; step time no event covers is ``unattributed``."""
-    from perfkit_core.views.attribution import step_slices
+    from perfkit_core.views.anatomy.attribution import step_slices
 
     slices = step_slices(run)
     if len(slices) == 0:
@@ -90,7 +90,7 @@ def family_gpu_times(run: Run) -> dict[str, float]:
     """Kernel time (ns, over all steps) launched by each ``family (direction)``: a kernel counts
     in the family of its launching op (the outermost op around its launch call), in the
     direction of the step at that op's start. Empty without device work."""
-    from perfkit_core.views.step_time import launched_kernels
+    from perfkit_core.views.anatomy.step_time import launched_kernels
 
     kernels = launched_kernels(run)
     if kernels.empty:
@@ -107,8 +107,8 @@ def family_gpu_times(run: Run) -> dict[str, float]:
 def _other_threads_ns(run: Run) -> float:
     """Host work (ns, outermost events, over the profile) on threads that run no step and no
     backward or compiled work for it, such as a data loader's prefetch thread."""
-    from perfkit_core.views.attribution import compute_thread_rows, unit_labels
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.attribution import compute_thread_rows, unit_labels
+    from perfkit_core.views.anatomy.structure import structure
 
     st = structure(run)
     if not st.step_thread.any():
@@ -133,7 +133,7 @@ def family_view(run: Run, *, top: int | None = None) -> pd.DataFrame:
     on runs with device work, else by time."""
     import pandas as pd
 
-    from perfkit_core.views.step_time import step_durations
+    from perfkit_core.views.anatomy.step_time import step_durations
 
     durations = step_durations(run)
     steps = max(len(run.meta.get("steps") or []), 1) if len(durations) == 0 else len(durations)
@@ -191,8 +191,8 @@ def unit_families(run: Run, rows: np.ndarray, *, op_map: OpMap | None = None) ->
     """The op family of each op unit in ``rows`` (as ``step_slices`` labels the slices the
     unit owns): fixed by its kind for data loading, optimizer, communication and runtime
     units (``KIND_FAMILIES``), else its canonical op's family."""
-    from perfkit_core.views.attribution import KIND_FAMILIES, unit_labels
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.attribution import KIND_FAMILIES, unit_labels
+    from perfkit_core.views.anatomy.structure import structure
 
     st = structure(run)
     labels = unit_labels(run, op_map=op_map)

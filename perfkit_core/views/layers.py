@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfkit_core.errors import OptionError
-from perfkit_core.views.layer_accounting import (
+from perfkit_core.views.anatomy.layer_accounting import (
     allocated_by_layer,
     ancestors,
     descriptions_by_key,
@@ -138,11 +138,11 @@ def layers_view(
     beside ``name``, ``path`` and ``depth``."""
     import pandas as pd
 
-    from perfkit_core.views.attribution import step_slices
-    from perfkit_core.views.opcost import MODEL_KINDS
+    from perfkit_core.views.anatomy.attribution import step_slices
+    from perfkit_core.views.anatomy.step_time import launched_kernels, phase_times
+    from perfkit_core.views.anatomy.structure import structure
+    from perfkit_core.views.costmodel.opcost import MODEL_KINDS
     from perfkit_core.views.roofline import op_table
-    from perfkit_core.views.step_time import launched_kernels, phase_times
-    from perfkit_core.views.structure import structure
 
     # A figure's name orders by its total, as tfprof's ``-order_by params`` does.
     order_by = {k: v[-1] for k, v in ORDER_ALIASES.items()}.get(order_by or "", order_by)

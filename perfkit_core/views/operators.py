@@ -11,8 +11,8 @@ from perfkit_core.events import links
 from perfkit_core.events.facts import step_count
 from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
+from perfkit_core.views.anatomy.structure import LAYER_PREFIX
 from perfkit_core.views.common import category_values
-from perfkit_core.views.structure import LAYER_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -4,7 +4,7 @@ Each phase row sums the outermost spans of one kind (Paddle's ``Dataloader``, ``
 ``Backward``, ``Optimization``; torch's data-loading and optimizer spans and autograd nodes), so
 its ``calls`` count spans (one per autograd node in torch) and ``others`` is the step time no
 span covers. This is the peer's definition, kept for parity with Paddle; the report's ``model``
-view (``perfkit_core.views.step_time``) splits every step into phases that add up to it, the
+view (``perfkit_core.views.anatomy.step_time``) splits every step into phases that add up to it, the
 one definition the headline, the advice and the comparison use.
 """
 

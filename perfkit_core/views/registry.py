@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 from perfkit_core.errors import UnknownViewError
 from perfkit_core.events.cache import RunCache
 from perfkit_core.plugins import get_plugin_manager, registrations
-from perfkit_core.views.across import make_combiner, per_rank_options
 from perfkit_core.views.common import SHARED_KEY, private_copy
 from perfkit_core.views.contract import with_old_names
+from perfkit_core.views.multirank.across import make_combiner, per_rank_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ViewSpec:
     """A registered view: its name, the function computing it, a one-line description, and
-    how it combines the ranks of a job (``across``, see ``perfkit_core.views.across``; views
+    how it combines the ranks of a job (``across``, see ``perfkit_core.views.multirank.across``; views
     registered without one show one block of rows per rank)."""
 
     name: str
@@ -82,7 +82,7 @@ def summary(run: Run, view: str, **options: Any) -> pd.DataFrame:
 
     For a run of several ranks, ``rank=R`` computes the view on rank R's table alone; without
     it, the view is computed on each rank's table and the tables are combined by the view's
-    ``across`` rule, which the table's note states (``perfkit_core.views.across``). Inside
+    ``across`` rule, which the table's note states (``perfkit_core.views.multirank.across``). Inside
     ``shared_views(run)`` a view asked again with the same options is not computed again. A
     column renamed in this release still reads under its old name, with a warning
     (``perfkit_core.views.contract``).

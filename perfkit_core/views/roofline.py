@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfkit_core.events import facts
 from perfkit_core.events.intervals import step_spans
 from perfkit_core.views.common import NO_STEPS_NOTE, category_values, private_copy, shared
+from perfkit_core.views.costmodel.opcost import MODEL_KINDS
+from perfkit_core.views.costmodel.peaks import Peaks, run_peaks
 from perfkit_core.views.costs import RunCosts, run_costs
-from perfkit_core.views.opcost import MODEL_KINDS
-from perfkit_core.views.peaks import Peaks, run_peaks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,12 +87,13 @@ def labels(on_device: bool) -> dict[str, str]:
 
 
 def step_count(run: Run) -> tuple[int, float]:
-    """(number of steps, mean step time in ns): the steps as ``step_spans`` stretches them, or
-    the whole profiled span as one step when none were recorded."""
-    spans = step_spans(run)
-    if len(spans["step"]):
-        durations = spans["end_ns"] - spans["start_ns"]
-        return len(durations), float(durations.mean())
+    """(the steps a per-step figure divides by, mean step time in ns): the run's steps
+    (``events.facts.step_count``), timed as ``step_spans`` stretches them, or the whole profiled
+    span as one step when none were recorded."""
+    steps = facts.step_count(run)
+    if steps:
+        spans = step_spans(run)
+        return steps, float((spans["end_ns"] - spans["start_ns"]).mean())
     span = run.meta.get("span_ns") or [0, 0]
     return 1, float(span[1] - span[0])
 
@@ -164,8 +166,8 @@ def _group_labels(run: Run, table: pd.DataFrame, by: str) -> tuple[list[str], di
         return ["name", "precision"], {}
     if by == "shape":
         return ["name", "input_shapes", "precision"], {}
-    from perfkit_core.views.attribution import unit_labels
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.attribution import unit_labels
+    from perfkit_core.views.anatomy.structure import structure
 
     st = structure(run)
     unit_of = st.unit_of[table["row"].to_numpy()]

@@ -29,7 +29,7 @@ def steps_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     ``phases`` add up to it, and it is never shorter than the device work the step launched."""
     import pandas as pd
 
-    from perfkit_core.views.step_time import phase_times
+    from perfkit_core.views.anatomy.step_time import phase_times
 
     columns = [
         "name",

@@ -1,7 +1,7 @@
 """Cross-rank rules: stragglers, load imbalance and exposed communication per rank.
 
 They read the ``ranks`` view of a job (one row per rank, figures per step; see
-``perfkit_core.views.ranks`` for the straggler rule) and run once per job of several ranks.
+``perfkit_core.views.multirank.ranks`` for the straggler rule) and run once per job of several ranks.
 Savings are in ns over the profiled steps of one rank, like every other rule's.
 """
 
@@ -63,7 +63,7 @@ def rule_straggler(ctx: JobContext) -> list[Finding] | None:
     Saving (per step): the straggler's extra work over the median rank's, at most what the
     other ranks measurably wait (median over them) when waits were measured.
     """
-    from perfkit_core.views.ranks import slow_phase
+    from perfkit_core.views.multirank.ranks import slow_phase
 
     ranks = _ranks(ctx)
     if ranks is None or not ranks["straggler"].any():

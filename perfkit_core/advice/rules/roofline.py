@@ -25,8 +25,8 @@ import numpy as np
 from perfkit_core.advice.basis import device_basis_text, step_basis
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.text import duration_text
-from perfkit_core.views.opcost import MODEL_KINDS
-from perfkit_core.views.peaks import Peaks, run_peaks
+from perfkit_core.views.costmodel.opcost import MODEL_KINDS
+from perfkit_core.views.costmodel.peaks import Peaks, run_peaks
 from perfkit_core.views.roofline import LATENCY_BOUND_NS, op_table
 
 if TYPE_CHECKING:

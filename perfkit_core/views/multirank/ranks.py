@@ -25,7 +25,7 @@ import numpy as np
 from perfkit_core.events.intervals import clip_to, intersect_length, length, step_window
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.common import DEVICE_KINDS
-from perfkit_core.views.distributed import work_masks
+from perfkit_core.views.multirank.distributed import work_masks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,7 +93,7 @@ def rank_figures(run: Run) -> dict[str, Any]:
     device = ev["stream"].to_numpy() >= 0
     window, has_steps = step_window(run)
     total = length(window)
-    from perfkit_core.views.step_time import phase_times, step_durations
+    from perfkit_core.views.anatomy.step_time import phase_times, step_durations
 
     durations = step_durations(run)
     steps = max(len(durations), 1)
@@ -235,7 +235,7 @@ def ranks_view(run: Run, *, rank: int | None = None) -> pd.DataFrame:
     import pandas as pd
 
     from perfkit_core.events.ranks import rank_run, run_ranks
-    from perfkit_core.views.collectives import align_calls, collective_calls
+    from perfkit_core.views.multirank.collectives import align_calls, collective_calls
 
     singles = [rank_run(run, r) for r in run_ranks(run)]
     calls = align_calls(pd.concat([collective_calls(one) for one in singles], ignore_index=True))

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from perfkit_core.events import links
-from perfkit_core.views.opcost import OpCall
-from perfkit_core.views.shapes import Inputs, parse_inputs
+from perfkit_core.views.costmodel.opcost import OpCall
+from perfkit_core.views.costmodel.shapes import Inputs, parse_inputs
 
 
 def distinct_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

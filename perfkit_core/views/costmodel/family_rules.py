@@ -2,7 +2,7 @@
 
 ``FAMILIES`` lists them; ``family_of`` applies ordered patterns to a normalized name (the first
 match wins, so specific families come before general ones); adapters refine it through
-``perfkit_op_family``. Used by ``perfkit_core.views.canonical`` and the ``family`` view.
+``perfkit_op_family``. Used by ``perfkit_core.views.costmodel.canonical`` and the ``family`` view.
 """
 
 from __future__ import annotations

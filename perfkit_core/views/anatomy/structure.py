@@ -30,7 +30,7 @@ import numpy as np
 from perfkit_core.events import links
 from perfkit_core.events.model_entries import layer_key
 from perfkit_core.events.schema import CodedColumn, coded
-from perfkit_core.views.canonical import layer_type
+from perfkit_core.views.costmodel.canonical import layer_type
 
 if TYPE_CHECKING:
     import pandas as pd

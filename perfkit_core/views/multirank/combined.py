@@ -1,4 +1,4 @@
-"""How each built-in view combines the ranks of a job (the rules ``perfkit_core.views.across``
+"""How each built-in view combines the ranks of a job (the rules ``perfkit_core.views.multirank.across``
 applies): which columns are keys, sums (mean per rank), maxima and minima, and how the derived
 columns (averages, shares, rates) are recomputed from the combined figures."""
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.views.across import Combiner, MeanRule
+from perfkit_core.views.multirank.across import Combiner, MeanRule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,7 +137,7 @@ MEMORY_BY_OP = MeanRule(
 
 def memory_rule(options: dict[str, Any]) -> Combiner:
     """The memory view: by op, the mean per rank; by device or step, the rows of each rank."""
-    from perfkit_core.views.across import ConcatCombiner, MeanCombiner
+    from perfkit_core.views.multirank.across import ConcatCombiner, MeanCombiner
 
     if options.get("by", "op") in ("device", "step"):
         return ConcatCombiner(options)
@@ -311,7 +311,7 @@ BREAKDOWN = MeanRule(
 
 def breakdown_rule(options: dict[str, Any]) -> Combiner:
     """The breakdown view: parts, the mean per rank; per step, every rank's steps."""
-    from perfkit_core.views.across import ConcatCombiner, MeanCombiner
+    from perfkit_core.views.multirank.across import ConcatCombiner, MeanCombiner
 
     if options.get("per_step"):
         return ConcatCombiner(options)
@@ -337,7 +337,7 @@ LAUNCHES = MeanRule(
 )
 
 
-#: The across-ranks rule of each built-in view (see ``perfkit_core.views.across``).
+#: The across-ranks rule of each built-in view (see ``perfkit_core.views.multirank.across``).
 ACROSS: dict[str, Any] = {
     "operator": HOST_TABLE,
     "user": HOST_TABLE,

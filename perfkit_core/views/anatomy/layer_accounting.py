@@ -1,7 +1,7 @@
 """Where each figure of the ``layers`` view counts: the layer of an op, a kernel or an
 allocation (a backward op's is the layer of the forward op it differentiates), the display
 name and recorded description of each layer key, and the layers that ran an op of a type.
-Layer keys are ``perfkit_core.views.structure``'s: the path of layer types from the outermost
+Layer keys are ``perfkit_core.views.anatomy.structure``'s: the path of layer types from the outermost
 layer of the step, each with its call ordinal among same-typed siblings."""
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def per_key(keys: np.ndarray, values: np.ndarray) -> dict[str, float]:
 def layer_of_rows(run: Run, rows: np.ndarray) -> np.ndarray:
     """For host rows, the layer span each counts in: its op unit's (a backward unit's is the
     layer of the forward op it differentiates), else its innermost layer; -1 outside layers."""
-    from perfkit_core.views.attribution import unit_labels
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.attribution import unit_labels
+    from perfkit_core.views.anatomy.structure import structure
 
     st = structure(run)
     labels = unit_labels(run)
@@ -49,7 +49,7 @@ def allocated_by_layer(run: Run, slices: pd.DataFrame) -> dict[str, float] | Non
     an allocation counts when it starts in one of ``slices`` (the forward and backward phases of
     the steps taken) on its rank, in the layer of the op it is made in (a backward op's: the
     forward op's layer). None when the run recorded no memory events."""
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     ev = run.events
     memory = str_values(ev["kind"]) == "memory"
@@ -82,7 +82,7 @@ def allocated_by_layer(run: Run, slices: pd.DataFrame) -> dict[str, float] | Non
 
 def key_names(run: Run, keys: list[str]) -> dict[str, str]:
     """Display name of each layer key: the last part of its label (``Linear 2``)."""
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     st = structure(run)
     names: dict[str, str] = {}
@@ -95,7 +95,7 @@ def key_names(run: Run, keys: list[str]) -> dict[str, str]:
 def descriptions_by_key(run: Run, keys: list[str]) -> dict[str, LayerDescription] | None:
     """The recorded description of each layer key (by its span name or its key), or None when
     the run recorded no model."""
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     recorded = model_description(run)
     if recorded is None:
@@ -122,7 +122,7 @@ def layers_running(run: Run, wanted: list[int], pattern: re.Pattern[str]) -> set
     ``matmul``, ``MatMul``) ``pattern`` matches, in the steps ``wanted``: an op counts in the
     layer its time counts in (a backward op in the layer of the forward op it differentiates; an
     op nested in another, in the outer op's layer)."""
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     st = structure(run)
     step_numbers = run.events["step"].to_numpy()
@@ -142,7 +142,7 @@ def first_described(run: Run) -> list[str]:
     description matched by key, the key of each described span's first call otherwise (a
     run without steps numbers the calls of the whole run, so later calls of one module are
     other keys). Empty when no model was recorded."""
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     recorded = model_description(run)
     if recorded is None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import prod
 
-from perfkit_core.views.shapes import DTYPE_PRECISION, Inputs, Shape, dtype_bytes, numel
+from perfkit_core.views.costmodel.shapes import DTYPE_PRECISION, Inputs, Shape, dtype_bytes, numel
 
 #: The kinds of op the model knows; ``MODEL_KINDS`` are those whose FLOPs count as the model's
 #: (matrix math: what model FLOPs utilisation is about).

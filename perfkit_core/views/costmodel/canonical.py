@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfkit_core.plugins import framework_hook
-from perfkit_core.views.family_rules import base_name, family_of, is_gradient, snake
+from perfkit_core.views.costmodel.family_rules import base_name, family_of, is_gradient, snake
 
 __all__ = [
     "ALIASES",

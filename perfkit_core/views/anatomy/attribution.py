@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.views.canonical import OpMap, Resolver, is_gradient
-from perfkit_core.views.family_rules import display_name
-from perfkit_core.views.structure import ENGINE_PREFIX, Structure, structure
-from perfkit_core.views.windows import in_stretched_steps
+from perfkit_core.views.anatomy.structure import ENGINE_PREFIX, Structure, structure
+from perfkit_core.views.anatomy.windows import in_stretched_steps
+from perfkit_core.views.costmodel.canonical import OpMap, Resolver, is_gradient
+from perfkit_core.views.costmodel.family_rules import display_name
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -26,7 +26,7 @@ import numpy as np
 
 from perfkit_core.events import links
 from perfkit_core.events.intervals import step_spans, step_window
-from perfkit_core.views.attribution import PHASES, step_slices
+from perfkit_core.views.anatomy.attribution import PHASES, step_slices
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,7 +71,7 @@ def launched_kernels(run: Run) -> pd.DataFrame:
     cached = run.cache.get("launched_kernels")
     if cached is not None:
         return cached
-    from perfkit_core.views.structure import structure
+    from perfkit_core.views.anatomy.structure import structure
 
     ev = run.events
     slices = step_slices(run)
