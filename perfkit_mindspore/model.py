@@ -4,7 +4,7 @@ as the user wrote it and its trainable parameters, for the ``layers`` view.
 MindSpore's operators carry the scopes of the cells they ran in (``perfkit_mindspore.scopes``),
 from which the loader makes one layer span per cell call, named after the cell's type. perfkit's
 layer tree keys each call by the path of cell types from the outermost cell, each with its
-ordinal among same-typed siblings (``perfkit_core.views.structure``). ``describe_model(cell)``
+ordinal among same-typed siblings (``perfkit_core.views.anatomy.structure``). ``describe_model(cell)``
 gives each cell of the model the key its calls get, assuming the cells are called in the order
 they are defined, once per step, as in a sequential model: training wrappers
 (``TrainOneStepCell``, ``WithLossCell``, ...) are not layers and the optimizer is not part of

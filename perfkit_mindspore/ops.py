@@ -13,7 +13,7 @@ import re
 
 from perfkit_mindspore.scopes import OPTIMIZER_TYPES
 
-#: MindSpore operator type -> canonical op (``perfkit_core.views.canonical``).
+#: MindSpore operator type -> canonical op (``perfkit_core.views.costmodel.canonical``).
 CANONICAL: dict[str, str] = {
     "MatMul": "matmul",
     "MatMulExt": "matmul",

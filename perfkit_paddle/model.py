@@ -4,7 +4,7 @@ as the user wrote it and its parameters, for the ``layers`` view.
 Paddle's profiler records a forward event per layer call, named after the layer's class only,
 so the handler cannot tell which ``Linear`` a call was. ``describe_model(model)`` (or the
 handler's ``model=`` argument) names them: it gives each layer the key perfkit's layer tree
-gives its calls (``perfkit_core.views.structure``: the path of layer types from the model, each
+gives its calls (``perfkit_core.views.anatomy.structure``: the path of layer types from the model, each
 with its ordinal among same-typed siblings) assuming the layers are called in the order they
 are defined, once per step, as in a sequential model; a layer list's members are children of
 the layer that holds the list (lists are never called). A layer called in another order or

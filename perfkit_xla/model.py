@@ -12,7 +12,7 @@ or ``describe_model(model)``. Two kinds of model are understood:
 - a **parameter tree** (Flax's ``variables["params"]``, Haiku's params, any nested mapping of
   arrays): one layer per mapping that holds arrays or mappings, its arrays its parameters.
 
-Layer keys follow perfkit's layer keys (``perfkit_core.views.structure``): the path of layer
+Layer keys follow perfkit's layer keys (``perfkit_core.views.anatomy.structure``): the path of layer
 types, each with its ordinal among same-typed siblings. TensorFlow's op scopes carry the
 layers' names, not their classes, so a layer's type here is its name without the numeric
 suffixes Keras and Flax add to tell layers apart (``dense_3`` and ``Dense_0`` are ``dense``,

@@ -15,7 +15,7 @@ perfkit takes the first scope as the model and the second as its layer (deeper s
 run of consecutive ops of one model is a ``forward`` span named after the model, and each run
 of consecutive ops of one layer inside it a ``forward`` span named after the layer, both with
 their numeric suffixes removed (``sequential``, ``dense``: a layer's type, as the layer keys of
-``perfkit_core.views.structure`` need). TensorFlow's executor runs a step's ops in pieces
+``perfkit_core.views.anatomy.structure`` need). TensorFlow's executor runs a step's ops in pieces
 (``ExecutorState::Process`` spans) and on several threads, so one layer call can be several
 spans: they share the scope path as ``full_name`` and category ``layer scope``, which makes them
 one call. Variable reads (``ReadVariableOp``), which the executor runs as soon as it can, start
