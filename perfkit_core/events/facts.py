@@ -1,9 +1,12 @@
 """Two facts every layer asks of a run, each defined once: whether it recorded device work
-(``has_device``) and how many steps it recorded (``step_count``)."""
+(``has_device``) and how many steps it recorded (``step_count``; ``steps_per_rank`` for the
+mean rank of several)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from perfkit_core.events.links import kind_is
 
@@ -30,3 +33,23 @@ def step_count(run: Any, rank: int | None = None) -> int:
     if rank is not None:
         steps &= events["rank"].to_numpy() == rank
     return int(steps.sum())
+
+
+def steps_per_rank(run: Any) -> int:
+    """The steps of ``run``'s mean rank: its step spans over the ranks that recorded steps,
+    rounded; 0 without steps. Of a job analysed rank by rank (no event table), from its
+    ``steps`` view, which holds every rank's steps."""
+    events = getattr(run, "events", None)
+    if events is None:
+        try:
+            steps = run.summary("steps")
+        except KeyError:
+            return 0
+        if steps.empty:
+            return 0
+        return round(len(steps) / max(steps["rank"].nunique(), 1))
+    mask = kind_is(events, "step") & (events["stream"].to_numpy() < 0)
+    if not mask.any():
+        return 0
+    ranks = len(np.unique(events["rank"].to_numpy()[mask]))
+    return round(int(mask.sum()) / ranks)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.events.facts import has_device as facts_has_device
+from perfkit_core.events.facts import steps_per_rank
 from perfkit_core.report.headline import (
     HeaderItem,
     Headline,
@@ -156,17 +157,6 @@ class Report:
     def table(self, table_id: str) -> Table:
         """The table with id ``table_id``."""
         return next(t for t in self.tables if t.id == table_id)
-
-
-def _step_count(run: Profile) -> int:
-    """The number of steps of the run (of its mean rank, for several ranks); 0 without steps."""
-    try:
-        steps = run.summary("steps")
-    except KeyError:
-        return 0
-    if steps.empty:
-        return 0
-    return round(len(steps) / max(steps["rank"].nunique(), 1))
 
 
 def _header(run: Profile) -> list[HeaderItem]:
@@ -361,7 +351,7 @@ def _build_report(
     from perfkit_core.progress import stage
 
     has_device = facts_has_device(run)
-    steps = _step_count(run)
+    steps = steps_per_rank(run)
     tables: list[Table] = []
     chart_list: list[Chart] = []
     findings = None
