@@ -27,9 +27,11 @@ LAYERS = {
     # and the command line build on it.
     "perfkit_core.jobs": 6,
     "perfkit_core.report": 7,
-    "perfkit_core.cli": 8,
-    "perfkit_core.__main__": 9,
-    "perfkit_core": 10,
+    # the web app over a log folder: the same reports and comparisons the command line makes
+    "perfkit_core.serve": 8,
+    "perfkit_core.cli": 9,
+    "perfkit_core.__main__": 10,
+    "perfkit_core": 11,
 }
 #: Sub-packages whose ``__all__`` is the documented API an adapter may use.
 PUBLIC_PACKAGES = (

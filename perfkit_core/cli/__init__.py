@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -28,6 +27,7 @@ from perfkit_core.cli.options import (
     TIME_UNIT_OPTION,
 )
 from perfkit_core.cli.peaks import peaks_command
+from perfkit_core.cli.serve import serve_command
 from perfkit_core.errors import (
     OptionError,
     TraceError,
@@ -56,6 +56,7 @@ cli.add_command(peaks_command)
 cli.add_command(info_command)
 cli.add_command(demo_command)
 cli.add_command(export_command)
+cli.add_command(serve_command)
 
 
 @cli.command()
@@ -172,21 +173,13 @@ def report(
     the scheduler given by --scheduler or DASK_SCHEDULER_ADDRESS, else on a local cluster of
     worker processes started and closed here.
     """
-    from perfkit_core.events.loading import load
-    from perfkit_core.events.ranks import require_rank
-    from perfkit_core.jobs import DEFAULT_JOB_VIEWS, analyse_job, is_job
-    from perfkit_core.jobs.inputs import load_job_rank
-    from perfkit_core.report.headline import HEADLINE_VIEWS
-    from perfkit_core.report.model import build_report
-    from perfkit_core.views import get_view
-    from perfkit_core.views.registry import view_options
+    from perfkit_core.jobs import DEFAULT_JOB_VIEWS, is_job
+    from perfkit_core.report.documents import report_of, report_source, view_options_of
 
     job = is_job(path) and rank is None
     if job and ctx.get_parameter_source("views") is click.core.ParameterSource.DEFAULT:
         views = ",".join(DEFAULT_JOB_VIEWS)
     names = [v.strip() for v in views.split(",") if v.strip()]
-    for name in names:
-        get_view(name)
     requested = {
         "sort_by": sort_by,
         "rank": rank,
@@ -204,38 +197,27 @@ def report(
         "params": params,
         "select": select,
     }
-    options = {name: view_options(name, requested) for name in names}
-    source: Any
-    if job:
-        source = analyse_job(
-            path,
-            [*names, *(v for v in HEADLINE_VIEWS if v not in names)],
-            options=options,
-            advice=with_advice,
-            scheduler=scheduler,
-            workers=workers,
-            save_to=save_to,
-            notify=_notify,
-        )
-    else:
-        # one trace or saved run goes events -> views -> advice -> report; only one rank of
-        # a job's folder is read through the job's own inputs
-        source = (
-            load_job_rank(path, rank)
-            if rank is not None and is_job(path)
-            else require_rank(load(path), rank, path)
-        )
-        if save_to is not None:
-            source.save(save_to)
-    report_model = build_report(
-        source,
+    source = report_source(
+        path,
         names,
+        view_options_of(names, requested),
+        rank=rank,
+        advice=with_advice,
+        scheduler=scheduler,
+        workers=workers,
+        save_to=save_to,
+        notify=_notify,
+    )
+    report_model, _ = report_of(
+        path,
+        names,
+        requested=requested,
         time_unit=time_unit,
-        top=top or None,
-        options=options,
+        top=top,
         advice=with_advice,
         batch_size=batch_size,
         steady=not all_steps,
+        source=source,
     )
     _emit(render(report_model, fmt, explain=explain), output)
     return 2 if getattr(source, "missing_ranks", None) else 0  # a job's ranks left out

@@ -1,0 +1,438 @@
+"""``perfkit serve``: the real server on a free port over a folder of real runs (torch and Paddle
+demo runs, the shared GPU traces, a corrupt file, a trace whose op names hold markup), driven
+through its JSON API and in real headless Chromium (Playwright on the system ``chromium``).
+
+Set ``PERFKIT_SCREENSHOTS`` to a folder to keep a full-page screenshot of the list, each tab of
+the V100 ResNet-50 run and the diff.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import shared_trace
+from perfkit_core.report.format import format_value
+
+pytest.importorskip("flask", reason="perfkit serve needs Flask (a perfkit requirement)")
+
+XSS_SCRIPT = "<script>window.pwned=1</script>"
+XSS_IMG = '<img src=x onerror="window.pwned=2">'
+V100 = "gpu/resnet50_v100_num_workers_0.pt.trace.json.gz"
+V100_NW4 = "gpu/resnet50_v100_num_workers_4.pt.trace.json.gz"
+A100 = "a100/a100_8gpu_rank3.json.gz"
+
+
+def _markup_trace(source: Path, target: Path) -> None:
+    """A copy of a torch trace whose first two ops are named with markup."""
+    trace = json.loads(source.read_text())
+    renamed = 0
+    for event in trace["traceEvents"]:
+        if event.get("cat") == "cpu_op" and renamed < 2:
+            event["name"] = XSS_SCRIPT if renamed == 0 else XSS_IMG
+            renamed += 1
+    target.write_text(json.dumps(trace))
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("logdir")
+    (root / "gpu").mkdir()
+    for key, name in (("resnet_nw0", V100), ("resnet_nw4", V100_NW4), ("a100_rank3", A100)):
+        (root / name).parent.mkdir(exist_ok=True)
+        shutil.copy(shared_trace(key), root / name)
+    import torch_profiles
+
+    torch_run = torch_profiles.record(root / "demo" / "torch", steps=4).runs[0]
+    (root / "xss").mkdir()
+    _markup_trace(torch_run / "trace.pt.trace.json", root / "xss" / "markup.pt.trace.json")
+    try:
+        import paddle_profiles
+
+        paddle_profiles.record(root / "demo" / "paddle", steps=4)
+    except ImportError:
+        pass
+    (root / "corrupt.json").write_text('{"traceEvents": [{"name": "a", "ph"')
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(logdir):
+    """The app on a real server (werkzeug's threaded server, as ``perfkit serve`` runs it)."""
+    from werkzeug.serving import make_server
+
+    from perfkit_core.serve import create_app
+
+    httpd = make_server("127.0.0.1", 0, create_app(logdir, workers=2), threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.port}"
+    httpd.shutdown()
+
+
+def get(url: str) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=600) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def api(server: str, path: str) -> object:
+    status, body = get(server + path)
+    assert status == 200, (path, status, body[:300])
+    return json.loads(body)
+
+
+def listed(server: str, *, settled: bool = True, timeout: float = 600) -> dict[str, dict]:
+    """The list, once every ready run's analysis has finished (``settled``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = {r["id"]: r for r in api(server, "/api/runs")["runs"]}
+        running = [r for r in runs.values() if r["analysis"] == "running"]
+        if not settled or not running or time.monotonic() > deadline:
+            return runs
+        time.sleep(0.5)
+
+
+def run_dirs(logdir: Path, framework: str) -> list[str]:
+    return sorted(
+        p.parent.relative_to(logdir).as_posix()
+        for p in (logdir / "demo" / framework).rglob("meta.json")
+    )
+
+
+def test_the_list_holds_every_run_and_the_corrupt_file_says_why(server, logdir):
+    runs = listed(server)
+    expected = {V100, V100_NW4, A100, "xss/markup.pt.trace.json", "corrupt.json"}
+    expected |= set(run_dirs(logdir, "torch")) | set(run_dirs(logdir, "paddle"))
+    assert expected <= set(runs), sorted(runs)
+    bad = runs["corrupt.json"]
+    assert bad["status"] == "error"
+    assert bad["error"].startswith("corrupt.json: ") and "\n" not in bad["error"]
+    assert str(logdir) not in bad["error"]
+    v100 = runs[V100]
+    assert v100["framework"] == "torch" and v100["kind"] == "trace"
+    document = api(server, "/api/runs/" + V100)
+    items = {i["label"]: i["value"] for i in document["headline"]["items"]}
+    assert v100["step_ns"] == items["Step time (mean)"]
+    torch_run = runs[run_dirs(logdir, "torch")[0]]
+    assert torch_run["steps"] == 4 and torch_run["framework"] == "torch"
+    # every other run still opens
+    status, _ = get(server + "/api/runs/corrupt.json")
+    assert status == 422
+    assert api(server, "/api/runs/" + A100)["headline"]
+
+
+def test_a_runs_json_is_the_report_the_command_line_prints(server, logdir):
+    cli = subprocess.run(
+        [sys.executable, "-m", "perfkit_core", "report", str(logdir / V100), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    status, body = get(server + "/api/runs/" + V100)
+    assert status == 200 and body.decode() == cli.stdout
+    layers = api(server, "/api/runs/" + V100 + "?views=model,kernel")
+    assert set(layers["tables"]) == {"model", "kernel"}
+
+
+def test_the_diff_is_the_comparison_the_command_line_prints(server, logdir):
+    a, b = V100, V100_NW4
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfkit_core",
+            "compare",
+            str(logdir / a),
+            str(logdir / b),
+            "--labels",
+            f"{Path(a).name},{Path(b).name}",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    status, body = get(server + f"/api/compare?a={a}&b={b}")
+    assert status == 200 and body.decode() == cli.stdout
+
+
+def test_nothing_outside_the_folder_is_served(server, logdir, tmp_path):
+    outside = tmp_path / "secret.json"
+    outside.write_text('{"traceEvents": []}')
+    (logdir / "link.json").symlink_to(outside)
+    (logdir / "linkdir").symlink_to(tmp_path, target_is_directory=True)
+    try:
+        for path in (
+            "/api/runs/../../etc/passwd",
+            "/api/runs/%2e%2e/%2e%2e/etc/passwd",
+            "/api/runs//etc/passwd",
+            "/api/runs/%2Fetc%2Fpasswd",
+            "/api/runs/link.json",
+            "/api/runs/linkdir/secret.json",
+            "/run/..%2F..%2Fetc",
+            "/files/report/..%2Fsecret.json",
+            "/files/trace//etc/passwd",
+            "/api/compare?a=../x&b=/etc/passwd",
+            "/assets/../app.py",
+        ):
+            assert get(server + path)[0] == 404, path
+        assert "link.json" not in listed(server, settled=False)
+    finally:
+        (logdir / "link.json").unlink()
+        (logdir / "linkdir").unlink()
+
+
+def test_no_endpoint_writes(server):
+    import urllib.request
+
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        request = urllib.request.Request(server + "/api/runs/" + V100, method=method, data=b"{}")
+        try:
+            urllib.request.urlopen(request, timeout=30)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 405, method
+        else:
+            raise AssertionError(f"{method} was accepted")
+
+
+def test_a_run_being_written_shows_in_progress_then_ready(server, logdir):
+    from perfkit_core import load
+
+    folder = logdir / "live"
+    folder.mkdir()
+    half = folder / "half"
+    half.mkdir()
+    source = logdir / run_dirs(logdir, "torch")[0]
+    shutil.copy(source / "events.parquet", half / "events.parquet")  # no meta.json yet
+    (folder / ".late.pt.trace.json.0a1b.tmp").write_text("{")  # an atomic write under way
+    time.sleep(1.1)
+    runs = listed(server, settled=False)
+    assert runs["live/half"]["status"] == "in progress"
+    assert runs["live/late.pt.trace.json"]["status"] == "in progress"
+    shutil.copy(source / "meta.json", half / "meta.json")
+    (folder / ".late.pt.trace.json.0a1b.tmp").unlink()
+    time.sleep(1.1)
+    runs = listed(server)
+    assert runs["live/half"]["status"] == "ready"
+    assert runs["live/half"]["steps"] == len(load(source).meta["steps"])
+    assert "live/late.pt.trace.json" not in runs
+    shutil.rmtree(folder)
+
+
+def test_the_lru_keeps_its_bounds_and_makes_each_entry_once():
+    from perfkit_core.serve.analysis import LRU
+
+    cache = LRU(3, max_bytes=100)
+    for i in range(5):
+        cache.put(i, str(i), 10)
+    assert len(cache) == 3 and cache.get(0) is None and cache.get(4) == "4"
+    cache.put("big", "x", 95)
+    assert len(cache) == 1 and cache.bytes() == 95
+    made = []
+
+    def make():
+        time.sleep(0.2)
+        made.append(1)
+        return "v"
+
+    threads = [threading.Thread(target=cache.get_or_make, args=("k", make)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == [1] and cache.get("k") == "v"
+
+
+def test_a_rewritten_run_is_analysed_again(server, logdir):
+    folder = logdir / "rewrite"
+    folder.mkdir()
+    target = folder / "run.pt.trace.json.gz"
+    shutil.copy(logdir / V100, target)
+    old = os.stat(target).st_mtime - 10
+    os.utime(target, (old, old))
+    first = api(server, "/api/runs/rewrite/run.pt.trace.json.gz")
+    with gzip.open(logdir / A100) as fh:
+        target.write_bytes(gzip.compress(fh.read()))
+    os.utime(target, (old + 5, old + 5))
+    # a file that changed since the last listing is in progress until a listing finds it settled
+    deadline = time.monotonic() + 30
+    while listed(server, settled=False)["rewrite/run.pt.trace.json.gz"]["status"] != "ready":
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    second = api(server, "/api/runs/rewrite/run.pt.trace.json.gz")
+    assert first["headline"]["items"] != second["headline"]["items"]
+    shutil.rmtree(folder)
+
+
+# ---- in the browser ----
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("headless Chromium is not installed (Debian package 'chromium')")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is in the test extra")
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def shot(page, name: str) -> None:
+    folder = os.environ.get("PERFKIT_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"serve-{name}.png"), full_page=True)
+
+
+def test_the_list_page_shows_every_run_and_a_new_one_without_a_reload(server, logdir, browser):
+    runs = listed(server)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(server + "/")
+    page.wait_for_selector(f'tr[data-run="{V100}"]')
+    shown = set(page.eval_on_selector_all("tr[data-run]", "rows => rows.map(r => r.dataset.run)"))
+    assert set(runs) <= shown
+    assert "error" in page.inner_text('tr[data-run="corrupt.json"]')
+    shot(page, "list")
+    new = logdir / "later" / "run.pt.trace.json.gz"
+    new.parent.mkdir()
+    shutil.copy(logdir / V100_NW4, new)
+    old = time.time() - 10
+    os.utime(new, (old, old))
+    page.wait_for_selector('tr[data-run="later/run.pt.trace.json.gz"]', timeout=30_000)
+    page.close()
+    shutil.rmtree(new.parent)
+
+
+def _cells(page, table: str, key: str) -> list[str]:
+    return page.eval_on_selector_all(
+        f'section[data-table="{table}"] td[data-key="{key}"]', "cells => cells.map(c => c.textContent)"
+    )
+
+
+def test_each_tab_of_the_v100_run_shows_the_reports_figures(server, browser):
+    document = api(server, "/api/runs/" + V100)
+    unit = document["time_unit"]
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server}/run/{V100}")
+    page.wait_for_selector("#headline")
+    for item in document["headline"]["items"]:
+        shown = page.inner_text(f'#headline div[data-label="{item["label"]}"] b')
+        assert shown == format_value(item["value"], item["unit"], unit), item["label"]
+    assert page.query_selector("#stepbar") is not None
+    assert page.query_selector_all("#advice .finding details")
+    shot(page, "overview")
+    tabs = {
+        "operators": ("operator", "cpu_total_ns"),
+        "kernels": ("kernel", "gpu_total_ns"),
+        "memory": ("memory", "allocated_bytes"),
+        "roofline": ("roofline", None),
+        "input": ("benchmark", None),
+        "layers": (None, None),
+        "distributed": (None, None),
+        "code": (None, None),
+    }
+    for tab, (table, key) in tabs.items():
+        page.click(f'button[data-tab="{tab}"]')
+        page.wait_for_selector(f'#tab[data-shown="{tab}"]', timeout=600_000)
+        assert not page.query_selector("#tab .error"), page.inner_text("#tab")
+        if table and table in document["tables"] and key:
+            rows = document["tables"][table]["rows"]
+            column = next(c for c in document["tables"][table]["columns"] if c["key"] == key)
+            expected = [format_value(r[key], column["unit"], unit) for r in rows]
+            assert sorted(_cells(page, table, key)) == sorted(expected), tab
+        shot(page, tab)
+    page.close()
+
+
+def test_op_names_with_markup_show_as_text(server, browser):
+    page = browser.new_page()
+    page.goto(f"{server}/run/xss/markup.pt.trace.json#tab=operators")
+    page.wait_for_selector('#tab[data-shown="operators"]', timeout=600_000)
+    text = page.inner_text("#tab")
+    assert XSS_SCRIPT in text or "window.pwned" in text
+    assert page.evaluate("window.pwned") is None
+    assert not page.query_selector("#tab img")
+    assert not page.query_selector("#tab script")
+    page.close()
+
+
+def test_the_diff_of_the_torch_and_paddle_demo_runs_shows_the_verdict(server, logdir, browser):
+    torch_runs, paddle_runs = run_dirs(logdir, "torch"), run_dirs(logdir, "paddle")
+    if not paddle_runs:
+        pytest.skip("paddle is not installed")
+    a, b = torch_runs[0], paddle_runs[0]
+    document = api(server, f"/api/compare?a={a}&b={b}")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server}/compare?a={a}&b={b}")
+    page.wait_for_selector("#verdict li", timeout=600_000)
+    lines = page.eval_on_selector_all("#verdict li", "items => items.map(i => i.textContent)")
+    assert lines == document["verdict"]["lines"]
+    shot(page, "diff")
+    page.click("#swap")
+    page.wait_for_url(f"**/compare?a={b.replace('/', '%2F')}&b={a.replace('/', '%2F')}")
+    page.wait_for_selector("#verdict li", timeout=600_000)
+    page.close()
+
+
+def test_the_trend_of_a_folder_gates_each_run_against_the_one_before(server, logdir, browser):
+    from perfkit_core.comparison import compare
+
+    trend = api(server, "/api/trend?folder=gpu")
+    ids = [r["id"] for r in trend["runs"]]
+    assert set(ids) == {V100, V100_NW4}
+    (step,) = trend["steps"]
+    expected = compare(logdir / step["a"], logdir / step["b"]).gate(5.0, "step_time")
+    assert step["gate"]["regressed"] == expected.regressed
+    for run in trend["runs"]:
+        document = api(server, "/api/runs/" + run["id"])
+        phases = {p["name"]: p["per_step_ns"] for p in document["headline"]["phases"]}
+        assert run["phases"] == phases
+    assert get(server + "/api/trend?folder=../..")[0] == 404
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server}/trend?folder=gpu")
+    page.wait_for_selector("#trend td.gate a")
+    verdict = page.inner_text("#trend td.gate a")
+    assert verdict == ("regression" if expected.regressed else "ok")
+    shot(page, "trend")
+    page.click("#trend td.gate a")
+    page.wait_for_selector("#verdict li", timeout=600_000)
+    page.close()
+
+
+def test_the_layer_tree_folds(server, logdir, browser):
+    run = run_dirs(logdir, "torch")[0]
+    document = api(server, f"/api/runs/{run}?views=layers")
+    depths = [r["depth"] for r in document["tables"]["layers"]["rows"]]
+    assert max(depths) > 1
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server}/run/{run}#tab=layers")
+    page.wait_for_selector('section[data-table="layers"] button.fold')
+    visible = 'section[data-table="layers"] tbody tr:not([hidden])'
+    before = len(page.query_selector_all(visible))
+    assert before == len(depths)
+    page.click('section[data-table="layers"] button.fold')  # the outermost layer
+    assert len(page.query_selector_all(visible)) < before
+    shot(page, "layers-folded")
+    page.click('section[data-table="layers"] button.fold')
+    assert len(page.query_selector_all(visible)) == before
+    page.close()
