@@ -110,7 +110,7 @@ def run_steps(
         with timer.step() if timer is not None else _null(), span:
             loss = step()
             loss.block_until_ready()
-    return float(loss)
+    return float(loss) if loss is not None else float("nan")  # no step run: no loss
 
 
 def _null() -> AbstractContextManager[Any]:

@@ -61,6 +61,14 @@ def logdir(tmp_path_factory) -> Path:
         paddle_profiles.record(root / "demo" / "paddle", steps=4)
     except ImportError:
         pass
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        from perfkit_xla.demo import train_mlp
+
+        train_mlp(root / "demo" / "xla", steps=4)
     (root / "corrupt.json").write_text('{"traceEvents": [{"name": "a", "ph"')
     return root
 
@@ -117,7 +125,8 @@ def run_dirs(logdir: Path, framework: str) -> list[str]:
 def test_the_list_holds_every_run_and_the_corrupt_file_says_why(server, logdir):
     runs = listed(server)
     expected = {V100, V100_NW4, A100, "xss/markup.pt.trace.json", "corrupt.json"}
-    expected |= set(run_dirs(logdir, "torch")) | set(run_dirs(logdir, "paddle"))
+    for framework in ("torch", "paddle", "xla"):
+        expected |= set(run_dirs(logdir, framework))
     assert expected <= set(runs), sorted(runs)
     bad = runs["corrupt.json"]
     assert bad["status"] == "error"

@@ -52,3 +52,4 @@ def demo_command(out_dir: Path, steps: int) -> None:
         )
     for text in write_demo_reports(runs, out_dir):
         click.echo(text)
+    click.echo(f"browse the runs and their comparison: perfkit serve {out_dir}")
