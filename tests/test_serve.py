@@ -334,7 +334,8 @@ def test_the_list_page_shows_every_run_and_a_new_one_without_a_reload(server, lo
 
 def _cells(page, table: str, key: str) -> list[str]:
     return page.eval_on_selector_all(
-        f'section[data-table="{table}"] td[data-key="{key}"]', "cells => cells.map(c => c.textContent)"
+        f'section[data-table="{table}"] td[data-key="{key}"]',
+        "cells => cells.map(c => c.textContent)",
     )
 
 
@@ -445,3 +446,43 @@ def test_the_layer_tree_folds(server, logdir, browser):
     page.click('section[data-table="layers"] button.fold')
     assert len(page.query_selector_all(visible)) == before
     page.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_the_command_serves_the_folder_and_warns_off_localhost(logdir, host):
+    from perfkit_core.cli.serve import free_port
+
+    port = free_port("127.0.0.1", 0)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "perfkit_core",
+            "serve",
+            str(logdir),
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, body = get(f"http://127.0.0.1:{port}/api/runs")
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.3)
+        assert status == 200 and V100 in {r["id"] for r in json.loads(body)["runs"]}
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1].startswith(f"perfkit: serving {logdir}"), err
+    warned = any(line.startswith("perfkit: warning: serving on 0.0.0.0") for line in lines)
+    assert warned == (host != "127.0.0.1")
+    assert len(lines) == (1 if host == "127.0.0.1" else 2), err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from pathlib import Path
 
@@ -65,5 +66,8 @@ def serve_command(
         import webbrowser
 
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
+    # werkzeug's threaded server, as TensorBoard serves its own pages; its banner and a line per
+    # request would bury the one line above
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)
     return 0
