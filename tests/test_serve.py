@@ -486,3 +486,25 @@ def test_the_command_serves_the_folder_and_warns_off_localhost(logdir, host):
     warned = any(line.startswith("perfkit: warning: serving on 0.0.0.0") for line in lines)
     assert warned == (host != "127.0.0.1")
     assert len(lines) == (1 if host == "127.0.0.1" else 2), err
+
+
+def test_the_first_open_prepares_the_other_tabs(logdir):
+    from perfkit_core.serve import create_app
+    from perfkit_core.serve.app import TAB_QUERIES
+
+    app = create_app(logdir)
+    analyses = app.config["PERFKIT_SERVER"].analyses
+    client = app.test_client()
+    assert client.get("/api/runs/" + V100).status_code == 200
+    entry = app.config["PERFKIT_SERVER"].entry(V100)
+    deadline = time.monotonic() + 300
+    keys = [(analyses.key(entry), views, requested) for views, requested in TAB_QUERIES]
+    while any(analyses.reports.get(k) is None for k in keys):
+        assert time.monotonic() < deadline, "the tabs were not prepared"
+        time.sleep(0.2)
+    # what the page then asks for is what was prepared
+    layers = client.get("/api/runs/" + V100 + "?views=layers")
+    assert layers.get_data(as_text=True) == analyses.reports.get(keys[0]).text
+    shape = client.get("/api/runs/" + V100 + "?views=family,operator,user&group=shape")
+    assert shape.get_data(as_text=True) == analyses.reports.get(keys[2]).text
+    analyses.close()

@@ -12,10 +12,12 @@ the change worth most) come from each run's default report, made in the backgrou
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from perfkit_core.serve.catalog import Entry
@@ -79,10 +81,27 @@ class LRU:
         return len(self._items)
 
 
-def _json_size(document: dict[str, Any]) -> int:
-    from perfkit_core.report.json import dumps
+@dataclass(frozen=True)
+class Document:
+    """A report or comparison as ``perfkit ... --format json`` prints it (``text``), with the
+    list's figures of a report (``list_figures``)."""
 
-    return len(dumps(document))
+    text: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def data(self) -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(self.text)
+        return found
+
+    @classmethod
+    def of(cls, payload: dict[str, Any], *, report: bool = False) -> Document:
+        from perfkit_core.report.json import dumps
+
+        return cls(dumps(payload), list_figures(payload) if report else {})
+
+
+def _size(document: Document) -> int:
+    return len(document.text)
 
 
 class Analyses:
@@ -121,44 +140,57 @@ class Analyses:
 
     def report(
         self, entry: Entry, views: tuple[str, ...] = (), requested: tuple[tuple[str, Any], ...] = ()
-    ) -> dict[str, Any]:
-        """The report JSON of ``entry`` (``perfkit report --format json``: the default views, or
+    ) -> Document:
+        """The report of ``entry`` (``perfkit report --format json``: the default views, or
         ``views``; the command line's options updated by ``requested``)."""
         from perfkit_core.report.documents import report_of
         from perfkit_core.report.json import report_json
 
-        def make() -> dict[str, Any]:
+        def make() -> Document:
             source = self.source(entry)
             if views and getattr(source, "events", None) is None:
                 source = None  # a job is analysed again for other views
             model, _ = report_of(
                 entry.path, list(views) or None, requested=dict(requested), source=source
             )
-            return report_json(model)
+            return Document.of(report_json(model), report=not views and not requested)
 
         key = (self.key(entry), views, requested)
         try:
-            found: dict[str, Any] = self.reports.get_or_make(key, make, _json_size)
+            found: Document = self.reports.get_or_make(key, make, _size)
         except Exception as exc:
             self.errors[self.key(entry)] = _one_line(entry, exc)
             raise
         return found
 
-    def comparison(self, a: Entry, b: Entry) -> dict[str, Any]:
-        """The comparison JSON of ``a`` (the baseline) and ``b``, from the runs already read."""
+    def prepare(self, entry: Entry, queries: list[tuple[tuple[str, ...], tuple[Any, ...]]]) -> None:
+        """Make the reports ``queries`` (views, options) of ``entry`` in the background: the
+        tabs a reader opens after the first, from the run already read."""
+        for views, requested in queries:
+            key = (self.key(entry), views, requested)
+            with self._lock:
+                queued = self._queued.get(key)
+                if (queued is not None and not queued.done()) or self.reports.get(key) is not None:
+                    continue
+                self._queued[key] = self.pool.submit(self._quietly, entry, views, requested)
+
+    def _quietly(self, entry: Entry, views: tuple[str, ...], requested: tuple[Any, ...]) -> None:
+        with contextlib.suppress(Exception):  # asked again, the tab shows the error
+            self.report(entry, views, requested)
+
+    def comparison(self, a: Entry, b: Entry) -> Document:
+        """The comparison of ``a`` (the baseline) and ``b``, from the runs already read."""
         from perfkit_core.report.documents import comparison_of
         from perfkit_core.report.json import comparison_json
 
-        def make() -> dict[str, Any]:
+        def make() -> Document:
             runs = [self.source(a), self.source(b)]
             if any(getattr(r, "events", None) is None for r in runs):
                 runs = [a.path, b.path]
             labels = _labels(a, b)
-            return comparison_json(comparison_of(runs, labels=labels))
+            return Document.of(comparison_json(comparison_of(runs, labels=labels)))
 
-        found: dict[str, Any] = self.comparisons.get_or_make(
-            (self.key(a), self.key(b)), make, _json_size
-        )
+        found: Document = self.comparisons.get_or_make((self.key(a), self.key(b)), make, _size)
         return found
 
     def gate(self, a: Entry, b: Entry, fail_pct: float) -> dict[str, Any]:
@@ -188,7 +220,8 @@ class Analyses:
             return {"error": self.errors[key]}
         document = self.reports.get((key, (), ()))
         if document is not None:
-            return list_figures(document)
+            found: dict[str, Any] = document.figures
+            return found
         with self._lock:
             if key not in self._queued or self._queued[key].done():
                 self._queued[key] = self.pool.submit(self._background, entry)

@@ -33,15 +33,20 @@ from perfkit_core.serve.catalog import Catalog, Entry, NotInLogdir, resolve
 
 #: A listing is reused for this long (the list page polls every 2 s).
 LISTING_TTL_S = 1.0
+#: Operator grouping of the Operators tab: ``?group=`` -> the report's options.
+GROUPS_SHAPE: dict[str, Any] = {"group_by_input_shape": True}
+GROUPS_STACK: dict[str, Any] = {"group_by_stack_n": 5}
+GROUPS: dict[str, dict[str, Any]] = {"name": {}, "shape": GROUPS_SHAPE, "stack": GROUPS_STACK}
+#: The reports of the tabs a run page opens after the first (the page asks for the same):
+#: (views, options) as ``Analyses.report`` takes them.
+TAB_QUERIES: list[tuple[tuple[str, ...], tuple[Any, ...]]] = [
+    (("layers",), ()),
+    (("code",), ()),
+    (("family", "operator", "user"), tuple(sorted(GROUPS_SHAPE.items()))),
+    (("family", "operator", "user"), tuple(sorted(GROUPS_STACK.items()))),
+]
 #: The regression gate's threshold between consecutive runs of the trend (% of step time).
 TREND_FAIL_PCT = 5.0
-#: Operator grouping of the Operators tab: ``?group=`` -> the report's options.
-GROUPS: dict[str, dict[str, Any]] = {
-    "name": {},
-    "shape": {"group_by_input_shape": True},
-    "stack": {"group_by_stack_n": 5},
-}
-
 ASSETS = Path(__file__).parent / "assets"
 REPORT_ASSETS = Path(__file__).parent.parent / "report" / "assets"
 
@@ -156,16 +161,19 @@ def create_app(logdir: str | Path, *, workers: int = 1) -> Any:
             return json_response({"error": f"group must be one of {', '.join(GROUPS)}"}, 400)
         requested = tuple(sorted(GROUPS[group].items()))
         try:
-            return json_response(server.analyses.report(entry, views, requested))
+            document = server.analyses.report(entry, views, requested)
         except Exception as exc:  # a corrupt run: its one-line error, never a stopped server
             return error_json(entry, exc)
+        if not views and not requested:  # the first open: the other tabs are made meanwhile
+            server.analyses.prepare(entry, TAB_QUERIES)
+        return Response(document.text, mimetype="application/json")
 
     @app.get("/api/compare")
     def api_compare() -> Any:
         a = entry_or_404(request.args.get("a", ""))
         b = entry_or_404(request.args.get("b", ""))
         try:
-            return json_response(server.analyses.comparison(a, b))
+            return Response(server.analyses.comparison(a, b).text, mimetype="application/json")
         except Exception as exc:
             return error_json(b, exc) if server.analyses.errors else error_json(a, exc)
 
@@ -192,7 +200,7 @@ def create_app(logdir: str | Path, *, workers: int = 1) -> Any:
         points: list[dict[str, Any]] = []
         for entry in entries:
             try:
-                headline = server.analyses.report(entry).get("headline") or {}
+                headline = server.analyses.report(entry).data().get("headline") or {}
             except Exception as exc:
                 from perfkit_core.serve.analysis import _one_line
 
