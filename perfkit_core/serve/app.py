@@ -47,6 +47,13 @@ TAB_QUERIES: list[tuple[tuple[str, ...], tuple[Any, ...]]] = [
 ]
 #: The regression gate's threshold between consecutive runs of the trend (% of step time).
 TREND_FAIL_PCT = 5.0
+#: The pages' content security policy: scripts, styles and data from this server alone (styles
+#: set by the scripts inline: bar widths; blob: for the CSV downloads).
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; object-src 'none'; base-uri 'self'"
+)
+
 ASSETS = Path(__file__).parent / "assets"
 REPORT_ASSETS = Path(__file__).parent.parent / "report" / "assets"
 
@@ -122,6 +129,7 @@ def create_app(logdir: str | Path, *, workers: int = 1) -> Any:
         return json_response({"error": _one_line(entry, exc), "id": entry.id}, 422)
 
     @app.get("/")
+    @app.get("/runs")  # the same, at a path that a prefix route of TensorBoard's also reaches
     def list_page() -> Any:
         return page("list", "perfkit runs")
 
@@ -262,6 +270,9 @@ def create_app(logdir: str | Path, *, workers: int = 1) -> Any:
     def headers(response: Any) -> Any:
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
+        if response.mimetype == "text/html":
+            # the pages run only their own scripts; a trace's strings are text, never markup
+            response.headers["Content-Security-Policy"] = CSP
         return response
 
     def page(kind: str, title: str) -> Any:
