@@ -508,3 +508,61 @@ def test_the_first_open_prepares_the_other_tabs(logdir):
     shape = client.get("/api/runs/" + V100 + "?views=family,operator,user&group=shape")
     assert shape.get_data(as_text=True) == analyses.reports.get(keys[2]).text
     analyses.close()
+
+
+PERFETTO_STUB = """<!DOCTYPE html><title>stub</title><script>
+// speaks Perfetto's deep-linking protocol: PONG to PING, then keeps what it was sent
+window.addEventListener("message", (event) => {
+  if (event.data === "PING") { event.source.postMessage("PONG", "*"); return; }
+  const sent = event.data && event.data.perfetto;
+  if (sent) {
+    const head = new TextDecoder().decode(new Uint8Array(sent.buffer).slice(0, 200));
+    window.received = { title: sent.title, bytes: sent.buffer.byteLength, head, fileName: sent.fileName };
+  }
+});
+</script>"""
+
+
+def test_open_in_perfetto_posts_the_trace_to_a_page_that_speaks_its_protocol(logdir, browser):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from werkzeug.serving import make_server
+
+    from perfkit_core.serve import create_app
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = PERFETTO_STUB.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    stub = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=stub.serve_forever, daemon=True).start()
+    stub_url = f"http://localhost:{stub.server_address[1]}/"  # another origin than the app's
+    httpd = make_server("127.0.0.1", 0, create_app(logdir, perfetto_ui=stub_url), threaded=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.port}"
+    try:
+        _, trace = get(f"{url}/files/trace/{V100}")
+        page = browser.new_page()
+        page.goto(f"{url}/run/{V100}")
+        page.wait_for_selector("#headline", timeout=600_000)
+        with page.expect_popup() as popup:
+            page.click("#perfetto")
+        opened = popup.value
+        opened.wait_for_function("window.received !== undefined", timeout=120_000)
+        received = opened.evaluate("window.received")
+        assert received["title"] == V100
+        assert received["bytes"] == len(trace)
+        assert received["head"] == trace[:200].decode()
+        assert received["fileName"] == Path(V100).name + ".trace.json"
+        page.close()
+    finally:
+        httpd.shutdown()
+        stub.shutdown()

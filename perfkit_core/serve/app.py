@@ -102,8 +102,13 @@ class Server:
         return out
 
 
-def create_app(logdir: str | Path, *, workers: int = 1) -> Any:
-    """The Flask app of ``perfkit serve LOGDIR``."""
+#: Where "Open in Perfetto" sends a run's trace (its documented postMessage protocol).
+PERFETTO_UI = "https://ui.perfetto.dev"
+
+
+def create_app(logdir: str | Path, *, workers: int = 1, perfetto_ui: str = PERFETTO_UI) -> Any:
+    """The Flask app of ``perfkit serve LOGDIR``; ``perfetto_ui`` is the Perfetto UI that "Open
+    in Perfetto" opens (a local copy, or a page that speaks its protocol)."""
     from flask import Flask, Response, abort, request
 
     from perfkit_core.report.json import dumps
@@ -281,7 +286,7 @@ def create_app(logdir: str | Path, *, workers: int = 1) -> Any:
         html = (
             jinja2.Environment(autoescape=True)
             .from_string((ASSETS / "page.html.j2").read_text())
-            .render(kind=kind, title=title, root=request.script_root)
+            .render(kind=kind, title=title, root=request.script_root, perfetto=perfetto_ui)
         )
         return Response(html, mimetype="text/html")
 

@@ -294,6 +294,26 @@
       }));
   }
 
+  // Perfetto's deep-linking protocol: open the UI, PING until it answers PONG, then post the
+  // trace as an ArrayBuffer (https://perfetto.dev/docs/visualization/deep-linking-to-perfetto-ui).
+  async function openInPerfetto(traceUrl, title) {
+    const target = document.body.dataset.perfetto || "https://ui.perfetto.dev";
+    const origin = new URL(target, location.href).origin;
+    const win = window.open(target);  // in the click itself, so no popup blocker stops it
+    if (!win) { statusLine.textContent = "the browser blocked the Perfetto window"; return; }
+    const buffer = await waitFor(fetch(traceUrl).then((r) => {
+      if (!r.ok) throw new Error(`the trace export failed (HTTP ${r.status})`);
+      return r.arrayBuffer();
+    }), "exporting the trace");
+    const timer = setInterval(() => win.postMessage("PING", origin), 50);
+    window.addEventListener("message", function answered(event) {
+      if (event.source !== win || event.data !== "PONG") return;
+      clearInterval(timer);
+      window.removeEventListener("message", answered);
+      win.postMessage({ perfetto: { buffer, title, fileName: `${title.split("/").pop()}.trace.json`, url: location.href } }, origin);
+    });
+  }
+
   function runPage() {
     const id = runId();
     const path = id.split("/").map(encodeURIComponent).join("/");
@@ -304,7 +324,8 @@
       el("div", { class: "links" },
         el("a", { href: `${ROOT}/files/report/${path}` }, "HTML report"),
         el("a", { href: `${ROOT}/api/runs/${path}` }, "JSON"),
-        el("a", { href: `${ROOT}/files/trace/${path}` }, "Chrome trace")),
+        el("a", { href: `${ROOT}/files/trace/${path}` }, "Chrome trace"),
+        el("button", { class: "act", id: "perfetto", onclick: () => openInPerfetto(`${ROOT}/files/trace/${path}`, id) }, "Open in Perfetto")),
       tabs, content);
     function load(key) {
       if (!docs[key]) {
