@@ -345,7 +345,8 @@ def test_options_named_in_the_docs_exist() -> None:
     help_text = "\n".join(
         CliRunner().invoke(cli, [command, "--help"]).output for command in cli.commands
     )
-    foreign = {"--index-url", "--strict", "--hypothesis-profile"}  # pip, mkdocs, Hypothesis
+    # pip, mkdocs, Hypothesis, TensorBoard
+    foreign = {"--index-url", "--strict", "--hypothesis-profile", "--logdir"}
     # The example and benchmark scripts' own options (examples/compare_frameworks.py --model,
     # bench/bench_advice.py --repeat ...).
     for script in [*EXAMPLES.glob("*.py"), *(REPO / "bench").glob("*.py")]:
