@@ -566,3 +566,24 @@ def test_open_in_perfetto_posts_the_trace_to_a_page_that_speaks_its_protocol(log
     finally:
         httpd.shutdown()
         stub.shutdown()
+
+
+def test_a_folder_of_rank_traces_is_one_job_with_its_ranks_and_collectives(tmp_path):
+    from perfkit_core.serve import create_app
+
+    job = tmp_path / "logdir" / "job"
+    job.mkdir(parents=True)
+    for key in ("a100_rank3", "v100_rank1"):
+        shutil.copy(shared_trace(key), job)
+    old = time.time() - 60
+    for f in job.iterdir():
+        os.utime(f, (old, old))
+    app = create_app(tmp_path / "logdir")
+    client = app.test_client()
+    (row,) = client.get("/api/runs").get_json()["runs"]
+    assert (row["id"], row["kind"], row["status"]) == ("job", "job", "ready")
+    document = client.get("/api/runs/job").get_json()
+    assert {"ranks", "collectives"} <= set(document["tables"])
+    ranks = [r["rank"] for r in document["tables"]["ranks"]["rows"] if "rank" in r]
+    assert sorted(ranks) == [1, 3]
+    app.config["PERFKIT_SERVER"].analyses.close()
