@@ -587,3 +587,22 @@ def test_a_folder_of_rank_traces_is_one_job_with_its_ranks_and_collectives(tmp_p
     ranks = [r["rank"] for r in document["tables"]["ranks"]["rows"] if "rank" in r]
     assert sorted(ranks) == [1, 3]
     app.config["PERFKIT_SERVER"].analyses.close()
+
+
+def test_operators_group_by_input_shape(server, browser):
+    document = api(server, f"/api/runs/{V100}?views=family,operator,user&group=shape")
+    rows = document["tables"]["operator"]["rows"]
+    assert any(r.get("input_shapes") for r in rows)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server}/run/{V100}#tab=operators")
+    page.wait_for_selector('#tab[data-shown="operators"] section[data-table="operator"]')
+    page.select_option("#group", "shape")
+    page.wait_for_selector(
+        'section[data-table="operator"] td[data-key="input_shapes"]', timeout=600_000
+    )
+    shown = _cells(page, "operator", "input_shapes")
+    column = next(
+        c for c in document["tables"]["operator"]["columns"] if c["key"] == "input_shapes"
+    )
+    assert sorted(shown) == sorted(format_value(r["input_shapes"], column["unit"]) for r in rows)
+    page.close()
