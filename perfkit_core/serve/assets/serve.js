@@ -152,19 +152,43 @@
     const scale = (key) => (colOf[key] && colOf[key].unit === "time" ? TIME_UNITS[timeUnit] : 1);
     let config;
     if (chart.kind === "roofline") {
-      const [x, y] = chart.series;
-      config = { type: "scatter", data: { datasets: [{ label: "ops", data: rows.filter((r) => r[x] > 0 && r[y] > 0).map((r) => ({ x: r[x], y: r[y] })) }] },
-        options: { maintainAspectRatio: false, scales: { x: { type: "logarithmic", title: { display: true, text: colOf[x] ? colOf[x].label : x } }, y: { type: "logarithmic", title: { display: true, text: colOf[y] ? colOf[y].label : y } } } } };
+      // points sized by time; the roof: min(peak FLOP rate, intensity x peak bandwidth)
+      const [x, y, size, peakFlops, peakBw] = chart.series;
+      const points = rows.filter((r) => r[x] > 0 && r[y] > 0);
+      const biggest = Math.max(...points.map((r) => r[size] || 0), 1);
+      const datasets = [{ label: "ops", data: points.map((r) => ({ x: r[x], y: r[y], name: String(r[chart.label]) })),
+        pointRadius: points.map((r) => 3 + 9 * Math.sqrt((r[size] || 0) / biggest)) }];
+      const peak = points.find((r) => r[peakFlops] > 0 && r[peakBw] > 0);
+      if (peak) {
+        const xs = points.map((r) => r[x]);
+        const lo = Math.min(...xs) / 2, hi = Math.max(...xs) * 2, ridge = peak[peakFlops] / peak[peakBw];
+        const roof = [lo, ...(ridge > lo && ridge < hi ? [ridge] : []), hi].map((v) => ({ x: v, y: Math.min(peak[peakFlops], v * peak[peakBw]) }));
+        datasets.push({ label: "roofline", type: "line", data: roof, pointRadius: 0, borderColor: "#b3261e", borderWidth: 1.5 });
+      }
+      config = { type: "scatter", data: { datasets },
+        options: { maintainAspectRatio: false, animation: false,
+          plugins: { tooltip: { callbacks: { label: (c) => `${c.raw.name || ""} ${c.raw.x.toPrecision(3)} FLOP/B, ${c.raw.y.toPrecision(3)} TFLOP/s` } } },
+          scales: { x: { type: "logarithmic", title: { display: true, text: colOf[x] ? colOf[x].label : x } }, y: { type: "logarithmic", title: { display: true, text: colOf[y] ? colOf[y].label : y } } } } };
     } else {
       const datasets = chart.series.map((key) => ({ label: colOf[key] ? label(colOf[key], timeUnit) : key,
         data: rows.map((r) => (r[key] === null || r[key] === undefined ? null : r[key] / scale(key))),
         backgroundColor: PHASE_COLORS[key.replace(/_ns$/, "")] || undefined }));
       config = { type: chart.kind === "line" ? "line" : "bar", data: { labels: rows.map((r) => String(r[chart.label])), datasets },
         options: { maintainAspectRatio: false, animation: false, indexAxis: chart.kind === "hbar" ? "y" : "x",
-          scales: chart.kind === "stacked" ? { x: { stacked: true }, y: { stacked: true } } : {} } };
+          scales: valueScales(chart, colOf) } };
     }
     requestAnimationFrame(() => charts.push(new window.Chart(canvas, config)));
     return el("section", {}, el("h2", {}, chart.title), box);
+  }
+
+  // The value axis of a chart: stacked when the chart is; byte counts written as the tables
+  // write them (KiB, MiB, GiB).
+  function valueScales(chart, colOf) {
+    const axis = chart.kind === "hbar" ? "x" : "y";
+    const stacked = chart.kind === "stacked";
+    const bytes = chart.series.every((k) => colOf[k] && colOf[k].unit === "bytes");
+    const value = { stacked, ...(bytes ? { ticks: { callback: (v) => bytesText(Number(v)) } } : {}) };
+    return axis === "y" ? { x: { stacked }, y: value } : { y: { stacked }, x: value };
   }
 
   function tablesOf(doc, ids) {
