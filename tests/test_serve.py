@@ -606,3 +606,26 @@ def test_operators_group_by_input_shape(server, browser):
     )
     assert sorted(shown) == sorted(format_value(r["input_shapes"], column["unit"]) for r in rows)
     page.close()
+
+
+def test_a_listing_reads_each_traces_first_bytes_once(tmp_path, monkeypatch):
+    from perfkit_core.serve import catalog
+
+    folder = tmp_path / "logdir"
+    folder.mkdir()
+    trace = folder / "run.pt.trace.json.gz"
+    shutil.copy(shared_trace("resnet_nw0"), trace)
+    old = time.time() - 60
+    os.utime(trace, (old, old))
+    reads = []
+    real = catalog._framework_of
+    monkeypatch.setattr(catalog, "_framework_of", lambda pm, p: reads.append(p) or real(pm, p))
+    listing = catalog.Catalog(folder)
+    for _ in range(3):
+        (entry,) = listing.scan()
+        assert entry.framework == "torch" and entry.status == "ready"
+    assert reads == [trace]
+    os.utime(trace, (old + 1, old + 1))  # rewritten: in progress once, then read again
+    assert listing.scan()[0].status == "in progress"
+    assert listing.scan()[0].framework == "torch"
+    assert reads == [trace, trace]

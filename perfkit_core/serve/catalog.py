@@ -159,6 +159,10 @@ class Catalog:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self._seen: dict[str, tuple[int, int]] = {}
+        # what reading a file's first bytes told, by the file's identity: each trace's
+        # framework, and whether a folder's traces are one job (read again only when changed)
+        self._frameworks: dict[tuple[str, tuple[int, int]], str | None] = {}
+        self._jobs: dict[tuple[str, tuple[Any, ...]], bool] = {}
 
     def scan(self) -> list[Entry]:
         from perfkit_core.plugins import get_plugin_manager
@@ -168,6 +172,8 @@ class Catalog:
         found: list[Entry] = []
         now = time.time()
         seen: dict[str, tuple[int, int]] = {}
+        frameworks: dict[tuple[str, tuple[int, int]], str | None] = {}
+        jobs: dict[tuple[str, tuple[Any, ...]], bool] = {}
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             here = Path(dirpath)
             dirnames.sort()
@@ -216,10 +222,19 @@ class Catalog:
                 elif st.st_size == 0:
                     entry.status, entry.error = "error", f"{name}: the file is empty"
                 else:
-                    entry.framework = _framework_of(pm, path)
+                    known = (entry.id, (st.st_size, st.st_mtime_ns))
+                    if known not in self._frameworks:
+                        self._frameworks[known] = _framework_of(pm, path)
+                    entry.framework = self._frameworks[known]
+                    frameworks[known] = entry.framework
                 traces.append(entry)
             ready = [e for e in traces if e.status == "ready"]
-            if here != root and len(ready) > 1 and _is_job(here, [e.path for e in ready]):
+            together = (_id(root, here), tuple((e.id, e.identity) for e in ready))
+            if here != root and len(ready) > 1 and together not in self._jobs:
+                self._jobs[together] = _is_job(here, [e.path for e in ready])
+            if here != root and len(ready) > 1:
+                jobs[together] = self._jobs[together]
+            if here != root and len(ready) > 1 and self._jobs[together]:
                 identity, latest, total = _folder_identity(here)
                 job = Entry(_id(root, here), here, "job", mtime=latest, size=total)
                 job.identity = identity
@@ -229,6 +244,7 @@ class Catalog:
                 continue
             found.extend(traces)
         self._seen = seen
+        self._frameworks, self._jobs = frameworks, jobs  # forget what is gone
         return [e for e in found if e.id]
 
 
