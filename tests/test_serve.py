@@ -440,6 +440,7 @@ def test_the_layer_tree_folds(server, logdir, browser):
     visible = 'section[data-table="layers"] tbody tr:not([hidden])'
     before = len(page.query_selector_all(visible))
     assert before == len(depths)
+    shot(page, "layers-tree")
     page.click('section[data-table="layers"] button.fold')  # the outermost layer
     assert len(page.query_selector_all(visible)) < before
     shot(page, "layers-folded")
