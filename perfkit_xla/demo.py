@@ -137,7 +137,7 @@ def train_mlp(
     run_steps(step, warmup, annotate=False)
     timer = perfkit_core.step_timer(warmup=0) if timed_steps else None
     run_steps(step, timed_steps, annotate=False, timer=timer)
-    with profile(directory, worker_name="jax_mlp") as session:
+    with profile(directory, worker_name="jax_mlp", framework="jax") as session:  # a JAX model
         run_steps(step, steps, first=warmup, timer=timer)
     if timer is not None:
         timer.save(session.runs)
