@@ -222,14 +222,8 @@ class Analyses:
         if document is not None:
             found: dict[str, Any] = document.figures
             return found
-        with self._lock:
-            if key not in self._queued or self._queued[key].done():
-                self._queued[key] = self.pool.submit(self._background, entry)
+        self.prepare(entry, [((), ())])  # an error is kept in ``errors``; the list shows it
         return None
-
-    def _background(self, entry: Entry) -> None:
-        with contextlib.suppress(Exception):  # recorded in ``errors``; the list shows it
-            self.report(entry)
 
 
 def _labels(a: Entry, b: Entry) -> list[str]:

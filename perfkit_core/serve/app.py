@@ -187,8 +187,8 @@ def create_app(logdir: str | Path, *, workers: int = 1, perfetto_ui: str = PERFE
         b = entry_or_404(request.args.get("b", ""))
         try:
             return Response(server.analyses.comparison(a, b).text, mimetype="application/json")
-        except Exception as exc:
-            return error_json(b, exc) if server.analyses.errors else error_json(a, exc)
+        except Exception as exc:  # the message names the file that failed, by its id
+            return error_json(a, ValueError(str(exc).replace(str(b.path), b.id)))
 
     @app.get("/trend")
     def trend_page() -> Any:

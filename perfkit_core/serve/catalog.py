@@ -22,13 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.events.loading import TRACE_SUFFIXES
+from perfkit_core.events.run import EVENTS_DIR, EVENTS_FILE, META_FILE
+
+__all__ = ["META_FILE", "TRACE_SUFFIXES", "Catalog", "Entry", "NotInLogdir", "resolve"]
+
 #: A trace file changed this recently is still being written.
 SETTLE_S = 2.0
 #: How many files of a folder are read for a folder's identity.
 IDENTITY_FILES = 64
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".pb")
-META_FILE = "meta.json"
 
 
 @dataclass
@@ -182,7 +185,7 @@ class Catalog:
                 found.append(_saved(root, here))
                 dirnames[:] = []
                 continue
-            if here != root and ({"events.parquet", "events"} & (names | set(dirnames))):
+            if here != root and ({EVENTS_FILE, EVENTS_DIR} & (names | set(dirnames))):
                 identity, latest, total = _folder_identity(here)
                 found.append(
                     Entry(_id(root, here), here, "run", "in progress", mtime=latest, size=total)
