@@ -111,6 +111,7 @@ class Analyses:
         self.sources = LRU(MAX_SOURCES)
         self.reports = LRU(MAX_REPORTS, MAX_REPORT_MB * 1e6)
         self.comparisons = LRU(MAX_REPORTS, MAX_REPORT_MB * 1e6)
+        self.timelines = LRU(MAX_SOURCES)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="perfkit-serve")
         self._queued: dict[Hashable, Future[Any]] = {}
         self._lock = threading.Lock()
@@ -177,6 +178,34 @@ class Analyses:
     def _quietly(self, entry: Entry, views: tuple[str, ...], requested: tuple[Any, ...]) -> None:
         with contextlib.suppress(Exception):  # asked again, the tab shows the error
             self.report(entry, views, requested)
+
+    def timeline(self, entry: Entry) -> Any:
+        """The timeline of ``entry`` (``serve.timeline.Timeline``), built once from the run
+        already read; a job's is refused (its ranks' traces each have one)."""
+        from perfkit_core.serve.timeline import Timeline
+
+        def make() -> Timeline:
+            source = self.source(entry)
+            if getattr(source, "events", None) is None:
+                raise ValueError(
+                    f"{entry.id} is a job of several ranks: open one rank's trace for its timeline"
+                )
+            return Timeline(source)
+
+        return self.timelines.get_or_make(self.key(entry), make)
+
+    def prepare_timeline(self, entry: Entry) -> None:
+        """Build the timeline of ``entry`` in the background (after its first report)."""
+        key = ("timeline", self.key(entry))
+        with self._lock:
+            queued = self._queued.get(key)
+            if (queued is not None and not queued.done()) or self.timelines.get(self.key(entry)):
+                return
+            self._queued[key] = self.pool.submit(self._timeline_quietly, entry)
+
+    def _timeline_quietly(self, entry: Entry) -> None:
+        with contextlib.suppress(Exception):  # asked again, the tab shows the error
+            self.timeline(entry)
 
     def comparison(self, a: Entry, b: Entry) -> Document:
         """The comparison of ``a`` (the baseline) and ``b``, from the runs already read."""

@@ -12,7 +12,11 @@ diff of two runs), ``/trend?folder=<folder>`` (a folder's runs over time). The p
   json``), ``a`` the baseline;
 - ``GET /api/trend?folder=<folder>``: the runs of one folder in time order (step time and its
   phases) and the regression gate's verdict between each two consecutive runs
-  (``?fail_pct=``, default 5).
+  (``?fail_pct=``, default 5);
+- ``GET /api/timeline/<part>?run=<id>``: the Timeline tab's data (``serve.timeline``): ``meta``
+  (lanes, step and phase bands), ``slice`` (``t0``, ``t1``, ``px``: what a window shows at
+  ``px`` ns to the pixel; ``fold``: the threads folded), ``event`` (``id``: one event, its
+  columns and launch links) and ``search`` (``q``).
 
 Also ``/files/report/<id>`` (the run's HTML report) and ``/files/trace/<id>`` (its chrome
 trace, ``perfkit export --to chrome``). Nothing outside the log folder is served (404), and no
@@ -102,6 +106,19 @@ class Server:
         return out
 
 
+def _number(text: str | None, name: str) -> float:
+    """``text`` as a finite number, or a ValueError that names the parameter."""
+    import math
+
+    try:
+        value = float(text if text is not None else "")
+    except ValueError:
+        raise ValueError(f"{name} must be a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number")
+    return value
+
+
 #: Where "Open in Perfetto" sends a run's trace (its documented postMessage protocol).
 PERFETTO_UI = "https://ui.perfetto.dev"
 
@@ -151,6 +168,7 @@ def create_app(logdir: str | Path, *, workers: int = 1, perfetto_ui: str = PERFE
     def asset(name: str) -> Any:
         files = {
             "serve.js": (ASSETS / "serve.js", "text/javascript"),
+            "timeline.js": (ASSETS / "timeline.js", "text/javascript"),
             "serve.css": (ASSETS / "serve.css", "text/css"),
             "chart.umd.min.js": (REPORT_ASSETS / "chart.umd.min.js", "text/javascript"),
         }
@@ -179,7 +197,41 @@ def create_app(logdir: str | Path, *, workers: int = 1, perfetto_ui: str = PERFE
             return error_json(entry, exc)
         if not views and not requested:  # the first open: the other tabs are made meanwhile
             server.analyses.prepare(entry, TAB_QUERIES)
+            server.analyses.prepare_timeline(entry)
         return Response(document.text, mimetype="application/json")
+
+    @app.get("/api/timeline/<part>")
+    def api_timeline(part: str) -> Any:
+        from perfkit_core.serve import timeline_events
+
+        if part not in ("meta", "slice", "event", "search"):
+            abort(404)
+        entry = entry_or_404(request.args.get("run", ""))
+        if entry.status == "in progress":
+            return json_response({"error": "still being written", "id": entry.id}, 409)
+        try:
+            if part == "slice":
+                window = [_number(request.args.get(k), k) for k in ("t0", "t1", "px")]
+                fold = {int(x) for x in request.args.get("fold", "").split(",") if x.strip()}
+            elif part == "event":
+                row = int(_number(request.args.get("id"), "id"))
+        except ValueError as exc:
+            return json_response({"error": str(exc)}, 400)
+        try:
+            timeline = server.analyses.timeline(entry)
+        except Exception as exc:  # a corrupt run, or a job: its one-line error
+            return error_json(entry, exc)
+        if part == "meta":
+            return json_response(timeline.meta())
+        if part == "slice":
+            t0, t1, px = window
+            return json_response(timeline.slice(int(t0), int(t1), px, fold))
+        if part == "event":
+            try:
+                return json_response(timeline_events.event_detail(timeline, row))
+            except KeyError:
+                return json_response({"error": f"{entry.id} draws no event {row}"}, 404)
+        return json_response(timeline_events.search(timeline, request.args.get("q", "")))
 
     @app.get("/api/compare")
     def api_compare() -> Any:

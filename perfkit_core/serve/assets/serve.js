@@ -280,6 +280,7 @@
     ["input", "Input pipeline", ["benchmark"]],
     ["distributed", "Distributed", ["distributed", "ranks", "collectives"]],
     ["code", "Code", ["code"], "code"],
+    ["timeline", "Timeline", [], "timeline"],
   ];
 
   function runId() {
@@ -363,6 +364,15 @@
       const [, title, ids, views] = TABS.find((t) => t[0] === name) || TABS[0];
       charts.splice(0).forEach((c) => c.destroy());
       content.replaceChildren(el("p", { class: "muted" }, "Analysing…"));
+      if (name === "timeline") {
+        try {
+          await window.PerfkitTimeline.mount(content, { el, api, root: ROOT, status: statusLine, runId: id });
+        } catch (e) {
+          content.replaceChildren(el("p", { class: "error" }, e.message));
+        }
+        content.dataset.shown = name;
+        return;
+      }
       try {
         let doc = await load(views || "default");
         const parts = [];
