@@ -117,6 +117,11 @@ class Analyses:
         self._lock = threading.Lock()
         self.errors: dict[Hashable, str] = {}
 
+    def busy(self) -> bool:
+        """Whether any background analysis is queued or running."""
+        with self._lock:
+            return any(not f.done() for f in self._queued.values())
+
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 

@@ -196,8 +196,8 @@ def create_app(logdir: str | Path, *, workers: int = 1, perfetto_ui: str = PERFE
         except Exception as exc:  # a corrupt run: its one-line error, never a stopped server
             return error_json(entry, exc)
         if not views and not requested:  # the first open: the other tabs are made meanwhile
-            server.analyses.prepare(entry, TAB_QUERIES)
             server.analyses.prepare_timeline(entry)
+            server.analyses.prepare(entry, TAB_QUERIES)
         return Response(document.text, mimetype="application/json")
 
     @app.get("/api/timeline/<part>")
@@ -223,9 +223,12 @@ def create_app(logdir: str | Path, *, workers: int = 1, perfetto_ui: str = PERFE
             return error_json(entry, exc)
         if part == "meta":
             return json_response(timeline.meta())
-        if part == "slice":
+        if part == "slice":  # numbers and names only: the standard library's encoder, compact
+            import json
+
             t0, t1, px = window
-            return json_response(timeline.slice(int(t0), int(t1), px, fold))
+            found = timeline.slice(int(t0), int(t1), px, fold)
+            return Response(json.dumps(found, separators=(",", ":")), mimetype="application/json")
         if part == "event":
             try:
                 return json_response(timeline_events.event_detail(timeline, row))

@@ -157,8 +157,9 @@ class Timeline:
                 int(b[firsts[i]]),
             ),
         )
-        lane_of_code = {int(uniq[i]): j for j, i in enumerate(order)}
-        lane[chosen] = [lane_of_code[int(c)] for c in codes[chosen].tolist()]
+        rank_of = np.empty(len(uniq), dtype=np.int64)
+        rank_of[np.asarray(order, dtype=np.int64)] = np.arange(len(uniq))
+        lane[chosen] = rank_of[np.searchsorted(uniq, codes[chosen])]
         parent = ev["parent"].to_numpy().astype(np.int64)
         depth = _depths(parent, host.astype(np.int64))
         folded_depth = _depths(parent, (host & python).astype(np.int64))

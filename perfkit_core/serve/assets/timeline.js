@@ -24,6 +24,19 @@ window.PerfkitTimeline = (function () {
     const decimals = Math.max(0, Math.ceil(-Math.log10(step / size) - 1e-9));
     return (t / size).toFixed(decimals) + " " + unit;
   }
+  // A name cut to ``room`` pixels (with an ellipsis), its glyph widths measured once.
+  const widths = new Map();
+  function fit(c, name, room) {
+    let total = 0;
+    for (let i = 0; i < name.length; i++) {
+      const ch = name[i];
+      let w = widths.get(ch);
+      if (w === undefined) { w = c.measureText(ch).width; widths.set(ch, w); }
+      total += w;
+      if (total > room) return i > 1 ? name.slice(0, i - 1) + "…" : "";
+    }
+    return name;
+  }
   function hue(text) {
     let h = 2166136261;
     for (let i = 0; i < text.length; i++) { h ^= text.charCodeAt(i); h = Math.imul(h, 16777619); }
@@ -100,9 +113,12 @@ window.PerfkitTimeline = (function () {
     async function fetchSlice(input) {
       const w = state.t1 - state.t0, seq = ++state.seq;
       const fold = [...state.folded].sort().join(",");
-      const params = { t0: Math.floor(Math.max(0, state.t0 - w / 2)), t1: Math.ceil(state.t1 + w / 2), px: nspp(), fold };
+      // a margin of a quarter view on each side: a pan that short needs no fetch
+      const params = { t0: Math.floor(Math.max(0, state.t0 - w / 4)), t1: Math.ceil(state.t1 + w / 4), px: nspp(), fold };
+      const asked = performance.now();
       const data = await q("slice", params);
       if (seq < state.shownSeq) return;  // a later answer is already drawn
+      if (input) input.fetchMs = performance.now() - asked;
       state.shownSeq = seq;
       data.fold = fold;
       Object.assign(state.names, data.names);
@@ -111,8 +127,9 @@ window.PerfkitTimeline = (function () {
     }
     function refresh(input) {
       if (covers(state.data)) { draw(input, false); return; }
+      const asked = fetchSlice(input);  // asked first, so the server works while the page draws
       draw(null, false);  // what is known, at once; the window's own data follows
-      fetchSlice(input).catch((e) => { status.textContent = e.message; });
+      asked.catch((e) => { status.textContent = e.message; });
     }
 
     // ---- view ----
@@ -136,6 +153,7 @@ window.PerfkitTimeline = (function () {
 
     // ---- drawing ----
     function draw(input, fresh) {
+      const began = performance.now();
       const ctx2 = body.getContext("2d"), w = width(), h = body.clientHeight;
       ctx2.clearRect(0, 0, w, h);
       state.hits = [];
@@ -172,9 +190,8 @@ window.PerfkitTimeline = (function () {
           state.hits.push([x0, x1, y, y + ROW_H - 2, ev[i + 3]]);
           const cx0 = Math.max(x0, 0), cw = Math.min(x1, w) - cx0;
           if (cw > 28) {
-            ctx2.save(); ctx2.beginPath(); ctx2.rect(cx0, y, cw, ROW_H - 2); ctx2.clip();
-            ctx2.fillStyle = device ? "#fff" : "#1d232b"; ctx2.fillText(name, cx0 + 3, y + (ROW_H - 2) / 2);
-            ctx2.restore();
+            ctx2.fillStyle = device ? "#fff" : "#1d232b";
+            ctx2.fillText(fit(ctx2, name, cw - 6), cx0 + 3, y + (ROW_H - 2) / 2);
           }
         }
       }
@@ -183,13 +200,14 @@ window.PerfkitTimeline = (function () {
       if (state.selected) outline(ctx2, [state.selected], "#000", 2);
       flows(ctx2);
       drawHead();
-      // the frame is on screen by the second animation frame after the drawing
-      requestAnimationFrame(() => requestAnimationFrame(() => painted(input, fresh)));
+      if (input) input.drawMs = performance.now() - began;
+      // a task posted from the next animation frame runs once that frame is painted
+      requestAnimationFrame(() => { const ch = new MessageChannel(); ch.port1.onmessage = () => painted(input, fresh); ch.port2.postMessage(0); });
     }
     function painted(input, fresh) {
       const now = performance.now();
       if (state.data && state.firstFrameMs === null) state.firstFrameMs = now - state.mountedAt;
-      if (input) state.frames.push({ type: input.type, ms: now - input.at, fetched: fresh });
+      if (input) state.frames.push({ type: input.type, ms: now - input.at, fetched: fresh, fetchMs: input.fetchMs, drawMs: input.drawMs });
       wrap.dataset.frames = String(state.frames.length);
       if (state.data) wrap.dataset.ready = "1";
     }
