@@ -1,5 +1,6 @@
 """perfkit-tensorboard: the real ``tensorboard`` over a folder of demo runs lists the perfkit tab
-as active, serves ``perfkit serve``'s app under it, and the tab shows the runs in Chromium."""
+as active, serves ``perfkit serve``'s app under it, and the tab shows the runs and a run's
+timeline in Chromium."""
 
 from __future__ import annotations
 
@@ -83,6 +84,12 @@ def test_the_tab_is_active_over_runs_and_shows_them(demo_logdir, tmp_path):
             app.locator(f'tr[data-run="{expected[0]}"]').wait_for(timeout=120_000)
             shown = app.locator("tr[data-run]").evaluate_all("rows => rows.map(r => r.dataset.run)")
             assert set(expected) <= set(shown)
+            # a run's pages and its timeline, through TensorBoard's route to the app
+            app.locator(f'tr[data-run="{expected[0]}"] td.name a').click()
+            app.locator('button[data-tab="timeline"]').click()
+            app.locator('#timeline[data-ready="1"]').wait_for(timeout=120_000)
+            assert app.locator(".tl-lane").count() >= 1
+            assert app.locator("#tl-range").inner_text().endswith("s")
             if os.environ.get("PERFKIT_SCREENSHOTS"):
                 page.screenshot(
                     path=str(Path(os.environ["PERFKIT_SCREENSHOTS"]) / "tensorboard.png")
