@@ -587,6 +587,14 @@ def test_a_folder_of_rank_traces_is_one_job_with_its_ranks_and_collectives(tmp_p
     assert {"ranks", "collectives"} <= set(document["tables"])
     ranks = [r["rank"] for r in document["tables"]["ranks"]["rows"] if "rank" in r]
     assert sorted(ranks) == [1, 3]
+    # its timeline is one rank's at a time: the first by default, any other by ``rank``
+    for asked, rank in ((None, 1), (3, 3)):
+        query = "" if asked is None else f"&rank={asked}"
+        meta = client.get(f"/api/timeline/meta?run=job{query}").get_json()
+        assert (meta["job_ranks"], meta["rank"]) == ([1, 3], rank)
+        assert any(lane["kind"] == "stream" for lane in meta["lanes"])
+    refused = client.get("/api/timeline/meta?run=job&rank=5")
+    assert refused.status_code == 422 and "no rank 5" in refused.get_json()["error"]
     app.config["PERFKIT_SERVER"].analyses.close()
 
 

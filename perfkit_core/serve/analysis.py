@@ -184,27 +184,34 @@ class Analyses:
         with contextlib.suppress(Exception):  # asked again, the tab shows the error
             self.report(entry, views, requested)
 
-    def timeline(self, entry: Entry) -> Any:
+    def timeline(self, entry: Entry, rank: int | None = None) -> Any:
         """The timeline of ``entry`` (``serve.timeline.Timeline``), built once from the run
-        already read; a job's is refused (its ranks' traces each have one)."""
+        already read; of a job, the timeline of one rank (``rank``, else its first), that
+        rank's trace read alone."""
         from perfkit_core.serve.timeline import Timeline
 
         def make() -> Timeline:
             source = self.source(entry)
-            if getattr(source, "events", None) is None:
-                raise ValueError(
-                    f"{entry.id} is a job of several ranks: open one rank's trace for its timeline"
-                )
-            return Timeline(source)
+            if getattr(source, "events", None) is not None:
+                return Timeline(source)
+            from perfkit_core.jobs.inputs import load_job_rank
 
-        return self.timelines.get_or_make(self.key(entry), make)
+            ranks = sorted(int(r) for r in source.meta.get("ranks") or [])
+            chosen = ranks[0] if rank is None and ranks else rank
+            if chosen not in ranks:
+                raise ValueError(f"{entry.id} has no rank {rank} (its ranks: {ranks})")
+            return Timeline(load_job_rank(entry.path, chosen), ranks=ranks)
+
+        return self.timelines.get_or_make((self.key(entry), rank), make)
 
     def prepare_timeline(self, entry: Entry) -> None:
         """Build the timeline of ``entry`` in the background (after its first report)."""
         key = ("timeline", self.key(entry))
         with self._lock:
             queued = self._queued.get(key)
-            if (queued is not None and not queued.done()) or self.timelines.get(self.key(entry)):
+            if (queued is not None and not queued.done()) or self.timelines.get(
+                (self.key(entry), None)
+            ):
                 return
             self._queued[key] = self.pool.submit(self._timeline_quietly, entry)
 

@@ -16,7 +16,8 @@ diff of two runs), ``/trend?folder=<folder>`` (a folder's runs over time). The p
 - ``GET /api/timeline/<part>?run=<id>``: the Timeline tab's data (``serve.timeline``): ``meta``
   (lanes, step and phase bands), ``slice`` (``t0``, ``t1``, ``px``: what a window shows at
   ``px`` ns to the pixel; ``fold``: the threads folded), ``event`` (``id``: one event, its
-  columns and launch links) and ``search`` (``q``).
+  columns and launch links) and ``search`` (``q``); of a job, ``&rank=`` picks the rank
+  (else its first).
 
 Also ``/files/report/<id>`` (the run's HTML report) and ``/files/trace/<id>`` (its chrome
 trace, ``perfkit export --to chrome``). Nothing outside the log folder is served (404), and no
@@ -210,6 +211,7 @@ def create_app(logdir: str | Path, *, workers: int = 1, perfetto_ui: str = PERFE
         if entry.status == "in progress":
             return json_response({"error": "still being written", "id": entry.id}, 409)
         try:
+            rank = int(_number(request.args["rank"], "rank")) if "rank" in request.args else None
             if part == "slice":
                 window = [_number(request.args.get(k), k) for k in ("t0", "t1", "px")]
                 fold = {int(x) for x in request.args.get("fold", "").split(",") if x.strip()}
@@ -218,7 +220,7 @@ def create_app(logdir: str | Path, *, workers: int = 1, perfetto_ui: str = PERFE
         except ValueError as exc:
             return json_response({"error": str(exc)}, 400)
         try:
-            timeline = server.analyses.timeline(entry)
+            timeline = server.analyses.timeline(entry, rank)
         except Exception as exc:  # a corrupt run, or a job: its one-line error
             return error_json(entry, exc)
         if part == "meta":

@@ -121,9 +121,11 @@ def _order(
 class Timeline:
     """The lanes, bands and level-of-detail slices of one run (built once, then queried)."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, *, ranks: list[int] | None = None) -> None:
         ev = run.events
         self.run = run
+        #: The ranks of the job this run is one rank of (empty for a run of its own).
+        self.job_ranks = list(ranks or [])
         n = len(ev)
         start = ev["start_ns"].to_numpy().astype(np.int64)
         end = start + ev["dur_ns"].to_numpy().astype(np.int64)
@@ -263,6 +265,8 @@ class Timeline:
                 )
             ],
             "kinds": list(self.kinds.categories),
+            "job_ranks": self.job_ranks,
+            "rank": int(self.run.meta.get("rank") or 0),
         }
 
     def slice(self, t0: int, t1: int, px_ns: float, folded: set[int]) -> dict[str, Any]:

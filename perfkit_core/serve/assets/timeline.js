@@ -45,7 +45,8 @@ window.PerfkitTimeline = (function () {
 
   function mount(host, ctx) {
     const { el, api, root, status } = ctx;
-    const q = (path, params) => api(`/api/timeline/${path}?` + new URLSearchParams({ run: ctx.runId, ...params }));
+    const ranked = ctx.rank === undefined || ctx.rank === null ? {} : { rank: ctx.rank };
+    const q = (path, params) => api(`/api/timeline/${path}?` + new URLSearchParams({ run: ctx.runId, ...ranked, ...params }));
     const state = {
       meta: null, t0: 0, t1: 1, folded: new Set(), data: null, names: {}, seq: 0, shownSeq: 0,
       selected: null, links: [], matches: [], matchAt: -1, layout: [], hits: [], frames: [],
@@ -403,6 +404,10 @@ window.PerfkitTimeline = (function () {
     const started = (async () => {
       state.meta = await q("meta", {});
       sizeCanvas(head, HEAD_H);
+      if (state.meta.job_ranks.length) {  // a job: one rank's timeline at a time
+        tools.prepend(el("label", {}, "Rank ", el("select", { id: "tl-rank", onchange: (e) => mount(host, { ...ctx, rank: Number(e.target.value) }) },
+          state.meta.job_ranks.map((r) => el("option", { value: r, selected: r === state.meta.rank }, String(r))))));
+      }
       if (!state.meta.lanes.length) {
         wrap.replaceChildren(el("p", { class: "muted" }, "This run recorded no events to draw."));
         return;
