@@ -145,6 +145,24 @@ def test_the_list_holds_every_run_and_the_corrupt_file_says_why(server, logdir):
     assert api(server, "/api/runs/" + A100)["headline"]
 
 
+def test_every_runs_timeline_draws_and_the_corrupt_file_says_why(server, logdir):
+    """The timeline's lanes and a whole-profile slice of each run of every framework here."""
+    runs = listed(server)
+    drawn = 0
+    for run_id, row in runs.items():
+        status, body = get(f"{server}/api/timeline/meta?run={run_id}")
+        if row["status"] == "error":
+            assert status == 422 and json.loads(body)["error"], run_id
+            continue
+        assert status == 200, (run_id, body[:300])
+        meta = json.loads(body)
+        assert meta["lanes"], run_id
+        found = api(server, f"/api/timeline/slice?run={run_id}&t0=0&t1={meta['span_ns']}&px={max(meta['span_ns'] / 1000, 1)}")
+        assert any(lane["events"] or lane["merged"] for lane in found["lanes"]), run_id
+        drawn += 1
+    assert drawn >= 4
+
+
 def test_a_runs_json_is_the_report_the_command_line_prints(server, logdir):
     cli = subprocess.run(
         [sys.executable, "-m", "perfkit_core", "report", str(logdir / V100), "--format", "json"],

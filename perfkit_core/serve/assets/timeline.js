@@ -282,7 +282,10 @@ window.PerfkitTimeline = (function () {
     async function select(id, reveal) {
       const found = await q("event", { id });
       state.selected = found;
-      state.links = found.launched ? found.launched.events : found.launched_by || [];
+      // an operator: the device work it launched, each with its runtime call (an arrow each);
+      // a device event: the calls above it, and the arrow from the call that launched it
+      state.links = found.launched ? found.launched.events
+        : (found.launched_by || []).concat(found.launched_by && found.launched_by.length ? [{ ...found, launcher: found.launched_by[0] }] : []);
       if (reveal) revealItem(found);
       showDetail(found);
       draw(null, false);
