@@ -401,7 +401,11 @@ window.PerfkitTimeline = (function () {
     }
     window.addEventListener("keydown", onKey);
     search.addEventListener("keydown", (e) => { if (e.key === "Enter") runSearch().catch((x) => { found.textContent = x.message; }); });
-    window.addEventListener("resize", () => { if (state.meta) { layoutLanes(); sizeCanvas(head, HEAD_H); refresh(null); } });
+    function onResize() {
+      if (!document.body.contains(wrap)) { window.removeEventListener("resize", onResize); return; }
+      if (state.meta && state.meta.lanes.length) { layoutLanes(); sizeCanvas(head, HEAD_H); refresh(null); }
+    }
+    window.addEventListener("resize", onResize);
 
     // ---- start ----
     const started = (async () => {
