@@ -190,6 +190,7 @@ def _build() -> type:
             super().teardown(stage)
 
     PerfkitProfiler.__module__ = __name__
+    PerfkitProfiler.__qualname__ = "PerfkitProfiler"  # found by name, as a module-level class
     return PerfkitProfiler
 
 

@@ -127,6 +127,7 @@ def _build() -> type:
             return "\n\n".join(headline_text(run) for run in self.window.wait())
 
     PerfkitCallback.__module__ = __name__
+    PerfkitCallback.__qualname__ = "PerfkitCallback"  # found by name, as a module-level class
     return PerfkitCallback
 
 

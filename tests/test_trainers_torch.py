@@ -66,6 +66,15 @@ def _model_calls_per_step(run_dir: Path) -> set[int]:
     return set(calls.groupby("step").size().tolist())
 
 
+def _served(folder: Path) -> list[str]:
+    """The runs ``perfkit serve folder`` lists, by id, each ready to open."""
+    from perfkit_core.serve.catalog import Catalog
+
+    entries = Catalog(folder).scan()
+    assert all(e.status == "ready" for e in entries), entries
+    return [e.id for e in entries]
+
+
 def _steps(run_dir: Path) -> int:
     return len(perfkit_core.load(run_dir).summary("steps"))
 
@@ -153,6 +162,8 @@ def test_lightning_runs_into_the_log_folder_by_default(tmp_path: Path) -> None:
     (run,) = profiler.runs
     assert run.parent == Path(trainer.log_dir)
     assert _steps(run) == 2
+    # `perfkit serve logs` lists it among the trainer's logs: the one run there
+    assert _served(tmp_path / "logs") == [run.relative_to(tmp_path / "logs").as_posix()]
 
 
 def test_lightning_fit_ending_inside_the_window_keeps_what_it_recorded(tmp_path: Path) -> None:
@@ -240,6 +251,7 @@ def test_hf_trainer_runs_into_its_output_folder_by_default(tmp_path: Path) -> No
     (run,) = callback.runs
     assert run.parent == tmp_path / "hf_out" / "perfkit"
     assert _steps(run) == 2
+    assert _served(tmp_path / "hf_out") == ["perfkit/" + run.name]
 
 
 # -- failures inside perfkit --------------------------------------------------------------------
