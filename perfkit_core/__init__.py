@@ -3,7 +3,8 @@
 ``perfkit_core.load(path)`` returns a ``Run`` from a saved run, a trace file any installed
 adapter reads, or a folder of per-rank traces; ``perfkit_core.compare(a, b)`` lines runs up
 side by side; ``perfkit_core.annotate(name)`` marks a span for whichever framework is running;
-``perfkit_core.readable(frame)`` writes a view's times in ms for reading. In Jupyter, a run or
+``perfkit_core.readable(frame)`` writes a view's times in ms for reading;
+``perfkit_core.headline_text(run)`` is the headline a report opens with. In Jupyter, a run or
 a comparison shows its report (``load_ipython_extension``).
 Importing this package is cheap: pandas and the rest load on first use.
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from perfkit_core.events.run import Run
     from perfkit_core.events.schema import COLUMNS, KINDS, SCHEMA_VERSION
     from perfkit_core.plugins.manager import get_plugin_manager
+    from perfkit_core.report.headline_text import headline_text
     from perfkit_core.report.readable import readable
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "annotate",
     "compare",
     "get_plugin_manager",
+    "headline_text",
     "hookimpl",
     "hookspec",
     "load",
@@ -62,6 +65,7 @@ _LAZY = {
     "SCHEMA_VERSION": "perfkit_core.events.schema",
     "get_plugin_manager": "perfkit_core.plugins.manager",
     "readable": "perfkit_core.report.readable",
+    "headline_text": "perfkit_core.report.headline_text",
 }
 
 
