@@ -153,6 +153,45 @@ def test_lightning_saves_one_run_of_the_window(tmp_path: Path, accumulate: int) 
     assert str(run) in summary and "Step time (mean)" in summary
 
 
+def test_lightning_closure_counts_as_forward_backward_and_its_update(tmp_path: Path) -> None:
+    """Lightning runs the forward and backward inside ``Optimizer.step`` (its closure): the
+    optimizer phase is the step's update after the model's work, and the zero_grad inside it,
+    recomputed here from the run's raw events; forward and backward are phases of their own."""
+    pytest.importorskip("lightning")
+    import numpy as np
+
+    from perfkit_torch.lightning import PerfkitProfiler
+
+    profiler = PerfkitProfiler(tmp_path / "runs", start_step=3, stop_step=6)
+    _lightning_fit(tmp_path, profiler, max_steps=8)
+    run = perfkit_core.load(profiler.runs[0])
+    ev = run.events
+    name = ev["name"].astype(str).to_numpy()
+    kind = ev["kind"].astype(str).to_numpy()
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    parent = ev["parent"].to_numpy()
+
+    def inside(row: int) -> np.ndarray:
+        return np.flatnonzero((start >= start[row]) & (end <= end[row]) & (parent >= 0))
+
+    steps = np.flatnonzero(kind == "step")
+    expected = 0
+    for closure in np.flatnonzero(name == "Optimizer.step#SGD.step"):
+        rows = inside(closure)
+        model = rows[(kind[rows] == "backward") | np.char.startswith(name[rows].astype(str), "nn.Module: ")]
+        assert len(model)  # the closure ran the model
+        expected += end[closure] - end[model].max()
+    expected += (end - start)[name == "Optimizer.zero_grad#SGD.zero_grad"].sum()
+    phases = run.summary("model").set_index("name")
+    assert phases.loc["optimizer", "per_step_ns"] * len(steps) == pytest.approx(expected, abs=len(steps))
+    assert phases.loc["forward", "per_step_ns"] > 0 and phases.loc["backward", "per_step_ns"] > 0
+    share = phases.loc["optimizer", "per_step_ns"] / phases.loc["step", "per_step_ns"]
+    assert share < 0.5
+    for finding in run.advise():
+        assert finding.id != "optimizer" or finding.saving_ns < phases.loc["optimizer", "per_step_ns"]
+
+
 def test_lightning_runs_into_the_log_folder_by_default(tmp_path: Path) -> None:
     pytest.importorskip("lightning")
     from perfkit_torch.lightning import PerfkitProfiler

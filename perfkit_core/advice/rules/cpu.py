@@ -21,6 +21,7 @@ from perfkit_core.advice.text import (
 )
 from perfkit_core.events import intervals, links
 from perfkit_core.events.schema import str_values
+from perfkit_core.views.anatomy.closures import optimizer_closures, optimizer_rows
 
 if TYPE_CHECKING:
     from perfkit_core.events.run import Run
@@ -55,7 +56,7 @@ def outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     parent = ev["parent"].to_numpy()
     is_op = (kind == "operator") & (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0)
     outer = is_op & ~links.has_ancestor(parent, kind == "operator")
-    in_optimizer = outer & links.has_ancestor(parent, kind == "optimizer")
+    in_optimizer = outer & optimizer_rows(ctx.run)
     in_data = outer & links.has_ancestor(parent, kind == "dataloader")
     found = (outer, in_optimizer, in_data)
     ctx.run.cache.put("advice_outermost_ops", found)
@@ -157,6 +158,10 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
     end = start + ev["dur_ns"].to_numpy()
     work = host & links.kind_is(ev, *(k for k in HOST_WORK_KINDS if k != "optimizer"))
     is_optimizer = links.kind_is(ev, "optimizer")
+    # an optimizer step that runs the model inside it is the optimizer's from its update on
+    closures = optimizer_closures(run)
+    opt_start = start.copy()
+    opt_start[list(closures.update_start)] = list(closures.update_start.values())
     uncovered = in_optimizer = 0.0
     for r in np.unique(rank):
         window, recorded = intervals.step_window(run, int(r))
@@ -167,7 +172,9 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
         total = intervals.length(window)
         covered = intervals.intersect_length(window, busy)
         uncovered += total - covered
-        optimizer = intervals.clip_to(start[mine & is_optimizer], end[mine & is_optimizer], window)
+        optimizer = intervals.clip_to(
+            opt_start[mine & is_optimizer], end[mine & is_optimizer], window
+        )
         in_optimizer += intervals.length(optimizer) - intervals.intersect_length(optimizer, busy)
     return uncovered, in_optimizer
 
@@ -209,10 +216,7 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
     if share < PYTHON_OVERHEAD_MIN_STEP_PCT:
         return None
     basis = step_basis(ctx)
-    ev = ctx.run.events
-    spans = links.kind_is(ev, "optimizer")
-    optimizer_rows = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
-    events = recorded_events_per_step(ctx, ~optimizer_rows)
+    events = recorded_events_per_step(ctx, ~optimizer_rows(ctx.run))
     # The profiler records at each event's edges, between the ops: its cost lands in this gap.
     python = basis.corrected(uncovered - in_optimizer, events)
     outer, in_optimizer_ops, in_data = outermost_ops(ctx)

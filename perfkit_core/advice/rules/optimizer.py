@@ -23,8 +23,8 @@ from perfkit_core.advice.text import (
     per_step_text,
     unprofiled_per_step_text,
 )
-from perfkit_core.events import links
 from perfkit_core.events.schema import str_values
+from perfkit_core.views.anatomy.closures import optimizer_rows
 from perfkit_core.views.common import category_values
 from perfkit_core.views.families import normalize
 from perfkit_core.views.model_description import model_description
@@ -199,10 +199,7 @@ def rule_optimizer(ctx: Context) -> Finding | None:
     cls, implementation = optimizer_class(ctx.run, in_optimizer)
     if implementation == "fused" or (implementation == "foreach" and ctx.framework == "paddle"):
         return None  # Paddle's multi-tensor optimizer is its remedy already
-    ev = ctx.run.events
-    kind = str_values(ev["kind"])
-    spans = kind == "optimizer"
-    inside = spans | links.has_ancestor(ev["parent"].to_numpy(), spans)
+    inside = optimizer_rows(ctx.run)
     basis = step_basis(ctx)
     events = recorded_events_per_step(ctx, inside)
     timed = timed_phase(ctx, "optimizer")

@@ -3,7 +3,8 @@
 each row's enclosing step, and layer keys that line up across frameworks.
 
 - A unit is an outermost op-like event: an operator, a communication or runtime call, a data
-  loading span, an optimizer span, one autograd node (torch's ``autograd::engine::
+  loading span, an optimizer span (not one that runs the model inside it: ``closures``), one
+  autograd node (torch's ``autograd::engine::
   evaluate_function: X``) or one Python API entry of Paddle (``X pybind_imperative_func``,
   whose self time is the API's own overhead). Ops nested in a unit are part of it, so
   ``aten::conv2d > convolution > _convolution > mkldnn_convolution`` is one unit.
@@ -30,6 +31,7 @@ import numpy as np
 from perfkit_core.events import links
 from perfkit_core.events.model_entries import layer_key
 from perfkit_core.events.schema import CodedColumn, coded
+from perfkit_core.views.anatomy.closures import optimizer_closures
 from perfkit_core.views.costmodel.canonical import layer_type
 
 if TYPE_CHECKING:
@@ -123,7 +125,13 @@ def structure(run: Run) -> Structure:
     engine = kinds.among("backward") & _flag(
         name_codes, name_cats, lambda s: s.startswith(ENGINE_PREFIX)
     )
-    op_like = host & (kinds.among(*UNIT_KINDS) | wrapper | engine) & ~layer_name
+    # an optimizer step that runs the model inside it is no unit: its ops are (``closures``)
+    op_like = (
+        host
+        & (kinds.among(*UNIT_KINDS) | wrapper | engine)
+        & ~layer_name
+        & ~optimizer_closures(run).closure
+    )
     unit_of = np.where(host, outermost(parent, op_like), -1)
     is_unit = op_like & (unit_of == np.arange(n))
     layer_span = host & layer_name & kinds.among("user")
