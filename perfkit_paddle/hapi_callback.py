@@ -31,6 +31,20 @@ def _targets() -> list[Any]:
     return targets
 
 
+def start_helper(background: bool) -> None:
+    """Start perfkit's conversion helper when training begins, so that it is ready (its
+    loaders imported on an idle core) when the first window ends; a helper that cannot start
+    now is started, or done without, at the window's end."""
+    if not background:
+        return
+    try:
+        from perfkit_core.capture import shared_converter
+
+        shared_converter().start()
+    except Exception:
+        pass
+
+
 class PerfkitCallback(_callback_base()):  # type: ignore[misc]
     """A callback for ``paddle.Model.fit(callbacks=[...])`` that profiles the optimizer steps
     in ``profile_steps`` and saves each window as a perfkit run in ``dir_name``.
@@ -74,6 +88,8 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
             background=background,
         )
         self.profiler_options = profiler_options
+        #: Whether windows are converted by perfkit's helper process (started with training).
+        self.background = background
         #: Optimizer steps done in the current ``fit``.
         self.optimizer_steps = 0
         self._prof: Any = None
@@ -108,6 +124,7 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
             self._accumulate = max(int(getattr(self.model, "_accumulate", 1) or 1), 1)
         except (TypeError, ValueError):
             self._accumulate = 1
+        start_helper(self.background)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         """The epoch's number of batches, when the data loader knows it (its last batch always

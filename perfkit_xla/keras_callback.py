@@ -163,6 +163,13 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
             self._base = int(optimizer.iterations.numpy())
         except Exception:
             self._accumulate, self._base = 1, 0
+        if self.handler.background:
+            try:  # ready when the first window ends (its loaders imported on an idle core)
+                from perfkit_core.capture import shared_converter
+
+                shared_converter().start()
+            except Exception:
+                pass  # started, or done without, at the window's end
         try:
             import tensorflow as tf
 
