@@ -117,9 +117,11 @@ def _layers_total(run: Path) -> int:
 
 
 def _batches_per_step(run: Any) -> dict[int, int]:
-    """Calls of Keras' compiled train function per step of ``run`` (one a batch)."""
+    """Calls of Keras' compiled train function per step of ``run`` (one a batch; Keras 3 names
+    it ``multi_step_on_iterator``, or ``one_step_on_iterator`` / ``..._on_data``)."""
     ev = run.events
-    calls = ev[(ev["name"].astype(str) == "multi_step_on_iterator") & (ev["step"] >= 0)]
+    names = ev["name"].astype(str)
+    calls = ev[names.str.fullmatch(r"(one|multi)_step_on_(iterator|data)") & (ev["step"] >= 0)]
     return {int(k): int(v) for k, v in calls.groupby("step").size().items()}
 
 
