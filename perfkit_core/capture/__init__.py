@@ -9,6 +9,7 @@
   into saved runs, off the training loop, with a bounded queue.
 - ``helper``: that helper process itself: it converts a trace only on a core training leaves idle
   until the program waits for it or too much is queued.
+- ``windows``: the windows of steps a trainer's callback profiles, and the name its runs take.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from perfkit_core.capture.handlers import (
 from perfkit_core.capture.helper import convert_file
 from perfkit_core.capture.run_handler import RunHandler
 from perfkit_core.capture.step_timer import StepTimer, step_timer
+from perfkit_core.capture.windows import folder_worker_name, step_windows
 
 __all__ = [
     "FALLBACK_MAX_BYTES",
@@ -53,6 +55,7 @@ __all__ = [
     "export_is_complete",
     "fallback_dir",
     "fallback_refusal",
+    "folder_worker_name",
     "free_bytes",
     "handler_metadata",
     "make_room",
@@ -61,4 +64,5 @@ __all__ = [
     "remove_partial",
     "shared_converter",
     "step_timer",
+    "step_windows",
 ]

@@ -156,6 +156,16 @@ class BackgroundConverter:
         self._readers = [r for r in self._readers if r.is_alive()] + [reader]
         return proc
 
+    def start(self) -> None:
+        """Start the helper process now, when none is running: it readies its loaders on a core
+        training leaves idle, so the first conversion does not wait for the helper to start
+        and import them. Raises ``OSError`` when it cannot be started."""
+        with self._lock:
+            if self._closed:
+                raise OSError("the background converter is closed")
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+
     @property
     def helper_pid(self) -> int | None:
         """The process id of the current helper process, None before the first job."""

@@ -148,6 +148,8 @@ class Inbox:
         self._hurry = -1
         self._held = False
         self._closed = False
+        #: Whether a job has started (``next_job`` gave one).
+        self.started = False
         thread = threading.Thread(
             target=self._read, args=(commands,), name="perfkit-inbox", daemon=True
         )
@@ -175,6 +177,12 @@ class Inbox:
             self._closed = True
             self._cond.notify_all()
 
+    @property
+    def held(self) -> bool:
+        """Whether the parent is exporting a profile now."""
+        with self._cond:
+            return self._held
+
     def _deferred(self, job: dict[str, Any]) -> bool:
         return bool(job.get("defer")) and not self._closed and _job_id(job) > self._hurry
 
@@ -198,6 +206,7 @@ class Inbox:
                     cores = idle.sample(SAMPLE_S * 0.8)
                     if cores is not None and cores >= MIN_IDLE_CORES:
                         break
+            self.started = True
             return self._jobs.popleft()
 
 
@@ -257,6 +266,27 @@ def serve(inbox: Inbox, replies: IO[bytes], idle: IdleCores | None) -> None:
         _reply(replies, reply)
 
 
+def ready_loaders(inbox: Inbox, idle: IdleCores) -> None:
+    """Import what a conversion needs (the loaders, pandas and Arrow, the plugins), on a core
+    training leaves idle, so that a helper started before its first job (``BackgroundConverter
+    .start()``) does not import them when the program waits for that job. Gives up once a job
+    has started, which imports them itself; never raises."""
+    if not idle.measurable:
+        return
+    idle.restart()
+    while not inbox.started:
+        time.sleep(SAMPLE_S)
+        cores = idle.sample(SAMPLE_S * 0.8)
+        if cores is None or cores < MIN_IDLE_CORES or inbox.held:
+            continue
+        with contextlib.suppress(Exception):
+            import perfkit_core.events.loading  # noqa: F401
+            from perfkit_core.plugins import get_plugin_manager
+
+            get_plugin_manager()
+        return
+
+
 def main() -> None:
     """Serve conversion jobs read from stdin, one JSON object a line, until stdin closes."""
     parent = os.getppid()
@@ -268,7 +298,11 @@ def main() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     lower_priority()
     _one_thread()
-    serve(Inbox(sys.stdin.buffer), replies, IdleCores(parent))
+    inbox = Inbox(sys.stdin.buffer)
+    threading.Thread(
+        target=ready_loaders, args=(inbox, IdleCores(parent)), name="perfkit-ready", daemon=True
+    ).start()
+    serve(inbox, replies, IdleCores(parent))
 
 
 if __name__ == "__main__":
