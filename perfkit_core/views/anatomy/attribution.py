@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfkit_core.views.anatomy.closures import optimizer_closures
+from perfkit_core.views.anatomy.closures import closure_families
 from perfkit_core.views.anatomy.structure import ENGINE_PREFIX, Structure, structure
 from perfkit_core.views.anatomy.windows import in_stretched_steps
 from perfkit_core.views.costmodel.canonical import OpMap, Resolver, is_gradient
@@ -311,27 +311,6 @@ def unit_labels(run: Run, *, op_map: OpMap | None = None) -> UnitLabels:
     return found
 
 
-def _closure_families(run: Run, out: pd.DataFrame, fam: np.ndarray) -> np.ndarray:
-    """``fam`` with the slices of optimizer steps that run the model inside them
-    (``closures``) put right: their update is the optimizer's, the time between the model's
-    ops inside them host time between ops."""
-    found = optimizer_closures(run)
-    if not found.update_start:
-        return fam
-    owner = out["owner"].to_numpy()
-    first = np.full(len(found.closure), np.iinfo(np.int64).max, dtype=np.int64)
-    first[list(found.update_start)] = list(found.update_start.values())
-    of_closure = found.closure[owner]
-    update = (of_closure & (out["start_ns"].to_numpy() >= first[owner])) | (
-        found.optimizer_rows[owner] & (fam != "data")
-    )
-    between = of_closure & ~update
-    out.loc[between, "op"] = BETWEEN_OPS
-    out.loc[update & of_closure, "op"] = "optimizer step"
-    fam = np.where(between, "overhead", fam).astype(object)
-    return np.where(update, "optimizer", fam).astype(object)
-
-
 def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     """One row per slice of every step's wall time, columns ``COLUMNS``: ``step`` (number),
     ``ns`` (its length), ``phase`` (one of ``PHASES``), ``direction`` (``forward``,
@@ -463,7 +442,7 @@ def step_slices(run: Run, *, op_map: OpMap | None = None) -> pd.DataFrame:
     out = pd.concat(parts, ignore_index=True)
     fam = out["family"].to_numpy()
     part = out["_part"].to_numpy()
-    fam = _closure_families(run, out, fam)
+    fam = closure_families(run, out, fam, BETWEEN_OPS)
     phase = np.where(part == "within", "backward", np.where(part == "before", "forward", "other"))
     phase = np.where(fam == "optimizer", "optimizer", phase)
     phase = np.where(fam == "data", "data", phase)

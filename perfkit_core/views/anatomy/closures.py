@@ -26,6 +26,8 @@ from perfkit_core.events import links
 from perfkit_core.events.schema import coded
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from perfkit_core.events.run import Run
 
 LAYER_PREFIX = "nn.Module: "
@@ -102,3 +104,24 @@ def _closures(run: Run) -> Closures:
         first = np.array([update_start[int(c)] for c in nearest[rows_in].tolist()], dtype=np.int64)
         after[rows_in] = start[rows_in] >= first
     return Closures(closure, update_start, ((nearest >= 0) & ~in_closure) | after)
+
+
+def closure_families(run: Run, slices: pd.DataFrame, fam: np.ndarray, between: str) -> np.ndarray:
+    """``fam`` (the family of each of the step ``slices``) with the slices of closures put
+    right: their update is the optimizer's (op ``optimizer step``), the time between the
+    model's ops inside them host time between ops (family ``overhead``, op ``between``)."""
+    found = optimizer_closures(run)
+    if not found.update_start:
+        return fam
+    owner = slices["owner"].to_numpy()
+    first = np.full(len(found.closure), np.iinfo(np.int64).max, dtype=np.int64)
+    first[list(found.update_start)] = list(found.update_start.values())
+    of_closure = found.closure[owner]
+    update = (of_closure & (slices["start_ns"].to_numpy() >= first[owner])) | (
+        found.optimizer_rows[owner] & (fam != "data")
+    )
+    inside = of_closure & ~update
+    slices.loc[inside, "op"] = between
+    slices.loc[update & of_closure, "op"] = "optimizer step"
+    fam = np.where(inside, "overhead", fam).astype(object)
+    return np.where(update, "optimizer", fam).astype(object)
