@@ -179,7 +179,13 @@ def test_demo_writes_a_run_and_report(tmp_path, capsys):
             ]
             assert sorted(shapes) == sorted(described) and shapes
         loading = {f.id: f for f in findings}.get("input-pipeline")
-        if name == "paddle" and loading is not None:
+        if loading is not None and loading.evidence["data_from"] != "thread":
+            # the training thread's waits outlasted the loading thread's CPU time (a busy
+            # machine holds that thread off its core): the finding is about the waits, and
+            # takes no thread apart
+            assert "thread_op_from" not in loading.evidence
+            assert loading.title.startswith("Waiting for data")
+        elif name == "paddle" and loading is not None:
             # the demo's loading thread slices tensors: cheap loading, framework ops of its
             # own. Where the GIL's hand-overs (the cost per training op the step timer timed)
             # would cost the training thread all of that thread's CPU time, the split takes
