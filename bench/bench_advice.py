@@ -28,8 +28,15 @@ and pinned copies, host syncs in the step, launch-bound tiny kernels).
 For each scenario the loop is profiled with perfkit's handler (``--profile-steps`` recorded
 steps), advised twice (``advise(run)`` and ``advise(run, measure=True)``), then every finding
 whose remedy the scenario knows how to apply is applied and the loop is timed WITHOUT the
-profiler: the original and each remedied variant in interleaved rounds (``--rounds`` rounds of
-``--steps`` steps; medians). It prints, per finding, the estimated saving (ms per step, and % of
+profiler (``paired.py``): where every applied remedy can run beside its baseline in one process
+(the optimizer's, on a second copy of the model; ``num_workers``, with a second loader and
+workers of its own) baseline and remedy are **paired**: they alternate step by step
+(``--rounds`` x ``--steps`` pairs), or, with loader workers, in blocks of ``--steps`` steps
+after each loader's prefetch is drained (``--rounds`` pairs), and the achieved saving is the
+median of the pairs' differences, with its 95% bootstrap interval, over the baseline's median
+step in the same pairs; otherwise (``torch.compile``), or with ``--unpaired``, the original and
+each remedied variant run in **unpaired** interleaved rounds (``--rounds`` rounds of
+``--steps`` steps; medians). Each scenario prints which method timed it. It prints, per finding, the estimated saving (ms per step, and % of
 the step it was estimated against) beside the achieved one (ms per step, and % of the unprofiled
 step), then a PASS/FAIL line per finding: the estimate is within +-20% of the achieved saving,
 or within 1 point of the step when the achieved saving is under 5% of it, and whether the
