@@ -28,8 +28,15 @@ and pinned copies, host syncs in the step, launch-bound tiny kernels).
 For each scenario the loop is profiled with perfkit's handler (``--profile-steps`` recorded
 steps), advised twice (``advise(run)`` and ``advise(run, measure=True)``), then every finding
 whose remedy the scenario knows how to apply is applied and the loop is timed WITHOUT the
-profiler: the original and each remedied variant in interleaved rounds (``--rounds`` rounds of
-``--steps`` steps; medians). It prints, per finding, the estimated saving (ms per step, and % of
+profiler (``paired.py``): where every applied remedy can run beside its baseline in one process
+(the optimizer's, on a second copy of the model; ``num_workers``, with a second loader and
+workers of its own) baseline and remedy are **paired**: they alternate step by step
+(``--rounds`` x ``--steps`` pairs), or, with loader workers, in blocks of ``--steps`` steps
+after each loader's prefetch is drained (``--rounds`` pairs), and the achieved saving is the
+median of the pairs' differences, with its 95% bootstrap interval, over the baseline's median
+step in the same pairs; otherwise (``torch.compile``), or with ``--unpaired``, the original and
+each remedied variant run in **unpaired** interleaved rounds (``--rounds`` rounds of
+``--steps`` steps; medians). Each scenario prints which method timed it. It prints, per finding, the estimated saving (ms per step, and % of
 the step it was estimated against) beside the achieved one (ms per step, and % of the unprofiled
 step), then a PASS/FAIL line per finding: the estimate is within +-20% of the achieved saving,
 or within 1 point of the step when the achieved saving is under 5% of it, and whether the
@@ -85,6 +92,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from paired import (
+    LOADER_RULES,
+    WINDOW,
+    Timing,
+    median_interval,
+    pairable,
+    paired_variants,
+    start_turn,
+    timed_round,
+)
 from scenario_types import WIDTH, ElementwiseChain, Loop, Scenario, torch_mlp
 
 from perfkit_core.advice.loader import (
@@ -693,34 +710,16 @@ def profile(
     return perfkit_core.load(handler.runs[0])
 
 
-#: The loop ``time_variants`` times under a step timer: another "before", beside the rounds.
-WINDOW = "window"
-#: Before each loop's turn in a round, ``time_variants`` waits this long (the loop that ran
-#: before may have loader workers still making the batches they prefetch, about 20 ms of work
-#: in these scenarios, which would run beside this loop's steps), then runs this many steps
-#: untimed: a loop with workers had its prefetched batches made while the other loops ran,
-#: and its first steps would take them for free (one worker, ``prefetch_factor=2``: two).
-SETTLE_S = 0.05
-LEAD_STEPS = 2
-#: ... and untimed steps go on until this long into the turn. A loop whose worker slept through
-#: the other loops' turns runs its first steps slower than its steady state: on a 2-core VM,
-#: ``paddle-demo``'s step fed by one worker took about 2.3 ms for its first 20 to 25 steps
-#: after a 50 ms pause (some 50 ms), then 2.05 ms, while the same step on a batch in hand
-#: settled within 3 steps. A user's loop pays that once, not once per 10 steps.
-LEAD_S = 0.1
-
-
 def time_variants(
     loops: dict[str, Loop],
     steps: int,
     rounds: int,
     records: list[dict[str, Any]] | None = None,
     slowdowns_of: str = "",
-) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """(each loop's step time (ns, the median over ``rounds`` rounds of the mean of ``steps``
-    steps), and under ``"saving:NAME"`` each other loop's saving over ``"before"`` (ns, the
-    median over rounds of the before-round less the NAME-round next to it); each loop's
-    per-round step times). The loops take turns round by round, so a slow spell of the machine
+) -> Timing:
+    """The unpaired rounds: the baseline's median step (ns, over ``rounds`` rounds of the mean
+    of ``steps`` steps) and each other loop's saving per round (ns per step: the before-round
+    less the NAME-round next to it). The loops take turns round by round, so a slow spell of the machine
     (they last about a second on a shared VM) lands on neighbouring rounds of both and cancels
     in their difference; each turn starts after ``SETTLE_S`` and untimed steps (``LEAD_STEPS``,
     and more until ``LEAD_S`` into the turn), so that no loop's workers work beside another
@@ -737,12 +736,7 @@ def time_variants(
     records = [] if records is None else records
     for _ in range(rounds):
         for name, loop in loops.items():
-            time.sleep(SETTLE_S)  # the last loop's workers finish the batches they prefetched
-            lead = time.perf_counter() + LEAD_S
-            for _ in range(LEAD_STEPS):  # ... and this loop's, made meanwhile, are used up
-                loop.step()
-            while time.perf_counter() < lead:  # ... and its worker is back at its pace
-                loop.step()
+            start_turn(loop)
             if name == WINDOW:
                 records.append(timed_round(loop, steps))
                 if slowdowns_of:
@@ -755,51 +749,40 @@ def time_variants(
                 loop.step()
             samples[name].append((time.perf_counter_ns() - start) / steps)
     samples.pop(WINDOW, None)
-    out = {name: statistics.median(values) for name, values in samples.items()}
-    for name, values in samples.items():
-        if name != "before":
-            out[f"saving:{name}"] = statistics.median(
-                b - v for b, v in zip(samples["before"], values, strict=True)
-            )
-    return out, samples
-
-
-def median_interval(values: list[float]) -> tuple[float, float, float]:
-    """(median, low, high): the median of ``values`` and its percentile bootstrap interval, with
-    the confidence, resamples and seed of ``perfkit compare``'s intervals."""
-    import numpy as np
-
-    from perfkit_core.comparison.statistics import CONFIDENCE, RESAMPLES, SEED
-
-    data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(SEED)
-    medians = np.median(rng.choice(data, size=(RESAMPLES, len(data))), axis=1)
-    tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
-    low, high = np.percentile(medians, [tail, 100.0 - tail])
-    return float(np.median(data)), float(low), float(high)
+    savings = {
+        name: [b - v for b, v in zip(samples["before"], values, strict=True)]
+        for name, values in samples.items()
+        if name != "before"
+    }
+    return Timing(
+        statistics.median(samples["before"]),
+        savings,
+        f"unpaired: {rounds} rounds of {steps} steps, each loop's turn after the others'",
+        samples,
+    )
 
 
 def order_check(
-    ranked: list[str], achieved: dict[str, float], samples: dict[str, list[float]]
+    ranked: list[str], achieved: dict[str, float], savings: dict[str, list[float]]
 ) -> tuple[bool, str]:
     """(whether the order of ``ranked`` (by estimate) is the order by achieved saving, what to
-    print): every pair the estimate orders the other way round must tie, the median of
-    ``samples``' round-by-round difference of their remedied loops within the noise (its 95%
-    bootstrap interval holds 0)."""
+    print): every pair the estimate orders the other way round must tie, the median of the
+    difference of their ``savings`` samples (ns per step, aligned: sample i of both from the
+    same round or cycle of pairs) within the noise (its 95% bootstrap interval holds 0)."""
     from itertools import combinations
 
     ties = []
     for first, second in combinations(ranked, 2):  # the estimate puts first ahead
         if achieved[first] >= achieved[second]:
             continue
-        # per round, first's saving less second's: the second's loop less the first's
-        diff = [b - a for a, b in zip(samples[first], samples[second], strict=True)]
+        # per round or cycle, first's saving less second's
+        diff = [a - b for a, b in zip(savings[first], savings[second], strict=True)]
         median, low, high = median_interval(diff)
         if low > 0 or high < 0:
             return False, "DIFFERENT"
         ties.append(
             f"{first} and {second} tie: {first} saved {median / 1e6:+.2f} ms/step more, "
-            f"round by round (95% CI {low / 1e6:+.2f} to {high / 1e6:+.2f})"
+            f"sample by sample (95% CI {low / 1e6:+.2f} to {high / 1e6:+.2f})"
         )
     if not ties:
         return True, "same"
@@ -841,6 +824,10 @@ class Check:
     passed: bool
     estimated_pct: float | None = None
     achieved_pct: float | None = None
+    #: How the achieved saving was timed (``paired`` or ``unpaired``) and its 95% interval
+    #: (% of the same step as ``achieved_pct``).
+    method: str = ""
+    interval: tuple[float, float] | None = None
 
 
 def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> list[Check]:
@@ -864,11 +851,16 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
     with quiet():
         loading = any(f.rule == "input-pipeline" for f in applied)
         slowdowns_of = scenario.framework if loading else ""
-        times, samples = time_variants(loops, args.steps, args.rounds, records, slowdowns_of)
+        if pairable({f.rule for f in applied}) and not args.unpaired:
+            loaders = bool({f.rule for f in applied} & LOADER_RULES)
+            timing = paired_variants(loops, args.steps, args.rounds, loaders, records, slowdowns_of)
+        else:
+            timing = time_variants(loops, args.steps, args.rounds, records, slowdowns_of)
     for loop in loops.values():
         loop.close()
     window = window_findings(run, merge_records(records))
-    before = times["before"]
+    before = timing.before_ns
+    print(f"  timing {timing.method}")
     print(
         f"  step without the profiler {before / 1e6:.2f} ms; "
         f"profiled {findings[0].evidence.get('step_time_ns', float('nan')) / 1e6:.2f} ms"
@@ -883,12 +875,11 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
                 "remedy not applied by this scenario"
             )
             continue
-        achieved[finding.id] = times[f"saving:{finding.id}"]
-        rounds = [b - v for b, v in zip(samples["before"], samples[finding.id], strict=True)]
-        _, low, high = median_interval(rounds)
+        achieved[finding.id], low, high = timing.saving(finding.id)
+        interval = (100 * low / before, 100 * high / before)
         print(
-            f"  {finding.id:<18} remedy {scenario.remedies[finding.rule]}; achieved, round by "
-            f"round, 95% CI {low / 1e6:.2f} to {high / 1e6:.2f} ms/step"
+            f"  {finding.id:<18} remedy {scenario.remedies[finding.rule]}; achieved "
+            f"({timing.method.split(':')[0]}) 95% CI {low / 1e6:.2f} to {high / 1e6:.2f} ms/step"
         )
         for mode, found in modes.items():
             match = next((f for f in found if f.id == finding.id), None)
@@ -904,7 +895,14 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             est_pct, achieved_pct = 100 * est / est_step, 100 * achieved[finding.id] / before
             ok, how = verdict(est_pct, achieved_pct)
             results.append(
-                Check(f"{scenario.name} {finding.id} [{mode}]", ok, est_pct, achieved_pct)
+                Check(
+                    f"{scenario.name} {finding.id} [{mode}]",
+                    ok,
+                    est_pct,
+                    achieved_pct,
+                    timing.method.split(":")[0],
+                    interval,
+                )
             )
             # the estimate on the unprofiled step, against the rounds' own interval
             inside = low <= est / est_step * before <= high
@@ -978,9 +976,11 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             )
         print(window_line(window.get(finding.id), achieved[finding.id], before))
         if finding.rule == "input-pipeline":
-            print(window_replay_line(scenario, window.get(finding.id), achieved[finding.id], before))
+            print(
+                window_replay_line(scenario, window.get(finding.id), achieved[finding.id], before)
+            )
     if "all" in loops:
-        results += combined_lines(scenario.name, modes, achieved, times["saving:all"], before)
+        results += combined_lines(scenario.name, modes, achieved, timing, before)
     for finding in findings:
         if finding.id in achieved:
             print(f"  {follow_up_line(scenario, finding, args, out, before)}")
@@ -991,7 +991,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
     for mode, found in modes.items():
         ranked = [f.id for f in found if f.id in achieved]
         by_achieved = sorted(ranked, key=lambda i: -achieved[i])
-        same, said = order_check(ranked, achieved, samples)
+        same, said = order_check(ranked, achieved, timing.savings)
         if len(ranked) > 1:
             results.append(Check(f"{scenario.name} order [{mode}]", same))
         print(
@@ -999,19 +999,6 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
             f"{' > '.join(by_achieved) or '-'}: {said}"
         )
     return results
-
-
-def timed_round(loop: Loop, steps: int) -> dict[str, Any]:
-    """The record of a step timer of its own over ``steps`` steps of ``loop`` (closed after
-    them, so its phase timers time no other loop)."""
-    import perfkit_core
-
-    timer = perfkit_core.step_timer(None, warmup=0)
-    for _ in range(steps):
-        with timer.step():
-            loop.step()
-    timer.close()
-    return timer.record()
 
 
 def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -1161,7 +1148,7 @@ def combined_lines(
     name: str,
     modes: dict[str, list[Any]],
     achieved: dict[str, float],
-    all_ns: float,
+    timing: Timing,
     before: float,
 ) -> list[Check]:
     """Per mode, the combined saving of the applied findings (``combined_saving``: what the
@@ -1169,6 +1156,7 @@ def combined_lines(
     remedy applied, in scenario ``name``; print a line each, return the checks."""
     from perfkit_core.advice.combine import combined_saving
 
+    all_ns, low, high = timing.saving("all")
     checks = []
     for mode, found in modes.items():
         chosen = [f for f in found if f.id in achieved]
@@ -1177,7 +1165,14 @@ def combined_lines(
         plain = sum(f.saving_ns for f in chosen)
         ok, how = verdict(100 * total / step, 100 * all_ns / before)
         checks.append(
-            Check(f"{name} all applied [{mode}]", ok, 100 * total / step, 100 * all_ns / before)
+            Check(
+                f"{name} all applied [{mode}]",
+                ok,
+                100 * total / step,
+                100 * all_ns / before,
+                timing.method.split(":")[0],
+                (100 * low / before, 100 * high / before),
+            )
         )
         print(
             f"    [{mode:<7}] all applied: estimated {total / 1e6:6.2f} ms/step "
@@ -1239,6 +1234,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds; medians")
     parser.add_argument("--compile", action="store_true", help="add the torch.compile scenario")
     parser.add_argument(
+        "--unpaired",
+        action="store_true",
+        help="time every remedy in unpaired rounds, even one that can run beside its baseline",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -1280,7 +1280,7 @@ def main() -> int:
         if args.keep is not None:
             shutil.copytree(tmp, args.keep, dirs_exist_ok=True)
     print(f"\nload average after: {load_average()}")
-    verdicts = [c.passed for c in sessions[0]] if len(sessions) == 1 else summary(sessions)
+    verdicts = summary(sessions)
     failed = verdicts.count(False)
     print(
         f"{'PASS' if not failed else 'FAIL'}: {len(verdicts) - failed} of {len(verdicts)} checks pass"
@@ -1308,9 +1308,13 @@ def summary(sessions: list[list[Check]]) -> list[bool]:
         achieved = [c.achieved_pct for c in checks if c.achieved_pct is not None]
         if estimated and len(estimated) == len(achieved) == len(checks):
             ok, how = verdict(statistics.median(estimated), statistics.median(achieved))
+            intervals = ", ".join(
+                f"{c.interval[0]:.1f} to {c.interval[1]:.1f}" for c in checks if c.interval
+            )
             said = (
                 f"estimated {statistics.median(estimated):5.1f}%, achieved "
-                f"{statistics.median(achieved):5.1f}% of the unprofiled step: {how}"
+                f"{statistics.median(achieved):5.1f}% of the unprofiled step "
+                f"({checks[0].method}; per session 95% CI {intervals}): {how}"
             )
         else:
             ok = 2 * sum(c.passed for c in checks) > len(checks)

@@ -1782,6 +1782,10 @@ def test_the_loader_estimate_opens_with_the_step_the_workers_would_give(tmp_path
     run = perfkit_core.load(folder)
     finding = next(f for f in run.advise() if f.id == "input-pipeline")
     ev = finding.evidence
+    if ev["free_cores"] <= 0 and "turn_process_cores" in ev:  # a busy machine, a thread split
+        # one worker's turn on the busy cores (tests/test_loader_turns.py recomputes it)
+        assert finding.estimate.startswith("With 1 loader worker the step would take about")
+        return
     if ev["free_cores"] <= 0:  # a busy machine: the estimate opens with that instead
         assert finding.estimate.startswith("No core is free for loader workers")
         assert finding.saving_ns == 0

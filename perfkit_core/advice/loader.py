@@ -232,6 +232,33 @@ def remedied_sides(
     return rest_ns * training + receive, (data_ns * loading + batch_ns) / workers
 
 
+def shared_turn_saving(
+    step_ns: float,
+    cpu_ns: float,
+    data_ns: float,
+    rest_ns: float,
+    process_cores: float,
+    usable_cores: float,
+    batch_ns: float = LOADER_BATCH_NS,
+    receive_ns: float | None = None,
+    slowdowns: tuple[float, float] = (1.0, 1.0),
+) -> float:
+    """The step time (ns) one loader worker saves a training process that loads in a thread of
+    its own on a machine whose cores other work keeps busy (no core free): the scheduler shares
+    the cores among the busy processes, the training process had ``process_cores`` of the
+    ``usable_cores`` (its step of ``step_ns`` ran ``cpu_ns`` of both threads' CPU time), and a
+    worker is one more process with a turn as long: the training process's turn shrinks from
+    ``process_cores`` to ``process_cores * usable / (usable + process_cores)``, and the worker
+    loads beside it instead of between its ops. The step becomes the longer of
+    ``remedied_sides`` (one worker) at that turn, ``step_ns * longer / cpu_ns`` made
+    ``(usable + process_cores) / usable`` times as long; 0 where a figure is missing."""
+    if min(step_ns, cpu_ns, process_cores, usable_cores) <= 0:
+        return 0.0
+    longer = max(remedied_sides(data_ns, rest_ns, 1.0, batch_ns, receive_ns, slowdowns))
+    after = step_ns * longer / cpu_ns * (usable_cores + process_cores) / usable_cores
+    return max(step_ns - after, 0.0)
+
+
 #: What each op of the training thread costs its CPU time when a loading thread of the same
 #: process runs beside it (ns per op): the GIL passes to the loading thread around the op and
 #: back, a wake-up each way. The step timer's ``save`` times it on the machine that trained

@@ -24,6 +24,7 @@ from perfkit_core.advice.loader import (
     run_loader_receive_cost,
     run_slowdowns,
     run_thread_op_cost,
+    shared_turn_saving,
     slowdown_factors,
     slowdown_text,
     thread_split,
@@ -37,6 +38,7 @@ from perfkit_core.advice.loader_workers import (
 )
 from perfkit_core.advice.rules.cpu import training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
+from perfkit_core.capture.machine_costs import finite_number
 from perfkit_core.capture.step_timer import TRAINING_CPU
 from perfkit_core.comparison.overhead import step_timer_times
 from perfkit_core.events import links
@@ -161,6 +163,30 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     slowdowns, slowdown_from = run_slowdowns(ctx.run)
     slow_rest, slow_load = slowdowns
     saving = loader_saving(load, rest, workers, batch_ns, contention, receive_ns, slowdowns)
+    # no whole core free, but the loading thread's CPU timed beside the training thread's: on
+    # a machine other work keeps busy, a worker process gets a turn on the cores of its own
+    timer = ctx.run.meta.get("step_timer") or {}
+    process_cores = finite_number(timer.get("process_cores"))
+    usable_cores = finite_number(timer.get("usable_cores"))
+    turns = (
+        workers <= 0
+        and split
+        and process_cores is not None
+        and usable_cores is not None
+        and 0 < process_cores < usable_cores
+    )
+    if turns:
+        saving = shared_turn_saving(
+            step_ns,
+            data + float(training_cpu or 0.0),
+            load,
+            rest,
+            float(process_cores or 0.0),
+            float(usable_cores or 0.0),
+            batch_ns,
+            receive_ns,
+            slowdowns,
+        )
     # beside the step timer's figures, the profiled ones say which step they are of
     details = [
         ("While profiled, the" if unprofiled_share else "The")
@@ -226,6 +252,24 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             free,
             receive_ns,
             LOADER_RECEIVE_SOURCES[receive_from] + ", at most the waits, which hold it",
+        )
+    elif turns:
+        kept, spread = remedied_sides(load, rest, 1.0, batch_ns, receive_ns, slowdowns)
+        turn, usable = float(process_cores or 0.0), float(usable_cores or 0.0)
+        how = (
+            f"With 1 loader worker the step would take about "
+            f"{duration_text(step_ns - saving)}, against {duration_text(step_ns)} now (the mean "
+            f"step without the profiler). No core is free for it ({cores}), but the training "
+            f"process had {turn:.2f} of the {usable:.0f} cores while other work "
+            f"kept the rest busy, and both its threads ran "
+            f"{duration_text(data + float(training_cpu or 0.0))} of CPU per step in that turn, "
+            "the loading between the training thread's ops. A worker is a process with a turn "
+            f"of its own, as long as the training process's, which shrinks to "
+            f"{turn * usable / (usable + turn):.2f} cores: the "
+            f"training thread keeps {duration_text(kept)} of CPU per step (the rest of the "
+            f"step and receiving a batch), the worker {duration_text(spread)} (the loading and "
+            "sending the batch) beside it, and the step takes the longer of the two at that "
+            "turn. Free a core and the worker saves more."
         )
     elif workers <= 0:
         how = (
@@ -366,6 +410,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             # beside a loading thread: each training op's cost the split took, and where it
             # was found (THREAD_OP_SOURCES)
             **({"thread_op_ns": op_ns, "thread_op_from": op_from} if split else {}),
+            # no core free: the saving of one worker taking a turn on the busy cores
+            **({"turn_process_cores": process_cores} if turns else {}),
             # a loader that had workers: how many, and what they took (``loader_workers``), or
             # that no step timer timed them (``loader_workers_untimed``)
             **more_evidence,

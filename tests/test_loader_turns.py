@@ -1,0 +1,73 @@
+"""The input-pipeline finding of a training process that loads in a thread of its own on a
+machine whose cores other work keeps busy: one worker gets a turn on the cores as long as the
+training process's (``advice.loader.shared_turn_saving``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfkit_core.advice.loader import shared_turn_saving
+
+
+def test_a_worker_takes_the_loading_out_of_the_training_processs_turn():
+    """Both threads ran 24 ms of CPU in a 60 ms step on 0.4 of 2 busy cores: one worker
+    leaves the training thread its 12 ms of the rest and loads its 12 ms beside it, at a turn
+    of 0.4 * 2 / 2.4 cores: 60 * 12 / 24 * 2.4 / 2 = 36 ms, 24 ms saved."""
+    saving = shared_turn_saving(60e6, 24e6, 12e6, 12e6, 0.4, 2.0, batch_ns=0.0, receive_ns=0.0)
+    assert saving == pytest.approx(24e6)
+    # the hand-over's cost goes to each side; the longer side bounds the step
+    saving = shared_turn_saving(60e6, 24e6, 12e6, 8e6, 0.4, 2.0, batch_ns=3e6, receive_ns=1e6)
+    assert saving == pytest.approx(60e6 - 60e6 * 15e6 / 24e6 * 1.2)
+    # a loading thread too cheap to move: no saving, never a negative one
+    assert shared_turn_saving(60e6, 24e6, 1e6, 23e6, 0.4, 2.0, batch_ns=0.0) == 0.0
+    assert shared_turn_saving(60e6, 0.0, 12e6, 12e6, 0.4, 2.0) == 0.0
+
+
+@pytest.mark.parametrize("idle_cores", [0.0, 1.0])
+def test_a_busy_machine_still_gets_a_promise_for_a_worker(tmp_path, idle_cores):
+    """A real Paddle run loading in its DataLoader's thread (its training thread's waits for
+    batches set to half its loading thread's CPU time), its step timer's cores set to a busy
+    machine (no core idle; the training process had the share of the cores its threads'
+    CPU time over the step gives): the finding promises one worker's turn, recomputed here from
+    its figures; with a core idle it promises that core's worker as before, without the turn."""
+    pytest.importorskip("paddle")
+    from paddle_profiles import slow_loader_run
+
+    import perfkit_core
+
+    folder, _ = slow_loader_run(tmp_path, 0)
+    meta_path = folder / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    # the training thread waited for its batches half as long as its loading thread loaded
+    # them (it ran its ops beside the loading; a busy machine can make the waits the longer)
+    phases = meta["step_timer"]["phases"]
+    phases["data"]["unprofiled_ns"] = [v / 2 for v in phases["loading"]["unprofiled_ns"]]
+    meta_path.write_text(json.dumps(meta))
+    finding = next(f for f in perfkit_core.load(folder).advise() if f.id == "input-pipeline")
+    ev = finding.evidence
+    assert ev["data_from"] == "thread" and ev["training_cpu_per_step_ns"] > 0
+    cpu = ev["data_unprofiled_per_step_ns"] + ev["training_cpu_per_step_ns"]
+    share = min(cpu / ev["loader_step_ns"], 1.0)
+    meta["step_timer"].update(
+        idle_cores=idle_cores,
+        process_cores=share,
+        usable_cores=2.0,
+        children_cores=0.0,
+        idle_resolution_cores=0.01,
+    )
+    meta_path.write_text(json.dumps(meta))
+    finding = next(f for f in perfkit_core.load(folder).advise() if f.id == "input-pipeline")
+    ev = finding.evidence
+    if idle_cores:
+        assert ev["free_cores"] >= 1 and "turn_process_cores" not in ev
+        return
+    assert ev["free_cores"] == 0 and ev["turn_process_cores"] == pytest.approx(share)
+    kept = ev["rest_per_step_ns"] * ev["training_slowdown"] + ev["loader_receive_ns"]
+    spread = ev["loading_per_step_ns"] * ev["loading_slowdown"] + ev["loader_batch_ns"]
+    step = ev["loader_step_ns"]
+    after = step * max(kept, spread) / cpu * (2.0 + share) / 2.0
+    assert finding.saving_ns == pytest.approx(max(step - after, 0.0))
+    assert finding.estimate.startswith("With 1 loader worker the step would take about")
+    assert f"had {share:.2f} of the 2 cores" in finding.estimate
