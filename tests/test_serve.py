@@ -70,7 +70,16 @@ def logdir(tmp_path_factory) -> Path:
 
         train_mlp(root / "demo" / "xla", steps=4)
     (root / "corrupt.json").write_text('{"traceEvents": [{"name": "a", "ph"')
+    settle(root)
     return root
+
+
+def settle(root: Path) -> None:
+    """Date every file under ``root`` a minute back: a trace written in the last seconds lists
+    as in progress (``catalog.SETTLE_S``), and a fast machine asks within them."""
+    old = time.time() - 60
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (old, old))
 
 
 @pytest.fixture(scope="module")
