@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -209,3 +211,24 @@ def model_pairs(tmp_path_factory: pytest.TempPathFactory):
         return recorded[model]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Real headless Chromium (Debian's package) driven by Playwright, one per test module."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("headless Chromium is not installed (Debian package 'chromium')")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is in the test extra")
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def settle(root: Path) -> None:
+    """Date every file under ``root`` a minute back: ``perfkit serve`` lists a trace written in
+    the last seconds as in progress (``catalog.SETTLE_S``), and a fast machine asks within them."""
+    old = time.time() - 60
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (old, old))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import shared_trace
+from conftest import settle, shared_trace
 from perfkit_core.report.format import format_value
 
 pytest.importorskip("flask", reason="perfkit serve needs Flask (a perfkit requirement)")
@@ -72,14 +72,6 @@ def logdir(tmp_path_factory) -> Path:
     (root / "corrupt.json").write_text('{"traceEvents": [{"name": "a", "ph"')
     settle(root)
     return root
-
-
-def settle(root: Path) -> None:
-    """Date every file under ``root`` a minute back: a trace written in the last seconds lists
-    as in progress (``catalog.SETTLE_S``), and a fast machine asks within them."""
-    old = time.time() - 60
-    for path in [root, *root.rglob("*")]:
-        os.utime(path, (old, old))
 
 
 @pytest.fixture(scope="module")
@@ -319,18 +311,6 @@ def test_a_rewritten_run_is_analysed_again(server, logdir):
 
 
 # ---- in the browser ----
-
-
-@pytest.fixture(scope="module")
-def browser():
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
-        pytest.skip("headless Chromium is not installed (Debian package 'chromium')")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is in the test extra")
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def shot(page, name: str) -> None:

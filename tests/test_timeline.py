@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import shared_trace
+from conftest import settle, shared_trace
 
 pytest.importorskip("flask", reason="perfkit serve needs Flask (a perfkit requirement)")
 
@@ -45,11 +45,7 @@ def logdir(tmp_path_factory) -> Path:
     import torch_profiles
 
     torch_profiles.record(root / "demo", steps=4)
-    # a trace written in the last seconds lists as in progress (``catalog.SETTLE_S``): date
-    # them back, as a fast machine asks within those seconds
-    old = time.time() - 60
-    for path in [root, *root.rglob("*")]:
-        os.utime(path, (old, old))
+    settle(root)
     return root
 
 
@@ -248,18 +244,6 @@ def test_bad_requests_name_what_is_wrong(server, logdir):
 
 
 # ---- in the browser ----
-
-
-@pytest.fixture(scope="module")
-def browser():
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
-        pytest.skip("headless Chromium is not installed (Debian package 'chromium')")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is in the test extra")
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def shot(page, name: str) -> None:
