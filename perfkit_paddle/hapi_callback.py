@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.capture import folder_worker_name, step_windows
+from perfkit_core.capture import folder_worker_name, window_arguments
 from perfkit_paddle.handler import TraceHandler  # says in one line what to install
 
 
@@ -50,8 +50,9 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
     in ``profile_steps`` and saves each window as a perfkit run in ``dir_name``.
 
     ``profile_steps`` is a pair ``(start, stop)`` (both included, counted from 1 over the whole
-    ``fit``), or a list of such pairs: one run per window. The default ``(3, 7)`` leaves out
-    the first two steps (Paddle's warm-up). A step is one optimizer step: with
+    ``fit``), or a list of such pairs: one run per window; ``start_step=`` and ``stop_step=``
+    name one window as the other integrations do. The default ``(3, 7)`` leaves out the first
+    two steps (Paddle's warm-up). A step is one optimizer step: with
     ``fit(accumulate_grad_batches=k)`` it is ``k`` batches, and each window starts with the
     first batch of its first step. The profiler is ``paddle.profiler.Profiler`` with perfkit's
     Paddle handler (``perfkit_paddle.on_trace_ready``) as its ``on_trace_ready``: its step
@@ -72,15 +73,17 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
     def __init__(
         self,
         dir_name: str | os.PathLike[str] = "./perfkit_runs",
-        profile_steps: Any = (3, 7),
+        profile_steps: Any = None,
         *,
+        start_step: int | None = None,
+        stop_step: int | None = None,
         worker_name: str | None = None,
         background: bool = True,
         keep_trace: bool = False,
         **profiler_options: Any,
     ) -> None:
         super().__init__()
-        self.windows = step_windows(profile_steps)
+        self.windows = window_arguments(profile_steps, start_step, stop_step, (3, 7))
         self.handler = TraceHandler(
             dir_name,
             worker_name=worker_name or folder_worker_name(Path(dir_name)),

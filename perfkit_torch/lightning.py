@@ -3,9 +3,11 @@
 
 It is Lightning's profiler interface (``lightning.pytorch.profilers.Profiler``), so
 ``trainer.profiler`` behaves as Lightning's profilers do (``profile(action)``, ``describe()``,
-``summary()``), over a window of optimizer steps: it profiles steps ``start_step`` to
-``stop_step`` (1-based, inclusive; the first steps are warm-up) with ``torch.profiler`` and
-perfkit's handler (``perfkit_torch.on_trace_ready``), and saves them as one perfkit run in
+``summary()``), over windows of optimizer steps: it profiles ``profile_steps`` (a pair
+``(start, stop)``, 1-based, inclusive, by default ``(6, 15)``: the first steps are warm-up; or
+a list of pairs; or ``start_step=``/``stop_step=``, as MindSpore's callback names them) with
+``torch.profiler`` and perfkit's handler (``perfkit_torch.on_trace_ready``), and saves each
+window as one perfkit run in
 ``dirpath`` (by default the trainer's log folder), named after the trainer's log folder
 (``lightning_logs-version_0.step<N>``). A step is one optimizer step, every micro-batch of
 gradient accumulation included. Layer spans are recorded in the window, and the modules the
@@ -50,12 +52,19 @@ def _build() -> type:
     _require_lightning()
     from lightning.pytorch.profilers import Profiler
 
-    from perfkit_torch.trainer_window import StepWindow, headline_text, run_name
+    from perfkit_core.capture.windows import window_arguments
+    from perfkit_torch.trainer_window import (
+        DEFAULT_PROFILE_STEPS,
+        StepWindow,
+        headline_text,
+        run_name,
+    )
 
     class PerfkitProfiler(Profiler):
-        """Lightning's profiler interface over perfkit's torch handler: profiles optimizer
-        steps ``start_step`` to ``stop_step`` (1-based, inclusive) and saves them as one
-        perfkit run in ``dirpath`` (default: the trainer's log folder), named ``worker_name``
+        """Lightning's profiler interface over perfkit's torch handler: profiles the optimizer
+        steps in ``profile_steps`` (``(start, stop)``, 1-based, inclusive, or a list of such
+        windows; or ``start_step``/``stop_step``) and saves each window as one perfkit run in
+        ``dirpath`` (default: the trainer's log folder), named ``worker_name``
         (default: after the trainer's log folder). ``layers=False`` records no layer spans;
         ``background=False`` converts the profile before ``fit`` goes on; other keyword
         arguments go to ``torch.profiler.profile`` (``record_shapes`` is on unless set).
@@ -68,9 +77,10 @@ def _build() -> type:
         def __init__(
             self,
             dirpath: str | None = None,
+            profile_steps: Any = None,
             *,
-            start_step: int = 6,
-            stop_step: int = 15,
+            start_step: int | None = None,
+            stop_step: int | None = None,
             worker_name: str | None = None,
             layers: bool = True,
             background: bool = True,
@@ -79,8 +89,7 @@ def _build() -> type:
             super().__init__(dirpath=dirpath)
             self.window = StepWindow(
                 dirpath,
-                start_step,
-                stop_step,
+                window_arguments(profile_steps, start_step, stop_step, DEFAULT_PROFILE_STEPS),
                 worker_name=worker_name,
                 layers=layers,
                 background=background,
@@ -168,8 +177,8 @@ def _build() -> type:
             wrong; empty before the window."""
             if self._summary is not None:
                 return self._summary
-            self.window.stop()  # fit ended inside the window: keep what was recorded
-            if not self.window.finished:
+            self.window.stop()  # fit ended inside a window: keep what was recorded
+            if not self.window.started:
                 return ""
             try:
                 runs = self.window.wait()
@@ -186,7 +195,9 @@ def _build() -> type:
 
         def teardown(self, stage: str | None) -> None:
             """Lightning's call after a stage: a window still recording is stopped and saved."""
-            self.window.stop()
+            window = getattr(self, "window", None)  # None: the constructor refused its arguments
+            if window is not None:
+                window.stop()
             super().teardown(stage)
 
     PerfkitProfiler.__module__ = __name__

@@ -6,7 +6,8 @@ The trainer tells the window how many optimizer steps it has completed (``at(com
 each step boundary it knows of; the window starts ``torch.profiler.profile`` one step before
 step ``start_step`` (1-based), to warm it up as torch's schedules do, marks each later boundary
 with ``prof.step()``, and the end of step ``stop_step`` hands the profile to perfkit's handler
-(``perfkit_torch.on_trace_ready``): one saved run per window, in ``dir_name``. A step is one
+(``perfkit_torch.on_trace_ready``): one saved run per window, in ``dir_name``. Given several
+windows (``perfkit_core.capture.step_windows``), it profiles each in turn, one run each. A step is one
 optimizer step, gradient accumulation included (every micro-batch of it, and the data loading
 before each). Nothing here raises into training: a failure is warned about once (through the
 handler's failures) and training goes on, unprofiled.
@@ -20,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.capture.windows import step_windows
 from perfkit_torch.handler import TraceHandler
 
 #: Characters a run's name keeps (others become ``_``): a run folder is ``<name>.step<N>``.
@@ -53,29 +55,31 @@ def window_schedule(first: int, warmup: int, active: int) -> Any:
     return action
 
 
+#: The optimizer steps the torch integrations profile unless told: the first five (compiling,
+#: cuDNN's algorithm search, the allocator's first sizes) are left out, then ten are recorded.
+DEFAULT_PROFILE_STEPS = (6, 15)
+
+
 class StepWindow:
-    """Profiles optimizer steps ``start_step`` to ``stop_step`` (1-based, inclusive) into one
-    perfkit run in ``dir_name`` (see the module docstring). ``handler`` is perfkit's torch handler
-    (``runs``, ``failures``, ``wait()``); ``profile_options`` go to ``torch.profiler.profile``
-    (``record_shapes``, ``profile_memory``, ``activities``...)."""
+    """Profiles each window of optimizer steps in ``windows`` (``(start_step, stop_step)``
+    pairs, 1-based, inclusive, in order, as ``perfkit_core.capture.step_windows`` gives them)
+    into one perfkit run in ``dir_name`` (see the module docstring). ``handler`` is perfkit's
+    torch handler (``runs``, ``failures``, ``wait()``); ``profile_options`` go to
+    ``torch.profiler.profile`` (``record_shapes``, ``profile_memory``, ``activities``...)."""
 
     def __init__(
         self,
         dir_name: str | os.PathLike[str] | None,
-        start_step: int,
-        stop_step: int,
+        windows: list[tuple[int, int]],
         *,
         worker_name: str | None = None,
         layers: bool = True,
         background: bool = True,
         profile_options: dict[str, Any] | None = None,
     ) -> None:
-        if not 1 <= int(start_step) <= int(stop_step):
-            raise ValueError(
-                f"profile steps {start_step} to {stop_step}: need 1 <= start_step <= stop_step"
-            )
-        self.start_step = int(start_step)
-        self.stop_step = int(stop_step)
+        self.windows = step_windows(windows)
+        #: The window profiled now or next.
+        self._index = 0
         self.handler = TraceHandler(
             dir_name or "./perfkit_runs",
             worker_name=worker_name,
@@ -90,7 +94,20 @@ class StepWindow:
         self.profile_options = dict(profile_options or {})
         self._prof: Any = None
         self._last = 0
+        #: Whether every window was profiled (or given up).
         self.finished = False
+        #: How many windows the profiler started for.
+        self.started = 0
+
+    @property
+    def start_step(self) -> int:
+        """The first step of the window profiled now or next."""
+        return self.windows[min(self._index, len(self.windows) - 1)][0]
+
+    @property
+    def stop_step(self) -> int:
+        """The last step of the window profiled now or next."""
+        return self.windows[min(self._index, len(self.windows) - 1)][1]
 
     @property
     def running(self) -> bool:
@@ -113,6 +130,9 @@ class StepWindow:
         try:
             completed = int(completed)
             if self._prof is None:
+                # windows the trainer went past unprofiled (it resumed after them) are skipped
+                while not self.finished and completed >= self.stop_step:
+                    self._next_window()
                 # the profiler starts a step early, to warm up (torch's schedule: ``warmup``)
                 if not self.finished and self.start_step - 2 <= completed < self.stop_step:
                     self._start(max(completed, 0))
@@ -122,7 +142,8 @@ class StepWindow:
                 if final and self._last == completed and self._last < self.stop_step:
                     # the run's folder is numbered by the steps completed, as at the window's end
                     self._prof.step_num = completed
-                    self.stop()  # ends the step recorded now: no step begins after the last
+                    # ends the step recorded now: no step begins after the last
+                    self.stop(last=True)
                     return
                 self._prof.step()  # the last recorded step's end hands the profile over
                 if self._last >= self.stop_step:
@@ -150,15 +171,25 @@ class StepWindow:
             spans.arm(True)
         self._last = completed
         self._prof = prof
+        self.started += 1
         prof.start()
 
-    def stop(self) -> None:
+    def _next_window(self) -> None:
+        """On to the next window; finished after the last."""
+        self._index += 1
+        self.finished = self._index >= len(self.windows)
+
+    def stop(self, *, last: bool = False) -> None:
         """Stop a profiler still recording (the window ends, or training ended in it): its
-        profile is handed to the handler. Never raises."""
+        profile is handed to the handler, and the next window waits for its steps. ``last``:
+        training ended, no window follows. Never raises."""
         prof, self._prof = self._prof, None
+        if last:
+            self.finished = True
         if prof is None:
             return
-        self.finished = True
+        if not self.finished:
+            self._next_window()
         try:
             prof.stop()
         except Exception as exc:

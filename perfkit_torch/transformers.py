@@ -1,10 +1,11 @@
 """perfkit for ``transformers.Trainer``: ``PerfkitCallback(output_dir)``, passed in
 ``Trainer(callbacks=[...])``.
 
-A ``transformers.TrainerCallback`` that profiles optimizer steps ``start_step`` to
-``stop_step`` (1-based, inclusive, as ``state.global_step`` counts them; the first steps are
-warm-up) with ``torch.profiler`` and perfkit's handler (``perfkit_torch.on_trace_ready``), and
-saves them as one perfkit run in ``output_dir``, named after the Trainer's output folder
+A ``transformers.TrainerCallback`` that profiles the optimizer steps in ``profile_steps`` (a
+pair ``(start, stop)``, 1-based, inclusive, as ``state.global_step`` counts them, by default
+``(6, 15)``: the first steps are warm-up; or a list of pairs; or ``start_step=``/``stop_step=``)
+with ``torch.profiler`` and perfkit's handler (``perfkit_torch.on_trace_ready``), and saves
+each window as one perfkit run in ``output_dir``, named after the Trainer's output folder
 (``args.output_dir``). A step is one optimizer step, every micro-batch of gradient
 accumulation included (the Trainer's ``on_step_begin``/``on_step_end``). Layer spans are
 recorded in the window, and the modules the model calls are described with their parameters,
@@ -45,11 +46,18 @@ def _build() -> type:
     _require_transformers()
     from transformers import TrainerCallback
 
-    from perfkit_torch.trainer_window import StepWindow, headline_text, run_name
+    from perfkit_core.capture.windows import window_arguments
+    from perfkit_torch.trainer_window import (
+        DEFAULT_PROFILE_STEPS,
+        StepWindow,
+        headline_text,
+        run_name,
+    )
 
     class PerfkitCallback(TrainerCallback):
-        """Profiles optimizer steps ``start_step`` to ``stop_step`` (1-based, inclusive) of a
-        ``transformers.Trainer`` and saves them as one perfkit run in ``output_dir`` (default:
+        """Profiles the optimizer steps in ``profile_steps`` (``(start, stop)``, 1-based,
+        inclusive, or a list of such windows; or ``start_step``/``stop_step``) of a
+        ``transformers.Trainer`` and saves each window as one perfkit run in ``output_dir`` (default:
         ``perfkit`` in the Trainer's ``output_dir``), named ``worker_name`` (default: after the
         Trainer's output folder). ``layers=False`` records no layer spans; ``background=False``
         converts the profile before training goes on; other keyword arguments go to
@@ -63,9 +71,10 @@ def _build() -> type:
         def __init__(
             self,
             output_dir: str | None = None,
+            profile_steps: Any = None,
             *,
-            start_step: int = 6,
-            stop_step: int = 15,
+            start_step: int | None = None,
+            stop_step: int | None = None,
             worker_name: str | None = None,
             layers: bool = True,
             background: bool = True,
@@ -74,8 +83,7 @@ def _build() -> type:
             super().__init__()
             self.window = StepWindow(
                 output_dir,
-                start_step,
-                stop_step,
+                window_arguments(profile_steps, start_step, stop_step, DEFAULT_PROFILE_STEPS),
                 worker_name=worker_name,
                 layers=layers,
                 background=background,
@@ -120,7 +128,7 @@ def _build() -> type:
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             """Training ended: a window still recording is stopped and saved."""
-            self.window.stop()
+            self.window.stop(last=True)
 
         def headline(self) -> str:
             """perfkit's headline of each saved run (after the queued conversion)."""

@@ -24,7 +24,7 @@ from perfkit_core.capture import (
     folder_worker_name,
     handler_metadata,
     os_error_reason,
-    step_windows,
+    window_arguments,
 )
 from perfkit_xla.capture import NATIVE_LOG_NAME
 
@@ -82,8 +82,10 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
 
     ``profile_batch`` is what Keras' TensorBoard callback takes: a pair ``(start, stop)`` or
     ``"start,stop"`` (both included, counted from 1 over the whole ``fit``), or here also a
-    list of pairs, one run per window. The default ``(3, 7)`` leaves out the first two steps
-    (tracing and compiling ``train_step``). A step is one optimizer step: with an optimizer
+    list of pairs, one run per window; ``profile_steps=`` is the same argument under the name
+    the Paddle integration gives it, and ``start_step=`` and ``stop_step=`` name one window as
+    the torch integrations do. The default ``(3, 7)`` leaves out the first two steps (tracing
+    and compiling ``train_step``). A step is one optimizer step: with an optimizer
     made with ``gradient_accumulation_steps=k`` it is ``k`` batches, and each window starts
     with the first batch of its first step and ends with the last batch of its last. Each run
     is saved in ``log_dir/<worker_name>.step<stop>/``; ``worker_name`` defaults to the name of
@@ -103,14 +105,20 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
     def __init__(
         self,
         log_dir: str | os.PathLike[str] = "./perfkit_runs",
-        profile_batch: Any = (3, 7),
+        profile_batch: Any = None,
         *,
+        profile_steps: Any = None,
+        start_step: int | None = None,
+        stop_step: int | None = None,
         worker_name: str | None = None,
         background: bool = True,
         keep_trace: bool = False,
     ) -> None:
         super().__init__()
-        self.windows = step_windows(profile_batch)
+        if profile_batch is not None and profile_steps is not None:
+            raise ValueError("give profile_batch or profile_steps (the same windows), not both")
+        spec = profile_batch if profile_batch is not None else profile_steps
+        self.windows = window_arguments(spec, start_step, stop_step, (3, 7))
         self.handler = _LogHandler(
             log_dir,
             worker_name=worker_name or folder_worker_name(Path(log_dir)),

@@ -215,6 +215,25 @@ def test_unwritable_folder_under_dropped_capabilities(tmp_path: Path) -> None:
         assert Path(kept).is_relative_to(spare) and list(Path(kept).rglob("*.xplane.pb"))
 
 
+def test_windows_take_every_integrations_names() -> None:
+    """``profile_batch`` (Keras' name), ``profile_steps`` (the Paddle and torch integrations')
+    and ``start_step``/``stop_step`` (MindSpore's) give the same windows; two at once are
+    refused at construction."""
+    from perfkit_xla.keras import PerfkitCallback
+
+    assert PerfkitCallback("unused", "4,9").windows == [(4, 9)]
+    assert PerfkitCallback("unused", profile_steps=[(4, 9), (12, 13)]).windows == [
+        (4, 9),
+        (12, 13),
+    ]
+    assert PerfkitCallback("unused", start_step=4, stop_step=9).windows == [(4, 9)]
+    assert PerfkitCallback("unused").windows == [(3, 7)]
+    with pytest.raises(ValueError, match="not both"):
+        PerfkitCallback("unused", (4, 9), profile_steps=(4, 9))
+    with pytest.raises(ValueError, match="one way"):
+        PerfkitCallback("unused", (4, 9), stop_step=9)
+
+
 def test_importable_without_tensorflow() -> None:
     code = (
         "import sys; sys.modules['tensorflow'] = None\n"

@@ -234,6 +234,11 @@ def test_windows_are_checked() -> None:
     for bad in [(0, 3), (5, 4), [(2, 5), (4, 6)]]:
         with pytest.raises(ValueError, match="profile"):
             PerfkitCallback("unused", profile_steps=bad)
+    # the other integrations' names for one window, and never both ways at once
+    assert PerfkitCallback("unused", start_step=4, stop_step=9).windows == [(4, 9)]
+    assert PerfkitCallback("unused").windows == [(3, 7)]
+    with pytest.raises(ValueError, match="one way"):
+        PerfkitCallback("unused", profile_steps=(4, 9), start_step=4)
 
 
 if __name__ == "__main__":

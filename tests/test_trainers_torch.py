@@ -179,17 +179,23 @@ def test_lightning_closure_counts_as_forward_backward_and_its_update(tmp_path: P
     expected = 0
     for closure in np.flatnonzero(name == "Optimizer.step#SGD.step"):
         rows = inside(closure)
-        model = rows[(kind[rows] == "backward") | np.char.startswith(name[rows].astype(str), "nn.Module: ")]
+        model = rows[
+            (kind[rows] == "backward") | np.char.startswith(name[rows].astype(str), "nn.Module: ")
+        ]
         assert len(model)  # the closure ran the model
         expected += end[closure] - end[model].max()
     expected += (end - start)[name == "Optimizer.zero_grad#SGD.zero_grad"].sum()
     phases = run.summary("model").set_index("name")
-    assert phases.loc["optimizer", "per_step_ns"] * len(steps) == pytest.approx(expected, abs=len(steps))
+    assert phases.loc["optimizer", "per_step_ns"] * len(steps) == pytest.approx(
+        expected, abs=len(steps)
+    )
     assert phases.loc["forward", "per_step_ns"] > 0 and phases.loc["backward", "per_step_ns"] > 0
     share = phases.loc["optimizer", "per_step_ns"] / phases.loc["step", "per_step_ns"]
     assert share < 0.5
     for finding in run.advise():
-        assert finding.id != "optimizer" or finding.saving_ns < phases.loc["optimizer", "per_step_ns"]
+        assert (
+            finding.id != "optimizer" or finding.saving_ns < phases.loc["optimizer", "per_step_ns"]
+        )
 
 
 def test_lightning_runs_into_the_log_folder_by_default(tmp_path: Path) -> None:
@@ -291,6 +297,68 @@ def test_hf_trainer_runs_into_its_output_folder_by_default(tmp_path: Path) -> No
     assert run.parent == tmp_path / "hf_out" / "perfkit"
     assert _steps(run) == 2
     assert _served(tmp_path / "hf_out") == ["perfkit/" + run.name]
+
+
+# -- windows, as every integration names them ---------------------------------------------------
+
+
+@pytest.mark.parametrize("trainer", ["lightning", "transformers"])
+def test_several_windows_save_a_run_each(tmp_path: Path, trainer: str) -> None:
+    """``profile_steps`` takes a list of windows, as the Paddle and Keras integrations' do: one
+    run each, each of its own steps; a window the training ends inside keeps what it
+    recorded, and the one after it is never started."""
+    windows = [(2, 4), (7, 8), (11, 30), (40, 41)]
+    if trainer == "lightning":
+        pytest.importorskip("lightning")
+        from perfkit_torch.lightning import PerfkitProfiler as Integration
+
+        train = _lightning_fit
+    else:
+        pytest.importorskip("transformers")
+        pytest.importorskip("accelerate")
+        from perfkit_torch.transformers import PerfkitCallback as Integration
+
+        train = _hf_train
+    integration = Integration(tmp_path / "runs", windows)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(tmp_path, integration, max_steps=13)
+    assert not _perfkit_warnings(caught) and not integration.failures
+    runs = sorted(integration.runs, key=lambda r: int(r.name.rsplit("step", 1)[1]))
+    assert [int(r.name.rsplit("step", 1)[1]) for r in runs] == [4, 8, 13]
+    assert [_steps(r) for r in runs] == [3, 2, 3]
+    if trainer == "lightning":
+        # the summary at the end of fit heads every run
+        assert all(str(r) in integration.summary() for r in runs)
+
+
+def test_every_integration_takes_the_same_window_arguments() -> None:
+    """One window named ``(start, stop)`` as ``profile_steps``, or ``start_step``/``stop_step``
+    (MindSpore's names): the same windows; both at once is refused at construction, before
+    any training."""
+    from perfkit_core.capture import window_arguments
+
+    assert window_arguments(None, None, None, (6, 15)) == [(6, 15)]
+    assert window_arguments((4, 9), None, None, (6, 15)) == [(4, 9)]
+    assert window_arguments(None, 4, 9, (6, 15)) == [(4, 9)]
+    # one end given: the default's length from a start, the default's start before a stop
+    assert window_arguments(None, 20, None, (6, 15)) == [(20, 29)]
+    assert window_arguments(None, None, 12, (6, 15)) == [(6, 12)]
+    assert window_arguments(None, None, 3, (6, 15)) == [(3, 3)]
+    with pytest.raises(ValueError, match="one way"):
+        window_arguments((4, 9), 4, None, (6, 15))
+    with pytest.raises(ValueError, match="whole numbers"):
+        window_arguments(None, 2.5, None, (6, 15))
+    with pytest.raises(ValueError, match="need 1 <= start <= stop"):
+        window_arguments(None, 0, 3, (6, 15))
+    pytest.importorskip("lightning")
+    from perfkit_torch.lightning import PerfkitProfiler
+
+    assert PerfkitProfiler("runs", (4, 9)).window.windows == [(4, 9)]
+    assert PerfkitProfiler("runs", start_step=4, stop_step=9).window.windows == [(4, 9)]
+    assert PerfkitProfiler("runs").window.windows == [(6, 15)]
+    with pytest.raises(ValueError, match="one way"):
+        PerfkitProfiler("runs", (4, 9), stop_step=9)
 
 
 # -- failures inside perfkit --------------------------------------------------------------------

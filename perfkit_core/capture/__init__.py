@@ -37,7 +37,7 @@ from perfkit_core.capture.handlers import (
 from perfkit_core.capture.helper import convert_file
 from perfkit_core.capture.run_handler import RunHandler
 from perfkit_core.capture.step_timer import StepTimer, step_timer
-from perfkit_core.capture.windows import folder_worker_name, step_windows
+from perfkit_core.capture.windows import folder_worker_name, step_windows, window_arguments
 
 __all__ = [
     "FALLBACK_MAX_BYTES",
@@ -65,4 +65,5 @@ __all__ = [
     "shared_converter",
     "step_timer",
     "step_windows",
+    "window_arguments",
 ]

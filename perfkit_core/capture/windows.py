@@ -37,6 +37,39 @@ def step_windows(spec: Any) -> list[tuple[int, int]]:
     return windows
 
 
+def window_arguments(
+    profile_steps: Any,
+    start_step: int | None,
+    stop_step: int | None,
+    default: tuple[int, int],
+) -> list[tuple[int, int]]:
+    """The windows a trainer integration was given, whichever way its caller names them: its
+    ``profile_steps`` (what ``step_windows`` reads: one pair or several), or one window from
+    ``start_step`` to ``stop_step`` (MindSpore's and the torch integrations' names; without a
+    stop, as many steps as the default window holds; without a start, the default's start, or
+    the stop where that is earlier), else ``default``. ValueError when both ways are given or a window
+    is not one."""
+    if profile_steps is not None and (start_step is not None or stop_step is not None):
+        raise ValueError(
+            "give the steps to profile one way: profile_steps=(start, stop), or start_step= "
+            "and stop_step=, not both"
+        )
+    if profile_steps is None and start_step is None and stop_step is None:
+        profile_steps = default
+    if profile_steps is None:
+        for value in (start_step, stop_step):
+            if value is not None and (isinstance(value, bool) or int(value) != value):
+                raise ValueError(f"profile step {value!r}: steps are whole numbers")
+        if start_step is None:
+            stop = int(stop_step)  # type: ignore[arg-type]
+            start = min(default[0], stop)
+        else:
+            start = int(start_step)
+            stop = start + default[1] - default[0] if stop_step is None else int(stop_step)
+        profile_steps = (start, stop)
+    return step_windows(profile_steps)
+
+
 def folder_worker_name(dir_name: Path) -> str:
     """The name runs saved in ``dir_name`` take: the folder's own name (``runs/<name>.step<N>``),
     so a trainer's output folder names its runs."""
