@@ -15,7 +15,10 @@ trainer's ``LightningModule`` calls are described with their parameters, for the
 view. At the end of ``fit`` the summary Lightning prints is perfkit's headline of the run.
 
 Importing this module needs neither torch nor Lightning; ``PerfkitProfiler`` imports Lightning
-when it is first used, and says in one line what to install when it is missing.
+when it is first used, and says in one line what to install when it is missing. For
+``pytorch_lightning.Trainer`` (Lightning under its older package name), use
+``perfkit_torch.pytorch_lightning.PerfkitProfiler``, the same profiler on that package's
+interface.
 """
 
 from __future__ import annotations
@@ -34,23 +37,33 @@ _built: dict[str, type] = {}
 BATCH_ACTION = "run_training_batch"
 
 
-def _require_lightning() -> None:
-    """Raise ImportError with one line saying what to install when Lightning is missing."""
+#: Lightning's packages: the module its profiler interface is in, and the distribution that
+#: installs it. ``lightning`` is Lightning 2's; ``pytorch_lightning`` the same code under its
+#: older name, whose ``Trainer`` accepts only profilers built on its own interface.
+PACKAGES = {
+    "lightning": ("lightning.pytorch.profilers", "lightning"),
+    "pytorch_lightning": ("pytorch_lightning.profilers", "pytorch-lightning"),
+}
+
+
+def _require_lightning(package: str, module: str) -> None:
+    """Raise ImportError with one line saying what to install when ``package`` is missing."""
     try:
-        found = importlib.util.find_spec("lightning") is not None
+        found = importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):
         found = False
     if not found:
         raise ImportError(
-            "perfkit_torch.lightning.PerfkitProfiler needs Lightning, which is not installed: "
-            "pip install lightning"
+            f"{module}.PerfkitProfiler needs {package}, which is not installed: "
+            f"pip install {PACKAGES[package][1]}"
         )
 
 
-def _build() -> type:
-    """The ``PerfkitProfiler`` class, a subclass of Lightning's ``Profiler``."""
-    _require_lightning()
-    from lightning.pytorch.profilers import Profiler
+def _build(package: str = "lightning", module: str = __name__) -> type:
+    """The ``PerfkitProfiler`` class of ``module``, a subclass of the ``Profiler`` of
+    ``package`` (a key of ``PACKAGES``)."""
+    _require_lightning(package, module)
+    profiler_base: Any = importlib.import_module(PACKAGES[package][0]).Profiler
 
     from perfkit_core.capture.windows import window_arguments
     from perfkit_torch.trainer_window import (
@@ -60,7 +73,7 @@ def _build() -> type:
         run_name,
     )
 
-    class PerfkitProfiler(Profiler):
+    class PerfkitProfiler(profiler_base):
         """Lightning's profiler interface over perfkit's torch handler: profiles the optimizer
         steps in ``profile_steps`` (``(start, stop)``, 1-based, inclusive, or a list of such
         windows; or ``start_step``/``stop_step``) and saves each window as one perfkit run in
@@ -200,7 +213,7 @@ def _build() -> type:
                 window.stop()
             super().teardown(stage)
 
-    PerfkitProfiler.__module__ = __name__
+    PerfkitProfiler.__module__ = module
     PerfkitProfiler.__qualname__ = "PerfkitProfiler"  # found by name, as a module-level class
     return PerfkitProfiler
 

@@ -83,12 +83,22 @@ def _steps(run_dir: Path) -> int:
 
 
 def _lightning_fit(
-    tmp_path: Path, profiler: Any, *, max_steps: int, accumulate: int = 1
+    tmp_path: Path,
+    profiler: Any,
+    *,
+    max_steps: int,
+    accumulate: int = 1,
+    package: str = "lightning",
 ) -> tuple[Any, Any]:
-    """Fit a small MLP with ``lightning.Trainer(profiler=profiler)``; (trainer, module)."""
-    import lightning
+    """Fit a small MLP with ``lightning.Trainer(profiler=profiler)`` (``package``: or
+    ``pytorch_lightning``'s); (trainer, module)."""
+    import importlib
+
     import torch
-    from lightning.pytorch.loggers import CSVLogger
+
+    lightning = importlib.import_module(package)
+    loggers = "lightning.pytorch.loggers" if package == "lightning" else f"{package}.loggers"
+    CSVLogger = importlib.import_module(loggers).CSVLogger
 
     class MLP(lightning.LightningModule):
         def __init__(self) -> None:
@@ -220,6 +230,39 @@ def test_lightning_fit_ending_inside_the_window_keeps_what_it_recorded(tmp_path:
     (run,) = profiler.runs
     assert _steps(run) == 4  # steps 5 to 8, and no step after the last
     assert run.name == "lightning_logs-version_0.step8"
+
+
+def test_pytorch_lightning_trainer_takes_its_own_profiler(tmp_path: Path) -> None:
+    """``pytorch_lightning.Trainer`` (Lightning under its older package name) accepts only a
+    profiler built on its own interface: ``perfkit_torch.pytorch_lightning.PerfkitProfiler``
+    is that, and saves the same run."""
+    pytest.importorskip("pytorch_lightning")
+    import pytorch_lightning
+
+    from perfkit_torch.pytorch_lightning import PerfkitProfiler
+
+    profiler = PerfkitProfiler(tmp_path / "runs", (3, 6))
+    assert isinstance(profiler, pytorch_lightning.profilers.Profiler)
+    trainer, module = _lightning_fit(tmp_path, profiler, max_steps=10, package="pytorch_lightning")
+    assert trainer.profiler is profiler
+    (run,) = profiler.runs
+    assert run.name == "lightning_logs-version_0.step6" and _steps(run) == 4
+    assert _layers_total(run) == sum(p.numel() for p in module.parameters())
+    assert str(run) in profiler.summary()
+    # without the package: one line that says what to install
+    code = (
+        "import sys; sys.modules['pytorch_lightning'] = None\n"
+        "import perfkit_torch.pytorch_lightning as pl\n"
+        "try:\n"
+        "    pl.PerfkitProfiler\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert out.stdout.strip().endswith("pip install pytorch-lightning")
+    assert len(out.stdout.strip().splitlines()) == 1
 
 
 # -- the HF Trainer ------------------------------------------------------------------------------
