@@ -128,8 +128,11 @@ def _build(package: str = "lightning", module: str = __name__) -> type:
             super().setup(stage, local_rank=local_rank, log_dir=log_dir)
             try:
                 name = run_name(log_dir)
-                if name and local_rank is not None:
-                    name = f"{name}-rank{local_rank}"
+                trainer = getattr(getattr(self, "_lightning_module", None), "trainer", None)
+                rank = getattr(trainer, "global_rank", local_rank)  # ranks of every node
+                world = int(getattr(trainer, "world_size", 1 if local_rank is None else 2) or 1)
+                if name and rank is not None and world > 1:
+                    name = f"{name}-rank{rank}"
                 self.window.place(log_dir, name)
             except Exception:  # the defaults stay: never a failed fit
                 pass

@@ -265,6 +265,94 @@ def test_pytorch_lightning_trainer_takes_its_own_profiler(tmp_path: Path) -> Non
     assert len(out.stdout.strip().splitlines()) == 1
 
 
+_DDP_SCRIPT = """
+import json
+import sys
+from pathlib import Path
+
+import lightning
+import torch
+from lightning.pytorch.loggers import CSVLogger
+
+from perfkit_torch.lightning import PerfkitProfiler
+
+
+class MLP(lightning.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+        )
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    out = Path(sys.argv[1])
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(256, 16, generator=g), torch.randint(0, 4, (256,), generator=g)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+    profiler = PerfkitProfiler(out / "runs", (3, 5))
+    trainer = lightning.Trainer(
+        max_steps=8, accelerator="cpu", devices=2, strategy="ddp",
+        logger=CSVLogger(out / "logs"), profiler=profiler, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=out,
+    )
+    trainer.fit(MLP(), loader)
+    runs = [str(r) for r in profiler.runs]
+    print("RANK", json.dumps({"rank": trainer.global_rank, "runs": runs}), flush=True)
+"""
+
+
+def test_lightning_ddp_saves_a_run_per_rank(tmp_path: Path) -> None:
+    """Two DDP processes on the CPU (gloo), as Lightning launches them: each rank saves its
+    own run, named with its rank, which records that rank, the world size and the gradient
+    all-reduce of each step."""
+    pytest.importorskip("lightning")
+    script = tmp_path / "fit_ddp.py"
+    script.write_text(_DDP_SCRIPT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = sorted(
+        (
+            json.loads(line.split(" ", 1)[1])
+            for line in out.stdout.splitlines()
+            if line.startswith("RANK ")
+        ),
+        key=lambda r: r["rank"],
+    )
+    assert [r["rank"] for r in said] == [0, 1]
+    for rank, result in enumerate(said):
+        (run_dir,) = (tmp_path / r for r in result["runs"])
+        assert run_dir.name == f"lightning_logs-version_0-rank{rank}.step5"
+        run = perfkit_core.load(run_dir)
+        assert run.meta["rank"] == rank and run.meta["world_size"] == 2
+        assert len(run.summary("steps")) == 3
+        names = run.events["name"].astype(str)
+        steps_with_allreduce = run.events.loc[names == "c10d::allreduce_", "step"].nunique()
+        assert steps_with_allreduce == 3
+
+
 # -- the HF Trainer ------------------------------------------------------------------------------
 
 
