@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit_core.capture import folder_worker_name, window_arguments
+from perfkit_core.capture.handler_runs import HandlerRuns
 from perfkit_paddle.handler import TraceHandler  # says in one line what to install
 
 
@@ -45,7 +46,7 @@ def start_helper(background: bool) -> None:
         pass
 
 
-class PerfkitCallback(_callback_base()):  # type: ignore[misc]
+class PerfkitCallback(HandlerRuns, _callback_base()):  # type: ignore[misc]
     """A callback for ``paddle.Model.fit(callbacks=[...])`` that profiles the optimizer steps
     in ``profile_steps`` and saves each window as a perfkit run in ``dir_name``.
 
@@ -99,20 +100,6 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
         self._next = 0  # the window to open next
         self._accumulate = 1
         self._epoch_batches: int | None = None
-
-    @property
-    def runs(self) -> list[Path]:
-        """The saved run folders, one per window (waits for conversions still queued)."""
-        return self.handler.runs
-
-    @property
-    def failures(self) -> list[tuple[Path, str]]:
-        """``(path kept, reason)`` for what went wrong (waits for conversions still queued)."""
-        return self.handler.failures
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the windows still being saved; False on timeout."""
-        return self.handler.wait(timeout)
 
     def _fail(self, what: str, exc: BaseException) -> None:
         self.handler._fail(None, self.handler.dir_name, f"{what}: {type(exc).__name__}: {exc}")

@@ -54,7 +54,8 @@ def _require_lightning(package: str, module: str) -> None:
         found = False
     if not found:
         raise ImportError(
-            f"{module}.PerfkitProfiler needs {package}, which is not installed: "
+            f"{module}.PerfkitProfiler needs "
+            f"{'Lightning' if package == 'lightning' else package}, which is not installed: "
             f"pip install {PACKAGES[package][1]}"
         )
 
@@ -65,6 +66,7 @@ def _build(package: str = "lightning", module: str = __name__) -> type:
     _require_lightning(package, module)
     profiler_base: Any = importlib.import_module(PACKAGES[package][0]).Profiler
 
+    from perfkit_core.capture.handler_runs import HandlerRuns
     from perfkit_core.capture.windows import window_arguments
     from perfkit_torch.trainer_window import (
         DEFAULT_PROFILE_STEPS,
@@ -73,7 +75,7 @@ def _build(package: str = "lightning", module: str = __name__) -> type:
         run_name,
     )
 
-    class PerfkitProfiler(profiler_base):
+    class PerfkitProfiler(HandlerRuns, profiler_base):
         """Lightning's profiler interface over perfkit's torch handler: profiles the optimizer
         steps in ``profile_steps`` (``(start, stop)``, 1-based, inclusive, or a list of such
         windows; or ``start_step``/``stop_step``) and saves each window as one perfkit run in
@@ -111,14 +113,9 @@ def _build(package: str = "lightning", module: str = __name__) -> type:
             self._summary: str | None = None
 
         @property
-        def runs(self) -> list[Any]:
-            """The saved run folders (waits for the conversion still queued)."""
-            return self.window.handler.runs
-
-        @property
-        def failures(self) -> list[tuple[Any, str]]:
-            """What went wrong, ``(path kept or meant, reason)`` (waits for queued ones)."""
-            return self.window.handler.failures
+        def handler(self) -> Any:
+            """perfkit's torch handler that saves the windows."""
+            return self.window.handler
 
         def setup(
             self, stage: str, local_rank: int | None = None, log_dir: str | None = None

@@ -46,6 +46,7 @@ def _build() -> type:
     _require_transformers()
     from transformers import TrainerCallback
 
+    from perfkit_core.capture.handler_runs import HandlerRuns
     from perfkit_core.capture.windows import window_arguments
     from perfkit_torch.trainer_window import (
         DEFAULT_PROFILE_STEPS,
@@ -54,7 +55,7 @@ def _build() -> type:
         run_name,
     )
 
-    class PerfkitCallback(TrainerCallback):
+    class PerfkitCallback(HandlerRuns, TrainerCallback):
         """Profiles the optimizer steps in ``profile_steps`` (``(start, stop)``, 1-based,
         inclusive, or a list of such windows; or ``start_step``/``stop_step``) of a
         ``transformers.Trainer`` and saves each window as one perfkit run in ``output_dir`` (default:
@@ -91,14 +92,9 @@ def _build() -> type:
             )
 
         @property
-        def runs(self) -> list[Any]:
-            """The saved run folders (waits for the conversion still queued)."""
-            return self.window.handler.runs
-
-        @property
-        def failures(self) -> list[tuple[Any, str]]:
-            """What went wrong, ``(path kept or meant, reason)`` (waits for queued ones)."""
-            return self.window.handler.failures
+        def handler(self) -> Any:
+            """perfkit's torch handler that saves the windows."""
+            return self.window.handler
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             """The runs go to ``perfkit`` in the Trainer's output folder unless a folder was

@@ -26,6 +26,7 @@ from perfkit_core.capture import (
     os_error_reason,
     window_arguments,
 )
+from perfkit_core.capture.handler_runs import HandlerRuns
 from perfkit_xla.capture import NATIVE_LOG_NAME
 
 
@@ -75,7 +76,7 @@ def _tensorflow_version() -> str | None:
     return getattr(module, "__version__", None) if module is not None else None
 
 
-class PerfkitCallback(_callback_base()):  # type: ignore[misc]
+class PerfkitCallback(HandlerRuns, _callback_base()):  # type: ignore[misc]
     """A callback for Keras ``model.fit(callbacks=[...])`` (TensorFlow backend) that profiles
     the steps in ``profile_batch`` with TensorFlow's profiler and saves each window as a
     perfkit run in ``log_dir``.
@@ -134,20 +135,6 @@ class PerfkitCallback(_callback_base()):  # type: ignore[misc]
         self._open: tuple[Path, Path] | None = None  # the window's run folder and log folder
         self._mark: Any = None  # the open step mark
         self._elsewhere: str | None = None  # why the open window records in the fallback folder
-
-    @property
-    def runs(self) -> list[Path]:
-        """The saved run folders, one per window (waits for conversions still queued)."""
-        return self.handler.runs
-
-    @property
-    def failures(self) -> list[tuple[Path, str]]:
-        """``(path kept, reason)`` for what went wrong (waits for conversions still queued)."""
-        return self.handler.failures
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the windows still being saved; False on timeout."""
-        return self.handler.wait(timeout)
 
     def _fail(self, kept: Path | None, what: str, exc: BaseException) -> None:
         reason = (

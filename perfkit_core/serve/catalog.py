@@ -33,7 +33,6 @@ SETTLE_S = 2.0
 IDENTITY_FILES = 64
 
 
-
 @dataclass
 class Entry:
     """One run in the list: ``id`` (its path under the log folder), ``kind`` (``run``, ``job``,
