@@ -550,10 +550,16 @@ def test_followup_says_promised_and_delivered(before_after):
         - statistics.median(rng.choices(steps[1], k=len(steps[1])))
         for _ in range(4000)
     )
-    low, high = diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]
+    def q(share: float) -> float:
+        return diffs[min(int(share * len(diffs)), len(diffs) - 1)]
+
+    low, high = q(0.025), q(0.975)
     width = high - low
-    assert optimizer.delivered_low_ns == pytest.approx(low, abs=0.15 * width)
-    assert optimizer.delivered_high_ns == pytest.approx(high, abs=0.15 * width)
+    # two bootstraps of the medians of a few dozen steps: on a busy machine's steps (a few far
+    # slower than the rest) the medians take few values and a 2.5% quantile can land on the
+    # next one, so each end is checked against the other bootstrap's quantiles around it
+    assert q(0.01) - 0.1 * width <= optimizer.delivered_low_ns <= q(0.05) + 0.1 * width
+    assert q(0.95) - 0.1 * width <= optimizer.delivered_high_ns <= q(0.99) + 0.1 * width
     assert optimizer.delivered_low_ns <= optimizer.delivered_ns <= optimizer.delivered_high_ns
     where = (
         "less than promised"

@@ -1,6 +1,7 @@
-"""The input-pipeline finding of a training process that loads in a thread of its own on a
-machine whose cores other work keeps busy: one worker gets a turn on the cores as long as the
-training process's (``advice.loader.shared_turn_saving``)."""
+"""The input-pipeline finding of a training process that loads its batches itself (in a thread
+of its own, Paddle's single-process loader, or in the training thread, torch's) on a machine
+whose cores other work keeps busy: one worker gets a turn on the cores as long as the training
+process's (``advice.loader.shared_turn_saving``)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,50 @@ def test_a_busy_machine_still_gets_a_promise_for_a_worker(tmp_path, idle_cores):
     assert finding.saving_ns == pytest.approx(max(step - after, 0.0))
     assert finding.estimate.startswith("With 1 loader worker the step would take about")
     assert f"had {share:.2f} of the 2 cores" in finding.estimate
+
+
+def test_a_training_thread_that_loads_its_own_batches_gets_a_workers_turn(tmp_path):
+    """A real torch run whose training thread loads its batches itself (a single-process
+    DataLoader), its step timer's cores set to a busy machine (no core idle, the training
+    process with 0.3 of the 2 cores): one worker takes the loading out of the training
+    thread's turn, and the step becomes the longer of the rest and the loading at the turn one
+    more busy process leaves it, recomputed here from the finding's figures; the remedy is one
+    worker, said to be for that turn. With a core idle: that core's worker, as before."""
+    pytest.importorskip("torch")
+    from torch_profiles import slow_loader_run
+
+    import perfkit_core
+
+    # a step long enough beside a batch's hand-over (1.5 to 3 ms each way on a 2-core x86
+    # machine) for a worker to pay on a turn: about 30 ms of loading and 13 ms of the rest
+    folder, _ = slow_loader_run(tmp_path, width=512, hidden=1, batch_size=96)
+    meta_path = folder / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for idle_cores in (1.0, 0.0):
+        meta["step_timer"].update(
+            idle_cores=idle_cores,
+            process_cores=0.3,
+            usable_cores=2.0,
+            children_cores=0.0,
+            idle_resolution_cores=0.01,
+        )
+        meta_path.write_text(json.dumps(meta))
+        finding = next(f for f in perfkit_core.load(folder).advise() if f.id == "input-pipeline")
+        ev = finding.evidence
+        assert ev["data_from"] == "timed" and ev["training_cpu_per_step_ns"] is None
+        if idle_cores:
+            assert ev["free_cores"] >= 1 and "turn_process_cores" not in ev
+            continue
+        assert ev["free_cores"] == 0 and ev["turn_process_cores"] == pytest.approx(0.3)
+        kept = ev["rest_per_step_ns"] * ev["training_slowdown"] + ev["loader_receive_ns"]
+        spread = ev["loading_per_step_ns"] * ev["loading_slowdown"] + ev["loader_batch_ns"]
+        step = ev["basis_step_ns"]
+        assert ev["loading_per_step_ns"] + ev["rest_per_step_ns"] == pytest.approx(step)
+        after = max(kept, spread) * (2.0 + 0.3) / 2.0
+        assert step > after  # the worker pays, even on the busy cores
+        assert finding.saving_ns == pytest.approx(step - after)
+        assert finding.estimate.startswith("With 1 loader worker the step would take about")
+        assert "its training thread loaded each batch itself" in finding.estimate
+        assert "had 0.30 of the 2 cores" in finding.estimate
+        remedy = "\n".join(str(x) for x in (finding.remedy, getattr(finding, "remedy_code", "")))
+        assert "a worker process gets a turn on them of its own" in remedy

@@ -43,3 +43,76 @@ def record(directory: Path, *, steps: int = 4, blocks: int = 3, **options: Any) 
     if captured.runs:
         captured.trace = captured.runs[0] / "trace.pt.trace.json"
     return captured
+
+
+def slow_loader_run(
+    directory: Path, *, width: int = 16, hidden: int = 0, batch_size: int = 8
+) -> tuple[Path, dict]:
+    """A torch CPU MLP (one intra-op thread; Linear(16, ``width``), ``hidden`` more
+    Linear(``width``, ``width``), each with a ReLU, then Linear(``width``, 4)) fed by batches of
+    ``batch_size`` samples of a Dataset whose samples cost CPU in NumPy, through
+    ``torch.utils.data.DataLoader(num_workers=0)``: the training thread loads each batch
+    itself. Profiled with perfkit's handler over four steps (two more unrecorded
+    before them) and timed by the step timer over those and as many more steps without the
+    profiler as take 0.2 s (8 at least). Returns (the saved run folder, the step timer's
+    record); the thread count and the timer's wrappers are restored whatever happens."""
+    import time
+
+    import numpy as np
+    import torch
+
+    import perfkit_core
+    from perfkit_core.capture.step_timer import IDLE_WINDOW_NS
+    from perfkit_torch import on_trace_ready
+
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 10**6
+
+        def __getitem__(self, index: int) -> tuple[Any, Any]:
+            x = np.random.default_rng(index).standard_normal(128)
+            for _ in range(8):
+                x = np.sort(np.tanh(x * 1.01 + 0.1))
+            return torch.from_numpy(x[:16].astype("float32")), index % 4
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    layers: list[Any] = [torch.nn.Linear(16, width), torch.nn.ReLU()]
+    for _ in range(hidden):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(Slow(), batch_size=batch_size, num_workers=0)
+    batches = iter(loader)
+
+    def step() -> None:
+        x, y = next(batches)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+    handler = on_trace_ready(directory, worker_name="loader", background=False)
+    prof = torch.profiler.profile(
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=4, repeat=1),
+        on_trace_ready=handler,
+    )
+    timer = perfkit_core.step_timer(prof, warmup=2)
+    try:
+        prof.start()
+        for _ in range(6):
+            with timer.step():
+                step()
+            prof.step()
+        prof.stop()
+        begin, timed = time.perf_counter_ns(), 0
+        while timed < 8 or time.perf_counter_ns() - begin < 4 * IDLE_WINDOW_NS:
+            with timer.step():
+                step()
+            timed += 1
+        timer.save(handler.runs)
+    finally:
+        timer.close()
+        torch.set_num_threads(threads)
+    assert not handler.failures, handler.failures
+    return Path(handler.runs[0]), timer.record()

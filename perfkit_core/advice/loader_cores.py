@@ -214,6 +214,12 @@ def remedy_workers(evidence: dict[str, Any]) -> tuple[int | str, str] | None:
             "the saving was estimated for; each worker needs a core of its own.)"
         )
     workers = max(int(free), 0)
+    if workers == 0 and evidence.get("turn_process_cores") is not None:
+        return 1, (
+            "(1 worker: no core was free while the steps ran, but other work kept the cores "
+            "busy, and a worker process gets a turn on them of its own, which the saving was "
+            "estimated for; a freed core gives it more.)"
+        )
     if workers == 0:
         return 1, (
             "No core was free while the steps ran: free one first, or a worker takes its CPU "

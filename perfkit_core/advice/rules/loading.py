@@ -102,6 +102,12 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     training thread's waits, or less than nothing where the threads ran at once) goes with the
     thread. The remedy of a CPU-only run leaves out pinned memory and non-blocking copies,
     which only help a GPU.
+
+    With no whole core free on a machine other work keeps busy, a training process that loads
+    its batches itself (a loading thread whose CPU time the step timer timed beside the
+    training thread's, or its training thread between its steps' work) is promised one
+    worker's turn (``shared_turn_saving``): the scheduler shares the cores among the busy
+    processes, and the worker is one more, with a turn as long as the training process's.
     """
     model = ctx.run.summary("model").set_index("name")
     if not ctx.step_ns:
@@ -168,17 +174,21 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     timer = ctx.run.meta.get("step_timer") or {}
     process_cores = finite_number(timer.get("process_cores"))
     usable_cores = finite_number(timer.get("usable_cores"))
-    turns = (
+    busy = (
         workers <= 0
-        and split
         and process_cores is not None
         and usable_cores is not None
         and 0 < process_cores < usable_cores
     )
+    # the training thread loads its own batches between its steps' work (torch's
+    # single-process loader): its step is the loading and the rest one after the other, in the
+    # turn it had, so the same turn model applies to those wall times (CPU time at the turn)
+    inline = busy and not threaded and not multi_process_loader(ctx.run)
+    turns = busy and (split or inline)
     if turns:
         saving = shared_turn_saving(
             step_ns,
-            data + float(training_cpu or 0.0),
+            step_ns if inline else data + float(training_cpu or 0.0),
             load,
             rest,
             float(process_cores or 0.0),
@@ -252,6 +262,25 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             free,
             receive_ns,
             LOADER_RECEIVE_SOURCES[receive_from] + ", at most the waits, which hold it",
+        )
+    elif turns and inline:
+        kept, spread = remedied_sides(load, rest, 1.0, batch_ns, receive_ns, slowdowns)
+        turn, usable = float(process_cores or 0.0), float(usable_cores or 0.0)
+        longer = "the rest of the step" if kept >= spread else "the loading"
+        how = (
+            f"With 1 loader worker the step would take about "
+            f"{duration_text(step_ns - saving)}, against {duration_text(step_ns)} now (the "
+            f"step without the profiler). No core is free for it ({cores}), but the training "
+            f"process had {turn:.2f} of the {usable:.0f} cores while other work kept the rest "
+            "busy, and its training thread loaded each batch itself, between its steps' work, "
+            f"in that turn: {duration_text(load)} of loading and {duration_text(rest)} of the "
+            "rest per step. A worker is a process with a turn of its own, as long as the "
+            f"training process's, which shrinks to {turn * usable / (usable + turn):.2f} cores "
+            f"({usable:.0f} / ({usable:.0f} + {turn:.2f}) of its turn now): the training "
+            f"thread keeps {duration_text(kept)} per step (the rest of the step and receiving "
+            f"a batch), the worker {duration_text(spread)} (the loading and sending the batch) "
+            f"beside it, and the step takes {longer}, the longer of the two, at that turn. "
+            "Free a core and the worker saves more."
         )
     elif turns:
         kept, spread = remedied_sides(load, rest, 1.0, batch_ns, receive_ns, slowdowns)
