@@ -7,7 +7,7 @@ Targets:
 * ``perfkit report TRACE`` and ``perfkit report TRACE --format html``: at most 2.0x
   ``perfkit_core.load(TRACE)``;
 * ``perfkit compare A B`` of two such traces: at most 2.0x loading both;
-* the peak memory of ``perfkit report TRACE``: at most 409 MB;
+* the peak memory of ``perfkit report TRACE``: at most 370 MB;
 * ``perfkit_xla.load_xplane`` of a 300-step JAX CPU profile: at most 2.0x JAX's own reader
   (``jax.profiler.ProfileData.from_file``) with a walk over every event's name, start and
   duration.
@@ -54,7 +54,7 @@ from _workload import DEFAULT_STEPS, OUT_DIR
 REPO = Path(__file__).resolve().parents[1]
 TARGET_REPORT = 2.0
 TARGET_COMPARE = 2.0
-TARGET_PEAK_MB = 409.0
+TARGET_PEAK_MB = 370.0
 TARGET_XLA = 2.0
 XLA_STEPS = 300
 #: The small JAX profile read first, untimed, so lazy imports are not timed.

@@ -623,3 +623,19 @@ def test_overlap_per_window_equals_intersecting_each_window(seed):
         for s, e in zip(a.tolist(), b.tolist(), strict=True)
     ]
     assert overlap_per_window(merged, a, b).tolist() == expected
+
+
+@pytest.mark.parametrize("key", ["a100_rank3", "rank_non_gpu"])
+def test_category_subset_reads_as_category_values(key):
+    """The operator table groups rows by their names as codes (``category_subset``): per row
+    they read as the rows' strings (``category_values``), a missing value as "", on a real
+    trace, and equal texts share one category."""
+    from perfkit_core.views.common import category_subset, category_values
+
+    ev = perfkit_core.load(shared_trace(key)).events
+    rows = np.flatnonzero(ev["stream"].to_numpy() < 0)[::3]
+    for column in ("name", "full_name", "input_shapes", "stack"):
+        coded = category_subset(ev[column], rows)
+        assert coded.categories.is_unique
+        texts = np.asarray(coded.categories, dtype=object)[coded.codes]
+        assert texts.tolist() == category_values(ev[column], rows).tolist(), column

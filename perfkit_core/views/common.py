@@ -52,6 +52,29 @@ def shared(run: Any, key: Any, compute: Callable[[], T]) -> T:
     return found
 
 
+def category_subset(column: pd.Series, rows: np.ndarray) -> pd.Categorical:
+    """The values of the string column ``column`` at ``rows`` as a categorical (categories as
+    text, ``""`` for a missing value): the rows' codes and one string per category, where
+    ``category_values`` makes a string column of every row (pandas keeps it as Arrow text: a
+    copy of every row's characters)."""
+    import pandas as pd
+
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return pd.Categorical(category_values(column, rows))
+    labels = [*(str(c) for c in column.cat.categories), ""]
+    return categorical_of(column.cat.codes.to_numpy()[rows], labels)
+
+
+def categorical_of(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
+    """A categorical of ``codes`` into ``labels`` (-1 reads the last label); equal labels
+    become one category (the first)."""
+    import pandas as pd
+
+    uniq: dict[str, int] = {}
+    remap = np.array([uniq.setdefault(label, len(uniq)) for label in labels], dtype=np.int64)
+    return pd.Categorical.from_codes(remap[codes], categories=list(uniq))
+
+
 def category_values(column: pd.Series, rows: np.ndarray) -> np.ndarray:
     """The values of the string column ``column`` at ``rows``, as an object array of ``str``
     (``""`` for a missing value): a categorical column is read by its codes, its categories

@@ -204,13 +204,14 @@ def _run_costs(run: Run) -> RunCosts:
             frames = [c.split("\n", 1)[0] for c in categories]
             categories = sorted(set(frames))
             at = {f: i for i, f in enumerate(categories)}
-            recode = np.array([at[f] for f in frames] + [-1], dtype=np.int64)
+            recode = np.array([at[f] for f in frames] + [-1], dtype=np.int32)
             found = recode[found]
         if column == "input_shapes":
             shaped = np.array([bool(c) for c in categories] + [False], dtype=bool)
             has_shapes = shaped[found]
-        codes.append(found[ops].astype(np.int64))
+        codes.append(found[ops])  # as narrow as the categorical keeps them
         texts.append(categories)
+    del found
     # What a call holds of its own (one code per op), and the same without its values.
     own_key = np.full(n, -1, dtype=np.int64)
     form_key = np.full(n, -1, dtype=np.int64)
@@ -222,6 +223,7 @@ def _run_costs(run: Run) -> RunCosts:
     unit = st.unit_of
     partner_unit = np.where(unit >= 0, pair[np.maximum(unit, 0)], -1)
     partner_row = _first_with_shapes(partner_unit, parent, ops, has_shapes, st.start)
+    del pair, partner_unit, has_shapes
     has_partner = partner_row >= 0
     partner_row = np.maximum(partner_row, 0)
     # Calls (own, enclosing call, paired), and their groups (the same without values).
@@ -250,12 +252,20 @@ def _run_costs(run: Run) -> RunCosts:
         for c in members.tolist():
             costs[c] = hook(call=plain.call(c), framework=framework)
     # Calls of equal cost share one entry of the table the counted ops are read from.
+    del order, bounds, call_group, plain, watched
     distinct: dict[OpCost | None, int] = {}
     cost_code = np.array([distinct.setdefault(c, len(distinct)) for c in costs], dtype=np.int64)
-    call_cost = np.where(
-        call_of >= 0, cost_code[np.maximum(call_of, 0)] if len(cost_code) else -1, -1
+    del costs
+    # What the calls were numbered with is not needed to pick and time the counted ops; the
+    # cost of each row is made in the call so that ``_collect`` can let it go.
+    del triples, own_values, st
+    return _collect(
+        run,
+        ops,
+        np.where(call_of >= 0, cost_code[np.maximum(call_of, 0)] if len(cost_code) else -1, -1),
+        list(distinct),
+        ev["flops"].to_numpy(),
     )
-    return _collect(run, ops, call_cost, list(distinct), ev["flops"].to_numpy())
 
 
 def _collect(
@@ -275,11 +285,15 @@ def _collect(
     table = [c if c is not None else OpCost(math.nan, math.nan) for c in costs]
     table.append(OpCost(math.nan, math.nan))
     code = np.where(cost_of >= 0, cost_of, len(table) - 1)
+    is_op = cost_of >= 0
+    del cost_of
     costed = known[code]
     weak = np.array([bool(c.assumed) for c in table], dtype=bool)[code] & costed
-    own_flops = np.where(costed, np.array([c.flops for c in table])[code], np.nan)
-    own_bytes = np.where(costed, np.array([c.bytes for c in table])[code], np.nan)
-    fallback = ~costed & np.isfinite(recorded) & (recorded > 0) & (cost_of >= 0)
+    # Rows that are not costed read the last entry, whose FLOPs and bytes are NaN.
+    own_flops = np.array([c.flops for c in table])[code]
+    own_bytes = np.array([c.bytes for c in table])[code]
+    fallback = ~costed & np.isfinite(recorded) & (recorded > 0) & is_op
+    del is_op
     own_flops[fallback] = recorded[fallback]
     costed |= fallback
     below = np.zeros(n, dtype=bool)  # has a costed descendant
@@ -292,7 +306,9 @@ def _collect(
     eligible = (
         costed & ~(weak & below) & ~_autocast_wrappers(parent, costed, own_flops, table, code)
     )
+    del below, weak, fallback
     counted = eligible & ~links.has_ancestor(parent, eligible)
+    del eligible
     rows = np.flatnonzero(counted)
     on_device = has_device(run)
     time_ns, tc_ns, kernel = _times(run, counted, rows, on_device)
@@ -363,9 +379,10 @@ def _times(
     """Per counted row: its time (device time of its subtree, or its host duration), the part
     on tensor-core kernels, and its longest kernel's name."""
     ev = run.events
-    dur = ev["dur_ns"].to_numpy().astype(np.float64)
     if not on_device:
-        return dur[rows], np.zeros(len(rows)), np.full(len(rows), "", dtype=object)
+        host = ev["dur_ns"].to_numpy()[rows].astype(np.float64)
+        return host, np.zeros(len(rows)), np.full(len(rows), "", dtype=object)
+    dur = ev["dur_ns"].to_numpy().astype(np.float64)
     device, owner = _device_owner(run)
     top = innermost(links.launch_parents(run), counted)
     ok = owner >= 0

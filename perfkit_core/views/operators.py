@@ -12,7 +12,7 @@ from perfkit_core.events.facts import step_count
 from perfkit_core.events.links import kind_is
 from perfkit_core.events.schema import str_values
 from perfkit_core.views.anatomy.structure import LAYER_PREFIX
-from perfkit_core.views.common import category_values
+from perfkit_core.views.common import categorical_of, category_subset, category_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,11 +181,21 @@ def host_event_table(
     rows = np.flatnonzero(mask)
     if filter:
         rows = _matching(run, rows, filter)
-    # Strings of the chosen rows only: the whole column's would be 525k strings on a big trace.
-    names = category_values(events["name"], rows)
+    # Names as codes of the chosen rows (a string per row would be 525k strings on a big
+    # trace, copied again into Arrow text by pandas); made text again once grouped.
+    names = category_subset(events["name"], rows)
     if group_by == "name":
-        full = category_values(events["full_name"], rows)
-        names = np.where(full != "", full, names)
+        full = category_subset(events["full_name"], rows)
+        # The full name where there is one, else the name: one code per pair present.
+        width = len(names.categories)
+        pairs, at = np.unique(
+            full.codes.astype(np.int64) * width + names.codes, return_inverse=True
+        )
+        labels = [
+            full.categories[p // width] or names.categories[p % width] for p in pairs.tolist()
+        ]
+        names = categorical_of(np.asarray(at).reshape(-1), labels)
+        del full, pairs, at
     frame = pd.DataFrame(
         {
             "name": names,
@@ -234,6 +244,8 @@ def host_event_table(
         flops=("flops", lambda f: f.sum(min_count=1)),
         launched=("gpu_total", lambda g: bool((g.fillna(0) > 0).any())),
     ).reset_index()
+    del frame, grouped
+    out["name"] = out["name"].astype(str)
     if group_by == "name":
         out.insert(1, "side", np.where(out["launched"].to_numpy(dtype=bool), "device", "host"))
         keys.insert(1, "side")
