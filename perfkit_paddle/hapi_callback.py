@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.capture import folder_worker_name, window_arguments
-from perfkit_core.capture.handler_runs import HandlerRuns
+from perfkit_core.capture import HandlerRuns, folder_worker_name, window_arguments
 from perfkit_paddle.handler import TraceHandler  # says in one line what to install
 
 

@@ -66,8 +66,7 @@ def _build(package: str = "lightning", module: str = __name__) -> type:
     _require_lightning(package, module)
     profiler_base: Any = importlib.import_module(PACKAGES[package][0]).Profiler
 
-    from perfkit_core.capture.handler_runs import HandlerRuns
-    from perfkit_core.capture.windows import window_arguments
+    from perfkit_core.capture import HandlerRuns, window_arguments
     from perfkit_torch.trainer_window import (
         DEFAULT_PROFILE_STEPS,
         StepWindow,

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from perfkit_core.capture.windows import step_windows
+from perfkit_core.capture import step_windows
 from perfkit_torch.handler import TraceHandler
 
 #: Characters a run's name keeps (others become ``_``): a run folder is ``<name>.step<N>``.

@@ -46,8 +46,7 @@ def _build() -> type:
     _require_transformers()
     from transformers import TrainerCallback
 
-    from perfkit_core.capture.handler_runs import HandlerRuns
-    from perfkit_core.capture.windows import window_arguments
+    from perfkit_core.capture import HandlerRuns, window_arguments
     from perfkit_torch.trainer_window import (
         DEFAULT_PROFILE_STEPS,
         StepWindow,

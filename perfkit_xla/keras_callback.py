@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit_core.capture import (
+    HandlerRuns,
     RunHandler,
     claim_run_dir,
     fallback_dir,
@@ -26,7 +27,6 @@ from perfkit_core.capture import (
     os_error_reason,
     window_arguments,
 )
-from perfkit_core.capture.handler_runs import HandlerRuns
 from perfkit_xla.capture import NATIVE_LOG_NAME
 
 

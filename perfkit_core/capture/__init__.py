@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from perfkit_core.capture.annotate import annotate
 from perfkit_core.capture.background import BackgroundConverter, shared_converter
+from perfkit_core.capture.handler_runs import HandlerRuns
 from perfkit_core.capture.handlers import (
     FALLBACK_MAX_BYTES,
     ROOM_TIMEOUT_S,
@@ -44,6 +45,7 @@ __all__ = [
     "ROOM_TIMEOUT_S",
     "BackgroundConverter",
     "Failures",
+    "HandlerRuns",
     "RunHandler",
     "StepTimer",
     "annotate",
