@@ -102,23 +102,12 @@ def release_memory() -> None:
     """Give the memory of the rank just summarised back to the system, so the next rank on this
     worker starts from the same footprint (Arrow's allocator and glibc's arenas keep freed
     memory otherwise)."""
-    import ctypes
-    import ctypes.util
     import gc
 
-    gc.collect()
-    try:
-        import pyarrow
+    from perfkit_core.events.memory import give_back_freed_memory
 
-        pyarrow.default_memory_pool().release_unused()
-    except ImportError:  # pragma: no cover - pandas' strings without Arrow
-        pass
-    name = ctypes.util.find_library("c")
-    if name is None:  # pragma: no cover - not glibc
-        return
-    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
+    gc.collect()
+    give_back_freed_memory()
 
 
 def drop_view_caches(run: Run) -> None:

@@ -348,6 +348,7 @@ def _build_report(
     batch_size: int | None,
 ) -> Report:
     """``build_report``'s work, inside ``shared_views``."""
+    from perfkit_core.events.memory import give_back_freed_memory
     from perfkit_core.progress import stage
 
     has_device = facts_has_device(run)
@@ -368,9 +369,11 @@ def _build_report(
             else:
                 findings = run.advise()
                 note = advice_note(run)
+            give_back_freed_memory()  # the advice's temporaries: the views' tables come next
             bar.update(1)
         for view in views:
             frame = run.summary(view, **options.get(view, {}))
+            give_back_freed_memory()  # so the next view does not stack on this one's freed pages
             bar.update(1)
             if frame.empty:
                 if not frame.attrs.get("explain_empty"):
