@@ -420,9 +420,10 @@ def main(argv: list[str] | None = None) -> int:
         "per-round ratios, perfkit default's overhead / the native handler's: "
         + ", ".join(f"{r:.3f}" for r in ratios)
     )
-    if len(ratios) < len(results["unprofiled"]) or min(
-        overhead[m] for m in modes if m != "unprofiled"
-    ) <= 0:
+    if (
+        len(ratios) < len(results["unprofiled"])
+        or min(overhead[m] for m in modes if m != "unprofiled") <= 0
+    ):
         # A profiled loop faster than the unprofiled one: other work on the machine moved the
         # totals more than the profiler did, and no ratio of overheads means anything.
         print(
