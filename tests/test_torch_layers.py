@@ -373,3 +373,37 @@ def test_each_cycle_names_modules_from_zero_while_another_request_keeps_the_wrap
     ]
     assert names[0] and names[0] == names[1]
     assert "nn.Module: Sequential_0" in names[0]
+
+
+class _Recursive(torch.nn.Module):
+    """Calls itself ``depth`` times inside its own call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, depth: int = 2) -> torch.Tensor:
+        x = self.fc(x)
+        return self(x, depth - 1) if depth else x
+
+
+def test_a_module_inside_its_own_call_gets_a_span_per_call(tmp_path):
+    """The span a module's calls reuse is open during its own call: a call made inside it (a
+    recursive module) records a span of its own, nested, and the calls after it record too."""
+    model = _Recursive()
+    x = torch.randn(4, 8)
+    trace = tmp_path / "recursive.json"
+    with perfkit_torch.record_modules(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        model(x)
+        model(x, 0)
+    prof.export_chrome_trace(str(trace))
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e["name"] == "nn.Module: _Recursive_0"
+    )
+    assert len(spans) == 4  # three nested calls, then one more
+    for outer, inner in zip(spans[:2], spans[1:3], strict=True):
+        assert outer[0] <= inner[0] and inner[1] <= outer[1]
+    assert spans[3][0] >= spans[0][1]
+    fc = [e for e in events if e["name"] == "nn.Module: Linear_0"]
+    assert len(fc) == 4
