@@ -6,6 +6,7 @@ profiler is done."""
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import warnings
 from collections import Counter
@@ -402,7 +403,7 @@ def test_a_module_inside_its_own_call_gets_a_span_per_call(tmp_path):
         (e["ts"], e["ts"] + e["dur"]) for e in events if e["name"] == "nn.Module: _Recursive_0"
     )
     assert len(spans) == 4  # three nested calls, then one more
-    for outer, inner in zip(spans[:2], spans[1:3], strict=True):
+    for outer, inner in itertools.pairwise(spans[:3]):
         assert outer[0] <= inner[0] and inner[1] <= outer[1]
     assert spans[3][0] >= spans[0][1]
     fc = [e for e in events if e["name"] == "nn.Module: Linear_0"]

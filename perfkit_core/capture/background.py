@@ -148,6 +148,11 @@ class BackgroundConverter:
             # which saves the queued runs when the program closes it at exit.
             start_new_session=True,
         )
+        # At the lowest priority from its first moment: its interpreter's start and its
+        # imports would otherwise compete with training until it lowers its own.
+        from perfkit_core.capture.helper import lower_priority
+
+        lower_priority(proc.pid)
         reader = threading.Thread(
             target=self._read_replies, args=(proc,), name="perfkit-converter", daemon=True
         )

@@ -210,8 +210,9 @@ class Inbox:
             return self._jobs.popleft()
 
 
-def lower_priority() -> list[str]:
-    """Give this process the lowest CPU priority the system grants; return what was set.
+def lower_priority(pid: int = 0) -> list[str]:
+    """Give the process ``pid`` (0: this one) the lowest CPU priority the system grants; return
+    what was set.
 
     nice 19 (which also puts its disk requests last among normal ones), then on Linux the
     ``SCHED_IDLE`` policy: it runs only on a core nothing else wants. Settings the system
@@ -219,10 +220,10 @@ def lower_priority() -> list[str]:
     """
     done = []
     with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, 0, 19)
+        os.setpriority(os.PRIO_PROCESS, pid, 19)
         done.append("nice 19")
     with contextlib.suppress(OSError, AttributeError):
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
         done.append("SCHED_IDLE")
     return done
 
