@@ -131,13 +131,14 @@ def _span_for(module: Any) -> tuple[Any, str]:
         _type_counts[type_name] = k + 1
         name = f"{SPAN_PREFIX}{type_name}_{k}"
         _names[key] = name
-        if key not in _watched:
-            try:
-                _modules[key] = weakref.ref(module)
+        try:
+            # Again after every reset: the wrapper's reinstall empties ``_modules``.
+            _modules[key] = weakref.ref(module)
+            if key not in _watched:
                 weakref.finalize(module, _forget, key)
                 _watched.add(key)
-            except TypeError:  # not weak-referenceable: the name stays, only its ordinal matters
-                pass
+        except TypeError:  # not weak-referenceable: the name stays, only its ordinal matters
+            pass
     found = (_Span(name), name)
     _spans[key] = found
     return found

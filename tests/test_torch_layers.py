@@ -408,3 +408,23 @@ def test_a_module_inside_its_own_call_gets_a_span_per_call(tmp_path):
     assert spans[3][0] >= spans[0][1]
     fc = [e for e in events if e["name"] == "nn.Module: Linear_0"]
     assert len(fc) == 4
+
+
+def test_every_cycle_saves_the_model_description(tmp_path):
+    """Each profiled cycle's run describes the modules it recorded (``meta["model"]``), the
+    later cycles as the first, with the same layers."""
+    model = _model(blocks=1)
+    handler = perfkit_torch.on_trace_ready(tmp_path, background=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=1, warmup=1, active=2, repeat=3),
+            on_trace_ready=handler,
+        ) as prof:
+            for _ in range(12):
+                _step(model)
+                prof.step()
+    described = [json.loads((run / "meta.json").read_text()).get("model") for run in handler.runs]
+    assert len(described) == 3 and described[0] is not None
+    assert described[1:] == described[:1] * 2
