@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.capture.priority import lower_priority
 from perfkit_core.events.atomic import remove_leftovers
 
 #: Called as ``done(run_dir, error)`` when a job ends; ``error`` is None on success.
@@ -150,8 +151,6 @@ class BackgroundConverter:
         )
         # At the lowest priority from its first moment: its interpreter's start and its
         # imports would otherwise compete with training until it lowers its own.
-        from perfkit_core.capture.helper import lower_priority
-
         lower_priority(proc.pid)
         reader = threading.Thread(
             target=self._read_replies, args=(proc,), name="perfkit-converter", daemon=True
