@@ -9,7 +9,9 @@ blocks of steps, over the plainly profiled step).
 
 What is measured: the models of ``perfkit demo`` (``perfkit_torch.demo``: a 4-block MLP, width
 64, batch 32, Adam, ``record_shapes=True``) and of ``examples/compare_frameworks.py``
-(``perfkit_torch.demo_models``: the CNN, transformer and LSTM), trained on the CPU with one
+(``perfkit_torch.demo_models``: the CNN, transformer and LSTM) and HF transformers' GPT-2 tiny
+(``GPT2LMHeadModel``: 2 blocks, 64 wide, 2 heads, a 512-token vocabulary, batch 8 of 32
+tokens, SGD), trained on the CPU with one
 intra-op thread, as both demos train them. Each model runs in a fresh subprocess, in
 ``--repeat`` rounds. A round runs about ``--steps`` timed steps per mode without a profiler,
 then as many under one ``torch.profiler`` session, in pairs of blocks of ten steps: one block
@@ -40,7 +42,7 @@ wrapper) over the plainly profiled step. The export at a cycle's end is not meas
 (``bench_handler.py`` and ``bench_training_overhead.py`` measure the handler's export and
 conversion).
 
-Run: ``python bench/bench_layer_spans.py [--models mlp,cnn,transformer,lstm] [--steps N]
+Run: ``python bench/bench_layer_spans.py [--models mlp,cnn,transformer,lstm,gpt2] [--steps N]
 [--repeat K]``. Exits 1 on FAIL.
 """
 
@@ -56,7 +58,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-MODELS = ("mlp", "cnn", "transformer", "lstm")
+MODELS = ("mlp", "cnn", "transformer", "lstm", "gpt2")
 MODES = ("unprofiled", "armed", "profiled", "spans")
 LABELS = {
     "unprofiled": "unprofiled",
@@ -88,6 +90,19 @@ def _model(name: str) -> tuple[Any, Any, Any, Any, bool]:
         x = torch.from_numpy(rng.standard_normal((32, 64)).astype("float32"))
         y = torch.from_numpy(rng.integers(0, 10, (32,)).astype("int64"))
         return module, optimizer, x, y, True
+    if name == "gpt2":  # HF GPT-2 tiny: 2 blocks, 64 wide, 2 heads, SGD
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        config = GPT2Config(
+            n_layer=2, n_embd=64, n_head=2, vocab_size=512, n_positions=64, use_cache=False
+        )
+        module = GPT2LMHeadModel(config)
+        optimizer = torch.optim.SGD(module.parameters(), lr=1e-3)
+        ids = torch.randint(
+            0, config.vocab_size, (8, 32), generator=torch.Generator().manual_seed(0)
+        )
+        return module, optimizer, ids, ids, False
     from perfkit_torch.demo_models import MODELS as SIZES
     from perfkit_torch.demo_models import build
 
@@ -115,6 +130,7 @@ def run_model(name: str, steps: int, repeat: int) -> dict[str, Any]:
     def step() -> None:
         with torch.profiler.record_function("forward"):
             out = module(x)
+            out = getattr(out, "logits", out)  # a transformers model's output holds them
             loss = loss_fn(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         with torch.profiler.record_function("backward"):
             loss.backward()

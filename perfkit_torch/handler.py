@@ -55,8 +55,8 @@ class TraceHandler(RunHandler):
     Each call (one per active cycle of the profiler's schedule) exports the profile with
     ``prof.export_chrome_trace`` into its own folder under ``dir_name``, converts it into a
     ``perfkit_core.Run`` and saves the run there. With ``background=True`` (the default) the
-    conversion runs in a helper process at the lowest CPU priority, so the training loop only
-    waits for the export; reading ``runs`` or ``failures``, or calling ``wait()``, waits for the
+    conversion runs in a helper process at the lowest CPU priority (started with the handler),
+    so the training loop only waits for the export; reading ``runs`` or ``failures``, or calling ``wait()``, waits for the
     conversions still running, and they are finished before the interpreter exits.
 
     The helper converts a trace only on a core training leaves idle (while every core is
@@ -93,6 +93,11 @@ class TraceHandler(RunHandler):
         **options: Any,
     ) -> None:
         super().__init__(dir_name, **options)
+        converter = self._converter()
+        if converter is not None:
+            # Now, before training, at the lowest priority: not in the first callback.
+            with contextlib.suppress(OSError):
+                converter.start()
         self.layers = layers
         self._module_spans: ModuleSpans | None = None
         if layers:

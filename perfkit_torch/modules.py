@@ -37,7 +37,6 @@ perfkit's then stays, passing calls straight through.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 from typing import Any
@@ -63,6 +62,8 @@ _original: Any = None
 _active = False
 #: Span name of each module seen (by ``id``; dropped when the module is collected).
 _names: dict[int, str] = {}
+#: (span object, span name) of each module seen since the ordinals were last reset (by ``id``).
+_spans: dict[int, tuple[Any, str]] = {}
 _type_counts: dict[str, int] = {}
 #: Modules (by ``id``) whose collection will drop their name.
 _watched: set[int] = set()
@@ -80,10 +81,28 @@ def _torch_functions() -> tuple[Any, Any, Any]:
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
     span: Any = getattr(torch._C._profiler, "_RecordFunctionFast", None)
     if span is None:  # older torch: the Python context manager, slower, a user_annotation span
+        span = _FreshSpans
+    return enabled, compiling, span
+
+
+class _FreshSpans:
+    """Older torch's ``record_function`` in the form of ``_RecordFunctionFast``, reusable by
+    one module's calls: a ``record_function`` of its own for each call, opened and closed in
+    order (a module inside its own call opens a second one)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.open: list[Any] = []
+
+    def __enter__(self) -> None:
         from torch.autograd import profiler
 
-        span = profiler.record_function
-    return enabled, compiling, span
+        span = profiler.record_function(self.name)
+        span.__enter__()
+        self.open.append(span)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.open.pop().__exit__(None, None, None)
 
 
 _enabled: Any = None
@@ -94,7 +113,17 @@ _Span: Any = None
 def _span_name(module: Any) -> str:
     """``nn.Module: Type_k`` for ``module``, ``k`` counting modules of its type in the order
     they were first seen."""
+    return _span_for(module)[1]
+
+
+def _span_for(module: Any) -> tuple[Any, str]:
+    """(the span object that records ``module``'s calls, its name ``nn.Module: Type_k``),
+    made on the module's first call since the ordinals were reset, then reused: a call costs
+    one dictionary look-up, no name is formatted and no span object allocated."""
     key = id(module)
+    found = _spans.get(key)
+    if found is not None:
+        return found
     name = _names.get(key)
     if name is None:
         type_name = type(module).__name__
@@ -102,46 +131,64 @@ def _span_name(module: Any) -> str:
         _type_counts[type_name] = k + 1
         name = f"{SPAN_PREFIX}{type_name}_{k}"
         _names[key] = name
-        if key not in _watched:
-            try:
-                _modules[key] = weakref.ref(module)
+        try:
+            # Again after every reset: the wrapper's reinstall empties ``_modules``.
+            _modules[key] = weakref.ref(module)
+            if key not in _watched:
                 weakref.finalize(module, _forget, key)
                 _watched.add(key)
-            except TypeError:  # not weak-referenceable: the name stays, only its ordinal matters
-                pass
-    return name
+        except TypeError:  # not weak-referenceable: the name stays, only its ordinal matters
+            pass
+    found = (_Span(name), name)
+    _spans[key] = found
+    return found
 
 
 def _forget(key: int) -> None:
     """Drop the name of a module that was collected (its ``id`` may be reused)."""
     _names.pop(key, None)
+    _spans.pop(key, None)
     _modules.pop(key, None)
     _watched.discard(key)
+
+
+def _reopen(module: Any, name: str) -> Any:
+    """A fresh span for ``module``'s call, entered, when its own is open already: the module is
+    inside its own call (recursion, or a call from another thread), or a profiler stopped
+    inside its last call and left it open. The fresh one serves the module's next calls."""
+    span = _Span(name)
+    span.__enter__()
+    _spans[id(module)] = (span, name)
+    return span
 
 
 def _call(self: Any, *args: Any, **kwargs: Any) -> Any:
     """``torch.nn.Module.__call__`` while perfkit's wrapper is installed: the call, inside a span
     named after the module when a profiler records."""
-    original = _original
     if not _active or _compiling():
-        return original(self, *args, **kwargs)
+        return _original(self, *args, **kwargs)
     try:
-        if not _enabled():
+        if _enabled():
+            span, name = _spans.get(id(self)) or _span_for(self)
+            try:
+                span.__enter__()
+            except RuntimeError:
+                span = _reopen(self, name)
+        else:
             if _expect_recording:
                 _stopped()
             span = None
-        else:
-            span = _Span(_span_name(self))
-            span.__enter__()
     except Exception:  # a span is never worth a failed step
         span = None
     if span is None:
-        return original(self, *args, **kwargs)
+        return _original(self, *args, **kwargs)
     try:
-        return original(self, *args, **kwargs)
+        return _original(self, *args, **kwargs)
     finally:
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 (a context manager per call would cost more than the span)
             span.__exit__(None, None, None)
+        except Exception:
+            pass
 
 
 def _install() -> None:
@@ -154,6 +201,7 @@ def _install() -> None:
     _enabled, _compiling, _Span = _torch_functions()
     # Ordinals count from 0 again, so one model's spans are named alike in every cycle.
     _names.clear()
+    _spans.clear()
     _modules.clear()
     _type_counts.clear()
     if torch.nn.Module.__call__ is not _call:
@@ -189,6 +237,7 @@ def _set_locked(spans: ModuleSpans, armed: bool, recording: bool) -> None:
         # A cycle begins: ordinals count from 0 again, so one model's spans are named alike
         # in every cycle, whatever other requests kept the wrapper installed meanwhile.
         _names.clear()
+        _spans.clear()
         _type_counts.clear()
     spans.armed = armed
     spans.expect_recording = armed and recording

@@ -171,6 +171,22 @@ def test_helper_runs_at_the_lowest_priority_with_one_thread(tmp_path):
     assert os.getpriority(os.PRIO_PROCESS, 0) == own_nice
 
 
+def test_helper_is_at_the_lowest_priority_as_soon_as_it_starts():
+    """Its interpreter's start and imports do not compete with training: the program lowers
+    the helper's priority as it starts it, before the helper could lower its own."""
+    own_nice = os.getpriority(os.PRIO_PROCESS, 0)
+    converter = BackgroundConverter()
+    converter.start()
+    pid = converter.helper_pid
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 19
+        if hasattr(os, "SCHED_IDLE"):
+            assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+    finally:
+        converter.close(timeout=30)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == own_nice
+
+
 def test_queue_is_bounded_in_jobs_and_bytes(tmp_path):
     traces = []
     for i in range(2):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections import defaultdict
 
@@ -325,3 +326,19 @@ def test_the_fallback_folder_stops_growing_at_its_limit(tmp_path, monkeypatch):
     assert kept == blocker / "runs"  # nothing kept
     assert "not kept in the fallback folder" in reason and "already holds" in reason, reason
     assert sorted(p.name for p in fallback_dir().iterdir()) == before
+
+
+def test_the_helper_starts_with_the_handler_not_in_its_first_callback(tmp_path):
+    """A background handler starts the conversion helper when it is made (before training);
+    ``background=False`` starts none."""
+    import perfkit_torch
+    from perfkit_core.capture import background
+
+    shared = background.shared_converter()
+    shared.close(timeout=60)  # a helper another test left running
+    perfkit_torch.on_trace_ready(tmp_path / "sync", background=False)
+    assert background.shared_converter().helper_pid is None
+    perfkit_torch.on_trace_ready(tmp_path / "bg")
+    pid = background.shared_converter().helper_pid
+    assert pid is not None
+    os.kill(pid, 0)  # running

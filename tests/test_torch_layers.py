@@ -6,6 +6,7 @@ profiler is done."""
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import warnings
 from collections import Counter
@@ -373,3 +374,57 @@ def test_each_cycle_names_modules_from_zero_while_another_request_keeps_the_wrap
     ]
     assert names[0] and names[0] == names[1]
     assert "nn.Module: Sequential_0" in names[0]
+
+
+class _Recursive(torch.nn.Module):
+    """Calls itself ``depth`` times inside its own call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, depth: int = 2) -> torch.Tensor:
+        x = self.fc(x)
+        return self(x, depth - 1) if depth else x
+
+
+def test_a_module_inside_its_own_call_gets_a_span_per_call(tmp_path):
+    """The span a module's calls reuse is open during its own call: a call made inside it (a
+    recursive module) records a span of its own, nested, and the calls after it record too."""
+    model = _Recursive()
+    x = torch.randn(4, 8)
+    trace = tmp_path / "recursive.json"
+    with perfkit_torch.record_modules(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        model(x)
+        model(x, 0)
+    prof.export_chrome_trace(str(trace))
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e["name"] == "nn.Module: _Recursive_0"
+    )
+    assert len(spans) == 4  # three nested calls, then one more
+    for outer, inner in itertools.pairwise(spans[:3]):
+        assert outer[0] <= inner[0] and inner[1] <= outer[1]
+    assert spans[3][0] >= spans[0][1]
+    fc = [e for e in events if e["name"] == "nn.Module: Linear_0"]
+    assert len(fc) == 4
+
+
+def test_every_cycle_saves_the_model_description(tmp_path):
+    """Each profiled cycle's run describes the modules it recorded (``meta["model"]``), the
+    later cycles as the first, with the same layers."""
+    model = _model(blocks=1)
+    handler = perfkit_torch.on_trace_ready(tmp_path, background=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=1, warmup=1, active=2, repeat=3),
+            on_trace_ready=handler,
+        ) as prof:
+            for _ in range(12):
+                _step(model)
+                prof.step()
+    described = [json.loads((run / "meta.json").read_text()).get("model") for run in handler.runs]
+    assert len(described) == 3 and described[0] is not None
+    assert described[1:] == described[:1] * 2

@@ -4,7 +4,8 @@ A profiler callback runs inside the training loop, and every second it takes sta
 (and, in a distributed job, every other rank). The native export has to happen there, because
 the profiler frees its buffers afterwards; turning the exported file into a run does not.
 ``BackgroundConverter`` starts one helper process (``python -m perfkit_core.capture``, see
-``perfkit_core.capture.helper``) on first use and sends it one job per trace over a pipe. The
+``perfkit_core.capture.helper``) on first use (``start()``, which the torch handler calls when
+it is made, or the first job) and sends it one job per trace over a pipe. The
 helper loads the file with ``perfkit_core.load`` (any installed adapter), adds the given
 metadata, saves the run and, unless asked to keep it, removes the native trace. Jobs run one
 after the other, in order.
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.capture.priority import lower_priority
 from perfkit_core.events.atomic import remove_leftovers
 
 #: Called as ``done(run_dir, error)`` when a job ends; ``error`` is None on success.
@@ -148,6 +150,9 @@ class BackgroundConverter:
             # which saves the queued runs when the program closes it at exit.
             start_new_session=True,
         )
+        # At the lowest priority from its first moment: its interpreter's start and its
+        # imports would otherwise compete with training until it lowers its own.
+        lower_priority(proc.pid)
         reader = threading.Thread(
             target=self._read_replies, args=(proc,), name="perfkit-converter", daemon=True
         )
@@ -168,7 +173,8 @@ class BackgroundConverter:
 
     @property
     def helper_pid(self) -> int | None:
-        """The process id of the current helper process, None before the first job."""
+        """The process id of the current helper process, None before it started (``start()`` or
+        the first job)."""
         with self._lock:
             return self._proc.pid if self._proc is not None else None
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from perfkit_core.capture.cpu_clocks import machine_idle_s, process_cpu_ns
+from perfkit_core.capture.priority import lower_priority
 
 #: A deferrable job starts once at least this many cores were idle over a sample.
 MIN_IDLE_CORES = 0.75
@@ -208,23 +209,6 @@ class Inbox:
                         break
             self.started = True
             return self._jobs.popleft()
-
-
-def lower_priority() -> list[str]:
-    """Give this process the lowest CPU priority the system grants; return what was set.
-
-    nice 19 (which also puts its disk requests last among normal ones), then on Linux the
-    ``SCHED_IDLE`` policy: it runs only on a core nothing else wants. Settings the system
-    refuses are skipped.
-    """
-    done = []
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, 0, 19)
-        done.append("nice 19")
-    with contextlib.suppress(OSError, AttributeError):
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        done.append("SCHED_IDLE")
-    return done
 
 
 def _one_thread() -> None:
