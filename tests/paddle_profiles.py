@@ -191,40 +191,15 @@ def _slow_samples() -> Any:
 
 def _profile_and_time(step: Any, handler: Any) -> Any:
     """Run ``step`` under paddle.profiler with ``handler`` (two steps unrecorded, four
-    recorded) and 8 steps more or as many as take 0.2 s, all timed by a step timer (its first
-    two steps a warm-up: a loader thread starts filling its queue) saved into the handler's
-    runs; return the timer, its wrappers removed whatever happens."""
-    import time
-
+    recorded) and then without it, all timed by a step timer saved into the handler's runs
+    (``timed_profiles.profile_and_time``); return the timer."""
     import paddle.profiler as profiler
-
-    import perfkit_core
-    from perfkit_core.capture.step_timer import IDLE_WINDOW_NS
+    from timed_profiles import profile_and_time
 
     prof = profiler.Profiler(
         targets=[profiler.ProfilerTarget.CPU], scheduler=(2, 6), on_trace_ready=handler
     )
-    timer = perfkit_core.step_timer(prof, warmup=2)
-    try:
-        prof.start()
-        for _ in range(6):
-            with timer.step():
-                step()
-            prof.step()
-        prof.stop()
-        # 8 steps at least, and enough of them to close a few of the step timer's windows on
-        # the machine's idle time and child processes while they run (IDLE_WINDOW_NS each):
-        # eight fast steps make one window of a few ms, which counts only where nothing
-        # delayed the timer's last reading by a tenth of it
-        start, timed = time.perf_counter_ns(), 0
-        while timed < 8 or time.perf_counter_ns() - start < 4 * IDLE_WINDOW_NS:
-            with timer.step():
-                step()
-            timed += 1
-        timer.save(handler.runs)
-    finally:
-        timer.close()  # the fetchers and optimizers unwrapped whatever happened
-    return timer
+    return profile_and_time(prof, step, handler)
 
 
 def adam_run(directory: Path, *, describe: bool = True) -> tuple[Path, Any]:

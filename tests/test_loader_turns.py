@@ -12,6 +12,24 @@ import pytest
 from perfkit_core.advice.loader import shared_turn_saving
 
 
+def _on_cores(folder, meta, idle_cores: float, process_cores: float):
+    """The input-pipeline finding of the saved run in ``folder`` (its metadata ``meta``), its
+    step timer's record set to a 2-core machine with ``idle_cores`` idle and
+    ``process_cores`` of them the training process's, no child process, idle time read to
+    0.01 of a core."""
+    import perfkit_core
+
+    meta["step_timer"].update(
+        idle_cores=idle_cores,
+        process_cores=process_cores,
+        usable_cores=2.0,
+        children_cores=0.0,
+        idle_resolution_cores=0.01,
+    )
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return next(f for f in perfkit_core.load(folder).advise() if f.id == "input-pipeline")
+
+
 def test_a_worker_takes_the_loading_out_of_the_training_processs_turn():
     """Both threads ran 24 ms of CPU in a 60 ms step on 0.4 of 2 busy cores: one worker
     leaves the training thread its 12 ms of the rest and loads its 12 ms beside it, at a turn
@@ -62,15 +80,7 @@ def test_a_busy_machine_still_gets_a_promise_for_a_worker(tmp_path, idle_cores):
     assert ev["data_from"] == "thread" and ev["training_cpu_per_step_ns"] > 0
     cpu = ev["data_unprofiled_per_step_ns"] + ev["training_cpu_per_step_ns"]
     share = min(cpu / ev["loader_step_ns"], 1.0)
-    meta["step_timer"].update(
-        idle_cores=idle_cores,
-        process_cores=share,
-        usable_cores=2.0,
-        children_cores=0.0,
-        idle_resolution_cores=0.01,
-    )
-    meta_path.write_text(json.dumps(meta))
-    finding = next(f for f in perfkit_core.load(folder).advise() if f.id == "input-pipeline")
+    finding = _on_cores(folder, meta, idle_cores, share)
     ev = finding.evidence
     if idle_cores:
         assert ev["free_cores"] >= 1 and "turn_process_cores" not in ev
@@ -95,23 +105,13 @@ def test_a_training_thread_that_loads_its_own_batches_gets_a_workers_turn(tmp_pa
     pytest.importorskip("torch")
     from torch_profiles import slow_loader_run
 
-    import perfkit_core
-
     # a step long enough beside a batch's hand-over (1.5 to 3 ms each way on a 2-core x86
     # machine) for a worker to pay on a turn: about 30 ms of loading and 13 ms of the rest
     folder, _ = slow_loader_run(tmp_path, width=512, hidden=1, batch_size=96)
     meta_path = folder / "meta.json"
     meta = json.loads(meta_path.read_text())
     for idle_cores in (1.0, 0.0):
-        meta["step_timer"].update(
-            idle_cores=idle_cores,
-            process_cores=0.3,
-            usable_cores=2.0,
-            children_cores=0.0,
-            idle_resolution_cores=0.01,
-        )
-        meta_path.write_text(json.dumps(meta))
-        finding = next(f for f in perfkit_core.load(folder).advise() if f.id == "input-pipeline")
+        finding = _on_cores(folder, meta, idle_cores, 0.3)
         ev = finding.evidence
         assert ev["data_from"] == "timed" and ev["training_cpu_per_step_ns"] is None
         if idle_cores:

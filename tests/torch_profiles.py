@@ -55,14 +55,12 @@ def slow_loader_run(
     itself. Profiled with perfkit's handler over four steps (two more unrecorded
     before them) and timed by the step timer over those and as many more steps without the
     profiler as take 0.2 s (8 at least). Returns (the saved run folder, the step timer's
-    record); the thread count and the timer's wrappers are restored whatever happens."""
-    import time
-
+    record); the thread count and the timer's wrappers are restored whatever happens
+    (``timed_profiles.profile_and_time``)."""
     import numpy as np
     import torch
+    from timed_profiles import profile_and_time
 
-    import perfkit_core
-    from perfkit_core.capture.step_timer import IDLE_WINDOW_NS
     from perfkit_torch import on_trace_ready
 
     class Slow(torch.utils.data.Dataset):
@@ -97,22 +95,9 @@ def slow_loader_run(
         schedule=torch.profiler.schedule(wait=1, warmup=1, active=4, repeat=1),
         on_trace_ready=handler,
     )
-    timer = perfkit_core.step_timer(prof, warmup=2)
     try:
-        prof.start()
-        for _ in range(6):
-            with timer.step():
-                step()
-            prof.step()
-        prof.stop()
-        begin, timed = time.perf_counter_ns(), 0
-        while timed < 8 or time.perf_counter_ns() - begin < 4 * IDLE_WINDOW_NS:
-            with timer.step():
-                step()
-            timed += 1
-        timer.save(handler.runs)
+        timer = profile_and_time(prof, step, handler)
     finally:
-        timer.close()
         torch.set_num_threads(threads)
     assert not handler.failures, handler.failures
     return Path(handler.runs[0]), timer.record()
