@@ -195,6 +195,17 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def _not_installed() -> dict[str, Any]:
+    """A worker's result for a tool that is not installed: no figures, printed as such."""
+    return {
+        "seconds": float("nan"),
+        "base_mb": float("nan"),
+        "peak_mb": float("nan"),
+        "events": 0,
+        "rows": None,
+    }
+
+
 def worker(tool: str, path: Path) -> dict[str, Any]:
     """Measure ``tool`` on ``path`` in this (fresh) process; return what ``Sample`` holds."""
     warm_page_cache(path)
@@ -234,13 +245,7 @@ def worker(tool: str, path: Path) -> dict[str, Any]:
         try:
             import simdjson
         except ImportError:
-            return {
-                "seconds": float("nan"),
-                "base_mb": float("nan"),
-                "peak_mb": float("nan"),
-                "events": 0,
-                "rows": None,
-            }
+            return _not_installed()
         parser = simdjson.Parser()
         base = _peak_mb()
         started = time.perf_counter()
@@ -251,13 +256,7 @@ def worker(tool: str, path: Path) -> dict[str, Any]:
         try:
             from hta.trace_analysis import TraceAnalysis
         except ImportError:
-            return {
-                "seconds": float("nan"),
-                "base_mb": float("nan"),
-                "peak_mb": float("nan"),
-                "events": 0,
-                "rows": None,
-            }
+            return _not_installed()
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "rank0.json").symlink_to(path.resolve())
             base = _peak_mb()
