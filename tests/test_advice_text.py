@@ -154,6 +154,24 @@ def test_a_finding_that_promises_nothing_says_so_in_words(capsys):
             assert "Saves no time here" in block and "0.000 ms" not in block
 
 
+def test_a_saving_of_nothing_within_error_still_says_its_estimate_says_why():
+    """A finding whose saving is zero is within any error: its short line points at the
+    estimate's reason, whatever ``within_error`` says; a positive saving within error says
+    it may save nothing."""
+    from perfkit_core.advice.finding import Finding
+    from perfkit_core.report.finding_summary import sureness
+
+    nothing = Finding(id="python-overhead", title="t", severity="info", saving_ns=0.0)
+    nothing.within_error = True
+    assert sureness(nothing) == "its estimate says why"
+    doubtful = Finding(id="python-overhead", title="t", severity="info", saving_ns=1e5)
+    doubtful.within_error = True
+    assert sureness(doubtful) == "within its estimate's error: it may save nothing"
+    risk = Finding(id="x", title="t", severity="info", saving_ns=0.0, saves_time=False)
+    risk.within_error = True
+    assert sureness(risk) == "it is about a risk, not time"
+
+
 def test_the_report_folds_the_rest_and_one_click_opens_it(tmp_path):
     out = tmp_path / "report.html"
     assert (

@@ -65,16 +65,18 @@ class FindingSummary:
 
 
 def sureness(finding: Any) -> str:
-    """How sure perfkit is of a finding's saving, in a few words: within its estimate's error,
-    measured by a replay on this machine, or modelled (on the step without the profiler, or on
+    """How sure perfkit is of a finding's saving, in a few words: about a risk, not time; no
+    saving (its estimate says why); within its estimate's error; measured by a replay on this
+    machine; or modelled (on the step without the profiler, or on
     the profiled step, which still holds the profiler's cost)."""
     evidence = getattr(finding, "evidence", {}) or {}
-    if getattr(finding, "within_error", False):
-        return "within its estimate's error: it may save nothing"
     if not getattr(finding, "saves_time", True):
         return "it is about a risk, not time"
     if not float(getattr(finding, "saving_ns", 0.0)) > 0:
+        # A saving of nothing is within any error: the estimate's reason is what to read.
         return "its estimate says why"
+    if getattr(finding, "within_error", False):
+        return "within its estimate's error: it may save nothing"
     if evidence.get("measured"):
         return "measured by a replay on this machine"
     if evidence.get("basis") == "unprofiled":
