@@ -64,12 +64,6 @@ class _LogHandler(RunHandler):
     def _kept(self, trace: Path) -> bool:
         return trace.is_dir()
 
-    def _finished(self, run_dir: Path, trace: Path | None, error: str | None) -> None:
-        # The helper removes a file it converted; a log folder is removed here, once saved.
-        if error is None and not self.keep_trace and trace is not None:
-            shutil.rmtree(trace, ignore_errors=True)
-        super()._finished(run_dir, trace, error)
-
 
 def _tensorflow_version() -> str | None:
     module = sys.modules.get("tensorflow")

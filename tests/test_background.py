@@ -136,7 +136,11 @@ def _kill_while_converting(work, source):
     assert "killed by SIGKILL" in done["A"][1] and str(first.pid) in done["A"][1]
     assert traces["A"].is_file()  # the native trace of the failed run is kept
     assert not (work / "runA" / "meta.json").exists()
-    assert not list((work / "runA").iterdir())  # nothing half-written left behind
+    # nothing half-written left behind; the note stays, so that a reader of the folder
+    # converts the kept trace with the metadata the handler gave it
+    assert [p.name for p in (work / "runA").iterdir()] == [".perfkit-pending"]
+    assert perfkit_core.load(work / "runA").meta["ranks"] == [3]
+    assert (work / "runA" / "meta.json").is_file()
     for name in "BC":
         assert done[name] == (work / f"run{name}", None), (name, done[name])
         assert perfkit_core.load(work / f"run{name}").meta["ranks"] == [3]
@@ -384,3 +388,210 @@ def test_jobs_sent_while_someone_waits_are_not_deferred(tmp_path):
             child.join(10)
     converter.close(timeout=30)
     assert (tmp_path / "run" / "meta.json").is_file()
+
+
+def _note(run_dir, trace, meta, *, helper, program):
+    from perfkit_core.events import pending
+
+    assert pending.write_note(
+        run_dir, trace, meta, keep_trace=False, helper_pid=helper, program=program
+    )
+
+
+def _gone_pid():
+    """The process id of a process that has exited (and been reaped)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    return int(done.stdout)
+
+
+def test_a_reader_converts_a_queued_run_whose_helper_is_gone(tmp_path):
+    """The helper died before saving a queued run (its machine went down with it): loading
+    the folder converts the trace with the metadata the handler gave it, saves the run there,
+    and removes the note and the trace, as the helper would have."""
+    from perfkit_core.events.pending import PENDING_FILE
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    trace = run_dir / "trace.json.gz"
+    shutil.copy(shared_trace("gloo_rank34"), trace)
+    direct = perfkit_core.load(trace)
+    gone = _gone_pid()
+    _note(run_dir, trace, {"rank": 3, "extra": {"worker_name": "w"}}, helper=gone, program=gone)
+    run = perfkit_core.load(run_dir)
+    assert run.meta["rank"] == 3 and run.meta["extra"]["worker_name"] == "w"
+    assert run.meta["source"] is None
+    pd.testing.assert_frame_equal(
+        run.events.drop(columns="rank"), direct.events.drop(columns="rank")
+    )
+    assert (run_dir / "meta.json").is_file() and not (run_dir / PENDING_FILE).exists()
+    assert not trace.exists()
+    again = perfkit_core.load(run_dir)  # now a saved run
+    pd.testing.assert_frame_equal(again.events, run.events)
+
+
+def test_a_reader_of_a_run_queued_by_a_running_program_writes_nothing(tmp_path):
+    """While the program that queued a run still trains (its helper defers conversions on busy
+    cores), a reader gets the run the helper will save, from the trace and the note, and leaves
+    the folder to the helper."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    trace = run_dir / "trace.json.gz"
+    shutil.copy(shared_trace("gloo_rank34"), trace)
+    _note(run_dir, trace, {"framework_version": "9.9"}, helper=os.getpid(), program=os.getpid())
+    before = sorted(p.name for p in run_dir.iterdir())
+    run = perfkit_core.load(run_dir)
+    assert run.meta["framework_version"] == "9.9"
+    assert sorted(p.name for p in run_dir.iterdir()) == before
+
+
+def test_a_reader_waits_for_the_helper_finishing_after_its_program(tmp_path, capfd):
+    """The program exited and its helper is finishing the queue: a reader waits for the saved
+    run, and says on stderr what it waits for."""
+    import subprocess
+    import sys
+    import threading
+
+    run_dir = tmp_path / "run"
+    trace = tmp_path / "trace.json.gz"
+    shutil.copy(shared_trace("gloo_rank34"), trace)
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run_dir.mkdir()
+        _note(run_dir, trace, {"framework_version": "1.2"}, helper=helper.pid, program=_gone_pid())
+
+        def the_helper_saves():
+            time.sleep(1.5)
+            convert_file(trace, run_dir, {"framework_version": "saved"}, keep_trace=True)
+
+        saver = threading.Thread(target=the_helper_saves)
+        saver.start()
+        run = perfkit_core.load(run_dir)
+        saver.join()
+    finally:
+        helper.kill()
+        helper.wait()
+    assert run.meta["framework_version"] == "saved"  # the helper's run, not one made meanwhile
+    assert f"waiting for the conversion helper (pid {helper.pid})" in capfd.readouterr().err
+
+
+def test_a_program_exits_without_waiting_and_its_runs_are_saved_after_it(tmp_path):
+    """A torch training script with the default handler exits without waiting for its queued
+    conversions; it says so on stderr; what a reader loads from a run folder at once equals the
+    run the helper saves there after the program is gone, and no note or native trace stays."""
+    import subprocess
+    import sys
+
+    from perfkit_core.events.pending import PENDING_FILE
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch\n"
+        "from perfkit_torch import TraceHandler\n"
+        "from torch.profiler import profile, schedule\n"
+        "handler = TraceHandler(sys.argv[1])\n"
+        "model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(6)])\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "x = torch.randn(16, 64)\n"
+        "with profile(schedule=schedule(wait=1, warmup=1, active=4, repeat=2),\n"
+        "             on_trace_ready=handler) as prof:\n"
+        "    for _ in range(14):\n"
+        "        opt.zero_grad(); model(x).sum().backward(); opt.step(); prof.step()\n"
+    )
+    runs = tmp_path / "runs"
+    # both cores busy: the helper defers every conversion to the program's end
+    env = dict(os.environ, PERFKIT_WAIT_AT_EXIT="")
+    done = subprocess.run(
+        [sys.executable, str(script), str(runs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    folders = sorted(p for p in runs.iterdir() if p.is_dir())
+    assert len(folders) == 2
+    if "being saved as runs by the conversion helper" not in done.stderr:
+        # the helper saved both on an idle core before the program ended
+        assert all((f / "meta.json").is_file() for f in folders), done.stderr[-2000:]
+    read_at_once = [perfkit_core.load(f) for f in folders]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and any(
+        (f / PENDING_FILE).exists() or not (f / "meta.json").is_file() for f in folders
+    ):
+        time.sleep(0.2)
+    for folder, early in zip(folders, read_at_once, strict=True):
+        saved = perfkit_core.load(folder)
+        assert sorted(p.name for p in folder.iterdir()) == ["events.parquet", "meta.json"]
+        pd.testing.assert_frame_equal(saved.events, early.events)
+        assert saved.meta["model"] == early.meta["model"]
+        assert saved.meta["extra"]["worker_name"] == early.meta["extra"]["worker_name"]
+
+
+def test_wait_at_exit_keeps_the_program_until_its_runs_are_saved(tmp_path):
+    """``PERFKIT_WAIT_AT_EXIT=1``: the program exits once every queued run is saved."""
+    import subprocess
+    import sys
+
+    converter_script = (
+        "import shutil, sys\n"
+        "from pathlib import Path\n"
+        "from perfkit_core.capture.background import shared_converter\n"
+        "c = shared_converter()\n"
+        "c.defer_bytes = 1 << 40\n"
+        "for name in ('a', 'b'):\n"
+        "    d = Path(sys.argv[1]) / name; d.mkdir(parents=True)\n"
+        "    t = d / 'trace.json.gz'; shutil.copy(sys.argv[2], t)\n"
+        "    c.submit(t, d, {}, keep_trace=False, done=lambda *a: None)\n"
+    )
+    out = tmp_path / "out"
+    env = dict(os.environ, PERFKIT_WAIT_AT_EXIT="1")
+    done = subprocess.run(
+        [sys.executable, "-c", converter_script, str(out), str(shared_trace("gloo_rank34"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("a", "b"):
+        assert sorted(p.name for p in (out / name).iterdir()) == ["events.parquet", "meta.json"]
+
+
+def test_the_helper_finishing_after_the_program_does_not_hold_its_pipes(tmp_path):
+    """A program piped into another (``python train.py 2>&1 | tee log``) ends its pipe when it
+    exits, not when its helper has finished the queue after it."""
+    import subprocess
+    import sys
+
+    from perfkit_core.events.pending import PENDING_FILE
+
+    script = (
+        "import shutil, sys\n"
+        "from pathlib import Path\n"
+        "from perfkit_core.capture.background import shared_converter\n"
+        "d = Path(sys.argv[1]); d.mkdir()\n"
+        "t = d / 'trace.json.gz'; shutil.copy(sys.argv[2], t)\n"
+        "shared_converter().submit(t, d, {}, keep_trace=False, done=lambda *a: None)\n"
+    )
+    run_dir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "PERFKIT_WAIT_AT_EXIT"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(run_dir), str(shared_trace("a100_rank3"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    # the 219 MB trace takes seconds to convert: the pipes ended before the helper did
+    assert (run_dir / PENDING_FILE).exists() and not (run_dir / "meta.json").exists()
+    assert "being saved as runs by the conversion helper" in done.stderr
+    run = perfkit_core.load(run_dir)  # waits for the helper
+    assert len(run.events) > 0 and not (run_dir / PENDING_FILE).exists()

@@ -18,6 +18,14 @@ idle: while training keeps every core busy, the traces wait on disk, up to ``def
 (``DEFAULT_DEFER_BYTES``) of them. Beyond that, and whenever the program waits for the helper
 (``wait()``, a full queue, a full disk, exit), it converts at once.
 
+A program that exits does not wait for its queued conversions (unless
+``PERFKIT_WAIT_AT_EXIT=1``): the helper, in a session of its own, finishes them after it, as
+the framework's own handler leaves its export on disk and returns. Each queued trace's run
+folder holds a note (``perfkit_core.events.pending``) with the run's metadata, which the helper
+removes once the run is saved: ``perfkit_core.load`` of such a folder waits for the helper
+that is finishing it, or converts it itself when the helper is gone, so no reader gets a run
+without its metadata and no profile is lost.
+
 What waits for it is bounded: at most ``max_jobs`` traces (``DEFAULT_MAX_JOBS``) holding at
 most ``max_bytes`` bytes (``DEFAULT_MAX_BYTES``) are queued; ``wait_for_room`` blocks the caller
 until the next trace fits, and while training waits there the helper has the cores to itself.
@@ -46,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit_core.capture.priority import lower_priority
+from perfkit_core.events import pending
 from perfkit_core.events.atomic import remove_leftovers
 
 #: Called as ``done(run_dir, error)`` when a job ends; ``error`` is None on success.
@@ -57,6 +66,10 @@ DEFAULT_MAX_JOBS = 8
 DEFAULT_MAX_BYTES = 4 << 30
 #: While at most this many bytes of traces are queued, the helper converts only on an idle core.
 DEFAULT_DEFER_BYTES = 1 << 30
+
+#: Set to 1, a program waits at exit for its queued conversions instead of leaving them to
+#: the helper.
+WAIT_AT_EXIT_VARIABLE = "PERFKIT_WAIT_AT_EXIT"
 
 #: Environment variables that size the thread pools of the libraries a conversion uses.
 THREAD_VARIABLES = (
@@ -109,6 +122,18 @@ def exit_description(code: int) -> str:
     return f"exit code {code}"
 
 
+def _pass_on(proc: subprocess.Popen[bytes]) -> None:
+    """Write what the helper prints on its stderr (a warning, a crash's traceback) to this
+    program's stderr, line by line, until the helper or this program ends."""
+    assert proc.stderr is not None
+    with contextlib.suppress(Exception):
+        for raw in proc.stderr:
+            sys.stderr.write(raw.decode(errors="replace"))
+            sys.stderr.flush()
+    with contextlib.suppress(Exception):
+        proc.stderr.close()
+
+
 class BackgroundConverter:
     """One helper process converting traces to runs, in submission order.
 
@@ -137,7 +162,8 @@ class BackgroundConverter:
         self._pending: dict[int, _Job] = {}
         self._next_id = 0
         self._closed = False
-        # Conversions still queued at exit are finished (the native traces stay on disk if not).
+        # At exit the queued conversions are left to the helper (or waited for; see
+        # ``_close_at_exit``); each run folder's note lets a reader finish what it leaves.
         atexit.register(self._close_at_exit)
 
     def _start(self) -> subprocess.Popen[bytes]:
@@ -145,6 +171,10 @@ class BackgroundConverter:
             [sys.executable, "-m", "perfkit_core.capture"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            # Not the program's own: the helper outlives the program, and holding its stderr
+            # would keep a pipe the program wrote into (``python train.py 2>&1 | tee log``)
+            # open until the helper ends. Its lines are passed on while the program runs.
+            stderr=subprocess.PIPE,
             env=helper_environment(),
             # Its own session: a Ctrl-C in the terminal interrupts training, not the helper,
             # which saves the queued runs when the program closes it at exit.
@@ -157,6 +187,9 @@ class BackgroundConverter:
             target=self._read_replies, args=(proc,), name="perfkit-converter", daemon=True
         )
         reader.start()
+        threading.Thread(
+            target=_pass_on, args=(proc,), name="perfkit-converter-stderr", daemon=True
+        ).start()
         self._proc = proc
         self._readers = [r for r in self._readers if r.is_alive()] + [reader]
         return proc
@@ -211,9 +244,21 @@ class BackgroundConverter:
         with self._lock:
             if self._closed:
                 raise OSError("the background converter is closed")
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+            assert self._proc is not None
+            # the note lets a reader finish this run if the helper cannot (see ``pending``)
+            noted = pending.write_note(
+                job.run_dir, trace, meta, keep_trace=keep_trace, helper_pid=self._proc.pid
+            )
             job_id = self._next_id
             self._next_id += 1
-            self._send(job_id, job)
+            try:
+                self._send(job_id, job)
+            except OSError:
+                if noted:
+                    pending.remove_note(job.run_dir)  # the caller converts it itself
+                raise
             if self._urgent or self.defer_bytes == 0 or self._queued_bytes() > self.defer_bytes:
                 self._hurry()
 
@@ -375,17 +420,45 @@ class BackgroundConverter:
             return self._lock.wait_for(lambda: not self._pending, timeout=timeout)
 
     def _close_at_exit(self) -> None:
-        """Say on stderr when the program's exit waits for conversions, then ``close``."""
+        """At exit: leave the queued conversions to the helper, which finishes them after this
+        program, and say so on stderr; with ``PERFKIT_WAIT_AT_EXIT=1`` in the environment,
+        wait for them instead (``close``)."""
         waiting = self.pending()
-        if waiting:
-            with contextlib.suppress(Exception):
-                print(
+        if os.environ.get(WAIT_AT_EXIT_VARIABLE, "").strip() not in ("", "0"):
+            if waiting:
+                self._say(
                     f"perfkit: saving {waiting} profile(s) as runs before exiting "
-                    "(their native traces are kept if this is interrupted)",
-                    file=sys.stderr,
-                    flush=True,
+                    "(their native traces are kept if this is interrupted)"
                 )
-        self.close(600.0)
+            self.close(600.0)
+            return
+        pid = self.helper_pid
+        if waiting:
+            self._say(
+                f"perfkit: {waiting} profile(s) are being saved as runs by the conversion helper "
+                f"(pid {pid}), which finishes after this program at the lowest priority; "
+                "perfkit report and perfkit serve wait for them"
+            )
+        self.let_go()
+
+    @staticmethod
+    def _say(line: str) -> None:
+        with contextlib.suppress(Exception):
+            print(line, file=sys.stderr, flush=True)
+
+    def let_go(self) -> None:
+        """Close the helper's pipe without waiting: it converts what is queued, at once and at
+        the lowest priority, and exits; the jobs' ``done`` callbacks are not called."""
+        with self._lock:
+            self._closed = True
+            proc = self._proc
+            if proc is None or proc.stdin is None:
+                return
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.write(json.dumps({"close": True}).encode() + b"\n")
+                proc.stdin.flush()
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.close()
 
     def close(self, timeout: float | None = None) -> None:
         """Finish the queued conversions, then stop the helper process."""

@@ -49,29 +49,33 @@ def convert_file(trace: Path, run_dir: Path, meta: dict[str, Any], *, keep_trace
     """Load ``trace``, merge ``meta`` into its metadata, save it in ``run_dir``; return run_dir.
 
     A ``rank`` in ``meta`` also sets the rank column of a one-rank trace (a launcher's rank
-    that the native file does not record). The native trace is removed after the run is saved
-    unless ``keep_trace``.
+    that the native file does not record). The native trace (a file, or a log folder) is
+    removed after the run is saved unless ``keep_trace``, and so is the folder's note of the queued conversion
+    (``perfkit_core.events.pending``). A run a reader already saved from the note (this job's
+    first helper died before starting it) is left as it is.
     """
+    from perfkit_core.events import pending
     from perfkit_core.events.loading import load
+    from perfkit_core.events.run import META_FILE
 
-    run = load(trace)
-    meta = dict(meta)
-    extra = dict(meta.pop("extra", None) or {})
-    rank = meta.get("rank")
-    if isinstance(rank, int) and len(run.meta.get("ranks") or [0]) == 1:
-        import numpy as np
-
-        run.events["rank"] = np.full(len(run.events), rank, dtype=run.events["rank"].dtype)
-        run.meta["ranks"] = [rank]
-    run.meta.update(meta)
-    run.meta.setdefault("extra", {})
-    run.meta["extra"].update(extra)
-    if not keep_trace:
-        run.meta["source"] = None
+    note = pending.read_note(run_dir)
+    if note is None and (run_dir / META_FILE).exists() and not trace.exists():
+        return run_dir  # saved from the note already
+    if note is not None and note.get("pid") != os.getpid():
+        # this helper converts it now (a job resent after its first helper died)
+        pending.write_note(
+            run_dir,
+            trace,
+            meta,
+            keep_trace=keep_trace,
+            helper_pid=os.getpid(),
+            program=note.get("program"),
+        )
+    run = pending.apply_meta(load(trace), meta, keep_trace=keep_trace)
     run.save(run_dir)
+    pending.remove_note(run_dir)
     if not keep_trace:
-        with contextlib.suppress(OSError):
-            trace.unlink()
+        pending.remove_trace(trace)
     return run_dir
 
 
@@ -220,11 +224,15 @@ def _one_thread() -> None:
         pyarrow.set_io_thread_count(1)
 
 
-def _reply(replies: IO[bytes], message: dict[str, Any]) -> None:
-    """Write one reply line; a parent that is gone is not an error (the runs are still saved)."""
-    with contextlib.suppress(OSError, ValueError):
+def _reply(replies: IO[bytes], message: dict[str, Any]) -> bool:
+    """Write one reply line; False when the parent is gone (not an error: the helper finishes
+    the queue of a program that exited)."""
+    try:
         replies.write(json.dumps(message).encode() + b"\n")
         replies.flush()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def serve(inbox: Inbox, replies: IO[bytes], idle: IdleCores | None) -> None:

@@ -88,7 +88,7 @@ def _claim_owner(claim: Path) -> tuple[int, str] | None:
         return None
 
 
-def _alive(pid: int, host: str) -> bool:
+def process_alive(pid: int, host: str) -> bool:
     """Whether the process ``pid`` on ``host`` may still run (another host's: assume so)."""
     import socket
 
@@ -122,7 +122,7 @@ def claim_folder(directory: str | os.PathLike[str]) -> Iterator[Path]:
             fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             owner = _claim_owner(claim)
-            if owner is None or _alive(*owner):
+            if owner is None or process_alive(*owner):
                 who = f"process {owner[0]} on {owner[1]}" if owner else "another process"
                 raise OutputError(
                     directory, f"{who} is saving a run into it; save into another folder"
@@ -145,7 +145,7 @@ def claim_folder(directory: str | os.PathLike[str]) -> Iterator[Path]:
 def saving_owner(directory: str | os.PathLike[str]) -> tuple[int, str] | None:
     """(pid, host) of the live process saving a run into ``directory``, None when none is."""
     owner = _claim_owner(Path(directory) / CLAIM_FILE)
-    return owner if owner is not None and _alive(*owner) else None
+    return owner if owner is not None and process_alive(*owner) else None
 
 
 def remove_leftovers(directory: str | os.PathLike[str]) -> list[Path]:

@@ -146,6 +146,13 @@ def _load(path: Path, pm: pluggy.PluginManager | None) -> Run:
         check_folder(path)
     if is_saved_run(path) or (folder and os.path.lexists(path / META_FILE)):
         return Run.read(path)  # a meta.json it cannot read (a folder, say) says why
+    if folder:
+        from perfkit_core.events import pending
+
+        if pending.has_note(path):  # a run the conversion helper has queued
+            run = pending.finish(path, lambda trace: _load(trace, pm))
+            if run is not None:
+                return run
     from perfkit_core.progress import stage
 
     if folder:

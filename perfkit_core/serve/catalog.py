@@ -6,7 +6,10 @@ folders an installed adapter reads as one run (MindSpore's and XLA's log folders
 per-rank traces (jobs), and trace files (``*.json``, ``*.json.gz``, ``*.pb``). Which adapter reads
 a trace file is asked of the adapters from its first bytes. A run still being written shows as
 ``in progress``: a folder with an event table and no ``meta.json`` yet, a temporary file of an
-atomic write, or a trace file changed within the last ``SETTLE_S`` seconds.
+atomic write, a trace file changed within the last ``SETTLE_S`` seconds, or a handler's run
+folder whose conversion helper finishes it after its program exited. A handler's run folder
+whose conversion is queued while its program runs is a ready run, read from its native trace
+with the metadata the handler gave it (``perfkit_core.events.pending``).
 
 A run's id is its path under the log folder (``/``-separated); ``resolve`` turns an id back into
 a path and refuses anything that leaves the folder (``..``, absolute paths, links that point
@@ -22,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.events import pending
 from perfkit_core.events.loading import TRACE_SUFFIXES
+from perfkit_core.events.pending import PENDING_FILE
 from perfkit_core.events.run import EVENTS_DIR, EVENTS_FILE, META_FILE
 
 __all__ = ["META_FILE", "TRACE_SUFFIXES", "Catalog", "Entry", "NotInLogdir", "resolve"]
@@ -150,6 +155,25 @@ def _saved(root: Path, path: Path) -> Entry:
     return entry
 
 
+def _queued(root: Path, path: Path) -> Entry:
+    """A folder whose native trace the conversion helper has yet to save as a run (it holds
+    the note ``PENDING_FILE``): in progress while the helper finishes it after its program
+    exited; otherwise ready, and read from the trace with the note's metadata (the same run
+    the helper will save)."""
+    identity, latest, total = _folder_identity(path)
+    entry = Entry(_id(root, path), path, "run", mtime=latest, size=total, identity=identity)
+    note = pending.read_note(path) or {}
+    meta = note.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    entry.framework = str(meta.get("framework") or "") or None
+    entry.host = str(meta.get("host") or "") or None
+    if pending.finishing(note):
+        entry.status = "in progress"
+    elif not Path(str(note.get("trace") or "")).is_file():
+        entry.status, entry.error = "error", f"{PENDING_FILE}: its native trace is gone"
+    return entry
+
+
 def _id(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix()
 
@@ -182,6 +206,10 @@ class Catalog:
             names = set(filenames)
             if here != root and META_FILE in names:
                 found.append(_saved(root, here))
+                dirnames[:] = []
+                continue
+            if here != root and PENDING_FILE in names:
+                found.append(_queued(root, here))
                 dirnames[:] = []
                 continue
             if here != root and ({EVENTS_FILE, EVENTS_DIR} & (names | set(dirnames))):
