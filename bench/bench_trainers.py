@@ -11,11 +11,13 @@ window's end): perfkit's added time / theirs <= 1.00, the median of paired round
 What is measured: the 12-block MLP of ``_workload.py`` (batch 64, Adam), trained for
 ``--steps`` optimizer steps, with a window of ``--window`` steps from step 6 profiled
 (``record_shapes=True`` for all). The figure of a mode is the wall time of the whole
-``fit``/``train`` call, the end included: Lightning's profilers print their summary at the end
-of ``fit`` (perfkit's headline waits for the conversion of the run); for the HF Trainer the
-time includes reading ``callback.runs`` after ``train``, which waits for the conversions still
-queued. What a mode adds is its time less the unprofiled run's of the same round, per profiled
-step.
+``fit``/``train`` call and of the program's end after it, to its exit (``_exit.py``), as a
+user's program pays them: Lightning's profilers print their summary at the end of ``fit``
+(perfkit's headline waits for the conversion of the run); after the HF Trainer's ``train`` the
+program exits, and perfkit's helper finishes the conversions still queued after it (its time
+after the exit is printed beside, and the next mode starts once it is done and the runs are
+counted). What a mode adds is its time less the unprofiled run's of the same round, per
+profiled step.
 
 Each mode runs in a fresh subprocess (no helper, cache or allocator state carries over); a
 round runs the three modes of a trainer (unprofiled, perfkit, the trainer's own) in an order
@@ -35,13 +37,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _exit import helper_done, helper_pid, loop_ended, run_child, saved_runs
 from _workload import BATCH_SIZE, CLASSES, OUT_DIR, WIDTH, build_model, quiet_stderr
 
 MODES = ("unprofiled", "perfkit", "native")
@@ -114,9 +116,10 @@ def run_lightning(mode: str, steps: int, window: int, work: Path) -> dict[str, A
     )
     module = Module()
     began = time.perf_counter()
-    trainer.fit(module, loader)
+    trainer.fit(module, loader)  # perfkit's headline at its end waits for the run
     elapsed = time.perf_counter() - began
-    saved = len(profiler.runs) if mode == "perfkit" else _native_saved(work / "native")
+    loop_ended(helper_pid() if mode == "perfkit" else None)
+    saved = _native_saved(work / "native") if mode == "native" else 0
     return {"fit_s": elapsed, "saved": saved, "steps": trainer.global_step}
 
 
@@ -194,18 +197,18 @@ def run_transformers(mode: str, steps: int, window: int, work: Path) -> dict[str
     trainer = Trainer(model=Classifier(), args=args, train_dataset=data, callbacks=callbacks)
     began = time.perf_counter()
     trainer.train()
-    saved = len(callbacks[0].runs) if mode == "perfkit" else _native_saved(work / "native")
-    elapsed = time.perf_counter() - began  # the wait for queued conversions included
+    elapsed = time.perf_counter() - began
+    loop_ended(helper_pid() if mode == "perfkit" else None)
+    saved = _native_saved(work / "native") if mode == "native" else 0
     return {"fit_s": elapsed, "saved": saved, "steps": trainer.state.global_step}
 
 
 def child(args: argparse.Namespace) -> int:
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
     run = run_lightning if args.trainer == "lightning" else run_transformers
-    with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="trainers-") as tmp, quiet_stderr():
-        result = run(args.mode, args.steps, args.window, Path(tmp))
+    with quiet_stderr():
+        result = run(args.mode, args.steps, args.window, Path(args.work))
     print("RESULT " + json.dumps(result), flush=True)
-    return 0
+    return 0  # perfkit's queued conversions are left to its helper, as in a user's program
 
 
 def ratio_interval(mine: list[float], theirs: list[float]) -> tuple[float, float, float]:
@@ -234,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         "--trainer", choices=[*TRAINERS, "both"], default="both", help="(default both)"
     )
     parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mode:
         return child(args)
@@ -263,16 +267,25 @@ def main(argv: list[str] | None = None) -> int:
                     "--window",
                     str(args.window),
                 ]
-                done = subprocess.run(command, capture_output=True, text=True, cwd=here)
-                line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-                if done.returncode != 0 or not line:
-                    print(done.stdout[-2000:], done.stderr[-3000:])
-                    return 1
-                result = json.loads(line[-1].split(" ", 1)[1])
+                OUT_DIR.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="trainers-") as work:
+                    done = run_child([*command, "--work", work], here)
+                    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+                    if done.returncode != 0 or not line or done.exit_s is None:
+                        print(done.stdout[-2000:], done.stderr[-3000:])
+                        return 1
+                    result = json.loads(line[-1].split(" ", 1)[1])
+                    # the program's end, from fit's return to its exit (every mode pays one)
+                    result["exit_s"] = done.exit_s
+                    result["fit_s"] += done.exit_s
+                    result["helper_after_s"] = helper_done(done.helper)
+                    if mode == "perfkit":
+                        result["saved"], _ = saved_runs(Path(work) / "runs")
                 results[trainer][mode].append(result)
                 print(
                     f"  round {rnd + 1}: {trainer:<12} {mode:<10} {result['fit_s']:7.3f} s"
-                    f"  saved {result['saved']}",
+                    f"  saved {result['saved']}  exit {result['exit_s']:.3f} s"
+                    f"  helper after exit {result['helper_after_s']:.3f} s",
                     flush=True,
                 )
     from bench_advice import median_interval  # the house's interval of a median

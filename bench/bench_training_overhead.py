@@ -3,19 +3,21 @@
 Target: perfkit's default handler (``perfkit_torch.on_trace_ready(dir)``: export in the
 callback, conversion in the low-priority helper process on a core training leaves idle) adds no more
 to the training loop than torch's own ``torch.profiler.tensorboard_trace_handler(dir)``
-(perfkit's overhead / tensorboard's overhead <= 1.00, the median of paired rounds, the wait
-for queued conversions at the end included), with no failures.
+(perfkit's overhead / tensorboard's overhead <= 1.00, the median of paired rounds, each
+program timed to its exit), with no failures.
 
 What is measured: the torch CPU MLP of ``_workload.py`` (12 blocks, batch 64, Adam, a
 ``DataLoader``), trained for ``--cycles`` profiler cycles of ``--steps`` recorded steps
 (``schedule(wait=1, warmup=1, active=steps, repeat=cycles)``, ``record_shapes=True``), then
 ``--tail`` more steps with the profiler stopped (the helper may still be converting then, and
 its cost must show). The wall time of every step is taken from ``prof.step()`` to the next, so
-a step's time includes any ``on_trace_ready`` call that ended it. The loop's total time (first
-step to last) is the figure, and for perfkit's modes the wait for conversions still queued at
-the end is added to it (a user's program waits for them before it exits, at exit at the
-latest); its overhead is that total less the total of the same loop without a profiler in the
-same round, per step.
+a step's time includes any ``on_trace_ready`` call that ended it. The figure is the loop's
+total time (first step to last) plus the program's end, from the loop's end to the program's
+exit, as a user's program pays them (``_exit.py``: perfkit leaves conversions still queued at
+exit to its helper, which finishes them after the program; every mode pays an exit); its
+overhead is that total less the total of the same loop without a profiler in the same round,
+per step. The helper's time after the exit is printed beside it, and the next mode starts only
+once the helper is done and its runs are counted.
 
 The verdict is paired: a round runs every mode once, one after the other (the order rotates
 from round to round, so perfkit's default and the native handler take turns at running
@@ -36,10 +38,10 @@ rounds whose order rotates, ``--repeat`` rounds:
 * ``perfkit background=False``: conversion inside the callback.
 
 Also printed per mode: the median step time of the recorded steps, the median step of the steps
-that ended a cycle (the callback's own wait), the median of the tail steps, and "after s": how
-long the program then waits for conversions still queued (``handler.runs``), part of the
-loop's figure (perfkit's helper converts on a core training leaves idle, so with every core
-busy it converts the traces when the program waits for them).
+that ended a cycle (the callback's own wait), the median of the tail steps, "exit s": from
+the loop's end to the program's exit, part of the figure, and "helper after s": how long
+perfkit's helper went on converting after the program exited (it converts on a core training
+leaves idle, so with every core busy it converts the traces after the program).
 
 ``--framework paddle`` runs the same in Paddle: the same MLP, Adam, batch and ``DataLoader``,
 ``Profiler(scheduler=make_scheduler(closed=1, ready=1, record=steps, repeat=cycles),
@@ -57,13 +59,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _exit import helper_done, helper_pid, loop_ended, run_child, saved_runs
 from _workload import BATCH_SIZE, CLASSES, OUT_DIR, WIDTH, build_model, quiet_stderr
 
 MODES = ("unprofiled", "no-handler", "native", "perfkit", "perfkit-sync")
@@ -148,18 +150,10 @@ def run_mode(
                 on_trace_ready=handler,
             ) as prof:
                 train(prof)
-    loop_s = sum(times)
-    saved = failures = 0
-    finish_s = 0.0
-    if mode.startswith("perfkit"):
-        began = time.perf_counter()
-        saved = len(handler.runs)  # waits for the conversions still queued
-        finish_s = time.perf_counter() - began
-        failures = len(handler.failures)
-        loop_s += finish_s  # the program waits for them before it exits
-    elif mode == "native":
-        saved = len(list((work / "tb").glob("*.pt.trace.json")))
-    return summarise(mode, times, ends, steps, cycles, tail, saved, failures, finish_s, loop_s)
+    loop_ended(helper_pid() if mode == "perfkit" else None)
+    saved = len(list((work / "tb").glob("*.pt.trace.json"))) if mode == "native" else 0
+    # perfkit's runs are counted by the parent once the program and its helper are done
+    return summarise(mode, times, ends, steps, cycles, tail, saved)
 
 
 def run_paddle_mode(
@@ -247,18 +241,9 @@ def run_paddle_mode(
     if prof is not None:
         with contextlib.redirect_stdout(io.StringIO()):  # Paddle's "Perf Summary" table
             prof.stop()
-    loop_s = sum(times)
-    saved = failures = 0
-    finish_s = 0.0
-    if mode.startswith("perfkit"):
-        began = time.perf_counter()
-        saved = len(handler.runs)
-        finish_s = time.perf_counter() - began
-        failures = len(handler.failures)
-        loop_s += finish_s
-    elif mode == "native":
-        saved = len(list((work / "native").glob("*.json")))
-    return summarise(mode, times, ends, steps, cycles, tail, saved, failures, finish_s, loop_s)
+    loop_ended(helper_pid() if mode == "perfkit" else None)
+    saved = len(list((work / "native").glob("*.json"))) if mode == "native" else 0
+    return summarise(mode, times, ends, steps, cycles, tail, saved)
 
 
 def summarise(
@@ -269,12 +254,10 @@ def summarise(
     cycles: int,
     tail: int,
     saved: int,
-    failures: int,
-    finish_s: float,
-    loop_s: float,
 ) -> dict[str, Any]:
     """The figures of one loop: its time, the medians of its recorded, callback and tail steps
-    (seconds), and what was saved."""
+    (seconds), and what was saved (the native handler's files; perfkit's runs are counted by
+    the parent)."""
     per_cycle = steps + 2
     recorded = [
         t
@@ -282,24 +265,20 @@ def summarise(
         for t in times[c * per_cycle + 2 : (c + 1) * per_cycle - 1]  # not the callback's step
     ]
     return {
-        "loop_s": loop_s,
+        "loop_s": sum(times),
         "steps": len(times),
         "recorded_median_s": statistics.median(recorded) if mode != "unprofiled" else None,
         "callback_median_s": statistics.median([times[i] for i in ends]) if ends else None,
         "tail_median_s": statistics.median(times[per_cycle * cycles :]) if tail else None,
         "saved": saved,
-        "failures": failures,
-        "finish_s": finish_s,
     }
 
 
 def child(args: argparse.Namespace) -> int:
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="overhead-") as tmp:
-        run = run_paddle_mode if args.framework == "paddle" else run_mode
-        result = run(args.mode, args.steps, args.cycles, args.tail, Path(tmp), args.threads)
+    run = run_paddle_mode if args.framework == "paddle" else run_mode
+    result = run(args.mode, args.steps, args.cycles, args.tail, Path(args.work), args.threads)
     print("RESULT " + json.dumps(result), flush=True)
-    return 0
+    return 0  # perfkit's queued conversions are left to its helper, as in a user's program
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated subset of the modes (unprofiled, native and perfkit always run)",
     )
     parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mode:
         return child(args)
@@ -362,16 +342,27 @@ def main(argv: list[str] | None = None) -> int:
                 "--framework",
                 args.framework,
             ]
-            done = subprocess.run(command, capture_output=True, text=True, cwd=here)
-            line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-            if done.returncode != 0 or not line:
-                print(done.stdout[-2000:], done.stderr[-3000:])
-                return 1
-            result = json.loads(line[-1].split(" ", 1)[1])
+            OUT_DIR.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="overhead-") as work:
+                done = run_child([*command, "--work", work], here)
+                line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+                if done.returncode != 0 or not line or done.exit_s is None:
+                    print(done.stdout[-2000:], done.stderr[-3000:])
+                    return 1
+                result = json.loads(line[-1].split(" ", 1)[1])
+                # the program's end: from its loop's end to its exit (every mode pays one)
+                result["finish_s"] = done.exit_s
+                result["loop_s"] += done.exit_s
+                result["helper_after_s"] = helper_done(done.helper)
+                if mode.startswith("perfkit"):
+                    result["saved"], result["failures"] = saved_runs(Path(work) / "runs")
+                else:
+                    result["failures"] = 0
             results[mode].append(result)
             print(
                 f"  round {rnd + 1}: {LABELS[mode]:<30} loop {result['loop_s']:7.3f} s"
-                f"  saved {result['saved']}",
+                f"  saved {result['saved']}  exit {result['finish_s']:.3f} s"
+                f"  helper after exit {result['helper_after_s']:.3f} s",
                 flush=True,
             )
 
@@ -389,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  {'mode':<30} {'loop s':>8} {'overhead ms/step':>17} {'recorded ms':>12}"
-        f" {'callback ms':>12} {'tail ms':>8} {'saved':>6} {'after s':>8}"
+        f" {'callback ms':>12} {'tail ms':>8} {'saved':>6} {'exit s':>7} {'helper after s':>15}"
     )
     overhead: dict[str, float] = {}
     for mode in modes:
@@ -403,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {LABELS[mode]:<30} {loop:8.3f} {overhead[mode]:17.3f} {cells[0]} {cells[1]}"
             f" {(tail or 0) * 1e3:8.2f} {results[mode][0]['saved']:>6}"
-            f" {med(mode, 'finish_s') or 0.0:8.2f}"
+            f" {med(mode, 'finish_s') or 0.0:7.2f} {med(mode, 'helper_after_s') or 0.0:15.2f}"
         )
     failures = sum(r["failures"] for m in modes if m.startswith("perfkit") for r in results[m])
     saved_ok = all(r["saved"] == args.cycles for r in results["perfkit"])
