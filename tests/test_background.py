@@ -13,7 +13,7 @@ import pandas as pd
 import perfkit_core
 from conftest import shared_trace
 from perfkit_core.capture.background import BackgroundConverter
-from perfkit_core.capture.helper import convert_file
+from perfkit_core.capture.helper import MIN_IDLE_CORES, convert_file
 
 
 def test_helper_converts_like_a_direct_load(tmp_path):
@@ -285,7 +285,7 @@ def test_a_deferred_job_waits_for_an_idle_core_or_the_parents_hurry():
     assert inbox.next_job(_Cores(0.0)) is None  # closed and empty
     # While the parent exports, idle cores do not start it; once the export is over they do.
     inbox, writer = _inbox([b'{"hold": true}\n', job])
-    idle, got = _Cores(1.0), []
+    idle, got = _Cores(MIN_IDLE_CORES), []
     thread = threading.Thread(target=lambda: got.append(inbox.next_job(idle)))
     thread.start()
     time.sleep(1.1)
@@ -295,7 +295,7 @@ def test_a_deferred_job_waits_for_an_idle_core_or_the_parents_hurry():
     assert got and got[0]["id"] == 0 and idle.samples == 1
     # An idle core lets it start; a job that is not deferrable never samples.
     inbox, writer = _inbox([job, b'{"id": 1, "trace": "t", "defer": false}\n'])
-    idle, never = _Cores(1.0), _Cores(0.0)
+    idle, never = _Cores(MIN_IDLE_CORES), _Cores(MIN_IDLE_CORES - 0.01)
     assert inbox.next_job(idle)["id"] == 0 and idle.samples == 1
     assert inbox.next_job(never)["id"] == 1 and never.samples == 0
     writer.close()

@@ -158,7 +158,10 @@ def test_every_runs_timeline_draws_and_the_corrupt_file_says_why(server, logdir)
         assert status == 200, (run_id, body[:300])
         meta = json.loads(body)
         assert meta["lanes"], run_id
-        found = api(server, f"/api/timeline/slice?run={run_id}&t0=0&t1={meta['span_ns']}&px={max(meta['span_ns'] / 1000, 1)}")
+        found = api(
+            server,
+            f"/api/timeline/slice?run={run_id}&t0=0&t1={meta['span_ns']}&px={max(meta['span_ns'] / 1000, 1)}",
+        )
         assert any(lane["events"] or lane["merged"] for lane in found["lanes"]), run_id
         drawn += 1
     assert drawn >= 4
@@ -645,3 +648,43 @@ def test_a_listing_reads_each_traces_first_bytes_once(tmp_path, monkeypatch):
     assert listing.scan()[0].status == "in progress"
     assert listing.scan()[0].framework == "torch"
     assert reads == [trace, trace]
+
+
+def test_a_run_queued_for_the_helper_is_listed_once_and_reads_with_its_metadata(tmp_path):
+    """A handler's run folder whose conversion is queued (its trace and the helper's note): one
+    run in the list, ready while its program still trains and read with the metadata the
+    handler gave it; in progress while the helper finishes it after its program exited."""
+    import subprocess as sp
+
+    from perfkit_core.events import pending
+    from perfkit_core.serve import create_app
+
+    logdir = tmp_path / "logdir"
+    run_dir = logdir / "host_1.step7"
+    run_dir.mkdir(parents=True)
+    trace = run_dir / "trace.pt.trace.json.gz"
+    shutil.copy(shared_trace("resnet_nw0"), trace)
+    meta = {"framework": "torch", "host": "trainer-7", "extra": {"worker_name": "w7"}}
+    pending.write_note(run_dir, trace, meta, keep_trace=False, helper_pid=os.getpid())
+    app = create_app(logdir)
+    client = app.test_client()
+    (row,) = client.get("/api/runs").get_json()["runs"]
+    assert (row["id"], row["kind"], row["status"]) == ("host_1.step7", "run", "ready")
+    assert (row["framework"], row["host"]) == ("torch", "trainer-7")
+    document = client.get("/api/runs/host_1.step7").get_json()
+    assert document["tables"]  # read from the trace, with the note's metadata
+    app.config["PERFKIT_SERVER"].analyses.close()
+    # the program exited and a live helper finishes the run: in progress
+    gone = sp.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    helper = sp.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pending.write_note(
+            run_dir, trace, meta, keep_trace=False, helper_pid=helper.pid, program=int(gone.stdout)
+        )
+        from perfkit_core.serve.catalog import Catalog
+
+        (entry,) = Catalog(logdir).scan()
+        assert (entry.kind, entry.status) == ("run", "in progress")
+    finally:
+        helper.kill()
+        helper.wait()

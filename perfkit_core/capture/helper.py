@@ -14,6 +14,14 @@ while the helper converted beside it). So a deferrable job starts only when, ove
 ``SAMPLE_S`` seconds, at least ``MIN_IDLE_CORES`` cores were idle, both on the machine and in
 what the training process (this helper's parent) leaves of the cores this process may use.
 
+Why a core and a half: with a bar of 0.75 the helper found that much idle beside a one- and a
+two-thread torch loop on a two-core machine (a small model's intra-op threads idle between
+ops), converted there, and the recorded steps ran 40% slower (8.7 to 12.7 ms, 10.2 to 14.3 ms;
+``bench_training_overhead.py``, 2026-11-29). A conversion deferred costs the program nothing:
+what is still queued when it exits, the helper converts after it. So the helper converts
+during training only where a whole core is spare with room for training's own bursts (a GPU
+job on a many-core host), and elsewhere after the program, or when the program waits.
+
 While the parent exports a profile (``{"hold": true}`` until ``{"hold": false}``) no deferred job
 starts, however idle the cores look: an export often leaves cores idle for a moment, and a
 conversion begun then would run on into the training after it. A job is not deferred at all
@@ -40,7 +48,7 @@ from perfkit_core.capture.cpu_clocks import machine_idle_s, process_cpu_ns
 from perfkit_core.capture.priority import lower_priority
 
 #: A deferrable job starts once at least this many cores were idle over a sample.
-MIN_IDLE_CORES = 0.75
+MIN_IDLE_CORES = 1.5
 #: How long one sample of idle cores lasts, in seconds.
 SAMPLE_S = 0.5
 
