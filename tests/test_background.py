@@ -595,3 +595,26 @@ def test_the_helper_finishing_after_the_program_does_not_hold_its_pipes(tmp_path
     assert "being saved as runs by the conversion helper" in done.stderr
     run = perfkit_core.load(run_dir)  # waits for the helper
     assert len(run.events) > 0 and not (run_dir / PENDING_FILE).exists()
+
+
+def test_the_queue_of_an_exiting_program_waits_for_its_exit(monkeypatch):
+    """A program that says it is exiting has its queue converted once it has exited, not beside
+    its exit (here the "program" never exits: the wait ends at its bound); a plain close
+    (``converter.close()``, which waits for the helper) starts the queue at once."""
+    from perfkit_core.capture import helper
+    from perfkit_core.capture.helper import Inbox
+
+    monkeypatch.setattr(helper, "PARENT_EXIT_WAIT_S", 1.0)
+    job = b'{"id": 0, "trace": "t", "defer": true}\n'
+    for close, least, most in (
+        (b'{"close": true, "exiting": true}\n', 1.0, 10.0),
+        (b'{"close": true}\n', 0.0, 0.5),
+    ):
+        read, write = os.pipe()
+        writer = os.fdopen(write, "wb", buffering=0)
+        writer.write(job + close)
+        inbox = Inbox(os.fdopen(read, "rb"), parent=os.getppid())
+        began = time.monotonic()
+        assert inbox.next_job(_Cores(0.0))["id"] == 0
+        assert least <= time.monotonic() - began <= most, close
+        writer.close()

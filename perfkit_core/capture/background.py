@@ -455,7 +455,8 @@ class BackgroundConverter:
             if proc is None or proc.stdin is None:
                 return
             with contextlib.suppress(OSError, ValueError):
-                proc.stdin.write(json.dumps({"close": True}).encode() + b"\n")
+                # exiting: the helper starts once this program has exited, not beside its exit
+                proc.stdin.write(json.dumps({"close": True, "exiting": True}).encode() + b"\n")
                 proc.stdin.flush()
             with contextlib.suppress(OSError, ValueError):
                 proc.stdin.close()
