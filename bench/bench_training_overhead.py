@@ -264,8 +264,17 @@ def summarise(
         for c in range(cycles)
         for t in times[c * per_cycle + 2 : (c + 1) * per_cycle - 1]  # not the callback's step
     ]
+    callback = [times[i] for i in ends]
+    tail_steps = times[per_cycle * cycles :]
     return {
         "loop_s": sum(times),
+        # the loop in parts, summed: where a mode's overhead goes
+        "parts_s": {
+            "recorded": sum(recorded),
+            "callback": sum(callback),
+            "tail": sum(tail_steps),
+            "other": sum(times) - sum(recorded) - sum(callback) - sum(tail_steps),
+        },
         "steps": len(times),
         "recorded_median_s": statistics.median(recorded) if mode != "unprofiled" else None,
         "callback_median_s": statistics.median([times[i] for i in ends]) if ends else None,
@@ -396,6 +405,21 @@ def main(argv: list[str] | None = None) -> int:
             f" {(tail or 0) * 1e3:8.2f} {results[mode][0]['saved']:>6}"
             f" {med(mode, 'finish_s') or 0.0:7.2f} {med(mode, 'helper_after_s') or 0.0:15.2f}"
         )
+    # Where perfkit's overhead beyond the native handler's goes: each part's paired difference
+    # (perfkit less native, the same round), the median over rounds, in ms.
+    parts = [*results["native"][0]["parts_s"], "exit"]
+
+    def part(r: dict[str, Any], name: str) -> float:
+        return float(r["finish_s"] if name == "exit" else r["parts_s"][name])
+
+    print(
+        "  perfkit default less the native handler, per part of the program (median of the "
+        "rounds' differences, ms in all): "
+        + ", ".join(
+            f"{name} {statistics.median(part(p, name) - part(n, name) for p, n in zip(results['perfkit'], results['native'], strict=True)) * 1e3:+.0f}"
+            for name in parts
+        )
+    )
     failures = sum(r["failures"] for m in modes if m.startswith("perfkit") for r in results[m])
     saved_ok = all(r["saved"] == args.cycles for r in results["perfkit"])
     print(f"perfkit failures: {failures}; every perfkit cycle saved: {saved_ok}")
