@@ -44,7 +44,6 @@ import atexit
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit_core.capture.helper_process import exit_description, helper_environment, pass_on
 from perfkit_core.capture.priority import lower_priority
 from perfkit_core.events import pending
 from perfkit_core.events.atomic import remove_leftovers
@@ -71,19 +71,6 @@ DEFAULT_DEFER_BYTES = 1 << 30
 #: the helper.
 WAIT_AT_EXIT_VARIABLE = "PERFKIT_WAIT_AT_EXIT"
 
-#: Environment variables that size the thread pools of the libraries a conversion uses.
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "OMP_THREAD_LIMIT",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "ARROW_NUM_THREADS",
-    "POLARS_MAX_THREADS",
-    "RAYON_NUM_THREADS",
-)
-
 
 @dataclass
 class _Job:
@@ -95,43 +82,6 @@ class _Job:
     helper: subprocess.Popen[bytes] | None = None
     #: Set when the helper said it began this job; a job never begun is resent to a new helper.
     started: bool = False
-
-
-def helper_environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """Return the environment the helper process starts with: ``base`` (default ``os.environ``)
-    with one thread for every numeric library, unbuffered output, and ``PYTHONPATH`` holding
-    this process's ``sys.path`` (so the helper imports the same perfkit and plugins)."""
-    env = dict(os.environ if base is None else base)
-    env["PYTHONUNBUFFERED"] = "1"
-    for name in THREAD_VARIABLES:
-        env[name] = "1"
-    paths = [p for p in sys.path if p] + [
-        p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
-    ]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
-
-
-def exit_description(code: int) -> str:
-    """``code`` of an exited process in words: "killed by SIGKILL" or "exit code 3"."""
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def _pass_on(proc: subprocess.Popen[bytes]) -> None:
-    """Write what the helper prints on its stderr (a warning, a crash's traceback) to this
-    program's stderr, line by line, until the helper or this program ends."""
-    assert proc.stderr is not None
-    with contextlib.suppress(Exception):
-        for raw in proc.stderr:
-            sys.stderr.write(raw.decode(errors="replace"))
-            sys.stderr.flush()
-    with contextlib.suppress(Exception):
-        proc.stderr.close()
 
 
 class BackgroundConverter:
@@ -188,7 +138,7 @@ class BackgroundConverter:
         )
         reader.start()
         threading.Thread(
-            target=_pass_on, args=(proc,), name="perfkit-converter-stderr", daemon=True
+            target=pass_on, args=(proc,), name="perfkit-converter-stderr", daemon=True
         ).start()
         self._proc = proc
         self._readers = [r for r in self._readers if r.is_alive()] + [reader]
