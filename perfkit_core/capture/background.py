@@ -4,7 +4,8 @@ A profiler callback runs inside the training loop, and every second it takes sta
 (and, in a distributed job, every other rank). The native export has to happen there, because
 the profiler frees its buffers afterwards; turning the exported file into a run does not.
 ``BackgroundConverter`` starts one helper process (``python -m perfkit_core.capture``, see
-``perfkit_core.capture.helper``) on first use (``start()``, which the torch handler calls when
+``perfkit_core.capture.helper``; it imports perfkit only once the program sends it a first
+line, see ``BOOTSTRAP``) on first use (``start()``, which the torch handler calls when
 it is made, or the first job) and sends it one job per trace over a pipe. The
 helper loads the file with ``perfkit_core.load`` (any installed adapter), adds the given
 metadata, saves the run and, unless asked to keep it, removes the native trace. Jobs run one
@@ -72,6 +73,19 @@ DEFAULT_DEFER_BYTES = 1 << 30
 WAIT_AT_EXIT_VARIABLE = "PERFKIT_WAIT_AT_EXIT"
 
 
+#: The helper's first instructions: wait, having imported nothing of perfkit, until the
+#: program sends its first line (a job, an export's hold, a close) or closes the pipe; then run
+#: the helper (``python -m perfkit_core.capture``). Its imports (numpy, the event model, the
+#: plugins: about 0.45 s of CPU) would otherwise run beside the training loop's first steps,
+#: which ``bench_training_overhead.py`` measured 0.2-0.4 s slower for it, at the lowest priority.
+BOOTSTRAP = (
+    "import select, sys\n"
+    "select.select([sys.stdin], [], [])\n"
+    "from perfkit_core.capture.helper import main\n"
+    "main()\n"
+)
+
+
 @dataclass
 class _Job:
     run_dir: Path
@@ -118,7 +132,7 @@ class BackgroundConverter:
 
     def _start(self) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "perfkit_core.capture"],
+            [sys.executable, "-c", BOOTSTRAP],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             # Not the program's own: the helper outlives the program, and holding its stderr
