@@ -13,11 +13,14 @@ read), the same for every mode, the unprofiled one included.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perfkit_core.events.pending import PENDING_FILE
 
@@ -96,3 +99,24 @@ def saved_runs(folder: Path) -> tuple[int, int]:
     saved = sum(1 for _ in folder.rglob("meta.json"))
     unsaved = sum(1 for _ in folder.rglob(PENDING_FILE))
     return saved, unsaved
+
+
+def run_to_exit(command: list[str], cwd: Path, prefix: str) -> dict[str, Any] | None:
+    """Run a benchmark's child ``command`` in a fresh work folder (passed as ``--work``) to its
+    exit and wait for its helper; return the ``RESULT`` line it printed with ``exit_s`` (from
+    its loop's end to its exit), ``helper_after_s`` and ``runs`` (saved and unsaved perfkit
+    runs under ``work/runs``) added; None, its output printed, when it failed."""
+    from _workload import OUT_DIR
+
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix=prefix) as work:
+        done = run_child([*command, "--work", work], cwd)
+        line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+        if done.returncode != 0 or not line or done.exit_s is None:
+            print(done.stdout[-2000:], done.stderr[-3000:])
+            return None
+        result: dict[str, Any] = json.loads(line[-1].split(" ", 1)[1])
+        result["exit_s"] = done.exit_s
+        result["helper_after_s"] = helper_done(done.helper)
+        result["runs"] = saved_runs(Path(work) / "runs")
+    return result

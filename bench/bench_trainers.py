@@ -38,13 +38,12 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _exit import helper_done, helper_pid, loop_ended, run_child, saved_runs
-from _workload import BATCH_SIZE, CLASSES, OUT_DIR, WIDTH, build_model, quiet_stderr
+from _exit import helper_pid, loop_ended, run_to_exit
+from _workload import BATCH_SIZE, CLASSES, WIDTH, build_model, quiet_stderr
 
 MODES = ("unprofiled", "perfkit", "native")
 TRAINERS = ("lightning", "transformers")
@@ -267,20 +266,13 @@ def main(argv: list[str] | None = None) -> int:
                     "--window",
                     str(args.window),
                 ]
-                OUT_DIR.mkdir(parents=True, exist_ok=True)
-                with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="trainers-") as work:
-                    done = run_child([*command, "--work", work], here)
-                    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-                    if done.returncode != 0 or not line or done.exit_s is None:
-                        print(done.stdout[-2000:], done.stderr[-3000:])
-                        return 1
-                    result = json.loads(line[-1].split(" ", 1)[1])
-                    # the program's end, from fit's return to its exit (every mode pays one)
-                    result["exit_s"] = done.exit_s
-                    result["fit_s"] += done.exit_s
-                    result["helper_after_s"] = helper_done(done.helper)
-                    if mode == "perfkit":
-                        result["saved"], _ = saved_runs(Path(work) / "runs")
+                result = run_to_exit(command, here, "trainers-")
+                if result is None:
+                    return 1
+                # the program's end, from fit's return to its exit (every mode pays one)
+                result["fit_s"] += result["exit_s"]
+                if mode == "perfkit":
+                    result["saved"] = result["runs"][0]
                 results[trainer][mode].append(result)
                 print(
                     f"  round {rnd + 1}: {trainer:<12} {mode:<10} {result['fit_s']:7.3f} s"

@@ -60,13 +60,12 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _exit import helper_done, helper_pid, loop_ended, run_child, saved_runs
-from _workload import BATCH_SIZE, CLASSES, OUT_DIR, WIDTH, build_model, quiet_stderr
+from _exit import helper_pid, loop_ended, run_to_exit
+from _workload import BATCH_SIZE, CLASSES, WIDTH, build_model, quiet_stderr
 
 MODES = ("unprofiled", "no-handler", "native", "perfkit", "perfkit-sync")
 LABELS = {
@@ -351,22 +350,16 @@ def main(argv: list[str] | None = None) -> int:
                 "--framework",
                 args.framework,
             ]
-            OUT_DIR.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="overhead-") as work:
-                done = run_child([*command, "--work", work], here)
-                line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-                if done.returncode != 0 or not line or done.exit_s is None:
-                    print(done.stdout[-2000:], done.stderr[-3000:])
-                    return 1
-                result = json.loads(line[-1].split(" ", 1)[1])
-                # the program's end: from its loop's end to its exit (every mode pays one)
-                result["finish_s"] = done.exit_s
-                result["loop_s"] += done.exit_s
-                result["helper_after_s"] = helper_done(done.helper)
-                if mode.startswith("perfkit"):
-                    result["saved"], result["failures"] = saved_runs(Path(work) / "runs")
-                else:
-                    result["failures"] = 0
+            result = run_to_exit(command, here, "overhead-")
+            if result is None:
+                return 1
+            # the program's end: from its loop's end to its exit (every mode pays one)
+            result["finish_s"] = result["exit_s"]
+            result["loop_s"] += result["exit_s"]
+            if mode.startswith("perfkit"):
+                result["saved"], result["failures"] = result["runs"]
+            else:
+                result["failures"] = 0
             results[mode].append(result)
             print(
                 f"  round {rnd + 1}: {LABELS[mode]:<30} loop {result['loop_s']:7.3f} s"
