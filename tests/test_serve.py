@@ -656,6 +656,8 @@ def test_a_run_queued_for_the_helper_is_listed_once_and_reads_with_its_metadata(
     handler gave it; in progress while the helper finishes it after its program exited."""
     import subprocess as sp
 
+    from test_background import _gone_pid
+
     from perfkit_core.events import pending
     from perfkit_core.serve import create_app
 
@@ -675,11 +677,10 @@ def test_a_run_queued_for_the_helper_is_listed_once_and_reads_with_its_metadata(
     assert document["tables"]  # read from the trace, with the note's metadata
     app.config["PERFKIT_SERVER"].analyses.close()
     # the program exited and a live helper finishes the run: in progress
-    gone = sp.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
     helper = sp.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         pending.write_note(
-            run_dir, trace, meta, keep_trace=False, helper_pid=helper.pid, program=int(gone.stdout)
+            run_dir, trace, meta, keep_trace=False, helper_pid=helper.pid, program=_gone_pid()
         )
         from perfkit_core.serve.catalog import Catalog
 

@@ -412,37 +412,15 @@ class BackgroundConverter:
 
     def let_go(self) -> None:
         """Close the helper's pipe without waiting: it converts what is queued, at once and at
-        the lowest priority, and exits; the jobs' ``done`` callbacks are not called."""
-        with self._lock:
-            self._closed = True
-            proc = self._proc
-            if proc is None or proc.stdin is None:
-                return
-            with contextlib.suppress(OSError, ValueError):
-                # exiting: the helper starts once this program has exited, not beside its exit
-                proc.stdin.write(json.dumps({"close": True, "exiting": True}).encode() + b"\n")
-                proc.stdin.flush()
-            with contextlib.suppress(OSError, ValueError):
-                proc.stdin.close()
+        the lowest priority, once this program has exited, and exits; the jobs' ``done``
+        callbacks are not called."""
+        self._end_pipe(exiting=True)
 
     def close(self, timeout: float | None = None) -> None:
         """Finish the queued conversions, then stop the helper process."""
-        with self._lock:
-            self._closed = True
-            proc = self._proc
-            readers = list(self._readers)
-            if proc is not None and proc.stdin is not None:
-                # said, not only closed: a process forked from this one since the helper
-                # started (a DataLoader worker) holds the pipe open, and the helper would wait
-                # for it while this process waits for the helper
-                with contextlib.suppress(OSError, ValueError):
-                    proc.stdin.write(json.dumps({"close": True}).encode() + b"\n")
-                    proc.stdin.flush()
+        proc, readers = self._end_pipe(exiting=False)
         if proc is None:
             return
-        with contextlib.suppress(OSError, ValueError):
-            if proc.stdin is not None:
-                proc.stdin.close()
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -451,6 +429,28 @@ class BackgroundConverter:
             reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
+
+    def _end_pipe(
+        self, *, exiting: bool
+    ) -> tuple[subprocess.Popen[bytes] | None, list[threading.Thread]]:
+        """Mark this converter closed, tell the helper (``exiting``: to start once this program
+        has exited, not beside its exit) and close its pipe; (the helper, its readers)."""
+        with self._lock:
+            self._closed = True
+            proc = self._proc
+            readers = list(self._readers)
+            if proc is None or proc.stdin is None:
+                return proc, readers
+            # said, not only closed: a process forked from this one since the helper started
+            # (a DataLoader worker) holds the pipe open, and the helper would wait for it
+            # while this process waits for the helper
+            message = {"close": True, "exiting": True} if exiting else {"close": True}
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.write(json.dumps(message).encode() + b"\n")
+                proc.stdin.flush()
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.close()
+        return proc, readers
 
 
 _shared: BackgroundConverter | None = None

@@ -86,16 +86,7 @@ def remove_note(run_dir: Path) -> None:
 
 def helper_alive(note: dict[str, Any]) -> bool:
     """Whether the helper a note names still runs."""
-    try:
-        return process_alive(int(note["pid"]), str(note.get("host") or socket.gethostname()))
-    except (KeyError, TypeError, ValueError):
-        return False
-
-
-def converting(run_dir: Path) -> bool:
-    """Whether a live helper has ``run_dir``'s run still to save."""
-    note = read_note(run_dir)
-    return note is not None and helper_alive(note)
+    return _alive(note, "pid")
 
 
 def apply_meta(run: Run, meta: dict[str, Any], *, keep_trace: bool) -> Run:
@@ -192,7 +183,13 @@ def finishing(note: dict[str, Any]) -> bool:
 
 def _program_alive(note: dict[str, Any]) -> bool:
     """Whether the program that queued a note's conversion still runs."""
+    return _alive(note, "program")
+
+
+def _alive(note: dict[str, Any], key: str) -> bool:
+    """Whether the process whose id a note holds under ``key`` still runs (False when the note
+    holds none)."""
     try:
-        return process_alive(int(note["program"]), str(note.get("host") or socket.gethostname()))
+        return process_alive(int(note[key]), str(note.get("host") or socket.gethostname()))
     except (KeyError, TypeError, ValueError):
         return False
