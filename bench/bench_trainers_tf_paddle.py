@@ -14,7 +14,8 @@ the framework's own integration adds, on the median of paired rounds:
 
 What is measured: the 12-block MLP of ``_workload.py`` (``Linear(64, 64)`` + ``LayerNorm`` +
 ``ReLU`` per block, then ``Linear(64, 10)``; Keras: ``Dense`` + ``LayerNormalization``), Adam,
-batch 64, ``fit`` for one epoch of ``--batches`` batches, profiling steps ``--window``. Each
+batch 64, ``fit`` for one epoch of ``--batches`` batches, profiling steps ``--window``
+(Keras: after a 5-batch ``fit`` without callbacks that compiles the step, in every mode). Each
 mode runs in a fresh subprocess (no helper, cache or allocator state carries over); a round
 runs every mode once, in an order that rotates from round to round, so the modes of a round
 share the machine's state. Per round, each profiled mode's added time is its loop less that
@@ -49,6 +50,7 @@ NATIVE = {
     "keras": "TensorBoard(profile_batch=...)",
 }
 TARGET_RATIO = 1.0
+WARM_BATCHES = 5  # Keras: the compiling fit before the timed one
 
 
 def _data(batches: int) -> tuple[Any, Any]:
@@ -115,6 +117,12 @@ def keras_fit(mode: str, batches: int, window: tuple[int, int], work: Path) -> d
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     x, y = _data(batches)
+    # Keras traces and compiles its train step in the first batches of the first fit, which
+    # takes seconds and varies by a second from run to run: more than either callback adds.
+    # Every mode compiles it first in a short fit of its own, without callbacks, so the timed
+    # fit (its callbacks' setup included) runs the compiled step as a user's later steps do.
+    warm = WARM_BATCHES * BATCH_SIZE
+    model.fit(x[:warm], y[:warm], batch_size=BATCH_SIZE, epochs=1, shuffle=False, verbose=0)
     callbacks: list[Any] = []
     callback = None
     if mode == "native":
