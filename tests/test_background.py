@@ -301,6 +301,33 @@ def test_a_deferred_job_waits_for_an_idle_core_or_the_parents_hurry():
     writer.close()
 
 
+def test_the_helper_readies_no_loaders_once_the_program_closed_the_pipe():
+    """An exiting program's queue is converted after its exit; importing the loaders beside
+    that exit would slow it, idle cores or not."""
+    import threading
+
+    from perfkit_core.capture.helper import ready_loaders
+
+    inbox, writer = _inbox([b'{"id": 0, "trace": "t", "defer": true}\n'])
+    writer.write(b'{"close": true, "exiting": true}\n')
+    _wait_until(lambda: inbox.closed, timeout=10)
+    idle = _Cores(8.0)
+    ready = threading.Thread(target=ready_loaders, args=(inbox, idle))
+    ready.start()
+    ready.join(10)
+    assert not ready.is_alive() and idle.samples == 0
+    # While the pipe is open and the cores are busy it keeps sampling, and stops at the close.
+    inbox, writer = _inbox([b'{"id": 0, "trace": "t", "defer": true}\n'])
+    busy = _Cores(0.0)
+    ready = threading.Thread(target=ready_loaders, args=(inbox, busy))
+    ready.start()
+    time.sleep(1.2)
+    assert ready.is_alive() and busy.samples >= 1
+    writer.close()
+    ready.join(10)
+    assert not ready.is_alive()
+
+
 def _spin(seconds):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -358,6 +385,13 @@ def test_converter_defers_while_every_core_is_busy_and_converts_when_waited_for(
         assert converter.pending() == 1
         assert not any(job.started for job in converter._pending.values())
         assert not (tmp_path / "run" / "meta.json").exists()
+        # and the waiting helper has loaded none of what a conversion needs (numpy, Arrow,
+        # pandas): importing them is work it would do beside training
+        maps = Path(f"/proc/{converter.helper_pid}/maps")
+        if maps.exists():
+            loaded = maps.read_text()
+            for library in ("numpy", "pyarrow", "pandas"):
+                assert f"/{library}/" not in loaded, library
     finally:
         for child in children:
             child.join(10)
