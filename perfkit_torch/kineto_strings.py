@@ -204,12 +204,13 @@ def categorical(codes: np.ndarray, labels: list[str]) -> Any:
     """A categorical of ``codes`` into ``labels``; equal labels become one category (the first)."""
     import pandas as pd
 
-    uniq: dict[str, int] = {}
-    remap = np.array([uniq.setdefault(label, len(uniq)) for label in labels], dtype=np.int64)
+    # The distinct labels in order, and each label's category, in C-level passes: a trace's
+    # ``Concrete Inputs`` alone can hold tens of thousands of distinct texts.
+    uniq = list(dict.fromkeys(labels))
+    index = dict(zip(uniq, range(len(uniq)), strict=True))
     # Codes as narrow as pandas keeps them, made in one step.
-    return pd.Categorical.from_codes(
-        remap.astype(code_dtype(len(uniq)))[codes], categories=list(uniq)
-    )
+    remap = np.fromiter(map(index.__getitem__, labels), code_dtype(len(uniq)), len(labels))
+    return pd.Categorical.from_codes(remap[codes], categories=uniq)
 
 
 def code_dtype(n_categories: int) -> np.dtype:
@@ -222,8 +223,26 @@ def code_dtype(n_categories: int) -> np.dtype:
 
 def text_labels(values: list[bytes], transform: Callable[[str], str] | None = None) -> list[str]:
     """Labels of raw JSON texts: decoded (invalid UTF-8 replaced), then ``transform``ed."""
-    labels = [v.decode("utf-8", "replace") for v in values]
+    # One C-level decode and split for all: JSON text holds no NUL, and ASCII ends any invalid
+    # UTF-8 sequence, so the replacements are those of decoding each value alone.
+    labels = b"\x00".join(values).decode("utf-8", "replace").split("\x00") if values else []
+    if len(labels) != len(values):
+        labels = [v.decode("utf-8", "replace") for v in values]
     return [transform(label) for label in labels] if transform else labels
+
+
+def text_fields(values: list[bytes], fields: int) -> list[list[str]]:
+    """The first ``fields`` parts of each of ``values`` (raw JSON texts joined by ``\\x01``, as
+    ``TraceStrings.inputs`` keeps them; each holds at least ``fields``), decoded as
+    ``text_labels`` does: one list per part.
+    """
+    # Decoded and split in one C-level call each, as in ``text_labels``; where the count of
+    # parts is not ``fields`` per value, a value holds a ``\\x01`` of its own: split alone.
+    flat = b"\x01".join(values).decode("utf-8", "replace").split("\x01") if values else []
+    if len(flat) == fields * len(values):
+        return [flat[i::fields] for i in range(fields)]
+    parts = [v.split(b"\x01") for v in values]
+    return [text_labels([p[i] for p in parts]) for i in range(fields)]
 
 
 _RARE = attrgetter("external_id_old", "flops", "call_stack")
