@@ -28,6 +28,8 @@ from perfkit_torch.kineto_format import (
     DEVICE_CATEGORIES,
     DEVICE_TYPE_OF_CATEGORY,
     FLOW_PHASES,
+    FWDBWD_FLOW_CATEGORY,
+    LAUNCH_FLOW_CATEGORIES,
     STEP_RE,
     Event,
     classify,
@@ -37,6 +39,9 @@ from perfkit_torch.kineto_format import (
 #: What an event is, by its phase: a row with a phase, a row without one (``{}`` padding when it
 #: has no ``ts`` either), a flow event, a metadata event.
 ROW, ROW_NO_PHASE, FLOW, META = 0, 1, 2, 3
+#: What a flow event is for, by its phase and category: a launch-to-kernel link (``ac2g``), one
+#: end of a forward-to-backward link (``fwdbwd``, ``s`` or ``f``), or another flow (and not a flow).
+OTHER_FLOW, LAUNCH_FLOW, FWDBWD_FLOW = 0, 1, 2
 #: The event table's ``kind`` categories, and the code of each.
 KIND_ORDER = tuple(KINDS)
 KIND_CODE = {kind: i for i, kind in enumerate(KIND_ORDER)}
@@ -79,7 +84,7 @@ class EventKeys:
     """The distinct (ph, cat, name, pid, tid) of a trace's events and what each decides.
 
     ``encode(events)`` gives each event its key code; ``phase_class[code]`` says whether it is a
-    row, a flow or metadata. Keys of rows are then ``describe``d once: their name and category
+    row, a flow or metadata, and ``flow_class[code]`` what a flow is for. Keys of rows are then ``describe``d once: their name and category
     codes (``names``, ``categories``: first seen first, so the categoricals list them in the
     order the rows show them), kind, step number, host pid and tid, and device category.
     """
@@ -90,6 +95,7 @@ class EventKeys:
         self.names = Codes()
         self.categories = Codes()
         self.phase_class = np.zeros(0, dtype=np.int8)
+        self.flow_class = np.zeros(0, dtype=np.int8)
         #: Per key, set once it was described (the arrays below hold its values).
         self.described = np.zeros(0, dtype=bool)
         self.name = np.zeros(0, dtype=np.int32)
@@ -112,6 +118,7 @@ class EventKeys:
         new = self.codes.values_in_order[known:]
         if new:
             self.phase_class = _grow(self.phase_class, [_phase_class(k[0]) for k in new])
+            self.flow_class = _grow(self.flow_class, [_flow_class(k[0], k[1]) for k in new])
             self.described = _grow(self.described, [False] * len(new))
             for name, array in (
                 ("name", self.name),
@@ -168,6 +175,14 @@ class EventKeys:
         if label not in self.device_types:
             self.device_types.append(label)
         return self.device_types.index(label)
+
+
+def _flow_class(ph: str, cat: str) -> int:
+    if cat == FWDBWD_FLOW_CATEGORY and ph in ("s", "f"):
+        return FWDBWD_FLOW
+    if cat.lower() in LAUNCH_FLOW_CATEGORIES:
+        return LAUNCH_FLOW
+    return OTHER_FLOW
 
 
 def _phase_class(ph: str) -> int:
