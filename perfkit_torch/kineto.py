@@ -27,14 +27,16 @@ from perfkit_core.events import (
 )
 from perfkit_torch.kineto_columns import FILL, row_columns, trace_columns
 from perfkit_torch.kineto_flows import bind_fwdbwd, bind_launch_flows
-from perfkit_torch.kineto_format import (
-    FWDBWD_FLOW_CATEGORY,
-    LAUNCH_FLOW_CATEGORIES,
-    Event,
-    decode,
-    int_id,
+from perfkit_torch.kineto_format import Event, decode, int_id
+from perfkit_torch.kineto_strings import (
+    FLOW,
+    FWDBWD_FLOW,
+    KIND_CODE,
+    LAUNCH_FLOW,
+    META,
+    ROW_NO_PHASE,
+    TraceStrings,
 )
-from perfkit_torch.kineto_strings import FLOW, KIND_CODE, META, ROW_NO_PHASE, TraceStrings
 
 if TYPE_CHECKING:
     from perfkit_core.events import Run
@@ -116,8 +118,10 @@ class _Part:
         keys = strings.keys
         key_codes = keys.encode(events)
         phase = keys.phase_class[key_codes]
-        flows: list[Event] = []
         metadata: list[Event] = []
+        fb: list[Event] = []
+        launch_flows: list[Event] = []
+        n_flows = 0
         if (phase <= ROW_NO_PHASE).all():
             rows = events
             row_index = np.arange(len(events), dtype=np.int64)  # position in this piece
@@ -127,8 +131,15 @@ class _Part:
             row_index = np.flatnonzero(is_row)
             rows = list(compress(events, is_row.tolist()))
             row_keys = key_codes[row_index]
-            flows = [events[i] for i in np.flatnonzero(phase == FLOW).tolist()]
-            metadata = [events[i] for i in np.flatnonzero(phase == META).tolist()]
+            is_flow = phase == FLOW
+            n_flows = int(is_flow.sum())
+            if n_flows:
+                flow = np.where(is_flow, keys.flow_class[key_codes], -1)
+                fb = list(compress(events, (flow == FWDBWD_FLOW).tolist()))
+                launch_flows = list(compress(events, (flow == LAUNCH_FLOW).tolist()))
+            is_meta = phase == META
+            if is_meta.any():
+                metadata = list(compress(events, is_meta.tolist()))
         ts_us = np.fromiter(map(_get_ts, rows), np.float64, len(rows))
         no_ts = np.isnan(ts_us)
         n_empty = n_no_ts = 0
@@ -142,18 +153,15 @@ class _Part:
             rows = list(compress(rows, keep.tolist()))
             row_index, ts_us, row_keys = row_index[keep], ts_us[keep], row_keys[keep]
         del phase, key_codes
-        fb = [f for f in flows if f.cat == FWDBWD_FLOW_CATEGORY and f.ph in ("s", "f")]
-        launch_flows = [f for f in flows if f.cat.lower() in LAUNCH_FLOW_CATEGORIES]
         launch = len(launch_flows)
         counts = {
-            "flow_events": len(flows),
+            "flow_events": n_flows,
             "launch_flow_events": launch,
             "fwdbwd_flow_events": len(fb),
-            "other_flow_events": len(flows) - launch - len(fb),
+            "other_flow_events": n_flows - launch - len(fb),
             "empty_events": n_empty,
             "events_without_ts": n_no_ts,
         }
-        del flows
         row_index = row_index + offset
         columns = row_columns(path, rows, row_index, ts_us, row_keys, strings) if rows else {}
         return cls(columns, len(rows), fb, counts, metadata, launch_flows)

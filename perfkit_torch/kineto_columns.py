@@ -30,6 +30,7 @@ from perfkit_torch.kineto_strings import (
     categorical,
     code_dtype,
     encode_rare,
+    text_fields,
     text_labels,
 )
 
@@ -264,10 +265,11 @@ def trace_columns(columns: dict[str, Any], strings: TraceStrings) -> np.ndarray:
         device_type, categories=list(keys.device_types)
     )
     inputs = columns.pop("_inputs")
-    pairs = [v.split(b"\x01") for v in strings.inputs.values_in_order]
-    columns["input_shapes"] = categorical(inputs, text_labels([p[0] for p in pairs]))
-    columns["input_dtypes"] = categorical(inputs, text_labels([p[1] for p in pairs]))
-    columns["input_values"] = categorical(inputs, text_labels([p[2] for p in pairs]))
+    shapes, dtypes, values = text_fields(strings.inputs.values_in_order, 3)
+    columns["input_shapes"] = categorical(inputs, shapes)
+    columns["input_dtypes"] = categorical(inputs, dtypes)
+    columns["input_values"] = categorical(inputs, values)
+    del shapes, dtypes, values
     del inputs
     rare = columns.pop("_rare")
     columns["flops"] = strings.rare_flops[rare]

@@ -4,12 +4,18 @@ correlation to events that lack one, forward-to-backward flows (``fwdbwd``) give
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 
 from perfkit_core.events import INT64_MAX, INT64_MIN, check_int_range, check_times_us, us_to_ns
 from perfkit_torch.kineto_format import Event, int_id
+
+_get_ts = attrgetter("ts")
+_get_id = attrgetter("id")
+_get_ph = attrgetter("ph")
 
 
 def bind_launch_flows(
@@ -79,14 +85,14 @@ def bind_fwdbwd(
     n = len(pid)
     forward_op = np.full(n, -1, dtype=np.int64)
     # A flow without a time binds to nothing; one far out of range is a broken file.
-    fb = [f for f in fb if f.ts == f.ts]
-    if fb:
-        flow_ts = np.array([f.ts for f in fb], dtype=np.float64)
-        check_times_us(
-            path, flow_ts, np.zeros(len(fb)), describe=lambda i: f"flow event {fb[i].id!r}"
-        )
+    flow_ts = np.fromiter(map(_get_ts, fb), np.float64, len(fb))
+    timed = flow_ts == flow_ts
+    if not timed.all():
+        fb = list(compress(fb, timed.tolist()))
+        flow_ts = flow_ts[timed]
     if not fb:
         return forward_op, 0
+    check_times_us(path, flow_ts, np.zeros(len(fb)), describe=lambda i: f"flow event {fb[i].id!r}")
     import pandas as pd
 
     flow_ts_ns = us_to_ns(flow_ts)
@@ -108,8 +114,8 @@ def bind_fwdbwd(
             "pid": flow_ids(path, fb, "pid"),
             "tid": flow_ids(path, fb, "tid"),
             "ts": flow_ts_ns,
-            "id": [str(f.id) for f in fb],
-            "ph": [f.ph for f in fb],
+            "id": list(map(str, map(_get_id, fb))),
+            "ph": list(map(_get_ph, fb)),
         }
     )
     merged = flow_table.merge(table, on=["pid", "tid", "ts"], how="inner")
@@ -129,8 +135,8 @@ def flow_id(path: Path, value: int | str | None, what: str) -> int:
 
 def flow_ids(path: Path, flows: list[Event], what: str) -> np.ndarray:
     """``flow_id`` of each of ``flows``' ``what`` (pid, tid or id), as an int64 array."""
-    values = [getattr(f, what) for f in flows]
-    if all(type(v) is int for v in values):  # as Kineto writes them; msgspec checked the range
+    values = list(map(attrgetter(what), flows))
+    if set(map(type, values)) <= {int}:  # as Kineto writes them; msgspec checked the range
         return np.array(values, dtype=np.int64)
     return np.array([flow_id(path, v, what) for v in values], dtype=np.int64)
 

@@ -130,9 +130,16 @@ class StreamedTrace:
         """Decode the complete events at the start of ``buffer`` (which starts with ``[``);
         return them and the rest, which starts with ``[`` again."""
         tries = 0
-        for window in (64 * 1024, CUT_WINDOW):
+        # The last cut is nearly always within the last event (a few hundred bytes): the
+        # places are looked for in windows that widen back from the end, each window's new
+        # places (those before the last window's start) last first.
+        end = len(buffer)
+        for window in (4 * 1024, 64 * 1024, CUT_WINDOW):
             start = max(len(buffer) - window, 1)
-            for match in reversed(list(_CUT_RE.finditer(buffer, start))):
+            if start >= end:
+                continue
+            places = [m for m in _CUT_RE.finditer(buffer, start) if m.start() < end]
+            for match in reversed(places):
                 comma = buffer.index(b",", match.start())
                 buffer[comma] = ord("]")
                 try:
@@ -146,4 +153,7 @@ class StreamedTrace:
                 rest = bytearray(b"[")
                 rest += memoryview(buffer)[match.end() :]
                 return events, rest
+            if tries >= CUT_TRIES:
+                break
+            end = start
         raise NotStreamable("no place to cut the events array")

@@ -28,6 +28,8 @@ from perfkit_torch.kineto_format import (
     DEVICE_CATEGORIES,
     DEVICE_TYPE_OF_CATEGORY,
     FLOW_PHASES,
+    FWDBWD_FLOW_CATEGORY,
+    LAUNCH_FLOW_CATEGORIES,
     STEP_RE,
     Event,
     classify,
@@ -37,6 +39,9 @@ from perfkit_torch.kineto_format import (
 #: What an event is, by its phase: a row with a phase, a row without one (``{}`` padding when it
 #: has no ``ts`` either), a flow event, a metadata event.
 ROW, ROW_NO_PHASE, FLOW, META = 0, 1, 2, 3
+#: What a flow event is for, by its phase and category: a launch-to-kernel link (``ac2g``), one
+#: end of a forward-to-backward link (``fwdbwd``, ``s`` or ``f``), or another flow (and not a flow).
+OTHER_FLOW, LAUNCH_FLOW, FWDBWD_FLOW = 0, 1, 2
 #: The event table's ``kind`` categories, and the code of each.
 KIND_ORDER = tuple(KINDS)
 KIND_CODE = {kind: i for i, kind in enumerate(KIND_ORDER)}
@@ -79,7 +84,7 @@ class EventKeys:
     """The distinct (ph, cat, name, pid, tid) of a trace's events and what each decides.
 
     ``encode(events)`` gives each event its key code; ``phase_class[code]`` says whether it is a
-    row, a flow or metadata. Keys of rows are then ``describe``d once: their name and category
+    row, a flow or metadata, and ``flow_class[code]`` what a flow is for. Keys of rows are then ``describe``d once: their name and category
     codes (``names``, ``categories``: first seen first, so the categoricals list them in the
     order the rows show them), kind, step number, host pid and tid, and device category.
     """
@@ -90,6 +95,7 @@ class EventKeys:
         self.names = Codes()
         self.categories = Codes()
         self.phase_class = np.zeros(0, dtype=np.int8)
+        self.flow_class = np.zeros(0, dtype=np.int8)
         #: Per key, set once it was described (the arrays below hold its values).
         self.described = np.zeros(0, dtype=bool)
         self.name = np.zeros(0, dtype=np.int32)
@@ -112,6 +118,7 @@ class EventKeys:
         new = self.codes.values_in_order[known:]
         if new:
             self.phase_class = _grow(self.phase_class, [_phase_class(k[0]) for k in new])
+            self.flow_class = _grow(self.flow_class, [_flow_class(k[0], k[1]) for k in new])
             self.described = _grow(self.described, [False] * len(new))
             for name, array in (
                 ("name", self.name),
@@ -170,6 +177,14 @@ class EventKeys:
         return self.device_types.index(label)
 
 
+def _flow_class(ph: str, cat: str) -> int:
+    if cat == FWDBWD_FLOW_CATEGORY and ph in ("s", "f"):
+        return FWDBWD_FLOW
+    if cat.lower() in LAUNCH_FLOW_CATEGORIES:
+        return LAUNCH_FLOW
+    return OTHER_FLOW
+
+
 def _phase_class(ph: str) -> int:
     if ph in FLOW_PHASES:
         return FLOW
@@ -204,12 +219,13 @@ def categorical(codes: np.ndarray, labels: list[str]) -> Any:
     """A categorical of ``codes`` into ``labels``; equal labels become one category (the first)."""
     import pandas as pd
 
-    uniq: dict[str, int] = {}
-    remap = np.array([uniq.setdefault(label, len(uniq)) for label in labels], dtype=np.int64)
+    # The distinct labels in order, and each label's category, in C-level passes: a trace's
+    # ``Concrete Inputs`` alone can hold tens of thousands of distinct texts.
+    uniq = list(dict.fromkeys(labels))
+    index = dict(zip(uniq, range(len(uniq)), strict=True))
     # Codes as narrow as pandas keeps them, made in one step.
-    return pd.Categorical.from_codes(
-        remap.astype(code_dtype(len(uniq)))[codes], categories=list(uniq)
-    )
+    remap = np.fromiter(map(index.__getitem__, labels), code_dtype(len(uniq)), len(labels))
+    return pd.Categorical.from_codes(remap[codes], categories=uniq)
 
 
 def code_dtype(n_categories: int) -> np.dtype:
@@ -222,8 +238,26 @@ def code_dtype(n_categories: int) -> np.dtype:
 
 def text_labels(values: list[bytes], transform: Callable[[str], str] | None = None) -> list[str]:
     """Labels of raw JSON texts: decoded (invalid UTF-8 replaced), then ``transform``ed."""
-    labels = [v.decode("utf-8", "replace") for v in values]
+    # One C-level decode and split for all: JSON text holds no NUL, and ASCII ends any invalid
+    # UTF-8 sequence, so the replacements are those of decoding each value alone.
+    labels = b"\x00".join(values).decode("utf-8", "replace").split("\x00") if values else []
+    if len(labels) != len(values):
+        labels = [v.decode("utf-8", "replace") for v in values]
     return [transform(label) for label in labels] if transform else labels
+
+
+def text_fields(values: list[bytes], fields: int) -> list[list[str]]:
+    """The first ``fields`` parts of each of ``values`` (raw JSON texts joined by ``\\x01``, as
+    ``TraceStrings.inputs`` keeps them; each holds at least ``fields``), decoded as
+    ``text_labels`` does: one list per part.
+    """
+    # Decoded and split in one C-level call each, as in ``text_labels``; where the count of
+    # parts is not ``fields`` per value, a value holds a ``\\x01`` of its own: split alone.
+    flat = b"\x01".join(values).decode("utf-8", "replace").split("\x01") if values else []
+    if len(flat) == fields * len(values):
+        return [flat[i::fields] for i in range(fields)]
+    parts = [v.split(b"\x01") for v in values]
+    return [text_labels([p[i] for p in parts]) for i in range(fields)]
 
 
 _RARE = attrgetter("external_id_old", "flops", "call_stack")

@@ -596,3 +596,84 @@ def test_bad_values_deep_in_a_big_trace_are_one_line_errors(tmp_path, monkeypatc
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _one_line_error(path, match)
+
+
+# --------------------------------------------------------------------------- coding in bulk
+
+
+def test_texts_decoded_together_equal_each_decoded_alone():
+    """Argument texts are decoded and split in one call for all of them; that gives, text by
+    text, what decoding each alone gives: invalid UTF-8 at either end of a text, multi-byte
+    characters, and texts holding the separator themselves (then read one at a time)."""
+    import random
+
+    from perfkit_torch.kineto_strings import text_fields, text_labels
+
+    rng = random.Random(67)
+    pieces = [b"[1, 2]", b'"float"', "é中".encode(), b"\xe2\x82", b"\xff", b"\x82", b"", b"a"]
+    for trial in range(300):
+        texts = [b"".join(rng.choice(pieces) for _ in range(rng.randrange(4))) for _ in range(30)]
+        alone = [t.decode("utf-8", "replace") for t in texts]
+        assert text_labels(texts) == alone
+        triples = [b"\x01".join(rng.sample(texts, 3)) for _ in range(20)]
+        if trial % 10 == 0:  # a text holding \x00 or \x01 of its own
+            texts[3] += b"\x00"
+            triples[5] = triples[5] + b"\x01" + texts[0]
+        assert text_labels(texts) == [t.decode("utf-8", "replace") for t in texts]
+        split = [t.split(b"\x01") for t in triples]
+        want = [[p[i].decode("utf-8", "replace") for p in split] for i in range(3)]
+        assert text_fields(triples, 3) == want
+
+
+def test_categorical_keeps_the_first_of_equal_labels_in_order():
+    """Codes into labels that repeat become codes into the distinct labels, first seen first."""
+    from perfkit_torch.kineto_strings import categorical
+
+    labels = ["b", "a", "b", "c", "a"]
+    codes = np.array([4, 0, 2, 3, 1, 1])
+    got = categorical(codes, labels)
+    assert list(got.categories) == ["b", "a", "c"]
+    assert list(got.astype(str)) == [labels[c] for c in codes]
+    assert got.codes.dtype == np.int8
+
+
+def test_args_read_the_same_in_any_key_order():
+    """The args struct lists its fields in Kineto's key order (for speed); keys in another
+    order, reversed here, are read to the same values."""
+    import msgspec
+
+    from perfkit_torch.kineto_format import _Args
+
+    names = _Args.__struct_encode_fields__
+    values = {
+        "External id": 7,
+        "Sequence number": 3,
+        "Concrete Inputs": ["", "2"],
+        "Input type": ["float", "Scalar"],
+        "Input Dims": [[2, 3], []],
+        "Call stack": "a.py(1): f;b.py(2): g",
+        "flops": 12.0,
+        "device": 0,
+        "stream": 7,
+        "correlation": 99,
+        "bytes": 64,
+        "registers per thread": 32,
+        "shared memory": 0,
+        "grid": [64, 1, 1],
+        "block": [128, 1, 1],
+        "est. achieved occupancy %": 50,
+        "external id": 8,
+        "Total Reserved": 4096,
+        "Total Allocated": 2048,
+        "Bytes": 512,
+        "Device Id": 0,
+        "Device Type": 1,
+        "Addr": 2**63 + 5,
+        "name": "main",
+    }
+    assert set(values) == set(names)
+    forward = msgspec.json.decode(json.dumps({k: values[k] for k in names}), type=_Args)
+    backward = msgspec.json.decode(json.dumps({k: values[k] for k in reversed(names)}), type=_Args)
+    assert backward == forward
+    assert forward.sequence == 3 and forward.mem_addr == 2**63 + 5 and forward.meta_name == "main"
+    assert bytes(forward.input_dims) == b"[[2, 3], []]"
