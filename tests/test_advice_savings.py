@@ -520,6 +520,17 @@ def before_after(tmp_path_factory, adam_loop):
     return folder, after
 
 
+def _unprofiled_steps(folder: Path) -> np.ndarray:
+    """The step timer's unprofiled steps saved in ``folder``'s meta.json, without their leading
+    warm-up (``events.steady.without_warmup``: on a busy machine the first steps can take
+    over five times the rest, and every step average leaves them out)."""
+    from perfkit_core.events.steady import without_warmup
+
+    return without_warmup(
+        json.loads((folder / "meta.json").read_text())["step_timer"]["unprofiled_ns"]
+    )
+
+
 def test_followup_says_promised_and_delivered(before_after):
     import perfkit_core
     from perfkit_core.advice.followup import follow_up
@@ -531,25 +542,20 @@ def test_followup_says_promised_and_delivered(before_after):
     assert optimizer.promised_ns == pytest.approx(promised)
     assert optimizer.acted_on and "optimizer" not in {f.id for f in after.advise()}
     # delivered: the step timer's unprofiled medians, before less after, recomputed from meta
-    medians = [
-        np.median(json.loads((p / "meta.json").read_text())["step_timer"]["unprofiled_ns"])
-        for p in before_after
-    ]
+    medians = [np.median(_unprofiled_steps(p)) for p in before_after]
     assert figures["basis"] == "unprofiled"
     assert figures["delivered_ns"] == pytest.approx(medians[0] - medians[1])
     acted = [r for r in rows if r.acted_on]
     assert sum(r.delivered_ns for r in acted) == pytest.approx(figures["delivered_ns"])
     # its interval, recomputed with another bootstrap: the standard library's resampling
-    steps = [
-        json.loads((p / "meta.json").read_text())["step_timer"]["unprofiled_ns"]
-        for p in before_after
-    ]
+    steps = [list(_unprofiled_steps(p)) for p in before_after]
     rng = random.Random(1)
     diffs = sorted(
         statistics.median(rng.choices(steps[0], k=len(steps[0])))
         - statistics.median(rng.choices(steps[1], k=len(steps[1])))
         for _ in range(4000)
     )
+
     def q(share: float) -> float:
         return diffs[min(int(share * len(diffs)), len(diffs) - 1)]
 
@@ -844,10 +850,7 @@ def test_followup_states_the_delivered_time_at_one_machine_pace(before_after, tm
     before = perfkit_core.load(_with_pace(before_after[0], tmp_path / "b", pace))
     slow = perfkit_core.load(_with_pace(before_after[1], tmp_path / "s", [1.5 * p for p in pace]))
     rows, figures = follow_up(before, slow)
-    steps = [
-        np.median(json.loads((p / "meta.json").read_text())["step_timer"]["unprofiled_ns"])
-        for p in before_after
-    ]
+    steps = [np.median(_unprofiled_steps(p)) for p in before_after]
     assert figures["pace_ratio"] == pytest.approx(1.5)
     assert figures["pace_low"] <= 1.5 <= figures["pace_high"]
     assert figures["delivered_at_pace_ns"] == pytest.approx(steps[0] - steps[1] / 1.5)
