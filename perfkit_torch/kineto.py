@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 from itertools import compress
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from perfkit_core.events import (
     read_trace_bytes,
     start_order,
 )
-from perfkit_torch.kineto_columns import FILL, row_columns, trace_columns
+from perfkit_torch.kineto_columns import FILL, event_ts_us, row_columns, trace_columns
 from perfkit_torch.kineto_flows import bind_fwdbwd, bind_launch_flows
 from perfkit_torch.kineto_format import Event, decode, int_id
 from perfkit_torch.kineto_strings import (
@@ -140,7 +139,7 @@ class _Part:
             is_meta = phase == META
             if is_meta.any():
                 metadata = list(compress(events, is_meta.tolist()))
-        ts_us = np.fromiter(map(_get_ts, rows), np.float64, len(rows))
+        ts_us = event_ts_us(rows)
         no_ts = np.isnan(ts_us)
         n_empty = n_no_ts = 0
         if no_ts.any():
@@ -165,9 +164,6 @@ class _Part:
         row_index = row_index + offset
         columns = row_columns(path, rows, row_index, ts_us, row_keys, strings) if rows else {}
         return cls(columns, len(rows), fb, counts, metadata, launch_flows)
-
-
-_get_ts = attrgetter("ts")
 
 
 def _merge(path: Path, parts: list[_Part], base_ns: int) -> tuple[dict[str, Any], int]:

@@ -38,6 +38,7 @@ from perfkit_torch.kineto_strings import (
 _ARG_KEYS = dict(zip(_Args.__struct_fields__, _Args.__struct_encode_fields__, strict=True))
 
 
+_get_ts = attrgetter("ts")
 _get_dur = attrgetter("dur")
 _get_args = attrgetter("args")
 _get_inputs = attrgetter("input_dims", "input_type", "input_values")
@@ -66,6 +67,11 @@ def _ints(objs: list[Any], attr: str, path: Path) -> np.ndarray:
             )
         out[i] = check_int_range(path, number, f"args[{key!r}]", low=INT64_MIN, high=INT64_MAX)
     return out
+
+
+def event_ts_us(events: list[Event]) -> np.ndarray:
+    """The ``ts`` of each of ``events`` (us, NaN where it has none), as a float64 array."""
+    return np.fromiter(map(_get_ts, events), np.float64, len(events))
 
 
 def _floats(objs: list[Any], attr: str) -> np.ndarray:

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from perfkit_core.events import INT64_MAX, INT64_MIN, check_int_range, check_times_us, us_to_ns
+from perfkit_torch.kineto_columns import event_ts_us
 from perfkit_torch.kineto_format import Event, int_id
 
-_get_ts = attrgetter("ts")
 _get_id = attrgetter("id")
 _get_ph = attrgetter("ph")
 
@@ -85,7 +85,7 @@ def bind_fwdbwd(
     n = len(pid)
     forward_op = np.full(n, -1, dtype=np.int64)
     # A flow without a time binds to nothing; one far out of range is a broken file.
-    flow_ts = np.fromiter(map(_get_ts, fb), np.float64, len(fb))
+    flow_ts = event_ts_us(fb)
     timed = flow_ts == flow_ts
     if not timed.all():
         fb = list(compress(fb, timed.tolist()))
