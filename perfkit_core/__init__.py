@@ -20,6 +20,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from perfkit_core.errors import TraceError
+from perfkit_core.lazy import lazy_attribute
 from perfkit_core.plugins.hookspecs import hookimpl, hookspec
 
 __version__ = "0.2.0"
@@ -70,11 +71,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'perfkit_core' has no attribute {name!r}")
+    return lazy_attribute(globals(), _LAZY, name)
 
 
 #: What a notebook shows as its report (``perfkit_core.report.notebook``): module, class.

@@ -17,6 +17,8 @@ PACKAGES = ("perfkit_core", "perfkit_torch", "perfkit_paddle", "perfkit_xla", "p
 LAYERS = {
     "perfkit_core.errors": 0,
     "perfkit_core.progress": 0,
+    # the packages' attributes imported on first use (PEP 562)
+    "perfkit_core.lazy": 0,
     "perfkit_core.plugins": 1,
     "perfkit_core.events": 2,
     "perfkit_core.capture": 3,

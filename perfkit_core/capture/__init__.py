@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 # would otherwise stand in for the function once anything imported the module.
 from perfkit_core.capture.annotate import annotate
 from perfkit_core.capture.step_timer import StepTimer, step_timer
+from perfkit_core.lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from perfkit_core.capture.background import BackgroundConverter, shared_converter
@@ -107,11 +108,4 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'perfkit_core.capture' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(globals(), _LAZY, name)

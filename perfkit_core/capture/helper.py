@@ -34,6 +34,7 @@ because it died; the queued runs are then saved). Where idle cores cannot be mea
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -254,17 +255,11 @@ class Inbox:
             time.sleep(0.02)
 
 
-_arrow_set = False
-
-
+@functools.cache
 def _one_thread() -> None:
     """Arrow's CPU and I/O pools at one thread each (its pools ignore most variables), once,
     when the helper is about to convert: importing Arrow is work the helper would otherwise do
     beside training, before any conversion needs it."""
-    global _arrow_set
-    if _arrow_set:
-        return
-    _arrow_set = True
     with contextlib.suppress(Exception):
         import pyarrow
 
