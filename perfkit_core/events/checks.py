@@ -140,7 +140,9 @@ def decode_error_reason(exc: BaseException, data: bytes, what: str) -> str:
     """
     import msgspec
 
-    if isinstance(exc, UnicodeDecodeError):
+    message = str(exc)
+    # msgspec reports bad UTF-8 in a string it decodes itself as a DecodeError, with no offset.
+    if isinstance(exc, UnicodeDecodeError) or message.startswith("Invalid UTF-8"):
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as bad:
@@ -148,10 +150,10 @@ def decode_error_reason(exc: BaseException, data: bytes, what: str) -> str:
                 f"text that is not UTF-8: byte 0x{data[bad.start]:02x} at offset {bad.start} "
                 "(JSON must be UTF-8)"
             )
-        return f"a string that is not valid Unicode ({exc.reason}): JSON must be UTF-8"
+        reason = getattr(exc, "reason", message)
+        return f"a string that is not valid Unicode ({reason}): JSON must be UTF-8"
     if isinstance(exc, RecursionError):
         return "JSON nested too deeply to read (arrays or objects thousands of levels down)"
-    message = str(exc)
     if isinstance(exc, msgspec.ValidationError):
         at = re.search(r" - at `(.*)`$", message)
         where = f" at {at.group(1)}" if at else ""
