@@ -34,17 +34,22 @@ def previous_at_least(values: np.ndarray, thresholds: np.ndarray, *, window: int
     """
     n = len(values)
     out = np.full(n, -1, dtype=np.int64)
-    if n == 0:
+    if n < 2:
         return out
-    queries = np.arange(1, n, dtype=np.int64)
+    # The nearest position first, on views of the whole arrays (no gathered copies): most
+    # positions are answered here, and only the rest are carried on as queries.
+    hit = values[:-1] >= thresholds[1:]
+    out[1:][hit] = np.flatnonzero(hit)
+    queries = np.flatnonzero(~hit) + 1
+    del hit
     window = min(window, n - 1)
-    for d in range(1, window + 1):
+    for d in range(2, window + 1):
         queries = queries[queries >= d]
         hit = values[queries - d] >= thresholds[queries]
         out[queries[hit]] = queries[hit] - d
         queries = queries[~hit]
-        if len(queries) == 0:
-            return out
+    if len(queries) == 0:
+        return out
     values = np.asarray(values)
     ahead = np.empty(n, dtype=values.dtype)  # max of the next `window` values
     ahead[:] = np.iinfo(values.dtype).min if values.dtype.kind in "iu" else -np.inf
@@ -83,9 +88,48 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray
     """
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
-    rows = np.flatnonzero(mask)
-    if len(rows) == 0:
+    # A big table's copies are made only where needed and dropped as soon as they are used:
+    # the nesting runs while the whole event table is held, and its temporaries set the load's
+    # peak memory.
+    every = bool(mask.all())
+    rows = None if every else np.flatnonzero(mask)
+    if n == 0 or (rows is not None and len(rows) == 0):
         return parent
+    g = group if rows is None else group[rows]
+    s = start if rows is None else start[rows]
+    d = dur if rows is None else dur[rows]
+    step = np.diff(s)
+    in_start_order = bool(((step > 0) | ((step == 0) & (d[1:] <= d[:-1]))).all())
+    del step
+    order: np.ndarray | None
+    if not in_start_order:
+        # lexsort is stable: rows of equal keys keep their (row) order.
+        order = np.lexsort((-d, s, g))
+    elif (g[1:] >= g[:-1]).all():
+        order = None  # in order already (one thread, as finish_events sorts the table)
+    else:
+        # In start order, longer first: a stable sort by group alone gives the same order as
+        # the four-key sort.
+        order = np.argsort(g, kind="stable")
+    if order is not None:
+        g, s, d = g[order], s[order], d[order]
+        rows = order if rows is None else rows[order]
+        del order
+    end = s + d
+    threshold = np.where(d > 0, end, s + 1)
+    del s, d
+    group_start = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    del g
+    found = previous_at_least(end, threshold)
+    del end, threshold
+    first_of_group = np.repeat(group_start, np.diff(np.r_[group_start, len(found)]))
+    ok = found >= first_of_group
+    del first_of_group
+    if rows is None:
+        parent[ok] = found[ok]
+    else:
+        parent[rows[ok]] = rows[found[ok]]
+    return parent
     g = group[rows]
     s = start[rows]
     d = dur[rows]
@@ -143,7 +187,7 @@ def launcher_rows(events: pd.DataFrame) -> np.ndarray:
     n = len(events)
     out = np.full(n, -1, dtype=np.int64)
     corr = events["correlation"].to_numpy()
-    rank = events["rank"].to_numpy().astype(np.int64)
+    rank = events["rank"].to_numpy().astype(np.int64, copy=False)
     host = events["stream"].to_numpy() < 0
     runtime = host & kind_is(events, "runtime") & (corr >= 0)
     device = ~host & (corr >= 0)
@@ -180,7 +224,7 @@ def assign_steps(events: pd.DataFrame, step_numbers: np.ndarray) -> np.ndarray:
     if not is_step.any():
         return out
     start = events["start_ns"].to_numpy()
-    end = start + events["dur_ns"].to_numpy()
+    dur = events["dur_ns"].to_numpy()
     rank = events["rank"].to_numpy()
     one_rank = bool((rank == rank[0]).all())
     when = start
@@ -192,7 +236,8 @@ def assign_steps(events: pd.DataFrame, step_numbers: np.ndarray) -> np.ndarray:
     for r in np.unique(rank[is_step]):
         srows = np.flatnonzero(is_step & (rank == r))
         srows = srows[np.argsort(start[srows], kind="stable")]
-        s_start, s_end = start[srows], end[srows]
+        s_start = start[srows]
+        s_end = s_start + dur[srows]
         # every row when the run holds one rank (no index of all rows to make)
         in_rank = None if one_rank else np.flatnonzero(rank == r)
         w = when if in_rank is None else when[in_rank]
@@ -230,7 +275,7 @@ def external_owner_rows(events: pd.DataFrame, rows: np.ndarray | None = None) ->
     out = np.full(len(asked_ext), -1, dtype=np.int64)
     if not (asked_ext >= 0).any():
         return out
-    rank = events["rank"].to_numpy().astype(np.int64)
+    rank = events["rank"].to_numpy().astype(np.int64, copy=False)
     host = events["stream"].to_numpy() < 0
     owner = host & (ext >= 0) & ~kind_is(events, *_NOT_OWNER_KINDS)
     if not owner.any():
