@@ -38,8 +38,7 @@ def start_order(start: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
     """
     if len(start) < 2:
         return None
-    step = np.diff(start)
-    if ((step > 0) | ((step == 0) & (dur[1:] <= dur[:-1]))).all():
+    if links.in_start_order(start, dur):
         return None
     order = np.argsort(start, kind="stable")
     s, d = start[order], dur[order]

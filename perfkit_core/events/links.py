@@ -77,6 +77,12 @@ def previous_at_least(values: np.ndarray, thresholds: np.ndarray, *, window: int
     return out
 
 
+def in_start_order(start: np.ndarray, dur: np.ndarray) -> bool:
+    """Whether rows are sorted by ``start``, longer ``dur`` first among equal starts."""
+    step = np.diff(start)
+    return bool(((step > 0) | ((step == 0) & (dur[1:] <= dur[:-1]))).all())
+
+
 def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Return the row of the innermost enclosing event for each row, -1 for roots.
 
@@ -98,11 +104,8 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray
     g = group if rows is None else group[rows]
     s = start if rows is None else start[rows]
     d = dur if rows is None else dur[rows]
-    step = np.diff(s)
-    in_start_order = bool(((step > 0) | ((step == 0) & (d[1:] <= d[:-1]))).all())
-    del step
     order: np.ndarray | None
-    if not in_start_order:
+    if not in_start_order(s, d):
         # lexsort is stable: rows of equal keys keep their (row) order.
         order = np.lexsort((-d, s, g))
     elif (g[1:] >= g[:-1]).all():
@@ -129,32 +132,6 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray
         parent[ok] = found[ok]
     else:
         parent[rows[ok]] = rows[found[ok]]
-    return parent
-    g = group[rows]
-    s = start[rows]
-    d = dur[rows]
-    step = np.diff(s)
-    if not ((step > 0) | ((step == 0) & (d[1:] <= d[:-1]))).all():
-        order = np.lexsort((rows, -d, s, g))
-    elif (g[1:] >= g[:-1]).all():
-        order = None  # in order already (one thread, as finish_events sorts the table)
-    else:
-        # In start order, longer first: a stable sort by group alone gives the same order as
-        # the four-key sort.
-        order = np.argsort(g, kind="stable")
-    del step
-    if order is None:
-        srows, sg, ss, sd = rows, g, s, d
-    else:
-        srows = rows[order]
-        sg, ss, sd = g[order], s[order], d[order]
-    end = ss + sd
-    threshold = np.where(sd > 0, end, ss + 1)
-    found = previous_at_least(end, threshold)
-    group_start = np.flatnonzero(np.r_[True, sg[1:] != sg[:-1]])
-    first_of_group = np.repeat(group_start, np.diff(np.r_[group_start, len(sg)]))
-    ok = found >= first_of_group
-    parent[srows[ok]] = srows[found[ok]]
     return parent
 
 
