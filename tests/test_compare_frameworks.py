@@ -193,9 +193,13 @@ def test_verdict_names_the_biggest_causes(pair):
         if abs(other_way.loc[other, "delta_ns"]) >= 0.02 * abs(step_delta):
             assert other in family_line and "offsetting part of it" in family_line
     else:
-        assert "within the noise" in sentence
+        # The profiled steps differ within their noise: the rows named are those differing
+        # beyond their own noise, whatever the unprofiled headline says.
+        assert ("the op family differing most" in sentence) == bool(verdict.causes["family"])
         assert all(c.resolvable for c in verdict.causes["family"])
     est = verdict.headline
+    # The head states the headline (the unprofiled ratio), "within the noise" when it is.
+    assert ("within the noise" in sentence) == (est.direction == "same")
     assert est.low <= est.ratio <= est.high
     # Both runs carry step-timer times, so the headline is the unprofiled ratio.
     assert verdict.unprofiled is not None
