@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 import warnings
@@ -23,10 +22,10 @@ from typing import Any
 import pytest
 
 import perfkit_core
+from tests.trainer_checks import ROOT, fit_into_locked_folder, layers_total
 
 pytest.importorskip("paddle")
 
-ROOT = Path(__file__).resolve().parents[1]
 BATCH = 8
 FEATURES, HIDDEN, CLASSES = 16, 32, 4
 
@@ -88,32 +87,6 @@ def _fit(
     }
 
 
-def _layers_total(run: Path) -> int:
-    """The model's parameter total as ``perfkit report RUN --views layers`` gives it (the
-    JSON form: the model's row, with its children)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "perfkit_core",
-            "report",
-            str(run),
-            "--views",
-            "layers",
-            "--no-advice",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)["tables"]["layers"]["rows"]
-    return int(next(r for r in rows if r["depth"] == 1)["params_with_children"])
-
-
 def test_one_run_per_window_a_step_per_optimizer_step(tmp_path: Path) -> None:
     fit = _fit(tmp_path / "fit_logs", windows=[(3, 6), (10, 12)], batches=24)
     callback = fit["callback"]
@@ -131,7 +104,7 @@ def test_one_run_per_window_a_step_per_optimizer_step(tmp_path: Path) -> None:
         assert set(per_step) == set(steps) and set(per_step.values()) == {4}
     # The layers view reads Paddle's own parameter count from the saved run.
     assert (
-        _layers_total(runs[0])
+        layers_total(runs[0])
         == fit["parameters"]
         == (FEATURES + 1) * HIDDEN + (HIDDEN + 1) * CLASSES
     )
@@ -159,7 +132,7 @@ def test_gradient_accumulation_makes_a_step_of_its_batches(tmp_path: Path) -> No
     forward = ev[(ev["name"].astype(str) == "Linear") & (ev["step"] >= 0)]
     counts = forward.groupby("step").size()
     assert {int(v) for v in counts.to_numpy()} == {3 * 2}  # two Linear layers
-    assert _layers_total(run_dir) == fit["parameters"]
+    assert layers_total(run_dir) == fit["parameters"]
 
 
 def test_full_disk_warns_once_and_training_goes_on(tmp_path: Path, monkeypatch) -> None:
@@ -183,28 +156,7 @@ def test_full_disk_warns_once_and_training_goes_on(tmp_path: Path, monkeypatch) 
 
 
 def test_unwritable_folder_under_dropped_capabilities(tmp_path: Path) -> None:
-    if shutil.which("setpriv") is None:
-        pytest.skip("setpriv is not installed")
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o555)
-    spare = tmp_path / "tmp"
-    spare.mkdir()
-    command = [sys.executable, str(Path(__file__).resolve()), str(locked / "runs")]
-    if os.geteuid() == 0:  # root writes anywhere unless it gives up the capabilities to
-        caps = "-dac_override,-dac_read_search"
-        command = ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", *command]
-    out = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-        timeout=600,
-        env=dict(os.environ, TMPDIR=str(spare)),
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report, spare = fit_into_locked_folder(__file__, tmp_path)
     assert report["batches"] == 12
     assert len(report["warnings"]) == 1 and "cannot create a run folder" in report["warnings"][0]
     assert report["runs"] == [] and len(report["failures"]) == 2

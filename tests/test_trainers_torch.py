@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 import perfkit_core
+from tests.trainer_checks import unprivileged
 
 ROOT = Path(__file__).resolve().parents[1]
 FEATURES, HIDDEN, CLASSES, BATCH = 16, 32, 4, 8
@@ -567,8 +568,6 @@ def test_an_unwritable_folder_leaves_training_running_with_one_warning(
     tmp_path: Path, trainer: str, module: str, name: str
 ) -> None:
     _integration(trainer, tmp_path / "unused")  # skips when the trainer is missing
-    if shutil.which("setpriv") is None:
-        pytest.skip("setpriv (util-linux) is needed to drop the capabilities root writes with")
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
@@ -579,16 +578,7 @@ def test_an_unwritable_folder_leaves_training_running_with_one_warning(
             UNWRITABLE_SCRIPT.format(root=str(ROOT), module=module, name=name, tmp=str(tmp_path))
         )
     )
-    caps = "-dac_override,-dac_read_search"
-    command = [
-        "setpriv",
-        f"--bounding-set={caps}",
-        f"--inh-caps={caps}",
-        sys.executable,
-        str(script),
-    ]
-    if os.geteuid() != 0:
-        command = [sys.executable, str(script)]
+    command = unprivileged([sys.executable, str(script)])
     done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=False)
     lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-3000:]
