@@ -50,6 +50,12 @@ def test_helper_reports_bad_input_and_keeps_the_file(tmp_path):
     converter.close(timeout=30)
     assert len(done) == 1 and "TraceError" in done[0] and "truncated" in done[0]
     assert trace.exists()
+    # the run's note says the helper gave it up, and why
+    from perfkit_core.events import pending
+
+    note = pending.read_note(tmp_path / "run")
+    assert note is not None and note["error"] == done[0]
+    assert not pending.helper_will_save(note)
 
 
 def test_close_does_not_wait_for_a_process_forked_since_the_helper_started(tmp_path):
@@ -511,6 +517,40 @@ def test_a_reader_waits_for_the_helper_finishing_after_its_program(tmp_path, cap
         helper.wait()
     assert run.meta["framework_version"] == "saved"  # the helper's run, not one made meanwhile
     assert f"waiting for the conversion helper (pid {helper.pid})" in capfd.readouterr().err
+
+
+def test_a_reader_of_a_run_its_helper_gave_up_does_not_wait_for_it(tmp_path, monkeypatch):
+    """The program exited and its helper, still finishing the queue, could not convert a run
+    (a truncated trace): a reader does not wait for a run the helper will not save, but
+    converts the trace at once and says what is wrong with it."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from perfkit_core.errors import TraceError
+    from perfkit_core.events import pending
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    trace = tmp_path / "bad.json"
+    trace.write_bytes(b'{"traceEvents": [')
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _note(run_dir, trace, {}, helper=helper.pid, program=_gone_pid())
+        assert pending.finishing(pending.read_note(run_dir) or {})  # a reader would wait
+        pending.mark_failed(run_dir, "TraceError: truncated")
+
+        def no_wait(seconds: float) -> None:
+            raise AssertionError(f"the reader waited {seconds} s for the helper")
+
+        monkeypatch.setattr(pending.time, "sleep", no_wait)
+        with pytest.raises(TraceError, match=r"bad\.json.*truncated"):
+            perfkit_core.load(run_dir)
+    finally:
+        helper.kill()
+        helper.wait()
+    assert trace.exists()  # nothing lost
 
 
 def test_a_program_exits_without_waiting_and_its_runs_are_saved_after_it(tmp_path):

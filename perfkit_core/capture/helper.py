@@ -299,6 +299,10 @@ def serve(inbox: Inbox, replies: IO[bytes], idle: IdleCores | None) -> None:
             reply = {"id": job.get("id"), "ok": False, "error": error}
         except Exception as exc:
             reply = {"id": job.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        if not reply["ok"] and job.get("run_dir"):
+            from perfkit_core.events import pending
+
+            pending.mark_failed(Path(str(job["run_dir"])), reply["error"])
         _reply(replies, reply)
 
 

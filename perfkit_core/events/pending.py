@@ -84,9 +84,23 @@ def remove_note(run_dir: Path) -> None:
         (Path(run_dir) / PENDING_FILE).unlink()
 
 
-def helper_alive(note: dict[str, Any]) -> bool:
-    """Whether the helper a note names still runs."""
-    return _alive(note, "pid")
+def helper_will_save(note: dict[str, Any]) -> bool:
+    """Whether the helper a note names still runs and has not given the run up (a note with
+    an ``error``: ``mark_failed``)."""
+    return not note.get("error") and _alive(note, "pid")
+
+
+def mark_failed(run_dir: Path, error: str) -> None:
+    """Say in ``run_dir``'s note that its helper could not save the run, and why: a reader
+    then neither waits for the helper nor leaves the run to it, but converts the trace itself
+    (saying what is wrong with it, or saving the run where the helper could not). Never
+    raises; nothing is written where the folder holds no note."""
+    note = read_note(run_dir)
+    if note is None:
+        return
+    note["error"] = str(error)
+    with contextlib.suppress(OSError, TypeError, ValueError):
+        write_bytes(Path(run_dir) / PENDING_FILE, json.dumps(note, default=str).encode())
 
 
 def apply_meta(run: Run, meta: dict[str, Any], *, keep_trace: bool) -> Run:
@@ -122,8 +136,9 @@ def finish(
     - The program still runs (the helper defers conversions while training keeps the cores
       busy): the trace converted here with the note's metadata, the same run the helper will
       save, and nothing written.
-    - The helper is gone without saving it (killed with its machine, say): the trace converted
-      here with the note's metadata and saved in the folder where that can be done.
+    - The helper is gone without saving it (killed with its machine, say), or could not save
+      it (the note says why): the trace converted here with the note's metadata and saved in
+      the folder where that can be done.
     """
     run_dir = Path(run_dir)
     meta_path = run_dir / META_FILE
@@ -152,7 +167,7 @@ def finish(
         return None
     keep = bool(note.get("keep_trace"))
     run = apply_meta(load_trace(trace), dict(note.get("meta") or {}), keep_trace=keep)
-    if helper_alive(note) or saving_owner(run_dir):
+    if helper_will_save(note) or saving_owner(run_dir):
         return run  # the helper's to save
     try:
         run.save(run_dir)
@@ -178,7 +193,7 @@ def remove_trace(trace: Path) -> None:
 def finishing(note: dict[str, Any]) -> bool:
     """Whether a note's helper is finishing the queue of a program that has exited (it
     converts at once then: a reader waits for it)."""
-    return helper_alive(note) and not _program_alive(note)
+    return helper_will_save(note) and not _program_alive(note)
 
 
 def _program_alive(note: dict[str, Any]) -> bool:
