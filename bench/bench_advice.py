@@ -497,11 +497,30 @@ def paddle_workers_scenario() -> Scenario:
     )
 
 
-def demo_batches() -> Any:
-    """A ``paddle.io.BatchSampler`` of ``DEMO_BATCH`` of the demo's rows in order, over and
-    over: the paired turns on a fast machine take more steps than one pass holds, and a new
-    pass would restart the workers."""
+def demo_data() -> tuple[Any, Any]:
+    """The demo's rows: (inputs, labels), numpy arrays drawn from seed 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    inputs = rng.standard_normal((DEMO_ROWS, DEMO_WIDTH)).astype("float32")
+    labels = rng.integers(0, 10, (DEMO_ROWS,)).astype("int64")
+    return inputs, labels
+
+
+def demo_loader(inputs: Any, labels: Any, *, workers: int, tensors: bool) -> Iterator[Any]:
+    """Batches of ``DEMO_BATCH`` of the demo's rows from ``paddle.io.DataLoader`` with
+    ``workers`` workers, from a ``TensorDataset`` of the rows as tensors (``tensors``: Paddle
+    ops per sample) or a Dataset of the numpy rows (Paddle's workers crash on Tensor samples).
+    The rows are read in order, over and over: the paired turns on a fast machine take more
+    steps than one pass holds, and a new pass would restart the workers."""
     import paddle
+
+    class Rows(paddle.io.Dataset):  # type: ignore[misc]
+        def __len__(self) -> int:
+            return DEMO_ROWS
+
+        def __getitem__(self, index: int) -> tuple[Any, Any]:
+            return inputs[index], labels[index]
 
     class Rounds(paddle.io.Sampler):  # type: ignore[misc]
         def __iter__(self) -> Iterator[int]:
@@ -511,7 +530,18 @@ def demo_batches() -> Any:
         def __len__(self) -> int:
             return 2**62
 
-    return paddle.io.BatchSampler(sampler=Rounds(), batch_size=DEMO_BATCH)
+    dataset = (
+        paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(labels)])
+        if tensors
+        else Rows()
+    )
+    loader = paddle.io.DataLoader(
+        dataset,
+        batch_sampler=paddle.io.BatchSampler(sampler=Rounds(), batch_size=DEMO_BATCH),
+        num_workers=workers,
+        persistent_workers=bool(workers),
+    )
+    return iter(loader)
 
 
 def paddle_demo_scenario() -> Scenario:
@@ -524,7 +554,6 @@ def paddle_demo_scenario() -> Scenario:
     rows as numpy arrays."""
 
     def build(applied: frozenset[str]) -> Loop:
-        import numpy as np
         import paddle
 
         paddle.set_device("cpu")
@@ -535,29 +564,10 @@ def paddle_demo_scenario() -> Scenario:
             parameters=model.parameters(),
             use_multi_tensor="optimizer" in applied,
         )
-        rng = np.random.default_rng(0)
-        inputs = rng.standard_normal((DEMO_ROWS, DEMO_WIDTH)).astype("float32")
-        labels = rng.integers(0, 10, (DEMO_ROWS,)).astype("int64")
+        inputs, labels = demo_data()
         workers = free_cores(1) if "input-pipeline" in applied else 0
-        if workers:
-
-            class Rows(paddle.io.Dataset):  # type: ignore[misc]
-                def __len__(self) -> int:
-                    return DEMO_ROWS
-
-                def __getitem__(self, index: int) -> tuple[Any, Any]:
-                    return inputs[index], labels[index]
-
-            dataset: Any = Rows()
-        else:
-            dataset = paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(labels)])
-        loader = paddle.io.DataLoader(
-            dataset,
-            batch_sampler=demo_batches(),
-            num_workers=workers,
-            persistent_workers=bool(workers),
-        )
-        return paddle_train_loop(model, optimizer, iter(loader))
+        batches = demo_loader(inputs, labels, workers=workers, tensors=not workers)
+        return paddle_train_loop(model, optimizer, batches)
 
     return Scenario(
         "paddle-demo",

@@ -15,9 +15,9 @@ untimed steps:
 For each: wall time, the training thread's CPU time and the process's CPU time, per step
 (medians of the blocks), and the baseline less each feed, paired by round.
 
-Then, timed as ``perfkit_paddle.replay.thread_op_ns`` times it (its step of small ops, CPU time
-with a loading thread beside it less on a batch in hand, per op), the per-op cost beside the
-replay's numpy Dataset and beside a ``TensorDataset`` of slices.
+Then ``perfkit_paddle.replay.thread_op_ns`` (its step of small ops, CPU time with a loading
+thread beside it less on a batch in hand, per op) with its own numpy Dataset, and with a
+``TensorDataset`` of the demo's rows (slices: Paddle ops in the loading thread).
 
     nice -n 10 python bench/paddle_loader_feeds.py [--rounds 12] [--block 30]
 """
@@ -32,87 +32,66 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench_advice import DEMO_BATCH, DEMO_ROWS, DEMO_WIDTH, demo_batches, paddle_mlp
+from bench_advice import (
+    DEMO_BATCH,
+    DEMO_WIDTH,
+    demo_data,
+    demo_loader,
+    paddle_mlp,
+    paddle_train_loop,
+)
+from scenario_types import Loop
 
 FEEDS = ("tensors, thread", "numpy, worker", "numpy, thread", "in hand")
 #: Untimed steps after a switch of feed.
 SETTLE_STEPS = 5
 
 
-def _feeds(paddle: Any, inputs: Any, labels: Any) -> dict[str, Iterator[Any]]:
-    class Rows(paddle.io.Dataset):  # type: ignore[misc]
-        def __len__(self) -> int:
-            return DEMO_ROWS
-
-        def __getitem__(self, index: int) -> tuple[Any, Any]:
-            return inputs[index], labels[index]
-
-    def loader(dataset: Any, workers: int) -> Iterator[Any]:
-        return iter(
-            paddle.io.DataLoader(
-                dataset,
-                batch_sampler=demo_batches(),
-                num_workers=workers,
-                persistent_workers=bool(workers),
-            )
-        )
-
-    tensors = paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(labels)])
-    batch = (paddle.to_tensor(inputs[:DEMO_BATCH]), paddle.to_tensor(labels[:DEMO_BATCH]))
-
-    def in_hand() -> Iterator[Any]:
-        while True:
-            yield batch
-
-    return dict(
-        zip(
-            FEEDS,
-            (loader(tensors, 0), loader(Rows(), 1), loader(Rows(), 0), in_hand()),
-            strict=True,
-        )
-    )
-
-
 def feeds(rounds: int, block: int) -> None:
-    import numpy as np
     import paddle
 
     paddle.set_device("cpu")
     paddle.seed(0)
     model = paddle_mlp(4, DEMO_WIDTH)
     optimizer = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
-    rng = np.random.default_rng(0)
-    inputs = rng.standard_normal((DEMO_ROWS, DEMO_WIDTH)).astype("float32")
-    labels = rng.integers(0, 10, (DEMO_ROWS,)).astype("int64")
-    batches = _feeds(paddle, inputs, labels)
+    inputs, labels = demo_data()
+    batch = (paddle.to_tensor(inputs[:DEMO_BATCH]), paddle.to_tensor(labels[:DEMO_BATCH]))
 
-    def step(feed: Iterator[Any]) -> None:
-        x, y = next(feed)
-        loss = paddle.nn.functional.cross_entropy(model(x), y.reshape([-1]))
-        loss.backward()
-        optimizer.step()
-        optimizer.clear_grad()
+    def in_hand() -> Iterator[Any]:
+        while True:
+            yield batch
 
+    made = (
+        demo_loader(inputs, labels, workers=0, tensors=True),
+        demo_loader(inputs, labels, workers=1, tensors=False),
+        demo_loader(inputs, labels, workers=0, tensors=False),
+        in_hand(),
+    )
+    # one model and optimizer, each feed a loop of its own over them
+    loops = {
+        name: paddle_train_loop(model, optimizer, batches)
+        for name, batches in zip(FEEDS, made, strict=True)
+    }
     try:
-        _time_feeds(batches, step, rounds, block)
+        _time_feeds(loops, rounds, block)
     finally:
-        for feed in batches.values():
-            getattr(feed, "_try_shutdown_all", lambda: None)()
+        for loop in loops.values():
+            loop.close()
 
 
-def _time_feeds(batches: dict[str, Iterator[Any]], step: Any, rounds: int, block: int) -> None:
-    for feed in batches.values():
+def _time_feeds(loops: dict[str, Loop], rounds: int, block: int) -> None:
+    for loop in loops.values():
         for _ in range(10):
-            step(feed)
+            loop.step()
     clocks = (time.perf_counter_ns, time.thread_time_ns, time.process_time_ns)
     times: dict[str, list[tuple[float, ...]]] = {name: [] for name in FEEDS}
     for turn in range(rounds):
         for name in FEEDS[turn % len(FEEDS) :] + FEEDS[: turn % len(FEEDS)]:
             for _ in range(SETTLE_STEPS):
-                step(batches[name])
+                loops[name].step()
             start = [clock() for clock in clocks]
             for _ in range(block):
-                step(batches[name])
+                loops[name].step()
             times[name].append(
                 tuple((clock() - s) / block / 1e6 for clock, s in zip(clocks, start, strict=True))
             )
@@ -130,39 +109,16 @@ def _time_feeds(batches: dict[str, Iterator[Any]], step: Any, rounds: int, block
 
 
 def op_costs(repeat: int) -> None:
-    import numpy as np
     import paddle
 
-    from perfkit_paddle import replay
+    from perfkit_paddle.replay import thread_op_ns
 
-    train, ready = replay._training_step()
-    rows = 200_000
-    tensors = paddle.io.TensorDataset(
-        [
-            paddle.to_tensor(np.random.default_rng(0).random((rows, 64), dtype="float32")),
-            paddle.to_tensor(np.zeros(rows, "int64")),
-        ]
-    )
-
-    def per_op(dataset: Any) -> float:
-        loader = paddle.io.DataLoader(dataset, batch_size=replay.THREAD_BATCH, num_workers=0)
-        iterator = iter(loader)
-        for _ in range(3):
-            train(next(iterator))
-        costs = []
-        for _ in range(replay.THREAD_ROUNDS):
-            alone = replay._per_step(lambda: train(ready), replay.THREAD_STEPS, time.thread_time_ns)
-            beside = replay._per_step(
-                lambda: train(next(iterator)), replay.THREAD_STEPS, time.thread_time_ns
-            )
-            costs.append((beside - alone) / replay.THREAD_OPS)
-        replay._shutdown(iterator)
-        return statistics.median(costs) / 1e3
-
+    inputs, labels = demo_data()
+    slices = paddle.io.TensorDataset([paddle.to_tensor(inputs), paddle.to_tensor(labels)])
     for _ in range(repeat):
         print(
-            f"each training op beside the replay's numpy Dataset {per_op(replay._slow_samples()):.2f} "
-            f"us, beside a TensorDataset of slices {per_op(tensors):.2f} us",
+            f"each training op beside the replay's numpy Dataset {thread_op_ns() / 1e3:.2f} us, "
+            f"beside a TensorDataset of slices {thread_op_ns(slices) / 1e3:.2f} us",
             flush=True,
         )
 

@@ -141,16 +141,19 @@ def _training_step() -> tuple[Callable[[Any], None], Any]:
     return train, ready
 
 
-def thread_op_ns() -> float:
+def thread_op_ns(dataset: Any = None) -> float:
     """ns of CPU time that each op of the training thread costs it when a single-process
     ``paddle.io.DataLoader``'s loading thread runs beside it (handing the GIL over and back):
     the training thread's CPU time in a step of ``THREAD_OPS`` small Paddle ops (matmul and
     tanh) per batch fed by that loader, less its CPU time in the same step on a ready batch, per
-    op; the median of ``THREAD_ROUNDS`` rounds (the two timed in turn in each), at least 0."""
+    op; the median of ``THREAD_ROUNDS`` rounds (the two timed in turn in each), at least 0.
+    The loader reads ``dataset`` (default: Python and NumPy work per sample, which holds the
+    GIL: ``_slow_samples``)."""
     import paddle
 
     train, ready = _training_step()
-    loader = paddle.io.DataLoader(_slow_samples(), batch_size=THREAD_BATCH, num_workers=0)
+    dataset = _slow_samples() if dataset is None else dataset
+    loader = paddle.io.DataLoader(dataset, batch_size=THREAD_BATCH, num_workers=0)
     iterator = iter(loader)
     try:
         for _ in range(3):
