@@ -301,6 +301,18 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
     return family_of(name)
 
 
+#: The name Paddle's DataLoader gives the thread of the training process that loads its
+#: batches (``paddle.io.dataloader.dataloader_iter``: the single-process loader's, and the
+#: multi-process loader's reader), followed by the loader's id.
+LOADING_THREAD_PREFIX = "Dataloader_"
+
+
+@hookimpl
+def perfkit_loading_thread(name: str, framework: str) -> bool | None:
+    """Paddle's loading threads, by the name its DataLoader gives them."""
+    return name.startswith(LOADING_THREAD_PREFIX)
+
+
 #: Paddle op names (without decorations and gradient suffixes) whose canonical op is not their
 #: name.
 _PADDLE_CANONICAL = {

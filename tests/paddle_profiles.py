@@ -138,6 +138,44 @@ def _slow_loader_step(
     return step
 
 
+def tensor_loader_run(directory: Path) -> Path:
+    """A small Paddle CPU MLP fed batches of 16 rows from a ``paddle.io.TensorDataset`` by
+    the single-process DataLoader, whose loading thread (Paddle's ``Dataloader_`` thread)
+    slices the tensors per sample: framework ops of the loading, recorded on that thread.
+    Profiled with perfkit's handler and timed as ``slow_loader_run``; returns the saved run
+    folder."""
+    import paddle
+
+    from perfkit_paddle.handler import on_trace_ready
+
+    model = _mlp(2, 16, "LayerNorm")
+    optimizer = paddle.optimizer.SGD(learning_rate=1e-3, parameters=model.parameters())
+    rows = paddle.io.TensorDataset([paddle.randn([4096, 16]), paddle.randint(0, 4, [4096, 1])])
+
+    class Endless(paddle.io.Sampler):  # type: ignore[misc]
+        """The rows in order, over and over: the timed steps may outnumber them."""
+
+        def __iter__(self) -> Any:
+            while True:
+                yield from range(4096)
+
+        def __len__(self) -> int:
+            return 2**62
+
+    sampler = paddle.io.BatchSampler(sampler=Endless(), batch_size=16)
+    batches = iter(paddle.io.DataLoader(rows, batch_sampler=sampler, num_workers=0))
+
+    def step() -> None:
+        x, y = next(batches)
+        paddle.nn.functional.cross_entropy(model(x), y.squeeze(-1)).backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+    handler = on_trace_ready(directory, worker_name="tensor-loader", background=False)
+    _profile_and_time(step, handler)
+    return Path(handler.runs[0])
+
+
 def adam_beside_loading_thread_run(directory: Path) -> tuple[Path, dict]:
     """Paddle's per-parameter Adam on a narrow MLP (sixteen blocks of Linear(16, 16) and
     LayerNorm, 66 parameters) fed batches of 96 samples of the Dataset of ``slow_loader_run``

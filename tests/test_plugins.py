@@ -48,6 +48,7 @@ TESTED_BY = {
     "perfkit_eager_pass_ns": "test_eager_pass_ns_hook_is_the_runs_adapters",
     "perfkit_corun_slowdowns": "test_corun_slowdowns_hook_is_the_runs_adapters",
     "perfkit_thread_op_ns": "test_thread_op_ns_hook_is_the_runs_adapters",
+    "perfkit_loading_thread": "test_loading_thread_hook_is_the_runs_adapters",
 }
 
 
@@ -581,6 +582,35 @@ def test_thread_op_ns_hook_is_the_runs_adapters():
             # the record keeps only what was timed, and only where a thread loaded
             assert loader_costs_here("odd", thread=True).get("thread_op_ns") == expected
             assert "thread_op_ns" not in loader_costs_here("odd")
+        finally:
+            pm.unregister(plugin)
+
+
+def test_loading_thread_hook_is_the_runs_adapters():
+    """Paddle's adapter names its DataLoader's loading threads (``Dataloader_<id>``); torch's
+    names none; a plugin's answer for its framework marks the thread, and an answer that is
+    not True, or one that raises, leaves it a training thread (a real run:
+    tests/test_loading_threads.py)."""
+    from perfkit_core.advice.rules.cpu import loading_threads
+
+    pm = plugins.get_plugin_manager()
+    threads = {"7": "MainThread", "8": "Dataloader_140312", "9": "worker"}
+    if importlib.util.find_spec("perfkit_paddle") is not None:
+        paddle_run = types.SimpleNamespace(meta={"framework": "paddle", "threads": threads})
+        assert loading_threads(paddle_run) == [8]  # type: ignore[arg-type]
+    torch_run = types.SimpleNamespace(meta={"framework": "torch", "threads": threads})
+    assert loading_threads(torch_run) == []  # type: ignore[arg-type]
+    odd = types.SimpleNamespace(meta={"framework": "odd", "threads": threads})
+    for answer, expected in (
+        (True, [7, 8, 9]),
+        (False, []),
+        ("yes", []),
+        (RuntimeError("no names"), []),
+    ):
+        plugin = _answering("perfkit_loading_thread", answer)
+        pm.register(plugin, name="odd-loading-thread")
+        try:
+            assert loading_threads(odd) == expected, answer  # type: ignore[arg-type]
         finally:
             pm.unregister(plugin)
 

@@ -230,6 +230,26 @@ def perfkit_op_family(name: str, framework: str) -> str | None:
 
 
 @hookspec(firstresult=True)
+def perfkit_loading_thread(name: str, framework: str) -> bool | None:
+    """Say whether a host thread of the training process loads data for the training thread.
+
+    Called by the advice (``perfkit_core.advice.rules.cpu.outermost_ops``) once per named
+    thread of a run (``Run.meta["threads"]``): the framework ops such a thread records (a
+    Dataset that slices tensors per sample, the batch's collation) are loading, not the
+    training thread's ops, so the ops per step that the CPU, optimizer and input-pipeline
+    findings count leave them out.
+
+    :param name: the thread's name as the trace gives it (Paddle's single-process loader runs
+        in a thread it names ``Dataloader_<id>``).
+    :param framework: the run's framework (``torch``, ``paddle``, ...).
+    :returns: True or False when this plugin adapts ``framework`` and knows its loader's
+        threads, else ``None`` (the thread is taken for one that trains).
+
+    Stops at the first non-None result (``firstresult``).
+    """
+
+
+@hookspec(firstresult=True)
 def perfkit_canonical_op(name: str, framework: str) -> str | None:
     """Map a native op name to its canonical op, the name the same work has in every framework,
     so that ``perfkit_core.compare`` lines a torch run and a paddle run up op by op.

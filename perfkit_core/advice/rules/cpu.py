@@ -44,23 +44,70 @@ HOST_WORK_KINDS = ("operator", "dataloader", "optimizer", "communication", "memc
 COMPILE = "compile"
 
 
+def loading_threads(run: Run) -> list[int]:
+    """The ids of the run's host threads that load data for the training thread, by their
+    names (``Run.meta["threads"]``), as the run's adapter tells them
+    (``perfkit_loading_thread``: Paddle's ``Dataloader_`` threads)."""
+    from perfkit_core.plugins import framework_hook
+
+    framework = str(run.meta.get("framework") or "")
+    names = run.meta.get("threads") or {}
+    if not framework or not isinstance(names, dict) or not names:
+        return []
+    ask = framework_hook("perfkit_loading_thread", framework)
+    found = []
+    for tid, name in names.items():
+        try:
+            number = int(tid)
+        except (TypeError, ValueError):
+            continue
+        try:
+            answer = ask(name=str(name), framework=framework)
+        except Exception:  # an adapter's error must not lose the advice: a training thread
+            answer = None
+        if answer is True:
+            found.append(number)
+    return found
+
+
+def _outermost_host_ops(run: Run) -> np.ndarray:
+    """Mask over the event table: host operators in the steps inside no other operator."""
+    ev = run.events
+    kind = str_values(ev["kind"])
+    is_op = (kind == "operator") & (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0)
+    return is_op & ~links.has_ancestor(ev["parent"].to_numpy(), kind == "operator")
+
+
 def outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Masks over the event table: outermost host operators in the steps, those of them inside
-    an optimizer span, and those inside a data-loading span. One count of ops per step for
-    every rule."""
+    """Masks over the event table: outermost host operators of the training thread in the
+    steps (a loading thread's ops, ``loading_threads``, are left out), those of them inside an
+    optimizer span, and those inside a data-loading span. One count of ops per step for every
+    rule."""
     cached = ctx.run.cache.get("advice_outermost_ops")
     if cached is not None:
         return cached
     ev = ctx.run.events
     kind = str_values(ev["kind"])
     parent = ev["parent"].to_numpy()
-    is_op = (kind == "operator") & (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0)
-    outer = is_op & ~links.has_ancestor(parent, kind == "operator")
+    outer = _outermost_host_ops(ctx.run)
+    loading = loading_threads(ctx.run)
+    if loading:
+        outer &= ~np.isin(ev["tid"].to_numpy(), loading)
     in_optimizer = outer & optimizer_rows(ctx.run)
     in_data = outer & links.has_ancestor(parent, kind == "dataloader")
     found = (outer, in_optimizer, in_data)
     ctx.run.cache.put("advice_outermost_ops", found)
     return found
+
+
+def loading_thread_ops_per_step(ctx: Context) -> float:
+    """The outermost host ops per step of the run's loading threads (``loading_threads``):
+    framework ops of the loading, which ``outermost_ops`` leaves out of the training thread's."""
+    loading = loading_threads(ctx.run)
+    if not loading:
+        return 0.0
+    on_loading = np.isin(ctx.run.events["tid"].to_numpy(), loading)
+    return float((_outermost_host_ops(ctx.run) & on_loading).sum()) / max(ctx.steps, 1)
 
 
 def training_ops_per_step(ctx: Context) -> float:

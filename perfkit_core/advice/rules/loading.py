@@ -36,7 +36,7 @@ from perfkit_core.advice.loader_workers import (
     timed_workers,
     untimed_workers_estimate,
 )
-from perfkit_core.advice.rules.cpu import training_ops_per_step
+from perfkit_core.advice.rules.cpu import loading_thread_ops_per_step, training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
 from perfkit_core.capture.machine_costs import finite_number
 from perfkit_core.capture.step_timer import TRAINING_CPU
@@ -140,6 +140,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     training_cpu = timed_phase(ctx, TRAINING_CPU, mean=True) if threaded else None
     split = training_cpu is not None and training_cpu > 0
     ops = training_ops_per_step(ctx) if split else 0.0
+    loading_ops = loading_thread_ops_per_step(ctx) if split else 0.0
     step_ns = basis.step_ns
     handing, loading_handing, capped, outliers = 0.0, 0.0, False, 0
     op_ns, op_from = THREAD_OP_NS, MODEL_COST
@@ -232,7 +233,13 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             1,
             f"The training thread's own CPU time was {duration_text(training_cpu or 0.0)} per "
             f"step, in {ops:.0f} ops. Beside each other both threads' CPU times grow, and each "
-            "op hands the GIL to the loading thread and back.",
+            "op hands the GIL to the loading thread and back."
+            + (
+                f" The loading thread recorded {loading_ops:.0f} framework ops of its own per "
+                "step (its Dataset's and the batch's), not counted among them."
+                if loading_ops
+                else ""
+            ),
         )
     details += [
         f"Step {int(r.step)}: waiting for data {duration_text(r.data_ns)} of "
@@ -412,6 +419,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "rest_per_step_ns": rest,
             "contention_per_step_ns": contention,
             "training_ops_per_step": ops,
+            # the ops a loading thread recorded, left out of the training thread's
+            "loading_thread_ops_per_step": loading_ops,
             # the hand-overs at that cost an op reached the loading thread's CPU time
             "handovers_capped": capped,
             "free_cores": workers,

@@ -1,0 +1,73 @@
+"""A loading thread's framework ops are loading, not the training thread's: the ops per step
+that the CPU, optimizer and input-pipeline findings count leave them out, recounted here from
+the raw events by the threads' names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+paddle = pytest.importorskip("paddle")
+
+import perfkit_core  # noqa: E402
+from perfkit_core.advice.engine import make_context  # noqa: E402
+from perfkit_core.advice.rules.cpu import (  # noqa: E402
+    loading_thread_ops_per_step,
+    loading_threads,
+    outermost_ops,
+    training_ops_per_step,
+)
+from perfkit_core.events.run import Run  # noqa: E402
+
+
+def _outermost_by_thread(run: Run) -> dict[int, int]:
+    """Outermost host operators in the steps per thread id, by a walk up each op's parents."""
+    ev = run.events
+    kinds = ev["kind"].astype(str).to_numpy()
+    parents = ev["parent"].to_numpy()
+    tids = ev["tid"].to_numpy()
+    counted = (kinds == "operator") & (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0)
+    found: dict[int, int] = {}
+    for i in np.flatnonzero(counted):
+        up = parents[i]
+        while up >= 0 and kinds[up] != "operator":
+            up = parents[up]
+        if up < 0:
+            found[int(tids[i])] = found.get(int(tids[i]), 0) + 1
+    return found
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    from paddle_profiles import tensor_loader_run
+
+    return perfkit_core.load(tensor_loader_run(tmp_path_factory.mktemp("tensor-loader")))
+
+
+def test_a_tensor_datasets_slices_are_the_loading_threads_not_the_training_threads(run):
+    names = {int(tid): name for tid, name in run.meta["threads"].items()}
+    loaders = sorted(tid for tid, name in names.items() if name.startswith("Dataloader_"))
+    assert loaders, names  # Paddle names its loading thread
+    assert loading_threads(run) == loaders
+    by_thread = _outermost_by_thread(run)
+    loading_ops = sum(n for tid, n in by_thread.items() if tid in loaders)
+    training = sum(n for tid, n in by_thread.items() if tid not in loaders)
+    assert loading_ops > 0  # the slices were recorded on the loading thread
+    ctx = make_context(run)
+    steps = ctx.steps
+    assert training_ops_per_step(ctx) == pytest.approx(training / steps)
+    assert loading_thread_ops_per_step(ctx) == pytest.approx(loading_ops / steps)
+    # every mask the rules share leaves the loading thread's ops out
+    tids = run.events["tid"].to_numpy()
+    for mask in outermost_ops(ctx):
+        assert not np.isin(tids[mask], loaders).any()
+
+
+def test_a_thread_no_adapter_names_is_taken_for_one_that_trains(run):
+    as_torch = Run(run.events, {**run.meta, "framework": "torch"})
+    assert loading_threads(as_torch) == []
+    ctx = make_context(as_torch)
+    assert training_ops_per_step(ctx) == pytest.approx(
+        sum(_outermost_by_thread(run).values()) / ctx.steps
+    )
+    assert loading_thread_ops_per_step(ctx) == 0.0
