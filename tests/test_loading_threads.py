@@ -71,3 +71,40 @@ def test_a_thread_no_adapter_names_is_taken_for_one_that_trains(run):
         sum(_outermost_by_thread(run).values()) / ctx.steps
     )
     assert loading_thread_ops_per_step(ctx) == 0.0
+
+
+def _uncovered_ns(run: Run, threads: set[int] | None) -> float:
+    """Time inside the step spans when none of ``threads`` (None: every thread) ran host work
+    (ops, data loading, copies, collectives), by a sweep over each step's sorted intervals."""
+    ev = run.events
+    kinds = ev["kind"].astype(str).to_numpy()
+    start = ev["start_ns"].to_numpy()
+    end = start + ev["dur_ns"].to_numpy()
+    tids = ev["tid"].to_numpy()
+    work = np.isin(kinds, ["operator", "dataloader", "communication", "memcpy", "runtime"])
+    work &= ev["stream"].to_numpy() < 0
+    if threads is not None:
+        work &= np.isin(tids, sorted(threads))
+    spans = sorted(zip(start[kinds == "step"], end[kinds == "step"], strict=True))
+    total = 0.0
+    for lo, hi in spans:
+        at = lo
+        for s, e in sorted(zip(start[work], end[work], strict=True)):
+            if e <= at or s >= hi:
+                continue
+            total += max(s - at, 0)
+            at = max(at, min(e, hi))
+        total += max(hi - at, 0)
+    return total
+
+
+def test_python_between_the_training_threads_ops_is_not_covered_by_the_loading_threads(run):
+    from perfkit_core.advice.rules.cpu import uncovered_step_time
+
+    loaders = set(loading_threads(run))
+    training = {int(t) for t in np.unique(run.events["tid"].to_numpy())} - loaders
+    uncovered, _ = uncovered_step_time(run)
+    assert uncovered == pytest.approx(_uncovered_ns(run, training), rel=1e-9)
+    # the loading thread's slices ran during the training thread's Python: counted as work,
+    # they would hide some of it
+    assert _uncovered_ns(run, None) < uncovered

@@ -196,10 +196,15 @@ def _compile_evidence(compiled: CompileEstimate | None) -> dict[str, object]:
 
 
 def uncovered_step_time(run: Run) -> tuple[float, float]:
-    """(time in the steps when no host thread ran recorded work, the part of it inside optimizer
-    spans), in ns over all steps, summed over ranks: the Python between ops."""
+    """(time in the steps when no host thread that trains ran recorded work, the part of it
+    inside optimizer spans), in ns over all steps, summed over ranks: the Python between ops.
+    A loading thread's ops (``loading_threads``) run beside the training thread's Python, not
+    in its place, so they do not cover it."""
     ev = run.events
     host = ev["stream"].to_numpy() < 0
+    loading = loading_threads(run)
+    if loading:
+        host &= ~np.isin(ev["tid"].to_numpy(), loading)
     rank = ev["rank"].to_numpy()
     start = ev["start_ns"].to_numpy()
     end = start + ev["dur_ns"].to_numpy()
@@ -259,6 +264,7 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
         return None
     uncovered, in_optimizer = uncovered_step_time(ctx.run)
     uncovered, in_optimizer = ctx.per_step(uncovered), ctx.per_step(in_optimizer)
+    loaders = loading_threads(ctx.run)
     share = 100.0 * uncovered / ctx.step_ns
     if share < PYTHON_OVERHEAD_MIN_STEP_PCT:
         return None
@@ -276,9 +282,12 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
         saving_ns=saving,
         remedy_key=COMPILE,
         details=[
-            f"For {per_step_text(uncovered, ctx.step_ns)} no host thread ran an op, data "
-            "loading or a copy: the interpreter was running the model's Python (module calls, "
-            "hooks, bookkeeping) between ops.",
+            f"For {per_step_text(uncovered, ctx.step_ns)} no host thread "
+            + ("that trains " if loaders else "")
+            + "ran an op, data loading or a copy"
+            + (" (the loading thread's own ops ran beside that time)" if loaders else "")
+            + ": the interpreter was running the model's Python (module calls, hooks, "
+            "bookkeeping) between ops.",
             f"{duration_text(in_optimizer)} per step of it is inside the optimizer step, which "
             "the optimizer's own remedy addresses; "
             + _outside_optimizer_text(uncovered - in_optimizer, python, events, basis),
