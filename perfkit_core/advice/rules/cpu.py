@@ -67,7 +67,7 @@ def loading_threads(run: Run) -> list[int]:
             answer = None
         if answer is True:
             found.append(number)
-    return found
+    return sorted(found)
 
 
 def _outermost_host_ops(run: Run) -> np.ndarray:

@@ -419,8 +419,6 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "rest_per_step_ns": rest,
             "contention_per_step_ns": contention,
             "training_ops_per_step": ops,
-            # the ops a loading thread recorded, left out of the training thread's
-            "loading_thread_ops_per_step": loading_ops,
             # the hand-overs at that cost an op reached the loading thread's CPU time
             "handovers_capped": capped,
             "free_cores": workers,
@@ -447,7 +445,16 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             ],
             # beside a loading thread: each training op's cost the split took, and where it
             # was found (THREAD_OP_SOURCES)
-            **({"thread_op_ns": op_ns, "thread_op_from": op_from} if split else {}),
+            # and the ops the loading thread recorded, left out of the training thread's
+            **(
+                {
+                    "thread_op_ns": op_ns,
+                    "thread_op_from": op_from,
+                    "loading_thread_ops_per_step": loading_ops,
+                }
+                if split
+                else {}
+            ),
             # no core free: the saving of one worker taking a turn on the busy cores
             **({"turn_process_cores": process_cores} if turns else {}),
             # a loader that had workers: how many, and what they took (``loader_workers``), or
