@@ -138,6 +138,14 @@ def _slow_loader_step(
     return step
 
 
+def loading_thread_ids(run: Any) -> list[int]:
+    """The ids of ``run``'s threads that Paddle's DataLoader named for its loading
+    (``Dataloader_<id>``), read from the run's thread names: the tests' own reading, apart
+    from the adapter's hook."""
+    names = run.meta.get("threads") or {}
+    return sorted(int(t) for t, name in names.items() if str(name).startswith("Dataloader_"))
+
+
 def tensor_loader_run(directory: Path) -> Path:
     """A small Paddle CPU MLP fed batches of 16 rows from a ``paddle.io.TensorDataset`` by
     the single-process DataLoader, whose loading thread (Paddle's ``Dataloader_`` thread)

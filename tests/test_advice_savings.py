@@ -18,6 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from paddle_profiles import loading_thread_ids  # noqa: E402
+
 from perfkit_core.advice.basis import recorded_events_per_step, step_basis  # noqa: E402
 from perfkit_core.advice.engine import make_context  # noqa: E402
 from perfkit_core.advice.loader import LOADER_BATCH_NS, loader_saving  # noqa: E402
@@ -1607,6 +1609,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
                 (kinds == "operator")
                 & (ev_table["stream"].to_numpy() < 0)
                 & (ev_table["step"].to_numpy() >= 0)
+                & ~np.isin(ev_table["tid"].to_numpy(), loading_thread_ids(run))
             )
             if parents[i] < 0 or kinds[parents[i]] != "operator"
         ]
@@ -1999,7 +2002,7 @@ def test_paddle_optimizer_beside_a_loading_thread_counts_the_hand_overs_it_remov
     # other than Paddle's loading thread (named Dataloader_<id>)
     kinds = run.events["kind"].astype(str).to_numpy()
     parents = run.events["parent"].to_numpy()
-    loaders = [int(t) for t, n in run.meta["threads"].items() if n.startswith("Dataloader_")]
+    loaders = loading_thread_ids(run)
     counted = (
         (kinds == "operator")
         & (run.events["stream"].to_numpy() < 0)

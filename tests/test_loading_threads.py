@@ -9,6 +9,8 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
+from paddle_profiles import loading_thread_ids  # noqa: E402
+
 import perfkit_core  # noqa: E402
 from perfkit_core.advice.engine import make_context  # noqa: E402
 from perfkit_core.advice.rules.cpu import (  # noqa: E402
@@ -45,9 +47,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 
 def test_a_tensor_datasets_slices_are_the_loading_threads_not_the_training_threads(run):
-    names = {int(tid): name for tid, name in run.meta["threads"].items()}
-    loaders = sorted(tid for tid, name in names.items() if name.startswith("Dataloader_"))
-    assert loaders, names  # Paddle names its loading thread
+    loaders = loading_thread_ids(run)
+    assert loaders, run.meta["threads"]  # Paddle names its loading thread
     assert loading_threads(run) == loaders
     by_thread = _outermost_by_thread(run)
     loading_ops = sum(n for tid, n in by_thread.items() if tid in loaders)

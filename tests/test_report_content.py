@@ -10,6 +10,7 @@ import statistics
 
 import numpy as np
 import pytest
+from paddle_profiles import loading_thread_ids
 
 import perfkit_core
 from conftest import shared_trace
@@ -199,8 +200,13 @@ def test_small_ops_rule_is_recomputed_from_the_ops(demo_runs):
                 p = parent[p]
             return False
 
-        # Outermost ops in the steps, less those the optimizer and data-loading rules claim.
-        ops = ev[(ev["kind"] == "operator") & (ev["step"] >= 0)]
+        # Outermost ops in the steps of the threads that train (not Paddle's loading thread,
+        # named Dataloader_<id>), less those the optimizer and data-loading rules claim.
+        ops = ev[
+            (ev["kind"] == "operator")
+            & (ev["step"] >= 0)
+            & ~ev["tid"].isin(loading_thread_ids(run))
+        ]
         rows = [
             r
             for r in ops.index
@@ -463,8 +469,7 @@ def test_python_overhead_is_recomputed_step_by_step(demo_runs):
 
     for run in demo_runs:
         ev = run.events
-        names = run.meta.get("threads") or {}
-        loaders = [int(t) for t, name in names.items() if str(name).startswith("Dataloader_")]
+        loaders = loading_thread_ids(run)
         work = ev[
             (ev["stream"] < 0)
             & ev["kind"].isin(["operator", "dataloader", "communication", "memcpy", "runtime"])
