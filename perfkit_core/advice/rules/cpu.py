@@ -70,12 +70,25 @@ def loading_threads(run: Run) -> list[int]:
     return sorted(found)
 
 
+def _loading_thread_ids(run: Run) -> list[int]:
+    """``loading_threads(run)``, asked of the adapters once per run: the rules that leave
+    those threads out share it."""
+    return run.cached("advice_loading_threads", lambda: loading_threads(run))
+
+
 def _outermost_host_ops(run: Run) -> np.ndarray:
-    """Mask over the event table: host operators in the steps inside no other operator."""
-    ev = run.events
-    kind = str_values(ev["kind"])
-    is_op = (kind == "operator") & (ev["stream"].to_numpy() < 0) & (ev["step"].to_numpy() >= 0)
-    return is_op & ~links.has_ancestor(ev["parent"].to_numpy(), kind == "operator")
+    """Mask over the event table: host operators in the steps inside no other operator, of
+    every thread (computed once per run: ``outermost_ops`` and
+    ``loading_thread_ops_per_step`` split it by thread)."""
+
+    def compute() -> np.ndarray:
+        ev = run.events
+        kind = str_values(ev["kind"])
+        steps = ev["step"].to_numpy() >= 0
+        is_op = (kind == "operator") & (ev["stream"].to_numpy() < 0) & steps
+        return is_op & ~links.has_ancestor(ev["parent"].to_numpy(), kind == "operator")
+
+    return run.cached("advice_outermost_host_ops", compute)
 
 
 def outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,9 +103,9 @@ def outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     kind = str_values(ev["kind"])
     parent = ev["parent"].to_numpy()
     outer = _outermost_host_ops(ctx.run)
-    loading = loading_threads(ctx.run)
+    loading = _loading_thread_ids(ctx.run)
     if loading:
-        outer &= ~np.isin(ev["tid"].to_numpy(), loading)
+        outer = outer & ~np.isin(ev["tid"].to_numpy(), loading)
     in_optimizer = outer & optimizer_rows(ctx.run)
     in_data = outer & links.has_ancestor(parent, kind == "dataloader")
     found = (outer, in_optimizer, in_data)
@@ -103,7 +116,7 @@ def outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def loading_thread_ops_per_step(ctx: Context) -> float:
     """The outermost host ops per step of the run's loading threads (``loading_threads``):
     framework ops of the loading, which ``outermost_ops`` leaves out of the training thread's."""
-    loading = loading_threads(ctx.run)
+    loading = _loading_thread_ids(ctx.run)
     if not loading:
         return 0.0
     on_loading = np.isin(ctx.run.events["tid"].to_numpy(), loading)
@@ -202,7 +215,7 @@ def uncovered_step_time(run: Run) -> tuple[float, float]:
     in its place, so they do not cover it."""
     ev = run.events
     host = ev["stream"].to_numpy() < 0
-    loading = loading_threads(run)
+    loading = _loading_thread_ids(run)
     if loading:
         host &= ~np.isin(ev["tid"].to_numpy(), loading)
     rank = ev["rank"].to_numpy()
@@ -264,7 +277,7 @@ def rule_python_overhead(ctx: Context) -> Finding | None:
         return None
     uncovered, in_optimizer = uncovered_step_time(ctx.run)
     uncovered, in_optimizer = ctx.per_step(uncovered), ctx.per_step(in_optimizer)
-    loaders = loading_threads(ctx.run)
+    loaders = _loading_thread_ids(ctx.run)
     share = 100.0 * uncovered / ctx.step_ns
     if share < PYTHON_OVERHEAD_MIN_STEP_PCT:
         return None
