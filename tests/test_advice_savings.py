@@ -1766,16 +1766,19 @@ def test_a_step_that_waited_for_something_else_is_not_the_loading_threads(tmp_pa
     ev = finding.evidence
     if ev["data_from"] != "thread" or ev["training_cpu_per_step_ns"] is None:
         pytest.skip("the training thread waited longer than its loading thread loaded here")
-    assert ev["outlier_steps"] == 1
+    # the added step, and any of the run's own that a stall put over the bar
+    bar = 5.0 * np.median([*steps, 50 * float(np.median(steps))])
+    left_out = 1 + sum(s > bar for s in steps)
+    assert ev["outlier_steps"] == left_out
     kept = np.array(steps, dtype=float)
-    kept = kept[kept <= 5.0 * np.median([*steps, 50 * float(np.median(steps))])]
+    kept = kept[kept <= bar]
     assert ev["loader_step_ns"] == pytest.approx(float(kept.mean()))
     assert ev["contention_per_step_ns"] == pytest.approx(
         ev["loader_step_ns"] - ev["loading_per_step_ns"] - ev["rest_per_step_ns"]
     )
     assert finding.saving_ns <= ev["loader_step_ns"]
     if ev["free_cores"] > 0:
-        assert "leaving out 1 step(s) over 5 times the median" in finding.estimate
+        assert f"leaving out {left_out} step(s) over 5 times the median" in finding.estimate
 
 
 def test_the_loader_estimate_opens_with_the_step_the_workers_would_give(tmp_path):
