@@ -103,22 +103,27 @@ def test_the_step_timer_times_the_child_processes_beside_its_steps():
 @pytest.mark.parametrize(
     ("step", "rest", "workers_cpu", "process_cpu", "had", "more", "cores", "expected"),
     [
-        # two workers on two cores spread the 6 ms a step of CPU to 3 ms: the rest (2 +
-        # receiving 0) is shorter, and 6 + 1 ms of CPU on 3 cores take 2.3 ms
-        (6.5, 2.0, 6.0, 1.0, 1, 1, 2.0, 6.0 - 3.0),
+        # one worker made a batch every 6.5 ms step, 6 ms of it on a CPU: two make one every
+        # 3.25 ms, longer than their CPU spread over two cores (3 ms); the rest (2 + receiving
+        # 0) is shorter, and 6 + 1 ms of CPU on 3 cores take 2.3 ms
+        (6.5, 2.0, 6.0, 1.0, 1, 1, 2.0, 6.5 - 3.25),
         # ... on the 1.5 cores the workers kept busy or found free: 6 / 1.5 = 4 ms
-        (6.5, 2.0, 6.0, 1.0, 1, 1, 1.5, 6.0 - 4.0),
+        (6.5, 2.0, 6.0, 1.0, 1, 1, 1.5, 6.5 - 4.0),
         # ... where the training process's CPU is 4 ms a step: 6 + 4 ms on the 3 cores the
-        # two processes may use take 3.3 ms, longer than the workers' 3 ms
-        (6.5, 2.0, 6.0, 4.0, 1, 1, 2.0, 6.0 - 10.0 / 3.0),
-        # a step longer than the workers' pace keeps what their pace does not explain
-        (9.0, 2.0, 6.0, 1.0, 1, 1, 2.0, 6.0 - 3.0),
+        # two processes may use take 3.3 ms, longer than the workers' 3.25 ms
+        (6.5, 2.0, 6.0, 4.0, 1, 1, 2.0, 6.5 - 10.0 / 3.0),
+        # a worker that waited 3 of its 9 ms a batch (for its reads) waits beside another
+        (9.0, 2.0, 6.0, 1.0, 1, 1, 2.0, 9.0 - 4.5),
+        # a worker that mostly waited: two more make a batch every 10 / 3 ms, on little CPU
+        (10.0, 2.5, 1.0, 0.5, 1, 2, 3.0, 10.0 - 10.0 / 3.0),
         # the rest of the step bounds it with more workers
         (6.0, 5.0, 6.0, 1.0, 1, 2, 3.0, 6.0 - 5.0),
-        # the workers kept up: nothing to save
-        (3.0, 2.5, 2.0, 1.0, 1, 1, 2.0, 0.0),
-        # workers that had fewer cores than workers: more of them on no more cores save nothing
-        (6.0, 2.0, 6.0, 1.0, 2, 1, 1.6, 0.0),
+        # ... at the step less its waits (0.5 ms), however fast the workers
+        (3.0, 2.5, 2.0, 1.0, 1, 1, 2.0, 0.5),
+        # the workers kept up: the step did not wait, nothing to save
+        (3.0, 3.0, 2.0, 1.0, 1, 1, 2.0, 0.0),
+        # workers that kept every core they may use busy: more on no more cores save nothing
+        (6.0, 2.0, 9.6, 1.0, 2, 1, 1.6, 0.0),
         # no core free, or no workers counted
         (6.0, 2.0, 6.0, 1.0, 1, 0, 1.0, 0.0),
         (6.0, 2.0, 6.0, 1.0, 0, 1, 1.0, 0.0),
@@ -227,6 +232,51 @@ def test_a_paddle_loader_with_a_worker_is_advised_from_the_workers_cpu(tmp_path)
     assert "The run's loader already loaded in worker processes" in found[0].estimate
     workers = record["children_ran"] + int(ev["free_cores"])
     assert f"num_workers={workers}," in found[0].remedy
+
+
+@needs_children
+def test_a_worker_that_waits_on_its_reads_is_promised_what_another_worker_takes_off(tmp_path):
+    """A real torch loop fed by one DataLoader worker whose Dataset sleeps through most of each
+    batch (as reads from a slow disk do): the worker made a batch every step, little of it on
+    a CPU, and a second worker waits beside it. The saving is recomputed here from the step
+    timer's record: the step less the longest of the rest of the step plus receiving a batch,
+    the worker's batch time (the step) spread over the workers, their CPU over the cores they
+    may use, and both processes' CPU over theirs. Spreading only the workers' CPU promised
+    nothing here, where a second worker halves the step."""
+    from torch_profiles import waiting_worker_run
+
+    import perfkit_core
+    from perfkit_core.advice.text import duration_text
+
+    folder, record = waiting_worker_run(tmp_path)
+    assert record["children_ran"] == 1
+    run = perfkit_core.load(folder)
+    found = [f for f in run.advise() if f.rule == "input-pipeline"]
+    assert found, "a step that waits on a sleeping worker is bound by loading"
+    finding = found[0]
+    ev = finding.evidence
+    if ev["free_cores"] < 1:
+        pytest.skip("other work took the cores: no worker to add")
+    step = ev["basis_step_ns"]
+    had, more = record["children_ran"], ev["free_cores"]
+    workers_cpu = record["children_cores"] * step
+    process_cpu = record["process_cores"] * step
+    limit = ev["loader_workers_core_limit"]
+    # the worker slept through most of its batch: its CPU is under half the step
+    assert workers_cpu < 0.5 * step
+    assert ev["loader_worker_batch_ns"] == pytest.approx(step * had)
+    rest = step - ev["data_unprofiled_per_step_ns"]
+    total = had + more
+    after = max(
+        rest + ev["loader_receive_ns"],
+        step * had / total,
+        workers_cpu / min(total, limit),
+        (process_cpu + workers_cpu) / ev["loader_machine_cores"],
+    )
+    assert finding.saving_ns == pytest.approx(max(step - after, 0.0))
+    assert finding.saving_ns > 0.25 * step
+    assert f"made one every {duration_text(step * had)}" in finding.estimate
+    assert "not expected to pay" not in finding.estimate
 
 
 @needs_children

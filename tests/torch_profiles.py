@@ -101,3 +101,63 @@ def slow_loader_run(
         torch.set_num_threads(threads)
     assert not handler.failures, handler.failures
     return Path(handler.runs[0]), timer.record()
+
+
+#: The waiting Dataset's wait per sample (s), as a read from a slow disk or a network share.
+SAMPLE_WAIT_S = 0.0005
+
+
+class WaitingSamples:
+    """A map-style Dataset whose samples wait for their bytes (``SAMPLE_WAIT_S``, asleep, as a
+    read does) and cost little CPU."""
+
+    def __len__(self) -> int:
+        return 10**6
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        import time
+
+        import torch
+
+        time.sleep(SAMPLE_WAIT_S)
+        return torch.full((16,), float(index % 7)), index % 4
+
+
+def waiting_worker_run(directory: Path, *, batch_size: int = 8) -> tuple[Path, dict]:
+    """A small torch CPU MLP (one intra-op thread) fed by ``WaitingSamples`` through
+    ``torch.utils.data.DataLoader(num_workers=1)``: the worker sleeps through most of each
+    batch. Profiled with perfkit's handler over four steps and timed by the step timer as
+    ``slow_loader_run``. Returns (the saved run folder, the step timer's record)."""
+    import torch
+    from timed_profiles import profile_and_time
+
+    from perfkit_torch import on_trace_ready
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(
+        WaitingSamples(), batch_size=batch_size, num_workers=1, persistent_workers=True
+    )
+    batches = iter(loader)
+
+    def step() -> None:
+        x, y = next(batches)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+    handler = on_trace_ready(directory, worker_name="waiting", background=False)
+    prof = torch.profiler.profile(
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=4, repeat=1),
+        on_trace_ready=handler,
+    )
+    try:
+        timer = profile_and_time(prof, step, handler)
+    finally:
+        torch.set_num_threads(threads)
+        batches._shutdown_workers()
+    assert not handler.failures, handler.failures
+    return Path(handler.runs[0]), timer.record()

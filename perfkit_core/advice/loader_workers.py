@@ -7,8 +7,11 @@ batches the workers have not made yet. The step timer times those workers as the
 process's child processes (``children_cores``, ``children_ran``), so their CPU time per step
 is what making and sending a batch costs them. More workers, one per core left free, spread
 that cost further, and the step becomes the longest of the rest of the step plus receiving a
-batch, the workers' CPU per step over the cores they may use, and both processes' CPU per
-step over the cores they may use together (``WorkerFigures``).
+batch, the workers' pace and both processes' CPU per step over the cores they may use
+together (``WorkerFigures``). The workers' pace is the longer of their CPU per step over the
+cores they may use and the time a worker takes over a batch (the step times the workers the
+run had: each step took one batch) spread over the workers: a worker waits for its reads as
+well as computing, and more workers wait beside each other.
 
 A run whose loader had workers that no step timer timed (a trace loaded from a file, a run
 recorded without ``perfkit_core.step_timer``, workers started by another thread) says neither
@@ -95,26 +98,45 @@ class WorkerFigures:
     worker_cores: float
     all_cores: float
 
+    @property
+    def batch_ns(self) -> float:
+        """How long a worker took over each batch it made (ns): the step times the workers the
+        run had, since each step took one batch and the workers took turns. Only
+        ``workers_cpu_ns`` of it ran on a CPU; the rest the worker waited: for its reads, a
+        lock, a core, or, where it was ahead, for the step to ask for another batch (then the
+        step hardly waited, and ``rest_ns`` bounds what more workers save)."""
+        return self.step_ns * self.had
+
+    def paces(self, workers: float) -> tuple[float, float]:
+        """(a batch every so often with ``workers`` workers, each taking ``batch_ns`` over a
+        batch, their waits beside each other's; the workers' CPU per step spread over
+        ``workers``, a core each but no more than ``worker_cores`` in all), ns."""
+        return (
+            self.batch_ns / max(workers, 1e-9),
+            self.workers_cpu_ns / max(min(workers, self.worker_cores), 1e-9),
+        )
+
     def sides(self, workers: float) -> tuple[float, float, float]:
-        """(the rest of the step plus receiving a batch; the workers' CPU per step spread over
-        ``workers``, a core each but no more than ``worker_cores`` in all; the CPU the training
-        process and the workers spend per step over ``all_cores``), ns: the step with that
-        many workers is the longest of the three."""
+        """(the rest of the step plus receiving a batch; the workers' pace, the longer of
+        ``paces``; the CPU the training process and the workers spend per step over
+        ``all_cores``), ns: the step with that many workers is the longest of the three."""
         return (
             self.rest_ns + self.receive_ns,
-            self.workers_cpu_ns / max(min(workers, self.worker_cores), 1e-9),
+            max(self.paces(workers)),
             (self.process_cpu_ns + self.workers_cpu_ns) / max(self.all_cores, 1e-9),
         )
 
     def saving(self, more: float) -> float:
-        """The step time (ns) that ``more`` workers save: the longest of ``sides`` with the
-        workers the run had (no more than the step) less the longest with ``more`` besides.
-        Waits the workers' pace does not explain (a step longer than every side) stay: more
-        workers do not make batches sooner where the workers kept up."""
+        """The step time (ns) that ``more`` workers save: the step less the longest of
+        ``sides`` with the workers the run had and ``more`` besides. With the workers the run
+        had, the workers' pace is the step itself (each step took one of their batches), so
+        their waits as well as their CPU time spread over the added workers: a worker that
+        waits on its reads most of each batch gains as much from another as one that
+        computes. The rest of the step bounds it: no more than the waits for batches less
+        receiving one."""
         if more < 1 or self.had < 1:
             return 0.0
-        now = min(max(self.sides(self.had)), self.step_ns)
-        return max(now - max(self.sides(self.had + more)), 0.0)
+        return max(self.step_ns - max(self.sides(self.had + more)), 0.0)
 
 
 def more_workers_estimate(
@@ -148,7 +170,8 @@ def more_workers_estimate(
         process_cores + busy_cores + left,
     )
     saving = figures.saving(more)
-    kept, spread_had, machine = figures.sides(had)
+    kept, _, machine = figures.sides(had)
+    each = "each worker" if had > 1 else "the worker"
     ran = (
         f"The run's loader already loaded in worker processes: {processes_text(had)} of the "
         f"training process kept {busy_cores:.2f} cores busy while the steps ran without the "
@@ -157,12 +180,13 @@ def more_workers_estimate(
         f"{duration_text(figures.process_cpu_ns)} per step. "
     )
     now = (
-        f"With {had} worker{'' if had == 1 else 's'} a batch is made every "
-        f"{duration_text(spread_had)}; the rest of the step plus receiving a batch takes "
-        f"{duration_text(rest_ns)} + {duration_text(receive_ns)} ({receive_from}); the two "
-        f"processes' CPU per step over the {figures.all_cores:.2f} cores they kept busy or "
-        f"found free takes {duration_text(machine)}; the step takes {duration_text(step_ns)} "
-        "now. "
+        f"Each step ({duration_text(step_ns)}) took a batch, so {each} made one every "
+        f"{duration_text(figures.batch_ns)}, {duration_text(figures.workers_cpu_ns)} of it on "
+        "a CPU and the rest waiting (for its reads, a lock, a core, or for the step to ask); "
+        "the rest of the step plus receiving a batch "
+        f"takes {duration_text(rest_ns)} + {duration_text(receive_ns)} ({receive_from}); the "
+        f"two processes' CPU per step over the {figures.all_cores:.2f} cores they kept busy "
+        f"or found free takes {duration_text(machine)}. "
     )
     if more < 1:
         text = (
@@ -173,29 +197,28 @@ def more_workers_estimate(
         )
     else:
         total = had + more
-        _, spread, _ = figures.sides(total)
-        after = max(kept, spread, machine)
+        wall, cpu = figures.paces(total)
+        after = max(kept, wall, cpu, machine)
         bound = (
             "the rest of the step bounds"
             if after == kept
-            else "the workers' pace bounds"
-            if after == spread
+            else "the workers' waits bound"
+            if after == wall
+            else "the workers' CPU bounds"
+            if after == cpu
             else "the machine's cores bound"
         )
         text = (
             f"{ran}{now}With {total:.0f} workers, {more:.0f} more for the "
-            f"{left:.2f} core(s) left free ({cores_text}), the workers' CPU per step is spread "
-            f"over {min(total, figures.worker_cores):.2f} cores (a core each, no more than the "
-            f"{figures.worker_cores:.2f} they kept busy or found free): a batch every "
-            f"{duration_text(spread)}. The step would take about {duration_text(after)}, the "
-            f"longest of the three: {bound} it"
+            f"{left:.2f} core(s) left free ({cores_text}), a batch is ready every "
+            f"{duration_text(max(wall, cpu))}: the {duration_text(figures.batch_ns)} a worker "
+            f"takes over a batch, beside {total - 1:.0f} other(s), every "
+            f"{duration_text(wall)}, and their CPU per step spread over "
+            f"{min(total, figures.worker_cores):.2f} cores (a core each, no more than the "
+            f"{figures.worker_cores:.2f} they kept busy or found free), every "
+            f"{duration_text(cpu)}. The step would take about {duration_text(after)}, the "
+            f"longest of these: {bound} it"
             + (", so more workers are not expected to pay here." if saving <= 0 else ".")
-        )
-    if step_ns > max(kept, spread_had, machine) * 1.01:
-        text += (
-            f" The {duration_text(step_ns - max(kept, spread_had, machine))} by which the step "
-            "exceeds the longest of those three now is waiting the workers' pace does not "
-            "explain, and stays."
         )
     evidence = {
         "free_cores": float(more),
@@ -204,6 +227,7 @@ def more_workers_estimate(
         "loader_workers_cores": busy_cores,
         "loader_workers_core_limit": figures.worker_cores,
         "loader_workers_cpu_per_step_ns": figures.workers_cpu_ns,
+        "loader_worker_batch_ns": figures.batch_ns,
         "loader_process_cpu_per_step_ns": figures.process_cpu_ns,
         "loader_machine_cores": figures.all_cores,
     }
