@@ -18,6 +18,9 @@ Small CPU training loops, each built so that one advice rule fires:
 - ``torch-workers``, ``paddle-workers``: the slow Dataset feeding a 2-block MLP through one
   DataLoader worker already, so that loading bounds the step; remedy: a second worker (the
   core the worker and training leave; the finding may count none free and promise nothing).
+- ``torch-waiting``: a Dataset that sleeps through most of each batch (about 8 ms, as reads
+  from a slow disk do) feeding the 2-block MLP through one worker; remedy: a worker more per
+  core (the worker and the model leave nearly every core), which wait beside the first.
 - ``torch-mixed``, ``paddle-mixed``: the slow Dataset feeding the deep narrow MLP with the
   per-parameter Adam; remedies: ``num_workers`` and the optimizer's, each alone (the order of
   the findings) and both at once (the combined saving the headline promises).
@@ -152,6 +155,27 @@ def slow_sample(index: int) -> tuple[Any, int]:
     return x[:WIDTH].astype("float32"), int(index % 10)
 
 
+#: The waiting Dataset's wait per sample (s): reading a file from a slow disk or a network
+#: share, where the worker's process sleeps rather than computes (8 ms a batch of ``BATCH``).
+SAMPLE_WAIT_S = 0.0005
+
+
+class TorchWaitingDataset:
+    """A map-style torch Dataset whose samples wait for their bytes (``SAMPLE_WAIT_S``, as a
+    read from a slow disk does) and cost little CPU."""
+
+    def __len__(self) -> int:
+        return 10**7
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        import numpy as np
+        import torch
+
+        time.sleep(SAMPLE_WAIT_S)
+        x = np.random.default_rng(index).standard_normal(WIDTH).astype("float32")
+        return torch.from_numpy(x), int(index % 10)
+
+
 class TorchSlowDataset:
     """A map-style torch Dataset whose samples cost CPU (``slow_sample``)."""
 
@@ -202,7 +226,11 @@ def torch_optimizer_scenario(name: str, make: Callable[..., Any], blocks: int) -
 
 
 def torch_slow_loop(
-    model: Any, optimizer: Any, applied: frozenset[str], workers: int | None = None
+    model: Any,
+    optimizer: Any,
+    applied: frozenset[str],
+    workers: int | None = None,
+    dataset: Any = None,
 ) -> Loop:
     """The training loop of ``model`` fed by the slow Dataset: loaded in the training process,
     or, with the input-pipeline remedy applied, by workers on the cores training leaves free,
@@ -218,7 +246,7 @@ def torch_slow_loop(
         else {}
     )
     loader = torch.utils.data.DataLoader(
-        TorchSlowDataset(), batch_size=BATCH, shuffle=False, **options
+        dataset or TorchSlowDataset(), batch_size=BATCH, shuffle=False, **options
     )
     # the workers the remedy starts, under its sharing strategy
     iterator = iter_sharing(loader) if workers else iter(loader)
@@ -268,6 +296,32 @@ def torch_workers_scenario() -> Scenario:
         "input-pipeline",
         build,
         {"input-pipeline": "num_workers=1 -> 2, file_system sharing"},
+    )
+
+
+def torch_waiting_scenario() -> Scenario:
+    """The waiting Dataset (about 8 ms a batch, nearly all of it asleep, as reads from a slow
+    disk are) feeding a small MLP through one DataLoader worker: the worker's pace bounds the
+    step with cores to spare. The remedy adds a worker per core, as the finding prescribes
+    where the worker and the model leave nearly every core free: the added workers wait
+    beside the first."""
+
+    def build(applied: frozenset[str]) -> Loop:
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = torch_mlp(2)
+        optimizer = torch.optim.Adam(model.parameters(), fused=True)
+        workers = 1 + free_cores(0) if "input-pipeline" in applied else 1
+        return torch_slow_loop(model, optimizer, applied, workers, TorchWaitingDataset())
+
+    return Scenario(
+        "torch-waiting",
+        "torch",
+        "input-pipeline",
+        build,
+        {"input-pipeline": f"num_workers=1 -> {1 + free_cores(0)}, file_system sharing"},
     )
 
 
@@ -634,6 +688,7 @@ def scenarios(blocks: int, with_compile: bool) -> list[Scenario]:
         torch_optimizer_scenario("sgd", sgd, blocks),
         torch_loader_scenario(),
         torch_workers_scenario(),
+        torch_waiting_scenario(),
         torch_mixed_scenario(blocks),
     ]
     if with_compile:
