@@ -18,7 +18,7 @@ Small CPU training loops, each built so that one advice rule fires:
 - ``torch-workers``, ``paddle-workers``: the slow Dataset feeding a 2-block MLP through one
   DataLoader worker already, so that loading bounds the step; remedy: a second worker (the
   core the worker and training leave; the finding may count none free and promise nothing).
-- ``torch-waiting``: a Dataset that sleeps through most of each batch (about 8 ms, as reads
+- ``torch-waiting``, ``paddle-waiting``: a Dataset that sleeps through most of each batch (about 8 ms, as reads
   from a slow disk do) feeding the 2-block MLP through one worker; remedy: a worker more per
   core (the worker and the model leave nearly every core), which wait beside the first.
 - ``torch-mixed``, ``paddle-mixed``: the slow Dataset feeding the deep narrow MLP with the
@@ -483,8 +483,30 @@ def paddle_slow_dataset() -> Any:
     return SlowDataset()
 
 
+def paddle_waiting_dataset() -> Any:
+    """A paddle Dataset whose samples wait for their bytes (``SAMPLE_WAIT_S``, asleep, as a
+    read from a slow disk does) and cost little CPU."""
+    import numpy as np
+    import paddle
+
+    class WaitingDataset(paddle.io.Dataset):  # type: ignore[misc]
+        def __len__(self) -> int:
+            return 10**7
+
+        def __getitem__(self, index: int) -> tuple[Any, Any]:
+            time.sleep(SAMPLE_WAIT_S)
+            x = np.random.default_rng(index).standard_normal(WIDTH).astype("float32")
+            return x, np.array([index % 10], dtype="int64")
+
+    return WaitingDataset()
+
+
 def paddle_slow_loop(
-    model: Any, optimizer: Any, applied: frozenset[str], workers: int | None = None
+    model: Any,
+    optimizer: Any,
+    applied: frozenset[str],
+    workers: int | None = None,
+    dataset: Any = None,
 ) -> Loop:
     """The training loop of ``model`` fed by the slow Dataset through ``paddle.io.DataLoader``:
     in the training process, or, with the input-pipeline remedy applied, by workers on the
@@ -494,7 +516,7 @@ def paddle_slow_loop(
     if workers is None:
         workers = free_cores(1) if "input-pipeline" in applied else 0
     loader = paddle.io.DataLoader(
-        paddle_slow_dataset(),
+        dataset or paddle_slow_dataset(),
         batch_size=BATCH,
         shuffle=False,
         num_workers=workers,
@@ -548,6 +570,31 @@ def paddle_workers_scenario() -> Scenario:
         "input-pipeline",
         build,
         {"input-pipeline": "num_workers=1 -> 2"},
+    )
+
+
+def paddle_waiting_scenario() -> Scenario:
+    """``torch_waiting_scenario`` in Paddle: the waiting Dataset feeding a small MLP through one
+    DataLoader worker; the remedy adds a worker per core."""
+
+    def build(applied: frozenset[str]) -> Loop:
+        import paddle
+
+        paddle.set_device("cpu")
+        paddle.seed(0)
+        model = paddle_mlp(2)
+        optimizer = paddle.optimizer.Adam(
+            learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=True
+        )
+        workers = 1 + free_cores(0) if "input-pipeline" in applied else 1
+        return paddle_slow_loop(model, optimizer, applied, workers, paddle_waiting_dataset())
+
+    return Scenario(
+        "paddle-waiting",
+        "paddle",
+        "input-pipeline",
+        build,
+        {"input-pipeline": f"num_workers=1 -> {1 + free_cores(0)}"},
     )
 
 
@@ -698,6 +745,7 @@ def scenarios(blocks: int, with_compile: bool) -> list[Scenario]:
         paddle_optimizer_scenario("momentum", "Momentum", blocks),
         paddle_loader_scenario(),
         paddle_workers_scenario(),
+        paddle_waiting_scenario(),
         paddle_mixed_scenario(blocks),
         paddle_demo_scenario(),
     ]
