@@ -14,15 +14,17 @@ waits for data are near 0 with or without workers), else the first ``*_per_step_
 (such as ``optimizer_per_step_ns``), else the saving. The measured time, not the saving,
 decides: a saving can shrink because the profiler's cost was taken out of it differently. What
 the changes delivered is the step time BEFORE less the step time AFTER (ns per step): the
-medians of the step timer's steps without the profiler when both runs have them
-(``perfkit_core.step_timer``), else the mean profiled steps. When several findings were acted
+means of the step timer's steps without the profiler when both runs have them
+(``perfkit_core.step_timer``; the steps the comparison's verdict takes the ratio of, leading
+warm-up left out), else the mean profiled steps. Means, as the verdict's: a loader whose
+workers hand over their batches in bursts has many short steps and a few long ones, and its
+median step is shorter than the time a step takes on average. When several findings were acted
 on, the delivered time is split between them in proportion to each one's promised saving times
 the share of its measured time that went; one finding acted on gets it all.
 
 The delivered time comes with its 95% bootstrap interval, each run's steps resampled
-(``delivered_interval``): the medians of the step timer's steps where both runs have them
-(``comparison.statistics.difference_of_medians``), else the means of the profiled steps
-(``difference_of_means``). It is split the same way, and the sentence says whether the promise
+(``delivered_interval``, ``comparison.statistics.difference_of_means``): of the step timer's
+steps where both runs have them, else of the profiled steps. It is split the same way, and the sentence says whether the promise
 lies within it, above it (less was delivered than promised) or below it (more was). The
 interval holds the runs' step-to-step spread, not a machine that ran slower while one run was
 recorded than while the other was. For that, the step timer times the machine's pace beside the
@@ -46,7 +48,6 @@ from perfkit_core.comparison.overhead import finite_ns, step_timer_times
 from perfkit_core.comparison.statistics import (
     CONFIDENCE,
     difference_of_means,
-    difference_of_medians,
     ratio_of_medians,
 )
 from perfkit_core.events.facts import has_device
@@ -145,13 +146,13 @@ class FollowUp:
 
 
 def step_time(run: Run) -> tuple[float, str]:
-    """(the run's step time in ns, its basis): the median unprofiled step of the step timer
+    """(the run's step time in ns, its basis): the mean unprofiled step of the step timer
     (``unprofiled``), else the mean profiled step (``profiled``)."""
     from perfkit_core.advice.engine import make_context
 
     unprofiled = unprofiled_steps(run)
     if len(unprofiled):
-        return float(np.median(unprofiled)), "unprofiled"
+        return float(np.mean(unprofiled)), "unprofiled"
     return make_context(run).step_ns, "profiled"
 
 
@@ -190,15 +191,15 @@ def delivered_interval(
     before: Run, after: Run, basis: str, delivered_ns: float
 ) -> tuple[float | None, float | None]:
     """The 95% interval of the delivered time ``delivered_ns`` (ns per step), from the steps it
-    was taken from (``basis``): the step timer's steps (``difference_of_medians``), else the
-    profiled steps (``difference_of_means`` of their durations, ``views.step_time``), set on
+    was taken from (``basis``), ``difference_of_means``: of the step timer's steps, else of
+    the profiled steps (their durations, ``views.step_time``), set on
     ``delivered_ns``, the step figures' difference (the mean step of the advice, whose steps
     of several ranks overlap where the durations' do not). (None, None) where a run has fewer
     than two such steps."""
     from perfkit_core.views.anatomy.step_time import step_durations
 
     if basis == "unprofiled":
-        point, low, high = difference_of_medians(unprofiled_steps(before), unprofiled_steps(after))
+        point, low, high = difference_of_means(unprofiled_steps(before), unprofiled_steps(after))
     else:
         point, low, high = difference_of_means(step_durations(before), step_durations(after))
     if not (np.isfinite(low) and np.isfinite(high)):

@@ -148,22 +148,6 @@ def _bootstrap_bounds(
     return float(low), float(high)
 
 
-def difference_of_medians(
-    baseline: np.ndarray,
-    candidate: np.ndarray,
-    *,
-    confidence: float = CONFIDENCE,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-) -> tuple[float, float, float]:
-    """(the median of ``baseline`` less the median of ``candidate``, the low and high ends of
-    its percentile bootstrap interval): each run's steps are resampled with replacement,
-    independently, ``resamples`` times. The interval holds the two runs' step-to-step spread
-    only, not a machine that ran slower while one of them was recorded. NaN ends when a run has
-    fewer than two finite samples; NaN throughout when one has none."""
-    return _difference(np.median, baseline, candidate, confidence, resamples, seed)
-
-
 def difference_of_means(
     baseline: np.ndarray,
     candidate: np.ndarray,
@@ -172,8 +156,11 @@ def difference_of_means(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> tuple[float, float, float]:
-    """``difference_of_medians`` of the means: the mean of ``baseline`` less the mean of
-    ``candidate``, with the same interval and the same NaN cases."""
+    """(the mean of ``baseline`` less the mean of ``candidate``, the low and high ends of its
+    percentile bootstrap interval): each run's steps are resampled with replacement,
+    independently, ``resamples`` times. The interval holds the two runs' step-to-step spread
+    only, not a machine that ran slower while one of them was recorded. NaN ends when a run has
+    fewer than two finite samples; NaN throughout when one has none."""
     return _difference(np.mean, baseline, candidate, confidence, resamples, seed)
 
 
