@@ -160,6 +160,15 @@ def slow_sample(index: int) -> tuple[Any, int]:
 SAMPLE_WAIT_S = 0.0005
 
 
+def waiting_sample(index: int) -> tuple[Any, int]:
+    """A sample that waits for its bytes (``SAMPLE_WAIT_S``, asleep) and costs little CPU:
+    (features as float32 numpy, label)."""
+    import numpy as np
+
+    time.sleep(SAMPLE_WAIT_S)
+    return np.random.default_rng(index).standard_normal(WIDTH).astype("float32"), index % 10
+
+
 class TorchWaitingDataset:
     """A map-style torch Dataset whose samples wait for their bytes (``SAMPLE_WAIT_S``, as a
     read from a slow disk does) and cost little CPU."""
@@ -168,12 +177,10 @@ class TorchWaitingDataset:
         return 10**7
 
     def __getitem__(self, index: int) -> tuple[Any, int]:
-        import numpy as np
         import torch
 
-        time.sleep(SAMPLE_WAIT_S)
-        x = np.random.default_rng(index).standard_normal(WIDTH).astype("float32")
-        return torch.from_numpy(x), int(index % 10)
+        x, y = waiting_sample(index)
+        return torch.from_numpy(x), y
 
 
 class TorchSlowDataset:
@@ -246,7 +253,7 @@ def torch_slow_loop(
         else {}
     )
     loader = torch.utils.data.DataLoader(
-        dataset or TorchSlowDataset(), batch_size=BATCH, shuffle=False, **options
+        TorchSlowDataset() if dataset is None else dataset, batch_size=BATCH, shuffle=False, **options
     )
     # the workers the remedy starts, under its sharing strategy
     iterator = iter_sharing(loader) if workers else iter(loader)
@@ -276,10 +283,10 @@ def torch_loader_scenario() -> Scenario:
     )
 
 
-def torch_workers_scenario() -> Scenario:
-    """The slow Dataset (about 11 ms a batch) feeding a small MLP (about 1 ms a step) through
-    one DataLoader worker: the loader already has a worker, loading bounds the step, and the
-    remedy adds one for the core the worker and training leave."""
+def torch_one_worker_scenario(name: str, remedied: int, dataset: Any = None) -> Scenario:
+    """A small MLP (about 1 ms a step) fed through one DataLoader worker by ``dataset`` (a
+    factory; default the slow Dataset): loading bounds the step, and the remedy gives the
+    loader ``remedied`` workers."""
 
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -288,41 +295,31 @@ def torch_workers_scenario() -> Scenario:
         torch.manual_seed(0)
         model = torch_mlp(2)
         optimizer = torch.optim.Adam(model.parameters(), fused=True)
-        return torch_slow_loop(model, optimizer, applied, 2 if "input-pipeline" in applied else 1)
+        workers = remedied if "input-pipeline" in applied else 1
+        data = None if dataset is None else dataset()
+        return torch_slow_loop(model, optimizer, applied, workers, data)
 
     return Scenario(
-        "torch-workers",
+        name,
         "torch",
         "input-pipeline",
         build,
-        {"input-pipeline": "num_workers=1 -> 2, file_system sharing"},
+        {"input-pipeline": f"num_workers=1 -> {remedied}, file_system sharing"},
     )
+
+
+def torch_workers_scenario() -> Scenario:
+    """The slow Dataset (about 11 ms a batch) through one worker; the remedy adds one for the
+    core the worker and training leave."""
+    return torch_one_worker_scenario("torch-workers", 2)
 
 
 def torch_waiting_scenario() -> Scenario:
     """The waiting Dataset (about 8 ms a batch, nearly all of it asleep, as reads from a slow
-    disk are) feeding a small MLP through one DataLoader worker: the worker's pace bounds the
-    step with cores to spare. The remedy adds a worker per core, as the finding prescribes
-    where the worker and the model leave nearly every core free: the added workers wait
-    beside the first."""
-
-    def build(applied: frozenset[str]) -> Loop:
-        import torch
-
-        torch.set_num_threads(1)
-        torch.manual_seed(0)
-        model = torch_mlp(2)
-        optimizer = torch.optim.Adam(model.parameters(), fused=True)
-        workers = 1 + free_cores(0) if "input-pipeline" in applied else 1
-        return torch_slow_loop(model, optimizer, applied, workers, TorchWaitingDataset())
-
-    return Scenario(
-        "torch-waiting",
-        "torch",
-        "input-pipeline",
-        build,
-        {"input-pipeline": f"num_workers=1 -> {1 + free_cores(0)}, file_system sharing"},
-    )
+    disk are) through one worker: the worker's pace bounds the step with cores to spare. The
+    remedy adds a worker per core, as the finding prescribes where the worker and the model
+    leave nearly every core free: the added workers wait beside the first."""
+    return torch_one_worker_scenario("torch-waiting", 1 + free_cores(0), TorchWaitingDataset)
 
 
 def torch_mixed_scenario(blocks: int) -> Scenario:
@@ -494,9 +491,8 @@ def paddle_waiting_dataset() -> Any:
             return 10**7
 
         def __getitem__(self, index: int) -> tuple[Any, Any]:
-            time.sleep(SAMPLE_WAIT_S)
-            x = np.random.default_rng(index).standard_normal(WIDTH).astype("float32")
-            return x, np.array([index % 10], dtype="int64")
+            x, y = waiting_sample(index)
+            return x, np.array([y], dtype="int64")
 
     return WaitingDataset()
 
@@ -516,7 +512,7 @@ def paddle_slow_loop(
     if workers is None:
         workers = free_cores(1) if "input-pipeline" in applied else 0
     loader = paddle.io.DataLoader(
-        dataset or paddle_slow_dataset(),
+        paddle_slow_dataset() if dataset is None else dataset,
         batch_size=BATCH,
         shuffle=False,
         num_workers=workers,
@@ -548,9 +544,10 @@ def paddle_loader_scenario() -> Scenario:
     )
 
 
-def paddle_workers_scenario() -> Scenario:
-    """``torch_workers_scenario`` in Paddle: the slow Dataset feeding a small MLP through one
-    DataLoader worker; the remedy adds one."""
+def paddle_one_worker_scenario(name: str, remedied: int, dataset: Any = None) -> Scenario:
+    """``torch_one_worker_scenario`` in Paddle: a small MLP fed through one DataLoader worker
+    by ``dataset`` (a factory; default the slow Dataset); the remedy gives the loader
+    ``remedied`` workers."""
 
     def build(applied: frozenset[str]) -> Loop:
         import paddle
@@ -561,41 +558,29 @@ def paddle_workers_scenario() -> Scenario:
         optimizer = paddle.optimizer.Adam(
             learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=True
         )
-        workers = 2 if "input-pipeline" in applied else 1
-        return paddle_slow_loop(model, optimizer, applied, workers)
+        workers = remedied if "input-pipeline" in applied else 1
+        data = None if dataset is None else dataset()
+        return paddle_slow_loop(model, optimizer, applied, workers, data)
 
     return Scenario(
-        "paddle-workers",
+        name,
         "paddle",
         "input-pipeline",
         build,
-        {"input-pipeline": "num_workers=1 -> 2"},
+        {"input-pipeline": f"num_workers=1 -> {remedied}"},
     )
+
+
+def paddle_workers_scenario() -> Scenario:
+    """``torch_workers_scenario`` in Paddle: the slow Dataset through one worker; the remedy
+    adds one."""
+    return paddle_one_worker_scenario("paddle-workers", 2)
 
 
 def paddle_waiting_scenario() -> Scenario:
-    """``torch_waiting_scenario`` in Paddle: the waiting Dataset feeding a small MLP through one
-    DataLoader worker; the remedy adds a worker per core."""
-
-    def build(applied: frozenset[str]) -> Loop:
-        import paddle
-
-        paddle.set_device("cpu")
-        paddle.seed(0)
-        model = paddle_mlp(2)
-        optimizer = paddle.optimizer.Adam(
-            learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=True
-        )
-        workers = 1 + free_cores(0) if "input-pipeline" in applied else 1
-        return paddle_slow_loop(model, optimizer, applied, workers, paddle_waiting_dataset())
-
-    return Scenario(
-        "paddle-waiting",
-        "paddle",
-        "input-pipeline",
-        build,
-        {"input-pipeline": f"num_workers=1 -> {1 + free_cores(0)}"},
-    )
+    """``torch_waiting_scenario`` in Paddle: the waiting Dataset through one worker; the remedy
+    adds a worker per core."""
+    return paddle_one_worker_scenario("paddle-waiting", 1 + free_cores(0), paddle_waiting_dataset)
 
 
 def demo_data() -> tuple[Any, Any]:
