@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,9 +60,6 @@ def slow_loader_run(
     (``timed_profiles.profile_and_time``)."""
     import numpy as np
     import torch
-    from timed_profiles import profile_and_time
-
-    from perfkit_torch import on_trace_ready
 
     class Slow(torch.utils.data.Dataset):
         def __len__(self) -> int:
@@ -73,34 +71,8 @@ def slow_loader_run(
                 x = np.sort(np.tanh(x * 1.01 + 0.1))
             return torch.from_numpy(x[:16].astype("float32")), index % 4
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    layers: list[Any] = [torch.nn.Linear(16, width), torch.nn.ReLU()]
-    for _ in range(hidden):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 4))
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     loader = torch.utils.data.DataLoader(Slow(), batch_size=batch_size, num_workers=0)
-    batches = iter(loader)
-
-    def step() -> None:
-        x, y = next(batches)
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        optimizer.step()
-
-    handler = on_trace_ready(directory, worker_name="loader", background=False)
-    prof = torch.profiler.profile(
-        schedule=torch.profiler.schedule(wait=1, warmup=1, active=4, repeat=1),
-        on_trace_ready=handler,
-    )
-    try:
-        timer = profile_and_time(prof, step, handler)
-    finally:
-        torch.set_num_threads(threads)
-    assert not handler.failures, handler.failures
-    return Path(handler.runs[0]), timer.record()
+    return _profiled_loader_run(directory, "loader", lambda: _mlp(width, hidden), loader)
 
 
 #: The waiting Dataset's wait per sample (s), as a read from a slow disk or a network share.
@@ -129,6 +101,34 @@ def waiting_worker_run(directory: Path, *, batch_size: int = 8) -> tuple[Path, d
     batch. Profiled with perfkit's handler over four steps and timed by the step timer as
     ``slow_loader_run``. Returns (the saved run folder, the step timer's record)."""
     import torch
+
+    loader = torch.utils.data.DataLoader(
+        WaitingSamples(), batch_size=batch_size, num_workers=1, persistent_workers=True
+    )
+    return _profiled_loader_run(directory, "waiting", lambda: _mlp(16, 0), loader)
+
+
+def _mlp(width: int, hidden: int) -> Any:
+    """Linear(16, ``width``), ``hidden`` more Linear(``width``, ``width``), each with a ReLU,
+    then Linear(``width``, 4)."""
+    import torch
+
+    layers: list[Any] = [torch.nn.Linear(16, width), torch.nn.ReLU()]
+    for _ in range(hidden):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers, torch.nn.Linear(width, 4))
+
+
+def _profiled_loader_run(
+    directory: Path, name: str, make_model: Callable[[], Any], loader: Any
+) -> tuple[Path, dict]:
+    """Train ``make_model()`` (one intra-op thread, seed 0) by SGD on ``loader``'s batches,
+    profiled with perfkit's handler (worker ``name``) over four steps, two more unrecorded
+    before them, and timed by the step timer over those and as many more steps without the
+    profiler as take 0.2 s (8 at least, ``timed_profiles.profile_and_time``). Returns (the
+    saved run folder, the step timer's record); the thread count, the timer's wrappers and
+    the loader's workers are restored or shut down whatever happens."""
+    import torch
     from timed_profiles import profile_and_time
 
     from perfkit_torch import on_trace_ready
@@ -136,11 +136,8 @@ def waiting_worker_run(directory: Path, *, batch_size: int = 8) -> tuple[Path, d
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    loader = torch.utils.data.DataLoader(
-        WaitingSamples(), batch_size=batch_size, num_workers=1, persistent_workers=True
-    )
     batches = iter(loader)
 
     def step() -> None:
@@ -149,7 +146,7 @@ def waiting_worker_run(directory: Path, *, batch_size: int = 8) -> tuple[Path, d
         torch.nn.functional.cross_entropy(model(x), y).backward()
         optimizer.step()
 
-    handler = on_trace_ready(directory, worker_name="waiting", background=False)
+    handler = on_trace_ready(directory, worker_name=name, background=False)
     prof = torch.profiler.profile(
         schedule=torch.profiler.schedule(wait=1, warmup=1, active=4, repeat=1),
         on_trace_ready=handler,
@@ -158,6 +155,8 @@ def waiting_worker_run(directory: Path, *, batch_size: int = 8) -> tuple[Path, d
         timer = profile_and_time(prof, step, handler)
     finally:
         torch.set_num_threads(threads)
-        batches._shutdown_workers()
+        shutdown = getattr(batches, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
     assert not handler.failures, handler.failures
     return Path(handler.runs[0]), timer.record()
