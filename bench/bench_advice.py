@@ -18,9 +18,10 @@ Small CPU training loops, each built so that one advice rule fires:
 - ``torch-workers``, ``paddle-workers``: the slow Dataset feeding a 2-block MLP through one
   DataLoader worker already, so that loading bounds the step; remedy: a second worker (the
   core the worker and training leave; the finding may count none free and promise nothing).
-- ``torch-waiting``, ``paddle-waiting``: a Dataset that sleeps through most of each batch (about 8 ms, as reads
-  from a slow disk do) feeding the 2-block MLP through one worker; remedy: a worker more per
-  core (the worker and the model leave nearly every core), which wait beside the first.
+- ``torch-waiting``, ``paddle-waiting``: a Dataset that sleeps through most of each batch
+  (about 8 ms, as reads from a slow disk do) feeding the 2-block MLP through one worker;
+  remedy: a worker more per core (the worker and the model leave nearly every core), which
+  wait beside the first.
 - ``torch-mixed``, ``paddle-mixed``: the slow Dataset feeding the deep narrow MLP with the
   per-parameter Adam; remedies: ``num_workers`` and the optimizer's, each alone (the order of
   the findings) and both at once (the combined saving the headline promises).

@@ -24,8 +24,9 @@ the share of its measured time that went; one finding acted on gets it all.
 
 The delivered time comes with its 95% bootstrap interval, each run's steps resampled
 (``delivered_interval``, ``comparison.statistics.difference_of_means``): of the step timer's
-steps where both runs have them, else of the profiled steps. It is split the same way, and the sentence says whether the promise
-lies within it, above it (less was delivered than promised) or below it (more was). The
+steps where both runs have them, else of the profiled steps. It is split the same way, and the
+sentence says whether the promise lies within it, above it (less was delivered than
+promised) or below it (more was). The
 interval holds the runs' step-to-step spread, not a machine that ran slower while one run was
 recorded than while the other was. For that, the step timer times the machine's pace beside the
 steps (``pace_ns``: a fixed pure-Python loop's CPU time, ``capture.cpu_clocks.pace_probe_ns``):
