@@ -16,12 +16,13 @@ Small CPU training loops, each built so that one advice rule fires:
   ``use_multi_tensor=False``; remedy: ``use_multi_tensor=True``.
 - ``paddle-loader``: the slow Dataset through ``paddle.io.DataLoader``; remedy: ``num_workers``.
 - ``torch-workers``, ``paddle-workers``: the slow Dataset feeding a 2-block MLP through one
-  DataLoader worker already, so that loading bounds the step; remedy: a second worker (the
-  core the worker and training leave; the finding may count none free and promise nothing).
+  DataLoader worker already, so that loading bounds the step; remedy: the workers the finding
+  prescribes (a second for the core the worker and training leave, a third where the worker
+  waited for part of each batch; it may count none free and promise nothing).
 - ``torch-waiting``, ``paddle-waiting``: a Dataset that sleeps through most of each batch
   (about 8 ms, as reads from a slow disk do) feeding the 2-block MLP through one worker;
-  remedy: a worker more per core (the worker and the model leave nearly every core), which
-  wait beside the first.
+  remedy: the workers the finding prescribes, a worker per core left free and more besides
+  (they wait beside the first rather than compute).
 - ``torch-mixed``, ``paddle-mixed``: the slow Dataset feeding the deep narrow MLP with the
   per-parameter Adam; remedies: ``num_workers`` and the optimizer's, each alone (the order of
   the findings) and both at once (the combined saving the headline promises).
@@ -284,10 +285,36 @@ def torch_loader_scenario() -> Scenario:
     )
 
 
-def torch_one_worker_scenario(name: str, remedied: int, dataset: Any = None) -> Scenario:
+def prescribed_workers(
+    remedied: int | None, sharing: str
+) -> tuple[dict[str, int], dict[str, str], Callable[[list[Any]], None] | None]:
+    """For a one-worker scenario whose remedy gives the loader ``remedied`` workers, or, where
+    None, as many as its input-pipeline finding prescribes (``remedy_workers`` of its
+    evidence, the count its remedy code writes): (the count the remedied loop reads, the
+    scenario's ``remedies``, its ``prescribe``). ``sharing``: what else the remedy sets, a
+    clause or ""."""
+    count = {"workers": remedied or 0}
+    remedies = {"input-pipeline": f"num_workers=1 -> {remedied}{sharing}"}
+    if remedied is not None:
+        return count, remedies, None
+
+    def prescribe(findings: list[Any]) -> None:
+        from perfkit_core.advice import remedy_workers
+
+        finding = next((f for f in findings if f.rule == "input-pipeline"), None)
+        found = remedy_workers(finding.evidence) if finding is not None else None
+        workers = found[0] if found is not None and isinstance(found[0], int) else 1
+        count["workers"] = workers
+        remedies["input-pipeline"] = f"num_workers=1 -> {workers} (as prescribed){sharing}"
+
+    return count, remedies, prescribe
+
+
+def torch_one_worker_scenario(name: str, remedied: int | None, dataset: Any = None) -> Scenario:
     """A small MLP (about 1 ms a step) fed through one DataLoader worker by ``dataset`` (a
     factory; default the slow Dataset): loading bounds the step, and the remedy gives the
-    loader ``remedied`` workers."""
+    loader ``remedied`` workers, or, where None, as many as the finding prescribes."""
+    count, remedies, prescribe = prescribed_workers(remedied, ", file_system sharing")
 
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -296,31 +323,26 @@ def torch_one_worker_scenario(name: str, remedied: int, dataset: Any = None) -> 
         torch.manual_seed(0)
         model = torch_mlp(2)
         optimizer = torch.optim.Adam(model.parameters(), fused=True)
-        workers = remedied if "input-pipeline" in applied else 1
+        workers = count["workers"] if "input-pipeline" in applied else 1
         data = None if dataset is None else dataset()
         return torch_slow_loop(model, optimizer, applied, workers, data)
 
-    return Scenario(
-        name,
-        "torch",
-        "input-pipeline",
-        build,
-        {"input-pipeline": f"num_workers=1 -> {remedied}, file_system sharing"},
-    )
+    return Scenario(name, "torch", "input-pipeline", build, remedies, prescribe=prescribe)
 
 
 def torch_workers_scenario() -> Scenario:
-    """The slow Dataset (about 11 ms a batch) through one worker; the remedy adds one for the
-    core the worker and training leave."""
-    return torch_one_worker_scenario("torch-workers", 2)
+    """The slow Dataset (about 11 ms a batch) through one worker; the remedy gives the loader
+    the workers the finding prescribes (one for the core the worker and training leave, and
+    one more where the worker waited for part of each batch)."""
+    return torch_one_worker_scenario("torch-workers", None)
 
 
 def torch_waiting_scenario() -> Scenario:
     """The waiting Dataset (about 8 ms a batch, nearly all of it asleep, as reads from a slow
     disk are) through one worker: the worker's pace bounds the step with cores to spare. The
-    remedy adds a worker per core, as the finding prescribes where the worker and the model
-    leave nearly every core free: the added workers wait beside the first."""
-    return torch_one_worker_scenario("torch-waiting", 1 + free_cores(0), TorchWaitingDataset)
+    remedy gives the loader the workers the finding prescribes: a worker per core left free
+    and more besides, since the added workers wait beside the first."""
+    return torch_one_worker_scenario("torch-waiting", None, TorchWaitingDataset)
 
 
 def torch_mixed_scenario(blocks: int) -> Scenario:
@@ -545,10 +567,11 @@ def paddle_loader_scenario() -> Scenario:
     )
 
 
-def paddle_one_worker_scenario(name: str, remedied: int, dataset: Any = None) -> Scenario:
+def paddle_one_worker_scenario(name: str, remedied: int | None, dataset: Any = None) -> Scenario:
     """``torch_one_worker_scenario`` in Paddle: a small MLP fed through one DataLoader worker
     by ``dataset`` (a factory; default the slow Dataset); the remedy gives the loader
-    ``remedied`` workers."""
+    ``remedied`` workers, or, where None, as many as the finding prescribes."""
+    count, remedies, prescribe = prescribed_workers(remedied, "")
 
     def build(applied: frozenset[str]) -> Loop:
         import paddle
@@ -559,29 +582,23 @@ def paddle_one_worker_scenario(name: str, remedied: int, dataset: Any = None) ->
         optimizer = paddle.optimizer.Adam(
             learning_rate=1e-3, parameters=model.parameters(), use_multi_tensor=True
         )
-        workers = remedied if "input-pipeline" in applied else 1
+        workers = count["workers"] if "input-pipeline" in applied else 1
         data = None if dataset is None else dataset()
         return paddle_slow_loop(model, optimizer, applied, workers, data)
 
-    return Scenario(
-        name,
-        "paddle",
-        "input-pipeline",
-        build,
-        {"input-pipeline": f"num_workers=1 -> {remedied}"},
-    )
+    return Scenario(name, "paddle", "input-pipeline", build, remedies, prescribe=prescribe)
 
 
 def paddle_workers_scenario() -> Scenario:
     """``torch_workers_scenario`` in Paddle: the slow Dataset through one worker; the remedy
-    adds one."""
-    return paddle_one_worker_scenario("paddle-workers", 2)
+    gives the loader the workers the finding prescribes."""
+    return paddle_one_worker_scenario("paddle-workers", None)
 
 
 def paddle_waiting_scenario() -> Scenario:
     """``torch_waiting_scenario`` in Paddle: the waiting Dataset through one worker; the remedy
-    adds a worker per core."""
-    return paddle_one_worker_scenario("paddle-waiting", 1 + free_cores(0), paddle_waiting_dataset)
+    gives the loader the workers the finding prescribes."""
+    return paddle_one_worker_scenario("paddle-waiting", None, paddle_waiting_dataset)
 
 
 def demo_data() -> tuple[Any, Any]:
@@ -955,6 +972,8 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, out: Path) -> lis
     if not findings:
         print(f"  FAIL: no finding (the {scenario.rule} rule did not fire)")
         return [Check(f"{scenario.name}: the {scenario.rule} rule fired", False)]
+    if scenario.prescribe is not None:
+        scenario.prescribe(findings)
     applied = [f for f in findings if f.rule in scenario.remedies]
     loops = {"before": scenario.build(frozenset())}
     for finding in applied:

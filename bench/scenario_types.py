@@ -39,6 +39,10 @@ class Scenario:
     remedies: dict[str, str] = field(default_factory=dict)
     #: Where the loop trains: ``cpu``, or ``cuda`` for the GPU scenarios (``advice_gpu``).
     device: str = "cpu"
+    #: Called with the findings of the profiled run before the remedied loops are built, for
+    #: a remedy that applies what its finding prescribes (a worker count) and says so in
+    #: ``remedies``.
+    prescribe: Callable[[list[Any]], None] | None = None
 
 
 def torch_mlp(blocks: int, width: int = WIDTH) -> Any:

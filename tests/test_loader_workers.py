@@ -14,7 +14,13 @@ from types import SimpleNamespace
 import pytest
 
 from perfkit_core.advice.loader_cores import loader_cores, remedy_workers
-from perfkit_core.advice.loader_workers import MIN_FREE_CORE, WorkerFigures, more_workers
+from perfkit_core.advice.loader_workers import (
+    MAX_WORKERS_PER_CORE,
+    MIN_FREE_CORE,
+    WORKER_PACE_SHARE,
+    WorkerFigures,
+    more_workers,
+)
 from perfkit_core.capture.cpu_clocks import child_pids, children_cpu_ns, process_cpu_ns
 
 LINUX_CHILDREN = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
@@ -137,6 +143,77 @@ def test_more_workers_save_what_their_pace_bounded(
     assert figures.saving(more) == pytest.approx(expected)
 
 
+def _fewest_workers(figures: WorkerFigures, left: float) -> int:
+    """The total workers ``workers_to_add`` should reach, counted up one at a time: from a
+    worker per free core, add one while the workers' batch time spread over them is longer
+    than WORKER_PACE_SHARE of the step with a batch always ready (the rest plus receiving,
+    or both processes' CPU over their cores) and than their CPU spread over their cores, up
+    to MAX_WORKERS_PER_CORE per core."""
+    total = figures.had + more_workers(left)
+    cap = max(int(MAX_WORKERS_PER_CORE * figures.all_cores), total)
+    ready = max(
+        figures.rest_ns + figures.receive_ns,
+        (figures.process_cpu_ns + figures.workers_cpu_ns) / figures.all_cores,
+    )
+
+    def target(n: int) -> float:
+        return max(WORKER_PACE_SHARE * ready, figures.workers_cpu_ns / min(n, figures.worker_cores))
+
+    while total < cap and figures.step_ns * figures.had / total > target(total):
+        total += 1
+    return total
+
+
+@pytest.mark.parametrize(
+    ("step", "rest", "receive", "workers_cpu", "had", "left", "expected_more", "beyond"),
+    [
+        # a worker that computes its batches all the time: one per free core, no more (their
+        # CPU bounds them)
+        (6.5, 2.0, 0.0, 6.5, 1, 1.0, 1, 0),
+        # ... but for 0.5 ms of its 6.5: a third worker brings their batch time spread over
+        # them (3.25 ms) under their CPU over their cores (6 / 1.92 = 3.12 ms)
+        (6.5, 2.0, 0.0, 6.0, 1, 1.0, 2, 1),
+        # a worker asleep for most of its 11 ms batch: 3 + 0.6 ms bound the step with a batch
+        # always ready; at 3/4 of that (2.7 ms) 5 workers in all (11 / 4 = 2.75 is slower),
+        # 2 more than a worker per free core
+        (11.0, 3.0, 0.6, 1.0, 1, 1.6, 4, 2),
+        # ... a rest of 0.5 ms: the two processes' CPU (2.2 + 0.3 ms) over their 2.23 cores
+        # bounds the step at 1.12 ms, for which 14 workers would be needed at 3/4 of it; at
+        # most 4 per core, 8 in all
+        (11.0, 0.5, 0.0, 0.3, 1, 2.0, 7, 5),
+        # no core free: none, waiting or not
+        (11.0, 3.0, 0.6, 1.0, 1, 0.1, 0, 0),
+        # the workers kept up (the step did not wait): a worker per free core, no more
+        (3.0, 3.0, 0.0, 1.0, 1, 1.0, 1, 0),
+    ],
+)
+def test_workers_that_wait_on_their_reads_get_as_many_as_take_the_step_down(
+    step, rest, receive, workers_cpu, had, left, expected_more, beyond
+):
+    busy = workers_cpu / step
+    figures = WorkerFigures(
+        step, rest, receive, workers_cpu, 0.2 * step, had, busy + left, 0.2 + busy + left
+    )
+    more, waiting = figures.workers_to_add(left)
+    assert (more, waiting) == (expected_more, beyond)
+    if more:
+        assert had + more == _fewest_workers(figures, left)
+        assert waiting == had + more - (had + more_workers(left))
+    # a count below it saves no more, and with a pace to spare none above it saves more
+    if waiting:
+        assert figures.saving(more - 1) <= figures.saving(more)
+        capped = had + more >= MAX_WORKERS_PER_CORE * figures.all_cores - 1
+        assert capped or figures.saving(more + 1) == pytest.approx(figures.saving(more))
+
+
+def test_the_remedy_names_the_workers_beyond_the_free_cores():
+    text = remedy_workers({"free_cores": 3.0, "loader_workers": 1, "loader_waiting_workers": 1.0})
+    assert text is not None and text[0] == 4
+    assert "the 1 the run had, 2 for the free core(s) and 1 besides" in text[1]
+    assert "spend most of each batch waiting" in text[1]
+    assert "needs a core of its own" not in text[1]
+
+
 def test_a_worker_more_for_each_whole_or_partial_core_left():
     assert more_workers(MIN_FREE_CORE - 0.01) == 0
     assert more_workers(MIN_FREE_CORE) == 1
@@ -205,9 +282,7 @@ def test_a_paddle_loader_with_a_worker_is_advised_from_the_workers_cpu(tmp_path)
     idle, resolution = record["idle_cores"], record["idle_resolution_cores"]
     if resolution <= IDLE_RESOLUTION_CORES and idle < left - resolution:
         left = idle
-    # a worker more for each whole or partial core left (at least MIN_FREE_CORE of one)
     assert ev["loader_free_cores"] == pytest.approx(max(left, 0.0))
-    assert ev["free_cores"] == float(more_workers(max(left, 0.0)))
     step = ev["basis_step_ns"]
     waits = ev["data_unprofiled_per_step_ns"]
     assert ev["loader_workers_cpu_per_step_ns"] == pytest.approx(record["children_cores"] * step)
@@ -218,7 +293,7 @@ def test_a_paddle_loader_with_a_worker_is_advised_from_the_workers_cpu(tmp_path)
     assert ev["loader_workers_core_limit"] == pytest.approx(limit)
     assert ev["loader_machine_cores"] == pytest.approx(record["process_cores"] + limit)
     assert ev["loader_process_cpu_per_step_ns"] == pytest.approx(record["process_cores"] * step)
-    expected = WorkerFigures(
+    figures = WorkerFigures(
         step,
         step - waits,
         ev["loader_receive_ns"],
@@ -227,8 +302,14 @@ def test_a_paddle_loader_with_a_worker_is_advised_from_the_workers_cpu(tmp_path)
         record["children_ran"],
         limit,
         record["process_cores"] + limit,
-    ).saving(ev["free_cores"])
-    assert found[0].saving_ns == pytest.approx(expected)
+    )
+    # a worker more for each whole or partial core left (at least MIN_FREE_CORE of one), and
+    # more while the worker's waits bound the step
+    if more_workers(max(left, 0.0)):
+        assert ev["free_cores"] == _fewest_workers(figures, max(left, 0.0)) - figures.had
+    else:
+        assert ev["free_cores"] == 0.0
+    assert found[0].saving_ns == pytest.approx(figures.saving(ev["free_cores"]))
     assert "The run's loader already loaded in worker processes" in found[0].estimate
     workers = record["children_ran"] + int(ev["free_cores"])
     assert f"num_workers={workers}," in found[0].remedy
@@ -274,6 +355,20 @@ def test_a_worker_that_waits_on_its_reads_is_promised_what_another_worker_takes_
         (process_cpu + workers_cpu) / ev["loader_machine_cores"],
     )
     assert finding.saving_ns == pytest.approx(max(step - after, 0.0))
+    # the count: a worker per free core, and more while the worker's waits bound the step
+    figures = WorkerFigures(
+        step,
+        rest,
+        ev["loader_receive_ns"],
+        workers_cpu,
+        process_cpu,
+        had,
+        limit,
+        ev["loader_machine_cores"],
+    )
+    assert total == _fewest_workers(figures, ev["loader_free_cores"])
+    assert ev["loader_waiting_workers"] == total - had - more_workers(ev["loader_free_cores"])
+    assert f"num_workers={int(total)}," in finding.remedy
     assert finding.saving_ns > 0.25 * step
     assert f"made one every {duration_text(step * had)}" in finding.estimate
     assert "not expected to pay" not in finding.estimate

@@ -209,6 +209,15 @@ def remedy_workers(evidence: dict[str, Any]) -> tuple[int | str, str] | None:
                 f"(No core was free for more than the {had} worker(s) the run had: free one "
                 "first, or make the Dataset's batches cheaper.)"
             )
+        waiting = max(int(finite_number(evidence.get("loader_waiting_workers")) or 0), 0)
+        if waiting:
+            return had + more, (
+                f"({had + more} workers: the {had} the run had, {more - waiting} for the free "
+                f"core(s) and {waiting} besides, since the workers spend most of each batch "
+                "waiting, not on a CPU; the saving was estimated for that count. A DataLoader may "
+                "warn that its workers outnumber the CPUs: for a Dataset that waits on its "
+                "reads, that is expected.)"
+            )
         return had + more, (
             f"({had + more} workers: the {had} the run had, and {more} for the free core(s) "
             "the saving was estimated for; each worker needs a core of its own.)"

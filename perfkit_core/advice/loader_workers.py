@@ -53,6 +53,23 @@ def more_workers(left: float) -> int:
     return math.ceil(left - 1e-9) if left >= MIN_FREE_CORE else 0
 
 
+#: Workers that spend most of each batch waiting (for reads from a slow disk or a network
+#: share) take little CPU, so a loader that had them gets more than a worker per free core:
+#: as many as take the step down, but no more than this many for each core the training
+#: process and its workers may use. Each worker is a process holding its own copy of the
+#: Dataset and its prefetched batches, and torch warns once they outnumber the CPUs; past a
+#: few per core, reads that wait that long are better issued asynchronously within a worker.
+MAX_WORKERS_PER_CORE = 4
+#: ... and enough of them that they make a batch in at most this share of the time the rest of
+#: the step (or the machine's cores) would take: a pace that only just keeps up leaves their
+#: queue empty, so every batch that takes longer (a slow read) holds the step, while a faster
+#: pace fills the prefetched batches, which absorb it. On the 2-core machine, a Dataset asleep
+#: through 8 ms of each batch fed the 2-block MLP at 2.95 ms a step with 4 workers, the count
+#: whose pace just met the rest of the step as modelled (2.58 ms), 2.44 ms with 5 and 2.05 ms
+#: with 6, the count at three quarters of it (bench/README.md).
+WORKER_PACE_SHARE = 0.75
+
+
 def multi_process_loader(run: Run) -> bool:
     """Whether the run's data-loading spans are a multi-process iterator's (torch's
     ``_MultiProcessingDataLoaderIter``, Paddle's ``_DataLoaderIterMultiProcess``): its loader
@@ -126,6 +143,33 @@ class WorkerFigures:
             (self.process_cpu_ns + self.workers_cpu_ns) / max(self.all_cores, 1e-9),
         )
 
+    def target_pace(self, total: int) -> float:
+        """The pace (ns a batch) that ``workers_to_add`` gives the workers, ``total`` of them:
+        ``WORKER_PACE_SHARE`` of the longer of the rest of the step plus receiving a batch and
+        both processes' CPU over their cores, but no faster than their CPU allows with that
+        many (the second of ``paces``: more workers than cores only wait beside each other)."""
+        kept, _, machine = self.sides(total)
+        return max(WORKER_PACE_SHARE * max(kept, machine), self.paces(total)[1])
+
+    def workers_to_add(self, left: float) -> tuple[int, int]:
+        """(the workers to add, and how many of them are beyond a worker per free core): one
+        for each core left free (``more_workers`` of ``left``), and, where a worker spends
+        enough of each batch waiting that those would make a batch slower than the
+        ``target_pace``, as many more as bring the workers' batch time spread over them down
+        to it, the fewest that do: their waits take no core. At most
+        ``MAX_WORKERS_PER_CORE`` workers per core of ``all_cores`` in all. None to add where
+        no core is free."""
+        base = more_workers(left)
+        if base < 1 or self.had < 1:
+            return 0, 0
+        total = self.had + base
+        target = self.target_pace(total)
+        if target <= 0 or self.batch_ns / total <= target:
+            return base, 0
+        cap = max(math.floor(MAX_WORKERS_PER_CORE * self.all_cores), total)
+        needed = min(math.ceil(self.batch_ns / target - 1e-9), cap)
+        return needed - self.had, max(needed - total, 0)
+
     def saving(self, more: float) -> float:
         """The step time (ns) that ``more`` workers save: the step less the longest of
         ``sides`` with the workers the run had and ``more`` besides. With the workers the run
@@ -157,7 +201,6 @@ def more_workers_estimate(
     costing the training step ``receive_ns`` (``receive_from`` says where that figure came
     from). The evidence's ``free_cores`` is the workers added, which the remedy prescribes."""
     left, _, cores_text = free
-    more = more_workers(left)
     cores_text = cores_text.replace(ROUNDED, "")
     figures = WorkerFigures(
         step_ns,
@@ -169,6 +212,7 @@ def more_workers_estimate(
         busy_cores + left,
         process_cores + busy_cores + left,
     )
+    more, waiting = figures.workers_to_add(left)
     saving = figures.saving(more)
     kept, _, machine = figures.sides(had)
     each = "each worker" if had > 1 else "the worker"
@@ -208,9 +252,22 @@ def more_workers_estimate(
             if after == cpu
             else "the machine's cores bound"
         )
+        added = (
+            f"{more:.0f} more for the {left:.2f} core(s) left free ({cores_text})"
+            if not waiting
+            else f"{more:.0f} more: {more - waiting:.0f} for the {left:.2f} core(s) left free "
+            f"({cores_text}) and {waiting:.0f} besides, since a worker spends most of each "
+            "batch waiting, which takes no core: the fewest that make a batch in "
+            f"{WORKER_PACE_SHARE:.0%} of the time the step would take with a batch always "
+            "ready, so that their prefetched batches absorb a slow one"
+            + (
+                f" (at most {MAX_WORKERS_PER_CORE} per core)"
+                if wall > figures.target_pace(total)
+                else ""
+            )
+        )
         text = (
-            f"{ran}{now}With {total:.0f} workers, {more:.0f} more for the "
-            f"{left:.2f} core(s) left free ({cores_text}), a batch is ready every "
+            f"{ran}{now}With {total:.0f} workers, {added}, a batch is ready every "
             f"{duration_text(max(wall, cpu))}: the {duration_text(figures.batch_ns)} a worker "
             f"takes over a batch, beside {total - 1:.0f} other(s), every "
             f"{duration_text(wall)}, and their CPU per step spread over "
@@ -222,6 +279,8 @@ def more_workers_estimate(
         )
     evidence = {
         "free_cores": float(more),
+        # of those, the workers beyond one per free core, for the workers' waits
+        "loader_waiting_workers": float(waiting),
         "loader_free_cores": left,
         "loader_workers": had,
         "loader_workers_cores": busy_cores,
