@@ -369,6 +369,12 @@ def test_a_worker_that_waits_on_its_reads_is_promised_what_another_worker_takes_
     assert total == _fewest_workers(figures, ev["loader_free_cores"])
     assert ev["loader_waiting_workers"] == total - had - more_workers(ev["loader_free_cores"])
     assert f"num_workers={int(total)}," in finding.remedy
+    if ev["loader_waiting_workers"]:
+        waiting = int(ev["loader_waiting_workers"])
+        assert f" and {waiting} besides, since a worker spends most of each batch" in (
+            finding.estimate
+        )
+        assert f"and {waiting} besides, since the workers spend" in finding.remedy
     assert finding.saving_ns > 0.25 * step
     assert f"made one every {duration_text(step * had)}" in finding.estimate
     assert "not expected to pay" not in finding.estimate

@@ -257,18 +257,20 @@ def more_workers_estimate(
             if not waiting
             else f"{more:.0f} more: {more - waiting:.0f} for the {left:.2f} core(s) left free "
             f"({cores_text}) and {waiting:.0f} besides, since a worker spends most of each "
-            "batch waiting, which takes no core: the fewest that make a batch in "
+            "batch waiting, which takes no core (the fewest that make a batch in "
             f"{WORKER_PACE_SHARE:.0%} of the time the step would take with a batch always "
             "ready, so that their prefetched batches absorb a slow one"
             + (
-                f" (at most {MAX_WORKERS_PER_CORE} per core)"
+                f"; at most {MAX_WORKERS_PER_CORE} per core"
                 if wall > figures.target_pace(total)
                 else ""
             )
+            + ")"
         )
         text = (
-            f"{ran}{now}With {total:.0f} workers, {added}, a batch is ready every "
-            f"{duration_text(max(wall, cpu))}: the {duration_text(figures.batch_ns)} a worker "
+            f"{ran}{now}With {total:.0f} workers, {added}"
+            + (". A batch is then ready every " if waiting else ", a batch is ready every ")
+            + f"{duration_text(max(wall, cpu))}: the {duration_text(figures.batch_ns)} a worker "
             f"takes over a batch, beside {total - 1:.0f} other(s), every "
             f"{duration_text(wall)}, and their CPU per step spread over "
             f"{min(total, figures.worker_cores):.2f} cores (a core each, no more than the "
