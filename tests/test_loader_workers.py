@@ -210,7 +210,7 @@ def test_the_remedy_names_the_workers_beyond_the_free_cores():
     text = remedy_workers({"free_cores": 3.0, "loader_workers": 1, "loader_waiting_workers": 1.0})
     assert text is not None and text[0] == 4
     assert "the 1 the run had, 2 for the free core(s) and 1 besides" in text[1]
-    assert "spend most of each batch waiting" in text[1]
+    assert "spend part of each batch waiting" in text[1]
     assert "needs a core of its own" not in text[1]
 
 
@@ -371,7 +371,7 @@ def test_a_worker_that_waits_on_its_reads_is_promised_what_another_worker_takes_
     assert f"num_workers={int(total)}," in finding.remedy
     if ev["loader_waiting_workers"]:
         waiting = int(ev["loader_waiting_workers"])
-        assert f" and {waiting} besides, since a worker spends most of each batch" in (
+        assert f" and {waiting} besides, since a worker spends part of each batch" in (
             finding.estimate
         )
         assert f"and {waiting} besides, since the workers spend" in finding.remedy

@@ -213,7 +213,7 @@ def remedy_workers(evidence: dict[str, Any]) -> tuple[int | str, str] | None:
         if waiting:
             return had + more, (
                 f"({had + more} workers: the {had} the run had, {more - waiting} for the free "
-                f"core(s) and {waiting} besides, since the workers spend most of each batch "
+                f"core(s) and {waiting} besides, since the workers spend part of each batch "
                 "waiting, not on a CPU; the saving was estimated for that count. A DataLoader may "
                 "warn that its workers outnumber the CPUs: for a Dataset that waits on its "
                 "reads, that is expected.)"

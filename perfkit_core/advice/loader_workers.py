@@ -53,7 +53,7 @@ def more_workers(left: float) -> int:
     return math.ceil(left - 1e-9) if left >= MIN_FREE_CORE else 0
 
 
-#: Workers that spend most of each batch waiting (for reads from a slow disk or a network
+#: Workers that spend part of each batch waiting (for reads from a slow disk or a network
 #: share) take little CPU, so a loader that had them gets more than a worker per free core:
 #: as many as take the step down, but no more than this many for each core the training
 #: process and its workers may use. Each worker is a process holding its own copy of the
@@ -256,7 +256,7 @@ def more_workers_estimate(
             f"{more:.0f} more for the {left:.2f} core(s) left free ({cores_text})"
             if not waiting
             else f"{more:.0f} more: {more - waiting:.0f} for the {left:.2f} core(s) left free "
-            f"({cores_text}) and {waiting:.0f} besides, since a worker spends most of each "
+            f"({cores_text}) and {waiting:.0f} besides, since a worker spends part of each "
             "batch waiting, which takes no core (the fewest that make a batch in "
             f"{WORKER_PACE_SHARE:.0%} of the time the step would take with a batch always "
             "ready, so that their prefetched batches absorb a slow one"
