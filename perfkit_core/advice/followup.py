@@ -199,10 +199,8 @@ def delivered_interval(
     than two such steps."""
     from perfkit_core.views.anatomy.step_time import step_durations
 
-    if basis == "unprofiled":
-        point, low, high = difference_of_means(unprofiled_steps(before), unprofiled_steps(after))
-    else:
-        point, low, high = difference_of_means(step_durations(before), step_durations(after))
+    steps = unprofiled_steps if basis == "unprofiled" else step_durations
+    point, low, high = difference_of_means(steps(before), steps(after))
     if not (np.isfinite(low) and np.isfinite(high)):
         return None, None
     return delivered_ns + (low - point), delivered_ns + (high - point)

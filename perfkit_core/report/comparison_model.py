@@ -239,7 +239,7 @@ def advice_table(comparison: Comparison) -> Table | None:
     }
     unprofiled = figures["basis"] == "unprofiled"
     word = "without the profiler (step timer)" if unprofiled else "profiled"
-    steps = "step-timer steps (their means)" if unprofiled else "profiled steps (their means)"
+    steps = ("step-timer" if unprofiled else "profiled") + " steps (their means)"
     interval = (
         f" The 95% CI resamples each run's {steps}: it holds their step-to-step spread, not "
         "a machine that ran slower while one run was recorded."
