@@ -286,17 +286,15 @@ def torch_loader_scenario() -> Scenario:
 
 
 def prescribed_workers(
-    remedied: int | None, sharing: str
-) -> tuple[dict[str, int], dict[str, str], Callable[[list[Any]], None] | None]:
-    """For a one-worker scenario whose remedy gives the loader ``remedied`` workers, or, where
-    None, as many as its input-pipeline finding prescribes (``remedy_workers`` of its
-    evidence, the count its remedy code writes): (the count the remedied loop reads, the
-    scenario's ``remedies``, its ``prescribe``). ``sharing``: what else the remedy sets, a
-    clause or ""."""
-    count = {"workers": remedied or 0}
-    remedies = {"input-pipeline": f"num_workers=1 -> {remedied}{sharing}"}
-    if remedied is not None:
-        return count, remedies, None
+    sharing: str,
+) -> tuple[dict[str, int], dict[str, str], Callable[[list[Any]], None]]:
+    """For a one-worker scenario whose remedy gives the loader as many workers as its
+    input-pipeline finding prescribes (``remedy_workers`` of its evidence, the count its
+    remedy code writes): (the count the remedied loop reads, the scenario's ``remedies``, its
+    ``prescribe``, which sets both from the findings). ``sharing``: what else the remedy
+    sets, a clause or ""."""
+    count = {"workers": 1}
+    remedies = {"input-pipeline": f"num_workers=1 -> as prescribed{sharing}"}
 
     def prescribe(findings: list[Any]) -> None:
         from perfkit_core.advice import remedy_workers
@@ -310,11 +308,11 @@ def prescribed_workers(
     return count, remedies, prescribe
 
 
-def torch_one_worker_scenario(name: str, remedied: int | None, dataset: Any = None) -> Scenario:
+def torch_one_worker_scenario(name: str, dataset: Any = None) -> Scenario:
     """A small MLP (about 1 ms a step) fed through one DataLoader worker by ``dataset`` (a
     factory; default the slow Dataset): loading bounds the step, and the remedy gives the
-    loader ``remedied`` workers, or, where None, as many as the finding prescribes."""
-    count, remedies, prescribe = prescribed_workers(remedied, ", file_system sharing")
+    loader as many workers as the finding prescribes."""
+    count, remedies, prescribe = prescribed_workers(", file_system sharing")
 
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -334,7 +332,7 @@ def torch_workers_scenario() -> Scenario:
     """The slow Dataset (about 11 ms a batch) through one worker; the remedy gives the loader
     the workers the finding prescribes (one for the core the worker and training leave, and
     one more where the worker waited for part of each batch)."""
-    return torch_one_worker_scenario("torch-workers", None)
+    return torch_one_worker_scenario("torch-workers")
 
 
 def torch_waiting_scenario() -> Scenario:
@@ -342,7 +340,7 @@ def torch_waiting_scenario() -> Scenario:
     disk are) through one worker: the worker's pace bounds the step with cores to spare. The
     remedy gives the loader the workers the finding prescribes: a worker per core left free
     and more besides, since the added workers wait beside the first."""
-    return torch_one_worker_scenario("torch-waiting", None, TorchWaitingDataset)
+    return torch_one_worker_scenario("torch-waiting", TorchWaitingDataset)
 
 
 def torch_mixed_scenario(blocks: int) -> Scenario:
@@ -567,11 +565,11 @@ def paddle_loader_scenario() -> Scenario:
     )
 
 
-def paddle_one_worker_scenario(name: str, remedied: int | None, dataset: Any = None) -> Scenario:
+def paddle_one_worker_scenario(name: str, dataset: Any = None) -> Scenario:
     """``torch_one_worker_scenario`` in Paddle: a small MLP fed through one DataLoader worker
-    by ``dataset`` (a factory; default the slow Dataset); the remedy gives the loader
-    ``remedied`` workers, or, where None, as many as the finding prescribes."""
-    count, remedies, prescribe = prescribed_workers(remedied, "")
+    by ``dataset`` (a factory; default the slow Dataset); the remedy gives the loader as many
+    workers as the finding prescribes."""
+    count, remedies, prescribe = prescribed_workers("")
 
     def build(applied: frozenset[str]) -> Loop:
         import paddle
@@ -592,13 +590,13 @@ def paddle_one_worker_scenario(name: str, remedied: int | None, dataset: Any = N
 def paddle_workers_scenario() -> Scenario:
     """``torch_workers_scenario`` in Paddle: the slow Dataset through one worker; the remedy
     gives the loader the workers the finding prescribes."""
-    return paddle_one_worker_scenario("paddle-workers", None)
+    return paddle_one_worker_scenario("paddle-workers")
 
 
 def paddle_waiting_scenario() -> Scenario:
     """``torch_waiting_scenario`` in Paddle: the waiting Dataset through one worker; the remedy
     gives the loader the workers the finding prescribes."""
-    return paddle_one_worker_scenario("paddle-waiting", None, paddle_waiting_dataset)
+    return paddle_one_worker_scenario("paddle-waiting", paddle_waiting_dataset)
 
 
 def demo_data() -> tuple[Any, Any]:
