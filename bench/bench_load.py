@@ -316,6 +316,8 @@ def report(path: Path, samples: dict[str, list[Sample]]) -> bool:
     print("-" * len(header))
     for tool, label in TOOLS.items():
         runs = samples[tool]
+        if not runs:  # HTA with --hta-repeat 0
+            continue
         median = statistics.median(s.seconds for s in runs)
         best = min(s.seconds for s in runs)
         base = max(s.base_mb for s in runs)
