@@ -23,6 +23,9 @@ Small CPU training loops, each built so that one advice rule fires:
   (about 8 ms, as reads from a slow disk do) feeding the 2-block MLP through one worker;
   remedy: the workers the finding prescribes, a worker per core left free and more besides
   (they wait beside the first rather than compute).
+- ``torch-waiting-inline``: the waiting Dataset loaded by the training thread itself
+  (``num_workers=0``); remedy: the workers the finding prescribes, more than the free cores
+  (the step timer timed the thread's CPU time over its batches, so the waits show).
 - ``torch-mixed``, ``paddle-mixed``: the slow Dataset feeding the deep narrow MLP with the
   per-parameter Adam; remedies: ``num_workers`` and the optimizer's, each alone (the order of
   the findings) and both at once (the combined saving the headline promises).
@@ -286,15 +289,15 @@ def torch_loader_scenario() -> Scenario:
 
 
 def prescribed_workers(
-    sharing: str,
+    sharing: str, had: int = 1
 ) -> tuple[dict[str, int], dict[str, str], Callable[[list[Any]], None]]:
-    """For a one-worker scenario whose remedy gives the loader as many workers as its
+    """For a scenario whose loader has ``had`` workers and whose remedy gives it as many as its
     input-pipeline finding prescribes (``remedy_workers`` of its evidence, the count its
     remedy code writes): (the count the remedied loop reads, the scenario's ``remedies``, its
     ``prescribe``, which sets both from the findings). ``sharing``: what else the remedy
     sets, a clause or ""."""
     count = {"workers": 1}
-    remedies = {"input-pipeline": f"num_workers=1 -> as prescribed{sharing}"}
+    remedies = {"input-pipeline": f"num_workers={had} -> as prescribed{sharing}"}
 
     def prescribe(findings: list[Any]) -> None:
         from perfkit_core.advice import remedy_workers
@@ -303,16 +306,17 @@ def prescribed_workers(
         found = remedy_workers(finding.evidence) if finding is not None else None
         workers = found[0] if found is not None and isinstance(found[0], int) else 1
         count["workers"] = workers
-        remedies["input-pipeline"] = f"num_workers=1 -> {workers} (as prescribed){sharing}"
+        remedies["input-pipeline"] = f"num_workers={had} -> {workers} (as prescribed){sharing}"
 
     return count, remedies, prescribe
 
 
-def torch_one_worker_scenario(name: str, dataset: Any = None) -> Scenario:
-    """A small MLP (about 1 ms a step) fed through one DataLoader worker by ``dataset`` (a
-    factory; default the slow Dataset): loading bounds the step, and the remedy gives the
-    loader as many workers as the finding prescribes."""
-    count, remedies, prescribe = prescribed_workers(", file_system sharing")
+def torch_one_worker_scenario(name: str, dataset: Any = None, had: int = 1) -> Scenario:
+    """A small MLP (about 1 ms a step) fed through ``had`` DataLoader workers (one; none: the
+    training thread loads) by ``dataset`` (a factory; default the slow Dataset): loading
+    bounds the step, and the remedy gives the loader as many workers as the finding
+    prescribes."""
+    count, remedies, prescribe = prescribed_workers(", file_system sharing", had)
 
     def build(applied: frozenset[str]) -> Loop:
         import torch
@@ -321,7 +325,7 @@ def torch_one_worker_scenario(name: str, dataset: Any = None) -> Scenario:
         torch.manual_seed(0)
         model = torch_mlp(2)
         optimizer = torch.optim.Adam(model.parameters(), fused=True)
-        workers = count["workers"] if "input-pipeline" in applied else 1
+        workers = count["workers"] if "input-pipeline" in applied else had
         data = None if dataset is None else dataset()
         return torch_slow_loop(model, optimizer, applied, workers, data)
 
@@ -341,6 +345,14 @@ def torch_waiting_scenario() -> Scenario:
     remedy gives the loader the workers the finding prescribes: a worker per core left free
     and more besides, since the added workers wait beside the first."""
     return torch_one_worker_scenario("torch-waiting", TorchWaitingDataset)
+
+
+def torch_waiting_inline_scenario() -> Scenario:
+    """The waiting Dataset loaded by the training thread itself (``num_workers=0``). The step
+    timer times the thread's CPU time while it takes its batches, so the finding sees the
+    waits and prescribes workers beyond the free cores; the remedy gives the loader that
+    many."""
+    return torch_one_worker_scenario("torch-waiting-inline", TorchWaitingDataset, had=0)
 
 
 def torch_mixed_scenario(blocks: int) -> Scenario:
@@ -737,6 +749,7 @@ def scenarios(blocks: int, with_compile: bool) -> list[Scenario]:
         torch_loader_scenario(),
         torch_workers_scenario(),
         torch_waiting_scenario(),
+        torch_waiting_inline_scenario(),
         torch_mixed_scenario(blocks),
     ]
     if with_compile:

@@ -327,6 +327,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             receive_ns,
             slowdowns,
             "paddle",
+            round(workers - float(evidence.get("free_cores") or 0.0)),
         ),
         "evidence": {
             "measured": "replay",

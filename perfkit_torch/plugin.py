@@ -112,7 +112,9 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
       ns)`` after each ``Optimizer.step``;
     - every batch the training thread takes from a DataLoader (a wrapper on the DataLoader
       iterators' ``__next__``): ``on_phase("data", ns)``, the wall time the training thread
-      spent loading it (``num_workers=0``) or waiting for a worker to deliver it;
+      spent loading it (``num_workers=0``) or waiting for a worker to deliver it, and
+      ``on_phase("data_cpu", ns)``, the training thread's CPU time over the same call: without
+      workers, what its Dataset computed, the rest of the wall time being its waits;
     - every backward pass (a wrapper on ``torch.autograd.backward``, which ``Tensor.backward``
       calls): ``on_phase("backward", ns)``, its wall time, and ``on_phase("forward", ns)``,
       the training thread's time before it: from the batch's arrival (the end of the last
@@ -154,11 +156,14 @@ def perfkit_phase_timers(on_phase: Any) -> Any:
         if not active[0]:
             return original(self)
         start = time.perf_counter_ns()
+        cpu = time.thread_time_ns()
         try:
             return original(self)
         finally:
+            cpu = time.thread_time_ns() - cpu
             end = time.perf_counter_ns()
             on_phase("data", end - start)
+            on_phase("data_cpu", cpu)
             marks["data"] = end
 
     if original is not None:

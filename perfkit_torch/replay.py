@@ -223,6 +223,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             receive_ns=receive_ns,
             slowdowns=slowdowns,
             framework="torch",
+            waiting=round(workers - float(evidence.get("free_cores") or 0.0)),
         ),
         "evidence": {
             "measured": "replay",

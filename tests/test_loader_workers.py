@@ -20,6 +20,7 @@ from perfkit_core.advice.loader_workers import (
     WORKER_PACE_SHARE,
     WorkerFigures,
     more_workers,
+    waiting_loader_workers,
 )
 from perfkit_core.capture.cpu_clocks import child_pids, children_cpu_ns, process_cpu_ns
 
@@ -212,6 +213,118 @@ def test_the_remedy_names_the_workers_beyond_the_free_cores():
     assert "the 1 the run had, 2 for the free core(s) and 1 besides" in text[1]
     assert "spend part of each batch waiting" in text[1]
     assert "needs a core of its own" not in text[1]
+
+
+def _fewest_inline_workers(
+    load: float, cpu: float, kept: float, free: int, all_cores: float, batch: float
+) -> int:
+    """``waiting_loader_workers`` counted another way: from a worker per free core, add one at a
+    time while a worker's batch time spread over them is slower than ``WORKER_PACE_SHARE`` of
+    the rest of the step plus receiving a batch, the free cores could keep one more computing,
+    and the per-core cap allows it."""
+    n = free
+    while (load + batch) / n > WORKER_PACE_SHARE * kept:
+        if (n + 1) * (cpu + batch) > free * (load + batch) + 1e-6:
+            break
+        if n + 1 > MAX_WORKERS_PER_CORE * all_cores:
+            break
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize(
+    ("load", "cpu", "rest", "free", "all_cores", "expected"),
+    [
+        # a Dataset that computes throughout: a worker per free core, however slow the loading
+        (8.0, 8.0, 1.0, 1, 2.0, 1),
+        (8.0, 7.5, 1.0, 2, 3.0, 2),
+        # one that waits most of each batch: more, as many as bring the pace to 3/4 of the rest
+        (4.0, 0.1, 0.5, 1, 2.0, 5),
+        # ... no more than the free cores can keep computing: two workers' CPU fits the core
+        # here (2 x (1.5 + 0.8) <= 4.0 + 0.8), a second one's does not there
+        (4.0, 1.5, 0.5, 1, 2.0, 2),
+        (4.0, 1.9, 0.5, 1, 2.0, 1),
+        # ... nor than MAX_WORKERS_PER_CORE per core
+        (40.0, 0.1, 0.5, 1, 2.0, 8),
+        # a loading already well under the rest of the step: a worker per free core
+        (1.0, 0.1, 3.0, 1, 2.0, 1),
+        # no core free: none
+        (4.0, 0.1, 0.5, 0, 1.0, 0),
+    ],
+)
+def test_a_dataset_that_waits_gets_workers_beyond_the_free_cores(
+    load, cpu, rest, free, all_cores, expected
+):
+    batch, receive = 0.8, 0.8
+    count = waiting_loader_workers(load, cpu, rest, free, all_cores, batch, receive)
+    assert count == expected
+    if free:
+        assert count == _fewest_inline_workers(load, cpu, rest + receive, free, all_cores, batch)
+
+
+def test_the_remedy_names_the_workers_beyond_the_free_cores_of_a_loader_without_workers():
+    text = remedy_workers({"free_cores": 1.0, "loader_waiting_workers": 4.0})
+    assert text is not None and text[0] == 5
+    assert "(5 workers: 1 for the free core(s) and 4 besides" in text[1]
+    assert "needs a core of its own" not in text[1]
+    # a Dataset that computes: a worker per free core, as before
+    text = remedy_workers({"free_cores": 1.0, "loader_waiting_workers": 0.0})
+    assert text is not None and text[0] == 1 and "needs a core of its own" in text[1]
+
+
+def test_a_loader_without_workers_whose_dataset_waits_is_given_workers_for_its_waits(tmp_path):
+    """A real torch loop whose DataLoader has no workers, its Dataset asleep through most of
+    each batch (as reads from a slow disk are): the step timer times the training thread's CPU
+    time while it took its batches (``data_cpu``) beside their wall time (``data``), so the
+    rule sees the waits and prescribes workers beyond the free cores. The count is recounted
+    one worker at a time from the step timer's record, and the saving from the model with that
+    count; without the ``data_cpu`` phase the same run is given a worker per free core."""
+    from torch_profiles import waiting_inline_run
+
+    import perfkit_core
+    from perfkit_core.advice.loader import loader_saving
+
+    folder, record = waiting_inline_run(tmp_path)
+    phases = record["phases"]
+    data = sum(phases["data"]["unprofiled_ns"]) / len(phases["data"]["unprofiled_ns"])
+    cpu = sum(phases["data_cpu"]["unprofiled_ns"]) / len(phases["data_cpu"]["unprofiled_ns"])
+    # the Dataset slept through most of its loading, and the step's wall time counts the
+    # loading's wall time once, not its CPU time besides
+    assert 0 < cpu < 0.5 * data
+    run = perfkit_core.load(folder)
+    found = [f for f in run.advise() if f.rule == "input-pipeline"]
+    assert found, "a step that loads a sleeping Dataset itself is bound by loading"
+    finding = found[0]
+    ev = finding.evidence
+    if ev["free_cores"] < 1:
+        pytest.skip("other work took the cores: no worker to add")
+    assert ev["loading_per_step_ns"] == pytest.approx(data)
+    assert ev["loading_cpu_per_step_ns"] == pytest.approx(cpu)
+    free = int(ev["free_cores"])
+    usable = record["usable_cores"]
+    batch, receive = ev["loader_batch_ns"], ev["loader_receive_ns"]
+    slow_rest, slow_load = ev["training_slowdown"], ev["loading_slowdown"]
+    kept = ev["rest_per_step_ns"] * slow_rest + receive
+    total = _fewest_inline_workers(
+        data * slow_load, cpu * slow_load, kept, free, usable, batch
+    )
+    assert total == free + ev["loader_waiting_workers"]
+    assert total > free, "workers that sleep most of each batch overlap beyond the free cores"
+    want = loader_saving(
+        data, ev["rest_per_step_ns"], total, batch, 0.0, receive, (slow_rest, slow_load)
+    )
+    assert finding.saving_ns == pytest.approx(want)
+    waiting = total - free
+    assert f"num_workers={total}," in finding.remedy
+    assert f"{free} for the free core(s) and {waiting} besides" in finding.remedy
+    assert f"{total} workers: one for each of the {free} free core(s)" in finding.estimate
+    assert "needs a core of its own" not in finding.estimate
+    # the same run without the training thread's CPU time over its batches: a worker per core
+    del run.meta["step_timer"]["phases"]["data_cpu"]
+    before = next(f for f in run.advise() if f.rule == "input-pipeline")
+    assert "loader_waiting_workers" not in before.evidence
+    assert f"num_workers={free}," in before.remedy
+    assert before.saving_ns < finding.saving_ns
 
 
 def test_a_worker_more_for_each_whole_or_partial_core_left():

@@ -230,6 +230,61 @@ def test_a_batch_taken_before_the_step_belongs_to_it():
     assert timer.record()["phases"]["data"] == record["phases"]["data"]
 
 
+def _busy_batches(sample_s: float, sleep_s: float, batch_size: int):
+    """An iterator over a torch DataLoader (no workers) whose samples each compute for
+    ``sample_s`` seconds of this thread's CPU time, then sleep ``sleep_s``."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    class Busy:
+        def __len__(self) -> int:
+            return 1000
+
+        def __getitem__(self, index: int):
+            end = time.thread_time() + sample_s
+            while time.thread_time() < end:
+                pass
+            time.sleep(sleep_s)
+            return torch.full((4,), float(index))
+
+    return iter(DataLoader(Busy(), batch_size=batch_size))
+
+
+def test_the_training_threads_cpu_time_over_a_batch_is_kept_beside_its_wall_time():
+    """Without workers the training thread runs the Dataset itself: the ``data_cpu`` phase
+    holds its CPU time over each batch, read here from the thread's own CPU clock around
+    ``next()``, and the ``data`` phase the wall time, which includes the Dataset's sleep. The
+    step's wall time counts the batch once: the CPU time is within the wall time, not added
+    to it."""
+    batches = _busy_batches(0.0005, 0.0005, 4)  # 2 ms of CPU and 2 ms asleep a batch
+    timer = perfkit_core.step_timer(None, warmup=0)
+    with timer.step():  # installs the timers: the batches after it are timed
+        next(batches)
+    cpu_clock: list[int] = []
+    whole_clock: list[int] = []
+    for _ in range(5):
+        outer = time.perf_counter_ns()
+        cpu_before = time.thread_time_ns()
+        next(batches)
+        cpu_clock.append(time.thread_time_ns() - cpu_before)
+        with timer.step():
+            time.sleep(0.001)
+        whole_clock.append(time.perf_counter_ns() - outer)
+    timer.close()
+    record = timer.record()
+    key = "unknown_ns" if record["unknown_ns"] else "unprofiled_ns"
+    data = record["phases"]["data"][key][1:]
+    data_cpu = record["phases"]["data_cpu"][key][1:]
+    steps = record[key][1:]
+    assert len(data_cpu) == len(data) == len(steps) == 5
+    for cpu, thread_cpu, loaded, step_ns, whole in zip(
+        data_cpu, cpu_clock, data, steps, whole_clock, strict=True
+    ):
+        assert 1_800_000 < cpu <= thread_cpu  # the Dataset's 2 ms of CPU, inside the test's
+        assert cpu + 1_800_000 < loaded  # ... and its 2 ms asleep besides, in the wall time
+        assert loaded + 1_000_000 <= step_ns <= whole  # the batch counted once
+
+
 def test_only_the_last_batch_before_a_step_is_the_steps():
     """An evaluation loop between two steps takes many batches: only the last batch taken
     before the step counts in it (the loop's own), not the evaluation's loading."""

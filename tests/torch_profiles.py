@@ -108,6 +108,16 @@ def waiting_worker_run(directory: Path, *, batch_size: int = 8) -> tuple[Path, d
     return _profiled_loader_run(directory, "waiting", lambda: _mlp(16, 0), loader)
 
 
+def waiting_inline_run(directory: Path, *, batch_size: int = 8) -> tuple[Path, dict]:
+    """The loop of ``waiting_worker_run`` with ``DataLoader(num_workers=0)``: the training
+    thread loads each batch itself, asleep through most of it. Returns (the saved run folder,
+    the step timer's record)."""
+    import torch
+
+    loader = torch.utils.data.DataLoader(WaitingSamples(), batch_size=batch_size, num_workers=0)
+    return _profiled_loader_run(directory, "waiting-inline", lambda: _mlp(16, 0), loader)
+
+
 def _mlp(width: int, hidden: int) -> Any:
     """Linear(16, ``width``), ``hidden`` more Linear(``width``, ``width``), each with a ReLU,
     then Linear(``width``, 4)."""

@@ -352,8 +352,9 @@ def handover_exceeds_loading(
 
 
 def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | None:
-    """(the loading workers would take over, the rest of the step, the free cores) that an
-    input-pipeline finding's saving was stated on (ns per step, ns per step, cores), from its
+    """(the loading workers would take over, the rest of the step, the workers) that an
+    input-pipeline finding's saving was stated on (ns per step, ns per step, workers: one per
+    free core, and the ``loader_waiting_workers`` besides for a Dataset that waits), from its
     evidence; None when any is missing or not a number, or for a loader that had workers
     (``loader_workers``, or ``loader_workers_untimed``: workers no step timer timed), whose
     saving ``advice.loader_workers`` states from other figures."""
@@ -363,6 +364,9 @@ def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | Non
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in figures):
         return None
     loading, rest, workers = (float(v) for v in figures)  # type: ignore[arg-type]
+    waiting = finite_number(evidence.get("loader_waiting_workers"))
+    if waiting is not None and waiting > 0 and workers >= 1:
+        workers += waiting
     return loading, rest, workers
 
 
@@ -424,21 +428,29 @@ def measured_loader_estimate(
     receive_ns: float | None = None,
     slowdowns: tuple[float, float] = (1.0, 1.0),
     framework: str = "",
+    waiting: int = 0,
 ) -> str:
     """The estimate sentence of an input-pipeline finding whose hand-over cost a replay timed
     (``batch_ns``, where the finding's own estimate took ``model_batch_ns``: its
-    ``loader_batch_ns``), with the loading, the rest of the step, the free cores, what
+    ``loader_batch_ns``), with the loading, the rest of the step, the workers (one per free
+    core, and ``waiting`` of them besides for a Dataset that waits), what
     receiving a batch costs the training process (``receive_ns``, by default ``batch_ns``) and
     how much the two sides slow each other (``slowdowns``, replayed on this machine) it was
     stated on, and ``extra`` (a sentence or "") between."""
     receive = batch_ns if receive_ns is None else receive_ns
     rest_x, load_x = slowdown_factors(slowdowns, SLOWDOWN_REPLAY)
+    with_workers = (
+        f"{workers:.1f} free core(s)"
+        if not waiting
+        else f"{workers:.0f} workers ({workers - waiting:.0f} for the free core(s) and "
+        f"{waiting} besides, for a Dataset that waits)"
+    )
     return (
         f"Measured on this machine: one DataLoader worker handed a batch of features and "
         f"labels to the training process every {batch_ns / 1e6:.3f} ms when neither did "
         f"other work (the estimate without --measure took {model_batch_ns / 1e6:.3f} ms)."
         f"{extra} {slowdown_text(slowdowns, SLOWDOWN_REPLAY, framework)} With "
-        f"{workers:.1f} free core(s), the step becomes the longer of the rest of the "
+        f"{with_workers}, the step becomes the longer of the rest of the "
         f"step plus receiving a batch ({rest_ns / 1e6:.3f}{rest_x} + "
         f"{receive / 1e6:.3f} ms) and the loading plus sending it, spread over the workers "
         f"(({data_ns / 1e6:.3f}{load_x} + {batch_ns / 1e6:.3f}) / {workers:.1f} ms)"

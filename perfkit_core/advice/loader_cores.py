@@ -223,6 +223,14 @@ def remedy_workers(evidence: dict[str, Any]) -> tuple[int | str, str] | None:
             "the saving was estimated for; each worker needs a core of its own.)"
         )
     workers = max(int(free), 0)
+    waiting = max(int(finite_number(evidence.get("loader_waiting_workers")) or 0), 0)
+    if workers and waiting:
+        return workers + waiting, (
+            f"({workers + waiting} workers: {workers} for the free core(s) and {waiting} "
+            "besides, since the Dataset spends part of each batch waiting, not on a CPU; the "
+            "saving was estimated for that count. A DataLoader may warn that its workers "
+            "outnumber the CPUs: for a Dataset that waits on its reads, that is expected.)"
+        )
     if workers == 0 and evidence.get("turn_process_cores") is not None:
         return 1, (
             "(1 worker: no core was free while the steps ran, but other work kept the cores "

@@ -70,6 +70,41 @@ MAX_WORKERS_PER_CORE = 4
 WORKER_PACE_SHARE = 0.75
 
 
+def waiting_loader_workers(
+    load_ns: float,
+    load_cpu_ns: float,
+    rest_ns: float,
+    free: int,
+    all_cores: float,
+    batch_ns: float,
+    receive_ns: float,
+    slowdowns: tuple[float, float] = (1.0, 1.0),
+) -> int:
+    """How many loader workers to move loading to that the training thread did itself, between
+    its steps' work, taking ``load_ns`` per step of which ``load_cpu_ns`` ran on its CPU (the
+    step timer's ``data`` and ``data_cpu`` phases), with ``free`` whole cores free: one per
+    free core, and where the Dataset waits (for reads, a sleep) enough of each batch that those
+    workers would make a batch slower than ``WORKER_PACE_SHARE`` of the rest of the step plus
+    receiving one, as many more as bring a worker's batch time (its loading plus sending the
+    batch) spread over them down to that, the fewest that do. Never more than the free cores
+    can keep computing (a worker's CPU per batch over the free cores bounds their pace; a
+    Dataset that computes throughout gets a worker per free core) nor more than
+    ``MAX_WORKERS_PER_CORE`` per core of ``all_cores``. Beside the workers, the rest of the step
+    and the loading take ``slowdowns`` times as long as alone (``loader.remedied_sides``)."""
+    if free < 1:
+        return max(free, 0)
+    rest_x, load_x = slowdowns
+    kept = rest_ns * rest_x + receive_ns
+    batch_time = load_ns * load_x + batch_ns  # a worker's time over a batch, its waits included
+    batch_cpu = min(load_cpu_ns, load_ns) * load_x + batch_ns
+    target = WORKER_PACE_SHARE * kept
+    if target <= 0 or batch_cpu <= 0 or batch_time / free <= target:
+        return free
+    by_cpu = math.floor(free * batch_time / batch_cpu + 1e-9)
+    cap = math.floor(MAX_WORKERS_PER_CORE * all_cores)
+    return max(min(math.ceil(batch_time / target - 1e-9), by_cpu, cap), free)
+
+
 def multi_process_loader(run: Run) -> bool:
     """Whether the run's data-loading spans are a multi-process iterator's (torch's
     ``_MultiProcessingDataLoaderIter``, Paddle's ``_DataLoaderIterMultiProcess``): its loader

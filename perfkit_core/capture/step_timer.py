@@ -21,7 +21,10 @@ as the profiler's step counts it: the step that waited for its batch took that l
 taken before it (an evaluation loop between two steps) belong to no step. The timer itself
 keeps the CPU time of the thread that ran each step (the ``training_cpu`` phase,
 ``time.thread_time_ns``): beside a loading thread of the same process, the step's wall time is
-shared between the two threads in about the ratio of their CPU times.
+shared between the two threads in about the ratio of their CPU times. Beside ``data``, torch's
+adapter reports the same thread's CPU time over each batch (``data_cpu``, a ``CPU_PHASES``
+phase: within the wall time, not added to it): a loader without workers runs its Dataset in
+that thread, so the two tell a Dataset's waits (reads, a sleep) from its computing.
 
 When the steps loaded data in the training process, ``save`` also has the run's adapter time
 what handing a batch from a loader worker over costs on this machine (``loader_batch_ns``),
@@ -65,10 +68,18 @@ from perfkit_core.capture.machine_costs import (
 #: waited for the GIL, for a loading thread or for the operating system.
 TRAINING_CPU = "training_cpu"
 
+#: The phase holding the CPU time (ns) of the training thread while it took its batches from a
+#: loader (``time.thread_time_ns`` around each, beside the ``data`` phase's wall time, which
+#: torch's adapter times): a loader without workers runs its Dataset in that thread, so the
+#: ``data`` phase less this one is what the Dataset spent waiting (for reads, a sleep) rather
+#: than computing.
+DATA_CPU = "data_cpu"
 #: Phases that the thread running the steps may report between two steps, and that belong to
 #: the step after them (its wall time and its phase): taking a batch from a loader before the
 #: ``with timer.step()`` block.
-BETWEEN_STEPS_PHASES = frozenset({"data"})
+BETWEEN_STEPS_PHASES = frozenset({"data", DATA_CPU})
+#: ... of which these are CPU times within the others' wall time: they add nothing to the step's.
+CPU_PHASES = frozenset({DATA_CPU})
 
 #: The timer reads the machine's idle CPU time (``machine_idle_s``: ``/proc/stat``) at the
 #: start of a stretch of kept steps the profiler does not record, then at the end of the first
@@ -333,7 +344,8 @@ class StepTimer:
                     k: [0] * len(getattr(self, k))
                     for k in ("profiled_ns", "unprofiled_ns", "unknown_ns")
                 }
-        getattr(self, key).append(end - start + sum(before.values()))
+        waited = sum(ns for phase, ns in before.items() if phase not in CPU_PHASES)
+        getattr(self, key).append(end - start + waited)
         for phase, lists in phase_ns.items():
             lists[key].append(phases.get(phase, 0))
 

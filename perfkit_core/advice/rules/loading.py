@@ -31,15 +31,17 @@ from perfkit_core.advice.loader import (
 )
 from perfkit_core.advice.loader_cores import free_cores
 from perfkit_core.advice.loader_workers import (
+    WORKER_PACE_SHARE,
     more_workers_estimate,
     multi_process_loader,
     timed_workers,
     untimed_workers_estimate,
+    waiting_loader_workers,
 )
 from perfkit_core.advice.rules.cpu import loading_thread_ops_per_step, training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
 from perfkit_core.capture.machine_costs import finite_number
-from perfkit_core.capture.step_timer import TRAINING_CPU
+from perfkit_core.capture.step_timer import DATA_CPU, TRAINING_CPU
 from perfkit_core.comparison.overhead import step_timer_times
 from perfkit_core.events import links
 from perfkit_core.events.schema import str_values
@@ -198,6 +200,25 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             receive_ns,
             slowdowns,
         )
+    # the training thread loaded its batches itself and the step timer timed its CPU time over
+    # them (torch's loader without workers): a Dataset that waits gets workers beyond the free
+    # cores, whose waits overlap
+    load_cpu = (
+        timed_phase(ctx, DATA_CPU, mean=True)
+        if data_from == "timed" and workers >= 1 and not multi_process_loader(ctx.run)
+        else None
+    )
+    waiting = 0
+    if load_cpu is not None:
+        all_cores = float(usable_cores) if usable_cores else workers + 1.0
+        prescribed = waiting_loader_workers(
+            load, load_cpu, rest, int(workers), all_cores, batch_ns, receive_ns, slowdowns
+        )
+        waiting = prescribed - int(workers)
+        if waiting:
+            saving = loader_saving(
+                load, rest, prescribed, batch_ns, contention, receive_ns, slowdowns
+            )
     # beside the step timer's figures, the profiled ones say which step they are of
     details = [
         ("While profiled, the" if unprofiled_share else "The")
@@ -313,7 +334,8 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             "training process, so no saving is expected until cores are freed."
         )
     else:
-        kept, spread = remedied_sides(load, rest, workers, batch_ns, receive_ns, slowdowns)
+        total = workers + waiting
+        kept, spread = remedied_sides(load, rest, total, batch_ns, receive_ns, slowdowns)
         bound = "the rest of the step" if spread <= kept else "loading"
         now = load + rest + contention
         now_of = (
@@ -325,7 +347,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         )
         # the outcome first; how each term was found follows
         lead = (
-            f"With {workers:.0f} loader worker{'' if round(workers) == 1 else 's'} the step "
+            f"With {total:.0f} loader worker{'' if round(total) == 1 else 's'} the step "
             "would take about "
             f"{duration_text(max(spread, kept))}, against {duration_text(now)} now ({now_of})"
             + (
@@ -375,14 +397,27 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             f"({LOADER_RECEIVE_SOURCES[receive_from]})."
         )
         sides = (
-            f"The workers take the {workers:.1f} free core(s) ({cores}); the step becomes the "
-            f"longer of the rest of the step plus receiving the batch from a worker "
+            (
+                f"The workers take the {workers:.1f} free core(s) ({cores}); the step becomes "
+                if not waiting
+                else f"{total:.0f} workers: one for each of the {workers:.0f} free core(s) "
+                f"({cores}) and {waiting} besides. The Dataset spent "
+                f"{duration_text(load - float(load_cpu or 0.0))} of its "
+                f"{duration_text(load)} per step waiting (for reads, a sleep), not on a CPU "
+                f"(its CPU time, {duration_text(float(load_cpu or 0.0))}, timed as the training "
+                "thread's while it took its batches), and a worker's waits take no core: the "
+                "count is the fewest workers that make a batch in at most "
+                f"{WORKER_PACE_SHARE:g} of the rest of the step plus receiving one (a pace "
+                "that only just keeps up leaves no batch ready when a read is slow), and no "
+                "more than the free cores can keep computing. The step becomes "
+            )
+            + f"the longer of the rest of the step plus receiving the batch from a worker "
             f"({duration_text(rest)}{rest_x} + {duration_text(receive_ns)}) and the loading "
             f"plus sending the batch, spread over the workers (({duration_text(load)}{load_x} "
-            f"+ {duration_text(batch_ns)}) / {workers:.1f} = {duration_text(spread)}). "
+            f"+ {duration_text(batch_ns)}) / {total:.1f} = {duration_text(spread)}). "
             f"{receiving} "
-            f"{slowdown_text(slowdowns, slowdown_from, ctx.framework)} Each worker needs a "
-            "core of its own."
+            f"{slowdown_text(slowdowns, slowdown_from, ctx.framework)}"
+            + ("" if waiting else " Each worker needs a core of its own.")
         )
         how = lead + parts + sides
     if capped:
@@ -457,6 +492,13 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             ),
             # no core free: the saving of one worker taking a turn on the busy cores
             **({"turn_process_cores": process_cores} if turns else {}),
+            # the training thread's CPU time over its batches (``data_cpu``), and the workers
+            # prescribed beyond the free cores for a Dataset that waits
+            **(
+                {"loading_cpu_per_step_ns": load_cpu, "loader_waiting_workers": float(waiting)}
+                if load_cpu is not None
+                else {}
+            ),
             # a loader that had workers: how many, and what they took (``loader_workers``), or
             # that no step timer timed them (``loader_workers_untimed``)
             **more_evidence,
