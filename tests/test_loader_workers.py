@@ -283,6 +283,7 @@ def test_a_loader_without_workers_whose_dataset_waits_is_given_workers_for_its_w
 
     import perfkit_core
     from perfkit_core.advice.loader import loader_saving
+    from perfkit_core.advice.text import duration_text
 
     folder, record = waiting_inline_run(tmp_path)
     phases = record["phases"]
@@ -300,6 +301,7 @@ def test_a_loader_without_workers_whose_dataset_waits_is_given_workers_for_its_w
         pytest.skip("other work took the cores: no worker to add")
     assert ev["loading_per_step_ns"] == pytest.approx(data)
     assert ev["loading_cpu_per_step_ns"] == pytest.approx(cpu)
+    assert any(f", {duration_text(cpu)} of it on its CPU: the Dataset" in d for d in finding.details)
     free = int(ev["free_cores"])
     usable = record["usable_cores"]
     batch, receive = ev["loader_batch_ns"], ev["loader_receive_ns"]

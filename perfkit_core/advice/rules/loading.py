@@ -205,11 +205,11 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     # cores, whose waits overlap
     load_cpu = (
         timed_phase(ctx, DATA_CPU, mean=True)
-        if data_from == "timed" and workers >= 1 and not multi_process_loader(ctx.run)
+        if data_from == "timed" and not multi_process_loader(ctx.run)
         else None
     )
     waiting = 0
-    if load_cpu is not None:
+    if load_cpu is not None and workers >= 1:
         all_cores = float(usable_cores) if usable_cores else workers + 1.0
         prescribed = waiting_loader_workers(
             load, load_cpu, rest, int(workers), all_cores, batch_ns, receive_ns, slowdowns
@@ -232,7 +232,13 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         details.append(
             f"Without the profiler, the training thread spent "
             f"{unprofiled_per_step_text(data, basis.step_ns)} getting its batches (timed per "
-            "batch by the step timer)."
+            "batch by the step timer)"
+            + (
+                f", {duration_text(min(load_cpu, data))} of it on its CPU: the Dataset "
+                "computed for that long and waited the rest (for reads, a sleep, or a core)."
+                if load_cpu is not None
+                else "."
+            )
         )
     if threaded:
         details.insert(
