@@ -347,8 +347,10 @@ def report(path: Path, samples: dict[str, list[Sample]]) -> bool:
         print("pysimdjson is not installed (pip install pysimdjson -c constraints.txt)")
     perfkit_peak = max(s.peak_mb for s in samples["perfkit"])
     verdicts.append((f"perfkit peak RSS MB <= {TARGET_PEAK_MB:.0f}", perfkit_peak, TARGET_PEAK_MB))
-    hta_peak = max(s.peak_mb for s in samples["hta"])
-    if hta_peak == hta_peak:  # HTA installed
+    hta_peak = max((s.peak_mb for s in samples["hta"]), default=None)
+    if hta_peak is None:
+        print("HTA was not timed (--hta-repeat 0)")
+    elif hta_peak == hta_peak:  # HTA installed
         peak = max(s.peak_mb for s in samples["perfkit"])
         verdicts.append(
             (
