@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -215,6 +216,16 @@ def test_the_remedy_names_the_workers_beyond_the_free_cores():
     assert "needs a core of its own" not in text[1]
 
 
+def _finding_with_a_free_core(run: Any, fed_by: str) -> Any:
+    """The input-pipeline finding of ``run``, whose step waited on ``fed_by``: the test fails
+    without one, and is skipped where other work took the cores (no worker to add)."""
+    found = [f for f in run.advise() if f.rule == "input-pipeline"]
+    assert found, f"a step that waits on {fed_by} is bound by loading"
+    if found[0].evidence["free_cores"] < 1:
+        pytest.skip("other work took the cores: no worker to add")
+    return found[0]
+
+
 def _fewest_inline_workers(
     load: float, cpu: float, kept: float, free: int, all_cores: float, batch: float
 ) -> int:
@@ -293,12 +304,8 @@ def test_a_loader_without_workers_whose_dataset_waits_is_given_workers_for_its_w
     # loading's wall time once, not its CPU time besides
     assert 0 < cpu < 0.5 * data
     run = perfkit_core.load(folder)
-    found = [f for f in run.advise() if f.rule == "input-pipeline"]
-    assert found, "a step that loads a sleeping Dataset itself is bound by loading"
-    finding = found[0]
+    finding = _finding_with_a_free_core(run, "a Dataset the training thread loads asleep")
     ev = finding.evidence
-    if ev["free_cores"] < 1:
-        pytest.skip("other work took the cores: no worker to add")
     assert ev["loading_per_step_ns"] == pytest.approx(data)
     assert ev["loading_cpu_per_step_ns"] == pytest.approx(cpu)
     assert any(f", {duration_text(cpu)} of it on its CPU: the Dataset" in d for d in finding.details)
@@ -447,12 +454,8 @@ def test_a_worker_that_waits_on_its_reads_is_promised_what_another_worker_takes_
     folder, record = waiting_worker_run(tmp_path)
     assert record["children_ran"] == 1
     run = perfkit_core.load(folder)
-    found = [f for f in run.advise() if f.rule == "input-pipeline"]
-    assert found, "a step that waits on a sleeping worker is bound by loading"
-    finding = found[0]
+    finding = _finding_with_a_free_core(run, "a sleeping worker")
     ev = finding.evidence
-    if ev["free_cores"] < 1:
-        pytest.skip("other work took the cores: no worker to add")
     step = ev["basis_step_ns"]
     had, more = record["children_ran"], ev["free_cores"]
     workers_cpu = record["children_cores"] * step

@@ -102,8 +102,11 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     ``thread_op_ns``, timed on the machine that trained, else ``THREAD_OP_NS``), the loading
     thread its CPU time less ``LOADING_OP_SHARE`` of that, and what is left of the step (the
     training thread's waits, or less than nothing where the threads ran at once) goes with the
-    thread. The remedy of a CPU-only run leaves out pinned memory and non-blocking copies,
-    which only help a GPU.
+    thread. Where the step timer also timed the training thread's CPU time over its batches
+    (``data_cpu``: torch's loader without workers), a Dataset that spends part of each batch
+    waiting is given more workers than free cores (``waiting_loader_workers``: their waits
+    overlap), and the saving is stated for that count. The remedy of a CPU-only run leaves
+    out pinned memory and non-blocking copies, which only help a GPU.
 
     With no whole core free on a machine other work keeps busy, a training process that loads
     its batches itself (a loading thread whose CPU time the step timer timed beside the
