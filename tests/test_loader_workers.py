@@ -283,6 +283,30 @@ def test_the_remedy_names_the_workers_beyond_the_free_cores_of_a_loader_without_
     assert text is not None and text[0] == 1 and "needs a core of its own" in text[1]
 
 
+def test_the_combined_saving_and_the_measure_use_the_prescribed_count():
+    """The combined saving's simulation and ``--measure`` take the workers a finding's saving
+    was stated for from ``loader_figures``: a worker per free core and the ``loader_waiting_workers``
+    besides; ``--measure``'s sentence names both."""
+    from perfkit_core.advice.loader import loader_figures, loader_saving, measured_loader_estimate
+
+    evidence = {
+        "loading_per_step_ns": 8e6,
+        "rest_per_step_ns": 1e6,
+        "free_cores": 1.0,
+        "loader_waiting_workers": 4.0,
+    }
+    assert loader_figures(evidence) == (8e6, 1e6, 5.0)
+    assert loader_figures({**evidence, "loader_waiting_workers": 0.0}) == (8e6, 1e6, 1.0)
+    # no core free: the waiting workers are not added to nothing
+    assert loader_figures({**evidence, "free_cores": 0.0})[2] == 0.0
+    saving = loader_saving(8e6, 1e6, 5.0, 0.8e6)
+    text = measured_loader_estimate(0.8e6, 0.8e6, 8e6, 1e6, 5.0, saving, waiting=4)
+    assert "With 5 workers (1 for the free core(s) and 4 besides, for a Dataset that waits)" in text
+    assert "(8.000 + 0.800) / 5.0 ms" in text
+    text = measured_loader_estimate(0.8e6, 0.8e6, 8e6, 1e6, 1.0, saving)
+    assert "With 1.0 free core(s), the step becomes" in text
+
+
 def test_a_loader_without_workers_whose_dataset_waits_is_given_workers_for_its_waits(tmp_path):
     """A real torch loop whose DataLoader has no workers, its Dataset asleep through most of
     each batch (as reads from a slow disk are): the step timer times the training thread's CPU
