@@ -351,6 +351,10 @@ def test_a_loader_without_workers_whose_dataset_waits_is_given_workers_for_its_w
     assert f"num_workers={total}," in finding.remedy
     assert f"{free} for the free core(s) and {waiting} besides" in finding.remedy
     assert f"{total} workers: one for each of the {free} free core(s)" in finding.estimate
+    assert (
+        f"The Dataset spent {duration_text(data - cpu)} of its {duration_text(data)} per step "
+        f"waiting (for reads, a sleep), not on a CPU (its CPU time, {duration_text(cpu)},"
+    ) in finding.estimate
     assert "needs a core of its own" not in finding.estimate
     # the same run without the training thread's CPU time over its batches: a worker per core
     del run.meta["step_timer"]["phases"]["data_cpu"]
