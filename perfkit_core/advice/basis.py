@@ -186,3 +186,22 @@ def loading_thread_times(ctx: Context) -> tuple[float, float] | None:
     if training is None or training <= 0:
         return None
     return thread, training
+
+
+#: A step timed without the profiler that took more than this many times the
+#: median step is left out of the mean step a loading thread's split takes apart. A loading
+#: thread that lets its queue run dry makes a step wait for about one batch's loading, so its
+#: steps stay within about twice the median; a step ten times as long waited for something
+#: else (the machine, the collector), and on ``bench/bench_advice.py``'s ``paddle-demo`` one
+#: such step put the mean step at over three times the median and the promised saving at 2.7
+#: times the step.
+OUTLIER_STEP_TIMES_MEDIAN = 5.0
+
+
+def typical_mean_step(unprofiled: np.ndarray, median_ns: float) -> tuple[float, int]:
+    """(the mean of the steps in ``unprofiled`` no longer than ``OUTLIER_STEP_TIMES_MEDIAN`` times
+    their median, how many were left out), ns; (``median_ns``, 0) when there are none."""
+    if not len(unprofiled):
+        return median_ns, 0
+    typical = unprofiled[unprofiled <= OUTLIER_STEP_TIMES_MEDIAN * float(np.median(unprofiled))]
+    return float(typical.mean()), int(len(unprofiled) - len(typical))

@@ -105,6 +105,26 @@ def waiting_loader_workers(
     return max(min(math.ceil(batch_time / target - 1e-9), by_cpu, cap), free)
 
 
+def waiting_workers_text(
+    free: int, waiting: int, cores: str, load_ns: float, load_cpu_ns: float
+) -> str:
+    """The start of the input-pipeline estimate's sentence on the workers, where
+    ``waiting_loader_workers`` gave ``waiting`` more than the ``free`` cores (found as
+    ``cores`` says) to a Dataset whose loading took ``load_ns`` per step, ``load_cpu_ns`` of it
+    on the training thread's CPU; it ends where the step's two sides follow ("The step
+    becomes ")."""
+    return (
+        f"{free + waiting} workers: one for each of the {free} free core(s) ({cores}) and "
+        f"{waiting} besides. The Dataset spent {duration_text(load_ns - load_cpu_ns)} of its "
+        f"{duration_text(load_ns)} per step waiting (for reads, a sleep), not on a CPU (its CPU "
+        f"time, {duration_text(load_cpu_ns)}, timed as the training thread's while it took its "
+        "batches), and a worker's waits take no core: the count is the fewest workers that make "
+        f"a batch in at most {WORKER_PACE_SHARE:g} of the rest of the step plus receiving one (a "
+        "pace that only just keeps up leaves no batch ready when a read is slow), and no more "
+        "than the free cores can keep computing. The step becomes "
+    )
+
+
 def multi_process_loader(run: Run) -> bool:
     """Whether the run's data-loading spans are a multi-process iterator's (torch's
     ``_MultiProcessingDataLoaderIter``, Paddle's ``_DataLoaderIterMultiProcess``): its loader

@@ -3,9 +3,13 @@ what loader workers would save of it (the model: ``advice.loader``)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from perfkit_core.advice.basis import recorded_events_per_step, step_basis, timed_phase
+from perfkit_core.advice.basis import (
+    OUTLIER_STEP_TIMES_MEDIAN,
+    recorded_events_per_step,
+    step_basis,
+    timed_phase,
+    typical_mean_step,
+)
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.loader import (
     LOADER_BATCH_SOURCES,
@@ -31,12 +35,12 @@ from perfkit_core.advice.loader import (
 )
 from perfkit_core.advice.loader_cores import free_cores
 from perfkit_core.advice.loader_workers import (
-    WORKER_PACE_SHARE,
     more_workers_estimate,
     multi_process_loader,
     timed_workers,
     untimed_workers_estimate,
     waiting_loader_workers,
+    waiting_workers_text,
 )
 from perfkit_core.advice.rules.cpu import loading_thread_ops_per_step, training_ops_per_step
 from perfkit_core.advice.text import duration_text, per_step_text, unprofiled_per_step_text
@@ -48,25 +52,6 @@ from perfkit_core.events.schema import str_values
 
 #: input-pipeline: data loading takes at least this share of step time.
 INPUT_PIPELINE_MIN_PCT = 5.0
-#: input-pipeline: a step timed without the profiler that took more than this many times the
-#: median step is left out of the mean step a loading thread's split takes apart. A loading
-#: thread that lets its queue run dry makes a step wait for about one batch's loading, so its
-#: steps stay within about twice the median; a step ten times as long waited for something
-#: else (the machine, the collector), and on ``bench/bench_advice.py``'s ``paddle-demo`` one
-#: such step put the mean step at over three times the median and the promised saving at 2.7
-#: times the step.
-OUTLIER_STEP_TIMES_MEDIAN = 5.0
-
-
-def typical_mean_step(unprofiled: np.ndarray, median_ns: float) -> tuple[float, int]:
-    """(the mean of the steps in ``unprofiled`` no longer than ``OUTLIER_STEP_TIMES_MEDIAN`` times
-    their median, how many were left out), ns; (``median_ns``, 0) when there are none."""
-    if not len(unprofiled):
-        return median_ns, 0
-    typical = unprofiled[unprofiled <= OUTLIER_STEP_TIMES_MEDIAN * float(np.median(unprofiled))]
-    return float(typical.mean()), int(len(unprofiled) - len(typical))
-
-
 def rule_input_pipeline(ctx: Context) -> Finding | None:
     """Loading data takes at least INPUT_PIPELINE_MIN_PCT of the step: the training thread's
     waits for data (without the profiler, the step timer's ``data`` phase, which torch's and
@@ -409,16 +394,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             (
                 f"The workers take the {workers:.1f} free core(s) ({cores}); the step becomes "
                 if not waiting
-                else f"{total:.0f} workers: one for each of the {workers:.0f} free core(s) "
-                f"({cores}) and {waiting} besides. The Dataset spent "
-                f"{duration_text(load - float(load_cpu or 0.0))} of its "
-                f"{duration_text(load)} per step waiting (for reads, a sleep), not on a CPU "
-                f"(its CPU time, {duration_text(float(load_cpu or 0.0))}, timed as the training "
-                "thread's while it took its batches), and a worker's waits take no core: the "
-                "count is the fewest workers that make a batch in at most "
-                f"{WORKER_PACE_SHARE:g} of the rest of the step plus receiving one (a pace "
-                "that only just keeps up leaves no batch ready when a read is slow), and no "
-                "more than the free cores can keep computing. The step becomes "
+                else waiting_workers_text(int(workers), waiting, cores, load, load_cpu or 0.0)
             )
             + f"the longer of the rest of the step plus receiving the batch from a worker "
             f"({duration_text(rest)}{rest_x} + {duration_text(receive_ns)}) and the loading "
