@@ -311,7 +311,7 @@ def prescribed_workers(
     return count, remedies, prescribe
 
 
-def torch_one_worker_scenario(name: str, dataset: Any = None, had: int = 1) -> Scenario:
+def torch_prescribed_workers_scenario(name: str, dataset: Any = None, had: int = 1) -> Scenario:
     """A small MLP (about 1 ms a step) fed through ``had`` DataLoader workers (one; none: the
     training thread loads) by ``dataset`` (a factory; default the slow Dataset): loading
     bounds the step, and the remedy gives the loader as many workers as the finding
@@ -336,7 +336,7 @@ def torch_workers_scenario() -> Scenario:
     """The slow Dataset (about 11 ms a batch) through one worker; the remedy gives the loader
     the workers the finding prescribes (one for the core the worker and training leave, and
     one more where the worker waited for part of each batch)."""
-    return torch_one_worker_scenario("torch-workers")
+    return torch_prescribed_workers_scenario("torch-workers")
 
 
 def torch_waiting_scenario() -> Scenario:
@@ -344,7 +344,7 @@ def torch_waiting_scenario() -> Scenario:
     disk are) through one worker: the worker's pace bounds the step with cores to spare. The
     remedy gives the loader the workers the finding prescribes: a worker per core left free
     and more besides, since the added workers wait beside the first."""
-    return torch_one_worker_scenario("torch-waiting", TorchWaitingDataset)
+    return torch_prescribed_workers_scenario("torch-waiting", TorchWaitingDataset)
 
 
 def torch_waiting_inline_scenario() -> Scenario:
@@ -352,7 +352,7 @@ def torch_waiting_inline_scenario() -> Scenario:
     timer times the thread's CPU time while it takes its batches, so the finding sees the
     waits and prescribes workers beyond the free cores; the remedy gives the loader that
     many."""
-    return torch_one_worker_scenario("torch-waiting-inline", TorchWaitingDataset, had=0)
+    return torch_prescribed_workers_scenario("torch-waiting-inline", TorchWaitingDataset, had=0)
 
 
 def torch_mixed_scenario(blocks: int) -> Scenario:
@@ -578,9 +578,9 @@ def paddle_loader_scenario() -> Scenario:
 
 
 def paddle_one_worker_scenario(name: str, dataset: Any = None) -> Scenario:
-    """``torch_one_worker_scenario`` in Paddle: a small MLP fed through one DataLoader worker
-    by ``dataset`` (a factory; default the slow Dataset); the remedy gives the loader as many
-    workers as the finding prescribes."""
+    """``torch_prescribed_workers_scenario`` in Paddle, with one worker: a small MLP fed
+    through one DataLoader worker by ``dataset`` (a factory; default the slow Dataset); the
+    remedy gives the loader as many workers as the finding prescribes."""
     count, remedies, prescribe = prescribed_workers("")
 
     def build(applied: frozenset[str]) -> Loop:

@@ -261,6 +261,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         replay_figures,
         replay_slowdown_evidence,
         thread_split,
+        waiting_workers,
     )
 
     evidence = finding.evidence
@@ -327,7 +328,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             receive_ns,
             slowdowns,
             "paddle",
-            round(workers - float(evidence.get("free_cores") or 0.0)),
+            waiting_workers(evidence),
         ),
         "evidence": {
             "measured": "replay",

@@ -193,6 +193,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         measured_loader_estimate,
         replay_figures,
         replay_slowdown_evidence,
+        waiting_workers,
     )
 
     evidence = finding.evidence
@@ -223,7 +224,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             receive_ns=receive_ns,
             slowdowns=slowdowns,
             framework="torch",
-            waiting=round(workers - float(evidence.get("free_cores") or 0.0)),
+            waiting=waiting_workers(evidence),
         ),
         "evidence": {
             "measured": "replay",

@@ -44,7 +44,7 @@ from perfkit_core.advice.loader import (
     run_thread_op_cost,
     thread_split,
 )
-from perfkit_core.advice.loader_cores import remedy_lead, remedy_workers
+from perfkit_core.advice.loader_cores import remedy_lead, remedy_workers, waiting_workers
 from perfkit_core.advice.optimizer import replay_optimizer, shapes_text, steps_in_turn
 
 __all__ = [
@@ -89,4 +89,5 @@ __all__ = [
     "shapes_text",
     "steps_in_turn",
     "thread_split",
+    "waiting_workers",
 ]

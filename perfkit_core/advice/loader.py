@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from perfkit_core.advice.loader_cores import waiting_workers
 from perfkit_core.capture.machine_costs import (
     LOADER_BATCH_KEY,
     LOADER_RECEIVE_KEY,
@@ -364,9 +365,8 @@ def loader_figures(evidence: dict[str, Any]) -> tuple[float, float, float] | Non
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in figures):
         return None
     loading, rest, workers = (float(v) for v in figures)  # type: ignore[arg-type]
-    waiting = finite_number(evidence.get("loader_waiting_workers"))
-    if waiting is not None and waiting > 0 and workers >= 1:
-        workers += waiting
+    if workers >= 1:
+        workers += waiting_workers(evidence)
     return loading, rest, workers
 
 

@@ -173,6 +173,19 @@ def remedy_lead(text: str, evidence: dict[str, Any]) -> str:
     )
 
 
+#: What the remedy's note says of workers beyond the free cores: torch warns about them.
+_OUTNUMBER_NOTE = (
+    "A DataLoader may warn that its workers outnumber the CPUs: for a Dataset that waits on its "
+    "reads, that is expected."
+)
+
+
+def waiting_workers(evidence: dict[str, Any]) -> int:
+    """The workers an input-pipeline finding prescribes beyond one per free core, for workers
+    that spend part of each batch waiting (``loader_waiting_workers``); 0 where none."""
+    return max(int(finite_number(evidence.get("loader_waiting_workers")) or 0), 0)
+
+
 def remedy_workers(evidence: dict[str, Any]) -> tuple[int | str, str] | None:
     """(``num_workers`` for an input-pipeline finding's remedy, a sentence saying why): the
     workers its saving was estimated for (its ``free_cores``, a whole number, more than the
@@ -209,27 +222,25 @@ def remedy_workers(evidence: dict[str, Any]) -> tuple[int | str, str] | None:
                 f"(No core was free for more than the {had} worker(s) the run had: free one "
                 "first, or make the Dataset's batches cheaper.)"
             )
-        waiting = max(int(finite_number(evidence.get("loader_waiting_workers")) or 0), 0)
+        waiting = waiting_workers(evidence)
         if waiting:
             return had + more, (
                 f"({had + more} workers: the {had} the run had, {more - waiting} for the free "
                 f"core(s) and {waiting} besides, since the workers spend part of each batch "
-                "waiting, not on a CPU; the saving was estimated for that count. A DataLoader may "
-                "warn that its workers outnumber the CPUs: for a Dataset that waits on its "
-                "reads, that is expected.)"
+                f"waiting, not on a CPU; the saving was estimated for that count. "
+                f"{_OUTNUMBER_NOTE})"
             )
         return had + more, (
             f"({had + more} workers: the {had} the run had, and {more} for the free core(s) "
             "the saving was estimated for; each worker needs a core of its own.)"
         )
     workers = max(int(free), 0)
-    waiting = max(int(finite_number(evidence.get("loader_waiting_workers")) or 0), 0)
+    waiting = waiting_workers(evidence)
     if workers and waiting:
         return workers + waiting, (
             f"({workers + waiting} workers: {workers} for the free core(s) and {waiting} "
             "besides, since the Dataset spends part of each batch waiting, not on a CPU; the "
-            "saving was estimated for that count. A DataLoader may warn that its workers "
-            "outnumber the CPUs: for a Dataset that waits on its reads, that is expected.)"
+            f"saving was estimated for that count. {_OUTNUMBER_NOTE})"
         )
     if workers == 0 and evidence.get("turn_process_cores") is not None:
         return 1, (

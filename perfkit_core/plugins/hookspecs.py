@@ -337,15 +337,15 @@ def perfkit_phase_timers(on_phase: Callable[[str, int], None]) -> Callable[[], N
         training thread spent getting one batch (loading it, or waiting for a loader worker),
         and ``data_cpu`` for that thread's CPU time over the same batch (a loader without
         workers runs its Dataset there: the two tell its waits from its computing; it is
-        within ``data``'s wall time and adds nothing to the step's); ``loading`` for one batch loaded in the training process by a thread of its own, as
-        that thread's CPU time (its waits for the GIL are not loading); ``backward`` for one
-        backward pass's wall time and ``forward`` for the training thread's time before it
-        (from its batch to the backward call: the model's forward and the loss). Any thread
-        may call it, and it never raises. The timer adds up the calls inside each timed step;
-        of the calls between two steps it keeps the last ``data`` and ``data_cpu`` calls of the
-        thread running the steps, for the step after it (the batch that step trains on), and
-        ignores the rest. The timer itself keeps ``training_cpu``, the CPU time of the thread that ran
-        each step.
+        within ``data``'s wall time and adds nothing to the step's); ``loading`` for one batch
+        loaded in the training process by a thread of its own, as that thread's CPU time (its
+        waits for the GIL are not loading); ``backward`` for one backward pass's wall time and
+        ``forward`` for the training thread's time before it (from its batch to the backward
+        call: the model's forward and the loss). Any thread may call it, and it never raises.
+        The timer adds up the calls inside each timed step; of the calls between two steps it
+        keeps the last ``data`` and ``data_cpu`` calls of the thread running the steps, for
+        the step after it (the batch that step trains on), and ignores the rest. The timer
+        itself keeps ``training_cpu``, the CPU time of the thread that ran each step.
     :returns: a function that removes this plugin's timers (the timer calls it when it saves
         or closes), or ``None`` when this plugin's framework is not imported or has no phase
         it can time.

@@ -52,6 +52,8 @@ from perfkit_core.events.schema import str_values
 
 #: input-pipeline: data loading takes at least this share of step time.
 INPUT_PIPELINE_MIN_PCT = 5.0
+
+
 def rule_input_pipeline(ctx: Context) -> Finding | None:
     """Loading data takes at least INPUT_PIPELINE_MIN_PCT of the step: the training thread's
     waits for data (without the profiler, the step timer's ``data`` phase, which torch's and
@@ -159,12 +161,29 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     receive_ns, receive_from = run_loader_receive_cost(ctx.run, batch_ns)
     slowdowns, slowdown_from = run_slowdowns(ctx.run)
     slow_rest, slow_load = slowdowns
-    saving = loader_saving(load, rest, workers, batch_ns, contention, receive_ns, slowdowns)
-    # no whole core free, but the loading thread's CPU timed beside the training thread's: on
-    # a machine other work keeps busy, a worker process gets a turn on the cores of its own
     timer = ctx.run.meta.get("step_timer") or {}
     process_cores = finite_number(timer.get("process_cores"))
     usable_cores = finite_number(timer.get("usable_cores"))
+    multi_process_run = multi_process_loader(ctx.run)
+    # the training thread loaded its batches itself and the step timer timed its CPU time over
+    # them (torch's loader without workers): a Dataset that waits gets workers beyond the free
+    # cores, whose waits overlap
+    load_cpu = (
+        timed_phase(ctx, DATA_CPU, mean=True)
+        if data_from == "timed" and not multi_process_run
+        else None
+    )
+    waiting = 0
+    if load_cpu is not None and workers >= 1:
+        all_cores = float(usable_cores) if usable_cores else workers + 1.0
+        waiting = waiting_loader_workers(
+            load, load_cpu, rest, int(workers), all_cores, batch_ns, receive_ns, slowdowns
+        ) - int(workers)
+    saving = loader_saving(
+        load, rest, workers + waiting, batch_ns, contention, receive_ns, slowdowns
+    )
+    # no whole core free, but the loading thread's CPU timed beside the training thread's: on
+    # a machine other work keeps busy, a worker process gets a turn on the cores of its own
     busy = (
         workers <= 0
         and process_cores is not None
@@ -174,7 +193,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
     # the training thread loads its own batches between its steps' work (torch's
     # single-process loader): its step is the loading and the rest one after the other, in the
     # turn it had, so the same turn model applies to those wall times (CPU time at the turn)
-    inline = busy and not threaded and not multi_process_loader(ctx.run)
+    inline = busy and not threaded and not multi_process_run
     turns = busy and (split or inline)
     if turns:
         saving = shared_turn_saving(
@@ -188,25 +207,6 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
             receive_ns,
             slowdowns,
         )
-    # the training thread loaded its batches itself and the step timer timed its CPU time over
-    # them (torch's loader without workers): a Dataset that waits gets workers beyond the free
-    # cores, whose waits overlap
-    load_cpu = (
-        timed_phase(ctx, DATA_CPU, mean=True)
-        if data_from == "timed" and not multi_process_loader(ctx.run)
-        else None
-    )
-    waiting = 0
-    if load_cpu is not None and workers >= 1:
-        all_cores = float(usable_cores) if usable_cores else workers + 1.0
-        prescribed = waiting_loader_workers(
-            load, load_cpu, rest, int(workers), all_cores, batch_ns, receive_ns, slowdowns
-        )
-        waiting = prescribed - int(workers)
-        if waiting:
-            saving = loader_saving(
-                load, rest, prescribed, batch_ns, contention, receive_ns, slowdowns
-            )
     # beside the step timer's figures, the profiled ones say which step they are of
     details = [
         ("While profiled, the" if unprofiled_share else "The")
@@ -261,7 +261,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         f"{duration_text(r.dur_ns)}."
         for r in worst.itertuples()
     ]
-    multi_process = not threaded and multi_process_loader(ctx.run)
+    multi_process = not threaded and multi_process_run
     had = timed_workers(ctx.run) if multi_process else None
     untimed = multi_process and had is None
     more_evidence: dict[str, object] = {}
