@@ -302,6 +302,18 @@ def test_a_stale_page_fails_the_build() -> None:
         gen.expand("<!-- gen: views.view operator -->")
     with pytest.raises(gen.DocsError, match="does not exist"):
         gen.expand("<!-- gen: code perfkit_core.events.schema.NO_SUCH_NAME -->")
+    with pytest.raises(gen.DocsError, match="does not exist"):
+        gen.expand("<!-- gen: value perfkit_core.advice.rules.optimizer.OPTIMIZER_SPEEDUPS.jax -->")
+
+
+def test_a_value_reaches_a_tables_entries_by_their_keys() -> None:
+    from perfkit_core.advice.rules.optimizer import OPTIMIZER_SPEEDUPS
+
+    path = "perfkit_core.advice.rules.optimizer.OPTIMIZER_SPEEDUPS"
+    for framework, table in OPTIMIZER_SPEEDUPS.items():
+        for cls, speedup in table.items():
+            shown = gen.expand(f"<!-- gen: value {path}.{framework}.{cls} -->")
+            assert float(shown) == speedup
 
 
 def test_building_the_reference_imports_no_framework() -> None:

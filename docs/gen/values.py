@@ -2,7 +2,8 @@
 
 ``<!-- gen: code perfkit_torch.kineto_format.FLOW_PHASES -->`` gives the value as code spans
 (each item of a collection, sets sorted; a regular expression's pattern); ``value`` gives it as
-plain text (a number, a sentence). Both take the dotted path of a module attribute.
+plain text (a number, a sentence). Both take the dotted path of a module attribute, and of a
+dict's entries below it by their keys (``...OPTIMIZER_SPEEDUPS.torch.Adam``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from gen.markdown import DocsError, code, codes
 
 
 def resolve(path: str) -> Any:
-    """Return the object at the dotted ``path`` (``package.module.ATTRIBUTE``)."""
+    """Return the object at the dotted ``path`` (``package.module.ATTRIBUTE``, then a dict's
+    keys)."""
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -25,8 +27,9 @@ def resolve(path: str) -> Any:
             continue
         try:
             for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
+                # a table's entry by its key: OPTIMIZER_SPEEDUPS.torch.Adam
+                obj = obj[attr] if isinstance(obj, dict) else getattr(obj, attr)
+        except (AttributeError, KeyError):
             raise DocsError(f"{path} does not exist any more") from None
         return obj
     raise DocsError(f"no module in {path!r}")
