@@ -227,7 +227,7 @@ def remedy_workers(evidence: dict[str, Any]) -> tuple[int | str, str] | None:
             return had + more, (
                 f"({had + more} workers: the {had} the run had, {more - waiting} for the free "
                 f"core(s) and {waiting} besides, since the workers spend part of each batch "
-                f"waiting, not on a CPU; the saving was estimated for that count. "
+                "waiting, not on a CPU; the saving was estimated for that count. "
                 f"{_OUTNUMBER_NOTE})"
             )
         return had + more, (
