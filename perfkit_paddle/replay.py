@@ -25,13 +25,22 @@ LOADER_WARMUP = 6
 LOADER_BATCH_ELEMENTS = 1_024
 LOADER_BATCH_LABELS = 16
 
-#: The contention replay: ops of the replayed training step, steps per timed round, rounds
-#: (the median is kept); samples per batch, and the Python work of each sample (iterations
-#: over ``SAMPLE_SIZE`` floats), about as long as the training step on a 2-core x86 machine,
-#: so the two threads contend all the time as they do where loading bounds the step.
-THREAD_OPS = 200
-#: The replayed step's layers: a matmul of the batch by a square weight of this width, then tanh.
+#: The contention replay's training step: a small MLP of ``THREAD_BLOCKS`` blocks (a square
+#: linear layer ``THREAD_WIDTH`` wide, then tanh) on ``THREAD_BATCH`` rows, its forward, the
+#: backward of the mean and the per-parameter Adam step, as a training loop's step runs them.
+#: The backward (Paddle's engine, one call from Python) and the optimizer hand the GIL over
+#: otherwise than forward ops do: with a step of forward ops alone, the input-pipeline model
+#: gave paddle-loader's loop (bench/bench_advice.py) 10 to 38% less than its worker saved,
+#: and 3 to 8% less with this step (bench/README.md). ``THREAD_OPS``: the outermost ops a
+#: Paddle profile records per step of it (what ``training_ops_per_step`` counts in a run; a
+#: test profiles the step and counts them).
+THREAD_BLOCKS = 8
 THREAD_WIDTH = 64
+THREAD_OPS = 82
+#: Steps per timed round, rounds (the median is kept); samples per batch, and the Python work
+#: of each sample (iterations over ``SAMPLE_SIZE`` floats): a batch takes several times as long
+#: as the step (2.7 ms against 0.75 ms on a 2-core x86 machine), so the loading thread has
+#: work beside every op of the step, as where loading bounds the step.
 THREAD_STEPS = 30
 THREAD_ROUNDS = 5
 THREAD_BATCH = 16
@@ -124,19 +133,26 @@ def _per_step(step: Callable[[], Any], steps: int, clock: Callable[[], int]) -> 
 
 
 def _training_step() -> tuple[Callable[[Any], None], Any]:
-    """(a training step of ``THREAD_OPS`` small Paddle ops: a matmul of a ``THREAD_BATCH`` x
-    ``THREAD_WIDTH`` input by a square weight, then tanh, each handing the GIL over as a
-    model's ops do; a batch in hand for it). The batch a step is given only paces it, as a
-    model's input would."""
+    """(the replayed training step of ``THREAD_OPS`` ops: a small MLP's forward on a batch of
+    ``THREAD_BATCH`` x ``THREAD_WIDTH``, the backward of its mean and the per-parameter Adam
+    step, each op handing the GIL over as a model's ops do; a batch in hand for it). The batch
+    a step is given only paces it, as a model's input would: the step trains on the batch in
+    hand."""
     import paddle
 
+    layers: list[Any] = []
+    for _ in range(THREAD_BLOCKS):
+        layers += [paddle.nn.Linear(THREAD_WIDTH, THREAD_WIDTH), paddle.nn.Tanh()]
+    model = paddle.nn.Sequential(*layers)
+    optimizer = paddle.optimizer.Adam(
+        learning_rate=1e-6, parameters=model.parameters(), use_multi_tensor=False
+    )
     ready = paddle.ones([THREAD_BATCH, THREAD_WIDTH], dtype="float32")
-    weight = paddle.full([THREAD_WIDTH, THREAD_WIDTH], 1.0 / THREAD_WIDTH, dtype="float32")
 
     def train(batch: Any) -> None:
-        y = ready
-        for _ in range(THREAD_OPS // 2):
-            y = paddle.tanh(paddle.matmul(y, weight))
+        model(ready).mean().backward()
+        optimizer.step()
+        optimizer.clear_grad()
 
     return train, ready
 
@@ -144,11 +160,11 @@ def _training_step() -> tuple[Callable[[Any], None], Any]:
 def thread_op_ns(dataset: Any = None) -> float:
     """ns of CPU time that each op of the training thread costs it when a single-process
     ``paddle.io.DataLoader``'s loading thread runs beside it (handing the GIL over and back):
-    the training thread's CPU time in a step of ``THREAD_OPS`` small Paddle ops (matmul and
-    tanh) per batch fed by that loader, less its CPU time in the same step on a ready batch, per
-    op; the median of ``THREAD_ROUNDS`` rounds (the two timed in turn in each), at least 0.
-    The loader reads ``dataset`` (default: Python and NumPy work per sample, which holds the
-    GIL: ``_slow_samples``)."""
+    the training thread's CPU time in the replayed training step (``_training_step``: forward,
+    backward and optimizer, ``THREAD_OPS`` ops) per batch fed by that loader, less its CPU
+    time in the same step on a ready batch, per op; the median of ``THREAD_ROUNDS`` rounds (the
+    two timed in turn in each), at least 0. The loader reads ``dataset`` (default: Python and
+    NumPy work per sample, which holds the GIL: ``_slow_samples``)."""
     import paddle
 
     train, ready = _training_step()
@@ -169,7 +185,7 @@ def thread_op_ns(dataset: Any = None) -> float:
 
 
 #: How long a ``thread_op_ns`` replay is reused (s): the input-pipeline and the optimizer
-#: findings of one ``perfkit advise --measure`` both need it, and it takes about 6 s.
+#: findings of one ``perfkit advise --measure`` both need it, and it takes about 2 s.
 THREAD_OP_REUSE_S = 120.0
 _thread_op_timed: list[tuple[float, float]] = []  # (time.monotonic() when timed, ns)
 
@@ -187,13 +203,13 @@ def recent_thread_op_ns() -> float:
 
 def loader_receive_ns() -> float:
     """ns of wall time per step that receiving its batch from one ``paddle.io.DataLoader``
-    worker adds to a training step of ``THREAD_OPS`` small Paddle ops (the contention replay's
-    step): the step fed by a worker of ready batches, less the same step on a batch in hand;
-    the median of ``RECEIVE_ROUNDS`` rounds of ``THREAD_STEPS`` steps of each in turn, at least
-    0. Paddle's reader thread takes each batch off the worker's queue in the training process
-    and its feeder thread sends the worker the next indices, and both take the GIL that the
-    training thread's ops hand over, so a busy training thread pays more than the 0.04 ms of
-    CPU an idle one spends taking a batch from the queue."""
+    worker adds to the contention replay's training step (``_training_step``): the step fed
+    by a worker of ready batches, less the same step on a batch in hand; the median of
+    ``RECEIVE_ROUNDS`` rounds of ``THREAD_STEPS`` steps of each in turn, at least 0. Paddle's
+    reader thread takes each batch off the worker's queue in the training process and its
+    feeder thread sends the worker the next indices, and both take the GIL that the training
+    thread's ops hand over, so a busy training thread pays more than the 0.04 ms of CPU an
+    idle one spends taking a batch from the queue."""
     train, ready = _training_step()
     with _one_worker() as iterator:
         for _ in range(LOADER_WARMUP):
@@ -291,9 +307,10 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         capped = handover_exceeds_loading(thread_cpu, ops, op_ns)
     saving = loader_saving(data, rest, workers, batch_ns, contention, receive_ns, slowdowns)
     received = (
-        f" Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms to a step of "
-        f"{THREAD_OPS} small Paddle ops here (the loader's reader thread in the training "
-        "process takes the GIL the step's ops hand over)."
+        f" Receiving each batch from that worker added {receive_ns / 1e6:.3f} ms to a "
+        f"replayed training step here ({THREAD_OPS} ops: a small MLP's forward, backward and "
+        "Adam step; the loader's reader thread in the training process takes the GIL the "
+        "step's ops hand over)."
     )
     threads = received + (
         f" Each of the step's {ops:.0f} ops cost the training thread {op_ns / 1e3:.1f} us of CPU "
