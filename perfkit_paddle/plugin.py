@@ -218,19 +218,15 @@ def perfkit_loader_receive_ns(framework: str) -> float | None:
 
 
 @hookimpl
-def perfkit_thread_op_ns(framework: str, loading: str) -> float | None:
+def perfkit_thread_op_ns(framework: str) -> float | None:
     """What each op of the training thread costs its CPU time beside a single-process
-    DataLoader's loading thread of the kind ``loading`` on this machine now
-    (``perfkit_paddle.replay.thread_op_ns`` over ``loading_dataset(loading)``, about two
-    seconds), for a paddle run the step timer saves."""
+    DataLoader's loading thread on this machine now (``perfkit_paddle.replay.thread_op_ns``,
+    about three seconds), for a paddle run the step timer saves."""
     if "paddle" not in sys.modules:
         return None
-    from perfkit_paddle.replay import LOADING_KINDS, loading_dataset, thread_op_ns
+    from perfkit_paddle.replay import thread_op_ns
 
-    if loading not in LOADING_KINDS:
-        return None
-    # the step timer takes an error for no answer
-    return float(thread_op_ns(loading_dataset(loading)))
+    return float(thread_op_ns())  # the step timer takes an error for no answer
 
 
 @hookimpl

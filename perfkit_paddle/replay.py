@@ -124,47 +124,6 @@ def _slow_samples() -> Any:
     return SlowSamples()
 
 
-#: The kinds of loading thread the contention replay times beside (``thread_op_ns``): one whose
-#: Dataset runs Python and NumPy work, holding the GIL in long stretches, and one whose Dataset
-#: slices Paddle tensors (``paddle.io.TensorDataset``), each slice an op of its own that hands
-#: the GIL over. Beside the second, the training thread pays less per op: on a 2-core x86
-#: machine, the replay read 2.6 to 3.3 us beside slices and 8.4 to 10.6 us beside NumPy work,
-#: and ``perfkit demo``'s loop, whose loading thread slices a TensorDataset, paid 3.7 to 5.3 us
-#: (bench/README.md, issue 69).
-LOADING_PYTHON = "python"
-LOADING_TENSORS = "tensors"
-LOADING_KINDS = (LOADING_PYTHON, LOADING_TENSORS)
-#: Each kind in words, after "a loading thread".
-LOADING_TEXT = {
-    LOADING_PYTHON: "of Python and NumPy work",
-    LOADING_TENSORS: "slicing a TensorDataset (as this run's ran framework ops of its own)",
-}
-#: Rows of the replay's TensorDataset: more than one replay reads (``THREAD_BATCH`` rows for
-#: each of its 3 + ``THREAD_ROUNDS`` * ``THREAD_STEPS`` batches).
-TENSOR_ROWS = 4_096
-
-
-def _tensor_samples() -> Any:
-    """A ``paddle.io.TensorDataset`` of ``TENSOR_ROWS`` rows of ``THREAD_WIDTH`` features
-    (float32) and a label (int64): each sample is two slices, Paddle ops of the loading
-    thread."""
-    import paddle
-
-    features = paddle.ones([TENSOR_ROWS, THREAD_WIDTH], dtype="float32")
-    labels = paddle.zeros([TENSOR_ROWS, 1], dtype="int64")
-    return paddle.io.TensorDataset([features, labels])
-
-
-def loading_dataset(loading: str) -> Any:
-    """The replay's Dataset for a loading thread of the kind ``loading`` (``LOADING_KINDS``);
-    ValueError for another."""
-    if loading == LOADING_PYTHON:
-        return _slow_samples()
-    if loading == LOADING_TENSORS:
-        return _tensor_samples()
-    raise ValueError(f"no loading thread of kind {loading!r}: one of {', '.join(LOADING_KINDS)}")
-
-
 def _per_step(step: Callable[[], Any], steps: int, clock: Callable[[], int]) -> float:
     """``clock``'s time (ns) per call of ``step``, over ``steps`` calls."""
     start = clock()
@@ -228,31 +187,18 @@ def thread_op_ns(dataset: Any = None) -> float:
 #: How long a ``thread_op_ns`` replay is reused (s): the input-pipeline and the optimizer
 #: findings of one ``perfkit advise --measure`` both need it, and it takes about 2 s.
 THREAD_OP_REUSE_S = 120.0
-#: The last ``thread_op_ns`` replay in this process of each kind of loading thread:
-#: (time.monotonic() when timed, ns).
-_thread_op_timed: dict[str, tuple[float, float]] = {}
+_thread_op_timed: list[tuple[float, float]] = []  # (time.monotonic() when timed, ns)
 
 
-def recent_thread_op_ns(loading: str = LOADING_PYTHON) -> float:
-    """``thread_op_ns`` beside a loading thread of the kind ``loading`` (``loading_dataset``),
-    timed again only when the last such replay in this process is older than
+def recent_thread_op_ns() -> float:
+    """``thread_op_ns``, timed again only when the last replay in this process is older than
     ``THREAD_OP_REUSE_S``."""
     now = time.monotonic()
-    last = _thread_op_timed.get(loading)
-    if last is not None and now - last[0] < THREAD_OP_REUSE_S:
-        return last[1]
-    timed = thread_op_ns(loading_dataset(loading))
-    _thread_op_timed[loading] = (time.monotonic(), timed)
+    if _thread_op_timed and now - _thread_op_timed[-1][0] < THREAD_OP_REUSE_S:
+        return _thread_op_timed[-1][1]
+    timed = thread_op_ns()
+    _thread_op_timed[:] = [(time.monotonic(), timed)]
     return timed
-
-
-def loading_kind(evidence: dict[str, Any]) -> str:
-    """The kind of loading thread (``LOADING_KINDS``) a finding's step ran beside: one that ran
-    Paddle ops of its own (``loading_thread_ops_per_step`` above 0: a TensorDataset's slices)
-    slices tensors, any other runs Python."""
-    ops = evidence.get("loading_thread_ops_per_step")
-    framework_ops = isinstance(ops, (int, float)) and not isinstance(ops, bool) and ops > 0
-    return LOADING_TENSORS if framework_ops else LOADING_PYTHON
 
 
 def loader_receive_ns() -> float:
@@ -350,8 +296,7 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
         batch_ns = loader_batch_ns()
         receive_ns = loader_receive_ns()
         slowdowns = corun_slowdowns()
-        kind = loading_kind(evidence)
-        op_ns = recent_thread_op_ns(kind) if split else 0.0
+        op_ns = recent_thread_op_ns() if split else 0.0
     except (RuntimeError, OSError, ValueError):
         return None
     contention, capped = 0.0, False
@@ -369,9 +314,8 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
     )
     threads = received + (
         f" Each of the step's {ops:.0f} ops cost the training thread {op_ns / 1e3:.1f} us of CPU "
-        f"beside a single-process DataLoader's loading thread {LOADING_TEXT[kind]} here "
-        f"(handing the GIL over and back; the loading thread pays {LOADING_OP_SHARE:g} times "
-        "that), so alone the two "
+        f"beside a single-process DataLoader's loading thread here (handing the GIL over and "
+        f"back; the loading thread pays {LOADING_OP_SHARE:g} times that), so alone the two "
         f"threads would take {data / 1e6:.3f} ms of loading and {rest / 1e6:.3f} ms of "
         f"training; the {contention / 1e6:.3f} ms left of the mean step "
         "goes with the thread."
@@ -379,7 +323,9 @@ def measure_loader(finding: Any) -> dict[str, Any] | None:
             f" At that cost the step's hand-overs ({ops * op_ns / 1e6:.3f} ms) come to at "
             f"least the loading thread's whole CPU time ({thread_cpu / 1e6:.3f} ms), so the "
             "split takes the hand-overs to cost the training thread as much CPU time as the "
-            "loading thread ran."
+            "loading thread ran (the replay's loading thread runs Python and NumPy work; one "
+            "that runs framework ops of its own, a Dataset of tensors sliced per sample, hands "
+            "the GIL over at each)."
             if capped
             else ""
         )
@@ -469,7 +415,4 @@ def measure_optimizer(finding: Any) -> dict[str, Any] | None:
             f"with {option}"
         )
 
-    def beside() -> float:
-        return recent_thread_op_ns(loading_kind(finding.evidence))
-
-    return replay_optimizer(finding, optimizer_step_times, what_ran, beside)
+    return replay_optimizer(finding, optimizer_step_times, what_ran, recent_thread_op_ns)

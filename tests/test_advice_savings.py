@@ -1263,14 +1263,6 @@ def test_the_cost_per_op_beside_a_loading_thread_is_the_step_timers_where_it_tim
     for odd in ({}, {"thread_op_ns": -1.0}, {"thread_op_ns": math.nan}, {"thread_op_ns": "20"}):
         assert run_thread_op_cost(run(odd)) == (THREAD_OP_NS, MODEL_COST), odd
     assert run_thread_op_cost(SimpleNamespace(meta={})) == (THREAD_OP_NS, MODEL_COST)
-    # beside a loading thread of its own framework ops (slices), the figure timed beside
-    # slices; a record from before it was timed gives the other, as it did
-    both = {"thread_op_ns": 9_000.0, "thread_op_tensors_ns": 3_000.0}
-    assert run_thread_op_cost(run(both), tensors=True) == (3_000.0, TRAINING_MACHINE)
-    assert run_thread_op_cost(run(both)) == (9_000.0, TRAINING_MACHINE)
-    assert run_thread_op_cost(run({"thread_op_ns": 9_000.0}), True) == (9_000.0, TRAINING_MACHINE)
-    for odd in ({"thread_op_tensors_ns": -1.0}, {"thread_op_tensors_ns": math.nan}):
-        assert run_thread_op_cost(run(odd), tensors=True) == (THREAD_OP_NS, MODEL_COST), odd
     assert "timed on the machine that trained" in THREAD_OP_SOURCES[TRAINING_MACHINE]
     assert "--measure" in THREAD_OP_SOURCES[MODEL_COST]
 
@@ -1461,7 +1453,7 @@ def test_paddle_measure_times_its_loaders_costs():
         pytest.approx(rest),
         pytest.approx(contention),
     )
-    # receiving a batch, timed beside a busy replayed training step, costs the training side
+    # receiving a batch, timed beside a busy step of small ops, costs the training side
     receive_ns = ev["loader_receive_ns"]
     assert receive_ns >= 0 and ev["loader_receive_from"] == "replay"  # not the run's any more
     slowdowns = (ev["training_slowdown"], ev["loading_slowdown"])
@@ -1602,10 +1594,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
         # waits, or less where the threads overlapped)
         from perfkit_core.advice.loader import LOADING_OP_SHARE
 
-        # the save's, beside the loader costs: beside a thread of slices where this run's
-        # loading thread ran framework ops of its own
-        key = "thread_op_tensors_ns" if ev["loading_thread_ops_per_step"] > 0 else "thread_op_ns"
-        op_ns = run.meta["step_timer"][key]
+        op_ns = run.meta["step_timer"]["thread_op_ns"]  # the save's, beside the loader costs
         assert op_ns >= 0 and ev["thread_op_ns"] == op_ns
         assert ev["thread_op_from"] == "training machine"
         training = float(np.mean(record["phases"]["training_cpu"]["unprofiled_ns"]))
@@ -1679,7 +1668,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     timed = run.meta["step_timer"]["loader_batch_ns"]
     assert timed > 0 and ev["loader_batch_ns"] == timed
     assert ev["loader_batch_from"] == "training machine"
-    # and what receiving a batch added to a busy replayed training step there: Paddle's reader
+    # and what receiving a batch added to a busy step of small ops there: Paddle's reader
     # thread takes the GIL the training thread's ops hand over
     received = run.meta["step_timer"]["loader_receive_ns"]
     assert received >= 0 and ev["loader_receive_ns"] == received

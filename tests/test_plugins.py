@@ -549,22 +549,22 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
 
 def test_thread_op_ns_hook_is_the_runs_adapters():
     """Paddle's adapter times what each training op costs beside its single-process
-    DataLoader's loading thread on this machine, beside each kind of loading thread (Python
-    work, a TensorDataset's slices), and answers nothing for a kind it does not know; torch's
-    answers nothing (its loader has no such thread); a plugin's answer that is not a number of
-    0 or more, or one that raises, is not used, and the record asks for it only where a thread
-    loaded, under each kind's key (a real run: tests/test_advice_savings.py)."""
+    DataLoader's loading thread on this machine; torch's answers nothing (its loader has no
+    such thread); a plugin's answer that is not a number of 0 or more, or one that raises, is
+    not used, and the record asks for it only where a thread loaded (a real run:
+    tests/test_advice_savings.py)."""
     from perfkit_core.capture.machine_costs import loader_costs_here, thread_op_ns
 
     pm = plugins.get_plugin_manager()
     if "paddle" in sys.modules:
-        paddle_hook = framework_hook("perfkit_thread_op_ns", "paddle", pm)
-        for loading in ("python", "tensors"):
-            assert paddle_hook(framework="paddle", loading=loading) >= 0
-        assert paddle_hook(framework="paddle", loading="a kind of its own") is None
-    for framework in ("torch", "no such framework"):
-        hook = framework_hook("perfkit_thread_op_ns", framework, pm)
-        assert hook(framework=framework, loading="python") is None
+        assert framework_hook("perfkit_thread_op_ns", "paddle", pm)(framework="paddle") >= 0
+    assert framework_hook("perfkit_thread_op_ns", "torch", pm)(framework="torch") is None
+    assert (
+        framework_hook("perfkit_thread_op_ns", "no such framework", pm)(
+            framework="no such framework"
+        )
+        is None
+    )
 
     for answer, expected in (
         (21_000, 21_000.0),
@@ -579,27 +579,11 @@ def test_thread_op_ns_hook_is_the_runs_adapters():
         pm.register(plugin, name="odd-thread-op")
         try:
             assert thread_op_ns("odd") == expected, answer
-            assert thread_op_ns("odd", "tensors") == expected, answer
             # the record keeps only what was timed, and only where a thread loaded
-            costs = loader_costs_here("odd", thread=True)
-            assert costs.get("thread_op_ns") == expected
-            assert costs.get("thread_op_tensors_ns") == expected
-            assert not {"thread_op_ns", "thread_op_tensors_ns"} & set(loader_costs_here("odd"))
+            assert loader_costs_here("odd", thread=True).get("thread_op_ns") == expected
+            assert "thread_op_ns" not in loader_costs_here("odd")
         finally:
             pm.unregister(plugin)
-
-    # each kind reaches the adapter as asked, under its own key
-    class ByKind:
-        @hookimpl(tryfirst=True)
-        def perfkit_thread_op_ns(self, framework, loading):
-            return {"python": 9_000.0, "tensors": 3_000.0}[loading] if framework == "odd" else None
-
-    pm.register(ByKind(), name="odd-by-kind")
-    try:
-        costs = loader_costs_here("odd", thread=True)
-        assert (costs["thread_op_ns"], costs["thread_op_tensors_ns"]) == (9_000.0, 3_000.0)
-    finally:
-        pm.unregister(name="odd-by-kind")
 
 
 def test_loading_thread_hook_is_the_runs_adapters():

@@ -17,7 +17,6 @@ from perfkit_core.capture.machine_costs import (
     LOADING_SLOWDOWN_KEY,
     META_KEY,
     THREAD_OP_KEY,
-    THREAD_OP_TENSORS_KEY,
     TRAINING_SLOWDOWN_KEY,
     finite_number,
     slowdown_pair,
@@ -95,13 +94,13 @@ RECEIVE_AS_SENDING = "hand-over"
 RECEIVE_REPLAY = "replay"
 LOADER_RECEIVE_SOURCES = {
     RECEIVE_TIMED: (
-        f"{TIMED_AT_SAVE}: a replayed training step (forward, backward and optimizer) fed by one "
-        "worker against the same step on a batch in hand"
+        f"{TIMED_AT_SAVE}: a step of small ops fed by one worker against the same step on a "
+        "batch in hand"
     ),
     RECEIVE_AS_SENDING: "each side pays the hand-over",
     RECEIVE_REPLAY: (
-        "timed on this machine by perfkit advise --measure: a replayed training step (forward, "
-        "backward and optimizer) fed by one worker against the same step on a batch in hand"
+        "timed on this machine by perfkit advise --measure: a step of small ops fed by one "
+        "worker against the same step on a batch in hand"
     ),
 }
 
@@ -121,10 +120,7 @@ def run_loader_receive_cost(run: Run, batch_ns: float) -> tuple[float, str]:
     lengthened a step of small ops by 0.4 to 1.2 ms (its hand-over to an idle process: 0.5 to
     0.8 ms), about as much whatever the step's length (1.8 to 11 ms), and the ``perfkit
     demo`` loop's step by 0.4 to 1.1 ms, where the training thread alone spent 0.04 ms of CPU
-    per batch taking it from the queue. That replay's step of forward ops alone read 1.3 to 3.2
-    times what receiving added to ``bench/bench_advice.py``'s paddle-loader step (0.09 to 0.39
-    ms); Paddle's replay now times a small MLP's whole training step, its backward and
-    optimizer step too (``perfkit_paddle.replay``), which read 0.7 to 2.1 times it."""
+    per batch taking it from the queue."""
     record = run.meta.get(META_KEY) or {}
     timed = finite_number(record.get(LOADER_RECEIVE_KEY))
     if timed is not None and timed >= 0:
@@ -295,19 +291,15 @@ THREAD_OP_SOURCES = {
 }
 
 
-def run_thread_op_cost(run: Run, tensors: bool = False) -> tuple[float, str]:
+def run_thread_op_cost(run: Run) -> tuple[float, str]:
     """(what each op of ``run``'s training thread cost its CPU time beside a loading thread of
     the training process, ns; where it was found, a key of ``THREAD_OP_SOURCES``): what the
     step timer timed on the machine that trained when it saved the run (``thread_op_ns`` in
-    its record, beside a loading thread of Python work; with ``tensors``, for a loading thread
-    that ran framework ops of its own, ``thread_op_tensors_ns``, beside one that slices
-    tensors, where the record has it), else ``THREAD_OP_NS``."""
+    its record), else ``THREAD_OP_NS``."""
     record = run.meta.get(META_KEY) or {}
-    keys = (THREAD_OP_TENSORS_KEY, THREAD_OP_KEY) if tensors else (THREAD_OP_KEY,)
-    for key in keys:
-        timed = finite_number(record.get(key))
-        if timed is not None and timed >= 0:
-            return timed, TRAINING_MACHINE
+    timed = finite_number(record.get(THREAD_OP_KEY))
+    if timed is not None and timed >= 0:
+        return timed, TRAINING_MACHINE
     return THREAD_OP_NS, MODEL_COST
 
 

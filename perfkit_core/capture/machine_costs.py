@@ -24,12 +24,6 @@ LOADER_RECEIVE_KEY = "loader_receive_ns"
 #: ``StepTimer.save``, where the steps loaded in such a thread): the input-pipeline advice
 #: takes a loading thread's step apart with it (``perfkit_core.advice.loader.thread_split``).
 THREAD_OP_KEY = "thread_op_ns"
-#: ... beside a loading thread whose Dataset slices the framework's tensors (its own ops hand
-#: the GIL over): what a run whose loading thread recorded ops of its own is taken apart with.
-THREAD_OP_TENSORS_KEY = "thread_op_tensors_ns"
-#: The kinds of loading thread ``perfkit_thread_op_ns`` times beside, and the record's key for
-#: each.
-THREAD_OP_KEYS = {"python": THREAD_OP_KEY, "tensors": THREAD_OP_TENSORS_KEY}
 
 #: Keys, in the timer's record, of how many times as long the framework's ops and a loader's
 #: Python work each took beside the other on two cores of the machine that trained as alone
@@ -96,12 +90,12 @@ def slowdown_pair(training: object, loading: object) -> tuple[float, float] | No
     return pair[0], pair[1]
 
 
-def thread_op_ns(framework: str, loading: str = "python") -> float | None:
+def thread_op_ns(framework: str) -> float | None:
     """What each op of the training thread costs its CPU time beside a loading thread of the
     training process in ``framework`` on this machine now (ns), as its adapter times it
-    (``perfkit_thread_op_ns``) beside a thread of the kind ``loading`` (``THREAD_OP_KEYS``);
-    None when no adapter could, or what it gave is not a number of 0 or more."""
-    number = _timed_cost("perfkit_thread_op_ns", framework, loading=loading)
+    (``perfkit_thread_op_ns``); None when no adapter could, or what it gave is not a number of
+    0 or more."""
+    number = _timed_cost("perfkit_thread_op_ns", framework)
     return number if number is not None and number >= 0 else None
 
 
@@ -109,28 +103,23 @@ def loader_costs_here(framework: str, thread: bool = False) -> dict[str, float]:
     """The loader costs of ``framework`` timed on this machine now, under their record keys
     (``loader_batch_ns``, ``loader_receive_ns``, ``training_slowdown``,
     ``loading_slowdown``, and with ``thread``, where the steps loaded in a thread of the
-    training process, ``thread_op_ns`` and ``thread_op_tensors_ns``), leaving out those no
-    adapter could time."""
+    training process, ``thread_op_ns``), leaving out those no adapter could time."""
     costs = {
         LOADER_BATCH_KEY: loader_batch_ns(framework),
         LOADER_RECEIVE_KEY: loader_receive_ns(framework),
-        **(
-            {key: thread_op_ns(framework, loading) for loading, key in THREAD_OP_KEYS.items()}
-            if thread
-            else {}
-        ),
+        **({THREAD_OP_KEY: thread_op_ns(framework)} if thread else {}),
     }
     timed = {key: value for key, value in costs.items() if value is not None}
     return timed | corun_slowdowns(framework)
 
 
-def _timed_cost(hook: str, framework: str, **arguments: str) -> float | None:
-    """What the adapters' ``hook`` (a ``firstresult`` hook taking ``framework`` and
-    ``arguments``) gave, as a finite number; None for no answer, an error or anything else."""
+def _timed_cost(hook: str, framework: str) -> float | None:
+    """What the adapters' ``hook`` (a ``firstresult`` hook taking ``framework``) gave, as a
+    finite number; None for no answer, an error or anything else."""
     from perfkit_core.plugins import framework_hook
 
     try:
-        found = framework_hook(hook, framework)(framework=framework, **arguments)
+        found = framework_hook(hook, framework)(framework=framework)
     except Exception:  # timing a cost must never lose the step times
         return None
     return finite_number(found)

@@ -396,23 +396,18 @@ def perfkit_loader_receive_ns(framework: str) -> float | None:
 
 
 @hookspec(firstresult=True)
-def perfkit_thread_op_ns(framework: str, loading: str) -> float | None:
+def perfkit_thread_op_ns(framework: str) -> float | None:
     """Time what each op of a training thread costs its CPU time when a loading thread of the
     same process runs beside it in ``framework`` on this machine now (ns per op: handing the
     GIL over and back), for the input-pipeline advice of a run trained here whose
     single-process DataLoader loaded in a thread: the advice takes that step apart with it.
 
     Called by ``perfkit_core.step_timer``'s ``save`` when a thread of the training process
-    loaded the timed steps' batches (a ``loading`` phase), once per framework and kind of
-    loading thread, after ``perfkit_loader_batch_ns``. It may take a few seconds. The step
-    timer takes an exception for no answer, and keeps the step times.
+    loaded the timed steps' batches (a ``loading`` phase), once per framework, after
+    ``perfkit_loader_batch_ns``. It may take a few seconds. The step timer takes an
+    exception for no answer, and keeps the step times.
 
     :param framework: the saved run's framework (``meta["framework"]``).
-    :param loading: the kind of loading thread to time beside: ``"python"``, one whose
-        Dataset runs Python (and NumPy) work, holding the GIL in long stretches, or
-        ``"tensors"``, one whose Dataset slices the framework's tensors, each slice an op
-        that hands the GIL over (the advice takes the second for a run whose loading thread
-        recorded ops of its own). An implementation that cannot time a kind answers None.
     :returns: ns per op (0 or more), or ``None`` when ``framework`` is not this plugin's or
         the program has not imported it.
 

@@ -144,8 +144,7 @@ def rule_input_pipeline(ctx: Context) -> Finding | None:
         # the mean step too.
         _, unprofiled = step_timer_times(ctx.run)
         step_ns, outliers = typical_mean_step(unprofiled, basis.step_ns)
-        # beside a thread of slices (its own framework ops) or of Python work
-        op_ns, op_from = run_thread_op_cost(ctx.run, loading_ops > 0)
+        op_ns, op_from = run_thread_op_cost(ctx.run)
         cpu = float(training_cpu or 0.0)
         load, rest, contention = thread_split(step_ns, data, cpu, ops, op_ns)
         handing, loading_handing = handover_ns(data, cpu, ops, op_ns)

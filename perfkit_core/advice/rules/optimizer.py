@@ -17,11 +17,7 @@ from perfkit_core.advice.basis import (
 )
 from perfkit_core.advice.engine import Context, Finding
 from perfkit_core.advice.optimizer import PARAMETERS_DESCRIBED, PARAMETERS_RECORDED
-from perfkit_core.advice.rules.cpu import (
-    loading_thread_ops_per_step,
-    outermost_ops,
-    training_ops_per_step,
-)
+from perfkit_core.advice.rules.cpu import outermost_ops, training_ops_per_step
 from perfkit_core.advice.text import (
     duration_text,
     per_step_text,
@@ -246,9 +242,6 @@ def rule_optimizer(ctx: Context) -> Finding | None:
             "loading_thread_cpu_per_step_ns": beside[0],
             "training_cpu_per_step_ns": beside[1],
             "training_ops_per_step": training_ops,
-            # the loading thread's own framework ops (a TensorDataset's slices): what kind of
-            # loading thread a replay of the hand-overs times beside
-            "loading_thread_ops_per_step": loading_thread_ops_per_step(ctx),
         }
         details.append(
             f"A loading thread of the training process ran beside it, "
