@@ -15,7 +15,7 @@ untimed steps:
 For each: wall time, the training thread's CPU time and the process's CPU time, per step
 (medians of the blocks), and the baseline less each feed, paired by round.
 
-Then ``perfkit_paddle.replay.thread_op_ns`` (its step of small ops, CPU time with a loading
+Then ``perfkit_paddle.replay.thread_op_ns`` (its replayed training step, CPU time with a loading
 thread beside it less on a batch in hand, per op) with its own numpy Dataset, and with a
 ``TensorDataset`` of the demo's rows (slices: Paddle ops in the loading thread).
 

@@ -17,13 +17,12 @@ Each round gives the parts measured on the loop itself: each training op's extra
 loading thread (the training thread's CPU per step fed by the thread, less in hand, over the
 step's outermost ops, counted from a profile of the loop as the finding counts them) and what
 receiving a batch adds (the worker's step less in hand); and the same parts from
-``perfkit_paddle.replay`` (``thread_op_ns`` beside the kind of loading thread the finding
-takes for the scenario, ``loader_receive_ns``, ``loader_batch_ns``), timed right after. The
-model's saving (``thread_split`` and ``loader_saving``, perfkit's own functions) from each
-set of parts is printed beside the saving delivered (the thread's step less the worker's).
-The measured parts give the delivered saving exactly wherever the training side bounds the
-step with a worker (a check of the model's algebra); what the replays' parts give is the
-question.
+``perfkit_paddle.replay`` (``thread_op_ns``, ``loader_receive_ns``, ``loader_batch_ns``),
+timed right after. The model's saving (``thread_split`` and ``loader_saving``, perfkit's own
+functions) from each set of parts is printed beside the saving delivered (the thread's step
+less the worker's). The measured parts give the delivered saving exactly wherever the
+training side bounds the step with a worker (a check of the model's algebra); what the
+replays' parts give is the question.
 
     nice -n 10 python bench/paddle_loader_parts.py [--scenario loader|demo] [--rounds 4]
         [--turns 6] [--block 30]
@@ -140,11 +139,8 @@ def model_saving(
 
 def rounds(name: str, count: int, turns: int, block: int) -> None:
     model, optimizer, single_process, worker, batch = scenario(name)
-    # the kind of loading thread the finding would take the cost per op beside: the demo's
-    # slices a TensorDataset (ops of its own), paddle-loader's runs Python and NumPy work
-    loading = "tensors" if name == "demo" else "python"
     try:
-        _rounds(model, optimizer, single_process, worker, batch, loading, count, turns, block)
+        _rounds(model, optimizer, single_process, worker, batch, count, turns, block)
     finally:
         # a persistent worker left running outlives the program's exit
         paddle_train_loop(model, optimizer, worker).close()
@@ -156,17 +152,11 @@ def _rounds(
     single_process: Callable[[], Iterator[Any]],
     worker: Iterator[Any],
     batch: Any,
-    loading: str,
     count: int,
     turns: int,
     block: int,
 ) -> None:
-    from perfkit_paddle.replay import (
-        loader_batch_ns,
-        loader_receive_ns,
-        loading_dataset,
-        thread_op_ns,
-    )
+    from perfkit_paddle.replay import loader_batch_ns, loader_receive_ns, thread_op_ns
 
     ops = training_ops(model, optimizer, batch)
     print(f"the step's outermost ops (profiled): {ops:.0f}", flush=True)
@@ -202,7 +192,7 @@ def _rounds(
                 (med["thread"][1] - med["in hand"][1]) / ops,
                 med["worker"][0] - med["in hand"][0],
             ),
-            "replays": (thread_op_ns(loading_dataset(loading)), loader_receive_ns()),
+            "replays": (thread_op_ns(), loader_receive_ns()),
         }
         batch_ns = loader_batch_ns()
         print(

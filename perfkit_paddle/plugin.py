@@ -221,7 +221,7 @@ def perfkit_loader_receive_ns(framework: str) -> float | None:
 def perfkit_thread_op_ns(framework: str) -> float | None:
     """What each op of the training thread costs its CPU time beside a single-process
     DataLoader's loading thread on this machine now (``perfkit_paddle.replay.thread_op_ns``,
-    about three seconds), for a paddle run the step timer saves."""
+    about two seconds), for a paddle run the step timer saves."""
     if "paddle" not in sys.modules:
         return None
     from perfkit_paddle.replay import thread_op_ns

@@ -1453,7 +1453,7 @@ def test_paddle_measure_times_its_loaders_costs():
         pytest.approx(rest),
         pytest.approx(contention),
     )
-    # receiving a batch, timed beside a busy step of small ops, costs the training side
+    # receiving a batch, timed beside a busy replayed training step, costs the training side
     receive_ns = ev["loader_receive_ns"]
     assert receive_ns >= 0 and ev["loader_receive_from"] == "replay"  # not the run's any more
     slowdowns = (ev["training_slowdown"], ev["loading_slowdown"])
@@ -1668,7 +1668,7 @@ def test_paddle_in_process_loading_is_timed_and_advised(tmp_path):
     timed = run.meta["step_timer"]["loader_batch_ns"]
     assert timed > 0 and ev["loader_batch_ns"] == timed
     assert ev["loader_batch_from"] == "training machine"
-    # and what receiving a batch added to a busy step of small ops there: Paddle's reader
+    # and what receiving a batch added to a busy replayed training step there: Paddle's reader
     # thread takes the GIL the training thread's ops hand over
     received = run.meta["step_timer"]["loader_receive_ns"]
     assert received >= 0 and ev["loader_receive_ns"] == received

@@ -94,13 +94,13 @@ RECEIVE_AS_SENDING = "hand-over"
 RECEIVE_REPLAY = "replay"
 LOADER_RECEIVE_SOURCES = {
     RECEIVE_TIMED: (
-        f"{TIMED_AT_SAVE}: a step of small ops fed by one worker against the same step on a "
-        "batch in hand"
+        f"{TIMED_AT_SAVE}: a replayed training step (forward, backward and optimizer) fed by one "
+        "worker against the same step on a batch in hand"
     ),
     RECEIVE_AS_SENDING: "each side pays the hand-over",
     RECEIVE_REPLAY: (
-        "timed on this machine by perfkit advise --measure: a step of small ops fed by one "
-        "worker against the same step on a batch in hand"
+        "timed on this machine by perfkit advise --measure: a replayed training step (forward, "
+        "backward and optimizer) fed by one worker against the same step on a batch in hand"
     ),
 }
 
@@ -120,7 +120,10 @@ def run_loader_receive_cost(run: Run, batch_ns: float) -> tuple[float, str]:
     lengthened a step of small ops by 0.4 to 1.2 ms (its hand-over to an idle process: 0.5 to
     0.8 ms), about as much whatever the step's length (1.8 to 11 ms), and the ``perfkit
     demo`` loop's step by 0.4 to 1.1 ms, where the training thread alone spent 0.04 ms of CPU
-    per batch taking it from the queue."""
+    per batch taking it from the queue. That replay's step of forward ops alone read 1.3 to 3.2
+    times what receiving added to ``bench/bench_advice.py``'s paddle-loader step (0.09 to 0.39
+    ms); Paddle's replay now times a small MLP's whole training step, its backward and
+    optimizer step too (``perfkit_paddle.replay``), which read 0.7 to 2.1 times it."""
     record = run.meta.get(META_KEY) or {}
     timed = finite_number(record.get(LOADER_RECEIVE_KEY))
     if timed is not None and timed >= 0:

@@ -118,7 +118,7 @@ def replayed_optimizer_saving(
                 f"scaled by the replay. Each of the {removed:.0f} ops per step the remedy "
                 f"removes handed the GIL to that thread and back, at {op_ns / 1e3:.1f} us of "
                 f"CPU to the training thread (measured on this machine: its CPU per op of a "
-                f"step of small ops beside a single-process DataLoader's loading thread) and "
+                "replayed training step beside a single-process DataLoader's loading thread) and "
                 f"{LOADING_OP_SHARE:g} times that to the loading thread: "
                 f"{handover / 1e6:.3f} ms per step more, which goes with the thread "
                 f"once loader workers take its loading over."
