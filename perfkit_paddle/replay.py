@@ -31,7 +31,8 @@ LOADER_BATCH_LABELS = 16
 #: The backward (Paddle's engine, one call from Python) and the optimizer hand the GIL over
 #: otherwise than forward ops do: with a step of forward ops alone, the input-pipeline model
 #: gave paddle-loader's loop (bench/bench_advice.py) 10 to 38% less than its worker saved,
-#: and 3 to 8% less with this step (bench/README.md). ``THREAD_OPS``: the outermost ops a
+#: and with this step 11% less to 8% more (once 34% less, on an outlier of the receive
+#: replay), in two runs of four rounds (bench/README.md). ``THREAD_OPS``: the outermost ops a
 #: Paddle profile records per step of it (what ``training_ops_per_step`` counts in a run; a
 #: test profiles the step and counts them).
 THREAD_BLOCKS = 8

@@ -123,7 +123,8 @@ def run_loader_receive_cost(run: Run, batch_ns: float) -> tuple[float, str]:
     per batch taking it from the queue. That replay's step of forward ops alone read 1.3 to 3.2
     times what receiving added to ``bench/bench_advice.py``'s paddle-loader step (0.09 to 0.39
     ms); Paddle's replay now times a small MLP's whole training step, its backward and
-    optimizer step too (``perfkit_paddle.replay``), which read 0.7 to 2.1 times it."""
+    optimizer step too (``perfkit_paddle.replay``), which read 0.5 to 2.1 times it (once 3.9
+    times, an outlier)."""
     record = run.meta.get(META_KEY) or {}
     timed = finite_number(record.get(LOADER_RECEIVE_KEY))
     if timed is not None and timed >= 0:
