@@ -444,9 +444,8 @@ class StepTimer:
         other (``perfkit_corun_slowdowns``, about half a second), and, where a thread of the
         training process loaded the batches (``loaded_in_thread``), what each op of the
         training thread costs it beside such a thread (``perfkit_thread_op_ns``: Paddle's,
-        about two seconds; Paddle's replays time a small MLP's whole training step, forward,
-        backward and Adam), and the record keeps them as ``loader_batch_ns``,
-        ``loader_receive_ns``, ``training_slowdown``, ``loading_slowdown`` and
+        about two seconds, on a replayed training step), and the record keeps them as
+        ``loader_batch_ns``, ``loader_receive_ns``, ``training_slowdown``, ``loading_slowdown`` and
         ``thread_op_ns``: the input-pipeline advice states its saving with them. With
         ``eager_pass``, the adapter also times an eager forward and backward of a tiny model
         where it can (``perfkit_eager_pass_ns``: torch's, about 50 ms once per framework),
