@@ -79,22 +79,38 @@ def feeds(rounds: int, block: int) -> None:
             loop.close()
 
 
-def _time_feeds(loops: dict[str, Loop], rounds: int, block: int) -> None:
+def feeds_in_turn(
+    loops: dict[str, Loop], rounds: int, block: int, *, warmup: int = 10, settle: int = SETTLE_STEPS
+) -> dict[str, list[tuple[float, float, float]]]:
+    """Each of ``loops`` (one per feed) timed in turn, in a rotating order, ``rounds`` times:
+    for each loop, per turn, (wall, this thread's CPU, the process's CPU) in ns per step over
+    ``block`` steps, after ``warmup`` untimed steps each at the start and ``settle`` before
+    each turn."""
     for loop in loops.values():
-        for _ in range(10):
+        for _ in range(warmup):
             loop.step()
     clocks = (time.perf_counter_ns, time.thread_time_ns, time.process_time_ns)
-    times: dict[str, list[tuple[float, ...]]] = {name: [] for name in FEEDS}
+    names = list(loops)
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
     for turn in range(rounds):
-        for name in FEEDS[turn % len(FEEDS) :] + FEEDS[: turn % len(FEEDS)]:
-            for _ in range(SETTLE_STEPS):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            for _ in range(settle):
                 loops[name].step()
             start = [clock() for clock in clocks]
             for _ in range(block):
                 loops[name].step()
-            times[name].append(
-                tuple((clock() - s) / block / 1e6 for clock, s in zip(clocks, start, strict=True))
+            wall, thread, process = (
+                (clock() - s) / block for clock, s in zip(clocks, start, strict=True)
             )
+            times[name].append((wall, thread, process))
+    return times
+
+
+def _time_feeds(loops: dict[str, Loop], rounds: int, block: int) -> None:
+    times = {
+        name: [tuple(v / 1e6 for v in turn) for turn in turns]  # ms
+        for name, turns in feeds_in_turn(loops, rounds, block).items()
+    }
     print(f"{'feed':18s} {'wall ms':>8s} {'thread CPU ms':>14s} {'process CPU ms':>15s}")
     for name in FEEDS:
         medians = [statistics.median(t[i] for t in times[name]) for i in range(3)]

@@ -35,7 +35,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -51,6 +50,7 @@ from bench_advice import (
     paddle_slow_dataset,
     paddle_train_loop,
 )
+from paddle_loader_feeds import feeds_in_turn
 
 FEEDS = ("thread", "worker", "in hand")
 #: Untimed steps after a switch of feed, and before the first round.
@@ -160,7 +160,6 @@ def _rounds(
 
     ops = training_ops(model, optimizer, batch)
     print(f"the step's outermost ops (profiled): {ops:.0f}", flush=True)
-    clocks = (time.perf_counter_ns, time.thread_time_ns, time.process_time_ns)
     errors: dict[str, list[float]] = {"measured": [], "replays": []}
     for round_ in range(count):
         loops = {
@@ -169,20 +168,7 @@ def _rounds(
             "in hand": paddle_train_loop(model, optimizer, iter(lambda: batch, None)),
         }
         try:
-            for loop in loops.values():
-                for _ in range(WARMUP_STEPS):
-                    loop.step()
-            times: dict[str, list[tuple[float, ...]]] = {feed: [] for feed in FEEDS}
-            for turn in range(turns):
-                for feed in FEEDS[turn % 3 :] + FEEDS[: turn % 3]:
-                    for _ in range(SETTLE_STEPS):
-                        loops[feed].step()
-                    start = [clock() for clock in clocks]
-                    for _ in range(block):
-                        loops[feed].step()
-                    times[feed].append(
-                        tuple(float(c() - s) / block for c, s in zip(clocks, start, strict=True))
-                    )
+            times = feeds_in_turn(loops, turns, block, warmup=WARMUP_STEPS, settle=SETTLE_STEPS)
         finally:
             loops["thread"].close()
         med = {f: tuple(statistics.median(t[i] for t in times[f]) for i in range(3)) for f in FEEDS}
