@@ -73,7 +73,10 @@ loop's workers make batches beside another loop's turn or hand their own turn ba
 before it, and a worker that slept through the other turns is back at its pace. With
 ``--repeat N`` every scenario runs in N sessions, and each check is judged on the medians: the
 median estimate against the median achieved saving (each a share of its own session's step),
-an order where most sessions matched; a summary lists each session's verdicts beside it.
+an order where most sessions matched; a summary lists each session's verdicts beside it,
+and marks UNSETTLED an estimate's check whose achieved saving moved between the sessions by
+more than the check allows around their median: the machine did not repeat what it is judged
+on, so its verdict says as much about the minutes it ran in as about the estimate.
 
     nice -n 10 python bench/bench_advice.py
     nice -n 10 python bench/bench_advice.py --only torch-adam torch-loader --rounds 9
@@ -1447,6 +1450,7 @@ def summary(sessions: list[list[Check]]) -> list[bool]:
             by_name.setdefault(check.name, []).append(check)
     print(f"\n== the checks judged on the medians of {len(sessions)} sessions")
     verdicts = []
+    unsettled = 0
     for name, checks in by_name.items():
         runs = " ".join("P" if c.passed else "F" for c in checks)
         estimated = [c.estimated_pct for c in checks if c.estimated_pct is not None]
@@ -1460,13 +1464,42 @@ def summary(sessions: list[list[Check]]) -> list[bool]:
                 f"estimated {statistics.median(estimated):5.1f}%, achieved "
                 f"{statistics.median(achieved):5.1f}% of the unprofiled step "
                 f"({checks[0].method}; per session 95% CI {intervals}): {how}"
+                + repeatability(achieved)
             )
+            unsettled += bool(repeatability(achieved))
         else:
             ok = 2 * sum(c.passed for c in checks) > len(checks)
             said = f"passed in {sum(c.passed for c in checks)} of {len(checks)} sessions"
         verdicts.append(ok)
         print(f"  {'PASS' if ok else 'FAIL'} {name:<42} [{runs}]  {said}")
+    if unsettled:
+        print(
+            f"  {unsettled} of the estimates' checks: the achieved saving moved between "
+            "sessions by more than a check allows (UNSETTLED): this machine did not repeat it"
+        )
     return verdicts
+
+
+def repeatability(achieved: list[float]) -> str:
+    """Empty when the achieved savings of repeated sessions (% of each session's step) lie within
+    the band a check allows around their median (``verdict``: TOLERANCE of it, or POINTS
+    points under SMALL_PCT), so that the machine repeated the saving a check is judged on;
+    else a clause saying how far apart they lay. A single session says nothing of it."""
+    if len(achieved) < 2:
+        return ""
+    median = statistics.median(achieved)
+    low, high = min(achieved), max(achieved)
+    if median < SMALL_PCT:
+        if max(median - low, high - median) <= POINTS:
+            return ""
+        return f"; UNSETTLED: the sessions achieved {low:.1f} to {high:.1f}% (> {POINTS:g} point)"
+    if max(median - low, high - median) <= TOLERANCE * median:
+        return ""
+    spread = 100 * max(median - low, high - median) / median
+    return (
+        f"; UNSETTLED: the sessions achieved {low:.1f} to {high:.1f}%, {spread:.0f}% from "
+        f"their median (> {100 * TOLERANCE:.0f}%)"
+    )
 
 
 if __name__ == "__main__":
