@@ -688,6 +688,7 @@ def _record_paddle(directory: Path, *, multi_tensor: bool) -> Path:
 
 def test_paddle_optimizer_loop_is_advised_and_multi_tensor_is_not(tmp_path):
     import perfkit_core
+    from perfkit_core.advice.followup import follow_up
     from perfkit_core.advice.rules.optimizer import OPTIMIZER_SPEEDUPS
 
     loop = perfkit_core.load(_record_paddle(tmp_path / "loop", multi_tensor=False))
@@ -702,6 +703,10 @@ def test_paddle_optimizer_loop_is_advised_and_multi_tensor_is_not(tmp_path):
     )
     multi = perfkit_core.load(_record_paddle(tmp_path / "multi", multi_tensor=True))
     assert "optimizer" not in {f.id for f in multi.advise()}
+    # perfkit compare of the two says what changed in Paddle's words, not torch's foreach
+    row = next(r for r in follow_up(loop, multi)[0] if r.id == "optimizer")
+    assert (row.state_before, row.state_after) == ("per-parameter loop", "use_multi_tensor")
+    assert row.acted_on and row.sentence().endswith("(per-parameter loop to use_multi_tensor)")
 
 
 def test_acted_on_is_decided_by_the_measured_time_not_the_saving(before_after):

@@ -7,7 +7,8 @@ remedy changes, as each run recorded it.
   ``_DataLoaderIterMultiProcess``), counted (``2 worker processes``) where the step timer timed
   them as child processes, so that a run asked for more workers shows whether it got them.
 - ``optimizer`` (a fused or multi-tensor optimizer): the optimizer's implementation,
-  ``for-loop``, ``foreach`` or ``fused`` (``rules.optimizer.optimizer_class``).
+  ``for-loop``, ``foreach`` or ``fused`` (``rules.optimizer.optimizer_class``), in Paddle's
+  words for a Paddle run (``PADDLE_IMPLEMENTATIONS``: its option is ``use_multi_tensor``).
 - ``compile`` (``torch.compile``): ``compiled`` when the run recorded ops of compiled code
   (``compiled.COMPILED_PREFIXES``), else ``eager``.
 - ``launch-bound`` (CUDA graphs): ``CUDA graphs`` when the run replayed graphs
@@ -63,13 +64,21 @@ def loader_mode(run: Run) -> str | None:
     return None
 
 
+#: The optimizer's implementations in the words of a Paddle user, whose optimizers take
+#: ``use_multi_tensor`` where torch's take ``foreach``.
+PADDLE_IMPLEMENTATIONS = {"for-loop": "per-parameter loop", "foreach": "use_multi_tensor"}
+
+
 def optimizer_implementation(run: Run) -> str | None:
-    """The optimizer's implementation (``for-loop``, ``foreach``, ``fused``); None when the run
-    recorded no optimizer step."""
+    """The optimizer's implementation (``for-loop``, ``foreach``, ``fused``; a Paddle run's in
+    ``PADDLE_IMPLEMENTATIONS``'s words); None when the run recorded no optimizer step."""
     if not names_of_kind(run, "optimizer"):
         return None
     _, in_optimizer, _ = outermost_ops(make_context(run))
-    return optimizer_class(run, in_optimizer)[1]
+    implementation = optimizer_class(run, in_optimizer)[1]
+    if run.framework == "paddle":
+        return PADDLE_IMPLEMENTATIONS.get(implementation, implementation)
+    return implementation
 
 
 def compile_state(run: Run) -> str | None:
