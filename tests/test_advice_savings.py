@@ -921,6 +921,39 @@ def test_followup_sentence_places_the_promise_against_the_interval(promised_ms, 
     assert row.to_dict()["delivered_low_ns"] == 0.5e6
 
 
+@pytest.mark.parametrize(
+    ("promised_ms", "where"),
+    [
+        (0.3, "more than promised"),
+        (1.0, "within the promise, which was at most that"),
+        (2.0, "within the promise, which was at most that"),
+    ],
+)
+def test_followup_of_a_promise_that_was_at_most_its_figure(promised_ms, where):
+    """A promise the model gave as the most it allows ("up to", ``Finding.upper_bound``) is
+    kept by any delivery up to it; only more than it is news."""
+    from perfkit_core.advice.followup import FollowUp
+
+    row = FollowUp(
+        id="input-pipeline",
+        rule="input-pipeline",
+        title="t",
+        promised_ns=promised_ms * 1e6,
+        remaining_ns=0.0,
+        acted_on=True,
+        delivered_ns=1.0e6,
+        state_before="single-process",
+        state_after="worker processes",
+        delivered_low_ns=0.5e6,
+        delivered_high_ns=1.5e6,
+        promised_up_to=True,
+    )
+    assert row.sentence() == (
+        f"promised up to {promised_ms:.2f} ms/step, delivered 1.00 ms/step, 95% CI 0.50 to "
+        f"1.50: {where} (single-process to worker processes)"
+    )
+
+
 def test_acted_on_compares_the_time_without_the_profiler_when_both_runs_have_it(before_after):
     """A Paddle run loading in its single-process loader's thread waits for data a fraction of
     a millisecond in its profiled steps with or without workers; what workers remove is the
@@ -1888,6 +1921,44 @@ def test_a_loading_thread_cheaper_than_its_hand_overs_counts_as_hand_overs(tmp_p
     )
     assert "as much CPU time as the loading thread ran" in finding.estimate
     assert finding.within_error is False
+    # the hand-overs at the most the thread's CPU allows make the saving the most the model
+    # gives: any share of them less leaves the training thread more and the workers less
+    for share in (0.0, 0.5, 0.9):
+        handed = share * loading
+        assert finding.saving_ns >= loader_saving(
+            loading - LOADING_OP_SHARE * handed,
+            training - handed,
+            ev["free_cores"],
+            ev["loader_batch_ns"],
+            training + loading - (loading - LOADING_OP_SHARE * handed) - (training - handed),
+            ev["loader_receive_ns"],
+            _timed_slowdowns(run, ev),
+        )
+    # ... and the reports say it is at most that, in the headline's sum too
+    from perfkit_core.advice import Finding
+    from perfkit_core.report.finding_summary import summarize
+    from perfkit_core.report.headline import headline
+    from perfkit_core.report.text import render_headline
+
+    bounded = copy.deepcopy(finding)  # a busy machine may leave the workers nothing to save
+    bounded.saving_ns = 1e6
+    assert summarize(bounded).saving_line("input-pipeline").startswith("Saves up to ")
+    # a second finding that promises host time, so that the headline sums them
+    others = [Finding(id="optimizer", title="t", severity="medium", saving_ns=0.2e6)]
+    top = headline(run, [bounded, *others], None, None)
+    text = render_headline(top, "ms")
+    assert "estimated saving up to " in text
+    assert top.combined is not None and top.combined.upper_bound
+    assert "would save up to " in text
+    # perfkit compare's follow-up of it says the promise was at most that
+    from perfkit_core.advice.followup import follow_up
+
+    capped_run = Run(run.events, meta)
+    rows, _ = follow_up(capped_run, capped_run, findings_before=[bounded], findings_after=[])
+    assert rows[0].promised_up_to and rows[0].sentence().startswith("promised up to 1.00")
+    bounded.evidence["handovers_capped"] = False
+    assert summarize(bounded).saving_line("input-pipeline").startswith("Saves 1.000 ms")
+    assert "up to" not in render_headline(headline(run, [bounded, *others], None, None), "ms")
     # ranked among the findings by its saving alone
     promising = [f for f in findings if f.saving_ns > 0 and not f.within_error]
     assert promising == sorted(promising, key=lambda f: -f.saving_ns)

@@ -48,6 +48,21 @@ class Finding:
     #: saying the usual remedy is not expected to pay here.
     remedy_heading: str = ""
 
+    @property
+    def upper_bound(self) -> bool:
+        """Whether ``saving_ns`` is the most the rule's model allows rather than its estimate:
+        an input-pipeline finding of a step that loaded in a thread of the training process,
+        whose hand-overs of the GIL at the cost per op timed for them would come to the loading
+        thread's whole CPU time or more (``handovers_capped``: a loading thread that runs
+        framework ops of its own, such as a Dataset of tensors sliced per sample). The model
+        then counts all of that CPU time as hand-overs, which leaves the training thread the
+        least time of its own and the workers the most to save; fewer, and the saving shrinks.
+        On ``perfkit demo``'s Paddle loop a worker delivered about two fifths of it
+        (bench/README.md, 2026-11-30). The reports say "up to"."""
+        return (self.rule or self.id) == "input-pipeline" and (
+            self.evidence.get("handovers_capped") is True
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The finding as plain JSON-ready data."""
         return asdict(self)

@@ -90,6 +90,9 @@ class FollowUp:
     #: the delivered time at one pace (ns per step) where the CPU's pace sets the step.
     pace_ratio: float | None = None
     delivered_at_pace_ns: float | None = None
+    #: Whether ``promised_ns`` is the most the finding's model allowed
+    #: (``Finding.upper_bound``): the promise was "up to" it.
+    promised_up_to: bool = False
 
     @property
     def states_known(self) -> bool:
@@ -100,7 +103,8 @@ class FollowUp:
         """ "promised X ms/step, delivered Y ms/step" (with its interval where known, and the
         settings the remedy changes where both runs recorded them), or why nothing was
         delivered."""
-        promised = f"promised {self.promised_ns / 1e6:.2f} ms/step"
+        bound = "up to " if self.promised_up_to else ""
+        promised = f"promised {bound}{self.promised_ns / 1e6:.2f} ms/step"
         if not self.acted_on or self.delivered_ns is None:
             left = f"still {self.remaining_ns / 1e6:.2f} ms/step"
             if self.states_known and self.remaining_ns <= 0:
@@ -119,10 +123,12 @@ class FollowUp:
         if low is None or high is None:
             return ""
         where = (
-            "less than promised"
-            if self.promised_ns > high
-            else "more than promised"
+            "more than promised"
             if self.promised_ns < low
+            else "within the promise, which was at most that"
+            if self.promised_up_to
+            else "less than promised"
+            if self.promised_ns > high
             else "the promise is within it"
         )
         return f", {100 * CONFIDENCE:.0f}% CI {low / 1e6:.2f} to {high / 1e6:.2f}: {where}"
@@ -293,6 +299,7 @@ def follow_up(
                 delivered_ns=None,
                 state_before=state_before,
                 state_after=state_after,
+                promised_up_to=bool(getattr(finding, "upper_bound", False)),
             )
         )
         weights.append(float(finding.saving_ns) * min(max(went, 0.0), 1.0))

@@ -191,6 +191,13 @@ def saving_step(finding: Any) -> tuple[float, str]:
 
 def saving_text(finding: Any, time_unit: str) -> str:
     """``1.234 ms per step (5.6% of the step)``: a finding's estimated saving per step and its
-    share of the step it was stated on (``saving_step``)."""
+    share of the step it was stated on (``saving_step``), ``up to ...`` for a saving that is
+    the most its model allows (``upper_bound``)."""
     step_ns, of = saving_step(finding)
-    return per_step_value(finding.saving_ns, step_ns, time_unit, of)
+    bound = "up to " if upper_bound(finding) else ""
+    return bound + per_step_value(finding.saving_ns, step_ns, time_unit, of)
+
+
+def upper_bound(finding: Any) -> bool:
+    """Whether a finding's saving is the most its model allows (``Finding.upper_bound``)."""
+    return bool(getattr(finding, "upper_bound", False))

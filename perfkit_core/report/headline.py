@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfkit_core.report.format import saving_step
+from perfkit_core.report.format import saving_step, upper_bound
 
 if TYPE_CHECKING:
     from perfkit_core.events.profile import Profile
@@ -50,6 +50,13 @@ class CombinedSaving:
     #: How many of the findings promise a saving (more than 0); the others' remedies are not
     #: expected to pay on their own.
     promising: int = 0
+    #: Whether a finding's saving in it is the most its model allows (``format.upper_bound``),
+    #: so that the sum is one too: "up to", not "about".
+    upper_bound: bool = False
+
+    def about(self) -> str:
+        """``about``, or ``up to`` for a saving that is at most that (``upper_bound``)."""
+        return "up to" if self.upper_bound else "about"
 
     def findings_text(self) -> str:
         """``all 3 findings``, and how many of them promise a saving when not all do: ``all 3
@@ -193,7 +200,10 @@ def headline(
         bases = {saving_step(f) for f in findings}
         basis_ns, of = bases.pop() if len(bases) == 1 else (step_ns, "the step")
         saving, how = combined_saving(findings, basis_ns or step_ns)
-        combined = CombinedSaving(saving, len(findings), how, basis_ns or step_ns, of, promising)
+        bound = any(upper_bound(f) for f in findings if f.saving_ns > 0)
+        combined = CombinedSaving(
+            saving, len(findings), how, basis_ns or step_ns, of, promising, bound
+        )
     return _with_top(Headline(items, phases, None, note, combined), findings)
 
 

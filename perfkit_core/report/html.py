@@ -352,6 +352,7 @@ def _headline(headline: Headline, time_unit: str) -> dict[str, Any]:
         else {
             "findings": headline.combined.findings,
             "findings_text": headline.combined.findings_text(),
+            "about": headline.combined.about(),
             "saving": per_step_value(
                 headline.combined.saving_ns,
                 headline.combined.step_ns,

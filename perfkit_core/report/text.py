@@ -202,7 +202,7 @@ def render_headline(headline: Headline, time_unit: str) -> str:
         if combined is not None:
             lines.append(
                 f"{'All advice:'.ljust(width)} applying {combined.findings_text()} would "
-                f"save about {per_step_value(combined.saving_ns, combined.step_ns, time_unit, combined.of)} "
+                f"save {combined.about()} {per_step_value(combined.saving_ns, combined.step_ns, time_unit, combined.of)} "
                 f"({combined.how})"
             )
     elif headline.note:
