@@ -1460,13 +1460,13 @@ def summary(sessions: list[list[Check]]) -> list[bool]:
             intervals = ", ".join(
                 f"{c.interval[0]:.1f} to {c.interval[1]:.1f}" for c in checks if c.interval
             )
+            moved = repeatability(achieved)
             said = (
                 f"estimated {statistics.median(estimated):5.1f}%, achieved "
                 f"{statistics.median(achieved):5.1f}% of the unprofiled step "
-                f"({checks[0].method}; per session 95% CI {intervals}): {how}"
-                + repeatability(achieved)
+                f"({checks[0].method}; per session 95% CI {intervals}): {how}{moved}"
             )
-            unsettled += bool(repeatability(achieved))
+            unsettled += bool(moved)
         else:
             ok = 2 * sum(c.passed for c in checks) > len(checks)
             said = f"passed in {sum(c.passed for c in checks)} of {len(checks)} sessions"

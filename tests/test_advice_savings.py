@@ -891,14 +891,19 @@ def test_followup_states_the_delivered_time_at_one_machine_pace(before_after, tm
 
 
 @pytest.mark.parametrize(
-    ("promised_ms", "where"),
+    ("promised_ms", "up_to", "where"),
     [
-        (0.3, "more than promised"),
-        (1.0, "the promise is within it"),
-        (2.0, "less than promised"),
+        (0.3, False, "more than promised"),
+        (1.0, False, "the promise is within it"),
+        (2.0, False, "less than promised"),
+        # a promise the model gave as the most it allows ("up to", ``Finding.upper_bound``) is
+        # kept by any delivery up to it; only more than it is news
+        (0.3, True, "more than promised"),
+        (1.0, True, "within the promise, which was at most that"),
+        (2.0, True, "within the promise, which was at most that"),
     ],
 )
-def test_followup_sentence_places_the_promise_against_the_interval(promised_ms, where):
+def test_followup_sentence_places_the_promise_against_the_interval(promised_ms, up_to, where):
     from perfkit_core.advice.followup import FollowUp
 
     row = FollowUp(
@@ -913,45 +918,14 @@ def test_followup_sentence_places_the_promise_against_the_interval(promised_ms, 
         state_after="foreach",
         delivered_low_ns=0.5e6,
         delivered_high_ns=1.5e6,
+        promised_up_to=up_to,
     )
+    bound = "up to " if up_to else ""
     assert row.sentence() == (
-        f"promised {promised_ms:.2f} ms/step, delivered 1.00 ms/step, 95% CI 0.50 to 1.50: "
-        f"{where} (for-loop to foreach)"
+        f"promised {bound}{promised_ms:.2f} ms/step, delivered 1.00 ms/step, 95% CI 0.50 to "
+        f"1.50: {where} (for-loop to foreach)"
     )
     assert row.to_dict()["delivered_low_ns"] == 0.5e6
-
-
-@pytest.mark.parametrize(
-    ("promised_ms", "where"),
-    [
-        (0.3, "more than promised"),
-        (1.0, "within the promise, which was at most that"),
-        (2.0, "within the promise, which was at most that"),
-    ],
-)
-def test_followup_of_a_promise_that_was_at_most_its_figure(promised_ms, where):
-    """A promise the model gave as the most it allows ("up to", ``Finding.upper_bound``) is
-    kept by any delivery up to it; only more than it is news."""
-    from perfkit_core.advice.followup import FollowUp
-
-    row = FollowUp(
-        id="input-pipeline",
-        rule="input-pipeline",
-        title="t",
-        promised_ns=promised_ms * 1e6,
-        remaining_ns=0.0,
-        acted_on=True,
-        delivered_ns=1.0e6,
-        state_before="single-process",
-        state_after="worker processes",
-        delivered_low_ns=0.5e6,
-        delivered_high_ns=1.5e6,
-        promised_up_to=True,
-    )
-    assert row.sentence() == (
-        f"promised up to {promised_ms:.2f} ms/step, delivered 1.00 ms/step, 95% CI 0.50 to "
-        f"1.50: {where} (single-process to worker processes)"
-    )
 
 
 def test_acted_on_compares_the_time_without_the_profiler_when_both_runs_have_it(before_after):

@@ -33,7 +33,7 @@ def test_report_prints_aligned_tables(capsys):
     rule = lines[header_end + 1]
     spans = [m.span() for m in re.finditer(r"-+", rule)]
     row = lines[header_end + 2]
-    assert all(row[end:end + 2].strip() == "" for _, end in spans[:-1])
+    assert all(row[end : end + 2].strip() == "" for _, end in spans[:-1])
     # The first operator row equals the view's top row, converted to us.
     ops = perfkit_core.load(path).summary("operator")
     top = ops.iloc[0]
@@ -230,5 +230,7 @@ def test_report_model_view_numbers(capsys):
     share = 100 * loaders["dur_ns"].sum() / 6 / step
     assert rows["data"]["step_pct"] == pytest.approx(share)
     assert 30 < share < 50  # single-process DataLoader: a large share of each step
-    parts = sum(rows[k]["per_step_ns"] for k in ("data", "forward", "backward", "optimizer", "other"))
+    parts = sum(
+        rows[k]["per_step_ns"] for k in ("data", "forward", "backward", "optimizer", "other")
+    )
     assert parts == pytest.approx(rows["step"]["per_step_ns"])

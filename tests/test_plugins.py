@@ -477,6 +477,16 @@ def _answering(hook: str, answer: object) -> object:
     return type("Odd", (), {hook: hookimpl(tryfirst=True)(implementation)})()
 
 
+def _only_paddle_answers(hook: str) -> None:
+    """Paddle's adapter answers ``hook`` with a number of 0 or more (where paddle is imported),
+    torch's and an unknown framework's with nothing."""
+    pm = plugins.get_plugin_manager()
+    if "paddle" in sys.modules:
+        assert framework_hook(hook, "paddle", pm)(framework="paddle") >= 0
+    for framework in ("torch", "no such framework"):
+        assert framework_hook(hook, framework, pm)(framework=framework) is None
+
+
 def test_loader_batch_ns_hook_is_the_runs_adapters():
     """The adapter of the run's framework times its DataLoader's hand-over on this machine; a
     plugin's answer that is not a positive number, or one that raises, is not used (a real run:
@@ -516,16 +526,8 @@ def test_loader_receive_ns_hook_is_the_runs_adapters():
     run: tests/test_advice_savings.py)."""
     from perfkit_core.capture.machine_costs import loader_costs_here, loader_receive_ns
 
+    _only_paddle_answers("perfkit_loader_receive_ns")
     pm = plugins.get_plugin_manager()
-    if "paddle" in sys.modules:
-        assert framework_hook("perfkit_loader_receive_ns", "paddle", pm)(framework="paddle") >= 0
-    assert framework_hook("perfkit_loader_receive_ns", "torch", pm)(framework="torch") is None
-    assert (
-        framework_hook("perfkit_loader_receive_ns", "no such framework", pm)(
-            framework="no such framework"
-        )
-        is None
-    )
 
     for answer, expected in (
         (900_000, 900_000.0),
@@ -555,16 +557,8 @@ def test_thread_op_ns_hook_is_the_runs_adapters():
     tests/test_advice_savings.py)."""
     from perfkit_core.capture.machine_costs import loader_costs_here, thread_op_ns
 
+    _only_paddle_answers("perfkit_thread_op_ns")
     pm = plugins.get_plugin_manager()
-    if "paddle" in sys.modules:
-        assert framework_hook("perfkit_thread_op_ns", "paddle", pm)(framework="paddle") >= 0
-    assert framework_hook("perfkit_thread_op_ns", "torch", pm)(framework="torch") is None
-    assert (
-        framework_hook("perfkit_thread_op_ns", "no such framework", pm)(
-            framework="no such framework"
-        )
-        is None
-    )
 
     for answer, expected in (
         (21_000, 21_000.0),
