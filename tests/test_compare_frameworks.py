@@ -165,8 +165,9 @@ def test_loader_thread_work_is_data(model_pairs):
     assert not any(name.startswith("other") for name in family.index)
     # ... and the prefetch thread's own work, which overlaps the step, is named in the note.
     per_step = other["dur_ns"].sum() / len(steps)
-    assert f"ran {per_step / 1e6:.3f} ms of work per step outside the step's thread" in (
-        run.summary("family").attrs["note"]
+    assert (
+        f"ran {per_step / 1e6:.3f} ms of work per step outside the step's thread"
+        in (run.summary("family").attrs["note"])
     )
 
 
@@ -186,8 +187,8 @@ def test_verdict_names_the_biggest_causes(pair):
         # The rows going the way the step went, largest first, and the largest the other way.
         same_way = body[np.sign(body["delta_ns"]) == np.sign(step_delta)]
         top = same_way["delta_ns"].abs().idxmax()
-        assert verdict.causes["family"][0].name == top and top in sentence
-        assert top in family_line
+        assert verdict.causes["family"][0].name == top and top in family_line
+        assert (top in sentence) != verdict.rows_disagree
         other_way = body[np.sign(body["delta_ns"]) == -np.sign(step_delta)]
         other = other_way["delta_ns"].abs().idxmax()
         if abs(other_way.loc[other, "delta_ns"]) >= 0.02 * abs(step_delta):
@@ -197,6 +198,7 @@ def test_verdict_names_the_biggest_causes(pair):
         # beyond their own noise, whatever the unprofiled headline says.
         assert ("the op family differing most" in sentence) == bool(verdict.causes["family"])
         assert all(c.resolvable for c in verdict.causes["family"])
+    _check_unprofiled_phases(comparison, verdict, sentence)
     est = verdict.headline
     # The head states the headline (the unprofiled ratio), "within the noise" when it is.
     assert ("within the noise" in sentence) == (est.direction == "same")
@@ -206,6 +208,50 @@ def test_verdict_names_the_biggest_causes(pair):
     torch_timer = comparison.runs[0].meta["step_timer"]["unprofiled_ns"]
     paddle_timer = comparison.runs[1].meta["step_timer"]["unprofiled_ns"]
     assert est.ratio == pytest.approx(np.mean(paddle_timer) / np.mean(torch_timer))
+
+
+def _check_unprofiled_phases(comparison, verdict, sentence: str) -> None:
+    """The phases both runs timed without the profiler, recomputed from the step timer's own
+    lists; where the profiled steps say the opposite of the unprofiled headline, the sentence
+    names the largest phase that goes the headline's way beyond its noise, and no op family."""
+    timers = [run.meta["step_timer"] for run in comparison.runs]
+    kept = [
+        len(t["unprofiled_ns"]) - o.warmup_unprofiled
+        for t, o in zip(timers, verdict.overheads, strict=True)
+    ]
+    expected = {}
+    for phase in ("data", "forward", "backward", "optimizer"):
+        lists = [t.get("phases", {}).get(phase, {}).get("unprofiled_ns") for t in timers]
+        if all(lists) and all(any(x) for x in lists):
+            a, b = (
+                np.asarray(v[len(v) - n :], dtype=float) for v, n in zip(lists, kept, strict=True)
+            )
+            expected[phase] = b.mean() - a.mean()
+    found = {c.name: c for c in verdict.unprofiled_phases}
+    assert set(found) == set(expected)
+    total = verdict.unprofiled.delta
+    for phase, delta in expected.items():
+        assert found[phase].delta_ns == pytest.approx(delta)
+        assert found[phase].share_pct == pytest.approx(100 * delta / total)
+        assert found[phase].resolvable == (not found[phase].low_ns <= 0 <= found[phase].high_ns)
+    if expected:
+        line = verdict.unprofiled_phases_line()
+        assert line in verdict.lines() and f"{total / 1e6:+.3f} ms difference" in line
+        rest = total - sum(expected.values())
+        assert f"{rest / 1e6:+.3f} ms" in line
+    if not verdict.rows_disagree:
+        assert "without the profiler:" not in sentence
+        return
+    going = [
+        c for c in verdict.unprofiled_phases if c.resolvable and (c.delta_ns > 0) == (total > 0)
+    ]
+    if going:
+        top = max(going, key=lambda c: abs(c.delta_ns))
+        assert f"the biggest timed phase without the profiler: {top.name} " in sentence
+        assert f"{top.delta_ns / 1e6:+.3f} ms per step" in sentence
+    else:
+        assert sentence.endswith("the profiled steps, which the rows come from, say the opposite")
+    assert "the biggest cause" not in sentence
 
 
 def _slower_last(pair, labels=("torch", "paddle")):

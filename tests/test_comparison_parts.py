@@ -212,8 +212,47 @@ def test_a_profiled_difference_pointing_the_other_way_is_said_first(tmp_path):
     # reversed, still opposite
     reversed_lines = compare(*runs[::-1], labels=["b", "a"]).verdict().lines()
     assert any("say the opposite" in line for line in reversed_lines)
+    # no phase timed without the profiler: the sentence names no profiled row as the cause
+    assert sentence.endswith("the profiled steps, which the rows come from, say the opposite")
+    assert "aten::mm" not in sentence and not verdict.unprofiled_phases
+    # with the phases both runs timed without the profiler, it names the largest going the
+    # headline's way beyond its noise; a phase only one run timed is left out
+    phases = (
+        {"data": [20_000, 22_000] * 3, "optimizer": [30_000, 31_000] * 3},
+        {"data": [70_000, 74_000] * 3, "optimizer": [20_000, 21_000] * 3, "forward": [9] * 6},
+    )
+    for run, timed in zip(runs, phases, strict=True):
+        run.meta["step_timer"]["phases"] = {
+            name: {"profiled_ns": times, "unprofiled_ns": times} for name, times in timed.items()
+        }
+    timed_verdict = compare(*runs, labels=["a", "b"]).verdict()
+    data = np.mean(phases[1]["data"]) - np.mean(phases[0]["data"])
+    optimizer = np.mean(phases[1]["optimizer"]) - np.mean(phases[0]["optimizer"])
+    assert data == 51_000 and optimizer == -10_000
+    assert [(c.name, c.delta_ns) for c in timed_verdict.unprofiled_phases] == [
+        ("data", data),
+        ("optimizer", optimizer),
+    ]
+    assert timed_verdict.sentence().endswith(
+        "; the biggest timed phase without the profiler: data +0.051 ms per step (64% of the "
+        "difference)"
+    )
+    assert 100 * data / 80_000 == pytest.approx(63.75)
+    rest = 80_000 - data - optimizer
+    assert timed_verdict.lines()[2] == (
+        "without the profiler, of the +0.080 ms difference in mean step time, the phases both "
+        f"runs timed: data +0.051 ms (64%), optimizer -0.010 ms (-12%); +{rest / 1e6:.3f} ms "
+        f"({100 * rest / 80_000:.0f}%) in the rest of the step"
+    )
+    plain = timed_verdict.to_dict()["unprofiled_phases"]
+    assert [(p["name"], p["delta_ns"], p["resolvable"]) for p in plain] == [
+        ("data", data, True),
+        ("optimizer", optimizer, True),
+    ]
     # the same direction both ways: no such line
     runs[1].meta["step_timer"]["unprofiled_ns"] = [50_000] * 6
     agree = compare(*runs, labels=["a", "b"]).verdict()
     assert agree.headline.direction == "faster"
     assert not any("say the opposite" in line for line in agree.lines())
+    # there the profiled rows go the headline's way, and the sentence names the biggest of them
+    assert "; the biggest cause: " in agree.sentence() and agree.unprofiled_phases

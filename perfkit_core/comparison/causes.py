@@ -8,8 +8,17 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from perfkit_core.comparison.attribution import TOTAL, attribution_table, missing_layers_line
-from perfkit_core.comparison.overhead import density_warning, run_overhead, step_timer_phase
+from perfkit_core.comparison.overhead import (
+    RunOverhead,
+    density_warning,
+    finite_ns,
+    run_overhead,
+    step_timer_phase,
+)
+from perfkit_core.comparison.rows import Z_95
 from perfkit_core.comparison.statistics import ratio_of_means
 from perfkit_core.comparison.verdict import (
     CAUSE_VIEWS,
@@ -22,6 +31,7 @@ from perfkit_core.views.anatomy.attribution import UNATTRIBUTED
 
 if TYPE_CHECKING:
     from perfkit_core.comparison.types import Comparison
+    from perfkit_core.events.run import Run
 
 
 def both_sides(
@@ -77,6 +87,55 @@ def top_causes(comparison: Comparison, view: str, limit: int = TOP_CAUSES) -> li
     if not comparison.profiled_estimate().significant:
         return sorted(slower + faster, key=lambda c: -abs(c.delta_ns))[:limit]
     return slower if comparison.profiled_estimate().delta > 0 else faster
+
+
+#: The step timer's phases that are parts of a step's wall time (the others are CPU times:
+#: ``training_cpu``, ``data_cpu``, and ``loading``, a loading thread's beside the step).
+WALL_PHASES = ("data", "forward", "backward", "optimizer")
+
+
+def unprofiled_phases(
+    comparison: Comparison, overheads: list[RunOverhead], total: float
+) -> list[Cause]:
+    """The phases both the first and the last run timed without the profiler
+    (``WALL_PHASES``, from the step timer's ``phases``), each as a ``Cause``: the last run's
+    mean per step (or sample) less the first's, over the steps the headline's ratio is taken
+    over (their warm-up left out), its share of ``total`` (the difference of those steps'
+    means, ns), and its 95% interval from the two runs' step-to-step spread; largest first. Empty where either
+    run has no unprofiled steps."""
+    first, last = 0, len(comparison.runs) - 1
+    ends = (first, last)
+    if any(len(overheads[i].unprofiled_ns) == 0 for i in ends):
+        return []
+    scale = [comparison.sample_scale(i) for i in ends]
+    found = []
+    for phase in WALL_PHASES:
+        va, vb = (
+            _phase_steps(comparison.runs[i], phase, overheads[i]) / scale[k]
+            for k, i in enumerate(ends)
+        )
+        if min(len(va), len(vb)) < 2 or not (va.any() and vb.any()):
+            continue
+        delta = float(vb.mean() - va.mean())
+        half = Z_95 * math.sqrt(va.var(ddof=1) / len(va) + vb.var(ddof=1) / len(vb))
+        low, high = delta - half, delta + half
+        share = 100.0 * delta / total if total else math.nan
+        found.append(
+            Cause("unprofiled phases", phase, delta, share, low, high, low > 0 or high < 0)
+        )
+    return sorted(found, key=lambda c: -abs(c.delta_ns))
+
+
+def _phase_steps(run: Run, phase: str, overhead: RunOverhead) -> np.ndarray:
+    """``phase``'s unprofiled time in each step the headline keeps (ns; 0 in a step it did not
+    run in), or an empty array where the run did not time it in step with its steps."""
+    record = run.meta.get("step_timer") or {}
+    phases = record.get("phases") if isinstance(record, dict) else None
+    entry = phases.get(phase) if isinstance(phases, dict) else None
+    times = finite_ns(entry.get("unprofiled_ns") if isinstance(entry, dict) else None)
+    if len(times) != len(overhead.whole_unprofiled_ns):
+        return np.zeros(0)
+    return times[overhead.warmup_unprofiled :]
 
 
 def build_verdict(comparison: Comparison) -> Verdict:
@@ -157,4 +216,7 @@ def build_verdict(comparison: Comparison) -> Verdict:
         steady=steady,
         unprofiled_warmup=unprofiled_warmup,
         with_warmup=with_warmup,
+        unprofiled_phases=(
+            unprofiled_phases(comparison, overheads, unprofiled.delta) if unprofiled else []
+        ),
     )

@@ -97,6 +97,10 @@ class Verdict:
     #: The headline's ratio with the warm-up steps left in, where the rule left any out of the
     #: steps it is taken over; else None.
     with_warmup: RatioEstimate | None = None
+    #: The phases both runs timed without the profiler (the step timer's, ``causes.WALL_PHASES``),
+    #: as ``unprofiled_phases`` gives them: differences of the steps the unprofiled headline is
+    #: taken over, largest first; empty without an unprofiled headline.
+    unprofiled_phases: list[Cause] = field(default_factory=list)
 
     @property
     def headline(self) -> RatioEstimate:
@@ -139,7 +143,10 @@ class Verdict:
         """The answer in one sentence (at most ``LEAD_WORDS`` words): which run is faster, by
         how much (with its interval, and the warm-up steps left out), and the biggest cause:
         the op family that explains most of the difference, or, within the noise, the one
-        that differs most beyond its own noise. The rest is in ``lines``."""
+        that differs most beyond its own noise. Where the profiled steps, which the rows come
+        from, say the opposite of the unprofiled headline, no row is its cause: the sentence
+        names the phase timed without the profiler that differs most the headline's way, or
+        says that the profiled steps say the opposite. The rest is in ``lines``."""
         est = self.headline
         if math.isnan(est.ratio):
             return f"{self.candidate} and {self.baseline} cannot be compared: no step times"
@@ -157,6 +164,15 @@ class Verdict:
                 f"{self.candidate} is {factor:.2f}x {est.direction} per {self.per} than "
                 f"{self.baseline}{source} ({ci} {low:.2f}-{high:.2f}{self._left_out_clause()})"
             )
+        if self.rows_disagree:
+            phase = self._unprofiled_cause()
+            if phase is None:
+                return f"{head}; the profiled steps, which the rows come from, say the opposite"
+            return (
+                f"{head}; the biggest timed phase without the profiler: {phase.name} "
+                f"{phase.delta_ns / _SCALE[time_unit]:+.3f} {time_unit} per {self.per} "
+                f"({abs(phase.share_pct):.0f}% of the difference)"
+            )
         causes = self.causes.get("family", [])
         if not causes:
             return head + (
@@ -166,6 +182,45 @@ class Verdict:
             )
         word = "the biggest cause" if self.profiled.significant else "the op family differing most"
         return f"{head}; {word}: {causes[0].text(time_unit)} per {self.per}"
+
+    @property
+    def rows_disagree(self) -> bool:
+        """Whether the headline is the unprofiled ratio and the profiled steps the rows come
+        from say the opposite, each beyond its noise: then no profiled row is a cause of the
+        headline's difference, and the sentence names a phase timed without the profiler."""
+        est, prof = self.headline, self.profiled
+        if est is prof or est.direction == "same" or prof.direction == "same":
+            return False
+        return prof.direction != est.direction
+
+    def _unprofiled_cause(self) -> Cause | None:
+        """The phase timed without the profiler that differs most the headline's way beyond
+        its own noise, or None."""
+        going = self.headline.delta > 0
+        for cause in self.unprofiled_phases:
+            if cause.resolvable and (cause.delta_ns > 0) == going:
+                return cause
+        return None
+
+    def unprofiled_phases_line(self, time_unit: str = "ms") -> str:
+        """The phases both runs timed without the profiler, with their shares of the
+        unprofiled difference and what no phase timed in both holds; "" without them."""
+        if not self.unprofiled_phases or self.unprofiled is None:
+            return ""
+        scale = _SCALE[time_unit]
+        listed = ", ".join(
+            f"{c.name} {c.delta_ns / scale:+.3f} {time_unit}"
+            + ("" if math.isnan(c.share_pct) else f" ({c.share_pct:.0f}%)")
+            for c in self.unprofiled_phases
+        )
+        total = self.unprofiled.delta
+        rest = total - sum(c.delta_ns for c in self.unprofiled_phases)
+        rest_share = f" ({100.0 * rest / total:.0f}%)" if total else ""
+        return (
+            f"without the profiler, of the {total / scale:+.3f} {time_unit} difference in mean "
+            f"{self.per} time, the phases both runs timed: {listed}; {rest / scale:+.3f} "
+            f"{time_unit}{rest_share} in the rest of the {self.per}"
+        )
 
     def family_line(self, time_unit: str = "ms") -> str:
         """The op families behind the difference, in both directions: the largest rows that
@@ -236,7 +291,11 @@ class Verdict:
         directions, the GPU time by op family, the baseline and sign convention, the noise
         floor, the profiler's effect, warnings."""
         out = [self.sentence(time_unit), *self.steady_lines(time_unit)]
-        for line in (self.profiled_line(), self.family_line(time_unit)):
+        for line in (
+            self.profiled_line(),
+            self.unprofiled_phases_line(time_unit),
+            self.family_line(time_unit),
+        ):
             if line:
                 out.append(line)
         hidden = self.hidden_loading(time_unit)
@@ -328,6 +387,7 @@ class Verdict:
             },
             "unprofiled_warmup": dict(zip(self.labels, self.unprofiled_warmup, strict=False)),
             "with_warmup": None if self.with_warmup is None else self.with_warmup.to_dict(),
+            "unprofiled_phases": [_plain(c) for c in self.unprofiled_phases],
         }
 
 
