@@ -101,8 +101,8 @@ def unprofiled_phases(
     (``WALL_PHASES``, from the step timer's ``phases``), each as a ``Cause``: the last run's
     mean per step (or sample) less the first's, over the steps the headline's ratio is taken
     over (their warm-up left out), its share of ``total`` (the difference of those steps'
-    means, ns), and its 95% interval from the two runs' step-to-step spread; largest first. Empty where either
-    run has no unprofiled steps."""
+    means, ns), and its 95% interval from the two runs' step-to-step spread; largest first.
+    Empty where either run has no unprofiled steps."""
     first, last = 0, len(comparison.runs) - 1
     ends = (first, last)
     if any(len(overheads[i].unprofiled_ns) == 0 for i in ends):
