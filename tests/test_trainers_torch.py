@@ -336,8 +336,10 @@ def test_lightning_ddp_saves_a_run_per_rank(tmp_path: Path) -> None:
         timeout=600,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    said = [json.loads((tmp_path / "out" / f"said-rank{rank}.json").read_text()) for rank in (0, 1)]
-    assert [r["rank"] for r in said] == [0, 1], out.stderr[-3000:]
+    files = [tmp_path / "out" / f"said-rank{rank}.json" for rank in (0, 1)]
+    assert all(f.is_file() for f in files), out.stderr[-3000:]
+    said = [json.loads(f.read_text()) for f in files]
+    assert [r["rank"] for r in said] == [0, 1]
     for rank, result in enumerate(said):
         (run_dir,) = (tmp_path / r for r in result["runs"])
         assert run_dir.name == f"lightning_logs-version_0-rank{rank}.step5"
