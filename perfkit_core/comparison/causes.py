@@ -14,11 +14,11 @@ from perfkit_core.comparison.attribution import TOTAL, attribution_table, missin
 from perfkit_core.comparison.overhead import (
     RunOverhead,
     density_warning,
-    finite_ns,
     run_overhead,
     step_timer_phase,
+    step_timer_phase_ns,
 )
-from perfkit_core.comparison.rows import Z_95
+from perfkit_core.comparison.rows import mean_difference
 from perfkit_core.comparison.statistics import ratio_of_means
 from perfkit_core.comparison.verdict import (
     CAUSE_VIEWS,
@@ -116,9 +116,7 @@ def unprofiled_phases(
         )
         if min(len(va), len(vb)) < 2 or not (va.any() and vb.any()):
             continue
-        delta = float(vb.mean() - va.mean())
-        half = Z_95 * math.sqrt(va.var(ddof=1) / len(va) + vb.var(ddof=1) / len(vb))
-        low, high = delta - half, delta + half
+        delta, low, high = mean_difference(va, vb)
         share = 100.0 * delta / total if total else math.nan
         found.append(
             Cause("unprofiled phases", phase, delta, share, low, high, low > 0 or high < 0)
@@ -129,10 +127,7 @@ def unprofiled_phases(
 def _phase_steps(run: Run, phase: str, overhead: RunOverhead) -> np.ndarray:
     """``phase``'s unprofiled time in each step the headline keeps (ns; 0 in a step it did not
     run in), or an empty array where the run did not time it in step with its steps."""
-    record = run.meta.get("step_timer") or {}
-    phases = record.get("phases") if isinstance(record, dict) else None
-    entry = phases.get(phase) if isinstance(phases, dict) else None
-    times = finite_ns(entry.get("unprofiled_ns") if isinstance(entry, dict) else None)
+    times = step_timer_phase_ns(run, phase)
     if len(times) != len(overhead.whole_unprofiled_ns):
         return np.zeros(0)
     return times[overhead.warmup_unprofiled :]

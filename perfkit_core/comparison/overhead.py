@@ -110,13 +110,20 @@ def step_timer_phase(run: Run, phase: str, *, mean: bool = False) -> float | Non
     background thread does as it can (a loader thread filling its queue does several batches
     in one step and none in the next); None when it was not timed in at least
     ``MIN_TIMED_STEPS`` such steps or never ran in them."""
-    record = run.meta.get("step_timer") or {}
-    phases = record.get("phases") if isinstance(record, dict) else None
-    entry = phases.get(phase) if isinstance(phases, dict) else None
-    times = finite_ns(entry.get("unprofiled_ns") if isinstance(entry, dict) else None)
+    times = step_timer_phase_ns(run, phase)
     if len(times) < MIN_TIMED_STEPS or not times.any():
         return None
     return float(times.mean() if mean else np.median(times))
+
+
+def step_timer_phase_ns(run: Run, phase: str) -> np.ndarray:
+    """``phase``'s time (ns) in each step ``perfkit_core.step_timer`` timed without the
+    profiler, warm-up included, as the adapter's phase timer saved it (0 in a step the phase
+    did not run in); empty where it was not timed."""
+    record = run.meta.get("step_timer") or {}
+    phases = record.get("phases") if isinstance(record, dict) else None
+    entry = phases.get(phase) if isinstance(phases, dict) else None
+    return finite_ns(entry.get("unprofiled_ns") if isinstance(entry, dict) else None)
 
 
 def run_overhead(run: Run) -> RunOverhead:

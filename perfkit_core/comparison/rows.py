@@ -150,6 +150,17 @@ def device_keys(comparison: Comparison, i: int, view: str) -> np.ndarray:
     raise KeyError(f"unknown attribution view {view!r}")
 
 
+def mean_difference(va: np.ndarray, vb: np.ndarray) -> tuple[float, float, float]:
+    """(``vb``'s mean less ``va``'s, the low and high ends of its 95% interval from the two
+    samples' spread, normal approximation); NaN ends with fewer than two of either, NaN
+    throughout with none."""
+    delta = float(vb.mean() - va.mean()) if len(va) and len(vb) else math.nan
+    if len(va) < 2 or len(vb) < 2:
+        return delta, math.nan, math.nan
+    half = Z_95 * math.sqrt(va.var(ddof=1) / len(va) + vb.var(ddof=1) / len(vb))
+    return delta, delta - half, delta + half
+
+
 def row_intervals(comparison: Comparison, view: str, time: str = "host") -> pd.DataFrame:
     """Per row of ``view``: ``delta_ns`` (the last run's mean per step less the first run's),
     ``low_ns`` / ``high_ns`` (its 95% interval from each run's step-to-step spread) and
@@ -164,12 +175,7 @@ def row_intervals(comparison: Comparison, view: str, time: str = "host") -> pd.D
     for name in names:
         va = a[name].to_numpy() if name in a.columns else np.zeros(len(a))
         vb = b[name].to_numpy() if name in b.columns else np.zeros(len(b))
-        delta = float(vb.mean() - va.mean()) if len(va) and len(vb) else math.nan
-        if len(va) >= 2 and len(vb) >= 2:
-            half = Z_95 * math.sqrt(va.var(ddof=1) / len(va) + vb.var(ddof=1) / len(vb))
-            low, high = delta - half, delta + half
-        else:
-            low = high = math.nan
+        delta, low, high = mean_difference(va, vb)
         resolvable = bool(not math.isnan(low) and (low > 0 or high < 0))
         rows.append(
             {

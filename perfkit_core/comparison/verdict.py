@@ -188,10 +188,8 @@ class Verdict:
         """Whether the headline is the unprofiled ratio and the profiled steps the rows come
         from say the opposite, each beyond its noise: then no profiled row is a cause of the
         headline's difference, and the sentence names a phase timed without the profiler."""
-        est, prof = self.headline, self.profiled
-        if est is prof or est.direction == "same" or prof.direction == "same":
-            return False
-        return prof.direction != est.direction
+        directions = {self.headline.direction, self.profiled.direction}
+        return len(directions) == 2 and "same" not in directions
 
     def _unprofiled_cause(self) -> Cause | None:
         """The phase timed without the profiler that differs most the headline's way beyond
